@@ -1,0 +1,20 @@
+# Portico: a static binary on an empty base image, running as a non-root user.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/portico ./cmd/portico \
+ && mkdir -p /out/etc /out/tmp \
+ && echo 'portico:x:65532:65532:portico:/nonexistent:/sbin/nologin' > /out/etc/passwd \
+ && echo 'portico:x:65532:' > /out/etc/group
+
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /out/etc/passwd /out/etc/group /etc/
+COPY --from=build --chown=65532:65532 /out/tmp /tmp
+COPY --from=build /out/portico /portico
+USER 65532:65532
+EXPOSE 8080 8443
+ENTRYPOINT ["/portico"]
+CMD ["serve"]

@@ -1,0 +1,236 @@
+package hostname
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestLookup(t *testing.T) {
+	patterns := []string{
+		"foo.example.com",
+		"*.example.com",
+		"*.b.example.com",
+		"*.c.b.example.com",
+		"Upper.Example.ORG.",
+		"*.Wild.Example.ORG",
+		"",
+	}
+	values := []string{"exact", "wild1", "wild2", "wild3", "upper", "wildorg", "fallback"}
+	tab := NewTable(patterns, values)
+	if got := tab.Len(); got != len(patterns) {
+		t.Fatalf("Len = %d, want %d", got, len(patterns))
+	}
+	tests := []struct{ name, want string }{
+		{"foo.example.com", "exact"},
+		{"FOO.Example.Com", "exact"},
+		{"foo.example.com.", "exact"},
+		{"bar.example.com", "wild1"},       // depth 1
+		{"x.bar.example.com", "wild1"},     // depth 2
+		{"x.y.bar.example.com", "wild1"},   // depth 3
+		{"x.foo.example.com", "wild1"},     // below an exact name: the exact one does not cover it
+		{"x.b.example.com", "wild2"},       // longer suffix wins
+		{"x.y.b.example.com", "wild2"},     // depth 2 under the longer suffix
+		{"b.example.com", "wild1"},         // *.b.example.com does not match b.example.com
+		{"x.c.b.example.com", "wild3"},     // longest of three
+		{"c.b.example.com", "wild2"},       // not its own wildcard
+		{"example.com", "fallback"},        // *.example.com does not match example.com
+		{"upper.example.org", "upper"},     // pattern was normalized
+		{"a.WILD.example.org.", "wildorg"}, // case and trailing dot on a wildcard hit
+		{"wild.example.org", "fallback"},
+		{"", "fallback"},
+		{".", "fallback"},
+		{"other.net", "fallback"},
+		{"com", "fallback"},
+	}
+	for _, tt := range tests {
+		got, ok := tab.Lookup(tt.name)
+		if !ok || got != tt.want {
+			t.Errorf("Lookup(%q) = %q, %v; want %q", tt.name, got, ok, tt.want)
+		}
+	}
+}
+
+func TestLookupWithoutFallback(t *testing.T) {
+	tab := NewTable([]string{"a.example.com", "*.example.net"}, []int{1, 2})
+	for _, name := range []string{"", "example.net", "b.example.com", "a.example.com.x", "xa.example.com"} {
+		if v, ok := tab.Lookup(name); ok {
+			t.Errorf("Lookup(%q) = %d, want no match", name, v)
+		}
+	}
+	if v, ok := tab.Lookup("a.b.example.net"); !ok || v != 2 {
+		t.Errorf("Lookup(a.b.example.net) = %d, %v; want 2", v, ok)
+	}
+	var nilTable *Table[int]
+	if _, ok := nilTable.Lookup("a.example.com"); ok || nilTable.Len() != 0 {
+		t.Error("nil table matched")
+	}
+}
+
+func TestFirstPatternWins(t *testing.T) {
+	tab := NewTable(
+		[]string{"a.example.com", "A.EXAMPLE.COM.", "*.example.com", "*.Example.com", "", "*"},
+		[]int{1, 2, 3, 4, 5, 6},
+	)
+	if tab.Len() != 3 {
+		t.Errorf("Len = %d, want 3 distinct patterns", tab.Len())
+	}
+	for name, want := range map[string]int{"a.example.com": 1, "b.example.com": 3, "example.org": 5} {
+		if v, _ := tab.Lookup(name); v != want {
+			t.Errorf("Lookup(%q) = %d, want %d", name, v, want)
+		}
+	}
+}
+
+func TestLongNames(t *testing.T) {
+	long := strings.Repeat("a", 300) + ".example.com"
+	tab := NewTable([]string{long, "*.example.com"}, []int{1, 2})
+	if v, _ := tab.Lookup(strings.ToUpper(long)); v != 1 {
+		t.Errorf("exact long name = %d, want 1", v)
+	}
+	if v, _ := tab.Lookup("b" + long); v != 2 {
+		t.Errorf("wildcard long name = %d, want 2", v)
+	}
+}
+
+func TestLookupDoesNotAllocate(t *testing.T) {
+	tab := NewTable([]string{"a.example.com", "*.example.com", "*.x.y.example.net"}, []int{1, 2, 3})
+	for _, name := range []string{"A.Example.Com.", "q.r.s.example.com", "miss.example.org", "q.x.y.example.net"} {
+		if n := testing.AllocsPerRun(100, func() { tab.Lookup(name) }); n != 0 {
+			t.Errorf("Lookup(%q) allocates %v times", name, n)
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"", "anything", true},
+		{"*", "", true},
+		{"a.example.com", "A.example.com.", true},
+		{"a.example.com", "b.example.com", false},
+		{"*.example.com", "a.example.com", true},
+		{"*.example.com", "a.b.c.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", ".example.com", false},
+		{"*.example.com", "aexample.com", false},
+		{"*.EXAMPLE.com.", "x.example.COM", true},
+	}
+	for _, tt := range tests {
+		if got := Match(tt.pattern, tt.name); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                 "",
+		".":                "",
+		"a.b.":             "a.b",
+		"a.b..":            "a.b.",
+		"Foo.EXAMPLE.com.": "foo.example.com",
+		"ÄB":               "Äb", // only ASCII letters fold
+	} {
+		if got := Normalize(in); got != want {
+			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// refLookup is the reference for the fuzz test: a linear scan that ranks every
+// matching pattern and keeps the best, the first one on ties.
+func refLookup(patterns []string, name string) (int, bool) {
+	best, bestRank := -1, -1
+	n := refNormalize(name)
+	for i, p := range patterns {
+		p = refNormalize(p)
+		rank := -1
+		switch {
+		case p == "" || p == "*":
+			rank = 0
+		case strings.HasPrefix(p, "*.") && len(p) > 2:
+			suffix := p[1:]
+			if len(n) > len(suffix) && strings.HasSuffix(n, suffix) {
+				rank = 1 + len(suffix) // longer suffix = more specific
+			}
+		case p == n:
+			rank = math.MaxInt // exact beats every wildcard
+		}
+		if rank > bestRank {
+			best, bestRank = i, rank
+		}
+	}
+	return best, best >= 0
+}
+
+func refNormalize(s string) string {
+	s = strings.TrimSuffix(s, ".")
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if c >= 'A' && c <= 'Z' {
+			c += 32
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// FuzzLookup compares Table and Match with the linear-scan reference.
+// The first argument is a newline-separated list of patterns.
+func FuzzLookup(f *testing.F) {
+	f.Add("a.example.com\n*.example.com\n*.b.example.com\n", "x.b.example.com")
+	f.Add("*.example.com\n\nfoo.example.com", "FOO.example.com.")
+	f.Add("*.com\n*.a.com\n*.b.a.com", "c.b.a.com")
+	f.Add("*.example.com", "example.com")
+	f.Add("*..\n*.\n..", "a...")
+	f.Add("*.example.com\nEXAMPLE.com", ".example.com")
+	f.Fuzz(func(t *testing.T, list, name string) {
+		patterns := strings.Split(list, "\n")
+		idx := make([]int, len(patterns))
+		for i := range idx {
+			idx[i] = i
+		}
+		tab := NewTable(patterns, idx)
+		got, gotOK := tab.Lookup(name)
+		want, wantOK := refLookup(patterns, name)
+		if gotOK != wantOK || (wantOK && got != want) {
+			t.Fatalf("Lookup(%q) over %q = %d,%v; reference %d,%v", name, patterns, got, gotOK, want, wantOK)
+		}
+		for _, p := range patterns {
+			_, refOK := refLookup([]string{p}, name)
+			if Match(p, name) != refOK {
+				t.Fatalf("Match(%q, %q) = %v, reference %v", p, name, !refOK, refOK)
+			}
+		}
+	})
+}
+
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		patterns := make([]string, 0, n)
+		for i := range n {
+			if i%10 == 0 {
+				patterns = append(patterns, fmt.Sprintf("*.ns%d.example.com", i))
+			} else {
+				patterns = append(patterns, fmt.Sprintf("svc%d.ns%d.example.com", i, i%97))
+			}
+		}
+		values := make([]int, n)
+		tab := NewTable(patterns, values)
+		queries := []string{
+			fmt.Sprintf("svc%d.ns%d.example.com", n-1, (n-1)%97),
+			fmt.Sprintf("a.b.ns%d.example.com", n-10),
+			"miss.ns3.example.com",
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				tab.Lookup(queries[i%len(queries)])
+			}
+		})
+	}
+}

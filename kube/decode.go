@@ -1,0 +1,126 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Document is one object read from a YAML stream, with where it came from.
+type Document struct {
+	File   string
+	Index  int // 1-based position of the document in its file
+	Object metav1.Object
+}
+
+// DecodeError names the file and document a decode failure is about.
+type DecodeError struct {
+	File  string
+	Index int
+	Err   error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Index == 0 {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// kinds maps apiVersion+kind to a constructor of the typed object. Only the
+// kinds a cluster would hand Portico are accepted; anything else is an error
+// so a typo never silently drops an object.
+func newObject(apiVersion, kind string) (metav1.Object, error) {
+	switch apiVersion + "/" + kind {
+	case "gateway.networking.k8s.io/v1/GatewayClass", "gateway.networking.k8s.io/v1beta1/GatewayClass":
+		return &gwv1.GatewayClass{}, nil
+	case "gateway.networking.k8s.io/v1/Gateway", "gateway.networking.k8s.io/v1beta1/Gateway":
+		return &gwv1.Gateway{}, nil
+	case "gateway.networking.k8s.io/v1/ListenerSet":
+		return &gwv1.ListenerSet{}, nil
+	case "gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1beta1/HTTPRoute":
+		return &gwv1.HTTPRoute{}, nil
+	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
+		// v1beta1 and v1 ReferenceGrants have the same schema.
+		return &gwv1.ReferenceGrant{}, nil
+	case "v1/Namespace":
+		return &corev1.Namespace{}, nil
+	case "v1/Secret":
+		return &corev1.Secret{}, nil
+	case "v1/Service":
+		return &corev1.Service{}, nil
+	case "discovery.k8s.io/v1/EndpointSlice":
+		return &discoveryv1.EndpointSlice{}, nil
+	}
+	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
+}
+
+// Decode reads a multi-document YAML stream. Empty documents are skipped;
+// unknown fields are errors.
+func Decode(file string, r io.Reader) ([]Document, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var docs []Document
+	for index := 1; ; index++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, &DecodeError{File: file, Index: index, Err: err}
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			index--
+			continue
+		}
+		obj, err := decodeOne(raw)
+		if err != nil {
+			return nil, &DecodeError{File: file, Index: index, Err: err}
+		}
+		docs = append(docs, Document{File: file, Index: index, Object: obj})
+	}
+}
+
+func decodeOne(raw []byte) (metav1.Object, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(raw, &tm); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	if tm.Kind == "" || tm.APIVersion == "" {
+		return nil, errors.New("apiVersion and kind are required")
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if obj.GetName() == "" {
+		return nil, fmt.Errorf("%s: metadata.name is required", tm.Kind)
+	}
+	return obj, nil
+}
+
+// stripComments drops comment-only lines so a document made of comments
+// counts as empty.
+func stripComments(raw []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(raw) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '#' {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
+}

@@ -1,0 +1,337 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// namespaceNameLabel is set by the API server on every Namespace; selectors
+// in allowedRoutes and allowedListeners commonly use it.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
+type objectKey struct {
+	kind, namespace, name string
+}
+
+type generation struct {
+	specHash [32]byte
+	value    int64
+}
+
+// FileSource reads the objects of standalone mode from a YAML file or a
+// directory of them. It gives objects what the API server would: a default
+// namespace, a creation time (first seen, in file order) and a generation
+// that moves when the spec changes, so translate sees the same thing in both
+// modes.
+type FileSource struct {
+	path string
+	log  *zap.Logger
+	now  func() time.Time
+
+	mu        sync.Mutex
+	firstSeen map[objectKey]time.Time
+	gens      map[objectKey]generation
+}
+
+// NewFileSource reads path, a YAML file or a directory searched recursively
+// for *.yaml and *.yml.
+func NewFileSource(path string, log *zap.Logger) *FileSource {
+	return &FileSource{
+		path:      path,
+		log:       log,
+		now:       time.Now,
+		firstSeen: map[objectKey]time.Time{},
+		gens:      map[objectKey]generation{},
+	}
+}
+
+// Files lists the YAML files the source reads, in the order it reads them.
+func (s *FileSource) Files() ([]string, error) {
+	info, err := os.Stat(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !info.IsDir() {
+		return []string{s.path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != s.path && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(p); (ext == ".yaml" || ext == ".yml") && !strings.HasPrefix(d.Name(), ".") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// Load reads every file and returns one snapshot. Any error (unreadable
+// file, bad YAML, unknown kind, duplicate object) fails the whole load, so a
+// half-edited directory never replaces a good configuration.
+func (s *FileSource) Load() (*Resources, error) {
+	files, err := s.Files()
+	if err != nil {
+		return nil, err
+	}
+	var docs []Document
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		d, err := Decode(f, fh)
+		fh.Close()
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d...)
+	}
+	return s.assemble(docs)
+}
+
+func (s *FileSource) assemble(docs []Document) (*Resources, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	loadTime := s.now().Truncate(time.Second)
+	seen := map[objectKey]Document{}
+	namespaces := map[string]*corev1.Namespace{}
+	res := &Resources{}
+	for i, d := range docs {
+		obj := d.Object
+		kind := kindOf(obj)
+		if kind != "Namespace" && kind != "GatewayClass" {
+			if obj.GetNamespace() == "" {
+				obj.SetNamespace(corev1.NamespaceDefault)
+			}
+			if _, ok := namespaces[obj.GetNamespace()]; !ok {
+				namespaces[obj.GetNamespace()] = nil
+			}
+		}
+		key := objectKey{kind, obj.GetNamespace(), obj.GetName()}
+		if prev, dup := seen[key]; dup {
+			return nil, &DecodeError{File: d.File, Index: d.Index, Err: fmt.Errorf("%s %s is also defined in %s document %d", kind, displayName(obj), prev.File, prev.Index)}
+		}
+		seen[key] = d
+		if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+			first, ok := s.firstSeen[key]
+			if !ok {
+				// Objects first seen in the same load keep file order: one
+				// nanosecond apart is enough for ordering and invisible in
+				// the second-precision timestamps the API would show.
+				first = loadTime.Add(time.Duration(i))
+				s.firstSeen[key] = first
+			}
+			obj.SetCreationTimestamp(metav1.NewTime(first))
+		}
+		if obj.GetGeneration() == 0 {
+			obj.SetGeneration(s.generationOf(key, obj))
+		}
+		switch o := obj.(type) {
+		case *gwv1.GatewayClass:
+			res.GatewayClasses = append(res.GatewayClasses, o)
+		case *gwv1.Gateway:
+			res.Gateways = append(res.Gateways, o)
+		case *gwv1.ListenerSet:
+			res.ListenerSets = append(res.ListenerSets, o)
+		case *gwv1.HTTPRoute:
+			res.HTTPRoutes = append(res.HTTPRoutes, o)
+		case *gwv1.ReferenceGrant:
+			res.ReferenceGrants = append(res.ReferenceGrants, o)
+		case *corev1.Namespace:
+			namespaces[o.Name] = o
+		case *corev1.Secret:
+			// The API server folds stringData into data on write; do the same
+			// so YAML can carry readable PEM.
+			if len(o.StringData) > 0 {
+				data := make(map[string][]byte, len(o.Data)+len(o.StringData))
+				for k, v := range o.Data {
+					data[k] = v
+				}
+				for k, v := range o.StringData {
+					data[k] = []byte(v)
+				}
+				o.Data, o.StringData = data, nil
+			}
+			res.Secrets = append(res.Secrets, o)
+		case *corev1.Service:
+			res.Services = append(res.Services, o)
+		case *discoveryv1.EndpointSlice:
+			res.EndpointSlices = append(res.EndpointSlices, o)
+		}
+	}
+	// Namespaces exist implicitly in standalone mode, as they must in a
+	// cluster before objects can live in them.
+	for _, name := range sortedKeys(namespaces) {
+		ns := namespaces[name]
+		if ns == nil {
+			ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(loadTime)}}
+		}
+		if ns.Labels[namespaceNameLabel] != name {
+			ns.Labels = cloneLabels(ns.Labels)
+			ns.Labels[namespaceNameLabel] = name
+		}
+		res.Namespaces = append(res.Namespaces, ns)
+	}
+	// Forget objects that are gone so a re-created object is new again.
+	for key := range s.firstSeen {
+		if _, ok := seen[key]; !ok {
+			delete(s.firstSeen, key)
+			delete(s.gens, key)
+		}
+	}
+	return res, nil
+}
+
+// generationOf bumps an object's generation when its spec changes, like the
+// API server does for objects with a status subresource.
+func (s *FileSource) generationOf(key objectKey, obj metav1.Object) int64 {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return 1
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return 1
+	}
+	delete(fields, "metadata")
+	delete(fields, "status")
+	canonical, _ := json.Marshal(fields)
+	h := sha256.Sum256(canonical)
+	g, ok := s.gens[key]
+	switch {
+	case !ok:
+		g = generation{specHash: h, value: 1}
+	case g.specHash != h:
+		g = generation{specHash: h, value: g.value + 1}
+	}
+	s.gens[key] = g
+	return g.value
+}
+
+// Watch starts watching the path and calls onChange, from another
+// goroutine, after anything under it changes, until ctx ends. The watch is
+// in place when Watch returns, so a Load after it misses no change.
+func (s *FileSource) Watch(ctx context.Context, onChange func()) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch config: %w", err)
+	}
+	// Watch directories, not files: editors and ConfigMap mounts replace
+	// files by rename, which ends a watch on the file itself.
+	addDirs := func() {
+		root := s.path
+		if info, err := os.Stat(root); err == nil && !info.IsDir() {
+			root = filepath.Dir(root)
+			_ = w.Add(root)
+			return
+		}
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				if addErr := w.Add(p); addErr != nil {
+					s.log.Warn("cannot watch directory", zap.String("dir", p), zap.Error(addErr))
+				}
+			}
+			return nil
+		})
+	}
+	addDirs()
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Has(fsnotify.Create) {
+					addDirs()
+				}
+				onChange()
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				s.log.Warn("config watch error", zap.Error(err))
+			}
+		}
+	}()
+	return nil
+}
+
+func kindOf(obj metav1.Object) string {
+	switch obj.(type) {
+	case *gwv1.GatewayClass:
+		return "GatewayClass"
+	case *gwv1.Gateway:
+		return "Gateway"
+	case *gwv1.ListenerSet:
+		return "ListenerSet"
+	case *gwv1.HTTPRoute:
+		return "HTTPRoute"
+	case *gwv1.ReferenceGrant:
+		return "ReferenceGrant"
+	case *corev1.Namespace:
+		return "Namespace"
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.Service:
+		return "Service"
+	case *discoveryv1.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+func displayName(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func cloneLabels(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in)+1)
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,444 @@
+// Package kubetest runs a real Kubernetes control plane for tests: etcd and
+// kube-apiserver built from pinned Go modules (hack/kube-binaries.sh), on
+// loopback, with the Gateway API CRDs installed. Each Env has its own etcd and
+// directory, so test packages that run in parallel do not share state.
+//
+// It also makes network namespaces for test backends (see Netns), because the
+// API server refuses EndpointSlice addresses on loopback.
+package kubetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Options tunes StartEnv. The zero value is what tests want.
+type Options struct {
+	// BinDir holds etcd and kube-apiserver. Empty: run hack/kube-binaries.sh,
+	// which builds them on first use and otherwise only finds them.
+	BinDir string
+	// CRDDir holds the manifests applied once the API server is ready.
+	// Empty: the standard channel of the sigs.k8s.io/gateway-api version in
+	// Portico's go.mod.
+	CRDDir string
+	// NoCRDs leaves the API server with built-in types only.
+	NoCRDs bool
+	// APIServerArgs are appended to the kube-apiserver flags; a later flag
+	// overrides an earlier one.
+	APIServerArgs []string
+	// StartTimeout bounds how long etcd and the API server may take to become
+	// ready once built. Zero means one minute.
+	StartTimeout time.Duration
+}
+
+// Env is one running control plane.
+type Env struct {
+	// Config reaches the API server as an administrator (group
+	// system:masters), which RBAC does not restrict.
+	Config *rest.Config
+	// Dir holds certificates, the token file, etcd's data and the logs
+	// (<process>.log). It is removed by Stop unless the test failed.
+	Dir string
+	// BinDir holds the binaries this Env runs.
+	BinDir string
+	// EtcdURL is the client URL of this Env's etcd.
+	EtcdURL string
+
+	pki        *pki
+	kubeconfig string
+
+	mu        sync.Mutex
+	procs     []*proc // in start order
+	stopped   bool
+	keepDir   bool
+	stopError error
+}
+
+// Start starts an Env for a test and stops it when the test ends. When the
+// test fails, the tail of every process log is printed and Dir is kept.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts Options) *Env {
+	t.Helper()
+	start := time.Now()
+	env, err := StartEnv(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	t.Logf("kubetest: control plane ready in %v (dir %s)", time.Since(start).Round(time.Millisecond), env.Dir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			env.mu.Lock()
+			env.keepDir = true
+			env.mu.Unlock()
+			t.Logf("kubetest: logs:\n%s", env.Logs(32<<10))
+		}
+		if err := env.Stop(); err != nil {
+			t.Errorf("kubetest: %v", err)
+		}
+	})
+	return env
+}
+
+// StartEnv starts an Env outside of a test, for TestMain or a benchmark
+// harness. The caller must call Stop.
+func StartEnv(ctx context.Context, opts Options) (*Env, error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = time.Minute
+	}
+	if opts.BinDir == "" || (opts.CRDDir == "" && !opts.NoCRDs) {
+		root, err := RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		if opts.BinDir == "" {
+			if opts.BinDir, err = Binaries(ctx, root); err != nil {
+				return nil, err
+			}
+		}
+		if opts.CRDDir == "" && !opts.NoCRDs {
+			if opts.CRDDir, err = gatewayAPICRDDir(ctx, root); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// A port picked free may be taken by another process before etcd or the
+	// API server binds it; a fresh set of ports fixes that.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var env *Env
+		env, err = startOnce(ctx, opts)
+		if err == nil {
+			return env, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, err
+}
+
+var errPortTaken = errors.New("port taken")
+
+func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
+	dir, err := os.MkdirTemp("", "portico-kubetest-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	env := &Env{Dir: dir, BinDir: opts.BinDir}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, env.Logs(8<<10))
+			_ = env.Stop()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	if env.pki, err = newPKI(dir); err != nil {
+		return env, err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return env, err
+	}
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+`,portico-admin,portico-admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return env, fmt.Errorf("token file: %w", err)
+	}
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return env, err
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	env.EtcdURL = clientURL
+	etcd, err := env.start("etcd",
+		"--name=default",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+clientURL,
+		"--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		// A test's data dies with the test: durability buys nothing.
+		"--unsafe-no-fsync",
+	)
+	if err != nil {
+		return env, err
+	}
+	if err := waitReady(ctx, etcd, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) }); err != nil {
+		return env, err
+	}
+
+	host := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	args := []string{
+		"--etcd-servers=" + clientURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + env.pki.servingCert,
+		"--tls-private-key-file=" + env.pki.servingKey,
+		"--client-ca-file=" + env.pki.caCertFile,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + env.pki.saPublicKey,
+		"--service-account-signing-key-file=" + env.pki.saKeyFile,
+		// ClusterIPs are only ever data here; nothing routes to them.
+		"--service-cluster-ip-range=198.19.0.0/16",
+		// The endpoints of the "kubernetes" Service would be 127.0.0.1,
+		// which the API server itself rejects as an endpoint address.
+		"--endpoint-reconciler-type=none",
+		// Fewer moving parts at start-up and no request queuing in tests.
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+	}
+	apiserver, err := env.start("kube-apiserver", append(args, opts.APIServerArgs...)...)
+	if err != nil {
+		return env, err
+	}
+
+	env.Config = &rest.Config{
+		Host:            host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.pki.caCertPEM},
+		// Tests and benchmarks create objects by the thousand; the default
+		// client-side limit (5 QPS) would measure the limiter.
+		QPS:   1000,
+		Burst: 2000,
+	}
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return env, fmt.Errorf("client: %w", err)
+	}
+	if err := waitReady(ctx, apiserver, func(ctx context.Context) error {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, body)
+		}
+		// Tests take the "default" namespace for granted; a controller
+		// inside the API server creates it a little after start-up.
+		_, err = client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return env, err
+	}
+	if err := env.writeKubeconfig(token); err != nil {
+		return env, err
+	}
+
+	if !opts.NoCRDs {
+		if err := ApplyManifests(ctx, env.Config, opts.CRDDir); err != nil {
+			return env, fmt.Errorf("install CRDs: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// start runs one of the Env's binaries, logging to Dir/<name>.log.
+func (e *Env) start(name string, args ...string) (*proc, error) {
+	p, err := startProc(name, filepath.Join(e.Dir, name+".log"), filepath.Join(e.BinDir, name), args...)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p, nil
+}
+
+// waitReady polls check until it succeeds, the process exits or ctx ends.
+func waitReady(ctx context.Context, p *proc, check func(context.Context) error) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if done, werr := p.exited(); done {
+			if strings.Contains(p.logTail(64<<10), "address already in use") {
+				return fmt.Errorf("%s exited (%v): %w", p.name, werr, errPortTaken)
+			}
+			return fmt.Errorf("%s exited before it was ready: %v", p.name, werr)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %v (last check: %v)", p.name, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func etcdHealthy(ctx context.Context, clientURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd health: %s", resp.Status)
+	}
+	return nil
+}
+
+// writeKubeconfig writes Dir/kubeconfig for the admin, for processes such as
+// the controller manager, and for a person poking at a kept Dir.
+func (e *Env) writeKubeconfig(token string) error {
+	e.kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	caPath, _ := filepath.Abs(e.pki.caCertFile)
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: kubetest
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: kubetest
+  context:
+    cluster: kubetest
+    user: admin
+current-context: kubetest
+`, e.Config.Host, caPath, token)
+	if err := os.WriteFile(e.kubeconfig, []byte(kc), 0o600); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// ImpersonatingConfig returns a copy of the admin Config that acts as user
+// with groups, so RBAC decides as it would for that identity. For a
+// ServiceAccount pass "system:serviceaccount:<namespace>:<name>" and no
+// groups: the API server then adds the groups such a token would carry.
+func (e *Env) ImpersonatingConfig(user string, groups ...string) *rest.Config {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return cfg
+}
+
+// ServiceAccountConfig returns a Config that authenticates with a real token
+// of the ServiceAccount namespace/name, creating the ServiceAccount if it does
+// not exist. The token is valid for an hour.
+func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	client, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if _, err := client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("service account %s/%s: %w", namespace, name, err)
+	}
+	seconds := int64(3600)
+	tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token for %s/%s: %w", namespace, name, err)
+	}
+	return &rest.Config{
+		Host:            e.Config.Host,
+		BearerToken:     tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caCertPEM},
+		QPS:             e.Config.QPS,
+		Burst:           e.Config.Burst,
+	}, nil
+}
+
+// Logs returns the tail (at most max bytes each) of every process log.
+func (e *Env) Logs(max int64) string {
+	e.mu.Lock()
+	procs := append([]*proc(nil), e.procs...)
+	e.mu.Unlock()
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.name, p.logPath, p.logTail(max))
+	}
+	return b.String()
+}
+
+// Stop kills every process, last started first, and removes Dir unless a
+// failed test asked to keep it. It is safe to call more than once.
+func (e *Env) Stop() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return e.stopError
+	}
+	e.stopped = true
+	var errs []error
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		if err := e.procs[i].kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !e.keepDir {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", e.Dir, err))
+		}
+	}
+	e.stopError = errors.Join(errs...)
+	return e.stopError
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// All listeners are held until every port is picked so that none repeats.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,38 @@
+package kube
+
+import (
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LogProblems logs every False Accepted/ResolvedRefs/Programmed condition,
+// which in standalone mode is the only place a user sees why an object does
+// not serve.
+func LogProblems(log *zap.Logger, st *Statuses) {
+	report := func(kind, name string, conds []metav1.Condition, extra ...zap.Field) {
+		for _, c := range conds {
+			if c.Status == metav1.ConditionTrue || c.Type == "Conflicted" {
+				continue
+			}
+			fields := append([]zap.Field{zap.String("kind", kind), zap.String("name", name), zap.String("condition", c.Type), zap.String("reason", c.Reason), zap.String("message", c.Message)}, extra...)
+			log.Warn("object not fully serving", fields...)
+		}
+	}
+	for key, gs := range st.Gateways {
+		report("Gateway", key.String(), gs.Conditions)
+		for _, l := range gs.Listeners {
+			report("Gateway", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
+		}
+	}
+	for key, ls := range st.ListenerSets {
+		report("ListenerSet", key.String(), ls.Conditions)
+		for _, l := range ls.Listeners {
+			report("ListenerSet", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
+		}
+	}
+	for key, parents := range st.HTTPRoutes {
+		for _, p := range parents {
+			report("HTTPRoute", key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"text/template"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/net/http2"
+
+	"portico.dev/portico/proxy"
+)
+
+// testCert is a self-signed certificate for one hostname.
+type testCert struct {
+	certPEM, keyPEM string
+	leaf            *x509.Certificate
+}
+
+func newTestCert(t testing.TB, host string) testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	return testCert{
+		certPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		keyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})),
+		leaf:    leaf,
+	}
+}
+
+// indent prefixes every line, for PEM inside YAML block scalars.
+func indent(n int, s string) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad)
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// backend is a real HTTP server that names itself in every answer.
+type backend struct {
+	name string
+	addr string // ip:port
+	hits atomic.Int64
+}
+
+func startBackend(t testing.TB, name string) *backend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{name: name, addr: ln.Addr().String()}
+	srv := &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b.hits.Add(1)
+			w.Header().Set("X-Backend", name)
+			w.Header().Set("X-Seen-Host", r.Host)
+			w.Header().Set("X-Seen-Path", r.URL.RequestURI())
+			w.Header().Set("X-Seen-Forwarded-For", r.Header.Get("X-Forwarded-For"))
+			w.Header().Set("X-Seen-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
+			if d := r.URL.Query().Get("sleep"); d != "" {
+				if dur, err := time.ParseDuration(d); err == nil {
+					time.Sleep(dur)
+				}
+			}
+			fmt.Fprintf(w, "%s %s", name, r.URL.Path)
+		}),
+	}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return b
+}
+
+func (b *backend) host() string { h, _, _ := net.SplitHostPort(b.addr); return h }
+func (b *backend) port() string { _, p, _ := net.SplitHostPort(b.addr); return p }
+
+// serviceYAML is a Service plus the EndpointSlice that points it at a real
+// loopback backend.
+func serviceYAML(ns, name string, b *backend) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  ports:
+  - {name: http, port: 80, targetPort: %[4]s}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: %[2]s-1
+  namespace: %[1]s
+  labels: {kubernetes.io/service-name: %[2]s}
+addressType: IPv4
+ports:
+- {name: http, port: %[4]s}
+endpoints:
+- addresses: [%[3]s]
+  conditions: {ready: true}
+`, ns, name, b.host(), b.port())
+}
+
+func secretYAML(ns, name string, c testCert) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: %s, namespace: %s}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+%s
+  tls.key: |
+%s
+`, name, ns, indent(4, c.certPEM), indent(4, c.keyPEM))
+}
+
+// harness runs Standalone on a config directory, in process, with real
+// sockets.
+type harness struct {
+	t   testing.TB
+	dir string
+	s   *Standalone
+	rt  *proxy.Runtime
+}
+
+func startStandalone(t testing.TB, files map[string]string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir}
+	for name, content := range files {
+		h.write(name, content)
+	}
+	log := zaptest.NewLogger(t)
+	opts := proxy.DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = 5 * time.Second
+	h.rt = proxy.New(opts, log.Named("proxy"))
+	h.s = &Standalone{
+		Source:     NewFileSource(dir, log.Named("config")),
+		Translator: NewTranslator(""),
+		Runtime:    h.rt,
+		Log:        log.Named("standalone"),
+		Holdoff:    20 * time.Millisecond,
+		MaxDelay:   200 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.s.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.s.Generation() < 1 {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("standalone stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("initial config never applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = h.rt.Close(sctx)
+	})
+	return h
+}
+
+// write replaces a config file atomically, as editors and ConfigMap mounts do.
+func (h *harness) write(name, content string) {
+	h.t.Helper()
+	tmp := filepath.Join(h.dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(h.dir, name)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitGeneration waits until at least gen configs were applied.
+func (h *harness) waitGeneration(gen int64) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.s.Generation() < gen {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("config generation %d never applied (at %d)", gen, h.s.Generation())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func render(t testing.TB, text string, data any) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := template.Must(template.New("").Parse(text)).Execute(&buf, data); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// httpClient sends every request to addr whatever the URL's host says, so
+// tests can use real hostnames.
+func httpClient(addr string) *http.Client {
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, addr)
+			},
+			DisableKeepAlives: false,
+		},
+	}
+}
+
+// tlsClient trusts roots and dials addr for every host; ALPN h2 and http/1.1.
+func tlsClient(addr string, roots *x509.CertPool, h2 bool) *http.Client {
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+	cfg := &tls.Config{RootCAs: roots}
+	if h2 {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{
+			TLSClientConfig: cfg,
+			DialTLSContext: func(ctx context.Context, network, a string, c *tls.Config) (net.Conn, error) {
+				raw, err := dial(ctx, network, a)
+				if err != nil {
+					return nil, err
+				}
+				host, _, _ := net.SplitHostPort(a)
+				c = c.Clone()
+				c.ServerName = host
+				tc := tls.Client(raw, c)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					raw.Close()
+					return nil, err
+				}
+				return tc, nil
+			},
+		}}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, TLSClientConfig: cfg}}
+}
+
+func get(t testing.TB, c *http.Client, url string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+

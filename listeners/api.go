@@ -1,0 +1,91 @@
+// Package listeners merges a Gateway's listeners with those of its attached
+// ListenerSets (GEP-1713), validates the merged list as if it were one
+// Gateway, and computes the Gateway's and every ListenerSet's status.
+//
+// It is a pure function of its input: no I/O, no clocks, deterministic order.
+package listeners
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Source identifies the object that declares a listener.
+type Source struct {
+	Kind      string // "Gateway" or "ListenerSet"
+	Namespace string
+	Name      string
+}
+
+// CertificateCheck reports whether the Secret namespace/name can serve as a
+// listener certificate: nil when it exists, is of type kubernetes.io/tls and
+// holds a parseable key pair; otherwise an error whose message goes into the
+// listener's ResolvedRefs condition.
+type CertificateCheck func(namespace, name string) error
+
+// Input is everything Merge needs for one Gateway.
+type Input struct {
+	Gateway *gwv1.Gateway
+	// ClassAccepted is true when the Gateway's GatewayClass is ours and accepted.
+	ClassAccepted bool
+	// ListenerSets are all ListenerSets whose parentRef names this Gateway, in
+	// any namespace and any order; Merge sorts them (creation time, then
+	// namespace/name) and decides which may attach.
+	ListenerSets []*gwv1.ListenerSet
+	// NamespaceLabels holds the labels of every known Namespace.
+	NamespaceLabels map[string]map[string]string
+	ReferenceGrants []*gwv1.ReferenceGrant
+	Certificates    CertificateCheck
+}
+
+// Listener is one entry of the merged list.
+type Listener struct {
+	Gateway  types.NamespacedName // the Gateway whose address and port serve it
+	Source   Source
+	Name     gwv1.SectionName
+	Port     gwv1.PortNumber
+	Protocol gwv1.ProtocolType
+	Hostname string // "" when the listener has none
+	// Certificates are the resolved Secrets of tls.certificateRefs, in order
+	// (HTTPS only; empty when they did not resolve).
+	Certificates []types.NamespacedName
+	// AllowedRoutes with defaults applied (namespaces.from Same; kinds from the protocol).
+	// Kinds is always the effective set, identical to SupportedKinds: kinds
+	// the listener asked for but cannot have are dropped, so an empty list
+	// means no route kind may attach. It may share pointers with the input
+	// objects and with other listeners: treat it as read-only.
+	AllowedRoutes gwv1.AllowedRoutes
+	// SupportedKinds are the valid route kinds this listener accepts
+	// (read-only, shared between listeners).
+	SupportedKinds []gwv1.RouteGroupKind
+	// Accepted is true when routes may attach: the listener is valid, not
+	// conflicted, and its Gateway is accepted. It can be true while
+	// ResolvedRefs is false (a missing certificate): routes attach and are
+	// counted, but nothing is served.
+	Accepted     bool
+	Conflicted   bool
+	ResolvedRefs bool
+
+	// statusIndex locates this listener's entry in its declaring object's
+	// status.listeners, for SetAttachedRoutes.
+	statusIndex int
+}
+
+// Serves reports whether the listener is put on the data plane.
+func (l *Listener) Serves() bool { return l.Accepted && !l.Conflicted && l.ResolvedRefs }
+
+// Result is the merged list and every status Merge computed. AttachedRoutes
+// counts are zero here; the caller fills them after route attachment with
+// SetAttachedRoutes. If the data plane later fails to apply the listeners,
+// SetGatewayNotProgrammed turns the Programmed conditions False.
+//
+// Every condition carries the ObservedGeneration of its object and a zero
+// LastTransitionTime, which the status writer stamps when a condition
+// actually changes. Pointers inside a Result (route groups, allowedRoutes
+// namespaces and selectors) are shared between entries and with the input
+// objects: treat what they point to as read-only.
+type Result struct {
+	Listeners    []Listener // Gateway's own first, then attached ListenerSets in precedence order
+	Gateway      gwv1.GatewayStatus
+	ListenerSets map[types.NamespacedName]gwv1.ListenerSetStatus // one per input ListenerSet
+}

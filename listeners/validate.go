@@ -1,0 +1,319 @@
+package listeners
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// verdict is the outcome of validating one listener, from which its status
+// conditions are built.
+type verdict struct {
+	accepted       bool
+	acceptedReason gwv1.ListenerConditionReason
+	acceptedMsg    string
+
+	conflicted     bool
+	conflictReason gwv1.ListenerConditionReason
+	conflictMsg    string
+
+	resolved       bool
+	resolvedReason gwv1.ListenerConditionReason
+	resolvedMsg    string
+}
+
+// conditions renders the verdict into out (length 4) as Accepted,
+// Programmed, ResolvedRefs and Conflicted, in that order.
+func (v *verdict) conditions(out []metav1.Condition, gen int64) []metav1.Condition {
+	if v.conflicted {
+		// The conformance suite expects the conflict reason on Accepted and
+		// Programmed as well.
+		out[0] = cond(gwv1.ListenerConditionAccepted, false, v.conflictReason, v.conflictMsg, gen)
+		out[1] = cond(gwv1.ListenerConditionProgrammed, false, v.conflictReason, v.conflictMsg, gen)
+		out[3] = cond(gwv1.ListenerConditionConflicted, true, v.conflictReason, v.conflictMsg, gen)
+	} else {
+		out[0] = cond(gwv1.ListenerConditionAccepted, v.accepted, v.acceptedReason, v.acceptedMsg, gen)
+		switch {
+		case !v.accepted:
+			out[1] = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid, v.acceptedMsg, gen)
+		case !v.resolved:
+			out[1] = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid,
+				"Listener cannot be served until its references resolve", gen)
+		default:
+			out[1] = cond(gwv1.ListenerConditionProgrammed, true, gwv1.ListenerReasonProgrammed, "Listener is programmed", gen)
+		}
+		out[3] = cond(gwv1.ListenerConditionConflicted, false, gwv1.ListenerReasonNoConflicts, "No conflicts", gen)
+	}
+	out[2] = cond(gwv1.ListenerConditionResolvedRefs, v.resolved, v.resolvedReason, v.resolvedMsg, gen)
+	return out
+}
+
+// evaluate validates one listener declared by src at position c against
+// everything merged before it, and claims its port and hostname when it
+// may. ListenerSet entries are converted to gwv1.Listener (same fields).
+func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, verdict) {
+	l := Listener{Source: src, Name: spec.Name, Port: spec.Port, Protocol: spec.Protocol}
+	if spec.Hostname != nil {
+		l.Hostname = string(*spec.Hostname)
+	}
+	v := verdict{
+		accepted: true, acceptedReason: gwv1.ListenerReasonAccepted, acceptedMsg: "Listener is accepted",
+		resolved: true, resolvedReason: gwv1.ListenerReasonResolvedRefs, resolvedMsg: "All references are resolved",
+	}
+
+	https := spec.Protocol == gwv1.HTTPSProtocolType
+	switch {
+	case spec.Protocol != gwv1.HTTPProtocolType && !https:
+		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedProtocol
+		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP and HTTPS", spec.Protocol)
+	case https && spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate:
+		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
+		v.acceptedMsg = fmt.Sprintf("TLS mode %q is not supported for HTTPS; use Terminate", *spec.TLS.Mode)
+	}
+
+	m.claim(c, src, spec, &v)
+
+	var kindsMsg string
+	l.SupportedKinds, kindsMsg = m.routeKinds(spec)
+	l.AllowedRoutes = m.allowedRoutes(spec, l.SupportedKinds)
+
+	var refReason gwv1.ListenerConditionReason
+	var refMsg string
+	if https && v.acceptedReason != gwv1.ListenerReasonUnsupportedValue {
+		l.Certificates, refReason, refMsg = m.certificates(src, spec.TLS)
+	}
+	switch {
+	case refReason != "" && kindsMsg != "":
+		v.resolved, v.resolvedReason, v.resolvedMsg = false, refReason, refMsg+"; "+kindsMsg
+	case refReason != "":
+		v.resolved, v.resolvedReason, v.resolvedMsg = false, refReason, refMsg
+	case kindsMsg != "":
+		v.resolved, v.resolvedReason, v.resolvedMsg = false, gwv1.ListenerReasonInvalidRouteKinds, kindsMsg
+	}
+
+	l.Accepted = v.accepted && !v.conflicted
+	l.Conflicted = v.conflicted
+	l.ResolvedRefs = v.resolved
+	return l, v
+}
+
+// claim checks the listener's port and hostname against earlier listeners
+// and records them when the listener wins. Listeners that could never be
+// served (unsupported protocol or TLS mode) claim nothing, but they still
+// lose to a port already used with another protocol.
+func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
+	owner, used := m.ports[spec.Port]
+	if used && owner.protocol != spec.Protocol {
+		v.conflicted, v.conflictReason = true, gwv1.ListenerReasonProtocolConflict
+		v.conflictMsg = fmt.Sprintf("Port %d is already used with protocol %s by %s", spec.Port, owner.protocol, m.describe(owner.claim, c, src))
+		return
+	}
+	if !v.accepted {
+		return
+	}
+	key := hostKey{port: spec.Port}
+	if spec.Hostname != nil {
+		key.hostname = string(*spec.Hostname)
+	}
+	if winner, taken := m.hosts[key]; taken {
+		v.conflicted, v.conflictReason = true, gwv1.ListenerReasonHostnameConflict
+		if key.hostname == "" {
+			v.conflictMsg = fmt.Sprintf("Port %d already has a listener without hostname: %s", spec.Port, m.describe(winner, c, src))
+		} else {
+			v.conflictMsg = fmt.Sprintf("Hostname %q on port %d is already used by %s", key.hostname, spec.Port, m.describe(winner, c, src))
+		}
+		return
+	}
+	if !used {
+		m.ports[spec.Port] = portClaim{claim: c, protocol: spec.Protocol}
+	}
+	m.hosts[key] = c
+}
+
+// describe names the winner of a conflict for the loser's status without
+// revealing anything the loser's owner cannot already see: a listener of
+// the same object is named, the parent Gateway and other ListenerSets are
+// not.
+func (m *merger) describe(winner, loser claim, src Source) string {
+	switch {
+	case winner.object == loser.object:
+		return fmt.Sprintf("listener %q of this %s", m.listenerName(winner), src.Kind)
+	case winner.object == 0:
+		return "a listener of the parent Gateway"
+	default:
+		return "a listener of another ListenerSet that takes precedence"
+	}
+}
+
+func (m *merger) listenerName(c claim) gwv1.SectionName {
+	if c.object == 0 {
+		return m.in.Gateway.Spec.Listeners[c.listener].Name
+	}
+	return m.sets[c.object-1].Spec.Listeners[c.listener].Name
+}
+
+// routeKinds returns the route kinds the listener supports out of those it
+// asks for (or the protocol's default) and a message naming the kinds it
+// asked for but cannot have.
+func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
+	httpish := spec.Protocol == gwv1.HTTPProtocolType || spec.Protocol == gwv1.HTTPSProtocolType
+	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
+		if httpish {
+			return m.httpKinds, ""
+		}
+		return nil, ""
+	}
+	valid := false
+	var bad []string
+	for _, k := range spec.AllowedRoutes.Kinds {
+		group := gwv1.GroupName
+		if k.Group != nil {
+			group = string(*k.Group)
+		}
+		if httpish && group == gwv1.GroupName && k.Kind == "HTTPRoute" {
+			valid = true
+			continue
+		}
+		if group == "" {
+			bad = append(bad, string(k.Kind))
+		} else {
+			bad = append(bad, group+"/"+string(k.Kind))
+		}
+	}
+	var kinds []gwv1.RouteGroupKind
+	if valid {
+		kinds = m.httpKinds
+	}
+	if len(bad) == 0 {
+		return kinds, ""
+	}
+	return kinds, fmt.Sprintf("Route kinds not supported on %s listeners: %s", spec.Protocol, strings.Join(bad, ", "))
+}
+
+// allowedRoutes applies the defaults of spec.allowedRoutes. The result may
+// share pointers with the input or with other listeners: read-only.
+func (m *merger) allowedRoutes(spec *gwv1.Listener, kinds []gwv1.RouteGroupKind) gwv1.AllowedRoutes {
+	ar := gwv1.AllowedRoutes{Namespaces: m.sameNamespaces, Kinds: kinds}
+	if spec.AllowedRoutes != nil && spec.AllowedRoutes.Namespaces != nil && spec.AllowedRoutes.Namespaces.From != nil {
+		ar.Namespaces = spec.AllowedRoutes.Namespaces
+	}
+	return ar
+}
+
+// certificates resolves tls.certificateRefs of an HTTPS listener declared by
+// src. On failure it returns no certificates, the reason of the first
+// failing reference and a message covering all of them.
+func (m *merger) certificates(src Source, tls *gwv1.ListenerTLSConfig) ([]types.NamespacedName, gwv1.ListenerConditionReason, string) {
+	if tls == nil || len(tls.CertificateRefs) == 0 {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs at least one entry in tls.certificateRefs"
+	}
+	certs := m.certSlab.take(len(tls.CertificateRefs))[:0]
+	var reason gwv1.ListenerConditionReason
+	var msgs []string
+	for i := range tls.CertificateRefs {
+		nn, r, msg := m.certificate(src, &tls.CertificateRefs[i])
+		if r != "" {
+			if reason == "" {
+				reason = r
+			}
+			msgs = append(msgs, msg)
+			continue
+		}
+		certs = append(certs, nn)
+	}
+	if reason != "" {
+		return nil, reason, strings.Join(msgs, "; ")
+	}
+	return certs, "", ""
+}
+
+func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types.NamespacedName, gwv1.ListenerConditionReason, string) {
+	nn := types.NamespacedName{Namespace: src.Namespace, Name: string(ref.Name)}
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		nn.Namespace = string(*ref.Namespace)
+	}
+	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
+		group, kind := "", "Secret"
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		return nn, gwv1.ListenerReasonInvalidCertificateRef,
+			fmt.Sprintf("certificateRef %q refers to %s in group %q; only Secrets of the core group are supported", ref.Name, kind, group)
+	}
+	if nn.Namespace != src.Namespace && !m.granted(src, nn) {
+		return nn, gwv1.ListenerReasonRefNotPermitted,
+			fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant there allows this %s to use it", nn, src.Kind)
+	}
+	if m.in.Certificates == nil {
+		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s not found", nn)
+	}
+	if err := m.in.Certificates(nn.Namespace, nn.Name); err != nil {
+		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s: %v", nn, err)
+	}
+	return nn, "", ""
+}
+
+// granted reports whether a ReferenceGrant in the Secret's namespace lets
+// the declaring object (by its own kind and namespace: grants are not
+// inherited between a Gateway and its ListenerSets) refer to the Secret.
+func (m *merger) granted(src Source, secret types.NamespacedName) bool {
+	if m.grants == nil {
+		m.grants = make(map[string][]*gwv1.ReferenceGrant, len(m.in.ReferenceGrants))
+		for _, g := range m.in.ReferenceGrants {
+			if g != nil {
+				m.grants[g.Namespace] = append(m.grants[g.Namespace], g)
+			}
+		}
+	}
+	for _, g := range m.grants[secret.Namespace] {
+		if grantAllows(g, src, secret.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func grantAllows(g *gwv1.ReferenceGrant, src Source, name string) bool {
+	from := false
+	for _, f := range g.Spec.From {
+		if f.Group == gwv1.GroupName && string(f.Kind) == src.Kind && string(f.Namespace) == src.Namespace {
+			from = true
+			break
+		}
+	}
+	if !from {
+		return false
+	}
+	for _, t := range g.Spec.To {
+		if t.Group == "" && t.Kind == "Secret" && (t.Name == nil || string(*t.Name) == name) {
+			return true
+		}
+	}
+	return false
+}
+
+// cond builds a condition; LastTransitionTime is left for the status
+// writer, which knows whether the status actually changed.
+func cond[T, R ~string](typ T, ok bool, reason R, msg string, gen int64) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(typ), Status: status, ObservedGeneration: gen, Reason: string(reason), Message: msg}
+}
+
+// setCondition replaces the condition of the same type in place.
+func setCondition(conds []metav1.Condition, c metav1.Condition) {
+	for i := range conds {
+		if conds[i].Type == c.Type {
+			conds[i] = c
+			return
+		}
+	}
+}

@@ -1,0 +1,121 @@
+// Package proxy is Portico's data plane: it binds the ports of a Config,
+// terminates TLS, routes each request with lookups into tables compiled
+// ahead of time and forwards it to an endpoint. A new Config replaces the
+// old one with a single atomic swap; sockets and in-flight requests survive.
+package proxy
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/routing"
+	"portico.dev/portico/sni"
+)
+
+// Protocol is what a port speaks.
+type Protocol uint8
+
+const (
+	HTTP Protocol = iota + 1
+	HTTPS
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case HTTP:
+		return "HTTP"
+	case HTTPS:
+		return "HTTPS"
+	}
+	return fmt.Sprintf("Protocol(%d)", uint8(p))
+}
+
+// Config is everything the data plane needs, compiled: no request ever
+// looks at a Kubernetes object.
+type Config struct {
+	Generation int64
+	Ports      []*Port
+	// Endpoints holds the ready addresses ("ip:port") of every backend a
+	// route refers to.
+	Endpoints map[routing.BackendKey]*Endpoints
+}
+
+// Port is one bound port and the listeners that share it.
+type Port struct {
+	Number   int32
+	Protocol Protocol
+	// Listeners finds the listener for a request's Host: the most specific
+	// listener hostname wins, as it does for SNI.
+	Listeners *hostname.Table[*Listener]
+	// All lists the port's listeners in precedence order, for status,
+	// debugging and tests; requests use the tables.
+	All []*Listener
+	// SNI picks the certificate and listener at the TLS handshake (HTTPS
+	// only). Entry.Value is the *Listener.
+	SNI *sni.Table
+}
+
+// Listener is one serving listener.
+type Listener struct {
+	// Key identifies the listener across configs ("Gateway/ns/name/section"):
+	// a connection keeps the listener it was accepted for, and compares keys
+	// after a swap, not pointers.
+	Key      string
+	Hostname string
+	Routes   *routing.Table // nil when no route is attached
+}
+
+// Endpoints are the ready addresses of one backend, used round robin.
+type Endpoints struct {
+	Addrs []string
+	next  atomic.Uint32
+}
+
+// NewEndpoints returns a set of addresses to balance over.
+func NewEndpoints(addrs ...string) *Endpoints {
+	return &Endpoints{Addrs: addrs}
+}
+
+// pick returns the next address, or "" when there is none.
+func (e *Endpoints) pick() string {
+	if e == nil || len(e.Addrs) == 0 {
+		return ""
+	}
+	n := e.next.Add(1)
+	return e.Addrs[int(n-1)%len(e.Addrs)]
+}
+
+// validate checks what Apply relies on.
+func (c *Config) validate() error {
+	seen := map[int32]bool{}
+	for _, p := range c.Ports {
+		if p.Number < 1 || p.Number > 65535 {
+			return fmt.Errorf("port %d: out of range", p.Number)
+		}
+		if seen[p.Number] {
+			return fmt.Errorf("port %d: listed twice", p.Number)
+		}
+		seen[p.Number] = true
+		if p.Protocol != HTTP && p.Protocol != HTTPS {
+			return fmt.Errorf("port %d: unknown protocol %v", p.Number, p.Protocol)
+		}
+		if p.Listeners == nil {
+			return fmt.Errorf("port %d: no listener table", p.Number)
+		}
+		if p.Protocol == HTTPS && p.SNI == nil {
+			return fmt.Errorf("port %d: HTTPS without a certificate table", p.Number)
+		}
+	}
+	return nil
+}
+
+// port returns the config of one port number, or nil.
+func (c *Config) port(number int32) *Port {
+	i, ok := slices.BinarySearchFunc(c.Ports, number, func(p *Port, n int32) int { return int(p.Number - n) })
+	if !ok {
+		return nil
+	}
+	return c.Ports[i]
+}

@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+
+	"portico.dev/portico/routing"
+)
+
+// appProtocolH2C is the Service port appProtocol for HTTP/2 cleartext.
+const appProtocolH2C = "kubernetes.io/h2c"
+
+// maxReplayBody bounds the request body Portico keeps in memory so a
+// request can be retried or mirrored; larger bodies are streamed once.
+const maxReplayBody = 1 << 20
+
+// forwarder sends requests to backends, reusing connections per endpoint.
+type forwarder struct {
+	log *zap.Logger
+	rp  *httputil.ReverseProxy
+	h1  *http.Transport
+	h2c *http2.Transport
+}
+
+// exchange is the per-request state the ReverseProxy callbacks need.
+type exchange struct {
+	addr     string
+	h2c      bool
+	origHost string
+	// respFilters modify the backend's response headers.
+	respFilters []*routing.HeaderModifier
+	cors        *routing.CORS
+	in          *http.Request
+	// retryCodes, when set, makes a response with one of these codes an
+	// error the handler retries instead of an answer.
+	retryCodes []int
+	retryable  error
+}
+
+type exchangeKey struct{}
+
+// errRetryableStatus marks a backend answer the rule's retry policy retries.
+var errRetryableStatus = errors.New("retryable response status")
+
+func newForwarder(opts Options, log *zap.Logger) *forwarder {
+	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	f := &forwarder{log: log}
+	f.h1 = &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Backends speak plain HTTP/1.1 unless their Service says h2c.
+		ForceAttemptHTTP2: false,
+	}
+	f.h2c = &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, addr)
+		},
+		ReadIdleTimeout: 30 * time.Second,
+		PingTimeout:     15 * time.Second,
+	}
+	f.rp = &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      f,
+		FlushInterval:  -1, // stream: gRPC, SSE and long polls must not wait on a buffer
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   f.proxyError,
+		ErrorLog:       zap.NewStdLog(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+	}
+	return f
+}
+
+// rewrite points the outbound request at the chosen endpoint. ReverseProxy
+// has already removed hop-by-hop headers and every client-sent Forwarded /
+// X-Forwarded-* header; SetXForwarded writes ours.
+func rewrite(pr *httputil.ProxyRequest) {
+	x := pr.In.Context().Value(exchangeKey{}).(*exchange)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = x.addr
+	pr.Out.Host = pr.In.Host
+	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Forwarded-Host", x.origHost)
+}
+
+func modifyResponse(resp *http.Response) error {
+	x, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	if x == nil {
+		return nil
+	}
+	if slices.Contains(x.retryCodes, resp.StatusCode) {
+		return errRetryableStatus
+	}
+	for _, f := range x.respFilters {
+		f.Apply(resp.Header)
+	}
+	if x.cors != nil {
+		x.cors.Apply(x.in, resp.Header)
+	}
+	return nil
+}
+
+// RoundTrip picks the transport the backend speaks.
+func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if x, _ := r.Context().Value(exchangeKey{}).(*exchange); x != nil && x.h2c {
+		return f.h2c.RoundTrip(r)
+	}
+	return f.h1.RoundTrip(r)
+}
+
+func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if x != nil && x.retryCodes != nil {
+		// The handler decides: retry, or answer after the last attempt.
+		x.retryable = err
+		return
+	}
+	writeProxyError(f.log, w, r, x, err)
+}
+
+func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x *exchange, err error) {
+	status := http.StatusBadGateway
+	if errors.Is(err, context.DeadlineExceeded) {
+		status = http.StatusGatewayTimeout
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; nobody reads this answer
+	}
+	addr := ""
+	if x != nil {
+		addr = x.addr
+	}
+	log.Warn("backend request failed", zap.String("host", r.Host), zap.String("path", r.URL.Path), zap.String("endpoint", addr), zap.Error(err))
+	w.WriteHeader(status)
+}
+
+func (f *forwarder) close() {
+	f.h1.CloseIdleConnections()
+	f.h2c.CloseIdleConnections()
+}
+
+// serve routes a request among the listener's routes, applies the rule's
+// filters and forwards it.
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener) {
+	rule, m := l.Routes.Match(r)
+	if rule == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if rule.Invalid != "" {
+		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
+		return
+	}
+	x := &exchange{origHost: r.Host, in: r}
+	out := r
+	var mirrors []*routing.Mirror
+	// apply runs one list of filters; it reports whether the request was
+	// answered (redirect, CORS preflight).
+	apply := func(filters []routing.Filter) bool {
+		for i := range filters {
+			fl := &filters[i]
+			switch {
+			case fl.RequestHeaders != nil:
+				if out == r {
+					out = r.Clone(r.Context())
+				}
+				fl.RequestHeaders.ApplyRequest(out)
+			case fl.ResponseHeaders != nil:
+				x.respFilters = append(x.respFilters, fl.ResponseHeaders)
+			case fl.Redirect != nil:
+				w.Header().Set("Location", fl.Redirect.Location(out, m))
+				for _, rf := range x.respFilters {
+					rf.Apply(w.Header())
+				}
+				w.WriteHeader(fl.Redirect.StatusCode)
+				return true
+			case fl.Rewrite != nil:
+				if out == r {
+					out = r.Clone(r.Context())
+				}
+				fl.Rewrite.Apply(out, m)
+			case fl.Mirror != nil:
+				if fl.Mirror.Take(rand.Uint64()) {
+					mirrors = append(mirrors, fl.Mirror)
+				}
+			case fl.CORS != nil:
+				x.cors = fl.CORS
+				if fl.CORS.Preflight(r) {
+					fl.CORS.Apply(r, w.Header())
+					w.WriteHeader(http.StatusNoContent)
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if apply(rule.Filters) {
+		return
+	}
+	b := pickBackend(rule)
+	if b == nil {
+		http.Error(w, "no backend", http.StatusInternalServerError)
+		return
+	}
+	if b.Invalid != "" {
+		http.Error(w, "backend is invalid: "+b.Invalid, http.StatusInternalServerError)
+		return
+	}
+	if apply(b.Filters) {
+		return
+	}
+	eps := cfg.Endpoints[b.Key]
+	x.h2c = b.AppProtocol == appProtocolH2C
+
+	ctx := r.Context()
+	if rule.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rule.RequestTimeout)
+		defer cancel()
+	}
+
+	var body []byte
+	replay := rule.Retry != nil || len(mirrors) > 0
+	if replay {
+		var ok bool
+		if body, ok = bufferBody(out); !ok {
+			// Too large to keep: send it once, without retries or mirrors.
+			replay, mirrors = false, nil
+		}
+	}
+	for _, mi := range mirrors {
+		f.mirror(out, body, mi, cfg)
+	}
+
+	attempts := 1
+	if replay && rule.Retry != nil {
+		attempts += max(rule.Retry.Attempts, 0)
+	}
+	for attempt := 1; ; attempt++ {
+		x.addr = eps.pick()
+		if x.addr == "" {
+			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			return
+		}
+		last := attempt >= attempts
+		if !last {
+			x.retryCodes = rule.Retry.Codes
+			if x.retryCodes == nil {
+				x.retryCodes = []int{}
+			}
+		} else {
+			x.retryCodes = nil
+		}
+		x.retryable = nil
+		actx := context.WithValue(ctx, exchangeKey{}, x)
+		var cancel context.CancelFunc = func() {}
+		if rule.BackendRequestTimeout > 0 {
+			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)
+		}
+		req := out.WithContext(actx)
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+		}
+		f.rp.ServeHTTP(w, req)
+		cancel()
+		if x.retryable == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			writeProxyError(f.log, w, r, x, ctx.Err())
+			return
+		}
+		if rule.Retry.Backoff > 0 {
+			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				writeProxyError(f.log, w, r, x, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// bufferBody reads a small request body into memory so it can be sent more
+// than once. It reports false, leaving the body streamable, when the body is
+// larger than maxReplayBody.
+func bufferBody(r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return []byte{}, true
+	}
+	if r.ContentLength > maxReplayBody {
+		return nil, false
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
+	if err != nil || len(buf) > maxReplayBody {
+		// Put back what was read so the single attempt sees the whole body.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return nil, false
+	}
+	return buf, true
+}
+
+// mirror sends a copy of the request to a mirror backend and discards the
+// answer; it never delays or changes the client's response.
+func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config) {
+	addr := cfg.Endpoints[m.Backend].pick()
+	if addr == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	req := r.Clone(ctx)
+	req.RequestURI = ""
+	req.URL.Scheme, req.URL.Host = "http", addr
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.Header.Del("Connection")
+	transport := http.RoundTripper(f.h1)
+	if m.AppProtocol == appProtocolH2C {
+		transport = f.h2c
+	}
+	go func() {
+		defer cancel()
+		resp, err := transport.RoundTrip(req)
+		if err != nil {
+			f.log.Debug("mirror request failed", zap.String("endpoint", addr), zap.Error(err))
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+}
+
+// pickBackend chooses a backend by weight; nil when every weight is zero
+// (the spec says such a rule answers 500).
+func pickBackend(rule *routing.Rule) *routing.Backend {
+	switch {
+	case len(rule.Backends) == 0 || rule.TotalWeight <= 0:
+		return nil
+	case len(rule.Backends) == 1:
+		return &rule.Backends[0]
+	}
+	n := rand.Int32N(rule.TotalWeight)
+	for i := range rule.Backends {
+		b := &rule.Backends[i]
+		if n < b.Weight {
+			return b
+		}
+		n -= b.Weight
+	}
+	return nil
+}

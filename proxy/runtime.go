@@ -1,0 +1,237 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+
+	"portico.dev/portico/sni"
+)
+
+// Options are the data plane's fixed settings. Zero values get the defaults
+// of DefaultOptions.
+type Options struct {
+	// BindAddress is the IP every port binds to; "" binds all addresses.
+	BindAddress string
+	// ReadHeaderTimeout bounds reading a request's headers and, because Go
+	// uses the smallest server timeout for it, the TLS handshake.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	// DrainTimeout bounds how long a removed port waits for in-flight
+	// requests before its connections are closed.
+	DrainTimeout time.Duration
+	// HTTP/2 limits, for TLS (ALPN h2) and cleartext prior-knowledge h2c.
+	MaxConcurrentStreams uint32
+	MaxReadFrameSize     uint32
+	MaxUploadBufferConn  int32
+	MaxUploadBufferStrm  int32
+	// DialTimeout bounds connecting to a backend.
+	DialTimeout time.Duration
+}
+
+// DefaultOptions are production defaults: bounded everywhere a client could
+// otherwise hold resources forever.
+func DefaultOptions() Options {
+	return Options{
+		ReadHeaderTimeout:    10 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		MaxHeaderBytes:       64 << 10,
+		DrainTimeout:         30 * time.Second,
+		MaxConcurrentStreams: 250,
+		MaxReadFrameSize:     1 << 20,
+		MaxUploadBufferConn:  4 << 20,
+		MaxUploadBufferStrm:  1 << 20,
+		DialTimeout:          5 * time.Second,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	o.ReadHeaderTimeout = cmp.Or(o.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, d.IdleTimeout)
+	o.MaxHeaderBytes = cmp.Or(o.MaxHeaderBytes, d.MaxHeaderBytes)
+	o.DrainTimeout = cmp.Or(o.DrainTimeout, d.DrainTimeout)
+	o.MaxConcurrentStreams = cmp.Or(o.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	o.MaxReadFrameSize = cmp.Or(o.MaxReadFrameSize, d.MaxReadFrameSize)
+	o.MaxUploadBufferConn = cmp.Or(o.MaxUploadBufferConn, d.MaxUploadBufferConn)
+	o.MaxUploadBufferStrm = cmp.Or(o.MaxUploadBufferStrm, d.MaxUploadBufferStrm)
+	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
+	return o
+}
+
+// Runtime owns the bound ports and the current Config.
+type Runtime struct {
+	log  *zap.Logger
+	opts Options
+
+	current atomic.Pointer[Config]
+	fwd     *forwarder
+	// emptySNI answers handshakes on a port whose table vanished mid-swap.
+	emptySNI *sni.Table
+
+	mu     sync.Mutex // serializes Apply and Close
+	ports  map[int32]*portServer
+	closed bool
+}
+
+// New returns a Runtime with no ports bound.
+func New(opts Options, log *zap.Logger) *Runtime {
+	opts = opts.withDefaults()
+	rt := &Runtime{
+		log:      log,
+		opts:     opts,
+		fwd:      newForwarder(opts, log),
+		emptySNI: sni.NewTable(nil),
+		ports:    map[int32]*portServer{},
+	}
+	rt.current.Store(&Config{})
+	return rt
+}
+
+// Current returns the Config being served.
+func (rt *Runtime) Current() *Config { return rt.current.Load() }
+
+// Apply makes cfg the served configuration. It binds the ports cfg adds
+// first; if any cannot be bound the old configuration stays in place
+// (nothing half-applied) and the error says which port failed. Then it swaps
+// the configuration in one atomic store, and only then drains the ports cfg
+// no longer has.
+func (rt *Runtime) Apply(cfg *Config) error {
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("apply config %d: %w", cfg.Generation, err)
+	}
+	sorted := *cfg
+	sorted.Ports = slices.Clone(cfg.Ports)
+	slices.SortFunc(sorted.Ports, func(a, b *Port) int { return cmp.Compare(a.Number, b.Number) })
+	cfg = &sorted
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return errors.New("apply config: runtime closed")
+	}
+
+	// A port that changes protocol must be re-bound: close the old server
+	// before binding, accepting a brief gap on that port only.
+	var replaced []*portServer
+	for _, p := range cfg.Ports {
+		if ps, ok := rt.ports[p.Number]; ok && ps.protocol != p.Protocol {
+			replaced = append(replaced, ps)
+			delete(rt.ports, p.Number)
+		}
+	}
+	for _, ps := range replaced {
+		ps.shutdown(0)
+	}
+
+	var added []*portServer
+	for _, p := range cfg.Ports {
+		if _, ok := rt.ports[p.Number]; ok {
+			continue
+		}
+		ps, err := rt.bind(p)
+		if err != nil {
+			for _, a := range added {
+				a.shutdown(0)
+			}
+			return fmt.Errorf("apply config %d: %w", cfg.Generation, err)
+		}
+		added = append(added, ps)
+	}
+	for _, ps := range added {
+		rt.ports[ps.number] = ps
+		ps.start()
+	}
+
+	old := rt.current.Swap(cfg)
+
+	for number, ps := range rt.ports {
+		if cfg.port(number) != nil {
+			continue
+		}
+		// Requests still arriving on a draining port are served with the
+		// config it had, not turned away.
+		ps.last.Store(old.port(number))
+		delete(rt.ports, number)
+		go ps.shutdown(rt.opts.DrainTimeout)
+	}
+	rt.log.Info("config applied", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
+	return nil
+}
+
+// Addr returns the bound address of a port, or nil when it is not bound.
+func (rt *Runtime) Addr(number int32) net.Addr {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if ps, ok := rt.ports[number]; ok {
+		return ps.ln.Addr()
+	}
+	return nil
+}
+
+// Close drains every port, waiting for in-flight requests until ctx ends.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closed = true
+	ports := rt.ports
+	rt.ports = map[int32]*portServer{}
+	rt.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ps := range ports {
+		wg.Go(func() { ps.shutdownCtx(ctx) })
+	}
+	wg.Wait()
+	rt.fwd.close()
+	return ctx.Err()
+}
+
+func (rt *Runtime) bind(p *Port) (*portServer, error) {
+	addr := net.JoinHostPort(rt.opts.BindAddress, strconv.Itoa(int(p.Number)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bind port %d: %w", p.Number, err)
+	}
+	ps := &portServer{
+		rt:       rt,
+		number:   p.Number,
+		protocol: p.Protocol,
+		ln:       ln,
+		log:      rt.log.With(zap.Int32("port", p.Number)),
+	}
+	ps.srv = &http.Server{
+		Handler:           http.HandlerFunc(ps.serveHTTP),
+		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
+		IdleTimeout:       rt.opts.IdleTimeout,
+		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
+		ConnContext:       connContext,
+		ErrorLog:          zap.NewStdLog(ps.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+	}
+	ps.h2 = &http2.Server{
+		MaxConcurrentStreams:         rt.opts.MaxConcurrentStreams,
+		MaxReadFrameSize:             rt.opts.MaxReadFrameSize,
+		MaxUploadBufferPerConnection: rt.opts.MaxUploadBufferConn,
+		MaxUploadBufferPerStream:     rt.opts.MaxUploadBufferStrm,
+		IdleTimeout:                  rt.opts.IdleTimeout,
+	}
+	if p.Protocol == HTTPS {
+		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if err := http2.ConfigureServer(ps.srv, ps.h2); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("port %d: configure HTTP/2: %w", p.Number, err)
+	}
+	return ps, nil
+}

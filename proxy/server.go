@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+
+	"portico.dev/portico/sni"
+)
+
+// portServer serves one bound port for as long as configs keep it.
+type portServer struct {
+	rt       *Runtime
+	number   int32
+	protocol Protocol
+	ln       net.Listener
+	srv      *http.Server
+	h2       *http2.Server
+	log      *zap.Logger
+	// last is the port's config when it was removed, for requests that
+	// arrive while it drains.
+	last atomic.Pointer[Port]
+
+	h2c      sync.WaitGroup // cleartext HTTP/2 connections, which srv does not track
+	served   chan struct{}  // closed when the accept loop returns
+	stopOnce sync.Once
+}
+
+// trackedConn remembers the listener its TLS handshake selected, so a
+// request whose Host belongs to another listener can be told so (421).
+type trackedConn struct {
+	net.Conn
+	listener atomic.Pointer[Listener]
+}
+
+type connKey struct{}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if t, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, t)
+	}
+	return ctx
+}
+
+func (ps *portServer) start() {
+	ps.served = make(chan struct{})
+	var ln net.Listener = &trackingListener{Listener: ps.ln}
+	if ps.protocol == HTTPS {
+		base := ps.srv.TLSConfig.Clone()
+		ln = tls.NewListener(ln, sni.ServerConfig(base, ps.sniTable, rememberListener))
+	} else {
+		ln = newH2CSniffer(ln, ps)
+	}
+	go func() {
+		defer close(ps.served)
+		if err := ps.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ps.log.Error("port stopped serving", zap.Error(err))
+		}
+	}()
+}
+
+// sniTable returns the certificate table of the config being served now, so
+// a swap rotates certificates at the next handshake.
+func (ps *portServer) sniTable() *sni.Table {
+	if p := ps.rt.current.Load().port(ps.number); p != nil && p.SNI != nil {
+		return p.SNI
+	}
+	if p := ps.last.Load(); p != nil && p.SNI != nil {
+		return p.SNI
+	}
+	return ps.rt.emptySNI
+}
+
+func rememberListener(c net.Conn, e *sni.Entry) {
+	if t, ok := c.(*trackedConn); ok {
+		if l, ok := e.Value.(*Listener); ok {
+			t.listener.Store(l)
+		}
+	}
+}
+
+func (ps *portServer) shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ps.shutdownCtx(ctx)
+}
+
+// shutdownCtx stops accepting, lets in-flight requests finish until ctx
+// ends, then closes whatever is left.
+func (ps *portServer) shutdownCtx(ctx context.Context) {
+	ps.stopOnce.Do(func() {
+		if ps.served == nil { // bound but never started
+			ps.ln.Close()
+			return
+		}
+		if err := ps.srv.Shutdown(ctx); err != nil {
+			ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
+			ps.srv.Close()
+		}
+		done := make(chan struct{})
+		go func() { ps.h2c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		<-ps.served
+		ps.log.Info("port closed")
+	})
+}
+
+type trackingListener struct{ net.Listener }
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &trackedConn{Conn: c}, nil
+}
+
+// h2cPreface is what an HTTP/2 client with prior knowledge sends first.
+const h2cPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// h2cSniffer hands cleartext HTTP/2 connections (prior knowledge, as
+// Knative and gRPC clients use) to the HTTP/2 server and everything else to
+// the HTTP/1 server, by looking at the first bytes.
+type h2cSniffer struct {
+	net.Listener
+	ps    *portServer
+	conns chan net.Conn
+	errc  chan error
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newH2CSniffer(ln net.Listener, ps *portServer) *h2cSniffer {
+	s := &h2cSniffer{Listener: ln, ps: ps, conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
+	go s.acceptLoop()
+	return s
+}
+
+func (s *h2cSniffer) acceptLoop() {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			s.errc <- err
+			return
+		}
+		go s.classify(c)
+	}
+}
+
+func (s *h2cSniffer) classify(c net.Conn) {
+	br := bufio.NewReaderSize(c, len(h2cPreface))
+	_ = c.SetReadDeadline(time.Now().Add(s.ps.rt.opts.ReadHeaderTimeout))
+	isH2 := true
+	for n := 1; n <= len(h2cPreface); n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			// A client that closed early or sent a short request: let the
+			// HTTP/1 server answer or discard it.
+			isH2 = false
+			break
+		}
+		if b[n-1] != h2cPreface[n-1] {
+			isH2 = false
+			break
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	pc := &peekedConn{Conn: c, r: br}
+	if !isH2 {
+		select {
+		case s.conns <- pc:
+		case <-s.done:
+			c.Close()
+		}
+		return
+	}
+	s.ps.h2c.Add(1)
+	defer s.ps.h2c.Done()
+	ctx := context.Background()
+	if t, ok := c.(*trackedConn); ok {
+		ctx = context.WithValue(ctx, connKey{}, t)
+	}
+	s.ps.h2.ServeConn(pc, &http2.ServeConnOpts{Context: ctx, BaseConfig: s.ps.srv, Handler: s.ps.srv.Handler})
+}
+
+func (s *h2cSniffer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case err := <-s.errc:
+		s.errc <- err
+		return nil, err
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (s *h2cSniffer) Close() error {
+	s.once.Do(func() { close(s.done) })
+	return s.Listener.Close()
+}
+
+// peekedConn replays the bytes read while sniffing.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -1,0 +1,356 @@
+package routing
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Filter is one compiled HTTPRouteFilter. Type says which one of the
+// pointers is set. ExtensionRef and unsupported filters never reach a
+// Filter: they make the rule Invalid instead.
+type Filter struct {
+	Type            gwv1.HTTPRouteFilterType
+	RequestHeaders  *HeaderModifier // RequestHeaderModifier
+	ResponseHeaders *HeaderModifier // ResponseHeaderModifier
+	Redirect        *Redirect       // RequestRedirect
+	Rewrite         *Rewrite        // URLRewrite
+	Mirror          *Mirror         // RequestMirror
+	CORS            *CORS           // CORS
+}
+
+// Header is one header name (canonical form) and value.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// HeaderModifier sets, appends and removes headers. The spec allows one
+// action per header name, so the order of the three does not matter.
+type HeaderModifier struct {
+	Set    []Header
+	Add    []Header
+	Remove []string
+}
+
+// Apply modifies h in place.
+func (f *HeaderModifier) Apply(h http.Header) {
+	for _, s := range f.Set {
+		h[s.Name] = []string{s.Value}
+	}
+	for _, a := range f.Add {
+		h[a.Name] = append(h[a.Name], a.Value)
+	}
+	for _, name := range f.Remove {
+		delete(h, name)
+	}
+}
+
+// ApplyRequest modifies the headers of a request about to be forwarded.
+// Host is not in r.Header in Go, so setting it changes r.Host instead.
+func (f *HeaderModifier) ApplyRequest(r *http.Request) {
+	for _, s := range f.Set {
+		if s.Name == "Host" {
+			r.Host = s.Value
+		}
+	}
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	f.Apply(r.Header)
+	delete(r.Header, "Host")
+}
+
+// PathModifier replaces a request path, fully or the matched prefix.
+type PathModifier struct {
+	Type gwv1.HTTPPathModifierType
+	// Value is the replacement: the full path, or the new prefix (decoded,
+	// without a trailing slash; "" replaces the prefix with "/").
+	Value string
+}
+
+// apply returns the new decoded path for a request path that matched m,
+// and the part of the original path kept at its end.
+func (p *PathModifier) apply(path string, m *Match) (out, kept string) {
+	if p.Type == gwv1.FullPathHTTPPathModifier {
+		return p.Value, ""
+	}
+	kept = path
+	if m != nil && m.PathType == gwv1.PathMatchPathPrefix && pathHasPrefix(path, m.path) {
+		kept = path[len(m.path):]
+	}
+	out = p.Value + kept
+	if out == "" || out[0] != '/' {
+		out = "/" + out
+	}
+	return out, kept
+}
+
+// modifiedPath returns the new path of u, decoded, and its escaped form
+// when the default escaping would lose the original encoding of the part
+// that is kept (an encoded slash, say); rawPath is "" otherwise.
+func (p *PathModifier) modifiedPath(u *url.URL, m *Match) (path, rawPath string) {
+	path, kept := p.apply(u.Path, m)
+	if u.RawPath == "" || kept == "" {
+		return path, ""
+	}
+	// The kept part starts with '/', so its raw form starts at a '/' of
+	// the raw path; decoded suffixes only grow as the cut moves left.
+	for i := len(u.RawPath) - 1; i >= 0; i-- {
+		if u.RawPath[i] != '/' {
+			continue
+		}
+		dec, err := url.PathUnescape(u.RawPath[i:])
+		if err != nil || len(dec) > len(kept) {
+			break
+		}
+		if dec != kept {
+			continue
+		}
+		raw := (&url.URL{Path: path[:len(path)-len(kept)]}).EscapedPath() + u.RawPath[i:]
+		if full, err := url.PathUnescape(raw); err == nil && full == path {
+			return path, raw
+		}
+		break
+	}
+	return path, ""
+}
+
+// Redirect answers a request with a redirection.
+type Redirect struct {
+	Scheme     string // "" keeps the listener's scheme
+	Hostname   string // "" keeps the request's host
+	Port       int32  // 0 derives it (see Location)
+	Path       *PathModifier
+	StatusCode int
+	// ListenerScheme and ListenerPort describe the listener the rule is
+	// attached to; they fill in what the filter leaves unset.
+	ListenerScheme string
+	ListenerPort   int32
+}
+
+// Location computes the Location header for a request that matched m:
+// scheme, host, port and path from the filter where set, otherwise from the
+// request and listener. Without an explicit port, a scheme change implies
+// that scheme's well-known port and no scheme change means the listener's
+// port; port 80 for http and 443 for https are left out. The query string
+// is kept.
+func (f *Redirect) Location(r *http.Request, m *Match) string {
+	scheme := f.Scheme
+	if scheme == "" {
+		scheme = f.ListenerScheme
+	}
+	host := f.Hostname
+	if host == "" {
+		host = hostOnly(r.Host)
+	}
+	port := f.Port
+	if port == 0 {
+		if f.Scheme != "" {
+			port = wellKnownPort(f.Scheme)
+		}
+		if port == 0 {
+			port = f.ListenerPort
+		}
+	}
+	var path string
+	if f.Path != nil {
+		p, raw := f.Path.modifiedPath(r.URL, m)
+		if raw == "" {
+			raw = (&url.URL{Path: p}).EscapedPath()
+		}
+		path = raw
+	} else {
+		path = r.URL.EscapedPath()
+		if path == "" {
+			path = "/"
+		}
+	}
+	var b strings.Builder
+	b.WriteString(scheme)
+	b.WriteString("://")
+	b.WriteString(host)
+	if port != 0 && port != wellKnownPort(scheme) {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(int(port)))
+	}
+	b.WriteString(path)
+	if r.URL.RawQuery != "" {
+		b.WriteByte('?')
+		b.WriteString(r.URL.RawQuery)
+	}
+	return b.String()
+}
+
+func wellKnownPort(scheme string) int32 {
+	switch scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
+}
+
+// Rewrite changes the host and path of a request before it is forwarded.
+type Rewrite struct {
+	Hostname string // "" keeps the Host header
+	Path     *PathModifier
+}
+
+// Apply rewrites r in place; m is the match the request was routed by (a
+// prefix replacement needs the matched prefix).
+func (f *Rewrite) Apply(r *http.Request, m *Match) {
+	if f.Hostname != "" {
+		r.Host = f.Hostname
+	}
+	if f.Path != nil {
+		r.URL.Path, r.URL.RawPath = f.Path.modifiedPath(r.URL, m)
+	}
+}
+
+// Mirror sends a copy of a share of the requests to another backend and
+// ignores its answers.
+type Mirror struct {
+	Backend     BackendKey
+	AppProtocol string
+	// Numerator/Denominator is the share of requests mirrored (1/1 when the
+	// route sets neither percent nor fraction).
+	Numerator   int32
+	Denominator int32
+}
+
+// Take reports whether the request with random number rnd is mirrored.
+func (f *Mirror) Take(rnd uint64) bool {
+	if f.Numerator <= 0 {
+		return false
+	}
+	if f.Numerator >= f.Denominator {
+		return true
+	}
+	return rnd%uint64(f.Denominator) < uint64(f.Numerator)
+}
+
+// CORS is a compiled HTTPCORSFilter.
+type CORS struct {
+	AllowAllOrigins  bool
+	AllowOrigins     []string // as written, lowercased
+	AllowCredentials bool
+	AllowAllMethods  bool
+	AllowMethods     []string
+	AllowAllHeaders  bool
+	AllowHeaders     []string
+	ExposeAllHeaders bool
+	ExposeHeaders    []string
+	MaxAge           int32 // seconds; 5 when unset
+
+	origins       []corsOrigin
+	allowMethods  string
+	allowHeaders  string
+	exposeHeaders string
+	maxAge        string
+}
+
+type corsOrigin struct {
+	scheme string
+	host   string // "*" any host; "*.x" any name ending in ".x"
+	port   string
+}
+
+// AllowsOrigin reports whether a request Origin header value is allowed.
+func (c *CORS) AllowsOrigin(origin string) bool {
+	if c.AllowAllOrigins {
+		return origin != ""
+	}
+	o, ok := parseOrigin(origin)
+	if !ok {
+		return false
+	}
+	for _, a := range c.origins {
+		if a.scheme != o.scheme || a.port != o.port {
+			continue
+		}
+		switch {
+		case a.host == "*":
+			return true
+		case strings.HasPrefix(a.host, "*."):
+			if len(o.host) > len(a.host)-1 && strings.HasSuffix(o.host, a.host[1:]) {
+				return true
+			}
+		case a.host == o.host:
+			return true
+		}
+	}
+	return false
+}
+
+// Preflight reports whether r is a CORS preflight request, which the data
+// plane answers itself (204, after Apply) instead of forwarding.
+func (c *CORS) Preflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" &&
+		r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// Apply adds the CORS response headers for request r to h. A request whose
+// Origin is not allowed gets none. The allowed origin, and with wildcards
+// the requested method and headers, are echoed rather than answered with
+// "*", which is correct with and without credentials.
+func (c *CORS) Apply(r *http.Request, h http.Header) {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !c.AllowsOrigin(origin) {
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	if c.AllowCredentials {
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+	if c.exposeHeaders != "" {
+		h.Set("Access-Control-Expose-Headers", c.exposeHeaders)
+	}
+	if !c.Preflight(r) {
+		return
+	}
+	if c.AllowAllMethods {
+		h.Set("Access-Control-Allow-Methods", r.Header.Get("Access-Control-Request-Method"))
+	} else if c.allowMethods != "" {
+		h.Set("Access-Control-Allow-Methods", c.allowMethods)
+	}
+	if c.AllowAllHeaders {
+		if rh := r.Header.Values("Access-Control-Request-Headers"); len(rh) > 0 {
+			h.Set("Access-Control-Allow-Headers", strings.Join(rh, ", "))
+		}
+	} else if c.allowHeaders != "" {
+		h.Set("Access-Control-Allow-Headers", c.allowHeaders)
+	}
+	h.Set("Access-Control-Max-Age", c.maxAge)
+}
+
+// parseOrigin splits "scheme://host[:port]" (lowercased, default port
+// filled in). The host may be "*" or start with "*." only in configuration.
+func parseOrigin(s string) (corsOrigin, bool) {
+	s = strings.ToLower(s)
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "http" && scheme != "https") || rest == "" {
+		return corsOrigin{}, false
+	}
+	host, port := rest, ""
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 && !strings.Contains(rest[i:], "]") {
+		host, port = rest[:i], rest[i+1:]
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return corsOrigin{}, false
+		}
+		port = strconv.Itoa(n)
+	}
+	if host == "" || strings.ContainsAny(host, "/?#@") {
+		return corsOrigin{}, false
+	}
+	if port == "" {
+		port = strconv.Itoa(int(wellKnownPort(scheme)))
+	}
+	return corsOrigin{scheme: scheme, host: host, port: port}, true
+}

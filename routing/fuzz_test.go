@@ -1,0 +1,104 @@
+package routing
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// refPrefix is the PathPrefix rule written the slow, obvious way: split
+// both paths at '/', ignore the prefix's trailing slash, compare element by
+// element. prefix is decoded.
+func refPrefix(prefix, path string) bool {
+	if prefix == "/" {
+		return true
+	}
+	ps := strings.Split(strings.TrimSuffix(prefix, "/"), "/")
+	xs := strings.Split(path, "/")
+	if len(xs) < len(ps) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// refWinner returns the index of the prefix (as written) that should win
+// for path: among those that match, the longest decoded prefix without its
+// trailing slash, then the longest as written, then the first; -1 if none.
+func refWinner(values []string, path string) int {
+	best, bestNorm, bestRaw := -1, -1, -1
+	for i, v := range values {
+		dec, _ := url.PathUnescape(v)
+		if !refPrefix(dec, path) {
+			continue
+		}
+		norm := len(strings.TrimSuffix(dec, "/"))
+		if norm > bestNorm || (norm == bestNorm && len(v) > bestRaw) {
+			best, bestNorm, bestRaw = i, norm, len(v)
+		}
+	}
+	return best
+}
+
+// indexOf builds a path index with one rule per prefix value.
+func indexOf(t *testing.T, values []string) *pathIndex {
+	var cs []candidate
+	for i, v := range values {
+		cs = append(cs, candidate{rule: &Rule{Index: i}, match: mustMatch(t, prefix(v))})
+	}
+	return buildIndex(cs)
+}
+
+// fillerPrefixes push a path index past manyPrefixes, so it uses the
+// per-segment map instead of a scan.
+var fillerPrefixes = []string{"/a", "/a/b", "/b", "/b/c/d", "/c", "/x/y", "/a/b/c", "/d/", "/e/f/"}
+
+func FuzzPathMatch(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"/", "/"}, {"/foo", "/foo"}, {"/foo", "/foo/"}, {"/foo", "/foo/bar"}, {"/foo", "/foobar"},
+		{"/foo/", "/foo"}, {"/foo/", "/foo/bar"}, {"/a/b", "/a/b/c"}, {"/a/b", "/a/bc"}, {"/a%20b", "/a b/c"},
+		{"/x/y", "/x//y"}, {"/abc", "/ab"}, {"/", ""}, {"/a/b/c", "/a/b"}, {"/a/", "/a/b"}, {"/%61", "/a/b"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, value, path string) {
+		dec, err := url.PathUnescape(value)
+		if err != nil || !strings.HasPrefix(value, "/") || strings.Contains(dec, "//") {
+			return // not a value the API accepts
+		}
+		want := refPrefix(dec, path)
+		m := mustMatch(t, prefix(value))
+		if got := m.matchesPath(path); got != want {
+			t.Fatalf("PathPrefix %q on %q: got %v, reference %v", value, path, got, want)
+		}
+		if got := mustMatch(t, exact(value)).matchesPath(path); got != (path == dec) {
+			t.Fatalf("Exact %q on %q: got %v", value, path, got)
+		}
+
+		// Through an index, scanned (one prefix) and per segment (with the
+		// fillers): the most specific matching prefix wins.
+		for _, values := range [][]string{{value}, append([]string{value}, fillerPrefixes...)} {
+			e := indexOf(t, values).find(request("GET", "h", "/"), path)
+			got := -1
+			if e != nil {
+				got = e.rule.Index
+			}
+			if w := refWinner(values, path); got != w {
+				t.Fatalf("prefixes %q on %q: winner %d, reference %d", values, path, got, w)
+			}
+		}
+
+		// Through a request: routes see the path Go decoded.
+		if u, err := url.ParseRequestURI(path); err == nil && u.Path != "" {
+			r := request("GET", "h", "/")
+			r.URL = u
+			if got := m.Matches(r); got != refPrefix(dec, u.Path) {
+				t.Fatalf("request %q (path %q): got %v", path, u.Path, got)
+			}
+		}
+	})
+}

@@ -1,0 +1,214 @@
+package routing
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Match is one compiled HTTPRouteMatch: every condition in it must hold for
+// its rule to apply.
+//
+// Paths are compared with the request path as Go's server decoded it
+// (r.URL.Path), and path values from the route are percent-decoded once at
+// compile time, so "/a%20b" in a route and "/a b" on the wire agree. One
+// consequence: an encoded slash (%2F) in a request counts as a segment
+// separator. Dot segments are not resolved; "/a/../b" is matched as written.
+type Match struct {
+	PathType gwv1.PathMatchType
+	// Path is the path value as written in the route.
+	Path string
+	// path is what the request path is compared with: decoded, and for
+	// PathPrefix without a trailing slash ("" for "/", which matches any
+	// path).
+	path string
+	re   *regexp.Regexp // RegularExpression paths, anchored at both ends
+
+	Method      string // "" matches any method
+	Headers     []HeaderMatch
+	QueryParams []QueryParamMatch
+}
+
+// HeaderMatch is one header condition. Name is in canonical form; a header
+// sent several times is compared as its values joined with ",". "Host" is
+// compared with the request's Host.
+type HeaderMatch struct {
+	Name   string
+	Value  string
+	Regexp *regexp.Regexp // set for RegularExpression; anchored full match
+}
+
+// QueryParamMatch is one query parameter condition, compared with the first
+// value of the parameter.
+type QueryParamMatch struct {
+	Name   string
+	Value  string
+	Regexp *regexp.Regexp
+}
+
+// Prefix returns the matched path prefix of a PathPrefix match, without a
+// trailing slash ("" for "/"); "" for other match types.
+func (m *Match) Prefix() string {
+	if m == nil || m.PathType != gwv1.PathMatchPathPrefix {
+		return ""
+	}
+	return m.path
+}
+
+// Matches reports whether the request satisfies every condition of m.
+func (m *Match) Matches(r *http.Request) bool {
+	return m.matchesPath(requestPath(r)) && m.matchesRest(r)
+}
+
+func (m *Match) matchesPath(path string) bool {
+	switch m.PathType {
+	case gwv1.PathMatchExact:
+		return path == m.path
+	case gwv1.PathMatchPathPrefix:
+		return pathHasPrefix(path, m.path)
+	case gwv1.PathMatchRegularExpression:
+		return m.re.MatchString(path)
+	}
+	return false
+}
+
+// matchesRest checks everything but the path, cheapest first.
+func (m *Match) matchesRest(r *http.Request) bool {
+	if m.Method != "" && r.Method != m.Method {
+		return false
+	}
+	for i := range m.Headers {
+		if !m.Headers[i].matches(r) {
+			return false
+		}
+	}
+	if len(m.QueryParams) > 0 {
+		for i := range m.QueryParams {
+			if !m.QueryParams[i].matches(r.URL.RawQuery) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (h *HeaderMatch) matches(r *http.Request) bool {
+	if h.Name == "Host" {
+		return r.Host != "" && h.matchOne(r.Host)
+	}
+	vals := r.Header[h.Name]
+	switch len(vals) {
+	case 0:
+		return false
+	case 1:
+		return h.matchOne(vals[0])
+	}
+	if h.Regexp == nil {
+		return joinedEqual(vals, h.Value)
+	}
+	return h.Regexp.MatchString(strings.Join(vals, ","))
+}
+
+func (h *HeaderMatch) matchOne(v string) bool {
+	if h.Regexp != nil {
+		return h.Regexp.MatchString(v)
+	}
+	return v == h.Value
+}
+
+// joinedEqual reports whether strings.Join(vals, ",") == want without
+// building the joined string.
+func joinedEqual(vals []string, want string) bool {
+	pos := 0
+	for i, v := range vals {
+		if i > 0 {
+			if pos >= len(want) || want[pos] != ',' {
+				return false
+			}
+			pos++
+		}
+		if !strings.HasPrefix(want[pos:], v) {
+			return false
+		}
+		pos += len(v)
+	}
+	return pos == len(want)
+}
+
+func (q *QueryParamMatch) matches(rawQuery string) bool {
+	v, ok := queryValue(rawQuery, q.Name)
+	if !ok {
+		return false
+	}
+	if q.Regexp != nil {
+		return q.Regexp.MatchString(v)
+	}
+	return v == q.Value
+}
+
+// queryValue returns the first value of the query parameter name, parsing
+// the raw query the way url.ParseQuery does (pairs with ';' or bad escapes
+// are skipped) but without allocating unless a key or value is escaped.
+func queryValue(raw, name string) (string, bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" || strings.IndexByte(pair, ';') >= 0 {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if needsQueryUnescape(k) {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != name {
+			continue
+		}
+		if needsQueryUnescape(v) {
+			var err error
+			if v, err = url.QueryUnescape(v); err != nil {
+				continue
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+func needsQueryUnescape(s string) bool {
+	return strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0
+}
+
+// requestPath is the path routes are matched against.
+func requestPath(r *http.Request) string {
+	if r.URL == nil || r.URL.Path == "" {
+		return "/"
+	}
+	return r.URL.Path
+}
+
+// pathHasPrefix reports whether path lies under prefix, element by element:
+// prefix "/foo" (normalized, no trailing slash) covers "/foo", "/foo/" and
+// "/foo/bar" but not "/foobar". The empty prefix covers every path.
+func pathHasPrefix(path, prefix string) bool {
+	if prefix == "" {
+		return true
+	}
+	return strings.HasPrefix(path, prefix) && (len(path) == len(prefix) || path[len(prefix)] == '/')
+}
+
+// normalizePrefix drops the trailing slash the spec says to ignore; "/"
+// becomes "", the prefix of everything.
+func normalizePrefix(p string) string {
+	return strings.TrimRight(p, "/")
+}
+
+// anchored compiles an RE2 expression that must match the whole input.
+func anchored(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile(`^(?:` + expr + `)$`)
+}

@@ -1,0 +1,486 @@
+package routing
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// compiledFilters is the outcome of compiling one filter list.
+type compiledFilters struct {
+	filters     []Filter
+	unsupported *problem
+	// extensionRef, when set, says why requests through these filters must
+	// fail: an ExtensionRef Portico cannot resolve must not be skipped.
+	extensionRef string
+	redirect     bool
+}
+
+// compileFilters compiles a rule's or a backendRef's filters. prefixOK says
+// whether the rule has the single PathPrefix match a ReplacePrefixMatch
+// needs. Mirror backends that do not resolve are dropped and reported in
+// cr.refs, as the spec asks.
+func (c *compiler) compileFilters(cr *compiledRoute, routeNS string, specs []gwv1.HTTPRouteFilter, prefixOK bool) compiledFilters {
+	var out compiledFilters
+	fail := func(p *problem) {
+		if out.unsupported == nil && p != nil {
+			out.unsupported = p
+		}
+	}
+	seen := map[gwv1.HTTPRouteFilterType]int{}
+	for _, f := range specs {
+		seen[f.Type]++
+		if seen[f.Type] == 2 && f.Type != gwv1.HTTPRouteFilterRequestMirror && f.Type != gwv1.HTTPRouteFilterExtensionRef {
+			fail(incompatiblef("filter %s is repeated", f.Type))
+		}
+	}
+	if seen[gwv1.HTTPRouteFilterRequestRedirect] > 0 && seen[gwv1.HTTPRouteFilterURLRewrite] > 0 {
+		fail(incompatiblef("RequestRedirect and URLRewrite filters cannot be combined"))
+	}
+	for i := range specs {
+		f := &specs[i]
+		missing := func() *problem { return unsupportedf("filter %s has no configuration", f.Type) }
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			if f.RequestHeaderModifier == nil {
+				fail(missing())
+				continue
+			}
+			hm, p := compileHeaderModifier(f.RequestHeaderModifier)
+			fail(p)
+			out.filters = append(out.filters, Filter{Type: f.Type, RequestHeaders: hm})
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			if f.ResponseHeaderModifier == nil {
+				fail(missing())
+				continue
+			}
+			hm, p := compileHeaderModifier(f.ResponseHeaderModifier)
+			fail(p)
+			out.filters = append(out.filters, Filter{Type: f.Type, ResponseHeaders: hm})
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			if f.RequestRedirect == nil {
+				fail(missing())
+				continue
+			}
+			rd, p := compileRedirect(f.RequestRedirect, prefixOK)
+			fail(p)
+			out.filters = append(out.filters, Filter{Type: f.Type, Redirect: rd})
+			out.redirect = true
+		case gwv1.HTTPRouteFilterURLRewrite:
+			if f.URLRewrite == nil {
+				fail(missing())
+				continue
+			}
+			rw := &Rewrite{}
+			if f.URLRewrite.Hostname != nil {
+				rw.Hostname = string(*f.URLRewrite.Hostname)
+			}
+			if f.URLRewrite.Path != nil {
+				pm, p := compilePathModifier(f.URLRewrite.Path, prefixOK)
+				fail(p)
+				rw.Path = pm
+			}
+			out.filters = append(out.filters, Filter{Type: f.Type, Rewrite: rw})
+		case gwv1.HTTPRouteFilterRequestMirror:
+			if f.RequestMirror == nil {
+				fail(missing())
+				continue
+			}
+			mr, p := compileMirrorShare(f.RequestMirror)
+			if p != nil {
+				fail(p)
+				continue
+			}
+			b, rp := c.resolveBackend(routeNS, f.RequestMirror.BackendRef)
+			if rp != nil {
+				rp.msg = "mirror: " + rp.msg
+				cr.refs = append(cr.refs, *rp)
+				continue
+			}
+			mr.Backend, mr.AppProtocol = b.Key, b.AppProtocol
+			out.filters = append(out.filters, Filter{Type: f.Type, Mirror: mr})
+		case gwv1.HTTPRouteFilterCORS:
+			if f.CORS == nil {
+				fail(missing())
+				continue
+			}
+			cors, p := compileCORS(f.CORS)
+			fail(p)
+			out.filters = append(out.filters, Filter{Type: f.Type, CORS: cors})
+		case gwv1.HTTPRouteFilterExtensionRef:
+			what := "ExtensionRef filter"
+			if e := f.ExtensionRef; e != nil {
+				what = fmt.Sprintf("ExtensionRef filter %s/%s %q", e.Group, e.Kind, e.Name)
+			}
+			msg := what + " is not supported"
+			cr.refs = append(cr.refs, problem{gwv1.RouteReasonInvalidKind, msg})
+			if out.extensionRef == "" {
+				out.extensionRef = msg
+			}
+		default:
+			fail(unsupportedf("unsupported filter type %q", f.Type))
+		}
+	}
+	return out
+}
+
+func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*HeaderModifier, *problem) {
+	hm := &HeaderModifier{}
+	actions := map[string]string{}
+	var conflict *problem
+	claim := func(name, action string) bool {
+		if prev, ok := actions[name]; ok {
+			if prev != action && conflict == nil {
+				conflict = unsupportedf("header %s is both in %s and in %s", name, prev, action)
+			}
+			return false // a repeated name: the first entry counts
+		}
+		actions[name] = action
+		return true
+	}
+	for _, h := range spec.Set {
+		if name := http.CanonicalHeaderKey(string(h.Name)); claim(name, "set") {
+			hm.Set = append(hm.Set, Header{Name: name, Value: h.Value})
+		}
+	}
+	for _, h := range spec.Add {
+		if name := http.CanonicalHeaderKey(string(h.Name)); claim(name, "add") {
+			hm.Add = append(hm.Add, Header{Name: name, Value: h.Value})
+		}
+	}
+	for _, h := range spec.Remove {
+		if name := http.CanonicalHeaderKey(h); claim(name, "remove") {
+			hm.Remove = append(hm.Remove, name)
+		}
+	}
+	return hm, conflict
+}
+
+func compileRedirect(spec *gwv1.HTTPRequestRedirectFilter, prefixOK bool) (*Redirect, *problem) {
+	rd := &Redirect{StatusCode: http.StatusFound}
+	if spec.Scheme != nil {
+		switch *spec.Scheme {
+		case "http", "https":
+			rd.Scheme = *spec.Scheme
+		default:
+			return rd, unsupportedf("unsupported redirect scheme %q", *spec.Scheme)
+		}
+	}
+	if spec.Hostname != nil {
+		rd.Hostname = string(*spec.Hostname)
+	}
+	if spec.Port != nil {
+		if *spec.Port < 1 || *spec.Port > 65535 {
+			return rd, unsupportedf("redirect port %d out of range", *spec.Port)
+		}
+		rd.Port = *spec.Port
+	}
+	if spec.StatusCode != nil {
+		switch *spec.StatusCode {
+		case 301, 302, 303, 307, 308:
+			rd.StatusCode = *spec.StatusCode
+		default:
+			return rd, unsupportedf("unsupported redirect status code %d", *spec.StatusCode)
+		}
+	}
+	if spec.Path != nil {
+		pm, p := compilePathModifier(spec.Path, prefixOK)
+		if p != nil {
+			return rd, p
+		}
+		rd.Path = pm
+	}
+	return rd, nil
+}
+
+func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*PathModifier, *problem) {
+	pm := &PathModifier{Type: spec.Type}
+	var value *string
+	switch spec.Type {
+	case gwv1.FullPathHTTPPathModifier:
+		value = spec.ReplaceFullPath
+	case gwv1.PrefixMatchHTTPPathModifier:
+		if !prefixOK {
+			return nil, incompatiblef("ReplacePrefixMatch needs a rule with exactly one PathPrefix match")
+		}
+		value = spec.ReplacePrefixMatch
+	default:
+		return nil, unsupportedf("unsupported path modifier type %q", spec.Type)
+	}
+	if value == nil {
+		return nil, unsupportedf("path modifier %s has no value", spec.Type)
+	}
+	dec, err := url.PathUnescape(*value)
+	if err != nil {
+		return nil, unsupportedf("path modifier value %q: %v", *value, err)
+	}
+	if spec.Type == gwv1.PrefixMatchHTTPPathModifier {
+		dec = normalizePrefix(dec)
+	} else if !strings.HasPrefix(dec, "/") {
+		dec = "/" + dec
+	}
+	pm.Value = dec
+	return pm, nil
+}
+
+func compileMirrorShare(spec *gwv1.HTTPRequestMirrorFilter) (*Mirror, *problem) {
+	mr := &Mirror{Numerator: 1, Denominator: 1}
+	switch {
+	case spec.Percent != nil && spec.Fraction != nil:
+		return nil, unsupportedf("mirror sets both percent and fraction")
+	case spec.Percent != nil:
+		if *spec.Percent < 0 || *spec.Percent > 100 {
+			return nil, unsupportedf("mirror percent %d out of range", *spec.Percent)
+		}
+		mr.Numerator, mr.Denominator = *spec.Percent, 100
+	case spec.Fraction != nil:
+		den := int32(100)
+		if spec.Fraction.Denominator != nil {
+			den = *spec.Fraction.Denominator
+		}
+		num := spec.Fraction.Numerator
+		if den < 1 || num < 0 || num > den {
+			return nil, unsupportedf("mirror fraction %d/%d is invalid", num, den)
+		}
+		mr.Numerator, mr.Denominator = num, den
+	}
+	return mr, nil
+}
+
+func compileCORS(spec *gwv1.HTTPCORSFilter) (*CORS, *problem) {
+	c := &CORS{MaxAge: spec.MaxAge}
+	if c.MaxAge <= 0 {
+		c.MaxAge = 5
+	}
+	c.maxAge = strconv.Itoa(int(c.MaxAge))
+	if spec.AllowCredentials != nil {
+		c.AllowCredentials = *spec.AllowCredentials
+	}
+	for _, o := range spec.AllowOrigins {
+		s := strings.ToLower(string(o))
+		if s == "*" {
+			c.AllowAllOrigins = true
+			continue
+		}
+		co, ok := parseOrigin(s)
+		if !ok {
+			return c, unsupportedf("CORS origin %q is invalid", o)
+		}
+		c.AllowOrigins = append(c.AllowOrigins, s)
+		c.origins = append(c.origins, co)
+	}
+	for _, m := range spec.AllowMethods {
+		if m == "*" {
+			c.AllowAllMethods = true
+			continue
+		}
+		c.AllowMethods = append(c.AllowMethods, string(m))
+	}
+	for _, h := range spec.AllowHeaders {
+		if h == "*" {
+			c.AllowAllHeaders = true
+			continue
+		}
+		c.AllowHeaders = append(c.AllowHeaders, string(h))
+	}
+	for _, h := range spec.ExposeHeaders {
+		if h == "*" {
+			c.ExposeAllHeaders = true
+			continue
+		}
+		c.ExposeHeaders = append(c.ExposeHeaders, string(h))
+	}
+	c.allowMethods = strings.Join(c.AllowMethods, ", ")
+	c.allowHeaders = strings.Join(c.AllowHeaders, ", ")
+	c.exposeHeaders = strings.Join(c.ExposeHeaders, ", ")
+	// With credentials a browser takes "*" literally, so it is only sent
+	// without them; the named headers are exposed either way.
+	if c.ExposeAllHeaders && !c.AllowCredentials {
+		c.exposeHeaders = "*"
+	}
+	return c, nil
+}
+
+// resolveBackend checks a backend reference: a core Service, in the route's
+// namespace or one whose ReferenceGrant allows it, that exists and has the
+// port, with an application protocol HTTP can speak.
+func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (Backend, *problem) {
+	group, kind := "", "Service"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	ns := routeNS
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	svc := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	b := Backend{Key: BackendKey{Service: svc}}
+	if ref.Port != nil {
+		b.Key.Port = *ref.Port
+	}
+	if group != "" || kind != "Service" {
+		return b, &problem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backend %s: unsupported kind %s.%s", ref.Name, kind, group)}
+	}
+	if ns != routeNS && !c.granted(routeNS, svc) {
+		return b, &problem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("backend %s: no ReferenceGrant allows HTTPRoutes in %s to use it", svc, routeNS)}
+	}
+	s, ok := c.in.Services[svc]
+	if !ok {
+		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service not found", svc)}
+	}
+	if ref.Port == nil {
+		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: port is required", svc)}
+	}
+	found := false
+	for _, p := range s.Ports {
+		if p.Port == *ref.Port {
+			found, b.AppProtocol = true, p.AppProtocol
+			break
+		}
+	}
+	if !found {
+		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service has no port %d", svc, *ref.Port)}
+	}
+	if !httpAppProtocol(b.AppProtocol) {
+		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q is not supported for HTTPRoute", svc, *ref.Port, b.AppProtocol)}
+	}
+	return b, nil
+}
+
+// httpAppProtocol reports whether Portico can forward HTTPRoute traffic to a
+// Service port with this appProtocol: plain HTTP/1.1, cleartext HTTP/2 and
+// WebSocket.
+func httpAppProtocol(p string) bool {
+	switch strings.ToLower(p) {
+	case "", "http", "kubernetes.io/h2c", "kubernetes.io/ws":
+		return true
+	}
+	return false
+}
+
+// granted reports whether a ReferenceGrant in the Service's namespace lets
+// HTTPRoutes from namespace from refer to it.
+func (c *compiler) granted(from string, svc types.NamespacedName) bool {
+	for _, g := range c.grants[svc.Namespace] {
+		fromOK := false
+		for _, f := range g.Spec.From {
+			if f.Group == gwv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from {
+				fromOK = true
+				break
+			}
+		}
+		if !fromOK {
+			continue
+		}
+		for _, t := range g.Spec.To {
+			if t.Group == "" && t.Kind == "Service" && (t.Name == nil || *t.Name == "" || string(*t.Name) == svc.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// NoTimeout marks a timeout the route disabled explicitly ("0s").
+const NoTimeout time.Duration = -1
+
+func compileTimeouts(rule *Rule, spec *gwv1.HTTPRouteTimeouts) *problem {
+	if spec == nil {
+		return nil
+	}
+	var req, be time.Duration
+	var err error
+	if spec.Request != nil {
+		if req, err = parseDuration(string(*spec.Request)); err != nil {
+			return unsupportedf("timeouts.request: %v", err)
+		}
+		rule.RequestTimeout = orNoTimeout(req)
+	}
+	if spec.BackendRequest != nil {
+		if be, err = parseDuration(string(*spec.BackendRequest)); err != nil {
+			return unsupportedf("timeouts.backendRequest: %v", err)
+		}
+		rule.BackendRequestTimeout = orNoTimeout(be)
+	}
+	if spec.Request != nil && spec.BackendRequest != nil && req != 0 && be > req {
+		return unsupportedf("timeouts.backendRequest %s is longer than timeouts.request %s", be, req)
+	}
+	return nil
+}
+
+func orNoTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return NoTimeout
+	}
+	return d
+}
+
+func compileRetry(rule *Rule, spec *gwv1.HTTPRouteRetry) *problem {
+	if spec == nil {
+		return nil
+	}
+	rt := &Retry{}
+	for _, code := range spec.Codes {
+		if code < 400 || code > 599 {
+			return unsupportedf("retry code %d is outside 400-599", code)
+		}
+		rt.Codes = append(rt.Codes, int(code))
+	}
+	if spec.Attempts != nil {
+		if *spec.Attempts < 1 {
+			return unsupportedf("retry attempts %d is below 1", *spec.Attempts)
+		}
+		rt.Attempts = *spec.Attempts
+	}
+	if spec.Backoff != nil {
+		d, err := parseDuration(string(*spec.Backoff))
+		if err != nil {
+			return unsupportedf("retry.backoff: %v", err)
+		}
+		rt.Backoff = d
+	}
+	rule.Retry = rt
+	return nil
+}
+
+// parseDuration parses a Gateway API Duration (GEP-2257): one to four
+// groups of one to five digits, each followed by h, m, s or ms.
+func parseDuration(s string) (time.Duration, error) {
+	groups := 0
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		if j == i || j-i > 5 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		switch {
+		case strings.HasPrefix(s[j:], "ms"):
+			j += 2
+		case j < len(s) && (s[j] == 'h' || s[j] == 'm' || s[j] == 's'):
+			j++
+		default:
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		groups++
+		i = j
+	}
+	if groups == 0 || groups > 4 {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: %w", s, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,94 @@
+// Package sni picks the TLS certificate for a handshake by the SNI server
+// name, over tables of up to O(100,000) listener hostnames per port.
+//
+// A Table is built once per configuration and shared by every handshake;
+// ServerConfig wires it into a tls.Config through GetConfigForClient and
+// GetCertificate, and Cache keeps parsed key pairs across rebuilds so that a
+// rebuild parses only the Secrets whose bytes changed.
+package sni
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"portico.dev/portico/hostname"
+)
+
+// Entry is one listener on an HTTPS port.
+type Entry struct {
+	// Hostname is the listener hostname pattern: an exact name,
+	// "*.example.com" (any name below example.com, at any depth), or "" for
+	// the port's fallback.
+	Hostname string
+	// Certificates have Leaf set; their order is the listener's
+	// certificateRefs order.
+	Certificates []*tls.Certificate
+	// Value is opaque to sni: the proxy keeps its listener here.
+	Value any
+}
+
+// Certificate picks the first certificate the client supports
+// (hello.SupportsCertificate), else the first one. It fails only when the
+// entry has no certificate.
+func (e *Entry) Certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	switch len(e.Certificates) {
+	case 0:
+		return nil, fmt.Errorf("sni: listener hostname %q has no certificate", e.Hostname)
+	case 1:
+		// Same shortcut as crypto/tls with a single certificate: the client
+		// gets it, and reports what it cannot use.
+		return e.Certificates[0], nil
+	}
+	for _, c := range e.Certificates {
+		if hello.SupportsCertificate(c) == nil {
+			return c, nil
+		}
+	}
+	return e.Certificates[0], nil
+}
+
+// Table maps SNI server names to the entries of one port. It is immutable
+// and safe for concurrent use.
+type Table struct {
+	names *hostname.Table[*Entry]
+}
+
+// NewTable builds a table. Hostname precedence follows the Gateway API
+// listener rules: an exact name beats any wildcard, a longer wildcard suffix
+// beats a shorter one, and the entry without hostname is the fallback.
+// Hostnames are compared case-insensitively and without a trailing dot; when
+// two entries have the same hostname the first one wins. Nil entries are
+// skipped.
+func NewTable(entries []*Entry) *Table {
+	patterns := make([]string, 0, len(entries))
+	values := make([]*Entry, 0, len(entries))
+	for _, e := range entries {
+		if e == nil {
+			continue
+		}
+		patterns = append(patterns, e.Hostname)
+		values = append(values, e)
+	}
+	return &Table{names: hostname.NewTable(patterns, values)}
+}
+
+// Lookup returns the entry for serverName, or nil when nothing matches and
+// there is no fallback. An empty serverName (a ClientHello without SNI)
+// matches only the fallback. It does not allocate. A nil table matches
+// nothing.
+func (t *Table) Lookup(serverName string) *Entry {
+	if t == nil {
+		return nil
+	}
+	e, _ := t.names.Lookup(serverName)
+	return e
+}
+
+// Len returns the number of distinct hostnames in the table, the fallback
+// included.
+func (t *Table) Len() int {
+	if t == nil {
+		return 0
+	}
+	return t.names.Len()
+}
