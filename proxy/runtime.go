@@ -82,9 +82,10 @@ type Runtime struct {
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 
-	mu     sync.Mutex // serializes Apply and Close
-	ports  map[int32]*portServer
-	closed bool
+	mu       sync.Mutex // serializes Apply and Close
+	ports    map[int32]*portServer
+	draining map[*portServer]bool // removed ports still finishing requests
+	closed   bool
 }
 
 // New returns a Runtime with no ports bound.
@@ -96,6 +97,7 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		fwd:      newForwarder(opts, log),
 		emptySNI: sni.NewTable(nil),
 		ports:    map[int32]*portServer{},
+		draining: map[*portServer]bool{},
 	}
 	rt.current.Store(&Config{})
 	return rt
@@ -166,7 +168,13 @@ func (rt *Runtime) Apply(cfg *Config) error {
 		// config it had, not turned away.
 		ps.last.Store(old.port(number))
 		delete(rt.ports, number)
-		go ps.shutdown(rt.opts.DrainTimeout)
+		rt.draining[ps] = true
+		go func() {
+			ps.shutdown(rt.opts.DrainTimeout)
+			rt.mu.Lock()
+			delete(rt.draining, ps)
+			rt.mu.Unlock()
+		}()
 	}
 	rt.log.Info("config applied", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
 	return nil
@@ -186,11 +194,19 @@ func (rt *Runtime) Addr(number int32) net.Addr {
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	rt.closed = true
-	ports := rt.ports
+	var ports []*portServer
+	for _, ps := range rt.ports {
+		ports = append(ports, ps)
+	}
+	for ps := range rt.draining {
+		ports = append(ports, ps)
+	}
 	rt.ports = map[int32]*portServer{}
 	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ps := range ports {
+		// shutdownCtx runs once per port; for a draining port this waits
+		// for the drain already under way, bounded by ctx.
 		wg.Go(func() { ps.shutdownCtx(ctx) })
 	}
 	wg.Wait()

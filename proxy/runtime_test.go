@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/routing"
+)
+
+// routeTable compiles one HTTPRoute sending every request on an HTTP
+// listener to svc:80.
+func routeTable(t *testing.T, svc string) *routing.Table {
+	t.Helper()
+	port := gwv1.PortNumber(80)
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port},
+			}}}}},
+		},
+	}
+	same := gwv1.NamespacesFromSame
+	out := routing.Compile(routing.Input{
+		ControllerName: "portico.dev/gateway-controller",
+		Listeners: []routing.Listener{{
+			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
+			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
+			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
+			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
+			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+			Accepted:       true,
+		}},
+		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
+		Routes:   []*gwv1.HTTPRoute{route},
+		Services: map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: svc}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}},
+	})
+	if out.Tables[0] == nil {
+		t.Fatalf("route did not attach: %+v", out.RouteParents)
+	}
+	return out.Tables[0]
+}
+
+func httpPortConfig(t *testing.T, number int, svc, backendAddr string) *Config {
+	l := &Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
+	return &Config{
+		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}},
+		Endpoints: map[routing.BackendKey]*Endpoints{
+			{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: NewEndpoints(backendAddr),
+		},
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// slowBackend answers after the delay given in ?delay=, naming itself.
+func slowBackend(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+			time.Sleep(d)
+		}
+		io.WriteString(w, name)
+	})}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+func newRuntime(t *testing.T) *Runtime {
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = 5 * time.Second
+	rt := New(opts, zaptest.NewLogger(t))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	return rt
+}
+
+func body(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestApplyKeepsOldConfigWhenABindFails: a config whose new port cannot be
+// bound is not applied at all.
+func TestApplyKeepsOldConfigWhenABindFails(t *testing.T) {
+	rt := newRuntime(t)
+	a := slowBackend(t, "a")
+	b := slowBackend(t, "b")
+	p1 := freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p1, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+
+	next := httpPortConfig(t, p1, "svc", b)
+	next.Ports = append(next.Ports, httpPortConfig(t, takenPort, "svc", b).Ports[0])
+	err = rt.Apply(next)
+	if err == nil || !strings.Contains(err.Error(), "bind port "+strconv.Itoa(takenPort)) {
+		t.Fatalf("Apply with a taken port: %v, want a bind error naming the port", err)
+	}
+	if _, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p1)); got != "a" {
+		t.Errorf("after a failed apply the port answers from %q, want the old config's backend a", got)
+	}
+}
+
+// TestRemovedPortDrainsInFlightRequests: a request in flight when its port
+// is removed completes; new connections are refused.
+func TestRemovedPortDrainsInFlightRequests(t *testing.T) {
+	rt := newRuntime(t)
+	a := slowBackend(t, "a")
+	p1, p2 := freePort(t), freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p1, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var status int
+	var got string
+	wg.Go(func() { status, got = body(t, fmt.Sprintf("http://127.0.0.1:%d/?delay=300ms", p1)) })
+	time.Sleep(100 * time.Millisecond) // the request is now at the backend
+	if err := rt.Apply(httpPortConfig(t, p2, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if status != 200 || got != "a" {
+		t.Errorf("in-flight request across the port's removal: %d %q", status, got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p1), time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("removed port still accepts connections")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p2)); got != "a" {
+		t.Errorf("new port answers %q", got)
+	}
+}
+
+// TestShortHTTP1RequestOnH2CPort: the cleartext HTTP/2 sniffer must not wait
+// for 24 bytes a short HTTP/1.0 request never sends.
+func TestShortHTTP1RequestOnH2CPort(t *testing.T) {
+	rt := newRuntime(t)
+	a := slowBackend(t, "a")
+	p := freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	io.WriteString(c, "GET / HTTP/1.0\r\n\r\n") // 18 bytes
+	resp, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("short request: %v", err)
+	}
+	if !strings.HasPrefix(string(resp), "HTTP/1.0 200") || !strings.HasSuffix(string(resp), "a") {
+		t.Errorf("short request answered %q", resp)
+	}
+}
