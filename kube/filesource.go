@@ -47,6 +47,9 @@ type FileSource struct {
 	mu        sync.Mutex
 	firstSeen map[objectKey]time.Time
 	gens      map[objectKey]generation
+	// lastCreated is the newest creation time handed out: an object first
+	// seen later must never look older than one seen before it.
+	lastCreated time.Time
 }
 
 // NewFileSource reads path, a YAML file or a directory searched recursively
@@ -124,7 +127,7 @@ func (s *FileSource) assemble(docs []Document) (*Resources, error) {
 	seen := map[objectKey]Document{}
 	namespaces := map[string]*corev1.Namespace{}
 	res := &Resources{}
-	for i, d := range docs {
+	for _, d := range docs {
 		obj := d.Object
 		kind := kindOf(obj)
 		if kind != "Namespace" && kind != "GatewayClass" {
@@ -143,10 +146,14 @@ func (s *FileSource) assemble(docs []Document) (*Resources, error) {
 		if ts := obj.GetCreationTimestamp(); ts.IsZero() {
 			first, ok := s.firstSeen[key]
 			if !ok {
-				// Objects first seen in the same load keep file order: one
-				// nanosecond apart is enough for ordering and invisible in
-				// the second-precision timestamps the API would show.
-				first = loadTime.Add(time.Duration(i))
+				// New objects keep file order and come after every object
+				// seen before: one nanosecond apart is enough for ordering
+				// and invisible in the second-precision times the API shows.
+				first = loadTime
+				if !first.After(s.lastCreated) {
+					first = s.lastCreated.Add(1)
+				}
+				s.lastCreated = first
 				s.firstSeen[key] = first
 			}
 			obj.SetCreationTimestamp(metav1.NewTime(first))

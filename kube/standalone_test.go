@@ -305,4 +305,3 @@ func get(t testing.TB, c *http.Client, url string) (int, string, http.Header) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), resp.Header
 }
-

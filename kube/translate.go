@@ -2,6 +2,7 @@ package kube
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -98,14 +99,14 @@ func (ix *index) certificate(namespace, name string) error {
 	}
 	s, ok := ix.secrets[key]
 	if !ok {
-		return fmt.Errorf("Secret %s/%s does not exist", namespace, name)
+		return errors.New("does not exist")
 	}
 	if s.Type != corev1.SecretTypeTLS {
-		return fmt.Errorf("Secret %s/%s is of type %q, not %q", namespace, name, s.Type, corev1.SecretTypeTLS)
+		return fmt.Errorf("is of type %q, not %q", s.Type, corev1.SecretTypeTLS)
 	}
 	c, err := ix.translate.Certs.Load(key.String(), s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return fmt.Errorf("Secret %s/%s: %w", namespace, name, err)
+		return err
 	}
 	ix.certs[key] = c
 	return nil
@@ -187,7 +188,10 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 			Hostname:       m.Hostname,
 			AllowedRoutes:  m.AllowedRoutes,
 			SupportedKinds: m.SupportedKinds,
-			Accepted:       m.Accepted && !m.Conflicted,
+			// A conflicted listener still counts the routes that attach to it
+			// (the spec requires attachedRoutes whatever the listener's
+			// state); it just is not put on the data plane.
+			Accepted: m.Accepted || m.Conflicted,
 		}
 	}
 	for key, svc := range ix.services {
@@ -226,7 +230,6 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses) *proxy.Config {
 	type portBuild struct {
 		protocol  proxy.Protocol
-		owner     types.NamespacedName
 		patterns  []string
 		listeners []*proxy.Listener
 		entries   []*sni.Entry
@@ -245,19 +248,21 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		}
 		pb, ok := ports[m.Port]
 		if !ok {
-			pb = &portBuild{protocol: protocol, owner: m.Gateway, hosts: map[string]bool{}}
+			pb = &portBuild{protocol: protocol, hosts: map[string]bool{}}
 			ports[m.Port] = pb
 			order = append(order, m.Port)
 		}
 		host := hostname.Normalize(m.Hostname)
 		switch {
 		case pb.protocol != protocol:
+			// The message names no other Gateway: a ListenerSet's status
+			// must not reveal what lives elsewhere.
 			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
-				fmt.Sprintf("port %d is served as %s for Gateway %s", m.Port, pb.protocol, pb.owner))
+				fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
 			continue
 		case pb.hosts[host]:
 			notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
-				fmt.Sprintf("another Gateway already serves hostname %q on port %d", m.Hostname, m.Port))
+				fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
 			continue
 		}
 		pb.hosts[host] = true
@@ -346,34 +351,44 @@ func slicePort(es *discoveryv1.EndpointSlice, name string) (int32, bool) {
 	return 0, false
 }
 
-// notProgrammed marks a listener that translate could not put on a port.
+// notProgrammed marks a listener that translate could not put on a port,
+// and a ListenerSet left with no programmed listener as not programmed.
+// Conditions are replaced in place without a time: translate uses no clock.
 func notProgrammed(st *Statuses, m *listeners.Listener, reason gwv1.ListenerConditionReason, msg string) {
-	cond := metav1.Condition{Type: string(gwv1.ListenerConditionProgrammed), Status: metav1.ConditionFalse, Reason: string(reason), Message: msg}
 	switch m.Source.Kind {
 	case "Gateway":
 		gs := st.Gateways[m.Gateway]
 		for j := range gs.Listeners {
 			if gs.Listeners[j].Name == m.Name {
-				cond.ObservedGeneration = observedGeneration(gs.Listeners[j].Conditions)
-				meta.SetStatusCondition(&gs.Listeners[j].Conditions, cond)
+				setCondition(gs.Listeners[j].Conditions, string(gwv1.ListenerConditionProgrammed), metav1.ConditionFalse, string(reason), msg)
 			}
 		}
 	case "ListenerSet":
-		ls := st.ListenerSets[nn(m.Source.Namespace, m.Source.Name)]
+		key := nn(m.Source.Namespace, m.Source.Name)
+		ls := st.ListenerSets[key]
+		programmed := 0
 		for j := range ls.Listeners {
 			if ls.Listeners[j].Name == m.Name {
-				cond.ObservedGeneration = observedGeneration(ls.Listeners[j].Conditions)
-				meta.SetStatusCondition(&ls.Listeners[j].Conditions, cond)
+				setCondition(ls.Listeners[j].Conditions, string(gwv1.ListenerConditionProgrammed), metav1.ConditionFalse, string(reason), msg)
 			}
+			if meta.IsStatusConditionTrue(ls.Listeners[j].Conditions, string(gwv1.ListenerConditionProgrammed)) {
+				programmed++
+			}
+		}
+		if programmed == 0 {
+			setCondition(ls.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, string(reason), "no listener of this ListenerSet is programmed: "+msg)
 		}
 	}
 }
 
-func observedGeneration(conds []metav1.Condition) int64 {
-	for _, c := range conds {
-		return c.ObservedGeneration
+// setCondition changes an existing condition in place, keeping its
+// observedGeneration.
+func setCondition(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string) {
+	for i := range conds {
+		if conds[i].Type == typ {
+			conds[i].Status, conds[i].Reason, conds[i].Message = status, reason, msg
+		}
 	}
-	return 0
 }
 
 func gatewayClassStatus(gc *gwv1.GatewayClass) gwv1.GatewayClassStatus {

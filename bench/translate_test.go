@@ -1,0 +1,221 @@
+package bench
+
+// Benchmarks of a full translate at Knative scale: one Gateway and one
+// ListenerSet, Secret, HTTPRoute and Service per hostname. Figures and
+// commands are in README.md, section "Translate".
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/kube"
+	"portico.dev/portico/sni/snitest"
+)
+
+// translateSets is the number of ListenerSets (and hostnames, Secrets,
+// routes, Services) of the workload.
+const translateSets = 5000
+
+// setsPerNamespace spreads the workload over namespaces the way Knative
+// spreads Services over tenants' namespaces.
+const setsPerNamespace = 100
+
+// translateWorkload builds the Resources once per test binary: issuing 5,000
+// certificates takes longer than the translate being measured.
+var translateWorkload = sync.OnceValues(func() (*kube.Resources, error) {
+	return buildTranslateWorkload(translateSets)
+})
+
+func buildTranslateWorkload(n int) (*kube.Resources, error) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("svc-%d.ns-%d.example.com", i, i/setsPerNamespace)
+	}
+	pairs, err := ca.IssueMany(hosts, 1)
+	if err != nil {
+		return nil, fmt.Errorf("issue certificates: %w", err)
+	}
+
+	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	objectMeta := func(ns, name string, i int) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(created.Add(time.Duration(i) * time.Second))}
+	}
+	from := gwv1.NamespacesFromAll
+	res := &kube.Resources{
+		GatewayClasses: []*gwv1.GatewayClass{{
+			ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
+			Spec:       gwv1.GatewayClassSpec{ControllerName: kube.DefaultControllerName},
+		}},
+		Gateways: []*gwv1.Gateway{{
+			ObjectMeta: objectMeta("knative-serving", "gw", -1),
+			Spec: gwv1.GatewaySpec{
+				GatewayClassName: "portico",
+				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &from}},
+				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+			},
+		}},
+		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "knative-serving", Labels: map[string]string{"kubernetes.io/metadata.name": "knative-serving"}}}},
+	}
+	gwNamespace := gwv1.Namespace("knative-serving")
+	lsKind := gwv1.Kind("ListenerSet")
+	ready := true
+	for i, host := range hosts {
+		ns := fmt.Sprintf("ns-%d", i/setsPerNamespace)
+		if i%setsPerNamespace == 0 {
+			res.Namespaces = append(res.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns}}})
+		}
+		name := fmt.Sprintf("svc-%d", i)
+		hostname := gwv1.Hostname(host)
+		res.ListenerSets = append(res.ListenerSets, &gwv1.ListenerSet{
+			ObjectMeta: objectMeta(ns, name, i),
+			Spec: gwv1.ListenerSetSpec{
+				ParentRef: gwv1.ParentGatewayReference{Name: "gw", Namespace: &gwNamespace},
+				Listeners: []gwv1.ListenerEntry{{
+					Name:     "https",
+					Hostname: &hostname,
+					Port:     443,
+					Protocol: gwv1.HTTPSProtocolType,
+					TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName(name + "-tls")}}},
+				}},
+			},
+		})
+		res.Secrets = append(res.Secrets, &corev1.Secret{
+			ObjectMeta: objectMeta(ns, name+"-tls", i),
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: pairs[i].CertPEM, corev1.TLSPrivateKeyKey: pairs[i].KeyPEM},
+		})
+		port := gwv1.PortNumber(80)
+		res.HTTPRoutes = append(res.HTTPRoutes, &gwv1.HTTPRoute{
+			ObjectMeta: objectMeta(ns, name, i),
+			Spec: gwv1.HTTPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Kind: &lsKind, Name: gwv1.ObjectName(name)}}},
+				Hostnames:       []gwv1.Hostname{hostname},
+				Rules: []gwv1.HTTPRouteRule{{
+					BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: &port}}}},
+				}},
+			},
+		})
+		portName := "http"
+		res.Services = append(res.Services, &corev1.Service{
+			ObjectMeta: objectMeta(ns, name, i),
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: 80}}},
+		})
+		slicePort := int32(8080)
+		sliceMeta := objectMeta(ns, name+"-1", i)
+		sliceMeta.Labels = map[string]string{discoveryv1.LabelServiceName: name}
+		res.EndpointSlices = append(res.EndpointSlices, &discoveryv1.EndpointSlice{
+			ObjectMeta:  sliceMeta,
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &slicePort}},
+			Endpoints: []discoveryv1.Endpoint{{
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff)},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			}},
+		})
+	}
+	return res, nil
+}
+
+// checkTranslated fails unless every hostname is served: a fast translate
+// of a config that serves nothing measures nothing.
+func checkTranslated(b testing.TB, tr *kube.Translator, res *kube.Resources) {
+	b.Helper()
+	cfg, st := tr.Translate(res)
+	served := 0
+	for _, p := range cfg.Ports {
+		if p.Number == 443 {
+			for _, l := range p.All {
+				if l.Routes != nil {
+					served++
+				}
+			}
+		}
+	}
+	if served != len(res.ListenerSets) {
+		b.Fatalf("%d of %d hostnames served with routes", served, len(res.ListenerSets))
+	}
+	for key, s := range st.ListenerSets {
+		if !meta.IsStatusConditionTrue(s.Conditions, string(gwv1.ListenerSetConditionProgrammed)) {
+			b.Fatalf("ListenerSet %s is not programmed: %v", key, s.Conditions)
+		}
+	}
+	for key, parents := range st.HTTPRoutes {
+		if len(parents) != 1 || !meta.IsStatusConditionTrue(parents[0].Conditions, string(gwv1.RouteConditionAccepted)) {
+			b.Fatalf("HTTPRoute %s is not accepted: %v", key, parents)
+		}
+	}
+}
+
+// TestTranslateWorkload checks, at a small size, that the benchmark's
+// workload is a valid config that serves every hostname.
+func TestTranslateWorkload(t *testing.T) {
+	res, err := buildTranslateWorkload(250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTranslated(t, kube.NewTranslator(""), res)
+}
+
+// BenchmarkTranslate5000 is a steady-state rebuild: the Translator has
+// parsed every certificate before, as it has after the first translate of a
+// running instance, so each iteration is what one config change costs.
+func BenchmarkTranslate5000(b *testing.B) {
+	res, err := translateWorkload()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := kube.NewTranslator("")
+	checkTranslated(b, tr, res)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := processCPU()
+	for b.Loop() {
+		tr.Translate(res)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkTranslate5000Cold is the first translate after start: every
+// certificate is parsed (key pair checked, leaf decoded).
+func BenchmarkTranslate5000Cold(b *testing.B) {
+	res, err := translateWorkload()
+	if err != nil {
+		b.Fatal(err)
+	}
+	checkTranslated(b, kube.NewTranslator(""), res)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := processCPU()
+	for b.Loop() {
+		kube.NewTranslator("").Translate(res)
+	}
+	reportCPU(b, start)
+}
+
+// processCPU is the CPU time the process has used, garbage collection
+// included. On a shared machine it says more than ns/op, which counts the
+// time other processes hold the cores.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/float64(time.Millisecond), "cpu-ms/op")
+}
