@@ -44,10 +44,9 @@ func compareAge[T objectMeta](a, b T) int {
 		}
 		return 1
 	}
-	if c := cmp.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.GetName(), b.GetName())
+	// The spec breaks ties by "{namespace}/{name}" as one string, which is
+	// not the same as namespace then name ("a-b/x" sorts before "a/x").
+	return cmp.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 }
 
 // sortedByAge returns a sorted copy so callers never reorder a shared snapshot.

@@ -42,6 +42,47 @@ type Statuses struct {
 type Translator struct {
 	ControllerName gwv1.GatewayController
 	Certs          *sni.Cache
+
+	// last is the previous full translation, reused when only
+	// EndpointSlices changed: endpoints churn constantly in a cluster and
+	// must not recompile every route and certificate table.
+	last *translation
+}
+
+type translation struct {
+	inputs []any // every object but EndpointSlices, in snapshot order
+	cfg    *proxy.Config
+	st     *Statuses
+}
+
+// routingInputs lists the objects a full translation depends on besides
+// EndpointSlices. Informers hand out a new pointer for every changed object,
+// so comparing pointers tells whether anything but endpoints changed.
+func routingInputs(res *Resources) []any {
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
+		len(res.ReferenceGrants) + len(res.Namespaces) + len(res.Secrets) + len(res.Services)
+	in := make([]any, 0, n+8)
+	add := func(kind string, objs ...any) {
+		in = append(in, kind)
+		in = append(in, objs...)
+	}
+	add("GatewayClass", anys(res.GatewayClasses)...)
+	add("Gateway", anys(res.Gateways)...)
+	add("ListenerSet", anys(res.ListenerSets)...)
+	add("HTTPRoute", anys(res.HTTPRoutes)...)
+	add("ReferenceGrant", anys(res.ReferenceGrants)...)
+	add("Namespace", anys(res.Namespaces)...)
+	add("Secret", anys(res.Secrets)...)
+	add("Service", anys(res.Services)...)
+	return in
+}
+
+func anys[T any](in []T) []any {
+	out := make([]any, len(in))
+	for i, v := range in {
+		out[i] = v
+	}
+	return out
 }
 
 // NewTranslator returns a Translator for GatewayClasses of controllerName.
@@ -113,7 +154,22 @@ func (ix *index) certificate(namespace, name string) error {
 }
 
 // Translate computes the data plane Config and every status from res.
+// When nothing but EndpointSlices changed since the previous call, the
+// route and certificate tables are reused and only endpoints are resolved
+// again.
 func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
+	inputs := routingInputs(res)
+	if t.last != nil && slices.Equal(t.last.inputs, inputs) {
+		cfg := *t.last.cfg
+		cfg.Endpoints = endpoints(newIndex(t, &Resources{Services: res.Services, EndpointSlices: res.EndpointSlices}))
+		return &cfg, t.last.st
+	}
+	cfg, st := t.translate(res)
+	t.last = &translation{inputs: inputs, cfg: cfg, st: st}
+	return cfg, st
+}
+
+func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	ix := newIndex(t, res)
 	st := &Statuses{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},

@@ -10,10 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/routing"
@@ -57,6 +60,12 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	f := &forwarder{log: log}
+	// Portico retries nothing on its own unless a rule says so. The
+	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
+	// without a body) a second time when a reused keep-alive connection
+	// fails before any byte of an answer: that is what a backend closing an
+	// idle connection looks like, and not resending would turn that race
+	// into 502s.
 	f.h1 = &http.Transport{
 		DialContext:         dialer.DialContext,
 		MaxIdleConns:        4096,
@@ -64,9 +73,13 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		IdleConnTimeout:     90 * time.Second,
 		// Backends speak plain HTTP/1.1 unless their Service says h2c.
 		ForceAttemptHTTP2: false,
+		// Pass Accept-Encoding through as the client sent it; never make
+		// the backend compress for us only to decompress again.
+		DisableCompression: true,
 	}
 	f.h2c = &http2.Transport{
-		AllowHTTP: true,
+		AllowHTTP:          true,
+		DisableCompression: true,
 		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
 			return dialer.DialContext(ctx, network, addr)
 		},
@@ -193,7 +206,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 				}
 				fl.Rewrite.Apply(out, m)
 			case fl.Mirror != nil:
-				if fl.Mirror.Take(rand.Uint64()) {
+				// A copy of an Upgrade request would open a second
+				// long-lived connection that nobody reads.
+				if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
 					mirrors = append(mirrors, fl.Mirror)
 				}
 			case fl.CORS != nil:
@@ -242,7 +257,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 		}
 	}
 	for _, mi := range mirrors {
-		f.mirror(out, body, mi, cfg)
+		f.mirror(out, body, mi, cfg, x.origHost)
 	}
 
 	attempts := 1
@@ -321,7 +336,7 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
-func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config) {
+func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, origHost string) {
 	addr := cfg.Endpoints[m.Backend].pick()
 	if addr == "" {
 		return
@@ -332,7 +347,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	req.URL.Scheme, req.URL.Host = "http", addr
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	req.Header.Del("Connection")
+	req.Header = mirrorHeader(r, origHost)
 	transport := http.RoundTripper(f.h1)
 	if m.AppProtocol == appProtocolH2C {
 		transport = f.h2c
@@ -347,6 +362,43 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}()
+}
+
+// mirrorHeader prepares the headers of a mirrored copy as ReverseProxy
+// prepares those of the forwarded request: hop-by-hop headers, those the
+// client listed in Connection and client-sent forwarding headers go, and
+// Portico sets its own X-Forwarded-*.
+func mirrorHeader(r *http.Request, origHost string) http.Header {
+	h := r.Header.Clone()
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range [...]string{
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+	} {
+		h.Del(name)
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		h.Set("X-Forwarded-For", ip)
+	}
+	h.Set("X-Forwarded-Host", origHost)
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	return h
+}
+
+// isUpgrade reports whether r asks to switch protocols (WebSocket).
+func isUpgrade(r *http.Request) bool {
+	return httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
 }
 
 // pickBackend chooses a backend by weight; nil when every weight is zero

@@ -65,10 +65,13 @@ func TestAttachParentRefs(t *testing.T) {
 			"tcp-kinds Accepted=False/NotAllowedByListeners" + refsOK,
 		},
 		// Only the parentRef to our own, unaccepted Gateway gets an entry.
-		"infra/not-ours":      {"pending " + noMatch},
-		"infra/host-a":        {"host-only " + ok},
-		"infra/host-b":        {"host-only " + ok},
-		"infra/host-mismatch": {"host-only Accepted=False/NoMatchingListenerHostname" + refsOK},
+		"infra/not-ours": {"pending " + noMatch},
+		// A Gateway that is not accepted, and whose listeners could not take
+		// an HTTPRoute anyway, says the latter.
+		"infra/wrong-kind-pending": {"tls-only-pending Accepted=False/NotAllowedByListeners" + refsOK},
+		"infra/host-a":             {"host-only " + ok},
+		"infra/host-b":             {"host-only " + ok},
+		"infra/host-mismatch":      {"host-only Accepted=False/NoMatchingListenerHostname" + refsOK},
 	})
 
 	attached := map[string]int32{

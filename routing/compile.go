@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -164,13 +165,7 @@ func (c *compiler) attachRoute(route *gwv1.HTTPRoute, cr *compiledRoute) ([]gwv1
 		if !ours {
 			continue
 		}
-		var rejected *problem
-		var hits map[int][]string
-		if !parentAccepted {
-			rejected = &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s is not accepted", p.Kind, p.Namespace, p.Name)}
-		} else {
-			hits, rejected = c.attach(cr, route.Namespace, ref, p)
-		}
+		hits, rejected := c.attach(cr, route.Namespace, ref, p, parentAccepted)
 		if rejected == nil && !cr.usable {
 			rejected = &cr.rejected
 		}
@@ -204,8 +199,8 @@ func addCandidates(byHost map[string][]candidate, cr *compiledRoute, l *Listener
 	}
 }
 
-// compareRoutes orders routes by precedence: oldest first, then by
-// "{namespace}/{name}".
+// compareRoutes orders routes by precedence: oldest first, then
+// alphabetically by "{namespace}/{name}".
 func compareRoutes(a, b *gwv1.HTTPRoute) int {
 	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
 	if !ta.Equal(tb) {
@@ -214,10 +209,27 @@ func compareRoutes(a, b *gwv1.HTTPRoute) int {
 		}
 		return 1
 	}
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+	return compareJoined(a.Namespace, a.Name, b.Namespace, b.Name)
+}
+
+// compareJoined compares aNS+"/"+aName with bNS+"/"+bName without building
+// them. The joined form is what the spec orders by, and it differs from
+// comparing namespaces first: '-' sorts before '/', so "a-b/x" comes
+// before "a/x".
+func compareJoined(aNS, aName, bNS, bName string) int {
+	if aNS == bNS {
+		return strings.Compare(aName, bName)
+	}
+	n := min(len(aNS), len(bNS))
+	if c := strings.Compare(aNS[:n], bNS[:n]); c != 0 {
 		return c
 	}
-	return strings.Compare(a.Name, b.Name)
+	// One namespace is a prefix of the other; the shorter one goes on
+	// with the '/'.
+	if len(aNS) < len(bNS) {
+		return cmp.Compare('/', bNS[n])
+	}
+	return cmp.Compare(aNS[n], '/')
 }
 
 func (c *compiler) namesOurParent(route *gwv1.HTTPRoute) bool {
@@ -253,8 +265,11 @@ func parentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {
 
 // attach returns the listeners of parent p that ref selects and that accept
 // the route, each with the hostnames the route serves there, or the reason
-// there are none.
-func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentReference, p Parent) (map[int][]string, *problem) {
+// there are none. A parent that is not accepted takes no route; the reason
+// says so unless the listeners ref selects could not take an HTTPRoute
+// anyway (a Gateway whose only listener is for TLSRoutes, say), which is
+// the more useful thing to know.
+func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentReference, p Parent, parentAccepted bool) (map[int][]string, *problem) {
 	portOK := func(l *Listener) bool { return ref.Port == nil || *ref.Port == 0 || l.Port == *ref.Port }
 	var selected []*Listener
 	switch {
@@ -262,7 +277,7 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentRefe
 		if l := c.bySection[sectionKey{p, *ref.SectionName}]; l != nil && portOK(l) {
 			selected = append(selected, l)
 		}
-	case exactNames(cr.hostnames):
+	case parentAccepted && exactNames(cr.hostnames):
 		// Only listeners whose hostname is one of the route's, a wildcard
 		// covering one, or empty can take the route. When none of them
 		// does, the full scan below finds out why.
@@ -287,6 +302,10 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentRefe
 			}
 		}
 	}
+	notAccepted := &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s is not accepted", p.Kind, p.Namespace, p.Name)}
+	if len(selected) == 0 && !parentAccepted {
+		return nil, notAccepted
+	}
 	if len(selected) == 0 {
 		what := "no listeners"
 		switch {
@@ -298,6 +317,12 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentRefe
 			what = fmt.Sprintf("no listener on port %d", *ref.Port)
 		}
 		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has %s", p.Kind, p.Namespace, p.Name, what)}
+	}
+	if !slices.ContainsFunc(selected, carriesHTTPRoutes) {
+		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes HTTPRoutes"}
+	}
+	if !parentAccepted {
+		return nil, notAccepted
 	}
 	if hits := c.accepting(selected, cr, routeNS); len(hits) > 0 {
 		return hits, nil
@@ -339,15 +364,21 @@ func exactNames(hosts []string) bool {
 	return len(hosts) > 0 && !slices.ContainsFunc(hosts, hostname.IsWildcard)
 }
 
-// allows reports whether listener l accepts HTTPRoutes from namespace ns.
-func (c *compiler) allows(l *Listener, ns string) bool {
-	if !l.Accepted || (l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType) {
+// carriesHTTPRoutes reports whether listener l is of a kind that takes
+// HTTPRoutes at all: its protocol and allowed kinds, acceptance aside.
+func carriesHTTPRoutes(l *Listener) bool {
+	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
 		return false
 	}
 	if len(l.AllowedRoutes.Kinds) > 0 && !hasHTTPRoute(l.AllowedRoutes.Kinds) {
 		return false
 	}
-	if len(l.SupportedKinds) > 0 && !hasHTTPRoute(l.SupportedKinds) {
+	return len(l.SupportedKinds) == 0 || hasHTTPRoute(l.SupportedKinds)
+}
+
+// allows reports whether listener l accepts HTTPRoutes from namespace ns.
+func (c *compiler) allows(l *Listener, ns string) bool {
+	if !l.Accepted || !carriesHTTPRoutes(l) {
 		return false
 	}
 	from := gwv1.NamespacesFromSame

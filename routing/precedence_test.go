@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -77,7 +78,9 @@ func (tr testRoute) build(parent string) *gwv1.HTTPRoute {
 		r.Namespace = "infra"
 	}
 	r.CreationTimestamp = metav1.NewTime(epoch.Add(time.Duration(tr.age) * time.Second))
-	r.Spec.ParentRefs = []gwv1.ParentReference{{Name: gwv1.ObjectName(parent)}}
+	// The fixture's Gateways live in "infra"; routes elsewhere name it.
+	infra := gwv1.Namespace("infra")
+	r.Spec.ParentRefs = []gwv1.ParentReference{{Name: gwv1.ObjectName(parent), Namespace: &infra}}
 	for _, h := range tr.hosts {
 		r.Spec.Hostnames = append(r.Spec.Hostnames, gwv1.Hostname(h))
 	}
@@ -96,10 +99,14 @@ func tableFor(t testing.TB, routes ...testRoute) *Table {
 		f.in.Routes = append(f.in.Routes, tr.build("all-ns"))
 	}
 	out := Compile(f.in)
-	for _, rs := range out.RouteParents {
+	for _, r := range f.in.Routes {
+		rs := out.RouteParents[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]
+		if len(rs) == 0 {
+			t.Fatalf("route %s/%s has no parent status", r.Namespace, r.Name)
+		}
 		for _, s := range rs {
 			if s.Conditions[0].Status != metav1.ConditionTrue {
-				t.Fatalf("route not accepted: %+v", s.Conditions)
+				t.Fatalf("route %s/%s not accepted: %+v", r.Namespace, r.Name, s.Conditions)
 			}
 		}
 	}
@@ -252,6 +259,14 @@ func TestPrecedence(t *testing.T) {
 			{ns: "infra", name: "c", age: 1, rules: [][]gwv1.HTTPRouteMatch{{prefix("/p")}}},
 		},
 		reqs: []req{get("h", "/p", "b#0")},
+	}, {
+		name: "namespace/name is compared as one string",
+		routes: []testRoute{
+			{ns: "a", name: "y", age: 1, rules: [][]gwv1.HTTPRouteMatch{{prefix("/p")}}},
+			{ns: "a-b", name: "z", age: 1, rules: [][]gwv1.HTTPRouteMatch{{prefix("/p")}}},
+		},
+		// "a-b/z" < "a/y": '-' sorts before '/'.
+		reqs: []req{get("h", "/p", "z#0")},
 	}, {
 		name: "then rule order within the route",
 		routes: []testRoute{
