@@ -14,7 +14,6 @@
 package hostname
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"math/rand/v2"
 	"strings"
@@ -63,11 +62,11 @@ type Table[V any] struct {
 // caches even at 100,000 names, and a hit reads one record that holds both
 // the key to verify and the value.
 type set[V any] struct {
-	ctrl []uint8     // 0 = empty, else a tag from the hash; ends in 8 empty bytes
-	recs []record[V] // recs[i] belongs to ctrl[i]
-	size uint64      // home slots are in [0, size)
-	seed uint64
-	long map[string]V // keys longer than maxInline
+	ctrl  []uint8     // 0 = empty, else a tag from the hash; ends in 8 empty bytes
+	recs  []record[V] // recs[i] belongs to ctrl[i]
+	size  uint64      // home slots are in [0, size)
+	seeds seeds
+	long  map[string]V // keys longer than maxInline
 }
 
 type record[V any] struct {
@@ -87,17 +86,18 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 	if len(patterns) != len(values) {
 		panic("hostname.NewTable: patterns and values differ in length")
 	}
+	norm := make([]string, len(patterns))
 	nWild := 0
-	for _, p := range patterns {
-		if isWildcard(p) {
+	for i, p := range patterns {
+		norm[i] = Normalize(p)
+		if isWildcard(norm[i]) {
 			nWild++
 		}
 	}
 	t := &Table[V]{}
 	t.exact.init(len(patterns) - nWild)
 	t.wild.init(nWild)
-	for i, p := range patterns {
-		p = Normalize(p)
+	for i, p := range norm {
 		switch {
 		case p == "" || p == "*":
 			if !t.hasFallback {
@@ -125,12 +125,17 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 }
 
 func (s *set[V]) init(n int) {
-	// A random seed per table keeps clients from aiming names at one
-	// probe run.
-	s.seed = rand.Uint64()
+	// Random seeds per table keep clients from aiming names at one probe
+	// run.
+	for i := range s.seeds {
+		s.seeds[i] = rand.Uint64()
+	}
 	// A load factor of at most 3/4 keeps probe runs short; the tags of a
 	// run are compared 8 at a time.
 	s.size = uint64(n+n/3) + 1
+	if n == 0 {
+		return // get never probes an empty set
+	}
 	s.ctrl = make([]uint8, s.size+8)
 	s.recs = make([]record[V], s.size+8)
 }
@@ -151,7 +156,7 @@ func (s *set[V]) insert(key string, v V) bool {
 	if _, dup := s.get(key); dup {
 		return false
 	}
-	h := hash(s.seed, key)
+	h := hash(&s.seeds, key)
 	i := s.home(h)
 	for s.ctrl[i] != 0 {
 		i++
@@ -192,10 +197,10 @@ func (s *set[V]) get(key string) (v V, ok bool) {
 	if s.size == 1 {
 		return v, false // empty set: skip hashing
 	}
-	h := hash(s.seed, key)
+	h := hash(&s.seeds, key)
 	g := uint64(tag(h)) * lsb
 	for i := s.home(h); ; i += 8 {
-		w := binary.LittleEndian.Uint64(s.ctrl[i:])
+		w := loadBytes(s.ctrl, int(i))
 		match := zeroBytes(w ^ g)
 		empty := zeroBytes(w)
 		if empty != 0 {
@@ -249,15 +254,15 @@ func (r *record[V]) equalFold(s string) bool {
 	}
 	if n < 8 {
 		// Both sides are zero past n.
-		return binary.LittleEndian.Uint64(r.key[:8]) == lowerWord(word(s, 0))
+		return loadBytes(r.key[:], 0) == lowerWord(word(s, 0))
 	}
 	for i := 0; i+8 <= n; i += 8 {
-		if binary.LittleEndian.Uint64(r.key[i:]) != lowerWord(load64(s, i)) {
+		if loadBytes(r.key[:], i) != lowerWord(load64(s, i)) {
 			return false
 		}
 	}
 	// The last partial word is compared as the 8 bytes ending at n.
-	return n%8 == 0 || binary.LittleEndian.Uint64(r.key[n-8:]) == lowerWord(load64(s, n-8))
+	return n%8 == 0 || loadBytes(r.key[:], n-8) == lowerWord(load64(s, n-8))
 }
 
 // Len returns the number of distinct patterns in the table, the fallback
@@ -294,17 +299,27 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	return v, false
 }
 
+// lookupWild finds the most specific wildcard matching name.
 func (t *Table[V]) lookupWild(name string) (v V, ok bool) {
 	n := len(name)
+	full := n &^ 7 // bytes in whole words; the rest is read by word
 	labels := 1
-	for i := 0; i < n; i += 8 {
-		labels += bits.OnesCount64(zeroBytes(word(name, i) ^ dots))
+	for i := 0; i < full; i += 8 {
+		labels += bits.OnesCount64(zeroBytes(load64(name, i) ^ dotWord))
+	}
+	if full < n {
+		labels += bits.OnesCount64(zeroBytes(word(name, full) ^ dotWord))
 	}
 	// Suffixes are visited longest first, so the first hit is the most
 	// specific wildcard. The suffix after a dot at index 0 would leave
 	// nothing for the "*" to cover and is skipped.
 	for i := 0; i < n; i += 8 {
-		m := zeroBytes(word(name, i) ^ dots)
+		var m uint64
+		if i < full {
+			m = zeroBytes(load64(name, i) ^ dotWord)
+		} else {
+			m = zeroBytes(word(name, i) ^ dotWord)
+		}
 		for m != 0 {
 			d := i + bits.TrailingZeros64(m)>>3
 			m &= m - 1
@@ -324,9 +339,9 @@ func (t *Table[V]) lookupWild(name string) (v V, ok bool) {
 }
 
 const (
-	lsb  = 0x0101010101010101
-	msb  = 0x8080808080808080
-	dots = '.' * lsb
+	lsb     = 0x0101010101010101
+	msb     = 0x8080808080808080
+	dotWord = '.' * lsb
 )
 
 // zeroBytes returns a word with the high bit set in every byte of w that is
@@ -352,6 +367,15 @@ func load64(s string, i int) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// loadBytes is load64 for a byte slice. (encoding/binary is not used: its
+// calls are not inlined into this package's generic code when it is
+// instantiated elsewhere.)
+func loadBytes(b []byte, i int) uint64 {
+	b = b[i : i+8]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
 // word reads up to 8 bytes of s from i, zero-extended past the end of s.
 func word(s string, i int) uint64 {
 	n := len(s)
@@ -369,28 +393,36 @@ func word(s string, i int) uint64 {
 	return w
 }
 
-// hash hashes s with its ASCII case folded, 8 bytes per multiply.
-func hash(seed uint64, s string) uint64 {
+// seeds are per-word keys of hash: the word at index j is mixed with
+// seeds[j], the length with seeds[7].
+type seeds [8]uint64
+
+// hash hashes s (at most maxInline bytes) with its ASCII case folded. Every
+// word is mixed on its own with a 64x64->128-bit multiply and the results
+// are added, so the multiplies do not wait for each other.
+func hash(k *seeds, s string) uint64 {
 	n := len(s)
-	h := seed ^ uint64(n)*0x9e3779b97f4a7c15
+	h := uint64(n)*0x9e3779b97f4a7c15 ^ k[7] // mixed by the final mix
 	if n < 8 {
-		return mix(h, lowerWord(word(s, 0)))
+		return mix(h + mix(lowerWord(word(s, 0))^k[0]))
 	}
+	j := 0
 	i := 0
 	for ; i+8 <= n; i += 8 {
-		h = mix(h, lowerWord(load64(s, i)))
+		h += mix(lowerWord(load64(s, i)) ^ k[j&7])
+		j++
 	}
 	if i < n {
-		// The last 8 bytes again, overlapping the previous word: still a
-		// function of s alone, and no byte-by-byte tail.
-		h = mix(h, lowerWord(load64(s, n-8)))
+		// The last 8 bytes, overlapping the previous word: still a function
+		// of s alone, without a byte-by-byte tail.
+		h += mix(lowerWord(load64(s, n-8)) ^ k[j&7])
 	}
-	return mix(h, 0xbf58476d1ce4e5b9)
+	return mix(h)
 }
 
-// mix folds w into h with a full 64x64->128-bit multiply.
-func mix(h, w uint64) uint64 {
-	hi, lo := bits.Mul64(h^w, 0x94d049bb133111eb)
+// mix is the xor of the halves of a 64x64->128-bit product.
+func mix(x uint64) uint64 {
+	hi, lo := bits.Mul64(x, 0x94d049bb133111eb)
 	return hi ^ lo
 }
 

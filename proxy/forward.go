@@ -167,12 +167,19 @@ func (f *forwarder) close() {
 
 // serve routes a request among the listener's routes, applies the rule's
 // filters and forwards it.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener) {
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener) *routing.Rule {
 	rule, m := l.Routes.Match(r)
 	if rule == nil {
 		http.NotFound(w, r)
-		return
+		return nil
 	}
+	f.forward(w, r, cfg, rule, m)
+	return rule
+}
+
+// forward applies the matched rule: filters, backend choice, retries and
+// timeouts.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match) {
 	if rule.Invalid != "" {
 		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
 		return

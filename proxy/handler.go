@@ -4,18 +4,38 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
+
+	"portico.dev/portico/routing"
 )
 
 // serveHTTP picks the listener for the request's Host, enforces the
 // listener chosen at the TLS handshake, and hands the request to the
 // listener's routes.
 func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	obs := ps.rt.opts.Observer
+	if obs == nil {
+		ps.route(w, r)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rule := ps.route(sw, r)
+	route := ""
+	if rule != nil {
+		route = rule.Route.String()
+	}
+	obs.ObserveRequest(route, sw.code(), time.Since(start))
+}
+
+// route serves one request and returns the rule that matched, if any.
+func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rule {
 	cfg := ps.rt.current.Load()
 	port := cfg.port(ps.number)
 	if port == nil {
 		if port = ps.last.Load(); port == nil {
 			http.NotFound(w, r)
-			return
+			return nil
 		}
 	}
 	host := requestHost(r.Host)
@@ -31,15 +51,15 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				} else {
 					http.NotFound(w, r)
 				}
-				return
+				return nil
 			}
 		}
 	}
 	if !ok {
 		http.NotFound(w, r)
-		return
+		return nil
 	}
-	ps.rt.fwd.serve(w, r, cfg, l)
+	return ps.rt.fwd.serve(w, r, cfg, l)
 }
 
 // requestHost returns the Host without port, lowercased lookups are left to
@@ -58,4 +78,42 @@ func requestHost(h string) string {
 		return h[:i]
 	}
 	return h
+}
+
+// statusWriter remembers the status code for metrics. Unwrap lets
+// http.ResponseController reach the connection for flushes and upgrades.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush() //nolint:errcheck // best effort, like http.Flusher
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		// A hijacked connection (WebSocket) or a handler that wrote nothing.
+		return http.StatusSwitchingProtocols
+	}
+	return w.status
 }

@@ -40,6 +40,14 @@ type Options struct {
 	MaxUploadBufferStrm  int32
 	// DialTimeout bounds connecting to a backend.
 	DialTimeout time.Duration
+	// Observer, when set, is told about every request after it was answered.
+	Observer RequestObserver
+}
+
+// RequestObserver records finished requests (metrics). route is the
+// HTTPRoute as "namespace/name", "" when no route matched.
+type RequestObserver interface {
+	ObserveRequest(route string, code int, d time.Duration)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could

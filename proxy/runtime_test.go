@@ -209,3 +209,47 @@ func TestShortHTTP1RequestOnH2CPort(t *testing.T) {
 		t.Errorf("short request answered %q", resp)
 	}
 }
+
+type observed struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (o *observed) ObserveRequest(route string, code int, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, fmt.Sprintf("%s %d", route, code))
+}
+
+// TestObserverSeesRouteAndStatus: metrics get the matched route and the
+// status code actually sent, also for requests no route matched.
+func TestObserverSeesRouteAndStatus(t *testing.T) {
+	obs := &observed{}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.Observer = obs
+	rt := New(opts, zaptest.NewLogger(t))
+	defer rt.Close(context.Background()) //nolint:errcheck // test cleanup
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All)
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", p), nil)
+	req.Host = "a.example.com"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, _ := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p)); code != 404 {
+		t.Fatalf("unknown host: %d", code)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	want := []string{"ns/r 200", " 404"}
+	if fmt.Sprint(obs.calls) != fmt.Sprint(want) {
+		t.Errorf("observed %q, want %q", obs.calls, want)
+	}
+}

@@ -303,3 +303,52 @@ func TestServerConfigLeavesBaseAlone(t *testing.T) {
 		t.Errorf("config: %d certificates, NextProtos %v", len(cfg.Certificates), cfg.NextProtos)
 	}
 }
+
+// TestServeSwapDuringHandshakes flips between two tables while handshakes
+// run: every connection must get the certificate of the entry that remember
+// received, whichever table that came from.
+func TestServeSwapDuringHandshakes(t *testing.T) {
+	certA := issue(t, snitest.ECDSA, "swap.example.com")
+	certB := issue(t, snitest.ECDSA, "swap.example.com")
+	tabA := NewTable([]*Entry{{Hostname: "swap.example.com", Certificates: []*tls.Certificate{certA}, Value: "A"}})
+	tabB := NewTable([]*Entry{{Hostname: "*.example.com", Certificates: []*tls.Certificate{certB}, Value: "B"}})
+	s := startServer(t, tabA)
+
+	stop := make(chan struct{})
+	var swapper sync.WaitGroup
+	swapper.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%2 == 0 {
+				s.cur.Store(tabB)
+			} else {
+				s.cur.Store(tabA)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	var clients sync.WaitGroup
+	for range 4 {
+		clients.Go(func() {
+			for range 10 {
+				c, err := s.dial(clientConfig("swap.example.com"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				want := map[string]*tls.Certificate{"A": certA, "B": certB}[c.entry]
+				if want == nil || !sameCert(c.leaf(), want) {
+					t.Errorf("remember got entry %q but the client saw serial %v", c.entry, c.leaf().SerialNumber)
+				}
+				c.Close()
+			}
+		})
+	}
+	clients.Wait()
+	close(stop)
+	swapper.Wait()
+}

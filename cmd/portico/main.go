@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/admin"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/proxy"
 )
@@ -24,6 +26,8 @@ import (
 const usage = `Portico: a Kubernetes Gateway API reverse proxy.
 
 Usage:
+  portico serve                 serve the Gateway API objects of the cluster Portico runs in
+                                (or of --kubeconfig's), writing their status
   portico serve --config PATH   serve Gateway API objects from YAML files (standalone)
   portico check --config PATH   print the status Portico would write for every Gateway,
                                 ListenerSet and HTTPRoute in PATH
@@ -90,7 +94,7 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode)")
+	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode")
 	logFormat := fs.String("log-format", "console", "log format: console or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	controller := fs.String("controller-name", string(kube.DefaultControllerName), "serve GatewayClasses with this controllerName")
@@ -99,17 +103,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
+	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
+	cf := clusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *configPath != "" && cf.set(fs) {
+		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
 	}
 	log, err := newLogger(*logFormat, *logLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // best effort on exit
-	if *configPath == "" {
-		return errors.New("--config is required (cluster mode is not available in this build)")
-	}
 	if *echoAddr != "" {
 		ln, err := listenEcho(*echoAddr)
 		if err != nil {
@@ -120,20 +129,85 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = *bind
 	opts.DrainTimeout = *drain
+	metrics := admin.NewMetrics()
+	opts.Observer = metrics
 	rt := proxy.New(opts, log.Named("proxy"))
-	s := &kube.Standalone{
-		Source:     kube.NewFileSource(*configPath, log.Named("config")),
-		Translator: kube.NewTranslator(gwv1.GatewayController(*controller)),
-		Runtime:    rt,
-		Log:        log.Named("standalone"),
-		Holdoff:    *holdoff,
-		MaxDelay:   *maxDelay,
+	translator := kube.NewTranslator(gwv1.GatewayController(*controller))
+
+	var ready func() error // set by the mode below
+	var runErr error
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	// The admin server outlives runCtx: probes keep being answered while
+	// the data plane drains.
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	defer stopAdmin()
+	adminDone := make(chan error, 1)
+	startAdmin := func(addr string) error {
+		if addr == "" {
+			adminDone <- nil
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--admin-address: %w", err)
+		}
+		srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Ready: func() error {
+			// Unready as soon as shutdown starts, so that the Service stops
+			// sending new connections while in-flight requests drain.
+			if ctx.Err() != nil {
+				return errors.New("shutting down")
+			}
+			return ready()
+		}}
+		log.Info("admin endpoints listening", zap.Stringer("address", ln.Addr()))
+		go func() { adminDone <- srv.Serve(adminCtx, ln) }()
+		return nil
 	}
-	runErr := s.Run(ctx)
+
+	if *configPath == "" {
+		addr := *adminAddr
+		if addr == "" {
+			addr = ":9090"
+		}
+		c, err := newCluster(cf, translator, rt, metrics, *holdoff, *maxDelay, log)
+		if err != nil {
+			return err
+		}
+		ready = c.Ready
+		if err := startAdmin(addr); err != nil {
+			return err
+		}
+		runErr = c.Run(runCtx)
+	} else {
+		s := &kube.Standalone{
+			Source:     kube.NewFileSource(*configPath, log.Named("config")),
+			Translator: translator,
+			Runtime:    rt,
+			Log:        log.Named("standalone"),
+			Holdoff:    *holdoff,
+			MaxDelay:   *maxDelay,
+		}
+		ready = func() error {
+			if s.Generation() == 0 {
+				return errors.New("no configuration applied yet")
+			}
+			return nil
+		}
+		if err := startAdmin(*adminAddr); err != nil {
+			return err
+		}
+		runErr = s.Run(runCtx)
+	}
+	cancelRun()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	log.Info("shutting down")
 	_ = rt.Close(shutdownCtx)
+	stopAdmin()
+	if err := <-adminDone; err != nil && runErr == nil {
+		runErr = err
+	}
 	return runErr
 }
 

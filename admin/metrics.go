@@ -1,0 +1,154 @@
+// Package admin serves Portico's health checks and Prometheus metrics on a
+// port of their own, apart from the ports that carry traffic.
+package admin
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics holds every metric Portico exports. Its methods are safe for
+// concurrent use and do nothing on a nil *Metrics, so callers need no checks
+// when metrics are off.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	requests     *prometheus.CounterVec
+	latency      prometheus.Histogram
+	generation   prometheus.Gauge
+	applies      *prometheus.CounterVec
+	translate    prometheus.Histogram
+	apply        prometheus.Histogram
+	certificates prometheus.Gauge
+	leader       prometheus.Gauge
+	statusWrites *prometheus.CounterVec
+
+	// counters caches the child counter of each (route, code): looking it
+	// up by label values on every request would hash the labels and
+	// allocate for the variadic call.
+	counters sync.Map // requestKey -> prometheus.Counter
+}
+
+type requestKey struct {
+	route string
+	code  int
+}
+
+// NewMetrics returns Metrics registered in a registry of their own, with the
+// Go runtime and process collectors alongside.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_http_requests_total",
+			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched) and status code.",
+		}, []string{"route", "code"}),
+		// No route label: with one route per hostname and thousands of
+		// hostnames, a histogram per route would be too many series.
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_http_request_duration_seconds",
+			Help:    "Time from receiving a request's headers to the end of its response.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "portico_config_generation",
+			Help: "Generation of the configuration the data plane serves.",
+		}),
+		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_config_applies_total",
+			Help: "Configurations handed to the data plane, by result (ok, error).",
+		}, []string{"result"}),
+		translate: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_translate_duration_seconds",
+			Help:    "Time to translate the Kubernetes objects into a configuration.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_apply_duration_seconds",
+			Help:    "Time for the data plane to bind ports and swap in a configuration.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		certificates: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "portico_certificates_loaded",
+			Help: "TLS Secrets parsed and held for the current configuration.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "portico_leader",
+			Help: "1 while this replica holds the leader lease and writes status, else 0.",
+		}),
+		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_status_writes_total",
+			Help: "Status updates sent to the API server, by kind and result (ok, conflict, error).",
+		}, []string{"kind", "result"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.latency, m.generation, m.applies, m.translate, m.apply,
+		m.certificates, m.leader, m.statusWrites,
+	)
+	return m
+}
+
+// Registry returns the registry the metrics live in, to serve or to add to.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// ObserveRequest records one finished request: the HTTPRoute that served it
+// ("namespace/name", or "" when none matched), its status code and how long
+// it took. The data plane calls it once per request.
+func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	key := requestKey{route, code}
+	c, ok := m.counters.Load(key)
+	if !ok {
+		c, _ = m.counters.LoadOrStore(key, m.requests.WithLabelValues(route, strconv.Itoa(code)))
+	}
+	c.(prometheus.Counter).Inc()
+	m.latency.Observe(d.Seconds())
+}
+
+// ConfigApplied records a configuration handed to the data plane: its
+// generation, the time translate and apply took, and the number of
+// certificates it holds. err is the apply error, nil on success; the
+// generation gauge only moves on success since it says what is served.
+func (m *Metrics) ConfigApplied(generation int64, translate, apply time.Duration, certificates int, err error) {
+	if m == nil {
+		return
+	}
+	m.translate.Observe(translate.Seconds())
+	m.apply.Observe(apply.Seconds())
+	if err != nil {
+		m.applies.WithLabelValues("error").Inc()
+		return
+	}
+	m.applies.WithLabelValues("ok").Inc()
+	m.generation.Set(float64(generation))
+	m.certificates.Set(float64(certificates))
+}
+
+// SetLeader records whether this replica leads.
+func (m *Metrics) SetLeader(leading bool) {
+	if m == nil {
+		return
+	}
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// StatusWritten records one status update of kind with its result: "ok",
+// "conflict" (retried) or "error".
+func (m *Metrics) StatusWritten(kind, result string) {
+	if m == nil {
+		return
+	}
+	m.statusWrites.WithLabelValues(kind, result).Inc()
+}

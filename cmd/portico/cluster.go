@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"portico.dev/portico/admin"
+	"portico.dev/portico/kube"
+	"portico.dev/portico/proxy"
+)
+
+// defaultNamespace is Portico's namespace when neither the flag, the
+// downward API nor a mounted service account says otherwise.
+const defaultNamespace = "portico-system"
+
+// serviceAccountNamespaceFile is where the kubelet mounts the pod's namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// clusterOptions are the flags of cluster mode.
+type clusterOptions struct {
+	kubeconfig     string
+	namespace      string
+	identity       string
+	addresses      listFlag
+	gatewayService string
+	leaseName      string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	qps            float64
+	burst          int
+	statusWorkers  int
+}
+
+func clusterFlags(fs *flag.FlagSet) *clusterOptions {
+	o := &clusterOptions{}
+	defaults := kube.DefaultLeaderElection("", "")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file to reach the API server (default: the in-cluster service account)")
+	fs.StringVar(&o.namespace, "namespace", "", "Portico's own namespace, for its leader Lease and Events (default: $POD_NAMESPACE, else the service account's, else "+defaultNamespace+")")
+	fs.StringVar(&o.identity, "identity", "", "this replica's name in the leader election (default: $POD_NAME, else the hostname)")
+	fs.Var(&o.addresses, "gateway-address", "address (IP or hostname) to report in every Gateway's status; repeatable or comma-separated")
+	fs.StringVar(&o.gatewayService, "gateway-service", "", "namespace/name of the Service in front of Portico, whose load balancer ingress (else cluster IP) is reported in every Gateway's status")
+	fs.StringVar(&o.leaseName, "leader-election-id", defaults.Name, "name of the leader election Lease")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", defaults.LeaseDuration, "how long a leader's lease lasts without renewal")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", defaults.RenewDeadline, "how long the leader tries to renew before it stops leading")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", defaults.RetryPeriod, "interval between leader election attempts")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server (status writes, leader election)")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the API server")
+	fs.IntVar(&o.statusWorkers, "status-workers", 8, "status updates in flight at once")
+	return o
+}
+
+// set reports whether any flag of cluster mode was given, which makes no
+// sense with --config.
+func (o *clusterOptions) set(fs *flag.FlagSet) bool {
+	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
+		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
+		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers"}
+	found := false
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(clusterOnly, f.Name) {
+			found = true
+		}
+	})
+	return found
+}
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if errors.Is(err, rest.ErrNotInCluster) {
+		return nil, errors.New("not running in a cluster: pass --kubeconfig, or --config for standalone mode")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster config: %w", err)
+	}
+	return cfg, nil
+}
+
+// ownNamespace finds the namespace Portico runs in.
+func ownNamespace(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return defaultNamespace
+}
+
+func ownIdentity(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("leader election identity: %w", err)
+	}
+	return host, nil
+}
+
+// newCluster checks the cluster-mode flags and builds the clients. Flags are
+// checked before anything global changes.
+func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *admin.Metrics, holdoff, maxDelay time.Duration, log *zap.Logger) (*kube.Cluster, error) {
+	var service types.NamespacedName
+	if o.gatewayService != "" {
+		var err error
+		if service, err = kube.ParseNamespacedName(o.gatewayService); err != nil {
+			return nil, fmt.Errorf("--gateway-service: %w", err)
+		}
+	}
+	var addresses []gwv1.GatewayStatusAddress
+	for _, a := range o.addresses {
+		addresses = append(addresses, kube.GatewayAddress(a))
+	}
+	identity, err := ownIdentity(o.identity)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// client-go logs through klog, a process-wide logger: send it to
+	// Portico's log, in its format. serve runs once per process, before any
+	// client exists.
+	klog.SetSlogLogger(slog.New(zapslog.NewHandler(log.Core(), zapslog.WithName("client-go"))))
+
+	cfg.QPS = float32(o.qps)
+	cfg.Burst = o.burst
+	cfg.UserAgent = "portico"
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	gc, err := gatewayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway API client: %w", err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	le := kube.DefaultLeaderElection(ownNamespace(o.namespace), identity)
+	le.Name = o.leaseName
+	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = o.leaseDuration, o.renewDeadline, o.retryPeriod
+
+	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
+		zap.String("controllerName", string(tr.ControllerName)))
+	return &kube.Cluster{
+		Kube:             kc,
+		Gateway:          gc,
+		Metadata:         md,
+		Translator:       tr,
+		Runtime:          rt,
+		Log:              log.Named("cluster"),
+		Holdoff:          holdoff,
+		MaxDelay:         maxDelay,
+		GatewayAddresses: addresses,
+		GatewayService:   service,
+		LeaderElection:   le,
+		StatusWorkers:    o.statusWorkers,
+		OnApply: func(r kube.ApplyReport) {
+			m.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		},
+		OnLeader:      m.SetLeader,
+		OnStatusWrite: m.StatusWritten,
+	}, nil
+}

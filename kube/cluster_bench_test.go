@@ -1,0 +1,179 @@
+package kube
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// BenchmarkClusterNewHostname measures, with 1,000 ListenerSets (each an
+// HTTPS hostname with its own certificate and HTTPRoute) already served,
+// the time from creating one more ListenerSet and HTTPRoute through the API
+// server to the first 200 for the new hostname through Portico. Its
+// certificate Secret exists beforehand, as it would once issued. Debouncing
+// is at the serve command's defaults (holdoff 100ms, max delay 1s).
+//
+//	go test -run '^$' -bench BenchmarkClusterNewHostname -benchtime 20x ./kube/
+//
+// It reports the median and the worst of its iterations.
+func BenchmarkClusterNewHostname(b *testing.B) {
+	const present = 1000
+	f := newClusterFixture(b)
+	ctx := context.Background()
+	gws := f.gc.GatewayV1()
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	f.service("apps", "svc", f.backend("backend"))
+	port := int32(freePort(b))
+	mustCreate(b)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+	}, metav1.CreateOptions{}))
+	same := gwv1.NamespacesFromSame
+	mustCreate(b)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
+			// A Gateway needs a listener of its own; this one serves nothing.
+			Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freePort(b)), Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+
+	certs := map[string]testCert{}
+	var certsMu sync.Mutex
+	host := func(i int) string { return fmt.Sprintf("h%d.example.com", i) }
+	secret := func(i int) {
+		c := newTestCert(b, host(i))
+		certsMu.Lock()
+		certs[host(i)] = c
+		certsMu.Unlock()
+		mustCreate(b)(f.kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", fmt.Sprintf("cert-%d", i), c), metav1.CreateOptions{}))
+	}
+	listenerSetAndRoute := func(i int) {
+		mustCreate(b)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("ls-%d", i)},
+			Spec: gwv1.ListenerSetSpec{
+				ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+				Listeners: []gwv1.ListenerEntry{{
+					Name: "https", Hostname: ptr.To(gwv1.Hostname(host(i))),
+					Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPSProtocolType,
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName(fmt.Sprintf("cert-%d", i))}}},
+				}},
+			},
+		}, metav1.CreateOptions{}))
+		lsKind := gwv1.Kind("ListenerSet")
+		mustCreate(b)(gws.HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("r-%d", i)},
+			Spec: gwv1.HTTPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Kind: &lsKind, Name: gwv1.ObjectName(fmt.Sprintf("ls-%d", i))}}},
+				Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")}}},
+			},
+		}, metav1.CreateOptions{}))
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				secret(i)
+				listenerSetAndRoute(i)
+			}
+		})
+	}
+	for i := range present {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	b.Logf("created %d Secrets, ListenerSets and HTTPRoutes in %v", present, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(c *Cluster) {
+		c.Holdoff, c.MaxDelay = 100*time.Millisecond, time.Second
+	})
+	first := func(i int) error {
+		certsMu.Lock()
+		leaf := certs[host(i)].leaf
+		certsMu.Unlock()
+		return fetchTLS(p.addr(port), host(i), leaf)
+	}
+	waitFor(b, time.Minute, "all hostnames served", func() error { return first(present - 1) })
+	waitFor(b, 5*time.Minute, "initial statuses written", func() error {
+		if !p.c.writer.idle() {
+			return errors.New("status writer busy")
+		}
+		return nil
+	})
+	b.Logf("Portico started, served and wrote %d statuses in %v", p.c.writer.writes.Load(), time.Since(start).Round(time.Millisecond))
+
+	var took []time.Duration
+	b.ReportAllocs()
+	for n := 0; b.Loop(); n++ {
+		b.StopTimer()
+		i := present + n
+		gen := p.c.Generation()
+		secret(i)
+		waitFor(b, 10*time.Second, "Secret seen", func() error {
+			if p.c.Generation() == gen {
+				return errors.New("no rebuild yet")
+			}
+			return nil
+		})
+		b.StartTimer()
+		t0 := time.Now()
+		listenerSetAndRoute(i)
+		deadline := t0.Add(30 * time.Second)
+		for first(i) != nil {
+			if time.Now().After(deadline) {
+				b.Fatalf("%s not served after 30s: %v", host(i), first(i))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		took = append(took, time.Since(t0))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "ms-worst")
+	b.Logf("new hostname to first 200, %d runs: %v", len(took), took)
+}
+
+// fetchTLS makes one HTTPS request for host on a new connection and
+// returns nil on a 200 from the backend with leaf as the certificate.
+func fetchTLS(addr, host string, leaf *x509.Certificate) error {
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{ServerName: host, InsecureSkipVerify: true},
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/", nil)
+	if err != nil {
+		return err
+	}
+	req.Host = host
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "backend" {
+		return fmt.Errorf("%s: %d from %q", host, resp.StatusCode, resp.Header.Get("X-Backend"))
+	}
+	if !resp.TLS.PeerCertificates[0].Equal(leaf) {
+		return fmt.Errorf("%s: served another certificate", host)
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// deployObjects reads the objects of the kustomize base in dir. The base
+// only lists resources, which is all this reading understands: anything
+// else in kustomization.yaml fails the test rather than be ignored.
+func deployObjects(t testing.TB, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	if k.Kind != "Kustomization" || len(k.Resources) == 0 {
+		t.Fatalf("kustomization.yaml: kind %q with %d resources", k.Kind, len(k.Resources))
+	}
+	var objs []*unstructured.Unstructured
+	for _, name := range k.Resources {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(m) > 0 {
+				objs = append(objs, &unstructured.Unstructured{Object: m})
+			}
+		}
+		f.Close()
+	}
+	return objs
+}
+
+// serverSideApply applies objs in order, as "kubectl apply --server-side"
+// does; the API server validates each one fully.
+func serverSideApply(t testing.TB, cfg *rest.Config, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(disc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk.Kind, obj.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if obj.GetNamespace() != "" {
+			ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+		}
+		if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "portico-deploy-test", Force: true}); err != nil {
+			t.Fatalf("apply %s %s: %v", gvk.Kind, obj.GetName(), err)
+		}
+	}
+}
+
+// TestDeployManifests applies deploy/ to a real API server, then runs
+// Portico with exactly the RBAC of its ServiceAccount: it serves and writes
+// status, and whatever it was not granted is refused.
+func TestDeployManifests(t *testing.T) {
+	f := newClusterFixture(t)
+	ctx := t.Context()
+	objs := deployObjects(t, "../deploy")
+	serverSideApply(t, f.env.Config, objs)
+	// Applying again changes nothing and must be accepted as well.
+	serverSideApply(t, f.env.Config, deployObjects(t, "../deploy"))
+
+	dep, err := f.kc.AppsV1().Deployments("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDeployment(t, dep)
+	if _, err := f.kc.PolicyV1().PodDisruptionBudgets("portico-system").Get(ctx, "portico", metav1.GetOptions{}); err != nil {
+		t.Errorf("PodDisruptionBudget: %v", err)
+	}
+	front, err := f.kc.CoreV1().Services("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if front.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Errorf("Service type %s", front.Spec.Type)
+	}
+
+	// What a user creates: a Gateway of the deployed class, a route, a backend.
+	f.namespace("apps", nil)
+	f.service("apps", "svc", f.backend("backend"))
+	port := int32(freePort(t))
+	gws := f.gc.GatewayV1()
+	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "r"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gwv1.Hostname{"app.example.com"},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")}}},
+		},
+	}, metav1.CreateOptions{}))
+
+	sa := f.env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
+	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(c *Cluster) {
+		c.GatewayService = types.NamespacedName{Namespace: "portico-system", Name: "portico"}
+	})
+	waitFor(t, 10*time.Second, "leading", func() error {
+		if !p.c.Leading() {
+			return errors.New("not leading")
+		}
+		return nil
+	})
+	waitFor(t, 10*time.Second, "traffic", expectServed(httpClient(p.addr(port)), "http://app.example.com/", 200, "backend"))
+	waitFor(t, 10*time.Second, "statuses", func() error {
+		gc, err := gws.GatewayClasses().Get(ctx, "portico", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(gc.Status.Conditions, "SupportedVersion", "True", "SupportedVersion", gc.Generation); err != nil {
+			return fmt.Errorf("GatewayClass: %w", err)
+		}
+		gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(gw.Status.Conditions, "Programmed", "True", "Programmed", gw.Generation); err != nil {
+			return fmt.Errorf("Gateway: %w", err)
+		}
+		if len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != front.Spec.ClusterIP {
+			return fmt.Errorf("Gateway addresses %+v, want %s", gw.Status.Addresses, front.Spec.ClusterIP)
+		}
+		r, err := gws.HTTPRoutes("apps").Get(ctx, "r", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ours := routeParent(r, DefaultControllerName, "gw"); ours == nil {
+			return errors.New("no route status")
+		}
+		return nil
+	})
+	lease, err := f.kc.CoordinationV1().Leases("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("leader Lease: %v", err)
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != "portico-0" {
+		t.Errorf("Lease held by %v", lease.Spec.HolderIdentity)
+	}
+	waitFor(t, 10*time.Second, "leader election Event", func() error {
+		events, err := f.kc.CoreV1().Events("portico-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no LeaderElection event among %d", len(events.Items))
+	})
+
+	// Everything outside the granted RBAC is refused.
+	kc, gc := clusterClients(t, sa)
+	md, err := metadata.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Spec.Listeners[0].Port++
+	refused := map[string]error{}
+	_, refused["create a Secret"] = kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "stolen", newTestCert(t, "x.example.com")), metav1.CreateOptions{})
+	_, refused["get a Secret"] = kc.CoreV1().Secrets("apps").Get(ctx, "any", metav1.GetOptions{})
+	_, refused["update a Gateway's spec"] = gc.GatewayV1().Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
+	refused["delete an HTTPRoute"] = gc.GatewayV1().HTTPRoutes("apps").Delete(ctx, "r", metav1.DeleteOptions{})
+	_, refused["create a GatewayClass"] = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+	}, metav1.CreateOptions{})
+	_, refused["create a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "portico"}}, metav1.CreateOptions{})
+	_, refused["update another Lease"] = kc.CoordinationV1().Leases("portico-system").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "portico-system"}}, metav1.UpdateOptions{})
+	_, refused["list Pods"] = kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	_, refused["list ConfigMaps"] = kc.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	_, refused["create an Event elsewhere"] = kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p", Namespace: "apps"}}, metav1.CreateOptions{})
+	_, refused["read an unrelated CRD"] = md.Resource(crdResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
+	_, refused["update a Service"] = kc.CoreV1().Services("portico-system").Update(ctx, front, metav1.UpdateOptions{})
+	for what, err := range refused {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+}
+
+// checkDeployment checks what the Deployment must have for Portico to run
+// safely and that the API server does not enforce by itself.
+func checkDeployment(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	spec := dep.Spec.Template.Spec
+	if ptr.Deref(dep.Spec.Replicas, 0) != 2 {
+		t.Errorf("replicas %v", dep.Spec.Replicas)
+	}
+	if spec.ServiceAccountName != "portico" {
+		t.Errorf("serviceAccountName %q", spec.ServiceAccountName)
+	}
+	if spec.SecurityContext == nil || !ptr.Deref(spec.SecurityContext.RunAsNonRoot, false) {
+		t.Error("pod may run as root")
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) {
+		t.Errorf("container security context %+v", sc)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v", c.ReadinessProbe)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("liveness probe %+v", c.LivenessProbe)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("resource requests %v", c.Resources.Requests)
+	}
+	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds <= 30 {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover the 30s drain", spec.TerminationGracePeriodSeconds)
+	}
+}

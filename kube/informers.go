@@ -1,0 +1,243 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
+)
+
+// informers watches every kind translate reads, cluster-wide, and keeps
+// them in shared caches.
+type informers struct {
+	factories []factory
+	synced    map[string]cache.InformerSynced // by kind
+
+	gatewayClasses  gwlisters.GatewayClassLister
+	gateways        gwlisters.GatewayLister
+	listenerSets    gwlisters.ListenerSetLister
+	httpRoutes      gwlisters.HTTPRouteLister
+	referenceGrants gwlisters.ReferenceGrantLister
+	namespaces      corelisters.NamespaceLister
+	secrets         corelisters.SecretLister
+	services        corelisters.ServiceLister
+	endpointSlices  discoverylisters.EndpointSliceLister
+}
+
+// eventHandlers are what informer events turn into.
+type eventHandlers struct {
+	// changed is called for every event that can change the configuration.
+	changed func()
+	// statusChanged is called when only the status (or nothing translate
+	// reads) of a Gateway API object changed: no rebuild is needed, but the
+	// status writer should compare again in case someone else wrote it.
+	statusChanged func()
+}
+
+// newInformers sets up the informers; nothing runs until start. Secrets are
+// filtered by the API server to type kubernetes.io/tls: only those can be
+// listener certificates, and a cluster holds many other Secrets.
+func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync time.Duration, h eventHandlers) (*informers, error) {
+	gwf := gwinformers.NewSharedInformerFactoryWithOptions(gw, resync, gwinformers.WithTransform(stripManagedFields))
+	coref := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(stripManagedFields))
+	secretf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync,
+		kubeinformers.WithTransform(stripManagedFields),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		}))
+
+	in := &informers{}
+	in.factories = []factory{gwf, coref, secretf}
+
+	gwv1 := gwf.Gateway().V1()
+	spec, other := specHandler(h), anyHandler(h)
+	in.synced = map[string]cache.InformerSynced{}
+	for _, reg := range []struct {
+		kind     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{"GatewayClass", gwv1.GatewayClasses().Informer(), spec},
+		{"Gateway", gwv1.Gateways().Informer(), spec},
+		{"ListenerSet", gwv1.ListenerSets().Informer(), spec},
+		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
+		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
+		{"Namespace", coref.Core().V1().Namespaces().Informer(), other},
+		{"Service", coref.Core().V1().Services().Informer(), other},
+		{"EndpointSlice", coref.Discovery().V1().EndpointSlices().Informer(), other},
+		{"Secret", secretf.Core().V1().Secrets().Informer(), other},
+	} {
+		if _, err := reg.informer.AddEventHandler(reg.handler); err != nil {
+			return nil, fmt.Errorf("%s informer event handler: %w", reg.kind, err)
+		}
+		in.synced[reg.kind] = reg.informer.HasSynced
+	}
+	in.gatewayClasses = gwv1.GatewayClasses().Lister()
+	in.gateways = gwv1.Gateways().Lister()
+	in.listenerSets = gwv1.ListenerSets().Lister()
+	in.httpRoutes = gwv1.HTTPRoutes().Lister()
+	in.referenceGrants = gwv1.ReferenceGrants().Lister()
+	in.namespaces = coref.Core().V1().Namespaces().Lister()
+	in.services = coref.Core().V1().Services().Lister()
+	in.endpointSlices = coref.Discovery().V1().EndpointSlices().Lister()
+	in.secrets = secretf.Core().V1().Secrets().Lister()
+	return in, nil
+}
+
+// factory is what the Gateway API and core informer factories share.
+type factory interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// start runs the informers until ctx ends.
+func (in *informers) start(ctx context.Context) {
+	for _, f := range in.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// waitForSync blocks until every cache holds a full list, or ctx ends.
+// Meanwhile it logs which kinds it still waits for: a missing CRD or a
+// missing permission shows up there (and in client-go's own log) rather
+// than as a silent hang.
+func (in *informers) waitForSync(ctx context.Context, log *zap.Logger) error {
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	report := time.Now().Add(10 * time.Second)
+	for {
+		var waiting []string
+		for kind, synced := range in.synced {
+			if !synced() {
+				waiting = append(waiting, kind)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(report) {
+			slices.Sort(waiting)
+			log.Warn("still waiting for the informer caches; check that the Gateway API CRDs are installed and that Portico may list these kinds", zap.Strings("kinds", waiting))
+			report = time.Now().Add(30 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+		case <-poll.C:
+		}
+	}
+}
+
+// shutdown waits for the informers' goroutines once ctx has ended.
+func (in *informers) shutdown() {
+	for _, f := range in.factories {
+		f.Shutdown()
+	}
+}
+
+// snapshot lists every cache into one Resources. The objects are the
+// caches' own and must not be modified; translate only reads them.
+func (in *informers) snapshot() (*Resources, error) {
+	all := labels.Everything()
+	res := &Resources{}
+	var err error
+	if res.GatewayClasses, err = in.gatewayClasses.List(all); err != nil {
+		return nil, fmt.Errorf("list GatewayClasses: %w", err)
+	}
+	if res.Gateways, err = in.gateways.List(all); err != nil {
+		return nil, fmt.Errorf("list Gateways: %w", err)
+	}
+	if res.ListenerSets, err = in.listenerSets.List(all); err != nil {
+		return nil, fmt.Errorf("list ListenerSets: %w", err)
+	}
+	if res.HTTPRoutes, err = in.httpRoutes.List(all); err != nil {
+		return nil, fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	if res.ReferenceGrants, err = in.referenceGrants.List(all); err != nil {
+		return nil, fmt.Errorf("list ReferenceGrants: %w", err)
+	}
+	if res.Namespaces, err = in.namespaces.List(all); err != nil {
+		return nil, fmt.Errorf("list Namespaces: %w", err)
+	}
+	if res.Secrets, err = in.secrets.List(all); err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", err)
+	}
+	if res.Services, err = in.services.List(all); err != nil {
+		return nil, fmt.Errorf("list Services: %w", err)
+	}
+	if res.EndpointSlices, err = in.endpointSlices.List(all); err != nil {
+		return nil, fmt.Errorf("list EndpointSlices: %w", err)
+	}
+	return res, nil
+}
+
+// stripManagedFields drops metadata.managedFields before objects enter the
+// caches: Portico never reads them, and on thousands of objects they are a
+// large share of the memory.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// anyHandler reports every change.
+func anyHandler(h eventHandlers) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { h.changed() },
+		UpdateFunc: func(oldObj, newObj any) {
+			if sameVersion(oldObj, newObj) {
+				return // a resync: nothing changed
+			}
+			h.changed()
+		},
+		DeleteFunc: func(any) { h.changed() },
+	}
+}
+
+// specHandler is for Gateway API kinds, whose status Portico writes itself:
+// an update that leaves generation, labels and annotations alone changed
+// only the status, which translate does not read, so rebuilding for it
+// would only turn every status write into a rebuild.
+func specHandler(h eventHandlers) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { h.changed() },
+		UpdateFunc: func(oldObj, newObj any) {
+			if sameVersion(oldObj, newObj) {
+				return
+			}
+			o, okOld := oldObj.(metav1.Object)
+			n, okNew := newObj.(metav1.Object)
+			if okOld && okNew && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 &&
+				maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+				o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) {
+				h.statusChanged()
+				return
+			}
+			h.changed()
+		},
+		DeleteFunc: func(any) { h.changed() },
+	}
+}
+
+func sameVersion(oldObj, newObj any) bool {
+	o, okOld := oldObj.(metav1.Object)
+	n, okNew := newObj.(metav1.Object)
+	return okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion()
+}

@@ -1,0 +1,204 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// TestClusterLeaderElection runs two replicas against one API server: both
+// serve traffic all along, only the leader writes status, and when the
+// leader dies without releasing its lease the other takes over once the
+// lease has expired.
+func TestClusterLeaderElection(t *testing.T) {
+	f := newClusterFixture(t)
+	ctx := t.Context()
+	gws := f.gc.GatewayV1()
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	f.service("apps", "svc", f.backend("backend"))
+	port := int32(freePort(t))
+	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+	}, metav1.CreateOptions{}))
+	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "r"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gwv1.Hostname{"app.example.com"},
+			Rules: []gwv1.HTTPRouteRule{{
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/steady")}}},
+				BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")},
+			}},
+		},
+	}
+	mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}))
+
+	// a dies without releasing the lease, as a killed process would.
+	a := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(c *Cluster) { c.LeaderElection.ReleaseOnCancel = false })
+	waitFor(t, 10*time.Second, "a leads", func() error {
+		if !a.c.Leading() {
+			return errors.New("a does not lead")
+		}
+		return nil
+	})
+	b := f.startPortico(f.env.Config, "127.0.0.2", "portico-b", nil)
+	lease := b.c.LeaderElection.LeaseDuration
+
+	// Both replicas serve from start to end (a until it dies).
+	type loop struct {
+		ok, failed atomic.Int64
+		lastErr    atomic.Value
+		stop       context.CancelFunc
+		done       sync.WaitGroup
+	}
+	traffic := func(inst *clusterInstance) *loop {
+		l := &loop{}
+		lctx, cancel := context.WithCancel(context.Background())
+		l.stop = cancel
+		c := httpClient(inst.addr(port))
+		l.done.Go(func() {
+			for lctx.Err() == nil {
+				if err := expectServed(c, "http://app.example.com/steady", 200, "backend")(); err != nil {
+					if lctx.Err() == nil {
+						l.failed.Add(1)
+						l.lastErr.Store(err.Error())
+					}
+					continue
+				}
+				l.ok.Add(1)
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+		t.Cleanup(func() { cancel(); l.done.Wait() })
+		return l
+	}
+	routeObserved := func(gen int64) func() error {
+		return func() error {
+			r, err := gws.HTTPRoutes("apps").Get(ctx, "r", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ours := routeParent(r, DefaultControllerName, "gw")
+			if ours == nil {
+				return errors.New("no status entry")
+			}
+			return conditionIs(ours.Conditions, "Accepted", "True", "Accepted", gen)
+		}
+	}
+	bumpRoute := func(path string) int64 {
+		r, err := gws.HTTPRoutes("apps").Get(ctx, "r", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Spec.Rules = append(r.Spec.Rules, gwv1.HTTPRouteRule{
+			Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(path)}}},
+			BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")},
+		})
+		r, err = gws.HTTPRoutes("apps").Update(ctx, r, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Generation
+	}
+
+	la, lb := traffic(a), traffic(b)
+	waitFor(t, 10*time.Second, "status written", routeObserved(1))
+	gen := bumpRoute("/second")
+	for _, inst := range []*clusterInstance{a, b} {
+		waitFor(t, 10*time.Second, "new rule on "+inst.bind, expectServed(httpClient(inst.addr(port)), "http://app.example.com/second", 200, "backend"))
+	}
+	waitFor(t, 10*time.Second, "status of the change", routeObserved(gen))
+	if b.c.Leading() {
+		t.Fatal("both replicas lead")
+	}
+	if n := b.c.writer.writes.Load(); n != 0 {
+		t.Errorf("the follower wrote %d statuses", n)
+	}
+	if a.c.writer.writes.Load() == 0 {
+		t.Error("the leader wrote nothing")
+	}
+
+	waitFor(t, 10*time.Second, "both replicas serving", func() error {
+		if la.ok.Load() < 20 || lb.ok.Load() < 20 {
+			return fmt.Errorf("%d and %d requests served", la.ok.Load(), lb.ok.Load())
+		}
+		return nil
+	})
+
+	// Kill the leader.
+	la.stop()
+	la.done.Wait()
+	killed := time.Now()
+	a.stop()
+	waitFor(t, 2*lease, "b takes over", func() error {
+		if !b.c.Leading() {
+			return errors.New("b does not lead")
+		}
+		return nil
+	})
+	takeover := time.Since(killed)
+	t.Logf("takeover %v after the leader died (lease duration %v)", takeover.Round(time.Millisecond), lease)
+	// The lease was renewed at most RetryPeriod before the kill; b notices
+	// the expiry at its next attempt.
+	if limit := lease + 2*b.c.LeaderElection.RetryPeriod; takeover > limit {
+		t.Errorf("takeover took %v, more than the lease duration allows (%v)", takeover, limit)
+	}
+
+	// The new leader writes what changes from now on.
+	gen = bumpRoute("/third")
+	waitFor(t, 10*time.Second, "new rule after the takeover", expectServed(httpClient(b.addr(port)), "http://app.example.com/third", 200, "backend"))
+	waitFor(t, 10*time.Second, "status written by the new leader", routeObserved(gen))
+	if b.c.writer.writes.Load() == 0 {
+		t.Error("the new leader wrote nothing")
+	}
+
+	time.Sleep(100 * time.Millisecond)
+	lb.stop()
+	lb.done.Wait()
+	for name, l := range map[string]*loop{"a": la, "b": lb} {
+		if l.failed.Load() > 0 {
+			t.Errorf("replica %s: %d requests failed (last: %v)", name, l.failed.Load(), l.lastErr.Load())
+		}
+		if l.ok.Load() == 0 {
+			t.Errorf("replica %s served nothing", name)
+		}
+		t.Logf("replica %s: %d requests ok", name, l.ok.Load())
+	}
+}
+
+func TestLeaderElectionValidate(t *testing.T) {
+	ok := DefaultLeaderElection("portico-system", "pod-0")
+	if err := ok.validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for name, mod := range map[string]func(*LeaderElection){
+		"no namespace":           func(l *LeaderElection) { l.Namespace = "" },
+		"no identity":            func(l *LeaderElection) { l.Identity = "" },
+		"renew deadline ≥ lease": func(l *LeaderElection) { l.RenewDeadline = l.LeaseDuration },
+		"retry period too long":  func(l *LeaderElection) { l.RetryPeriod = l.RenewDeadline },
+		"no retry period":        func(l *LeaderElection) { l.RetryPeriod = 0 },
+	} {
+		le := ok
+		mod(&le)
+		if err := le.validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
