@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs Portico's test suite: installs the system packages the tests need,
-# builds the Kubernetes control plane they run against (cached after the
-# first time, see hack/kube-binaries.sh), then vets and tests with the race
-# detector. Arguments replace the default package pattern ./...
+# Runs Portico's whole test suite: installs the system packages the tests
+# need, builds the Kubernetes control plane they run against (cached after the
+# first time, see hack/kube-binaries.sh), checks formatting, vet and module
+# tidiness, then runs every test with the race detector. Arguments replace
+# the default package pattern ./...
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,5 +16,13 @@ pkgs=("$@")
 if ((${#pkgs[@]} == 0)); then
 	pkgs=(./...)
 fi
+
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))"
+if [[ -n "$unformatted" ]]; then
+	echo "gofmt: these files need formatting:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go mod tidy -diff >&2 || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >&2; exit 1; }
 go vet "${pkgs[@]}"
-go test -race -timeout 30m "${pkgs[@]}"
+go test -race -timeout 45m "${pkgs[@]}"
