@@ -20,6 +20,8 @@ type Standalone struct {
 	Log        *zap.Logger
 	Holdoff    time.Duration
 	MaxDelay   time.Duration
+	// OnApply, when set, is told about every rebuild (metrics).
+	OnApply func(ApplyReport)
 
 	mu         sync.Mutex
 	generation int64
@@ -42,7 +44,11 @@ func (s *Standalone) Reload() error {
 	s.generation++
 	cfg.Generation = s.generation
 	translated := time.Since(start)
-	if err := s.Runtime.Apply(cfg); err != nil {
+	err = s.Runtime.Apply(cfg)
+	if s.OnApply != nil {
+		s.OnApply(ApplyReport{Generation: cfg.Generation, Translate: translated, Apply: time.Since(start) - translated, Certificates: s.Translator.Certs.Len(), Err: err})
+	}
+	if err != nil {
 		s.lastErr = err
 		s.Log.Error("config not applied; the previous config keeps serving", zap.Int64("generation", cfg.Generation), zap.Error(err))
 		return err

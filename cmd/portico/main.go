@@ -187,6 +187,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			Log:        log.Named("standalone"),
 			Holdoff:    *holdoff,
 			MaxDelay:   *maxDelay,
+			OnApply: func(r kube.ApplyReport) {
+				metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+			},
 		}
 		ready = func() error {
 			if s.Generation() == 0 {
