@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Built here rather than by the first test that needs it, so that a cold
 # build (minutes) does not count against any test's timeout.
 ./hack/kube-binaries.sh >/dev/null
+./hack/pebble.sh >/dev/null
 
 pkgs=("$@")
 if ((${#pkgs[@]} == 0)); then

@@ -1,0 +1,516 @@
+// Package acmetest runs a real ACME server for tests: Pebble and its DNS
+// companion pebble-challtestsrv, built from the module pinned in
+// hack/pebblebin (hack/pebble.sh) and started on loopback. Pebble validates
+// HTTP-01 challenges for any name by resolving it through the companion,
+// which answers 127.0.0.1, and connecting to the port the test chose.
+package acmetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildScript builds Pebble and prints the directory that holds it.
+const buildScript = "hack/pebble.sh"
+
+// Options tunes Start. HTTPPort is required.
+type Options struct {
+	// HTTPPort is the port on 127.0.0.1 that Pebble connects to when it
+	// validates an HTTP-01 challenge, in place of 80.
+	HTTPPort int
+	// EAB, when set, makes Pebble require External Account Binding and
+	// accept these key IDs with their base64url-encoded HMAC keys.
+	EAB map[string]string
+	// BinDir holds pebble and pebble-challtestsrv. Empty: run
+	// hack/pebble.sh, which builds them on first use.
+	BinDir string
+	// StartTimeout bounds how long both servers may take to become ready.
+	// Zero means 30 seconds.
+	StartTimeout time.Duration
+}
+
+// Server is one running Pebble with its DNS server.
+type Server struct {
+	// DirectoryURL is the ACME directory, over HTTPS.
+	DirectoryURL string
+	// DirectoryRoots trusts the HTTPS certificate of DirectoryURL (not the
+	// certificates Pebble issues): an ACME client's trusted roots.
+	DirectoryRoots *x509.CertPool
+	// RootPEM is the root that Pebble issues certificates under; Pebble
+	// makes a new one at every start.
+	RootPEM []byte
+	// Roots holds RootPEM, for verifying issued certificates.
+	Roots *x509.CertPool
+	// DNSAddr is the DNS server (TCP and UDP) that Pebble resolves
+	// identifiers with; every name resolves to 127.0.0.1 unless SetA says
+	// otherwise.
+	DNSAddr string
+	// DNSManagementURL controls the DNS server (pebble-challtestsrv's
+	// management API, plain HTTP).
+	DNSManagementURL string
+	// Dir holds the configuration and the logs (<process>.log). It is
+	// removed by Stop unless the test failed.
+	Dir string
+
+	mu      sync.Mutex
+	procs   []*proc
+	stopped bool
+	keepDir bool
+	stopErr error
+}
+
+// Start starts a Server for a test and stops it when the test ends. When the
+// test fails, the tail of both logs is printed and Dir is kept.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	start := time.Now()
+	s, err := StartServer(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("acmetest: %v", err)
+	}
+	t.Logf("acmetest: pebble ready in %v at %s", time.Since(start).Round(time.Millisecond), s.DirectoryURL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.mu.Lock()
+			s.keepDir = true
+			s.mu.Unlock()
+			t.Logf("acmetest: logs (dir %s):\n%s", s.Dir, s.Logs(16<<10))
+		}
+		if err := s.Stop(); err != nil {
+			t.Errorf("acmetest: %v", err)
+		}
+	})
+	return s
+}
+
+// StartServer starts a Server outside of a test. The caller must call Stop.
+func StartServer(ctx context.Context, opts Options) (*Server, error) {
+	if opts.HTTPPort <= 0 || opts.HTTPPort > 65535 {
+		return nil, fmt.Errorf("acmetest: HTTPPort %d is not a port", opts.HTTPPort)
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.BinDir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		if opts.BinDir, err = Binaries(ctx, root); err != nil {
+			return nil, err
+		}
+	}
+	// A port picked free may be taken by another process before Pebble binds
+	// it; a fresh set of ports fixes that.
+	var err error
+	for range 3 {
+		var s *Server
+		s, err = startOnce(ctx, opts)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, err
+}
+
+var errPortTaken = errors.New("port taken")
+
+func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
+	dir, err := os.MkdirTemp("", "portico-acmetest-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	s := &Server{Dir: dir}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, s.Logs(8<<10))
+			_ = s.Stop()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	ports, err := freePorts(5)
+	if err != nil {
+		return s, err
+	}
+	acmeAddr := loopback(ports[0])
+	mgmtAddr := loopback(ports[1])
+	s.DNSAddr = loopback(ports[2])
+	challMgmtAddr := loopback(ports[3])
+	// Pebble needs a TLS-ALPN-01 port even though Portico only answers
+	// HTTP-01; nothing listens there.
+	tlsALPNPort := ports[4]
+
+	caPEM, certFile, keyFile, err := writeServingCert(dir)
+	if err != nil {
+		return s, err
+	}
+	s.DirectoryRoots = x509.NewCertPool()
+	s.DirectoryRoots.AppendCertsFromPEM(caPEM)
+
+	cfgFile := filepath.Join(dir, "pebble.json")
+	if err := writeConfig(cfgFile, pebbleConfig{
+		ListenAddress:                  acmeAddr,
+		ManagementListenAddress:        mgmtAddr,
+		Certificate:                    certFile,
+		PrivateKey:                     keyFile,
+		HTTPPort:                       opts.HTTPPort,
+		TLSPort:                        tlsALPNPort,
+		ExternalAccountBindingRequired: len(opts.EAB) > 0,
+		ExternalAccountMACKeys:         opts.EAB,
+		KeyAlgorithm:                   "ecdsa",
+		RetryAfter:                     retryAfter{Authz: 1, Order: 1},
+	}); err != nil {
+		return s, err
+	}
+
+	s.DNSManagementURL = "http://" + challMgmtAddr
+	chall, err := s.start(opts.BinDir, "pebble-challtestsrv", nil,
+		"-dnsserver", s.DNSAddr,
+		"-management", challMgmtAddr,
+		"-defaultIPv4", "127.0.0.1",
+		// Without AAAA answers Pebble dials 127.0.0.1, where the test listens.
+		"-defaultIPv6", "",
+		"-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", "",
+	)
+	if err != nil {
+		return s, err
+	}
+	if err := waitReady(ctx, chall, func(ctx context.Context) error { return dial(ctx, s.DNSAddr) }); err != nil {
+		return s, err
+	}
+
+	pebble, err := s.start(opts.BinDir, "pebble", []string{
+		// Validate at once, with real requests, and never reject a nonce:
+		// a test waits for nothing but Portico.
+		"PEBBLE_VA_NOSLEEP=1",
+		"PEBBLE_VA_ALWAYS_VALID=0",
+		"PEBBLE_WFE_NONCEREJECT=0",
+	}, "-config", cfgFile, "-dnsserver", s.DNSAddr)
+	if err != nil {
+		return s, err
+	}
+	client := &http.Client{
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.DirectoryRoots}},
+		Timeout:   5 * time.Second,
+	}
+	defer client.CloseIdleConnections()
+	s.DirectoryURL = "https://" + acmeAddr + "/dir"
+	if err := waitReady(ctx, pebble, func(ctx context.Context) error {
+		_, err := get(ctx, client, s.DirectoryURL)
+		return err
+	}); err != nil {
+		return s, err
+	}
+	if s.RootPEM, err = get(ctx, client, "https://"+mgmtAddr+"/roots/0"); err != nil {
+		return s, fmt.Errorf("pebble root: %w", err)
+	}
+	s.Roots = x509.NewCertPool()
+	if !s.Roots.AppendCertsFromPEM(s.RootPEM) {
+		return s, fmt.Errorf("pebble root: no certificate in %q", s.RootPEM)
+	}
+	return s, nil
+}
+
+// SetA makes host resolve to addrs (IPv4) instead of 127.0.0.1, e.g. to an
+// address where nothing answers, so that validation fails. No addrs restores
+// the default.
+func (s *Server) SetA(ctx context.Context, host string, addrs ...string) error {
+	path, body := "/add-a", map[string]any{"host": host, "addresses": addrs}
+	if len(addrs) == 0 {
+		path, body = "/clear-a", map[string]any{"host": host}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("set A %s: %w", host, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.DNSManagementURL+path, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("set A %s: %w", host, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("set A %s: %w", host, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("set A %s: %s: %s", host, resp.Status, msg)
+	}
+	return nil
+}
+
+// Logs returns the tail (at most limit bytes each) of both process logs.
+func (s *Server) Logs(limit int64) string {
+	s.mu.Lock()
+	procs := append([]*proc(nil), s.procs...)
+	s.mu.Unlock()
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.name, p.logPath, p.logTail(limit))
+	}
+	return b.String()
+}
+
+// Stop kills both processes and removes Dir unless a failed test asked to
+// keep it. It is safe to call more than once.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return s.stopErr
+	}
+	s.stopped = true
+	var errs []error
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if err := s.procs[i].kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !s.keepDir {
+		if err := os.RemoveAll(s.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", s.Dir, err))
+		}
+	}
+	s.stopErr = errors.Join(errs...)
+	return s.stopErr
+}
+
+func (s *Server) start(binDir, name string, env []string, args ...string) (*proc, error) {
+	p, err := startProc(name, filepath.Join(s.Dir, name+".log"), filepath.Join(binDir, name), env, args...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return p, nil
+}
+
+// RepoRoot finds the root of the Portico repository by walking up from the
+// working directory, which for a test is its package directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("repo root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, buildScript)); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("repo root: no %s above the working directory", buildScript)
+		}
+		dir = parent
+	}
+}
+
+// Binaries makes sure pebble and pebble-challtestsrv are built and returns
+// the directory that holds them. The first call on a machine builds them
+// (seconds); later calls find them in the cache.
+func Binaries(ctx context.Context, repoRoot string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, buildScript))
+	cmd.Dir = repoRoot
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", buildScript, err, stderr.Bytes())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	dir := lines[len(lines)-1]
+	if dir == "" {
+		return "", errors.New(buildScript + " printed no directory")
+	}
+	return dir, nil
+}
+
+// pebbleConfig is the part of Pebble's configuration file that tests set.
+type pebbleConfig struct {
+	ListenAddress                  string            `json:"listenAddress"`
+	ManagementListenAddress        string            `json:"managementListenAddress"`
+	Certificate                    string            `json:"certificate"`
+	PrivateKey                     string            `json:"privateKey"`
+	HTTPPort                       int               `json:"httpPort"`
+	TLSPort                        int               `json:"tlsPort"`
+	ExternalAccountBindingRequired bool              `json:"externalAccountBindingRequired"`
+	ExternalAccountMACKeys         map[string]string `json:"externalAccountMACKeys,omitempty"`
+	KeyAlgorithm                   string            `json:"keyAlgorithm"`
+	RetryAfter                     retryAfter        `json:"retryAfter"`
+}
+
+type retryAfter struct {
+	Authz int `json:"authz"`
+	Order int `json:"order"`
+}
+
+func writeConfig(path string, c pebbleConfig) error {
+	b, err := json.MarshalIndent(map[string]pebbleConfig{"pebble": c}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("pebble config: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("pebble config: %w", err)
+	}
+	return nil
+}
+
+// writeServingCert makes a throwaway CA and, under it, the certificate that
+// Pebble serves its ACME and management APIs with on loopback. It returns
+// the CA in PEM and the paths of the serving certificate and key.
+func writeServingCert(dir string) (caPEM []byte, certFile, keyFile string, err error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("ca key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "portico-acmetest-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("ca certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("ca certificate: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("serving key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "pebble"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("serving key: %w", err)
+	}
+	certFile = filepath.Join(dir, "pebble.crt")
+	keyFile = filepath.Join(dir, "pebble.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, "", "", fmt.Errorf("serving certificate: %w", err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, "", "", fmt.Errorf("serving key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile, nil
+}
+
+// waitReady polls check until it succeeds, the process exits or ctx ends.
+func waitReady(ctx context.Context, p *proc, check func(context.Context) error) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if done, werr := p.exited(); done {
+			if strings.Contains(p.logTail(16<<10), "address already in use") {
+				return fmt.Errorf("%s exited (%v): %w", p.name, werr, errPortTaken)
+			}
+			return fmt.Errorf("%s exited before it was ready: %v", p.name, werr)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %v (last check: %v)", p.name, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func dial(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return body, nil
+}
+
+func loopback(port int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// All listeners are held until every port is picked so that none repeats.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

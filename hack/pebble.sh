@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the ACME test server that Portico's tests obtain certificates from
+# (pebble and pebble-challtestsrv) from the module pinned in
+# hack/pebblebin/go.mod, into a cache outside the repository:
+#
+#   ${PORTICO_CACHE:-$HOME/.cache/portico}/bin/pebble-<version>/
+#
+# A binary that is already there is not built again, so a second run takes
+# well under a second. On success the last line on stdout is that directory;
+# progress goes to stderr.
+set -euo pipefail
+
+trap 'echo "pebble: failed (line ${LINENO})" >&2' ERR
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mod="${here}/pebblebin"
+
+# The module is its own world: a go.work or module flags of the caller must
+# not leak into it.
+export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
+
+pebble_module=github.com/letsencrypt/pebble/v2
+version="$(cd "$mod" && go list -m -f '{{.Version}}' "$pebble_module")"
+if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+	echo "pebble: unexpected ${pebble_module} version '${version}'" >&2
+	exit 1
+fi
+
+cache="${PORTICO_CACHE:-${HOME}/.cache/portico}"
+dir="${cache}/bin/pebble-${version}"
+mkdir -p "$dir"
+
+# Test packages run in parallel and each may call this script; building the
+# same binary twice at once would only slow both down.
+exec 9>"${dir}/.lock"
+flock 9
+
+build() {
+	local name="$1" pkg="$2" ldflags="$3"
+	local out="${dir}/${name}"
+	if [[ -x "$out" ]]; then
+		echo "pebble: ${name} is built" >&2
+		return
+	fi
+	echo "pebble: building ${name} from ${pkg}" >&2
+	local start=$SECONDS
+	# Build next to the target and rename, so an interrupted build never
+	# leaves a half-written binary that a later run would take as done.
+	local tmp="${out}.tmp.$$"
+	# shellcheck disable=SC2064 # expand now: $tmp is local
+	trap "rm -f '${tmp}'" EXIT
+	(cd "$mod" && go build -trimpath -ldflags="$ldflags" -o "$tmp" "$pkg")
+	mv -f "$tmp" "$out"
+	trap - EXIT
+	echo "pebble: built ${name} in $((SECONDS - start))s" >&2
+}
+
+build pebble "${pebble_module}/cmd/pebble" "-s -w -X main.version=${version}"
+build pebble-challtestsrv "${pebble_module}/cmd/pebble-challtestsrv" "-s -w"
+
+"${dir}/pebble" -version >/dev/null 2>&1 || {
+	echo "pebble: ${dir}/pebble does not run" >&2
+	exit 1
+}
+"${dir}/pebble-challtestsrv" -h >/dev/null 2>&1 || [[ $? -eq 2 ]] || {
+	echo "pebble: ${dir}/pebble-challtestsrv does not run" >&2
+	exit 1
+}
+
+echo "$dir"
