@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"portico.dev/portico/acme/acmetest"
-	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/kube/secretstorage"
 )
 
 // recorder is a Storage that remembers the keys stored through it.

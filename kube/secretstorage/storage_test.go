@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/acme/storagetest"
 	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/kube/secretstorage"
 )
 
 // Short leases keep the takeover test short; real deployments use the
