@@ -4,9 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -97,8 +97,6 @@ func NewTranslator(controllerName gwv1.GatewayController) *Translator {
 type index struct {
 	nsLabels  map[string]map[string]string
 	secrets   map[types.NamespacedName]*corev1.Secret
-	services  map[types.NamespacedName]*corev1.Service
-	slices    map[types.NamespacedName][]*discoveryv1.EndpointSlice
 	certs     map[types.NamespacedName]*tls.Certificate
 	translate *Translator
 }
@@ -107,9 +105,7 @@ func newIndex(t *Translator, res *Resources) *index {
 	ix := &index{
 		nsLabels:  make(map[string]map[string]string, len(res.Namespaces)),
 		secrets:   make(map[types.NamespacedName]*corev1.Secret, len(res.Secrets)),
-		services:  make(map[types.NamespacedName]*corev1.Service, len(res.Services)),
-		slices:    make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(res.EndpointSlices)),
-		certs:     map[types.NamespacedName]*tls.Certificate{},
+		certs:     make(map[types.NamespacedName]*tls.Certificate, len(res.Secrets)),
 		translate: t,
 	}
 	for _, ns := range res.Namespaces {
@@ -118,18 +114,38 @@ func newIndex(t *Translator, res *Resources) *index {
 	for _, s := range res.Secrets {
 		ix.secrets[nn(s.Namespace, s.Name)] = s
 	}
-	for _, s := range res.Services {
-		ix.services[nn(s.Namespace, s.Name)] = s
-	}
-	for _, es := range res.EndpointSlices {
-		svc := es.Labels[discoveryv1.LabelServiceName]
-		if svc == "" {
-			continue
-		}
-		key := nn(es.Namespace, svc)
-		ix.slices[key] = append(ix.slices[key], es)
-	}
 	return ix
+}
+
+// endpointSlices are a Service and its EndpointSlices. Most Services have
+// one, kept inline: a slice per Service would cost an allocation each.
+type endpointSlices struct {
+	svc   *corev1.Service
+	first *discoveryv1.EndpointSlice
+	more  []*discoveryv1.EndpointSlice
+}
+
+func (e *endpointSlices) add(es *discoveryv1.EndpointSlice) {
+	if e.first == nil {
+		e.first = es
+		return
+	}
+	e.more = append(e.more, es)
+}
+
+func (e endpointSlices) len() int {
+	if e.first == nil {
+		return 0
+	}
+	return 1 + len(e.more)
+}
+
+// at returns the i-th slice, in snapshot order.
+func (e endpointSlices) at(i int) *discoveryv1.EndpointSlice {
+	if i == 0 {
+		return e.first
+	}
+	return e.more[i-1]
 }
 
 // certificate resolves and parses a listener's Secret, once per translation.
@@ -161,7 +177,7 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 	inputs := routingInputs(res)
 	if t.last != nil && slices.Equal(t.last.inputs, inputs) {
 		cfg := *t.last.cfg
-		cfg.Endpoints = endpoints(newIndex(t, &Resources{Services: res.Services, EndpointSlices: res.EndpointSlices}))
+		cfg.Endpoints = endpoints(res.Services, res.EndpointSlices)
 		return &cfg, t.last.st
 	}
 	cfg, st := t.translate(res)
@@ -170,12 +186,17 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 }
 
 func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
+	// Endpoints depend on Services and EndpointSlices only, which nothing
+	// here writes: they are resolved on another core while the rest is
+	// translated.
+	eps := make(chan map[routing.BackendKey]*proxy.Endpoints, 1)
+	go func() { eps <- endpoints(res.Services, res.EndpointSlices) }()
 	ix := newIndex(t, res)
+
 	st := &Statuses{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
-		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
-		ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
-		HTTPRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
+		Gateways:       make(map[types.NamespacedName]gwv1.GatewayStatus, len(res.Gateways)),
+		// ListenerSets and HTTPRoutes are filled in below.
 	}
 
 	classes := map[string]bool{} // ours -> accepted
@@ -200,7 +221,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		*listeners.Result
 	}
 	var results []gatewayResult
-	parents := map[routing.Parent]bool{}
+	parents := make(map[routing.Parent]bool, len(res.Gateways)+len(res.ListenerSets))
 	for _, gw := range sortedByAge(res.Gateways) {
 		accepted, ours := classes[string(gw.Spec.GatewayClassName)]
 		if !ours {
@@ -220,7 +241,13 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		for lsKey, lss := range r.ListenerSets {
 			parents[routing.Parent{Kind: "ListenerSet", Namespace: lsKey.Namespace, Name: lsKey.Name}] = meta.IsStatusConditionTrue(lss.Conditions, string(gwv1.ListenerSetConditionAccepted))
 		}
-		merged = append(merged, r.Listeners...)
+		if merged == nil {
+			// One Gateway is the common case: its list is the merged list.
+			// (Clipped, so that appending the next Gateway's copies.)
+			merged = slices.Clip(r.Listeners)
+		} else {
+			merged = append(merged, r.Listeners...)
+		}
 	}
 
 	in := routing.Input{
@@ -229,7 +256,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		Parents:         parents,
 		Routes:          res.HTTPRoutes,
 		NamespaceLabels: ix.nsLabels,
-		Services:        make(map[types.NamespacedName]routing.Service, len(ix.services)),
+		Services:        make(map[types.NamespacedName]routing.Service, len(res.Services)),
 		ReferenceGrants: res.ReferenceGrants,
 	}
 	for i := range merged {
@@ -250,16 +277,35 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 			Accepted: m.Accepted || m.Conflicted,
 		}
 	}
-	for key, svc := range ix.services {
-		rs := routing.Service{}
+	nports := 0
+	for _, svc := range res.Services {
+		nports += len(svc.Spec.Ports)
+	}
+	ports := make([]routing.ServicePort, 0, nports) // every Service's ports are a piece of it
+	for _, svc := range res.Services {              // a Service listed twice: the last one counts
+		start := len(ports)
 		for _, p := range svc.Spec.Ports {
-			rs.Ports = append(rs.Ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptrValue(p.AppProtocol)})
+			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptrValue(p.AppProtocol)})
 		}
-		in.Services[key] = rs
+		rs := routing.Service{}
+		if len(ports) > start {
+			rs.Ports = ports[start:len(ports):len(ports)]
+		}
+		in.Services[nn(svc.Namespace, svc.Name)] = rs
 	}
 	out := routing.Compile(in)
-	for key, parentsStatus := range out.RouteParents {
-		st.HTTPRoutes[key] = parentsStatus
+	// The maps of out and of a single result are ours alone: they become
+	// the statuses without a copy.
+	st.HTTPRoutes = out.RouteParents
+	if len(results) == 1 {
+		st.ListenerSets = results[0].ListenerSets
+	} else {
+		st.ListenerSets = make(map[types.NamespacedName]gwv1.ListenerSetStatus, len(res.ListenerSets))
+		for _, r := range results {
+			for lsKey, lss := range r.ListenerSets {
+				st.ListenerSets[lsKey] = lss
+			}
+		}
 	}
 	offset := 0
 	for _, r := range results {
@@ -268,13 +314,10 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		}
 		offset += len(r.Listeners)
 		st.Gateways[r.key] = r.Gateway
-		for lsKey, lss := range r.ListenerSets {
-			st.ListenerSets[lsKey] = lss
-		}
 	}
 
 	cfg := buildConfig(ix, merged, out, st)
-	cfg.Endpoints = endpoints(ix)
+	cfg.Endpoints = <-eps
 	t.Certs.Sweep()
 	return cfg, st
 }
@@ -293,6 +336,20 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 	}
 	ports := map[int32]*portBuild{}
 	var order []int32
+	serving, certs := 0, 0
+	perPort := map[gwv1.PortNumber]int{}
+	for i := range merged {
+		if m := &merged[i]; m.Serves() {
+			serving++
+			certs += len(m.Certificates)
+			perPort[m.Port]++
+		}
+	}
+	// The listeners, SNI entries and certificate lists of the Config are
+	// cut from one allocation each instead of one per listener.
+	listenerSlab := make([]proxy.Listener, serving)
+	entrySlab := make([]sni.Entry, serving)
+	certSlab := make([]*tls.Certificate, 0, certs)
 	for i := range merged {
 		m := &merged[i]
 		if !m.Serves() {
@@ -304,7 +361,16 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		}
 		pb, ok := ports[m.Port]
 		if !ok {
-			pb = &portBuild{protocol: protocol, hosts: map[string]bool{}}
+			n := perPort[m.Port]
+			pb = &portBuild{
+				protocol:  protocol,
+				hosts:     make(map[string]bool, n),
+				patterns:  make([]string, 0, n),
+				listeners: make([]*proxy.Listener, 0, n),
+			}
+			if protocol == proxy.HTTPS {
+				pb.entries = make([]*sni.Entry, 0, n)
+			}
 			ports[m.Port] = pb
 			order = append(order, m.Port)
 		}
@@ -322,19 +388,27 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 			continue
 		}
 		pb.hosts[host] = true
-		l := &proxy.Listener{
-			Key:      fmt.Sprintf("%s/%s/%s/%s", m.Source.Kind, m.Source.Namespace, m.Source.Name, m.Name),
+		l := &listenerSlab[0]
+		listenerSlab = listenerSlab[1:]
+		*l = proxy.Listener{
+			Key:      m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
 			Hostname: m.Hostname,
 			Routes:   out.Tables[i],
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
 		if protocol == proxy.HTTPS {
-			e := &sni.Entry{Hostname: host, Value: l}
+			e := &entrySlab[0]
+			entrySlab = entrySlab[1:]
+			*e = sni.Entry{Hostname: host, Value: l}
+			start := len(certSlab)
 			for _, ref := range m.Certificates {
 				if c := ix.certs[ref]; c != nil {
-					e.Certificates = append(e.Certificates, c)
+					certSlab = append(certSlab, c)
 				}
+			}
+			if len(certSlab) > start {
+				e.Certificates = certSlab[start:len(certSlab):len(certSlab)]
 			}
 			pb.entries = append(pb.entries, e)
 		}
@@ -358,12 +432,37 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 
 // endpoints resolves every Service port to the ready addresses of its
 // EndpointSlices; terminating endpoints are used only when nothing else is.
-func endpoints(ix *index) map[routing.BackendKey]*proxy.Endpoints {
-	out := map[routing.BackendKey]*proxy.Endpoints{}
-	for key, svc := range ix.services {
+func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlice) map[routing.BackendKey]*proxy.Endpoints {
+	bySvc := make(map[types.NamespacedName]endpointSlices, len(services))
+	for _, s := range services {
+		bySvc[nn(s.Namespace, s.Name)] = endpointSlices{svc: s}
+	}
+	for _, es := range allSlices {
+		svc := es.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			continue
+		}
+		key := nn(es.Namespace, svc)
+		if list, ok := bySvc[key]; ok {
+			list.add(es)
+			bySvc[key] = list
+		}
+	}
+
+	out := make(map[routing.BackendKey]*proxy.Endpoints, len(services))
+	var ready, terminating []string // reused from one port to the next
+	// Services are visited in snapshot order, which is also the order they
+	// sit in memory.
+	for _, svc := range services {
+		key := nn(svc.Namespace, svc.Name)
+		list := bySvc[key]
+		if list.svc != svc {
+			continue // listed twice: the last one counts
+		}
 		for _, sp := range svc.Spec.Ports {
-			var ready, terminating []string
-			for _, es := range ix.slices[key] {
+			ready, terminating = ready[:0], terminating[:0]
+			for i := range list.len() {
+				es := list.at(i)
 				if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
 					continue
 				}
@@ -371,15 +470,18 @@ func endpoints(ix *index) map[routing.BackendKey]*proxy.Endpoints {
 				if !ok {
 					continue
 				}
+				portSuffix := ":" + strconv.Itoa(int(port))
 				for _, ep := range es.Endpoints {
 					serving := ep.Conditions.Serving == nil || *ep.Conditions.Serving
 					isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+					if !isReady && !(serving && ep.Conditions.Terminating != nil && *ep.Conditions.Terminating) {
+						continue
+					}
 					for _, a := range ep.Addresses {
-						addr := net.JoinHostPort(a, strconv.Itoa(int(port)))
-						switch {
-						case isReady:
+						addr := joinHostPort(a, portSuffix)
+						if isReady {
 							ready = append(ready, addr)
-						case serving && ep.Conditions.Terminating != nil && *ep.Conditions.Terminating:
+						} else {
 							terminating = append(terminating, addr)
 						}
 					}
@@ -389,11 +491,25 @@ func endpoints(ix *index) map[routing.BackendKey]*proxy.Endpoints {
 			if len(addrs) == 0 {
 				addrs = terminating
 			}
-			slices.Sort(addrs)
-			out[routing.BackendKey{Service: key, Port: sp.Port}] = proxy.NewEndpoints(slices.Compact(addrs)...)
+			var kept []string // nil when there is no address
+			if len(addrs) > 0 {
+				slices.Sort(addrs)
+				// A copy: the Config keeps it, and the buffers are reused.
+				kept = slices.Clone(slices.Compact(addrs))
+			}
+			out[routing.BackendKey{Service: key, Port: sp.Port}] = proxy.NewEndpoints(kept...)
 		}
 	}
 	return out
+}
+
+// joinHostPort is net.JoinHostPort with the port already formatted as
+// ":port", so that a Service's many addresses share one formatting.
+func joinHostPort(host, portSuffix string) string {
+	if strings.IndexByte(host, ':') >= 0 {
+		return "[" + host + "]" + portSuffix
+	}
+	return host + portSuffix
 }
 
 // slicePort finds the EndpointSlice port for a Service port by name, the

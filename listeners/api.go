@@ -67,8 +67,11 @@ type Listener struct {
 	ResolvedRefs bool
 
 	// statusIndex locates this listener's entry in its declaring object's
-	// status.listeners, for SetAttachedRoutes.
-	statusIndex int
+	// status.listeners, for SetAttachedRoutes. For a ListenerSet's
+	// listener, attachedRoutes points right at the entry's AttachedRoutes,
+	// sparing a lookup of the ListenerSet's status per listener.
+	statusIndex    int
+	attachedRoutes *int32
 }
 
 // Serves reports whether the listener is put on the data plane.

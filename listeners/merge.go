@@ -262,12 +262,14 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 		if l.Serves() {
 			valid++
 		}
-		res.Listeners = append(res.Listeners, l)
 		statuses = append(statuses, gwv1.ListenerEntryStatus{
 			Name:           spec.Name,
 			SupportedKinds: l.SupportedKinds,
 			Conditions:     v.conditions(m.condSlab.take(4), gen),
 		})
+		// statuses never grows past its capacity, so the entry stays put.
+		l.attachedRoutes = &statuses[len(statuses)-1].AttachedRoutes
+		res.Listeners = append(res.Listeners, l)
 	}
 
 	status := gwv1.ListenerSetStatus{Listeners: statuses}

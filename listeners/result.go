@@ -18,6 +18,10 @@ func (r *Result) SetAttachedRoutes(i int, n int32) {
 		r.Gateway.Listeners[l.statusIndex].AttachedRoutes = n
 		return
 	}
+	if l.attachedRoutes != nil {
+		*l.attachedRoutes = n
+		return
+	}
 	st := r.ListenerSets[types.NamespacedName{Namespace: l.Source.Namespace, Name: l.Source.Name}]
 	st.Listeners[l.statusIndex].AttachedRoutes = n
 }

@@ -60,7 +60,7 @@ func benchRequests(n int) []*http.Request {
 }
 
 func BenchmarkMatch(b *testing.B) {
-	for _, n := range []int{10, 1000, 10000} {
+	for _, n := range []int{1, 10, 1000, 10000} {
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			in := benchInput(b, n)
 			out := Compile(in)

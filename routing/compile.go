@@ -30,20 +30,48 @@ import (
 func Compile(in Input) Output {
 	c := &compiler{
 		in:        in,
-		byID:      map[int]*Listener{},
-		byParent:  map[Parent][]*Listener{},
-		bySection: map[sectionKey]*Listener{},
-		byHost:    map[hostKey][]*Listener{},
+		ls:        make([]listenerInfo, len(in.Listeners)),
+		parents:   make(map[Parent]*parentInfo, len(in.Parents)),
 		selectors: map[int]labels.Selector{},
 		grants:    map[string][]*gwv1.ReferenceGrant{},
 	}
+	infos := make([]parentInfo, 0, len(in.Parents))
+	for p, accepted := range in.Parents {
+		infos = append(infos, parentInfo{accepted: accepted})
+		c.parents[p] = &infos[len(infos)-1]
+	}
+	hostnames := make([]string, len(in.Listeners))
+	ours := 0
 	for i := range in.Listeners {
 		l := &in.Listeners[i]
-		c.byID[l.ID] = l
-		c.byParent[l.Parent] = append(c.byParent[l.Parent], l)
-		c.bySection[sectionKey{l.Parent, l.Name}] = l
-		h := hostKey{l.Parent, listenerHostname(l)}
-		c.byHost[h] = append(c.byHost[h], l)
+		li := &c.ls[i]
+		li.Listener, li.slot = l, i
+		li.hostname = listenerHostname(l)
+		hostnames[i] = li.hostname
+		li.hostnames = hostnames[i : i+1 : i+1]
+		// Routes only attach through parentRefs to our parents; listeners
+		// of other parents are never looked at.
+		if li.parent = c.parents[l.Parent]; li.parent != nil {
+			li.parent.n++
+			ours++
+		}
+	}
+	// Every parent's listeners are a piece of one slice, in input order.
+	all := make([]*listenerInfo, 0, ours)
+	for i := range infos {
+		pi := &infos[i]
+		pi.listeners = all[len(all) : len(all) : len(all)+pi.n]
+		all = all[:len(all)+pi.n]
+	}
+	for i := range c.ls {
+		if pi := c.ls[i].parent; pi != nil {
+			pi.listeners = append(pi.listeners, &c.ls[i])
+		}
+	}
+	for i := range infos {
+		if pi := &infos[i]; len(pi.listeners) > indexedListeners {
+			pi.index()
+		}
 	}
 	for _, g := range in.ReferenceGrants {
 		if g != nil {
@@ -54,26 +82,107 @@ func Compile(in Input) Output {
 }
 
 type compiler struct {
-	in       Input
-	byID     map[int]*Listener
-	byParent map[Parent][]*Listener // in input order
-	// bySection and byHost spare a scan of every listener of a parent
-	// when a parentRef names a section, or when the route's hostnames are
-	// exact names: a Gateway may carry thousands of listeners.
-	bySection map[sectionKey]*Listener
-	byHost    map[hostKey][]*Listener
+	in Input
+	// ls holds what Compile works out once per listener, in the order of
+	// in.Listeners; the position there is the listener's slot.
+	ls        []listenerInfo
+	parents   map[Parent]*parentInfo  // in.Parents with their listeners
 	selectors map[int]labels.Selector // listener ID -> compiled namespace selector
 	grants    map[string][]*gwv1.ReferenceGrant
+
+	// Scratch space reused from one route to the next.
+	refs     []parentRef
+	selected []*listenerInfo
+	hits     []hit
+	// attachedBy[slot] is 1 + the order of the last route attached to the
+	// listener, so a route that reaches a listener through two parentRefs
+	// counts there once.
+	attachedBy []int
+	cr         compiledRoute
+
+	// What compiled routes are made of, cut from a few large allocations.
+	conds     slab[metav1.Condition]
+	rules     slab[Rule]
+	matches   slab[Match]
+	matchPtrs slab[*Match]
+	backends  slab[Backend]
 }
 
-type sectionKey struct {
+// parentInfo is one of our parents and its listeners.
+type parentInfo struct {
+	accepted  bool
+	n         int             // number of listeners, while counting them
+	listeners []*listenerInfo // in input order
+	// bySection and byHost, built for a parent with many listeners, spare
+	// a scan of every listener when a parentRef names a section, or when
+	// the route's hostnames are exact names: a Gateway may carry
+	// thousands of listeners.
+	bySection map[gwv1.SectionName]*listenerInfo
+	byHost    map[hostKey][]*listenerInfo
+}
+
+// indexedListeners is the number of listeners of one parent above which
+// the parent's listeners are indexed by section name and hostname.
+const indexedListeners = 8
+
+func (pi *parentInfo) index() {
+	pi.bySection = make(map[gwv1.SectionName]*listenerInfo, len(pi.listeners))
+	pi.byHost = make(map[hostKey][]*listenerInfo, len(pi.listeners))
+	for _, li := range pi.listeners {
+		pi.bySection[li.Name] = li
+		h := hostKey{hostname: li.hostname}
+		if hostname.IsWildcard(li.hostname) {
+			h.wildcard, h.hostname = true, li.hostname[2:]
+		}
+		pi.byHost[h] = append(pi.byHost[h], li)
+	}
+}
+
+// section returns the listener named name; the last one should a name
+// repeat.
+func (pi *parentInfo) section(name gwv1.SectionName) *listenerInfo {
+	if pi.bySection != nil {
+		return pi.bySection[name]
+	}
+	for i := len(pi.listeners) - 1; i >= 0; i-- {
+		if pi.listeners[i].Name == name {
+			return pi.listeners[i]
+		}
+	}
+	return nil
+}
+
+// parentRef is a parentRef of the route being compiled that names one of
+// our parents.
+type parentRef struct {
+	ref    *gwv1.ParentReference
 	parent Parent
-	name   gwv1.SectionName
+	info   *parentInfo
 }
 
+// listenerInfo is a listener with what route attachment needs of it
+// worked out once.
+type listenerInfo struct {
+	*Listener
+	slot      int
+	parent    *parentInfo // nil when the listener's parent is not ours
+	hostname  string      // normalized; "" for any
+	hostnames []string    // {hostname}, shared by every route that takes it as is
+}
+
+// hit is a listener that takes a route, with the hostnames the route
+// serves there.
+type hit struct {
+	l     *listenerInfo
+	hosts []string
+}
+
+// hostKey finds the listeners of a parent by normalized hostname. A
+// wildcard is keyed by its suffix after "*.", so the patterns that cover
+// a name are looked up with pieces of the name, without building strings.
 type hostKey struct {
-	parent   Parent
-	hostname string // normalized listener hostname
+	wildcard bool
+	hostname string
 }
 
 // problem is one reason a rule, backend or filter cannot be used as written.
@@ -102,15 +211,13 @@ type compiledRule struct {
 	perListener bool
 }
 
+// placed is a candidate on its way to the table of listener slot.
+type placed struct {
+	slot int
+	hostCandidate
+}
+
 func (c *compiler) run() Output {
-	out := Output{
-		Tables:         map[int]*Table{},
-		AttachedRoutes: map[int]int32{},
-		RouteParents:   map[types.NamespacedName][]gwv1.RouteParentStatus{},
-	}
-	for i := range c.in.Listeners {
-		out.AttachedRoutes[c.in.Listeners[i].ID] = 0
-	}
 	routes := make([]*gwv1.HTTPRoute, 0, len(c.in.Routes))
 	for _, r := range c.in.Routes {
 		if r != nil {
@@ -119,84 +226,124 @@ func (c *compiler) run() Output {
 	}
 	slices.SortStableFunc(routes, compareRoutes)
 
-	byListener := map[int]map[string][]candidate{}
+	out := Output{
+		AttachedRoutes: make(map[int]int32, len(c.in.Listeners)),
+		RouteParents:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(routes)),
+	}
+	c.attachedBy = make([]int, len(c.ls))
+	c.conds = newSlab[metav1.Condition](2 * len(routes))
+	c.rules = newSlab[Rule](len(routes))
+	c.matches = newSlab[Match](len(routes))
+	c.matchPtrs = newSlab[*Match](len(routes))
+	c.backends = newSlab[Backend](len(routes))
+	attached := make([]int32, len(c.ls))
+	hasTable := make([]bool, len(c.ls))
+	all := make([]placed, 0, len(routes)) // most routes have one match on one listener
 	for order, route := range routes {
-		if !c.namesOurParent(route) {
+		if c.refs = c.ourRefs(route, c.refs[:0]); len(c.refs) == 0 {
 			continue
 		}
 		cr := c.compileRoute(route)
-		statuses, attached := c.attachRoute(route, cr)
+		statuses := c.attachRoute(route, cr)
 		if len(statuses) > 0 {
 			out.RouteParents[cr.nn] = statuses
 		}
-		ids := make([]int, 0, len(attached))
-		for id := range attached {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			out.AttachedRoutes[id]++
-			byHost := byListener[id]
-			if byHost == nil {
-				byHost = map[string][]candidate{}
-				byListener[id] = byHost
+		for _, h := range c.hits {
+			if c.attachedBy[h.l.slot] == order+1 {
+				continue // the same listener through another parentRef
 			}
-			addCandidates(byHost, cr, c.byID[id], attached[id], order)
+			c.attachedBy[h.l.slot] = order + 1
+			attached[h.l.slot]++
+			hasTable[h.l.slot] = true
+			all = addCandidates(all, cr, h, order)
 		}
 	}
-	for id, byHost := range byListener {
-		out.Tables[id] = buildTable(byHost)
+
+	// Group the candidates by listener, keeping their order, then sort
+	// each listener's by hostname and precedence.
+	start := make([]int, len(c.ls)+1)
+	for _, p := range all {
+		start[p.slot+1]++
+	}
+	tables := 0
+	for i := range c.ls {
+		start[i+1] += start[i]
+		if hasTable[i] {
+			tables++
+		}
+	}
+	grouped := make([]hostCandidate, len(all))
+	next := slices.Clone(start[:len(c.ls)])
+	for _, p := range all {
+		grouped[next[p.slot]] = p.hostCandidate
+		next[p.slot]++
+	}
+	hostGroups := 0
+	for i := range c.ls {
+		cs := grouped[start[i]:start[i+1]]
+		if len(cs) > 1 {
+			slices.SortFunc(cs, compareHostCandidates)
+		}
+		for j := range cs {
+			if j == 0 || cs[j].host != cs[j-1].host {
+				hostGroups++
+			}
+		}
+	}
+
+	out.Tables = make(map[int]*Table, tables)
+	b := newTableBuilder(tables, hostGroups, len(all))
+	for i := range c.ls {
+		id := c.ls[i].ID
+		out.AttachedRoutes[id] = attached[i]
+		if hasTable[i] {
+			out.Tables[id] = b.build(grouped[start[i]:start[i+1]])
+		}
 	}
 	return out
 }
 
-// attachRoute evaluates each parentRef of a route that names one of our
-// parents: its status, and the listeners it attaches the route to (listener
-// ID -> the hostnames the route serves there).
-func (c *compiler) attachRoute(route *gwv1.HTTPRoute, cr *compiledRoute) ([]gwv1.RouteParentStatus, map[int][]string) {
-	var statuses []gwv1.RouteParentStatus
-	attached := map[int][]string{}
-	for _, ref := range route.Spec.ParentRefs {
-		p, ok := parentOf(ref, route.Namespace)
-		if !ok {
-			continue
-		}
-		parentAccepted, ours := c.in.Parents[p]
-		if !ours {
-			continue
-		}
-		hits, rejected := c.attach(cr, route.Namespace, ref, p, parentAccepted)
+// attachRoute evaluates each parentRef in c.refs. It returns the statuses
+// and leaves in c.hits the listeners the route attaches to, with the
+// hostnames it serves on each.
+func (c *compiler) attachRoute(route *gwv1.HTTPRoute, cr *compiledRoute) []gwv1.RouteParentStatus {
+	statuses := make([]gwv1.RouteParentStatus, len(c.refs))
+	c.hits = c.hits[:0]
+	for i, r := range c.refs {
+		mark := len(c.hits)
+		rejected := c.attach(cr, route.Namespace, r)
 		if rejected == nil && !cr.usable {
 			rejected = &cr.rejected
 		}
-		if rejected == nil {
-			for id, hosts := range hits {
-				attached[id] = hosts
-			}
+		if rejected != nil {
+			c.hits = c.hits[:mark]
 		}
-		statuses = append(statuses, gwv1.RouteParentStatus{
-			ParentRef:      *ref.DeepCopy(),
-			ControllerName: c.in.ControllerName,
-			Conditions:     conditions(route.Generation, rejected, cr),
-		})
+		st := &statuses[i]
+		r.ref.DeepCopyInto(&st.ParentRef)
+		st.ControllerName = c.in.ControllerName
+		st.Conditions = c.conditions(route.Generation, rejected, cr)
 	}
-	return statuses, attached
+	return statuses
 }
 
 // addCandidates adds every match of a route's servable rules, under each
-// hostname it serves on listener l.
-func addCandidates(byHost map[string][]candidate, cr *compiledRoute, l *Listener, hosts []string, order int) {
+// hostname it serves on the listener of h.
+func addCandidates(all []placed, cr *compiledRoute, h hit, order int) []placed {
 	for _, cru := range cr.rules {
 		if cru.matches == nil {
 			continue
 		}
-		rule := cru.forListener(l)
-		for _, h := range hosts {
+		rule := cru.forListener(h.l.Listener)
+		for _, host := range h.hosts {
 			for mi, m := range cru.matches {
-				byHost[h] = append(byHost[h], candidate{rule: rule, match: m, routeOrder: order, matchIndex: mi})
+				all = append(all, placed{slot: h.l.slot, hostCandidate: hostCandidate{
+					host:      host,
+					candidate: candidate{rule: rule, match: m, routeOrder: order, matchIndex: mi},
+				}})
 			}
 		}
 	}
+	return all
 }
 
 // compareRoutes orders routes by precedence: oldest first, then
@@ -232,15 +379,18 @@ func compareJoined(aNS, aName, bNS, bName string) int {
 	return cmp.Compare(aNS[n], '/')
 }
 
-func (c *compiler) namesOurParent(route *gwv1.HTTPRoute) bool {
-	for _, ref := range route.Spec.ParentRefs {
-		if p, ok := parentOf(ref, route.Namespace); ok {
-			if _, ours := c.in.Parents[p]; ours {
-				return true
+// ourRefs appends to refs the parentRefs of route that name one of our
+// parents, in order.
+func (c *compiler) ourRefs(route *gwv1.HTTPRoute, refs []parentRef) []parentRef {
+	for i := range route.Spec.ParentRefs {
+		ref := &route.Spec.ParentRefs[i]
+		if p, ok := parentOf(*ref, route.Namespace); ok {
+			if pi := c.parents[p]; pi != nil {
+				refs = append(refs, parentRef{ref: ref, parent: p, info: pi})
 			}
 		}
 	}
-	return false
+	return refs
 }
 
 // parentOf resolves a parentRef to the Parent it names, if it names a
@@ -263,48 +413,66 @@ func parentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {
 	return Parent{Kind: kind, Namespace: ns, Name: string(ref.Name)}, true
 }
 
-// attach returns the listeners of parent p that ref selects and that accept
-// the route, each with the hostnames the route serves there, or the reason
-// there are none. A parent that is not accepted takes no route; the reason
-// says so unless the listeners ref selects could not take an HTTPRoute
-// anyway (a Gateway whose only listener is for TLSRoutes, say), which is
-// the more useful thing to know.
-func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentReference, p Parent, parentAccepted bool) (map[int][]string, *problem) {
-	portOK := func(l *Listener) bool { return ref.Port == nil || *ref.Port == 0 || l.Port == *ref.Port }
-	var selected []*Listener
+// attach appends to c.hits the listeners of parent p that ref selects and
+// that accept the route, each with the hostnames the route serves there,
+// or returns the reason there are none. A parent that is not accepted
+// takes no route; the reason says so unless the listeners ref selects
+// could not take an HTTPRoute anyway (a Gateway whose only listener is for
+// TLSRoutes, say), which is the more useful thing to know.
+func (c *compiler) attach(cr *compiledRoute, routeNS string, r parentRef) *problem {
+	ref, p, pi, parentAccepted := r.ref, r.parent, r.info, r.info.accepted
+	portOK := func(l *listenerInfo) bool { return ref.Port == nil || *ref.Port == 0 || l.Port == *ref.Port }
+	selected := c.selected[:0]
+	defer func() { c.selected = selected[:0] }()
 	switch {
 	case ref.SectionName != nil && *ref.SectionName != "":
-		if l := c.bySection[sectionKey{p, *ref.SectionName}]; l != nil && portOK(l) {
+		if l := pi.section(*ref.SectionName); l != nil && portOK(l) {
 			selected = append(selected, l)
 		}
-	case parentAccepted && exactNames(cr.hostnames):
+	case parentAccepted && pi.byHost != nil && exactNames(cr.hostnames):
 		// Only listeners whose hostname is one of the route's, a wildcard
 		// covering one, or empty can take the route. When none of them
-		// does, the full scan below finds out why.
-		for _, h := range cr.hostnames {
-			for _, lh := range append(coveringPatterns(h), h) {
-				for _, l := range c.byHost[hostKey{p, lh}] {
-					if portOK(l) && !slices.Contains(selected, l) {
-						selected = append(selected, l)
-					}
+		// does, the full scan below finds out why. (A parent with few
+		// listeners is scanned right away: the listeners that take the
+		// route are the same either way.)
+		add := func(k hostKey) {
+			for _, l := range pi.byHost[k] {
+				if portOK(l) && !slices.Contains(selected, l) {
+					selected = append(selected, l)
 				}
 			}
 		}
-		if hits := c.accepting(selected, cr, routeNS); len(hits) > 0 {
-			return hits, nil
+		for _, h := range cr.hostnames {
+			// The wildcards covering h, most specific first, then the
+			// catch-all, then h itself.
+			for rest := h; ; {
+				i := strings.IndexByte(rest, '.')
+				if i < 0 {
+					break
+				}
+				rest = rest[i+1:]
+				add(hostKey{wildcard: true, hostname: rest})
+			}
+			add(hostKey{})
+			add(hostKey{hostname: h})
+		}
+		if c.accepting(selected, cr, routeNS) > 0 {
+			return nil
 		}
 		selected = selected[:0]
 		fallthrough
 	default:
-		for _, l := range c.byParent[p] {
+		for _, l := range pi.listeners {
 			if portOK(l) {
 				selected = append(selected, l)
 			}
 		}
 	}
-	notAccepted := &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s is not accepted", p.Kind, p.Namespace, p.Name)}
+	notAccepted := func() *problem {
+		return &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	}
 	if len(selected) == 0 && !parentAccepted {
-		return nil, notAccepted
+		return notAccepted()
 	}
 	if len(selected) == 0 {
 		what := "no listeners"
@@ -316,39 +484,38 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, ref gwv1.ParentRefe
 		case ref.Port != nil && *ref.Port != 0:
 			what = fmt.Sprintf("no listener on port %d", *ref.Port)
 		}
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has %s", p.Kind, p.Namespace, p.Name, what)}
+		return &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has %s", p.Kind, p.Namespace, p.Name, what)}
 	}
-	if !slices.ContainsFunc(selected, carriesHTTPRoutes) {
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes HTTPRoutes"}
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return carriesHTTPRoutes(l.Listener) }) {
+		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes HTTPRoutes"}
 	}
 	if !parentAccepted {
-		return nil, notAccepted
+		return notAccepted()
 	}
-	if hits := c.accepting(selected, cr, routeNS); len(hits) > 0 {
-		return hits, nil
+	if c.accepting(selected, cr, routeNS) > 0 {
+		return nil
 	}
-	if !slices.ContainsFunc(selected, func(l *Listener) bool { return c.allows(l, routeNS) }) {
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows HTTPRoutes from namespace " + routeNS}
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return c.allows(l.Listener, routeNS) }) {
+		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows HTTPRoutes from namespace " + routeNS}
 	}
-	return nil, &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
+	return &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
 }
 
-// accepting returns the listeners among ls that allow the route and share
-// a hostname with it, each with the hostnames the route serves there.
-func (c *compiler) accepting(ls []*Listener, cr *compiledRoute, routeNS string) map[int][]string {
-	var hits map[int][]string
+// accepting appends to c.hits the listeners among ls that allow the route
+// and share a hostname with it, each with the hostnames the route serves
+// there, and returns how many it appended.
+func (c *compiler) accepting(ls []*listenerInfo, cr *compiledRoute, routeNS string) int {
+	n := 0
 	for _, l := range ls {
-		if !c.allows(l, routeNS) {
+		if !c.allows(l.Listener, routeNS) {
 			continue
 		}
-		if hosts := intersect(listenerHostname(l), cr.hostnames); len(hosts) > 0 {
-			if hits == nil {
-				hits = map[int][]string{}
-			}
-			hits[l.ID] = hosts
+		if hosts := intersectWith(l.hostname, l.hostnames, cr.hostnames); len(hosts) > 0 {
+			c.hits = append(c.hits, hit{l: l, hosts: hosts})
+			n++
 		}
 	}
-	return hits
+	return n
 }
 
 // listenerHostname is the listener's hostname normalized, "" for any.
@@ -429,24 +596,52 @@ func hasHTTPRoute(kinds []gwv1.RouteGroupKind) bool {
 // that is the more specific of the two. An empty route list means the
 // listener's hostname ("" for any).
 func intersect(listener string, route []string) []string {
+	return intersectWith(listener, []string{listener}, route)
+}
+
+// intersectWith is intersect with listenerOnly = {listener} supplied by the
+// caller. The result shares memory with route or listenerOnly whenever it
+// can (it is read-only): attaching thousands of routes to thousands of
+// listeners then allocates nothing here.
+func intersectWith(listener string, listenerOnly, route []string) []string {
 	if len(route) == 0 {
-		return []string{listener}
+		return listenerOnly
 	}
 	if listener == "" {
 		return route
 	}
-	var out []string
-	for _, h := range route {
-		var e string
+	// served gives the hostname h is served under, if any.
+	served := func(h string) (string, bool) {
 		switch {
 		case h == listener, hostname.Match(listener, h):
-			e = h
+			return h, true
 		case hostname.Match(h, listener):
-			e = listener
-		default:
-			continue
+			return listener, true
 		}
-		if !slices.Contains(out, e) {
+		return "", false
+	}
+	n, same, last := 0, true, -1
+	for i, h := range route {
+		e, ok := served(h)
+		if ok {
+			n, last = n+1, i
+		}
+		same = same && ok && e == h
+	}
+	switch {
+	case n == 0:
+		return nil
+	case same:
+		return route // every hostname as it is
+	case n == 1:
+		if e, _ := served(route[last]); e == route[last] {
+			return route[last : last+1 : last+1]
+		}
+		return listenerOnly
+	}
+	var out []string
+	for _, h := range route {
+		if e, ok := served(h); ok && !slices.Contains(out, e) {
 			out = append(out, e)
 		}
 	}
@@ -455,7 +650,7 @@ func intersect(listener string, route []string) []string {
 
 // conditions builds the RouteParentStatus conditions for one parentRef;
 // rejected is nil when the route is accepted there.
-func conditions(gen int64, rejected *problem, cr *compiledRoute) []metav1.Condition {
+func (c *compiler) conditions(gen int64, rejected *problem, cr *compiledRoute) []metav1.Condition {
 	accepted := metav1.Condition{
 		Type:               string(gwv1.RouteConditionAccepted),
 		Status:             metav1.ConditionTrue,
@@ -484,23 +679,33 @@ func conditions(gen int64, rejected *problem, cr *compiledRoute) []metav1.Condit
 		resolved.Reason = string(cr.refs[0].reason)
 		resolved.Message = strings.Join(msgs, "; ")
 	}
-	out := []metav1.Condition{accepted, resolved}
-	if rejected == nil && len(cr.dropped) > 0 {
-		out = append(out, metav1.Condition{
-			Type:               string(gwv1.RouteConditionPartiallyInvalid),
-			Status:             metav1.ConditionTrue,
-			Reason:             string(gwv1.RouteReasonUnsupportedValue),
-			Message:            "Dropped Rule(s): " + strings.Join(cr.dropped, "; "),
-			ObservedGeneration: gen,
-		})
+	if rejected != nil || len(cr.dropped) == 0 {
+		out := c.conds.take(2)
+		out[0], out[1] = accepted, resolved
+		return out
+	}
+	out := c.conds.take(3)
+	out[0], out[1] = accepted, resolved
+	out[2] = metav1.Condition{
+		Type:               string(gwv1.RouteConditionPartiallyInvalid),
+		Status:             metav1.ConditionTrue,
+		Reason:             string(gwv1.RouteReasonUnsupportedValue),
+		Message:            "Dropped Rule(s): " + strings.Join(cr.dropped, "; "),
+		ObservedGeneration: gen,
 	}
 	return out
 }
 
 // compileRoute compiles the parts of a route that do not depend on the
-// listener it attaches to.
+// listener it attaches to. The compiledRoute is c's own, reused for the
+// next route; what the tables keep of it (rules, matches) is never reused.
 func (c *compiler) compileRoute(route *gwv1.HTTPRoute) *compiledRoute {
-	cr := &compiledRoute{nn: types.NamespacedName{Namespace: route.Namespace, Name: route.Name}}
+	cr := &c.cr
+	*cr = compiledRoute{
+		nn:        types.NamespacedName{Namespace: route.Namespace, Name: route.Name},
+		hostnames: cr.hostnames[:0],
+		rules:     cr.rules[:0],
+	}
 	for _, h := range route.Spec.Hostnames {
 		n := hostname.Normalize(string(h))
 		if !slices.Contains(cr.hostnames, n) {
@@ -544,7 +749,8 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 // keeps the rule from being served, if any; reference problems go to
 // cr.refs instead.
 func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spec *gwv1.HTTPRouteRule) (compiledRule, *problem) {
-	rule := &Rule{Route: cr.nn, Index: index}
+	rule := c.rules.one()
+	rule.Route, rule.Index = cr.nn, index
 	if spec.Name != nil {
 		rule.Name = string(*spec.Name)
 	}
@@ -560,15 +766,15 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 	if len(specMatches) == 0 {
 		specMatches = []gwv1.HTTPRouteMatch{{}}
 	}
-	matches := make([]*Match, 0, len(specMatches))
+	matches := c.matchPtrs.take(len(specMatches))
 	for i := range specMatches {
-		m, p := compileMatch(&specMatches[i])
-		if p != nil {
+		m := c.matches.one()
+		if p := compileMatchInto(m, &specMatches[i]); p != nil {
 			fail(p)
 			matches = nil
 			break
 		}
-		matches = append(matches, m)
+		matches[i] = m
 	}
 	out.matches = matches
 	prefixOK := len(matches) == 1 && matches[0].PathType == gwv1.PathMatchPathPrefix
@@ -584,6 +790,9 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 	rule.Filters = fs.filters
 	out.perListener = fs.redirect
 
+	if len(spec.BackendRefs) > 0 {
+		rule.Backends = c.backends.take(len(spec.BackendRefs))[:0]
+	}
 	for i := range spec.BackendRefs {
 		ref := &spec.BackendRefs[i]
 		b, p := c.resolveBackend(routeNS, ref.BackendObjectReference)
@@ -652,7 +861,16 @@ func filtersForListener(fs []Filter, l *Listener) []Filter {
 }
 
 func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
-	m := &Match{PathType: gwv1.PathMatchPathPrefix, Path: "/"}
+	m := &Match{}
+	if p := compileMatchInto(m, spec); p != nil {
+		return nil, p
+	}
+	return m, nil
+}
+
+// compileMatchInto compiles spec into m, which must be zero.
+func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
+	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
 	if spec.Path != nil {
 		if spec.Path.Type != nil {
 			m.PathType = *spec.Path.Type
@@ -664,11 +882,11 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 	switch m.PathType {
 	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
 		if !strings.HasPrefix(m.Path, "/") {
-			return nil, unsupportedf("path %q does not start with '/'", m.Path)
+			return unsupportedf("path %q does not start with '/'", m.Path)
 		}
 		dec, err := url.PathUnescape(m.Path)
 		if err != nil {
-			return nil, unsupportedf("path %q: %v", m.Path, err)
+			return unsupportedf("path %q: %v", m.Path, err)
 		}
 		m.path = dec
 		if m.PathType == gwv1.PathMatchPathPrefix {
@@ -677,11 +895,11 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 	case gwv1.PathMatchRegularExpression:
 		re, err := anchored(m.Path)
 		if err != nil {
-			return nil, unsupportedf("path regular expression %q: %v", m.Path, err)
+			return unsupportedf("path regular expression %q: %v", m.Path, err)
 		}
 		m.re = re
 	default:
-		return nil, unsupportedf("unsupported path match type %q", m.PathType)
+		return unsupportedf("unsupported path match type %q", m.PathType)
 	}
 	if spec.Method != nil {
 		switch *spec.Method {
@@ -690,7 +908,7 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 			gwv1.HTTPMethodTrace, gwv1.HTTPMethodPatch:
 			m.Method = string(*spec.Method)
 		default:
-			return nil, unsupportedf("unsupported method %q", *spec.Method)
+			return unsupportedf("unsupported method %q", *spec.Method)
 		}
 	}
 	for _, h := range spec.Headers {
@@ -708,11 +926,11 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 		case gwv1.HeaderMatchRegularExpression:
 			re, err := anchored(h.Value)
 			if err != nil {
-				return nil, unsupportedf("header %s regular expression %q: %v", name, h.Value, err)
+				return unsupportedf("header %s regular expression %q: %v", name, h.Value, err)
 			}
 			hm.Regexp = re
 		default:
-			return nil, unsupportedf("unsupported header match type %q", typ)
+			return unsupportedf("unsupported header match type %q", typ)
 		}
 		m.Headers = append(m.Headers, hm)
 	}
@@ -731,15 +949,15 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 		case gwv1.QueryParamMatchRegularExpression:
 			re, err := anchored(q.Value)
 			if err != nil {
-				return nil, unsupportedf("query parameter %s regular expression %q: %v", name, q.Value, err)
+				return unsupportedf("query parameter %s regular expression %q: %v", name, q.Value, err)
 			}
 			qm.Regexp = re
 		default:
-			return nil, unsupportedf("unsupported query parameter match type %q", typ)
+			return unsupportedf("unsupported query parameter match type %q", typ)
 		}
 		m.QueryParams = append(m.QueryParams, qm)
 	}
-	return m, nil
+	return nil
 }
 
 func unsupportedf(format string, args ...any) *problem {

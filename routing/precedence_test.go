@@ -364,7 +364,7 @@ func TestManyPrefixes(t *testing.T) {
 		rules = append(rules, []gwv1.HTTPRouteMatch{prefix(p)})
 	}
 	tb := tableFor(t, testRoute{name: "r", rules: rules})
-	hr, _ := tb.hosts.Lookup("h")
+	hr := tb.lookup("h")
 	if hr.levels[0].prefixAt == nil {
 		t.Fatal("expected the per-segment index")
 	}

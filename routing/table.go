@@ -13,8 +13,18 @@ import (
 // Table holds the routes attached to one listener, compiled for lookup: a
 // hostname lookup, then a scan of a few candidates picked by path.
 type Table struct {
+	// hosts is the hostname lookup of a table with many patterns.
 	hosts *hostname.Table[*hostRoutes]
+	// few holds the patterns of a table with at most fewHosts of them, most
+	// specific first, scanned in order. Most listeners carry the routes of
+	// one hostname, and a scan of one or two patterns costs less to build
+	// and to look up than a hash table.
+	few []hostRoutes
 }
+
+// fewHosts is the number of hostname patterns up to which a table scans
+// its patterns instead of building a hostname.Table.
+const fewHosts = 4
 
 // hostRoutes is what a request for one hostname pattern can match. Hostname
 // specificity comes before every other precedence rule, so the rules of
@@ -22,7 +32,8 @@ type Table struct {
 // most specific first, and a level is only consulted when the ones before
 // it matched nothing.
 type hostRoutes struct {
-	levels []*pathIndex
+	pattern string // normalized; "" is the catch-all
+	levels  []*pathIndex
 }
 
 // pathIndex holds the matches of one hostname pattern. Every slice of
@@ -65,8 +76,8 @@ func (t *Table) Match(r *http.Request) (*Rule, *Match) {
 	if t == nil {
 		return nil, nil
 	}
-	hr, ok := t.hosts.Lookup(hostOnly(r.Host))
-	if !ok {
+	hr := t.lookup(hostOnly(r.Host))
+	if hr == nil {
 		return nil, nil
 	}
 	path := requestPath(r)
@@ -76,6 +87,64 @@ func (t *Table) Match(r *http.Request) (*Rule, *Match) {
 		}
 	}
 	return nil, nil
+}
+
+// lookup returns the routes of the most specific pattern matching host,
+// with hostname.Table's rules: ASCII case folded, one trailing dot
+// ignored, an exact name before any wildcard, a longer wildcard suffix
+// before a shorter one, the catch-all last.
+func (t *Table) lookup(host string) *hostRoutes {
+	if t.hosts != nil {
+		hr, _ := t.hosts.Lookup(host)
+		return hr
+	}
+	if n := len(host); n > 0 && host[n-1] == '.' {
+		host = host[:n-1]
+	}
+	// t.few is ordered so that the first pattern that matches is the most
+	// specific one.
+	for i := range t.few {
+		if patternMatches(t.few[i].pattern, host) {
+			return &t.few[i]
+		}
+	}
+	return nil
+}
+
+// patternMatches reports whether the normalized pattern matches name, whose
+// ASCII letters may be of either case.
+func patternMatches(pattern, name string) bool {
+	switch {
+	case pattern == "" || pattern == "*":
+		return true
+	case hostname.IsWildcard(pattern):
+		suffix := pattern[1:] // ".example.com"
+		return len(name) > len(suffix) && equalFoldASCII(name[len(name)-len(suffix):], suffix)
+	default:
+		return equalFoldASCII(name, pattern)
+	}
+}
+
+// equalFoldASCII reports whether s equals the lowercase lower with ASCII
+// letters of s folded; other bytes compare as they are, as in
+// hostname.Table.
+func equalFoldASCII(s, lower string) bool {
+	if s == lower {
+		return true // the usual case: hosts are sent in lowercase
+	}
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (ix *pathIndex) find(r *http.Request, path string) *entry {
@@ -143,70 +212,264 @@ type candidate struct {
 	matchIndex int
 }
 
-// buildTable turns candidates grouped by effective hostname into a Table.
-func buildTable(byHost map[string][]candidate) *Table {
-	indexes := make(map[string]*pathIndex, len(byHost))
-	for h, cs := range byHost {
-		indexes[h] = buildIndex(cs)
-	}
-	patterns := make([]string, 0, len(byHost))
-	values := make([]*hostRoutes, 0, len(byHost))
-	for h, ix := range indexes {
-		hr := &hostRoutes{levels: []*pathIndex{ix}}
-		for _, c := range coveringPatterns(h) {
-			if cix, ok := indexes[c]; ok {
-				hr.levels = append(hr.levels, cix)
-			}
-		}
-		patterns = append(patterns, h)
-		values = append(values, hr)
-	}
-	return &Table{hosts: hostname.NewTable(patterns, values)}
+// hostCandidate is a candidate under the effective hostname it serves.
+type hostCandidate struct {
+	host string
+	candidate
 }
 
-// coveringPatterns lists the less specific patterns that match every name
-// the pattern h matches, most specific first: for "a.b.c" that is "*.b.c",
-// "*.c" and ""; for "*.b.c" it is "*.c" and "".
-func coveringPatterns(h string) []string {
-	var out []string
-	rest := h
-	if hostname.IsWildcard(h) {
-		rest = h[2:]
+// compareHostCandidates orders the candidates of one listener by hostname,
+// then by precedence, so each hostname's matches form one run in
+// precedence order.
+func compareHostCandidates(a, b hostCandidate) int {
+	if c := strings.Compare(a.host, b.host); c != 0 {
+		return c
 	}
+	return compareCandidates(a.candidate, b.candidate)
+}
+
+// tableBuilder builds the tables of one Compile. The many small pieces of
+// the tables (entries, path indexes, levels) are cut from a few large
+// allocations instead of being allocated one by one: thousands of
+// listeners with one route each would otherwise cost several allocations
+// per listener. Every piece handed out has its capacity capped at its
+// length, so nothing appended to it can overwrite a neighbour.
+type tableBuilder struct {
+	entries slab[entry]
+	groups  slab[prefixGroup]
+	indexes slab[pathIndex]
+	hosts   slab[hostRoutes]
+	levels  slab[*pathIndex]
+	tables  slab[Table]
+	own     []*pathIndex // scratch for build
+}
+
+// newTableBuilder sizes the slabs for tables that hold candidates
+// candidates under hosts (listener, hostname) groups in all.
+func newTableBuilder(tables, hosts, candidates int) *tableBuilder {
+	return &tableBuilder{
+		entries: newSlab[entry](candidates),
+		groups:  newSlab[prefixGroup](hosts),
+		indexes: newSlab[pathIndex](hosts),
+		hosts:   newSlab[hostRoutes](hosts),
+		levels:  newSlab[*pathIndex](2 * hosts),
+		tables:  newSlab[Table](tables),
+	}
+}
+
+// slab hands out pieces of one allocation, and allocates another when it
+// runs out. A piece's capacity is its length.
+type slab[T any] []T
+
+func newSlab[T any](n int) slab[T] { return make(slab[T], 0, n) }
+
+func (s *slab[T]) take(n int) []T {
+	if cap(*s)-len(*s) < n {
+		*s = make([]T, 0, max(n, 64, cap(*s)/2))
+	}
+	l := len(*s)
+	*s = (*s)[:l+n]
+	return (*s)[l : l+n : l+n]
+}
+
+func (s *slab[T]) one() *T { return &s.take(1)[0] }
+
+// build turns the candidates of one listener, ordered by
+// compareHostCandidates, into its Table.
+func (b *tableBuilder) build(cs []hostCandidate) *Table {
+	n := 0 // distinct hostnames
+	for i := range cs {
+		if i == 0 || cs[i].host != cs[i-1].host {
+			n++
+		}
+	}
+	hosts := b.hosts.take(n)
+	own := b.own[:0] // own[k] is the index of hosts[k]
+	for i := 0; i < len(cs); {
+		j := i + 1
+		for j < len(cs) && cs[j].host == cs[i].host {
+			j++
+		}
+		hosts[len(own)].pattern = cs[i].host
+		own = append(own, b.index(cs[i:j]))
+		i = j
+	}
+	b.own = own
+	t := b.tables.one()
+	if n <= fewHosts {
+		b.levelsFew(hosts, own)
+		slices.SortFunc(hosts, compareSpecificity)
+		t.few = hosts
+		return t
+	}
+	b.levelsMany(hosts, own)
+	patterns := make([]string, n)
+	values := make([]*hostRoutes, n)
+	for i := range hosts {
+		patterns[i], values[i] = hosts[i].pattern, &hosts[i]
+	}
+	t.hosts = hostname.NewTable(patterns, values)
+	return t
+}
+
+// levelsFew fills in the levels of each pattern from the patterns that
+// cover it, comparing every pair: there are at most fewHosts.
+func (b *tableBuilder) levelsFew(hosts []hostRoutes, own []*pathIndex) {
+	find := func(wild bool, name string) *pathIndex {
+		for i := range hosts {
+			p := hosts[i].pattern
+			if wild && hostname.IsWildcard(p) && p[2:] == name || !wild && p == name {
+				return own[i]
+			}
+		}
+		return nil
+	}
+	for i := range hosts {
+		hosts[i].levels = b.levelsOf(own[i], hosts[i].pattern, find)
+	}
+}
+
+// levelsMany is levelsFew for many patterns, with the covering patterns
+// looked up in a map.
+func (b *tableBuilder) levelsMany(hosts []hostRoutes, own []*pathIndex) {
+	wild := map[string]*pathIndex{} // "*.example.com" under "example.com"
+	var all *pathIndex
+	for i := range hosts {
+		switch p := hosts[i].pattern; {
+		case p == "":
+			all = own[i]
+		case hostname.IsWildcard(p):
+			wild[p[2:]] = own[i]
+		}
+	}
+	find := func(isWild bool, name string) *pathIndex {
+		if isWild {
+			return wild[name]
+		}
+		if name == "" {
+			return all
+		}
+		return nil
+	}
+	for i := range hosts {
+		hosts[i].levels = b.levelsOf(own[i], hosts[i].pattern, find)
+	}
+}
+
+// levelsOf returns the levels of pattern h: its own index, then the index
+// of every present pattern that covers it, most specific first: for
+// "a.b.c" those are "*.b.c", "*.c" and "", for "*.b.c" "*.c" and "". find
+// looks up a wildcard by its suffix after "*." (wild) or another pattern
+// by itself.
+func (b *tableBuilder) levelsOf(own *pathIndex, h string, find func(wild bool, name string) *pathIndex) []*pathIndex {
+	var buf [8]*pathIndex
+	levels := append(buf[:0], own)
 	if h != "" {
+		rest := h
+		if hostname.IsWildcard(h) {
+			rest = h[2:]
+		}
 		for {
 			i := strings.IndexByte(rest, '.')
 			if i < 0 {
 				break
 			}
 			rest = rest[i+1:]
-			out = append(out, "*."+rest)
+			if ix := find(true, rest); ix != nil {
+				levels = append(levels, ix)
+			}
 		}
-		out = append(out, "")
+		if ix := find(false, ""); ix != nil {
+			levels = append(levels, ix)
+		}
 	}
+	out := b.levels.take(len(levels))
+	copy(out, levels)
 	return out
 }
 
+// compareSpecificity orders the patterns of a table for a scan: exact names,
+// then wildcards with the longest suffix first, then the catch-all, so the
+// first pattern that matches a name is its most specific one.
+func compareSpecificity(a, b hostRoutes) int {
+	if c := cmp.Compare(specificityClass(a.pattern), specificityClass(b.pattern)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.pattern), len(a.pattern)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.pattern, b.pattern)
+}
+
+func specificityClass(p string) int {
+	switch {
+	case p == "*":
+		// hostname.Table treats "*" as the catch-all too; it goes first
+		// of the two since "" covers it.
+		return 2
+	case p == "":
+		return 3
+	case hostname.IsWildcard(p):
+		return 1
+	}
+	return 0
+}
+
+// buildIndex builds the path index of one hostname from its candidates in
+// any order.
 func buildIndex(cs []candidate) *pathIndex {
 	slices.SortFunc(cs, compareCandidates)
-	ix := &pathIndex{}
-	for _, c := range cs {
-		e := entry{rule: c.rule, match: c.match}
-		switch c.match.PathType {
-		case gwv1.PathMatchExact:
-			if ix.exact == nil {
-				ix.exact = map[string][]entry{}
-			}
-			ix.exact[c.match.path] = append(ix.exact[c.match.path], e)
-		case gwv1.PathMatchPathPrefix:
-			if n := len(ix.prefixes); n > 0 && ix.prefixes[n-1].prefix == c.match.path {
-				ix.prefixes[n-1].entries = append(ix.prefixes[n-1].entries, e)
-			} else {
-				ix.prefixes = append(ix.prefixes, prefixGroup{prefix: c.match.path, entries: []entry{e}})
-			}
-		case gwv1.PathMatchRegularExpression:
-			ix.regex = append(ix.regex, e)
+	hcs := make([]hostCandidate, len(cs))
+	for i, c := range cs {
+		hcs[i].candidate = c
+	}
+	return newTableBuilder(0, 1, len(cs)).index(hcs)
+}
+
+// index builds the path index of one hostname from its candidates in
+// precedence order.
+func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
+	ix := b.indexes.one()
+	es := b.entries.take(len(cs))
+	for i := range cs {
+		es[i] = entry{rule: cs[i].rule, match: cs[i].match}
+	}
+	// Precedence order puts Exact matches first, grouped by path, then
+	// prefixes grouped by normalized prefix, longest first, then regular
+	// expressions: each group is a run of es.
+	i := 0
+	for i < len(es) && es[i].match.PathType == gwv1.PathMatchExact {
+		j := i + 1
+		for j < len(es) && es[j].match.PathType == gwv1.PathMatchExact && es[j].match.path == es[i].match.path {
+			j++
 		}
+		if ix.exact == nil {
+			ix.exact = map[string][]entry{}
+		}
+		ix.exact[es[i].match.path] = es[i:j:j]
+		i = j
+	}
+	ngroups := 0
+	for j := i; j < len(es) && es[j].match.PathType == gwv1.PathMatchPathPrefix; j++ {
+		if j == i || es[j].match.path != es[j-1].match.path {
+			ngroups++
+		}
+	}
+	if ngroups > 0 {
+		ix.prefixes = b.groups.take(ngroups)
+		g := 0
+		for i < len(es) && es[i].match.PathType == gwv1.PathMatchPathPrefix {
+			j := i + 1
+			for j < len(es) && es[j].match.PathType == gwv1.PathMatchPathPrefix && es[j].match.path == es[i].match.path {
+				j++
+			}
+			ix.prefixes[g] = prefixGroup{prefix: es[i].match.path, entries: es[i:j:j]}
+			g++
+			i = j
+		}
+	}
+	if i < len(es) {
+		ix.regex = es[i:]
 	}
 	if len(ix.prefixes) > manyPrefixes {
 		ix.prefixAt = make(map[string]int, len(ix.prefixes))
