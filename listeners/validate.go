@@ -2,6 +2,8 @@ package listeners
 
 import (
 	"fmt"
+	"net"
+	"regexp"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +68,14 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 
 	https := spec.Protocol == gwv1.HTTPSProtocolType
 	switch {
+	// The CRD schema rejects these in a cluster; standalone YAML has no
+	// schema, so they are checked here too rather than failing a bind.
+	case spec.Port < 1 || spec.Port > 65535:
+		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
+		v.acceptedMsg = fmt.Sprintf("Port %d is out of range 1-65535", spec.Port)
+	case spec.Hostname != nil && !validHostname(string(*spec.Hostname)):
+		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
+		v.acceptedMsg = fmt.Sprintf("Hostname %q is not a valid DNS name or wildcard (*.example.com); IP addresses are not allowed", *spec.Hostname)
 	case spec.Protocol != gwv1.HTTPProtocolType && !https:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedProtocol
 		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP and HTTPS", spec.Protocol)
@@ -316,4 +326,14 @@ func setCondition(conds []metav1.Condition, c metav1.Condition) {
 			return
 		}
 	}
+}
+
+// hostnamePattern is the Hostname pattern of the Gateway API CRD schema.
+var hostnamePattern = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// validHostname reports whether h is what the CRD schema admits as a
+// listener hostname: a lowercase DNS name or "*." and one, at most 253
+// characters, and not an IP address.
+func validHostname(h string) bool {
+	return h != "" && len(h) <= 253 && hostnamePattern.MatchString(h) && net.ParseIP(h) == nil
 }
