@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs the upstream Gateway API conformance suite against Portico, on a real
+# control plane made of processes (no container engine):
+#
+#   - builds what is missing: etcd, kube-apiserver and kube-controller-manager
+#     (hack/kube-binaries.sh), the suite's echo-basic backend (cached in
+#     ${PORTICO_CACHE:-$HOME/.cache/portico}/bin/), and Portico itself;
+#   - runs conformance/ (a Go module of its own) as root: it starts the
+#     control plane, a process kubelet that runs the suite's Pods in network
+#     namespaces on a bridge, Portico in cluster mode, and the suite;
+#   - writes the upstream ConformanceReport and a results table to
+#     conformance/reports/, and ends with one line:
+#       conformance: N passed, N failed, N skipped
+#
+# Exits non-zero when a test fails. Every process, namespace and the bridge
+# are removed on exit, also on failure or interruption.
+#
+# Options:
+#   --run-test NAME         run one test (by short name); no report is written
+#   --extra-features A,B    also run the tests of features not claimed yet;
+#                           no report is written
+#   --keep-logs             keep the run directory (logs) after success
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$PWD"
+
+run_test="" extra="" keep=0
+while (($#)); do
+	case "$1" in
+	--run-test) run_test="$2"; shift 2 ;;
+	--extra-features) extra="$2"; shift 2 ;;
+	--keep-logs) keep=1; shift ;;
+	*) echo "conformance: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+if ((EUID != 0)); then
+	echo "conformance: must run as root (network namespaces, a bridge, ports 80/443)" >&2
+	exit 1
+fi
+
+# Must match conformance/harness: what a crashed run may have left behind.
+bridge=portico-conf0
+netns_prefix=portico-conf-
+
+export GOWORK=off
+
+./hack/install-deps.sh
+./hack/kube-binaries.sh >/dev/null
+
+cache="${PORTICO_CACHE:-${HOME}/.cache/portico}"
+gwapi_version="$(cd conformance && go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api/conformance)"
+echo_dir="${cache}/bin/gateway-api-${gwapi_version}"
+echo_basic="${echo_dir}/echo-basic"
+mkdir -p "$echo_dir"
+if [[ ! -x "$echo_basic" ]]; then
+	echo "conformance: building echo-basic ${gwapi_version}" >&2
+	tmp="${echo_basic}.tmp.$$"
+	(cd conformance && CGO_ENABLED=0 go build -trimpath -o "$tmp" sigs.k8s.io/gateway-api/conformance/echo-basic)
+	mv -f "$tmp" "$echo_basic"
+fi
+
+run_dir="$(mktemp -d /tmp/portico-conformance-XXXXXX)"
+test_pid=""
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n "$test_pid" ]] && kill -0 "$test_pid" 2>/dev/null; then
+		# The test binary's children die with it (parent-death signal).
+		kill -TERM -- "-$test_pid" 2>/dev/null || true
+		sleep 2
+		kill -KILL -- "-$test_pid" 2>/dev/null || true
+	fi
+	local ns
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+		if [[ "$ns" == "${netns_prefix}"* ]]; then
+			ip netns del "$ns" 2>/dev/null || true
+		fi
+	done
+	ip link del "$bridge" 2>/dev/null || true
+	if ((rc == 0 && keep == 0)); then
+		rm -rf "$run_dir"
+	else
+		echo "conformance: logs of this run are in ${run_dir}" >&2
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+version="$(git -C "$root" describe --always --dirty 2>/dev/null || echo dev)"
+go build -trimpath -o "${run_dir}/portico" ./cmd/portico
+
+start=$SECONDS
+cd conformance
+go test -c -o "${run_dir}/conformance.test" .
+set +e
+# Its own process group, so that clean-up can end it with everything it ran.
+setsid "${run_dir}/conformance.test" -test.run '^TestConformance$' -test.v -test.timeout 28m \
+	-portico.binary="${run_dir}/portico" \
+	-portico.echo-basic="$echo_basic" \
+	-portico.run-dir="$run_dir" \
+	-portico.report-dir="${root}/conformance/reports" \
+	-portico.version="$version" \
+	-portico.run-test="$run_test" \
+	-portico.extra-features="$extra" \
+	>"${run_dir}/conformance.log" 2>&1 &
+test_pid=$!
+wait "$test_pid"
+rc=$?
+set -e
+test_pid=""
+
+# One line per test, then the failures' own output.
+# (parallel tests report twice, at two indents).
+grep -E '^ *--- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ ' "${run_dir}/conformance.log" | sed 's/^ *//' | awk '!seen[$0]++' || true
+if ((rc != 0)); then
+	echo "conformance: FAILED (exit ${rc}); what failed:" >&2
+	# The assertions of the failed tests; the end of the log if there are
+	# none (the harness itself failed).
+	if grep -qE '^ +Error:' "${run_dir}/conformance.log"; then
+		awk '/^ +Error:/ {p = 1} p {print} /^ +Messages:/ {p = 0}' "${run_dir}/conformance.log" | cut -c1-400 | head -n 400 >&2
+	else
+		tail -n 60 "${run_dir}/conformance.log" >&2
+	fi
+fi
+echo "conformance: took $((SECONDS - start))s (control plane, suite and clean-up)"
+if [[ -s "${run_dir}/summary.txt" ]]; then
+	cat "${run_dir}/summary.txt"
+else
+	echo "conformance: no summary: the suite did not finish" >&2
+	((rc != 0)) || rc=1
+fi
+exit "$rc"
