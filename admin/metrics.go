@@ -26,6 +26,7 @@ type Metrics struct {
 	certificates prometheus.Gauge
 	leader       prometheus.Gauge
 	statusWrites *prometheus.CounterVec
+	acme         *prometheus.CounterVec
 
 	// counters caches the child counter of each (route, code): looking it
 	// up by label values on every request would hash the labels and
@@ -84,12 +85,16 @@ func NewMetrics() *Metrics {
 			Name: "portico_status_writes_total",
 			Help: "Status updates sent to the API server, by kind and result (ok, conflict, error).",
 		}, []string{"kind", "result"}),
+		acme: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_acme_events_total",
+			Help: "ACME certificate events: obtained, failed (an order), renewed, renew_failed.",
+		}, []string{"event"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.latency, m.generation, m.applies, m.translate, m.apply,
-		m.certificates, m.leader, m.statusWrites,
+		m.certificates, m.leader, m.statusWrites, m.acme,
 	)
 	return m
 }
@@ -151,4 +156,13 @@ func (m *Metrics) StatusWritten(kind, result string) {
 		return
 	}
 	m.statusWrites.WithLabelValues(kind, result).Inc()
+}
+
+// ObserveACME records one ACME event: "obtained", "failed", "renewed" or
+// "renew_failed".
+func (m *Metrics) ObserveACME(event string) {
+	if m == nil {
+		return
+	}
+	m.acme.WithLabelValues(event).Inc()
 }

@@ -192,7 +192,8 @@ func (c *Cluster) rebuild(in *informers) {
 	if len(crdProblems) > 0 {
 		setUnsupportedVersion(st, crdProblems)
 	}
-	if addrs := c.addresses(res); len(addrs) > 0 {
+	// With an address pool, translate reports each Gateway's own address.
+	if addrs := c.addresses(res); len(addrs) > 0 && len(c.Translator.AddressPool) == 0 {
 		for key, gs := range st.Gateways {
 			gs.Addresses = slices.Clone(addrs)
 			st.Gateways[key] = gs
@@ -231,16 +232,20 @@ func (c *Cluster) apply(cfg *proxy.Config, st *Statuses, res *Resources) (bool, 
 	}
 	// Ports already bound with the same protocol cannot fail; try those
 	// first, then each new port on its own.
-	bound := map[int32]proxy.Protocol{}
+	type boundPort struct {
+		address string
+		number  int32
+	}
+	bound := map[boundPort]proxy.Protocol{}
 	for _, p := range c.Runtime.Current().Ports {
-		if c.Runtime.Addr(p.Number) != nil {
-			bound[p.Number] = p.Protocol
+		if c.Runtime.Addr(p.Address, p.Number) != nil {
+			bound[boundPort{p.Address, p.Number}] = p.Protocol
 		}
 	}
 	base := &proxy.Config{Generation: cfg.Generation, Endpoints: cfg.Endpoints}
 	var fresh []*proxy.Port
 	for _, p := range cfg.Ports {
-		if proto, ok := bound[p.Number]; ok && proto == p.Protocol {
+		if proto, ok := bound[boundPort{p.Address, p.Number}]; ok && proto == p.Protocol {
 			base.Ports = append(base.Ports, p)
 		} else {
 			fresh = append(fresh, p)

@@ -675,7 +675,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 		blocker.Close()
 		waitFor(t, 10*time.Second, "freed port bound and programmed", func() error {
-			if p.rt.Addr(int32(port)) == nil {
+			if p.rt.Addr("", int32(port)) == nil {
 				return errors.New("port not bound")
 			}
 			gw, err := gws.Gateways("apps").Get(ctx, "blocked", metav1.GetOptions{})

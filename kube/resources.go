@@ -25,6 +25,10 @@ type Resources struct {
 	Secrets         []*corev1.Secret
 	Services        []*corev1.Service
 	EndpointSlices  []*discoveryv1.EndpointSlice
+	// ACMEErrors is the ACME manager's last error per hostname, shown in
+	// the ResolvedRefs condition of listeners still waiting for their
+	// certificate. It is replaced, never modified, when it changes.
+	ACMEErrors map[string]string
 }
 
 // objectMeta is implemented by every object Resources holds.

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,11 @@ type Statuses struct {
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
 	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
+	// ACME lists the certificates to obtain over ACME HTTP-01, one per
+	// accepted, non-conflicted, opted-in listener (see acme.go), in
+	// listener order. It is not a status: it is what the ACME manager is
+	// told to order.
+	ACME []ACMECertificate
 }
 
 // Translator turns Resources into a Config and Statuses. Apart from the
@@ -42,6 +49,11 @@ type Statuses struct {
 type Translator struct {
 	ControllerName gwv1.GatewayController
 	Certs          *sni.Cache
+
+	// AddressPool, when set, gives every Gateway an IP address of its own
+	// from this list, on which its ports are bound and which its status
+	// reports; without it all Gateways share Portico's addresses.
+	AddressPool []string
 
 	// last is the previous full translation, reused when only
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
@@ -74,6 +86,8 @@ func routingInputs(res *Resources) []any {
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
+	// Replaced, never modified: its address tells whether it changed.
+	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
 	return in
 }
 
@@ -99,6 +113,10 @@ type index struct {
 	secrets   map[types.NamespacedName]*corev1.Secret
 	certs     map[types.NamespacedName]*tls.Certificate
 	translate *Translator
+	// acme maps each Secret an ACME listener wants written to its
+	// hostname; acmeErrors are the manager's last errors by hostname.
+	acme       map[types.NamespacedName]string
+	acmeErrors map[string]string
 }
 
 func newIndex(t *Translator, res *Resources) *index {
@@ -155,6 +173,12 @@ func (ix *index) certificate(namespace, name string) error {
 		return nil
 	}
 	s, ok := ix.secrets[key]
+	if host, isACME := ix.acme[key]; isACME && (!ok || len(s.Data[corev1.TLSCertKey]) == 0) {
+		if msg := ix.acmeErrors[host]; msg != "" {
+			return fmt.Errorf("ACME order for %s failed, will retry: %s", host, msg)
+		}
+		return fmt.Errorf("waiting for an ACME certificate for %s", host)
+	}
 	if !ok {
 		return errors.New("does not exist")
 	}
@@ -178,7 +202,14 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 	if t.last != nil && slices.Equal(t.last.inputs, inputs) {
 		cfg := *t.last.cfg
 		cfg.Endpoints = endpoints(res.Services, res.EndpointSlices)
-		return &cfg, t.last.st
+		// Callers may set fields of what they get (addresses, apply
+		// failures); the maps are theirs, the previous result stays intact.
+		st := *t.last.st
+		st.GatewayClasses = maps.Clone(st.GatewayClasses)
+		st.Gateways = maps.Clone(st.Gateways)
+		st.ListenerSets = maps.Clone(st.ListenerSets)
+		st.HTTPRoutes = maps.Clone(st.HTTPRoutes)
+		return &cfg, &st
 	}
 	cfg, st := t.translate(res)
 	t.last = &translation{inputs: inputs, cfg: cfg, st: st}
@@ -192,6 +223,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	eps := make(chan map[routing.BackendKey]*proxy.Endpoints, 1)
 	go func() { eps <- endpoints(res.Services, res.EndpointSlices) }()
 	ix := newIndex(t, res)
+	acmeListeners := ix.acmeCandidates(res)
 
 	st := &Statuses{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
@@ -316,7 +348,9 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		st.Gateways[r.key] = r.Gateway
 	}
 
-	cfg := buildConfig(ix, merged, out, st)
+	st.ACME = acmeWanted(st, acmeListeners)
+	addresses := t.assignAddresses(res, st)
+	cfg := buildConfig(ix, merged, out, st, addresses)
 	cfg.Endpoints = <-eps
 	t.Certs.Sweep()
 	return cfg, st
@@ -326,7 +360,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 // first, so when two Gateways want one port for different protocols, or the
 // same hostname on one port, the older one keeps it and the newer listener
 // is reported as not programmed.
-func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses) *proxy.Config {
+func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses, addresses map[types.NamespacedName]string) *proxy.Config {
 	type portBuild struct {
 		protocol  proxy.Protocol
 		patterns  []string
@@ -334,8 +368,12 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		entries   []*sni.Entry
 		hosts     map[string]bool
 	}
-	ports := map[int32]*portBuild{}
-	var order []int32
+	type portKey struct {
+		address string
+		number  gwv1.PortNumber
+	}
+	ports := map[portKey]*portBuild{}
+	var order []portKey
 	serving, certs := 0, 0
 	perPort := map[gwv1.PortNumber]int{}
 	for i := range merged {
@@ -359,7 +397,12 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		if m.Protocol == gwv1.HTTPSProtocolType {
 			protocol = proxy.HTTPS
 		}
-		pb, ok := ports[m.Port]
+		address, ok := addresses[m.Gateway]
+		if addresses != nil && !ok {
+			continue // the Gateway got no address; its status says so
+		}
+		pk := portKey{address, m.Port}
+		pb, ok := ports[pk]
 		if !ok {
 			n := perPort[m.Port]
 			pb = &portBuild{
@@ -371,8 +414,8 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 			if protocol == proxy.HTTPS {
 				pb.entries = make([]*sni.Entry, 0, n)
 			}
-			ports[m.Port] = pb
-			order = append(order, m.Port)
+			ports[pk] = pb
+			order = append(order, pk)
 		}
 		host := hostname.Normalize(m.Hostname)
 		switch {
@@ -414,10 +457,11 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		}
 	}
 	cfg := &proxy.Config{}
-	for _, number := range order {
-		pb := ports[number]
+	for _, pk := range order {
+		pb := ports[pk]
 		p := &proxy.Port{
-			Number:    number,
+			Address:   pk.address,
+			Number:    pk.number,
 			Protocol:  pb.protocol,
 			Listeners: hostname.NewTable(pb.patterns, pb.listeners),
 			All:       pb.listeners,
@@ -428,6 +472,59 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	return cfg
+}
+
+// assignAddresses gives each of our Gateways an address from the pool
+// (nil when there is no pool). A Gateway keeps the pool address its stored
+// status reports, so addresses survive restarts and are the same on every
+// replica; the others take the lowest free address, oldest Gateway first.
+// A Gateway left without one is not programmed.
+func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName]string {
+	if len(t.AddressPool) == 0 {
+		return nil
+	}
+	inPool := make(map[string]bool, len(t.AddressPool))
+	for _, a := range t.AddressPool {
+		inPool[a] = true
+	}
+	gateways := sortedByAge(res.Gateways)
+	out := make(map[types.NamespacedName]string, len(st.Gateways))
+	taken := map[string]bool{}
+	for _, gw := range gateways {
+		key := nn(gw.Namespace, gw.Name)
+		if _, ours := st.Gateways[key]; !ours {
+			continue
+		}
+		for _, a := range gw.Status.Addresses {
+			if inPool[a.Value] && !taken[a.Value] {
+				out[key], taken[a.Value] = a.Value, true
+				break
+			}
+		}
+	}
+	next := 0
+	for _, gw := range gateways {
+		key := nn(gw.Namespace, gw.Name)
+		gs, ours := st.Gateways[key]
+		if !ours {
+			continue
+		}
+		if _, ok := out[key]; !ok {
+			for next < len(t.AddressPool) && taken[t.AddressPool[next]] {
+				next++
+			}
+			if next == len(t.AddressPool) {
+				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
+					string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("all %d addresses of the pool are in use", len(t.AddressPool)))
+				continue
+			}
+			out[key], taken[t.AddressPool[next]] = t.AddressPool[next], true
+		}
+		addrType := gwv1.IPAddressType
+		gs.Addresses = []gwv1.GatewayStatusAddress{{Type: &addrType, Value: out[key]}}
+		st.Gateways[key] = gs
+	}
+	return out
 }
 
 // endpoints resolves every Service port to the ready addresses of its

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"reflect"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,8 +34,13 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	if got := cfg2.Endpoints[key].Addrs; len(got) != 2 || got[1] != "127.0.0.2:9090" {
 		t.Errorf("endpoints after the slice changed: %v", got)
 	}
-	if cfg2 == cfg1 || st2 != st1 {
-		t.Errorf("endpoint-only change: want a new config and the same statuses")
+	if cfg2 == cfg1 || !reflect.DeepEqual(st2, st1) {
+		t.Errorf("endpoint-only change: want a new config and unchanged statuses")
+	}
+	// The caller owns the maps it got: editing them leaves the next result alone.
+	delete(st2.Gateways, types.NamespacedName{Namespace: "demo", Name: "web"})
+	if _, st3 := tr.Translate(&next); !reflect.DeepEqual(st3, st1) {
+		t.Errorf("a caller's edit of returned statuses leaked into the next translation")
 	}
 	for i, p := range cfg2.Ports {
 		if p.SNI != cfg1.Ports[i].SNI || p.Listeners != cfg1.Ports[i].Listeners {

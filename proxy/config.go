@@ -5,7 +5,10 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
+	"net"
+	"strconv"
 	"slices"
 	"sync/atomic"
 
@@ -44,6 +47,10 @@ type Config struct {
 
 // Port is one bound port and the listeners that share it.
 type Port struct {
+	// Address is the IP the port binds to; "" means Options.BindAddress.
+	// Gateways given addresses of their own bind the same port number on
+	// each of them.
+	Address  string
 	Number   int32
 	Protocol Protocol
 	// Listeners finds the listener for a request's Host: the most specific
@@ -89,15 +96,18 @@ func (e *Endpoints) pick() string {
 
 // validate checks what Apply relies on.
 func (c *Config) validate() error {
-	seen := map[int32]bool{}
+	seen := map[portKey]bool{}
 	for _, p := range c.Ports {
 		if p.Number < 1 || p.Number > 65535 {
 			return fmt.Errorf("port %d: out of range", p.Number)
 		}
-		if seen[p.Number] {
-			return fmt.Errorf("port %d: listed twice", p.Number)
+		if p.Address != "" && net.ParseIP(p.Address) == nil {
+			return fmt.Errorf("port %d: address %q is not an IP address", p.Number, p.Address)
 		}
-		seen[p.Number] = true
+		if seen[p.key()] {
+			return fmt.Errorf("port %s: listed twice", p.key())
+		}
+		seen[p.key()] = true
 		if p.Protocol != HTTP && p.Protocol != HTTPS {
 			return fmt.Errorf("port %d: unknown protocol %v", p.Number, p.Protocol)
 		}
@@ -111,9 +121,32 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// port returns the config of one port number, or nil.
-func (c *Config) port(number int32) *Port {
-	i, ok := slices.BinarySearchFunc(c.Ports, number, func(p *Port, n int32) int { return int(p.Number - n) })
+// portKey identifies a bound port: an address and a number.
+type portKey struct {
+	address string
+	number  int32
+}
+
+func (k portKey) String() string {
+	if k.address == "" {
+		return strconv.Itoa(int(k.number))
+	}
+	return net.JoinHostPort(k.address, strconv.Itoa(int(k.number)))
+}
+
+func (p *Port) key() portKey { return portKey{p.Address, p.Number} }
+
+func comparePorts(a, b *Port) int {
+	if c := cmp.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Number, b.Number)
+}
+
+// port returns the config of one port, or nil. Ports are sorted by
+// comparePorts (Apply sorts them).
+func (c *Config) port(k portKey) *Port {
+	i, ok := slices.BinarySearchFunc(c.Ports, &Port{Address: k.address, Number: k.number}, comparePorts)
 	if !ok {
 		return nil
 	}

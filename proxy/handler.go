@@ -13,6 +13,11 @@ import (
 // listener chosen at the TLS handshake, and hands the request to the
 // listener's routes.
 func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// A CA validates HTTP-01 over plain HTTP only, and before any route:
+	// a route must not be able to shadow the challenge path.
+	if ch := ps.rt.opts.Challenges; ch != nil && r.TLS == nil && ch.HandleHTTPChallenge(w, r) {
+		return
+	}
 	obs := ps.rt.opts.Observer
 	if obs == nil {
 		ps.route(w, r)
@@ -31,7 +36,7 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // route serves one request and returns the rule that matched, if any.
 func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rule {
 	cfg := ps.rt.current.Load()
-	port := cfg.port(ps.number)
+	port := cfg.port(ps.key)
 	if port == nil {
 		if port = ps.last.Load(); port == nil {
 			http.NotFound(w, r)

@@ -42,6 +42,15 @@ type Options struct {
 	DialTimeout time.Duration
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
+	// Challenges, when set, may answer a request on a plain HTTP port
+	// before any route is matched (ACME HTTP-01 challenges).
+	Challenges ChallengeHandler
+}
+
+// ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
+// whether it answered r; if not, r is routed as usual.
+type ChallengeHandler interface {
+	HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool
 }
 
 // RequestObserver records finished requests (metrics). route is the
@@ -91,7 +100,7 @@ type Runtime struct {
 	emptySNI *sni.Table
 
 	mu       sync.Mutex // serializes Apply and Close
-	ports    map[int32]*portServer
+	ports    map[portKey]*portServer
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
 }
@@ -104,7 +113,7 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		opts:     opts,
 		fwd:      newForwarder(opts, log),
 		emptySNI: sni.NewTable(nil),
-		ports:    map[int32]*portServer{},
+		ports:    map[portKey]*portServer{},
 		draining: map[*portServer]bool{},
 	}
 	rt.current.Store(&Config{})
@@ -125,7 +134,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	}
 	sorted := *cfg
 	sorted.Ports = slices.Clone(cfg.Ports)
-	slices.SortFunc(sorted.Ports, func(a, b *Port) int { return cmp.Compare(a.Number, b.Number) })
+	slices.SortFunc(sorted.Ports, comparePorts)
 	cfg = &sorted
 
 	rt.mu.Lock()
@@ -138,9 +147,9 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	// before binding, accepting a brief gap on that port only.
 	var replaced []*portServer
 	for _, p := range cfg.Ports {
-		if ps, ok := rt.ports[p.Number]; ok && ps.protocol != p.Protocol {
+		if ps, ok := rt.ports[p.key()]; ok && ps.protocol != p.Protocol {
 			replaced = append(replaced, ps)
-			delete(rt.ports, p.Number)
+			delete(rt.ports, p.key())
 		}
 	}
 	for _, ps := range replaced {
@@ -149,7 +158,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 
 	var added []*portServer
 	for _, p := range cfg.Ports {
-		if _, ok := rt.ports[p.Number]; ok {
+		if _, ok := rt.ports[p.key()]; ok {
 			continue
 		}
 		ps, err := rt.bind(p)
@@ -162,20 +171,20 @@ func (rt *Runtime) Apply(cfg *Config) error {
 		added = append(added, ps)
 	}
 	for _, ps := range added {
-		rt.ports[ps.number] = ps
+		rt.ports[ps.key] = ps
 		ps.start()
 	}
 
 	old := rt.current.Swap(cfg)
 
-	for number, ps := range rt.ports {
-		if cfg.port(number) != nil {
+	for key, ps := range rt.ports {
+		if cfg.port(key) != nil {
 			continue
 		}
 		// Requests still arriving on a draining port are served with the
 		// config it had, not turned away.
-		ps.last.Store(old.port(number))
-		delete(rt.ports, number)
+		ps.last.Store(old.port(key))
+		delete(rt.ports, key)
 		rt.draining[ps] = true
 		go func() {
 			ps.shutdown(rt.opts.DrainTimeout)
@@ -188,11 +197,12 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	return nil
 }
 
-// Addr returns the bound address of a port, or nil when it is not bound.
-func (rt *Runtime) Addr(number int32) net.Addr {
+// Addr returns the bound address of a port (address "" for ports bound on
+// Options.BindAddress), or nil when it is not bound.
+func (rt *Runtime) Addr(address string, number int32) net.Addr {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if ps, ok := rt.ports[number]; ok {
+	if ps, ok := rt.ports[portKey{address, number}]; ok {
 		return ps.ln.Addr()
 	}
 	return nil
@@ -209,7 +219,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for ps := range rt.draining {
 		ports = append(ports, ps)
 	}
-	rt.ports = map[int32]*portServer{}
+	rt.ports = map[portKey]*portServer{}
 	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ps := range ports {
@@ -223,17 +233,21 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 func (rt *Runtime) bind(p *Port) (*portServer, error) {
-	addr := net.JoinHostPort(rt.opts.BindAddress, strconv.Itoa(int(p.Number)))
+	address := p.Address
+	if address == "" {
+		address = rt.opts.BindAddress
+	}
+	addr := net.JoinHostPort(address, strconv.Itoa(int(p.Number)))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("bind port %d: %w", p.Number, err)
+		return nil, fmt.Errorf("bind port %s: %w", p.key(), err)
 	}
 	ps := &portServer{
 		rt:       rt,
-		number:   p.Number,
+		key:      p.key(),
 		protocol: p.Protocol,
 		ln:       ln,
-		log:      rt.log.With(zap.Int32("port", p.Number)),
+		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
 	}
 	ps.srv = &http.Server{
 		Handler:           http.HandlerFunc(ps.serveHTTP),

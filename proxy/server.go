@@ -20,7 +20,7 @@ import (
 // portServer serves one bound port for as long as configs keep it.
 type portServer struct {
 	rt       *Runtime
-	number   int32
+	key      portKey
 	protocol Protocol
 	ln       net.Listener
 	srv      *http.Server
@@ -74,7 +74,7 @@ func (ps *portServer) start() {
 // sniTable returns the certificate table of the config being served now, so
 // a swap rotates certificates at the next handshake.
 func (ps *portServer) sniTable() *sni.Table {
-	if p := ps.rt.current.Load().port(ps.number); p != nil && p.SNI != nil {
+	if p := ps.rt.current.Load().port(ps.key); p != nil && p.SNI != nil {
 		return p.SNI
 	}
 	if p := ps.last.Load(); p != nil && p.SNI != nil {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/acme"
 	"portico.dev/portico/admin"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/proxy"
@@ -99,17 +100,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	controller := fs.String("controller-name", string(kube.DefaultControllerName), "serve GatewayClasses with this controllerName")
 	bind := fs.String("bind-address", "", "IP address the listener ports bind to (default: all)")
+	pool := fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it")
 	holdoff := fs.Duration("holdoff", 100*time.Millisecond, "wait this long after the last change before rebuilding")
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
 	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
 	cf := clusterFlags(fs)
+	af := newACMEFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *configPath == "" && af.set(fs) {
+		return errors.New("--acme-* and --data-dir are for standalone mode (--config) for now")
 	}
 	if *configPath != "" && cf.set(fs) {
 		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
@@ -131,8 +137,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts.DrainTimeout = *drain
 	metrics := admin.NewMetrics()
 	opts.Observer = metrics
+	var s *kube.Standalone // standalone mode
+	var manager *acme.Manager
+	if *configPath != "" {
+		s = &kube.Standalone{}
+		mopts, err := af.managerOptions(af.fileStorage(), log.Named("acme"))
+		if err != nil {
+			return err
+		}
+		mopts.OnChange = s.Changed
+		mopts.Observer = metrics
+		if manager, err = acme.New(mopts); err != nil {
+			return err
+		}
+		defer manager.Close()
+		opts.Challenges = manager
+	}
 	rt := proxy.New(opts, log.Named("proxy"))
 	translator := kube.NewTranslator(gwv1.GatewayController(*controller))
+	if translator.AddressPool, err = parseAddressPool(*pool); err != nil {
+		return err
+	}
 
 	var ready func() error // set by the mode below
 	var runErr error
@@ -180,17 +205,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		runErr = c.Run(runCtx)
 	} else {
-		s := &kube.Standalone{
-			Source:     kube.NewFileSource(*configPath, log.Named("config")),
-			Translator: translator,
-			Runtime:    rt,
-			Log:        log.Named("standalone"),
-			Holdoff:    *holdoff,
-			MaxDelay:   *maxDelay,
-			OnApply: func(r kube.ApplyReport) {
-				metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
-			},
+		s.Source = kube.NewFileSource(*configPath, log.Named("config"))
+		s.Translator = translator
+		s.Runtime = rt
+		s.Log = log.Named("standalone")
+		s.Holdoff, s.MaxDelay = *holdoff, *maxDelay
+		s.OnApply = func(r kube.ApplyReport) {
+			metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
 		}
+		s.ACME = manager
 		ready = func() error {
 			if s.Generation() == 0 {
 				return errors.New("no configuration applied yet")

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+
+	"portico.dev/portico/acme"
+)
+
+// acmeFlags are the ACME settings of serve.
+type acmeFlags struct {
+	directory, email, caBundle, eabKeyID, eabMACKey, dataDir *string
+	concurrency                                              *int
+}
+
+func newACMEFlags(fs *flag.FlagSet) acmeFlags {
+	return acmeFlags{
+		directory:   fs.String("acme-directory", certmagic.LetsEncryptProductionCA, "ACME directory URL for listeners annotated portico.dev/acme: http-01"),
+		email:       fs.String("acme-email", "", "contact email of the ACME account (optional)"),
+		caBundle:    fs.String("acme-ca-bundle", "", "PEM file of CAs to trust for the ACME directory, in place of the system roots (a private ACME server)"),
+		eabKeyID:    fs.String("acme-eab-key-id", "", "External Account Binding key ID, for CAs that require one"),
+		eabMACKey:   fs.String("acme-eab-hmac-key", "", "External Account Binding HMAC key (base64url)"),
+		concurrency: fs.Int("acme-concurrency", 4, "ACME orders in flight at once"),
+		dataDir:     fs.String("data-dir", "portico-data", "standalone mode: directory for state that must survive restarts (ACME accounts and certificates under acme/)"),
+	}
+}
+
+// set reports whether any ACME flag was given.
+func (f acmeFlags) set(fs *flag.FlagSet) bool {
+	given := false
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "acme-directory", "acme-email", "acme-ca-bundle", "acme-eab-key-id", "acme-eab-hmac-key", "acme-concurrency", "data-dir":
+			given = true
+		}
+	})
+	return given
+}
+
+// managerOptions turns the flags into acme.Options over storage.
+func (f acmeFlags) managerOptions(storage certmagic.Storage, log *zap.Logger) (acme.Options, error) {
+	opts := acme.Options{
+		Directory:   *f.directory,
+		Email:       *f.email,
+		EABKeyID:    *f.eabKeyID,
+		EABMACKey:   *f.eabMACKey,
+		Storage:     storage,
+		Concurrency: *f.concurrency,
+		Logger:      log,
+	}
+	if *f.concurrency < 1 {
+		return opts, errors.New("--acme-concurrency must be at least 1")
+	}
+	if *f.caBundle != "" {
+		pem, err := os.ReadFile(*f.caBundle)
+		if err != nil {
+			return opts, fmt.Errorf("--acme-ca-bundle: %w", err)
+		}
+		opts.TrustedRoots = x509.NewCertPool()
+		if !opts.TrustedRoots.AppendCertsFromPEM(pem) {
+			return opts, fmt.Errorf("--acme-ca-bundle: no PEM certificate in %s", *f.caBundle)
+		}
+	}
+	return opts, nil
+}
+
+// fileStorage is the ACME storage of standalone mode.
+func (f acmeFlags) fileStorage() *certmagic.FileStorage {
+	return &certmagic.FileStorage{Path: filepath.Join(*f.dataDir, "acme")}
+}
