@@ -20,6 +20,30 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
+
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteCORS,
+	features.SupportHTTPRouteDestinationPortMatching,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteSchemeRedirect,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed
@@ -34,48 +58,21 @@ var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback: "Portico does not validate client certificates (no frontend TLS validation)",
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
-	features.SupportGatewayStaticAddresses: "Portico does not read spec.addresses: every Gateway reports the " +
-		"addresses Portico is started with (--gateway-address, --gateway-service)",
-	features.SupportGatewayAddressEmpty: "Portico does not read spec.addresses: every Gateway reports the " +
-		"addresses Portico is started with (--gateway-address, --gateway-service)",
-
-	features.SupportHTTPRoute303RedirectStatusCode:            sharedPorts,
-	features.SupportHTTPRoute307RedirectStatusCode:            sharedPorts,
-	features.SupportHTTPRoute308RedirectStatusCode:            sharedPorts,
-	features.SupportHTTPRouteBackendProtocolH2C:               sharedPorts,
-	features.SupportHTTPRouteBackendProtocolWebSocket:         sharedPorts,
-	features.SupportHTTPRouteBackendRequestHeaderModification: sharedPorts,
-	features.SupportHTTPRouteBackendTimeout:                   sharedPorts,
-	features.SupportHTTPRouteCORS:                             sharedPorts,
-	features.SupportHTTPRouteDestinationPortMatching:          sharedPorts,
-	features.SupportHTTPRouteHostRewrite:                      sharedPorts,
-	features.SupportHTTPRouteMethodMatching:                   sharedPorts,
-	features.SupportHTTPRouteNamedRouteRule:                   sharedPorts,
-	features.SupportHTTPRouteParentRefPort:                    sharedPorts,
-	features.SupportHTTPRoutePathRedirect:                     sharedPorts,
-	features.SupportHTTPRoutePathRewrite:                      sharedPorts,
-	features.SupportHTTPRoutePortRedirect:                     sharedPorts,
-	features.SupportHTTPRouteQueryParamMatching:               sharedPorts,
-	features.SupportHTTPRouteRequestMirror:                    sharedPorts,
-	features.SupportHTTPRouteRequestMultipleMirrors:           sharedPorts,
-	features.SupportHTTPRouteRequestPercentageMirror:          sharedPorts,
-	features.SupportHTTPRouteRequestTimeout:                   sharedPorts,
-	features.SupportHTTPRouteResponseHeaderModification:       sharedPorts,
-	features.SupportHTTPRouteSchemeRedirect:                   sharedPorts,
-	features.SupportHTTPRouteRetry: "Portico does not retry: a backend's 5xx answer is returned as it is " +
-		"(HTTPRouteRetry expects a retry on 500, 502, 503 and 504)",
-	features.SupportHTTPRouteRetryBackendTimeout:  "Portico does not retry requests",
-	features.SupportHTTPRouteRetryConnectionError: "Portico does not retry requests",
+	features.SupportHTTPRouteRetry:                retryExperimental,
+	features.SupportHTTPRouteRetryBackendTimeout:  retryExperimental,
+	features.SupportHTTPRouteRetryConnectionError: retryExperimental,
+	features.SupportGatewayStaticAddresses: "Portico does not read spec.addresses: a Gateway gets the " +
+		"addresses Portico is started with (--gateway-address, --gateway-service) or one from --gateway-address-pool",
+	features.SupportGatewayAddressEmpty: "Portico does not read spec.addresses: a Gateway gets the " +
+		"addresses Portico is started with (--gateway-address, --gateway-service) or one from --gateway-address-pool",
 }
 
-// sharedPorts is why HTTPRoute features that Portico implements are not
-// claimed yet: their tests send traffic through the suite's base Gateways,
-// several of which have a listener on the same port without a hostname.
-// Portico serves every Gateway on one set of addresses, so only one of them
-// gets that port (the others report HostnameConflict) until each Gateway has
-// an address of its own.
-const sharedPorts = "not claimed while Gateways share Portico's addresses: the tests use base Gateways " +
-	"whose listeners clash on port 80 (HostnameConflict)"
+// retryExperimental: HTTPRoute retry is an experimental-channel field, and
+// this run installs the standard-channel CRDs, whose schema prunes it: the
+// routes reach Portico without a retry policy. Portico implements retries
+// (kube/httproute_conformance_test.go runs the HTTPRouteRetry cases on its
+// data plane).
+const retryExperimental = "spec.rules[].retry is experimental-channel; the standard-channel CRDs of this run prune it"
 
 // SkippedTests are tests of claimed features that do not run, by name, with
 // the reason. Tests whose manifests need an image without a local binary

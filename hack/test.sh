@@ -27,3 +27,9 @@ fi
 go mod tidy -diff >&2 || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >&2; exit 1; }
 go vet "${pkgs[@]}"
 go test -race -timeout 45m "${pkgs[@]}"
+
+# The upstream Gateway API conformance suite, on a real control plane; it
+# ends with the line "conformance: N passed, N failed, N skipped".
+if (($# == 0)); then
+	./hack/conformance.sh
+fi

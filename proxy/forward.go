@@ -272,7 +272,13 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		attempts += max(rule.Retry.Attempts, 0)
 	}
 	for attempt := 1; ; attempt++ {
-		x.addr = eps.pick()
+		// A retry goes back to the same endpoint: the failure was that
+		// request's (the backend answered with a retryable code, or dropped
+		// that connection). Only an endpoint that cannot be reached at all
+		// is swapped for the next one.
+		if attempt == 1 || isDialError(x.retryable) {
+			x.addr = eps.pick()
+		}
 		if x.addr == "" {
 			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
 			return
@@ -426,4 +432,11 @@ func pickBackend(rule *routing.Rule) *routing.Backend {
 		n -= b.Weight
 	}
 	return nil
+}
+
+// isDialError reports whether err is a failure to connect, as opposed to a
+// failure of an exchange on an established connection.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +78,8 @@ type Cluster struct {
 	// GatewayAddress is where Portico's listeners are, and what it
 	// reports in every Gateway's status.
 	GatewayAddress netip.Addr
+	// gatewayPool are the host addresses Portico hands to Gateways.
+	gatewayPool []netip.Addr
 	// Images maps the images the kubelet can run to their binaries.
 	Images kubelet.Images
 
@@ -134,6 +137,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return c, fmt.Errorf("harness: %w", err)
 	}
 	c.GatewayAddress = c.network.HostAddr()
+	// The suite's Gateways share listener ports (several listen on 80
+	// without a hostname); each gets an address of its own from this pool.
+	if c.gatewayPool, err = c.network.AddHostAddrs(ctx, gatewayPoolSize); err != nil {
+		return c, fmt.Errorf("harness: %w", err)
+	}
 	c.kubelet, err = kubelet.New(kubelet.Config{
 		Client:   client,
 		NodeName: NodeName,
@@ -187,8 +195,8 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 		"serve",
 		"--kubeconfig="+kubeconfig,
 		"--controller-name="+c.opts.ControllerName,
-		"--gateway-address="+addr,
-		// Only the bridge address: the listener ports (80, 443, 8080, ...)
+		"--gateway-address-pool="+joinAddrs(c.gatewayPool),
+		// Only bridge addresses: the listener ports (80, 443, 8080, ...)
 		// stay free on every other address of the machine.
 		"--bind-address="+addr,
 		"--admin-address="+adminAddr,
@@ -304,4 +312,15 @@ func freeLoopbackAddr() (string, error) {
 	}
 	defer l.Close()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+}
+
+// gatewayPoolSize bounds how many Gateways exist at once during the suite.
+const gatewayPoolSize = 120
+
+func joinAddrs(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
 }

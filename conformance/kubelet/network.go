@@ -75,6 +75,27 @@ func (n *Network) SetUp(ctx context.Context) error {
 	return nil
 }
 
+// AddHostAddrs gives the host n more addresses on the bridge, from the top
+// of the range down, and keeps them from pods. Portico takes them as its
+// pool of Gateway addresses.
+func (n *Network) AddHostAddrs(ctx context.Context, count int) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for a := lastAddr(n.Prefix).Prev(); len(out) < count && n.Prefix.Contains(a) && a != n.HostAddr(); a = a.Prev() {
+		if n.used[a] {
+			continue
+		}
+		if err := ip(ctx, "addr", "add", netip.PrefixFrom(a, n.Prefix.Bits()).String(), "dev", n.Bridge); err != nil {
+			return nil, fmt.Errorf("add host address %v: %w", a, err)
+		}
+		n.used[a] = true
+		out = append(out, a)
+	}
+	if len(out) < count {
+		return nil, fmt.Errorf("pod range %v has no %d free addresses for the host", n.Prefix, count)
+	}
+	return out, nil
+}
+
 // TearDown removes every pod namespace of this Network (by name prefix) and
 // the bridge. It is what a clean-up after a crash runs too, so it does not
 // need the state SetUp built.
