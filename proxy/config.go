@@ -8,8 +8,8 @@ import (
 	"cmp"
 	"fmt"
 	"net"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync/atomic"
 
 	"portico.dev/portico/hostname"
