@@ -164,7 +164,7 @@ func New(opts Options) (*Manager, error) {
 		tmpl.ExternalAccount = &acme.EAB{KeyID: opts.EABKeyID, MACKey: opts.EABMACKey}
 	}
 	m.issuer = certmagic.NewACMEIssuer(m.cfg, tmpl)
-	m.cfg.Issuers = []certmagic.Issuer{m.issuer}
+	m.cfg.Issuers = []certmagic.Issuer{unattended{m.issuer}}
 	return m, nil
 }
 
@@ -384,4 +384,18 @@ func cloneWithout(in map[string]string, drop string) map[string]string {
 		}
 	}
 	return out
+}
+
+// unattended is the ACME issuer with its checks before an order made
+// non-interactive: run synchronously, certmagic would otherwise ask on the
+// terminal for an email address when none is configured, and Portico is a
+// server with nobody at the terminal. (The cost: certmagic no longer tells
+// the CA which certificate a renewal replaces, a hint it gives only to an
+// issuer of its own type.)
+type unattended struct {
+	*certmagic.ACMEIssuer
+}
+
+func (u unattended) PreCheck(ctx context.Context, names []string, _ bool) error {
+	return u.ACMEIssuer.PreCheck(ctx, names, false)
 }

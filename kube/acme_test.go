@@ -64,6 +64,11 @@ spec:
     port: 443
     protocol: HTTPS
     tls: {certificateRefs: [{name: managed-tls}]}
+  - name: renamed
+    hostname: renamed.portico.test
+    port: 443
+    protocol: HTTPS
+    tls: {certificateRefs: [{name: stale-tls}]}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: ListenerSet
@@ -125,6 +130,8 @@ spec:
 %s
 ---
 %s
+---
+%s
 `
 
 // managedSecretYAML is a kubernetes.io/tls Secret labelled as Portico's.
@@ -148,7 +155,10 @@ func TestTranslateACMEListeners(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "acme.yaml")
 	theirs := newTestCert(t, "theirs.portico.test")
 	managed := newTestCert(t, "managed.portico.test")
-	yaml := fmt.Sprintf(acmeFixture, secretYAML("apps", "their-tls", theirs), managedSecretYAML("apps", "managed-tls", managed))
+	// stale-tls holds the certificate of the hostname its listener had before.
+	stale := strings.Replace(managedSecretYAML("apps", "stale-tls", newTestCert(t, "old.portico.test")),
+		"  labels:", "  annotations: {portico.dev/acme-hostname: old.portico.test}\n  labels:", 1)
+	yaml := fmt.Sprintf(acmeFixture, secretYAML("apps", "their-tls", theirs), managedSecretYAML("apps", "managed-tls", managed), stale)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +177,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 		{Hostname: "app.portico.test", Secret: nn("apps", "app-tls")},
 		{Hostname: "gw.portico.test", Secret: nn("apps", "gw-tls")},
 		{Hostname: "managed.portico.test", Secret: nn("apps", "managed-tls")},
+		{Hostname: "renamed.portico.test", Secret: nn("apps", "stale-tls")},
 		{Hostname: "solo.portico.test", Secret: nn("apps", "solo-tls")},
 	}
 	if !slices.Equal(st.ACME, want) {
@@ -187,6 +198,9 @@ func TestTranslateACMEListeners(t *testing.T) {
 	if c := resolved(ls, "app"); c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.ListenerReasonInvalidCertificateRef) ||
 		!strings.Contains(c.Message, "waiting for an ACME certificate for app.portico.test") {
 		t.Errorf("pending listener: ResolvedRefs %s/%s %q, want False/InvalidCertificateRef waiting for its certificate", c.Status, c.Reason, c.Message)
+	}
+	if c := resolved(ls, "renamed"); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "waiting for an ACME certificate for renamed.portico.test") {
+		t.Errorf("listener whose managed Secret holds another hostname's certificate: ResolvedRefs %s %q, want False waiting", c.Status, c.Message)
 	}
 	for _, name := range []string{"theirs", "managed"} {
 		if c := resolved(ls, name); c.Status != metav1.ConditionTrue {

@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/acme"
 	"portico.dev/portico/proxy"
 )
 
@@ -49,6 +50,10 @@ type Cluster struct {
 	LeaderElection LeaderElection
 	// StatusWorkers bounds the status updates in flight; 0 means 8.
 	StatusWorkers int
+	// ACME, when set, obtains the certificates of listeners that opted in
+	// to ACME (see acme.go), which are then written into their Secrets.
+	// Its OnChange must call ACMEChanged.
+	ACME *acme.Manager
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.
@@ -66,6 +71,42 @@ type Cluster struct {
 	leading     atomic.Bool
 	writer      *statusWriter
 	debouncer   *Debouncer
+	acmeMarker  atomic.Pointer[Debouncer]
+	acmeBatch   *acmeBatch // the latest, for acmeWriter
+	acmeWake    chan struct{}
+}
+
+// acmeBatch is what the ACME Secret writer works from: the wanted
+// certificates and the Secrets of one snapshot.
+type acmeBatch struct {
+	wanted  []ACMECertificate
+	secrets []*corev1.Secret
+}
+
+// ACMEChanged asks for a rebuild: a certificate arrived, was renewed, or
+// an order failed.
+func (c *Cluster) ACMEChanged() {
+	if d := c.acmeMarker.Load(); d != nil {
+		d.Mark()
+	}
+}
+
+// acmeWriter writes certificates into Secrets off the rebuild path, always
+// from the latest batch.
+func (c *Cluster) acmeWriter(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.acmeWake:
+		}
+		c.mu.Lock()
+		b := c.acmeBatch
+		c.mu.Unlock()
+		if b != nil {
+			writeACMESecrets(ctx, c.Kube, c.ACME, b.wanted, b.secrets, c.Log.Named("acme"))
+		}
+	}
 }
 
 // ApplyReport describes one rebuild.
@@ -91,6 +132,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 		return err
 	}
 	c.debouncer = NewDebouncer(c.Holdoff, c.MaxDelay)
+	c.acmeMarker.Store(c.debouncer)
+	c.acmeWake = make(chan struct{}, 1)
 	// Status-only events (mostly the echo of Portico's own writes) are
 	// compared again after a pause long enough for the caches to have seen
 	// those writes.
@@ -128,6 +171,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	})
 	if c.Metadata != nil {
 		wg.Go(func() { c.recheckCRDs(ctx) })
+	}
+	if c.ACME != nil {
+		wg.Go(func() { c.acmeWriter(ctx) })
 	}
 	c.debouncer.Run(ctx, func() { c.rebuild(in) })
 	wg.Wait()
@@ -180,8 +226,21 @@ func (c *Cluster) rebuild(in *informers) {
 		c.Log.Error("snapshot failed; the previous config keeps serving", zap.Error(err))
 		return
 	}
+	if c.ACME != nil {
+		res.ACMEErrors = c.ACME.Errors()
+	}
 	cfg, st := c.Translator.Translate(res)
 	translated := time.Since(start)
+	if c.ACME != nil {
+		c.ACME.Want(acmeHostnames(st.ACME))
+		c.mu.Lock()
+		c.acmeBatch = &acmeBatch{wanted: st.ACME, secrets: res.Secrets}
+		c.mu.Unlock()
+		select {
+		case c.acmeWake <- struct{}{}:
+		default:
+		}
+	}
 
 	c.mu.Lock()
 	c.generation++

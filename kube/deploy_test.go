@@ -26,6 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/kube/secretstorage"
 )
 
 // deployObjects reads the objects of the kustomize base in dir. The base
@@ -224,15 +226,15 @@ func TestDeployManifests(t *testing.T) {
 	}
 	gw.Spec.Listeners[0].Port++
 	refused := map[string]error{}
-	_, refused["create a Secret"] = kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "stolen", newTestCert(t, "x.example.com")), metav1.CreateOptions{})
 	_, refused["get a Secret"] = kc.CoreV1().Secrets("apps").Get(ctx, "any", metav1.GetOptions{})
+	refused["delete a Secret"] = kc.CoreV1().Secrets("apps").Delete(ctx, "any", metav1.DeleteOptions{})
 	_, refused["update a Gateway's spec"] = gc.GatewayV1().Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
 	refused["delete an HTTPRoute"] = gc.GatewayV1().HTTPRoutes("apps").Delete(ctx, "r", metav1.DeleteOptions{})
 	_, refused["create a GatewayClass"] = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
 	}, metav1.CreateOptions{})
 	_, refused["create a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "portico"}}, metav1.CreateOptions{})
-	_, refused["update another Lease"] = kc.CoordinationV1().Leases("portico-system").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "portico-system"}}, metav1.UpdateOptions{})
+	_, refused["update a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "apps"}}, metav1.UpdateOptions{})
 	_, refused["list Pods"] = kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	_, refused["list ConfigMaps"] = kc.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
 	_, refused["create an Event elsewhere"] = kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p", Namespace: "apps"}}, metav1.CreateOptions{})
@@ -242,6 +244,28 @@ func TestDeployManifests(t *testing.T) {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: %v, want Forbidden", what, err)
 		}
+	}
+
+	// What ACME needs is granted: its state (Secrets and Lease locks) in
+	// Portico's namespace, and writing a listener's Secret anywhere.
+	storage, err := secretstorage.New(kc, secretstorage.Options{Namespace: "portico-system", Identity: "portico-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Lock(ctx, "acme-rbac"); err != nil {
+		t.Errorf("ACME storage lock: %v", err)
+	} else if err := storage.Store(ctx, "acme/rbac", []byte("x")); err != nil {
+		t.Errorf("ACME storage store: %v", err)
+	} else if err := storage.Delete(ctx, "acme/rbac"); err != nil {
+		t.Errorf("ACME storage delete: %v", err)
+	} else if err := storage.Unlock(ctx, "acme-rbac"); err != nil {
+		t.Errorf("ACME storage unlock: %v", err)
+	}
+	listenerSecret, err := kc.CoreV1().Secrets("apps").Create(ctx, ManagedSecret(ACMECertificate{Hostname: "x.example.com", Secret: nn("apps", "x-tls")}, nil, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Errorf("create a listener's ACME Secret: %v", err)
+	} else if _, err := kc.CoreV1().Secrets("apps").Update(ctx, listenerSecret, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update a listener's ACME Secret: %v", err)
 	}
 }
 

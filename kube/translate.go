@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -173,7 +174,10 @@ func (ix *index) certificate(namespace, name string) error {
 		return nil
 	}
 	s, ok := ix.secrets[key]
-	if host, isACME := ix.acme[key]; isACME && (!ok || len(s.Data[corev1.TLSCertKey]) == 0) {
+	// A managed Secret still holding the certificate of a hostname the
+	// listener no longer has is as good as missing.
+	if host, isACME := ix.acme[key]; isACME && (!ok || len(s.Data[corev1.TLSCertKey]) == 0 ||
+		cmp.Or(s.Annotations[ACMEHostnameAnnotation], host) != host) {
 		if msg := ix.acmeErrors[host]; msg != "" {
 			return fmt.Errorf("ACME order for %s failed, will retry: %s", host, msg)
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
@@ -28,20 +30,28 @@ func newACMEFlags(fs *flag.FlagSet) acmeFlags {
 		eabKeyID:    fs.String("acme-eab-key-id", "", "External Account Binding key ID, for CAs that require one"),
 		eabMACKey:   fs.String("acme-eab-hmac-key", "", "External Account Binding HMAC key (base64url)"),
 		concurrency: fs.Int("acme-concurrency", 4, "ACME orders in flight at once"),
-		dataDir:     fs.String("data-dir", "portico-data", "standalone mode: directory for state that must survive restarts (ACME accounts and certificates under acme/)"),
+		dataDir:     fs.String("data-dir", "portico-data", "standalone mode: directory for state that must survive restarts (ACME accounts and certificates under acme/); a cluster keeps it in Secrets of Portico's namespace"),
 	}
 }
 
-// set reports whether any ACME flag was given.
-func (f acmeFlags) set(fs *flag.FlagSet) bool {
+// dataDirSet reports whether --data-dir was given.
+func (f acmeFlags) dataDirSet(fs *flag.FlagSet) bool {
 	given := false
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "acme-directory", "acme-email", "acme-ca-bundle", "acme-eab-key-id", "acme-eab-hmac-key", "acme-concurrency", "data-dir":
-			given = true
-		}
-	})
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "data-dir" })
 	return given
+}
+
+// lateChallenges hands ACME challenge requests to a manager set after the
+// data plane was made; until then none is answered.
+type lateChallenges struct {
+	m atomic.Pointer[acme.Manager]
+}
+
+func (l *lateChallenges) set(m *acme.Manager) { l.m.Store(m) }
+
+func (l *lateChallenges) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
+	m := l.m.Load()
+	return m != nil && m.HandleHTTPChallenge(w, r)
 }
 
 // managerOptions turns the flags into acme.Options over storage.

@@ -21,6 +21,7 @@ import (
 	"portico.dev/portico/acme"
 	"portico.dev/portico/admin"
 	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 )
 
@@ -114,8 +115,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if *configPath == "" && af.set(fs) {
-		return errors.New("--acme-* and --data-dir are for standalone mode (--config) for now")
+	if *configPath == "" && af.dataDirSet(fs) {
+		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
 	}
 	if *configPath != "" && cf.set(fs) {
 		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
@@ -139,6 +140,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts.Observer = metrics
 	var s *kube.Standalone // standalone mode
 	var manager *acme.Manager
+	// In a cluster the ACME storage needs the API client, made after the
+	// data plane: challenges reach the manager once it exists.
+	challenges := &lateChallenges{}
+	opts.Challenges = challenges
 	if *configPath != "" {
 		s = &kube.Standalone{}
 		mopts, err := af.managerOptions(af.fileStorage(), log.Named("acme"))
@@ -151,7 +156,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		defer manager.Close()
-		opts.Challenges = manager
+		challenges.set(manager)
 	}
 	rt := proxy.New(opts, log.Named("proxy"))
 	translator := kube.NewTranslator(gwv1.GatewayController(*controller))
@@ -199,6 +204,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		storage, err := secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity})
+		if err != nil {
+			return err
+		}
+		mopts, err := af.managerOptions(storage, log.Named("acme"))
+		if err != nil {
+			return err
+		}
+		mopts.OnChange = c.ACMEChanged
+		mopts.Observer = metrics
+		if manager, err = acme.New(mopts); err != nil {
+			return err
+		}
+		defer manager.Close()
+		c.ACME = manager
+		challenges.set(manager)
 		ready = c.Ready
 		if err := startAdmin(addr); err != nil {
 			return err

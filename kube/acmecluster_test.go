@@ -1,0 +1,227 @@
+package kube
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/acme"
+	"portico.dev/portico/acme/acmetest"
+	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/proxy"
+)
+
+// TestClusterACMEIssues runs Portico in cluster mode against a real API
+// server and Pebble: a ListenerSet that opted in to ACME gets its missing
+// Secret created with a certificate Pebble issued (validated over HTTP-01
+// on the Gateway's HTTP listener, from challenge state in Secrets), the
+// certificate serves, and a Secret of the same ListenerSet that is not
+// Portico's is never written.
+func TestClusterACMEIssues(t *testing.T) {
+	const host, theirHost = "app.portico.test", "theirs.portico.test"
+	httpPort, httpsPort := fixedPort(t), fixedPort(t)
+	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort})
+	env := kubetest.Start(t)
+	kc, gc := clusterClients(t, env.Config)
+	ctx := t.Context()
+	for _, ns := range []string{"portico-system", "apps"} {
+		mustCreate(t)(kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	}
+	theirs, err := kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "theirs-tls", newTestCert(t, theirHost)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// One replica, as cmd/portico wires it.
+	log := zaptest.NewLogger(t)
+	storage, err := secretstorage.New(kc, secretstorage.Options{Namespace: "portico-system", Identity: "replica-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{
+		Kube:       kc,
+		Gateway:    gc,
+		Translator: NewTranslator(""),
+		Log:        log,
+		Holdoff:    20 * time.Millisecond,
+		MaxDelay:   200 * time.Millisecond,
+		LeaderElection: LeaderElection{
+			Namespace: "portico-system", Name: "portico", Identity: "replica-a",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
+			ReleaseOnCancel: true,
+		},
+	}
+	events := &acmeEvents{counts: map[string]int{}}
+	mgr, err := acme.New(acme.Options{
+		Directory:    pebble.DirectoryURL,
+		TrustedRoots: pebble.DirectoryRoots,
+		Storage:      storage,
+		MinBackoff:   time.Second,
+		OnChange:     c.ACMEChanged,
+		Observer:     events,
+		Logger:       log.Named("acme"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ACME = mgr
+	opts := proxy.DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = 2 * time.Second
+	opts.Challenges = mgr
+	c.Runtime = proxy.New(opts, log.Named("proxy"))
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		mgr.Close()
+		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = c.Runtime.Close(sctx)
+	})
+
+	gws := gc.GatewayV1()
+	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+	}, metav1.CreateOptions{}))
+	same := gwv1.NamespacesFromSame
+	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(httpPort), Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	entry := func(name, hostname, secret string) gwv1.ListenerEntry {
+		return gwv1.ListenerEntry{
+			Name: gwv1.SectionName(name), Hostname: ptr.To(gwv1.Hostname(hostname)),
+			Port: gwv1.PortNumber(httpsPort), Protocol: gwv1.HTTPSProtocolType,
+			TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName(secret)}}},
+		}
+	}
+	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{ACMEAnnotation: ACMEHTTP01}},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+			Listeners: []gwv1.ListenerEntry{entry("app", host, "app-tls"), entry("theirs", theirHost, "theirs-tls")},
+		},
+	}, metav1.CreateOptions{}))
+	start := time.Now()
+
+	// The Secret appears, Portico's, with a chain for host under Pebble's root.
+	var secret *corev1.Secret
+	waitFor(t, 90*time.Second, "ACME Secret apps/app-tls", func() error {
+		s, err := kc.CoreV1().Secrets("apps").Get(ctx, "app-tls", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		secret = s
+		return nil
+	})
+	t.Logf("Secret with the certificate for %s written %v after the ListenerSet", host, time.Since(start).Round(time.Millisecond))
+	if secret.Type != corev1.SecretTypeTLS || !IsManaged(secret) || secret.Annotations[ACMEHostnameAnnotation] != host {
+		t.Errorf("Secret: type %q labels %v annotations %v; want kubernetes.io/tls, managed by Portico, for %s", secret.Type, secret.Labels, secret.Annotations, host)
+	}
+	verifyChain(t, secret.Data[corev1.TLSCertKey], host, pebble.Roots)
+	if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
+		t.Errorf("Secret's key pair: %v", err)
+	}
+
+	// It serves at the next handshake, and the status says so.
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(httpsPort))
+	waitFor(t, 30*time.Second, "handshake for "+host, func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr,
+			&tls.Config{ServerName: host, RootCAs: pebble.Roots, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+	waitFor(t, 30*time.Second, "ListenerSet status", func() error {
+		ls, err := gws.ListenerSets("apps").Get(ctx, "app", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, l := range ls.Status.Listeners {
+			if l.Name == "app" {
+				if !meta.IsStatusConditionTrue(l.Conditions, string(gwv1.ListenerConditionResolvedRefs)) {
+					return fmt.Errorf("listener app: %v", l.Conditions)
+				}
+				return nil
+			}
+		}
+		return errors.New("no status for listener app")
+	})
+
+	// The Secret that is not Portico's was used as it is and not written.
+	got, err := kc.CoreV1().Secrets("apps").Get(ctx, "theirs-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != theirs.ResourceVersion || IsManaged(got) {
+		t.Errorf("Secret apps/theirs-tls was written: resourceVersion %s -> %s, labels %v", theirs.ResourceVersion, got.ResourceVersion, got.Labels)
+	}
+	if got := mgr.Hostnames(); !slices.Equal(got, []string{host}) {
+		t.Errorf("manager holds %q, want only %s", got, host)
+	}
+	if n := events.get("obtained"); n != 1 {
+		t.Errorf("%d certificates obtained, want 1", n)
+	}
+	// The challenge state and the certificate live in Portico's namespace.
+	list, err := kc.CoreV1().Secrets("portico-system").List(ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if len(list.Items) == 0 {
+		t.Error("no storage Secret in portico-system")
+	}
+}
+
+// verifyChain checks that certPEM is a chain for host under roots.
+func verifyChain(t *testing.T, certPEM []byte, host string, roots *x509.CertPool) {
+	t.Helper()
+	var chain []*x509.Certificate
+	for rest := certPEM; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		t.Fatal("no certificate in the Secret")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
+		t.Errorf("certificate does not verify for %s under Pebble's root: %v", host, err)
+	}
+}
