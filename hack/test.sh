@@ -26,7 +26,7 @@ if [[ -n "$unformatted" ]]; then
 fi
 go mod tidy -diff >&2 || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >&2; exit 1; }
 go vet "${pkgs[@]}"
-go test -race -timeout 45m "${pkgs[@]}"
+go test -race -count=1 -timeout 45m "${pkgs[@]}"
 
 # The upstream Gateway API conformance suite, on a real control plane; it
 # ends with the line "conformance: N passed, N failed, N skipped".

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ type Server struct {
 	Dir string
 
 	mu      sync.Mutex
-	procs   []*proc
+	procs   []*proc.Proc
 	stopped bool
 	keepDir bool
 	stopErr error
@@ -269,11 +270,11 @@ func (s *Server) SetA(ctx context.Context, host string, addrs ...string) error {
 // Logs returns the tail (at most limit bytes each) of both process logs.
 func (s *Server) Logs(limit int64) string {
 	s.mu.Lock()
-	procs := append([]*proc(nil), s.procs...)
+	procs := append([]*proc.Proc(nil), s.procs...)
 	s.mu.Unlock()
 	var b strings.Builder
 	for _, p := range procs {
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.name, p.logPath, p.logTail(limit))
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.Name, p.LogPath, p.LogTail(limit))
 	}
 	return b.String()
 }
@@ -289,7 +290,7 @@ func (s *Server) Stop() error {
 	s.stopped = true
 	var errs []error
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		if err := s.procs[i].kill(); err != nil {
+		if err := s.procs[i].Kill(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -302,8 +303,8 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
-func (s *Server) start(binDir, name string, env []string, args ...string) (*proc, error) {
-	p, err := startProc(name, filepath.Join(s.Dir, name+".log"), filepath.Join(binDir, name), env, args...)
+func (s *Server) start(binDir, name string, env []string, args ...string) (*proc.Proc, error) {
+	p, err := proc.Start(name, filepath.Join(s.Dir, name+".log"), filepath.Join(binDir, name), env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -442,16 +443,16 @@ func writeServingCert(dir string) (caPEM []byte, certFile, keyFile string, err e
 }
 
 // waitReady polls check until it succeeds, the process exits or ctx ends.
-func waitReady(ctx context.Context, p *proc, check func(context.Context) error) error {
+func waitReady(ctx context.Context, p *proc.Proc, check func(context.Context) error) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if done, werr := p.exited(); done {
-			if strings.Contains(p.logTail(16<<10), "address already in use") {
-				return fmt.Errorf("%s exited (%v): %w", p.name, werr, errPortTaken)
+		if done, werr := p.Exited(); done {
+			if strings.Contains(p.LogTail(16<<10), "address already in use") {
+				return fmt.Errorf("%s exited (%v): %w", p.Name, werr, errPortTaken)
 			}
-			return fmt.Errorf("%s exited before it was ready: %v", p.name, werr)
+			return fmt.Errorf("%s exited before it was ready: %v", p.Name, werr)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		last = check(cctx)
@@ -461,7 +462,7 @@ func waitReady(ctx context.Context, p *proc, check func(context.Context) error) 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %v (last check: %v)", p.name, ctx.Err(), last)
+			return fmt.Errorf("%s not ready: %v (last check: %v)", p.Name, ctx.Err(), last)
 		case <-tick.C:
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ type Cluster struct {
 	kubelet *kubelet.Kubelet
 	stopKL  context.CancelFunc
 	klDone  sync.WaitGroup
-	portico *process
+	portico *proc.Proc
 }
 
 // Start brings everything up; on error whatever had started is stopped.
@@ -191,7 +192,7 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 		return err
 	}
 	addr := c.GatewayAddress.String()
-	c.portico, err = startProcess("portico", filepath.Join(c.opts.Dir, "portico.log"), c.opts.Portico,
+	c.portico, err = proc.Start("portico", filepath.Join(c.opts.Dir, "portico.log"), c.opts.Portico, nil,
 		"serve",
 		"--kubeconfig="+kubeconfig,
 		"--controller-name="+c.opts.ControllerName,
@@ -211,7 +212,7 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 	hc := &http.Client{Timeout: 2 * time.Second}
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if done, werr := c.portico.exited(); done {
+		if done, werr := c.portico.Exited(); done {
 			return false, fmt.Errorf("portico exited: %v", werr)
 		}
 		resp, err := hc.Get("http://" + adminAddr + "/readyz")
@@ -224,7 +225,7 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("harness: portico not ready (last: %s): %w\n%s", last, err, logTail(c.portico.logPath, 8<<10))
+		return fmt.Errorf("harness: portico not ready (last: %s): %w\n%s", last, err, c.portico.LogTail(8<<10))
 	}
 	return nil
 }
@@ -250,7 +251,7 @@ func (c *Cluster) createGatewayClass(ctx context.Context) error {
 func (c *Cluster) Stop() error {
 	var errs []error
 	if c.portico != nil {
-		errs = append(errs, c.portico.stop(10*time.Second))
+		errs = append(errs, c.portico.Stop(10*time.Second))
 	}
 	if c.stopKL != nil {
 		if c.kubelet != nil {

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +68,7 @@ type Env struct {
 	kubeconfig string
 
 	mu        sync.Mutex
-	procs     []*proc // in start order
+	procs     []*proc.Proc // in start order
 	stopped   bool
 	keepDir   bool
 	stopError error
@@ -264,8 +265,8 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 }
 
 // start runs one of the Env's binaries, logging to Dir/<name>.log.
-func (e *Env) start(name string, args ...string) (*proc, error) {
-	p, err := startProc(name, filepath.Join(e.Dir, name+".log"), filepath.Join(e.BinDir, name), args...)
+func (e *Env) start(name string, args ...string) (*proc.Proc, error) {
+	p, err := proc.Start(name, filepath.Join(e.Dir, name+".log"), filepath.Join(e.BinDir, name), nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -276,16 +277,16 @@ func (e *Env) start(name string, args ...string) (*proc, error) {
 }
 
 // waitReady polls check until it succeeds, the process exits or ctx ends.
-func waitReady(ctx context.Context, p *proc, check func(context.Context) error) error {
+func waitReady(ctx context.Context, p *proc.Proc, check func(context.Context) error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if done, werr := p.exited(); done {
-			if strings.Contains(p.logTail(64<<10), "address already in use") {
-				return fmt.Errorf("%s exited (%v): %w", p.name, werr, errPortTaken)
+		if done, werr := p.Exited(); done {
+			if strings.Contains(p.LogTail(64<<10), "address already in use") {
+				return fmt.Errorf("%s exited (%v): %w", p.Name, werr, errPortTaken)
 			}
-			return fmt.Errorf("%s exited before it was ready: %v", p.name, werr)
+			return fmt.Errorf("%s exited before it was ready: %v", p.Name, werr)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		last = check(cctx)
@@ -295,7 +296,7 @@ func waitReady(ctx context.Context, p *proc, check func(context.Context) error) 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %v (last check: %v)", p.name, ctx.Err(), last)
+			return fmt.Errorf("%s not ready: %v (last check: %v)", p.Name, ctx.Err(), last)
 		case <-tick.C:
 		}
 	}
@@ -387,11 +388,11 @@ func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name string) 
 // Logs returns the tail (at most max bytes each) of every process log.
 func (e *Env) Logs(max int64) string {
 	e.mu.Lock()
-	procs := append([]*proc(nil), e.procs...)
+	procs := append([]*proc.Proc(nil), e.procs...)
 	e.mu.Unlock()
 	var b strings.Builder
 	for _, p := range procs {
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.name, p.logPath, p.logTail(max))
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.Name, p.LogPath, p.LogTail(max))
 	}
 	return b.String()
 }
@@ -407,7 +408,7 @@ func (e *Env) Stop() error {
 	e.stopped = true
 	var errs []error
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		if err := e.procs[i].kill(); err != nil {
+		if err := e.procs[i].Kill(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,0 +1,142 @@
+// Package proc runs the helper processes tests start (etcd, kube-apiserver,
+// Pebble, Portico itself): output to a log file, and no orphan left behind
+// when the test binary dies.
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Proc is one child process whose output goes to a log file.
+type Proc struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once the process has exited
+	waitErr error         // valid after done is closed
+}
+
+// Start runs bin with args, its output appended to logPath and env added to
+// this process's environment.
+//
+// The child gets SIGKILL when the thread that started it dies, so a test
+// binary that panics or times out takes its children with it. The kernel
+// ties that signal to the thread, not the process, hence the thread is
+// pinned to the goroutine that waits for the child and lives as long as it.
+func Start(name, logPath, bin string, env []string, args ...string) (*Proc, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s log: %w", name, err)
+	}
+	p := &Proc{Name: name, LogPath: logPath, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	p.cmd.Stdout = logFile
+	p.cmd.Stderr = logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread exits with this goroutine, after the
+		// child is gone.
+		runtime.LockOSThread()
+		defer logFile.Close()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			close(p.done)
+			return
+		}
+		started <- nil
+		p.waitErr = p.cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// Kill ends the process at once.
+func (p *Proc) Kill() error {
+	if ok, _ := p.Exited(); ok {
+		return nil
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", p.Name, err)
+	}
+	<-p.done
+	return nil
+}
+
+// Stop asks the process to end with SIGTERM and kills its process group
+// after grace.
+func (p *Proc) Stop(grace time.Duration) error {
+	if done, _ := p.Exited(); done {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop %s: %w", p.Name, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+	return fmt.Errorf("%s did not stop within %v of SIGTERM", p.Name, grace)
+}
+
+// Pid is the child's process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// LogTail returns at most max bytes from the end of the process log.
+func (p *Proc) LogTail(max int64) string { return Tail(p.LogPath, max) }
+
+// Tail returns at most max bytes from the end of the file at path, saying
+// how much was left out.
+func Tail(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	off := st.Size() - max
+	prefix := ""
+	if off > 0 {
+		prefix = fmt.Sprintf("(first %d bytes left out, see %s)\n", off, path)
+	} else {
+		off = 0
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	return prefix + string(b)
+}

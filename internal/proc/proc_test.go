@@ -1,0 +1,58 @@
+package proc
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartLogsAndStops(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start("sh", filepath.Join(dir, "sh.log"), "/bin/sh", []string{"GREETING=hello"}, "-c", `echo "$GREETING"; trap 'echo bye; exit 0' TERM; sleep 30 & wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.LogTail(1<<10), "hello") {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never showed the environment: %q", p.LogTail(1<<10))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if done, _ := p.Exited(); done {
+		t.Fatal("exited early")
+	}
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := p.Exited(); !done {
+		t.Fatal("still running after Stop")
+	}
+	if !strings.Contains(p.LogTail(1<<10), "bye") {
+		t.Errorf("SIGTERM handler did not run: %q", p.LogTail(1<<10))
+	}
+}
+
+func TestKillAndTail(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start("sleep", filepath.Join(dir, "sleep.log"), "/bin/sleep", nil, "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := p.Exited(); !done || err == nil {
+		t.Errorf("after Kill: exited=%v err=%v, want a kill error", done, err)
+	}
+	path := filepath.Join(dir, "big.log")
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", 100)+"END"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := Tail(path, 3)
+	if !strings.HasSuffix(got, "END") || !strings.Contains(got, "first 100 bytes left out") {
+		t.Errorf("Tail = %q", got)
+	}
+}
