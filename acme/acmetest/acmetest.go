@@ -28,7 +28,6 @@ import (
 	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -75,11 +74,7 @@ type Server struct {
 	// removed by Stop unless the test failed.
 	Dir string
 
-	mu      sync.Mutex
-	procs   []*proc.Proc
-	stopped bool
-	keepDir bool
-	stopErr error
+	procs *proc.Group
 }
 
 // Start starts a Server for a test and stops it when the test ends. When the
@@ -94,9 +89,7 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Logf("acmetest: pebble ready in %v at %s", time.Since(start).Round(time.Millisecond), s.DirectoryURL)
 	t.Cleanup(func() {
 		if t.Failed() {
-			s.mu.Lock()
-			s.keepDir = true
-			s.mu.Unlock()
+			s.procs.KeepDir()
 			t.Logf("acmetest: logs (dir %s):\n%s", s.Dir, s.Logs(16<<10))
 		}
 		if err := s.Stop(); err != nil {
@@ -146,7 +139,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	s := &Server{Dir: dir}
+	s := &Server{Dir: dir, procs: &proc.Group{Dir: dir}}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, s.Logs(8<<10))
@@ -269,49 +262,17 @@ func (s *Server) SetA(ctx context.Context, host string, addrs ...string) error {
 
 // Logs returns the tail (at most limit bytes each) of both process logs.
 func (s *Server) Logs(limit int64) string {
-	s.mu.Lock()
-	procs := append([]*proc.Proc(nil), s.procs...)
-	s.mu.Unlock()
-	var b strings.Builder
-	for _, p := range procs {
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.Name, p.LogPath, p.LogTail(limit))
-	}
-	return b.String()
+	return s.procs.Logs(limit)
 }
 
 // Stop kills both processes and removes Dir unless a failed test asked to
 // keep it. It is safe to call more than once.
 func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return s.stopErr
-	}
-	s.stopped = true
-	var errs []error
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		if err := s.procs[i].Kill(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if !s.keepDir {
-		if err := os.RemoveAll(s.Dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", s.Dir, err))
-		}
-	}
-	s.stopErr = errors.Join(errs...)
-	return s.stopErr
+	return s.procs.Stop()
 }
 
 func (s *Server) start(binDir, name string, env []string, args ...string) (*proc.Proc, error) {
-	p, err := proc.Start(name, filepath.Join(s.Dir, name+".log"), filepath.Join(binDir, name), env, args...)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.procs = append(s.procs, p)
-	s.mu.Unlock()
-	return p, nil
+	return s.procs.Start(name, filepath.Join(binDir, name), env, args...)
 }
 
 // RepoRoot finds the root of the Portico repository by walking up from the

@@ -9,7 +9,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -139,4 +143,71 @@ func Tail(path string, max int64) string {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
 	return prefix + string(b)
+}
+
+// Group is the processes of one test fixture, with their logs in one
+// directory: started one by one, stopped together, last started first.
+type Group struct {
+	Dir string
+
+	mu      sync.Mutex
+	procs   []*Proc // in start order
+	keep    bool
+	stopped bool
+	stopErr error
+}
+
+// Start starts bin in the group, its log at Dir/<name>.log.
+func (g *Group) Start(name, bin string, env []string, args ...string) (*Proc, error) {
+	p, err := Start(name, filepath.Join(g.Dir, name+".log"), bin, env, args...)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.procs = append(g.procs, p)
+	g.mu.Unlock()
+	return p, nil
+}
+
+// Logs returns the tail (at most max bytes each) of every process log.
+func (g *Group) Logs(max int64) string {
+	g.mu.Lock()
+	procs := slices.Clone(g.procs)
+	g.mu.Unlock()
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.Name, p.LogPath, p.LogTail(max))
+	}
+	return b.String()
+}
+
+// KeepDir makes Stop leave Dir in place, for a failed test's logs.
+func (g *Group) KeepDir() {
+	g.mu.Lock()
+	g.keep = true
+	g.mu.Unlock()
+}
+
+// Stop kills every process, last started first, and removes Dir unless
+// KeepDir was called. It is safe to call more than once.
+func (g *Group) Stop() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return g.stopErr
+	}
+	g.stopped = true
+	var errs []error
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		if err := g.procs[i].Kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !g.keep {
+		if err := os.RemoveAll(g.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", g.Dir, err))
+		}
+	}
+	g.stopErr = errors.Join(errs...)
+	return g.stopErr
 }

@@ -56,3 +56,41 @@ func TestKillAndTail(t *testing.T) {
 		t.Errorf("Tail = %q", got)
 	}
 }
+
+func TestGroupStopsAllAndKeepsDirOnRequest(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "fixture")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g := &Group{Dir: dir}
+		a, err := g.Start("a", "/bin/sleep", nil, "30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := g.Start("b", "/bin/sleep", nil, "30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(g.Logs(100), "===== a (") || !strings.Contains(g.Logs(100), "===== b (") {
+			t.Errorf("Logs does not name both processes: %q", g.Logs(100))
+		}
+		if keep {
+			g.KeepDir()
+		}
+		if err := g.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Stop(); err != nil {
+			t.Fatalf("second Stop: %v", err)
+		}
+		for _, p := range []*Proc{a, b} {
+			if done, _ := p.Exited(); !done {
+				t.Errorf("%s still running after Stop", p.Name)
+			}
+		}
+		if _, err := os.Stat(dir); (err == nil) != keep {
+			t.Errorf("keep=%v: dir exists=%v", keep, err == nil)
+		}
+	}
+}

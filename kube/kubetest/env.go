@@ -20,7 +20,6 @@ import (
 	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,11 +66,7 @@ type Env struct {
 	pki        *pki
 	kubeconfig string
 
-	mu        sync.Mutex
-	procs     []*proc.Proc // in start order
-	stopped   bool
-	keepDir   bool
-	stopError error
+	procs *proc.Group
 }
 
 // Start starts an Env for a test and stops it when the test ends. When the
@@ -92,9 +87,7 @@ func StartWith(t testing.TB, opts Options) *Env {
 	t.Logf("kubetest: control plane ready in %v (dir %s)", time.Since(start).Round(time.Millisecond), env.Dir)
 	t.Cleanup(func() {
 		if t.Failed() {
-			env.mu.Lock()
-			env.keepDir = true
-			env.mu.Unlock()
+			env.procs.KeepDir()
 			t.Logf("kubetest: logs:\n%s", env.Logs(32<<10))
 		}
 		if err := env.Stop(); err != nil {
@@ -150,7 +143,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	env := &Env{Dir: dir, BinDir: opts.BinDir}
+	env := &Env{Dir: dir, BinDir: opts.BinDir, procs: &proc.Group{Dir: dir}}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, env.Logs(8<<10))
@@ -266,14 +259,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 
 // start runs one of the Env's binaries, logging to Dir/<name>.log.
 func (e *Env) start(name string, args ...string) (*proc.Proc, error) {
-	p, err := proc.Start(name, filepath.Join(e.Dir, name+".log"), filepath.Join(e.BinDir, name), nil, args...)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	e.procs = append(e.procs, p)
-	e.mu.Unlock()
-	return p, nil
+	return e.procs.Start(name, filepath.Join(e.BinDir, name), nil, args...)
 }
 
 // waitReady polls check until it succeeds, the process exits or ctx ends.
@@ -387,38 +373,13 @@ func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name string) 
 
 // Logs returns the tail (at most max bytes each) of every process log.
 func (e *Env) Logs(max int64) string {
-	e.mu.Lock()
-	procs := append([]*proc.Proc(nil), e.procs...)
-	e.mu.Unlock()
-	var b strings.Builder
-	for _, p := range procs {
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", p.Name, p.LogPath, p.LogTail(max))
-	}
-	return b.String()
+	return e.procs.Logs(max)
 }
 
 // Stop kills every process, last started first, and removes Dir unless a
 // failed test asked to keep it. It is safe to call more than once.
 func (e *Env) Stop() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stopped {
-		return e.stopError
-	}
-	e.stopped = true
-	var errs []error
-	for i := len(e.procs) - 1; i >= 0; i-- {
-		if err := e.procs[i].Kill(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if !e.keepDir {
-		if err := os.RemoveAll(e.Dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", e.Dir, err))
-		}
-	}
-	e.stopError = errors.Join(errs...)
-	return e.stopError
+	return e.procs.Stop()
 }
 
 func randomToken() (string, error) {
