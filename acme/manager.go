@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,7 +261,7 @@ func (m *Manager) run(ctx context.Context, host string) {
 			return
 		}
 		m.log.Warn("ACME order failed; retrying", zap.String("hostname", host), zap.Duration("in", backoff), zap.Error(err))
-		m.setError(host, err.Error())
+		m.setError(host, describeError(err))
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -398,4 +400,28 @@ type unattended struct {
 
 func (u unattended) PreCheck(ctx context.Context, names []string, _ bool) error {
 	return u.ACMEIssuer.PreCheck(ctx, names, false)
+}
+
+// urlPath matches the path part of URLs in error texts: challenge URLs
+// carry a token that changes with every order.
+var urlPath = regexp.MustCompile(`(https?://[^/\s"]+)/[^\s"]*`)
+
+// describeError is the listener-status text of a failed order: the CA's
+// problem when it sent one, with URLs cut to their host, so the message
+// says why without changing on every retry (each change of a status is a
+// rebuild and an API write).
+func describeError(err error) string {
+	msg := err.Error()
+	var p acme.Problem
+	if errors.As(err, &p) {
+		msg = strings.TrimPrefix(p.Type, "urn:ietf:params:acme:error:")
+		if p.Detail != "" {
+			msg += ": " + p.Detail
+		}
+	}
+	msg = urlPath.ReplaceAllString(msg, "$1/...")
+	if len(msg) > 400 {
+		msg = msg[:400] + "..."
+	}
+	return msg
 }
