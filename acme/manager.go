@@ -54,7 +54,24 @@ type Options struct {
 	OnChange func()
 	// Observer, when set, counts orders, failures and renewals.
 	Observer Observer
-	Logger   *zap.Logger
+	// OnEvent, when set, is told about every order, failure and renewal
+	// with its hostname, on the replica where it happened: with shared
+	// storage only one replica orders a hostname, so each is told once.
+	// It runs on the ordering goroutine and must not block.
+	OnEvent func(Event)
+	// RenewalWindowRatio is the part of a certificate's lifetime, counted
+	// back from its expiry, in which it is renewed; zero means certmagic's
+	// default (one third).
+	RenewalWindowRatio float64
+	// RenewCheckInterval is how often certificates are checked for
+	// renewal; zero means certmagic's default (10 minutes). Short-lived
+	// certificates need a shorter interval than their renewal window.
+	RenewCheckInterval time.Duration
+	// DisableARI renews by RenewalWindowRatio alone, ignoring the renewal
+	// window the CA suggests (ACME Renewal Information), which otherwise
+	// takes precedence and is picked at random within.
+	DisableARI bool
+	Logger     *zap.Logger
 }
 
 // Observer records ACME events (metrics).
@@ -62,6 +79,16 @@ type Observer interface {
 	// ObserveACME is told about one event: "obtained", "renewed",
 	// "failed" (an order) or "renew_failed".
 	ObserveACME(event string)
+}
+
+// Event is one ACME outcome for a hostname.
+type Event struct {
+	Hostname string
+	// Kind is what the Observer is told: "obtained", "renewed", "failed"
+	// or "renew_failed".
+	Kind string
+	// Err is why an order or renewal failed.
+	Err error
 }
 
 // Certificate is an issued certificate chain and its private key, in PEM.
@@ -143,13 +170,16 @@ func New(opts Options) (*Manager, error) {
 	})
 
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
-		Logger:           opts.Logger,
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
+		RenewCheckInterval: opts.RenewCheckInterval,
+		Logger:             opts.Logger,
 	})
 	m.cfg = certmagic.New(m.cache, certmagic.Config{
-		Storage: opts.Storage,
-		Logger:  opts.Logger,
-		OnEvent: m.onEvent,
+		Storage:            opts.Storage,
+		RenewalWindowRatio: opts.RenewalWindowRatio,
+		DisableARI:         opts.DisableARI,
+		Logger:             opts.Logger,
+		OnEvent:            m.onEvent,
 	})
 	tmpl := certmagic.ACMEIssuer{
 		CA:                      opts.Directory,
@@ -337,10 +367,11 @@ func (m *Manager) setError(host, msg string) {
 func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any) error {
 	renewal, _ := data["renewal"].(bool)
 	host, _ := data["identifier"].(string)
+	errv, _ := data["error"].(error)
 	switch event {
 	case "cert_obtained":
 		if renewal {
-			m.observe("renewed")
+			m.observe(host, "renewed", nil)
 			// Renewals happen in certmagic's maintenance, outside run.
 			m.wg.Go(func() {
 				if err := m.load(m.ctx, host); err != nil && m.ctx.Err() == nil {
@@ -348,21 +379,24 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 				}
 			})
 		} else {
-			m.observe("obtained")
+			m.observe(host, "obtained", nil)
 		}
 	case "cert_failed":
 		if renewal {
-			m.observe("renew_failed")
+			m.observe(host, "renew_failed", errv)
 		} else {
-			m.observe("failed")
+			m.observe(host, "failed", errv)
 		}
 	}
 	return nil
 }
 
-func (m *Manager) observe(event string) {
+func (m *Manager) observe(host, event string, err error) {
 	if m.opts.Observer != nil {
 		m.opts.Observer.ObserveACME(event)
+	}
+	if m.opts.OnEvent != nil {
+		m.opts.OnEvent(Event{Hostname: host, Kind: event, Err: err})
 	}
 }
 

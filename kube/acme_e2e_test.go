@@ -114,8 +114,8 @@ type acmeStandalone struct {
 }
 
 // startACMEStandalone serves dir with an ACME manager over storage that
-// orders from pebble.
-func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, storage certmagic.Storage) *acmeStandalone {
+// orders from pebble; tune, if any, adjusts the manager's options.
+func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, storage certmagic.Storage, tune ...func(*acme.Options)) *acmeStandalone {
 	log := zaptest.NewLogger(t)
 	a := &acmeStandalone{events: &acmeEvents{counts: map[string]int{}}}
 	a.s = &Standalone{
@@ -125,7 +125,7 @@ func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, stor
 		Holdoff:    20 * time.Millisecond,
 		MaxDelay:   200 * time.Millisecond,
 	}
-	mgr, err := acme.New(acme.Options{
+	mopts := acme.Options{
 		Directory:    pebble.DirectoryURL,
 		Email:        "acme@portico.test",
 		TrustedRoots: pebble.DirectoryRoots,
@@ -134,7 +134,11 @@ func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, stor
 		OnChange:     a.s.Changed,
 		Observer:     a.events,
 		Logger:       log.Named("acme"),
-	})
+	}
+	for _, f := range tune {
+		f(&mopts)
+	}
+	mgr, err := acme.New(mopts)
 	if err != nil {
 		t.Fatal(err)
 	}

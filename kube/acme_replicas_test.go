@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +62,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 		if err != nil {
 			t.Fatal(err)
 		}
+		recorder := NewACMEEvents(c, identity)
 		mgr, err := acme.New(acme.Options{
 			Directory:    pebble.DirectoryURL,
 			TrustedRoots: pebble.DirectoryRoots,
@@ -68,6 +70,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 			MinBackoff:   time.Second,
 			OnChange:     c.ACMEChanged,
 			Observer:     events,
+			OnEvent:      recorder.Record,
 			Logger:       log.Named("acme"),
 		})
 		if err != nil {
@@ -85,6 +88,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 		// so it runs after it.
 		t.Cleanup(func() {
 			mgr.Close()
+			recorder.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = rt.Close(ctx)
@@ -181,6 +185,33 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	if obtained != 1 || failed != 0 {
 		t.Errorf("orders: %d obtained (replica-a %d, replica-b %d), %d failed; want exactly one, obtained",
 			obtained, ra.events.get("obtained"), rb.events.get("obtained"), failed)
+	}
+	// The order is on record once, on the ListenerSet, from the replica
+	// that placed it.
+	var issued []corev1.Event
+	waitFor(t, 10*time.Second, "CertificateIssued Event on ListenerSet apps/app", func() error {
+		list, err := f.kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ListenerSet,involvedObject.name=app"})
+		if err != nil {
+			return err
+		}
+		issued = issued[:0]
+		for _, e := range list.Items {
+			if e.Reason == ReasonCertificateIssued {
+				issued = append(issued, e)
+			}
+		}
+		if len(issued) == 0 {
+			return fmt.Errorf("none among %d Events", len(list.Items))
+		}
+		return nil
+	})
+	if len(issued) != 1 || issued[0].Count > 1 {
+		t.Errorf("%d CertificateIssued Events (first counted %d times), want one, once", len(issued), issued[0].Count)
+	}
+	e := issued[0]
+	if e.Type != corev1.EventTypeNormal || !strings.Contains(e.Message, host) || e.InvolvedObject.UID == "" ||
+		e.InvolvedObject.APIVersion != gwv1.GroupVersion.String() {
+		t.Errorf("Event %s %q on %+v; want Normal, naming %s, on the ListenerSet with its UID", e.Type, e.Message, e.InvolvedObject, host)
 	}
 	if ra.challenges.answered.Load()+rb.challenges.answered.Load() == 0 {
 		t.Error("no replica answered a challenge request")

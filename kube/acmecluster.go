@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,8 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/acme"
+	"portico.dev/portico/hostname"
 )
 
 // acmeSecretTimeout bounds one Secret write.
@@ -88,4 +94,159 @@ func writeACMESecret(ctx context.Context, client kubernetes.Interface, c ACMECer
 		return fmt.Errorf("update: %w", err)
 	}
 	return nil
+}
+
+// Reasons of the Events that ACMEEvents records.
+const (
+	ReasonCertificateIssued        = "CertificateIssued"
+	ReasonCertificateRenewed       = "CertificateRenewed"
+	ReasonCertificateOrderFailed   = "CertificateOrderFailed"
+	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
+)
+
+// acmeEventQueue bounds the ACME outcomes waiting to be recorded; beyond
+// it they are dropped (and logged), as the manager must never wait.
+const acmeEventQueue = 256
+
+// ACMEEvents records ACME outcomes as Kubernetes Events on the Gateways and
+// ListenerSets that declare the hostname with the ACME annotation, where
+// "kubectl describe" shows them next to the listener's status. It is fed
+// by the manager's OnEvent, which tells only the replica that placed the
+// order or renewal, so every outcome is recorded once, whichever replica
+// leads.
+type ACMEEvents struct {
+	cluster     *Cluster
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	queue       chan acme.Event
+	done        chan struct{}
+}
+
+// NewACMEEvents starts recording for c's ACME manager; identity names the
+// replica in the Events' source. c.Kube, c.Gateway and c.Log must be set.
+// Close stops it.
+func NewACMEEvents(c *Cluster, identity string) *ACMEEvents {
+	b := record.NewBroadcaster()
+	// Events("") writes each Event into its involved object's namespace.
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
+	e := &ACMEEvents{
+		cluster:     c,
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "portico", Host: identity}),
+		queue:       make(chan acme.Event, acmeEventQueue),
+		done:        make(chan struct{}),
+	}
+	go e.run()
+	return e
+}
+
+// Record queues ev; it never blocks. Use it as acme.Options.OnEvent.
+func (e *ACMEEvents) Record(ev acme.Event) {
+	select {
+	case e.queue <- ev:
+	default:
+		e.cluster.Log.Warn("ACME event not recorded: queue full", zap.String("hostname", ev.Hostname), zap.String("event", ev.Kind))
+	}
+}
+
+// Close records what is queued and stops. Record must not be called after.
+func (e *ACMEEvents) Close() {
+	close(e.queue)
+	<-e.done
+	e.broadcaster.Shutdown()
+}
+
+func (e *ACMEEvents) run() {
+	defer close(e.done)
+	for ev := range e.queue {
+		e.record(ev)
+	}
+}
+
+func (e *ACMEEvents) record(ev acme.Event) {
+	eventType, reason, msg := corev1.EventTypeNormal, "", ""
+	switch ev.Kind {
+	case "obtained":
+		reason, msg = ReasonCertificateIssued, fmt.Sprintf("certificate for %s issued", ev.Hostname)
+	case "renewed":
+		reason, msg = ReasonCertificateRenewed, fmt.Sprintf("certificate for %s renewed", ev.Hostname)
+	case "failed":
+		eventType, reason, msg = corev1.EventTypeWarning, ReasonCertificateOrderFailed, fmt.Sprintf("certificate order for %s failed: %s", ev.Hostname, shortError(ev.Err))
+	case "renew_failed":
+		eventType, reason, msg = corev1.EventTypeWarning, ReasonCertificateRenewalFailed, fmt.Sprintf("certificate renewal for %s failed: %s", ev.Hostname, shortError(ev.Err))
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), acmeSecretTimeout)
+	defer cancel()
+	refs, err := e.declaring(ctx, ev.Hostname)
+	if err != nil {
+		e.cluster.Log.Warn("ACME event not recorded", zap.String("hostname", ev.Hostname), zap.String("reason", reason), zap.Error(err))
+		return
+	}
+	for _, ref := range refs {
+		e.recorder.Event(ref, eventType, reason, msg)
+	}
+}
+
+// declaring finds the opted-in Gateways and ListenerSets with an HTTPS
+// listener for host. They are in the namespaces of the Secrets wanted for
+// host (a listener's certificate Secret is in its own namespace), read
+// from the API: outcomes are rare, and the informers' caches belong to
+// Cluster.Run.
+func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.ObjectReference, error) {
+	c := e.cluster
+	namespaces := map[string]bool{}
+	c.mu.Lock()
+	if c.acmeBatch != nil {
+		for _, w := range c.acmeBatch.wanted {
+			if w.Hostname == host {
+				namespaces[w.Secret.Namespace] = true
+			}
+		}
+	}
+	c.mu.Unlock()
+	declares := func(proto gwv1.ProtocolType, h *gwv1.Hostname) bool {
+		return proto == gwv1.HTTPSProtocolType && h != nil && hostname.Normalize(string(*h)) == host
+	}
+	ref := func(kind string, obj metav1.Object) *corev1.ObjectReference {
+		return &corev1.ObjectReference{APIVersion: gwv1.GroupVersion.String(), Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+	}
+	var out []*corev1.ObjectReference
+	for ns := range namespaces {
+		lss, err := c.Gateway.GatewayV1().ListenerSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing ListenerSets in %s: %w", ns, err)
+		}
+		for i := range lss.Items {
+			ls := &lss.Items[i]
+			if ls.Annotations[ACMEAnnotation] == ACMEHTTP01 && slices.ContainsFunc(ls.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return declares(l.Protocol, l.Hostname) }) {
+				out = append(out, ref("ListenerSet", ls))
+			}
+		}
+		gws, err := c.Gateway.GatewayV1().Gateways(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing Gateways in %s: %w", ns, err)
+		}
+		for i := range gws.Items {
+			gw := &gws.Items[i]
+			if gw.Annotations[ACMEAnnotation] == ACMEHTTP01 && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return declares(l.Protocol, l.Hostname) }) {
+				out = append(out, ref("Gateway", gw))
+			}
+		}
+	}
+	return out, nil
+}
+
+// shortError keeps an Event's message readable: ACME errors can carry
+// whole problem documents.
+func shortError(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	msg := err.Error()
+	if len(msg) > 400 {
+		msg = msg[:400] + "..."
+	}
+	return msg
 }

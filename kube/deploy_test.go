@@ -237,7 +237,8 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "apps"}}, metav1.UpdateOptions{})
 	_, refused["list Pods"] = kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	_, refused["list ConfigMaps"] = kc.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
-	_, refused["create an Event elsewhere"] = kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p", Namespace: "apps"}}, metav1.CreateOptions{})
+	_, refused["list Events"] = kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{})
+	refused["delete an Event"] = kc.CoreV1().Events("apps").Delete(ctx, "any", metav1.DeleteOptions{})
 	_, refused["read an unrelated CRD"] = md.Resource(crdResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
 	_, refused["update a Service"] = kc.CoreV1().Services("portico-system").Update(ctx, front, metav1.UpdateOptions{})
 	for what, err := range refused {
@@ -260,6 +261,15 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("ACME storage delete: %v", err)
 	} else if err := storage.Unlock(ctx, "acme-rbac"); err != nil {
 		t.Errorf("ACME storage unlock: %v", err)
+	}
+	// ACME outcomes are recorded on the ListenerSet or Gateway, in its
+	// namespace.
+	if _, err := kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "ls.acme"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: gwv1.GroupVersion.String(), Kind: "ListenerSet", Name: "ls", Namespace: "apps"},
+		Reason:         ReasonCertificateIssued, Type: corev1.EventTypeNormal,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create an ACME Event on a ListenerSet: %v", err)
 	}
 	listenerSecret, err := kc.CoreV1().Secrets("apps").Create(ctx, ManagedSecret(ACMECertificate{Hostname: "x.example.com", Secret: nn("apps", "x-tls")}, nil, nil), metav1.CreateOptions{})
 	if err != nil {

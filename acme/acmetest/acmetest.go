@@ -49,6 +49,10 @@ type Options struct {
 	// StartTimeout bounds how long both servers may take to become ready.
 	// Zero means 30 seconds.
 	StartTimeout time.Duration
+	// CertificateValidity is the lifetime of the certificates Pebble
+	// issues, in whole seconds; zero means Pebble's default (90 days). A
+	// short one lets a test see renewals.
+	CertificateValidity time.Duration
 }
 
 // Server is one running Pebble with its DNS server.
@@ -180,6 +184,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 		ExternalAccountMACKeys:         opts.EAB,
 		KeyAlgorithm:                   "ecdsa",
 		RetryAfter:                     retryAfter{Authz: 1, Order: 1},
+		Profiles:                       profiles(opts.CertificateValidity),
 	}); err != nil {
 		return s, err
 	}
@@ -316,16 +321,31 @@ func Binaries(ctx context.Context, repoRoot string) (string, error) {
 
 // pebbleConfig is the part of Pebble's configuration file that tests set.
 type pebbleConfig struct {
-	ListenAddress                  string            `json:"listenAddress"`
-	ManagementListenAddress        string            `json:"managementListenAddress"`
-	Certificate                    string            `json:"certificate"`
-	PrivateKey                     string            `json:"privateKey"`
-	HTTPPort                       int               `json:"httpPort"`
-	TLSPort                        int               `json:"tlsPort"`
-	ExternalAccountBindingRequired bool              `json:"externalAccountBindingRequired"`
-	ExternalAccountMACKeys         map[string]string `json:"externalAccountMACKeys,omitempty"`
-	KeyAlgorithm                   string            `json:"keyAlgorithm"`
-	RetryAfter                     retryAfter        `json:"retryAfter"`
+	ListenAddress                  string             `json:"listenAddress"`
+	ManagementListenAddress        string             `json:"managementListenAddress"`
+	Certificate                    string             `json:"certificate"`
+	PrivateKey                     string             `json:"privateKey"`
+	HTTPPort                       int                `json:"httpPort"`
+	TLSPort                        int                `json:"tlsPort"`
+	ExternalAccountBindingRequired bool               `json:"externalAccountBindingRequired"`
+	ExternalAccountMACKeys         map[string]string  `json:"externalAccountMACKeys,omitempty"`
+	KeyAlgorithm                   string             `json:"keyAlgorithm"`
+	RetryAfter                     retryAfter         `json:"retryAfter"`
+	Profiles                       map[string]profile `json:"profiles,omitempty"`
+}
+
+type profile struct {
+	Description    string `json:"description"`
+	ValidityPeriod uint64 `json:"validityPeriod"`
+}
+
+// profiles is Pebble's profile list for a certificate lifetime: only the
+// default profile, which orders without a profile get.
+func profiles(validity time.Duration) map[string]profile {
+	if validity <= 0 {
+		return nil
+	}
+	return map[string]profile{"default": {Description: "short-lived", ValidityPeriod: uint64(validity / time.Second)}}
 }
 
 type retryAfter struct {

@@ -214,6 +214,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		mopts.OnChange = c.ACMEChanged
 		mopts.Observer = metrics
+		// Outcomes become Events on the Gateways and ListenerSets that asked,
+		// recorded by the replica that placed the order.
+		events := kube.NewACMEEvents(c, c.LeaderElection.Identity)
+		defer events.Close()
+		mopts.OnEvent = events.Record
 		if manager, err = acme.New(mopts); err != nil {
 			return err
 		}
