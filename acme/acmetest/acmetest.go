@@ -129,14 +129,12 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proc.ErrPortTaken) {
 			break
 		}
 	}
 	return nil, err
 }
-
-var errPortTaken = errors.New("port taken")
 
 func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 	dir, err := os.MkdirTemp("", "portico-acmetest-")
@@ -201,7 +199,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return s, err
 	}
-	if err := waitReady(ctx, chall, func(ctx context.Context) error { return dial(ctx, s.DNSAddr) }); err != nil {
+	if err := proc.WaitReady(ctx, chall, 50*time.Millisecond, func(ctx context.Context) error { return dial(ctx, s.DNSAddr) }); err != nil {
 		return s, err
 	}
 
@@ -221,7 +219,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	defer client.CloseIdleConnections()
 	s.DirectoryURL = "https://" + acmeAddr + "/dir"
-	if err := waitReady(ctx, pebble, func(ctx context.Context) error {
+	if err := proc.WaitReady(ctx, pebble, 50*time.Millisecond, func(ctx context.Context) error {
 		_, err := get(ctx, client, s.DirectoryURL)
 		return err
 	}); err != nil {
@@ -421,32 +419,6 @@ func writeServingCert(dir string) (caPEM []byte, certFile, keyFile string, err e
 		return nil, "", "", fmt.Errorf("serving key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile, nil
-}
-
-// waitReady polls check until it succeeds, the process exits or ctx ends.
-func waitReady(ctx context.Context, p *proc.Proc, check func(context.Context) error) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if done, werr := p.Exited(); done {
-			if strings.Contains(p.LogTail(16<<10), "address already in use") {
-				return fmt.Errorf("%s exited (%v): %w", p.Name, werr, errPortTaken)
-			}
-			return fmt.Errorf("%s exited before it was ready: %v", p.Name, werr)
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = check(cctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %v (last check: %v)", p.Name, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
 }
 
 func dial(ctx context.Context, addr string) error {

@@ -4,6 +4,7 @@
 package proc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -210,4 +211,36 @@ func (g *Group) Stop() error {
 	}
 	g.stopErr = errors.Join(errs...)
 	return g.stopErr
+}
+
+// ErrPortTaken says a process exited because a port it was told to use was
+// taken: the caller may retry with other ports.
+var ErrPortTaken = errors.New("port taken")
+
+// WaitReady polls check every interval until it succeeds, the process
+// exits or ctx ends. An exit whose log says a port was in use wraps
+// ErrPortTaken.
+func WaitReady(ctx context.Context, p *Proc, interval time.Duration, check func(context.Context) error) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var last error
+	for {
+		if done, werr := p.Exited(); done {
+			if strings.Contains(p.LogTail(64<<10), "address already in use") {
+				return fmt.Errorf("%s exited (%v): %w", p.Name, werr, ErrPortTaken)
+			}
+			return fmt.Errorf("%s exited before it was ready: %v", p.Name, werr)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %v (last check: %v)", p.Name, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
 }

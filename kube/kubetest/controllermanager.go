@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"portico.dev/portico/internal/proc"
 	"strconv"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func (e *Env) StartControllerManager(ctx context.Context) error {
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		err := e.startControllerManager(ctx)
-		if err == nil || attempt == 2 || !errors.Is(err, errPortTaken) {
+		if err == nil || attempt == 2 || !errors.Is(err, proc.ErrPortTaken) {
 			return err
 		}
 	}
@@ -68,7 +69,7 @@ func (e *Env) startControllerManager(ctx context.Context) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer client.CloseIdleConnections()
 	url := "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/healthz"
-	return waitReady(ctx, p, func(ctx context.Context) error {
+	return proc.WaitReady(ctx, p, 100*time.Millisecond, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"portico.dev/portico/internal/proc"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -129,14 +128,12 @@ func StartEnv(ctx context.Context, opts Options) (*Env, error) {
 		if err == nil {
 			return env, nil
 		}
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proc.ErrPortTaken) {
 			break
 		}
 	}
 	return nil, err
 }
-
-var errPortTaken = errors.New("port taken")
 
 func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 	dir, err := os.MkdirTemp("", "portico-kubetest-")
@@ -187,7 +184,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return env, err
 	}
-	if err := waitReady(ctx, etcd, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) }); err != nil {
+	if err := proc.WaitReady(ctx, etcd, 100*time.Millisecond, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) }); err != nil {
 		return env, err
 	}
 
@@ -233,7 +230,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return env, fmt.Errorf("client: %w", err)
 	}
-	if err := waitReady(ctx, apiserver, func(ctx context.Context) error {
+	if err := proc.WaitReady(ctx, apiserver, 100*time.Millisecond, func(ctx context.Context) error {
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, body)
@@ -260,32 +257,6 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 // start runs one of the Env's binaries, logging to Dir/<name>.log.
 func (e *Env) start(name string, args ...string) (*proc.Proc, error) {
 	return e.procs.Start(name, filepath.Join(e.BinDir, name), nil, args...)
-}
-
-// waitReady polls check until it succeeds, the process exits or ctx ends.
-func waitReady(ctx context.Context, p *proc.Proc, check func(context.Context) error) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if done, werr := p.Exited(); done {
-			if strings.Contains(p.LogTail(64<<10), "address already in use") {
-				return fmt.Errorf("%s exited (%v): %w", p.Name, werr, errPortTaken)
-			}
-			return fmt.Errorf("%s exited before it was ready: %v", p.Name, werr)
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = check(cctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %v (last check: %v)", p.Name, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
 }
 
 func etcdHealthy(ctx context.Context, clientURL string) error {
