@@ -28,7 +28,7 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rule := ps.route(sw, r)
 	route := ""
 	if rule != nil {
-		route = rule.Route.String()
+		route = rule.RouteName
 	}
 	obs.ObserveRequest(route, sw.code(), time.Since(start))
 }

@@ -76,8 +76,11 @@ type BackendKey struct {
 // request that matched it.
 type Rule struct {
 	Route types.NamespacedName
-	Index int    // position of the rule in the route's spec.rules
-	Name  string // the rule's name, "" when it has none
+	// RouteName is Route as "namespace/name", made once so that per-request
+	// metrics do not build it.
+	RouteName string
+	Index     int    // position of the rule in the route's spec.rules
+	Name      string // the rule's name, "" when it has none
 	// Invalid, when not empty, says why this rule cannot be served; the data
 	// plane answers 500.
 	Invalid     string

@@ -750,7 +750,7 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 // cr.refs instead.
 func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spec *gwv1.HTTPRouteRule) (compiledRule, *problem) {
 	rule := c.rules.one()
-	rule.Route, rule.Index = cr.nn, index
+	rule.Route, rule.RouteName, rule.Index = cr.nn, cr.nn.String(), index
 	if spec.Name != nil {
 		rule.Name = string(*spec.Name)
 	}

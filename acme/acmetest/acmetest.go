@@ -120,20 +120,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	// A port picked free may be taken by another process before Pebble binds
-	// it; a fresh set of ports fixes that.
-	var err error
-	for range 3 {
-		var s *Server
-		s, err = startOnce(ctx, opts)
-		if err == nil {
-			return s, nil
-		}
-		if !errors.Is(err, proc.ErrPortTaken) {
-			break
-		}
-	}
-	return nil, err
+	return proc.RetryPortTaken(3, func() (*Server, error) { return startOnce(ctx, opts) })
 }
 
 func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {

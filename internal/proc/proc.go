@@ -244,3 +244,17 @@ func WaitReady(ctx context.Context, p *Proc, interval time.Duration, check func(
 		}
 	}
 }
+
+// RetryPortTaken calls start up to attempts times while it fails with
+// ErrPortTaken: a port picked free can be taken by another process before
+// the child binds it, and a fresh set of ports fixes that.
+func RetryPortTaken[T any](attempts int, start func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range attempts {
+		if v, err = start(); err == nil || !errors.Is(err, ErrPortTaken) {
+			return v, err
+		}
+	}
+	return v, err
+}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -119,20 +118,7 @@ func StartEnv(ctx context.Context, opts Options) (*Env, error) {
 		}
 	}
 
-	// A port picked free may be taken by another process before etcd or the
-	// API server binds it; a fresh set of ports fixes that.
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		var env *Env
-		env, err = startOnce(ctx, opts)
-		if err == nil {
-			return env, nil
-		}
-		if !errors.Is(err, proc.ErrPortTaken) {
-			break
-		}
-	}
-	return nil, err
+	return proc.RetryPortTaken(3, func() (*Env, error) { return startOnce(ctx, opts) })
 }
 
 func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
