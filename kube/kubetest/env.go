@@ -85,8 +85,10 @@ func StartWith(t testing.TB, opts Options) *Env {
 	t.Logf("kubetest: control plane ready in %v (dir %s)", time.Since(start).Round(time.Millisecond), env.Dir)
 	t.Cleanup(func() {
 		if t.Failed() {
+			// Only the ends of the logs: the failure is the test's own
+			// messages above, which a long control-plane log would bury.
 			env.procs.KeepDir()
-			t.Logf("kubetest: logs:\n%s", env.Logs(32<<10))
+			t.Logf("kubetest: control plane logs kept in %s; their last lines:\n%s", env.Dir, env.Logs(3<<10))
 		}
 		if err := env.Stop(); err != nil {
 			t.Errorf("kubetest: %v", err)
