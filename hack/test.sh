@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./hack/install-deps.sh
+# nginx, haproxy and caddy, which bench/sidebyside's test runs next to Portico.
+./hack/bench-peers.sh
 # Built here rather than by the first test that needs it, so that a cold
 # build (minutes) does not count against any test's timeout.
 ./hack/kube-binaries.sh >/dev/null

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -29,6 +30,11 @@ type objectKey struct {
 	kind, namespace, name string
 }
 
+type decodedFile struct {
+	sum  [sha256.Size]byte
+	docs []Document
+}
+
 type generation struct {
 	specHash [32]byte
 	value    int64
@@ -44,7 +50,12 @@ type FileSource struct {
 	log  *zap.Logger
 	now  func() time.Time
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// decoded keeps each file's documents with the hash of its bytes: a
+	// file that has not changed is not decoded again, and its objects stay
+	// the same pointers, which lets translate reuse what it derived from
+	// them. With thousands of objects, decoding is most of a reload.
+	decoded   map[string]decodedFile
 	firstSeen map[objectKey]time.Time
 	gens      map[objectKey]generation
 	// lastCreated is the newest creation time handed out: an object first
@@ -59,6 +70,7 @@ func NewFileSource(path string, log *zap.Logger) *FileSource {
 		path:      path,
 		log:       log,
 		now:       time.Now,
+		decoded:   map[string]decodedFile{},
 		firstSeen: map[objectKey]time.Time{},
 		gens:      map[objectKey]generation{},
 	}
@@ -99,30 +111,47 @@ func (s *FileSource) Files() ([]string, error) {
 // Load reads every file and returns one snapshot. Any error (unreadable
 // file, bad YAML, unknown kind, duplicate object) fails the whole load, so a
 // half-edited directory never replaces a good configuration.
+//
+// Objects of files whose bytes did not change since the last Load are the
+// same objects as then; callers must treat them as read-only.
 func (s *FileSource) Load() (*Resources, error) {
 	files, err := s.Files()
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var docs []Document
+	listed := make(map[string]bool, len(files))
 	for _, f := range files {
-		fh, err := os.Open(f)
+		listed[f] = true
+		raw, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		d, err := Decode(f, fh)
-		fh.Close()
+		sum := sha256.Sum256(raw)
+		if c, ok := s.decoded[f]; ok && c.sum == sum {
+			docs = append(docs, c.docs...)
+			continue
+		}
+		d, err := Decode(f, bytes.NewReader(raw))
 		if err != nil {
 			return nil, err
 		}
+		s.decoded[f] = decodedFile{sum: sum, docs: d}
 		docs = append(docs, d...)
+	}
+	for f := range s.decoded {
+		if !listed[f] {
+			delete(s.decoded, f)
+		}
 	}
 	return s.assemble(docs)
 }
 
+// assemble runs with s.mu held. Objects reused from an earlier load went
+// through it before: every change it makes to them is already in place.
 func (s *FileSource) assemble(docs []Document) (*Resources, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	loadTime := s.now().Truncate(time.Second)
 	seen := map[objectKey]Document{}
 	namespaces := map[string]*corev1.Namespace{}

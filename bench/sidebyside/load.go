@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// client reaches one proxy on addr for any of the sites, checking that the
+// certificate served is the site's own.
+type client struct {
+	addr   string
+	leafs  map[string][]byte // host -> leaf DER
+	exited <-chan struct{}   // closed when the proxy has exited
+}
+
+// get does one full TLS handshake (no resumption) with host as SNI, then one
+// HTTP/1.1 GET on that connection, and checks the leaf and a 200.
+func (c *client) get(ctx context.Context, host string) error {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	raw, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	// Closed with a reset: thousands of connections a second would
+	// otherwise fill loopback's port range with TIME_WAIT sockets, and
+	// connects would stall on them whichever proxy is measured.
+	_ = raw.(*net.TCPConn).SetLinger(0)
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
+	// The leaf is compared byte for byte below, which is cheaper for this
+	// client than verifying the chain: the load generator shares the cores
+	// with the proxy under test.
+	conn := tls.Client(raw, &tls.Config{ServerName: host, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // leaf compared below
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("%s: handshake: %w", host, err)
+	}
+	if err := c.checkLeaf(host, conn.ConnectionState()); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err != nil {
+		return fmt.Errorf("%s: %w", host, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", host, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %d", host, resp.StatusCode)
+	}
+	return nil
+}
+
+func (c *client) checkLeaf(host string, st tls.ConnectionState) error {
+	if len(st.PeerCertificates) == 0 {
+		return fmt.Errorf("%s: no certificate", host)
+	}
+	if want := c.leafs[host]; !bytes.Equal(st.PeerCertificates[0].Raw, want) {
+		return fmt.Errorf("%s: served the certificate of %v", host, st.PeerCertificates[0].DNSNames)
+	}
+	return nil
+}
+
+// keepAlive returns an HTTP client that keeps one TLS connection to host.
+func (c *client) keepAlive(host string) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, c.addr)
+			},
+			TLSClientConfig: &tls.Config{ServerName: host, InsecureSkipVerify: true}, //nolint:gosec // leaf compared per response
+			MaxConnsPerHost: 1,
+		},
+	}
+}
+
+// waitServed polls host until it is served with its own certificate, and
+// returns how long that took from start.
+func (c *client) waitServed(host string, start time.Time, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		select {
+		case <-c.exited:
+			return 0, fmt.Errorf("the proxy exited; last error: %w", last)
+		default:
+		}
+		attempt, stop := context.WithTimeout(ctx, 2*time.Second)
+		last = c.get(attempt, host)
+		stop()
+		if last == nil {
+			return time.Since(start), nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("%s not served after %v: %w", host, timeout, last)
+}
+
+// loadResult is one load run.
+type loadResult struct {
+	OK, Failed int
+	Elapsed    time.Duration
+	P50, P99   time.Duration
+	FirstErr   error
+}
+
+func (r loadResult) rate() float64 { return float64(r.OK) / r.Elapsed.Seconds() }
+
+// handshakes runs conns workers for d, each doing new-connection requests
+// (full handshake, one GET, close) to random sites.
+func (c *client) handshakes(hosts []string, conns int, d time.Duration) loadResult {
+	return drive(conns, d, func(ctx context.Context, r *rand.Rand) error {
+		return c.get(ctx, hosts[r.IntN(len(hosts))])
+	})
+}
+
+// requests runs conns workers for d, each with one kept-alive connection to
+// a random site, sending GETs one after another.
+func (c *client) requests(hosts []string, conns int, d time.Duration) loadResult {
+	type conn struct {
+		hc   *http.Client
+		host string
+	}
+	pool := make(chan conn, conns)
+	r := rand.New(rand.NewPCG(7, 7))
+	for range conns {
+		h := hosts[r.IntN(len(hosts))]
+		pool <- conn{c.keepAlive(h), h}
+	}
+	return drive(conns, d, func(ctx context.Context, _ *rand.Rand) error {
+		// As many connections as workers: a worker always finds one idle.
+		k := <-pool
+		defer func() { pool <- k }()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+k.host+"/", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := k.hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: status %d", k.host, resp.StatusCode)
+		}
+		if resp.TLS == nil {
+			return errors.New("not TLS")
+		}
+		return c.checkLeaf(k.host, *resp.TLS)
+	})
+}
+
+// drive runs op from conns goroutines until d has passed and collects
+// latencies.
+func drive(conns int, d time.Duration, op func(context.Context, *rand.Rand) error) loadResult {
+	start := time.Now()
+	end := start.Add(d)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	var mu sync.Mutex
+	var res loadResult
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for w := range conns {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			var mine []time.Duration
+			var ok, failed int
+			var firstErr error
+			// The end is read from the clock: ctx's own cancellation can
+			// lag its deadline on busy cores, and operations that fail at
+			// once on the passed deadline are not failures of the proxy.
+			for time.Now().Before(end) {
+				t := time.Now()
+				err := op(ctx, r)
+				if !time.Now().Before(end) {
+					break
+				}
+				if err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				ok++
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			res.OK += ok
+			res.Failed += failed
+			if res.FirstErr == nil {
+				res.FirstErr = firstErr
+			}
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.P50 = lat[len(lat)/2]
+		res.P99 = lat[len(lat)*99/100]
+	}
+	return res
+}
+
+// memoryOf returns the proportional set size (PSS) of pid and all its
+// descendants in bytes: forked workers share pages with their master, and
+// PSS counts each shared page once in all.
+func memoryOf(pid int) (int64, error) {
+	children := map[int][]int{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold spaces; the
+		// parent pid is the second field after it.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		children[ppid] = append(children[ppid], p)
+	}
+	var total int64
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = append(queue[1:], children[p]...)
+		pss, err := pssOf(p)
+		if err != nil {
+			if p == pid {
+				return 0, err
+			}
+			continue // exited meanwhile
+		}
+		total += pss
+	}
+	return total, nil
+}
+
+func pssOf(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("pss of %d: %w", pid, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("pss of %d: no Pss line", pid)
+}

@@ -1,0 +1,377 @@
+// Command sidebyside runs Portico and other proxies (nginx, haproxy, caddy)
+// one after another on loopback, each serving the same N hostnames with a
+// certificate of their own and one backend, the way a Knative cluster
+// fronts its Services, and measures each one alike:
+//
+//   - ready: from starting the process to the last hostname served with its
+//     own certificate;
+//   - memory: proportional set size of the proxy's processes after the load
+//     runs;
+//   - handshakes: new TLS connections per second, each one full handshake
+//     (no resumption) with a random hostname's SNI and one GET;
+//   - requests: GETs per second over kept-alive TLS connections;
+//   - new hostname: from adding one more hostname the way the proxy takes it
+//     (a new file for Portico, a reload for the others) until it is served
+//     with its certificate, and the requests to the other hostnames that
+//     failed meanwhile.
+//
+// The load generator runs in this process, on the same cores as the proxy
+// under test; it checks every answer (status 200, the hostname's own
+// certificate). Results go to stdout as a markdown table. bench/README.md
+// has the figures and the command that produced them.
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"portico.dev/portico/sni/snitest"
+)
+
+type options struct {
+	N        int
+	Peers    []string
+	Portico  string
+	Duration time.Duration
+	Conns    int
+	Adds     int
+	Dir      string
+	// ReadyTimeout bounds the wait for a proxy to serve every hostname.
+	ReadyTimeout time.Duration
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.N, "n", 1000, "hostnames, each with its own certificate")
+	peersFlag := flag.String("peers", "portico,nginx,haproxy,caddy", "proxies to run, comma-separated")
+	flag.StringVar(&o.Portico, "portico", "", "Portico binary (default: built from this tree)")
+	flag.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each load run")
+	flag.IntVar(&o.Conns, "conns", 16, "concurrent connections of the load runs")
+	flag.IntVar(&o.Adds, "adds", 5, "hostnames added one at a time, each timed until served")
+	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
+	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
+	flag.Parse()
+	o.Peers = strings.Split(*peersFlag, ",")
+
+	dir, err := os.MkdirTemp("", "portico-sidebyside-")
+	if err != nil {
+		fatal(err)
+	}
+	o.Dir = dir
+	if *keep {
+		fmt.Fprintf(os.Stderr, "working directory: %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	results, err := runAll(o, os.Stderr)
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Print(report(o, results))
+	for _, r := range results {
+		if r.Peer == "portico" && r.Err != nil {
+			os.Exit(1)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "sidebyside:", err)
+	os.Exit(1)
+}
+
+// result is what was measured of one peer.
+type result struct {
+	Peer, Version string
+	Err           error // the peer could not be measured
+	Ready         time.Duration
+	Memory        int64
+	Handshakes    loadResult
+	Requests      loadResult
+	Adds          []time.Duration
+	AddFailures   int // requests to other hostnames that failed during the adds
+	AddRequests   int
+}
+
+// runAll prepares the sites and the backend and measures each peer in turn.
+func runAll(o options, progress io.Writer) ([]result, error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(progress, format+"\n", args...) }
+	start := time.Now()
+	sites, added, err := makeSites(o.Dir, o.N, o.Adds)
+	if err != nil {
+		return nil, err
+	}
+	logf("%d certificates issued in %v", o.N+o.Adds, time.Since(start).Round(time.Millisecond))
+
+	backend, err := startBackend()
+	if err != nil {
+		return nil, err
+	}
+	defer backend.Close()
+
+	all := peers(o.Portico)
+	var results []result
+	for _, name := range o.Peers {
+		i := slices.IndexFunc(all, func(p peer) bool { return p.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown peer %q", name)
+		}
+		p := all[i]
+		if p.Name == "portico" && p.Binary == "" {
+			bin, err := buildPortico(o.Dir)
+			if err != nil {
+				return nil, err
+			}
+			p = porticoPeer(bin)
+		}
+		if p.Binary == "" {
+			logf("%s: not installed (hack/bench-peers.sh installs it); skipped", p.Name)
+			results = append(results, result{Peer: p.Name, Err: errors.New("not installed")})
+			continue
+		}
+		logf("%s: measuring", p.Name)
+		r := measure(o, p, sites, added, backend.Addr().String(), logf)
+		if r.Err != nil {
+			logf("%s: %v", p.Name, r.Err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// measure runs one peer through every measurement; a failure ends its run
+// and is kept in the result.
+func measure(o options, p peer, sites, added []site, backend string, logf func(string, ...any)) result {
+	r := result{Peer: p.Name, Version: p.Version()}
+	e := env{Dir: filepath.Join(o.Dir, p.Name), Backend: backend}
+	var err error
+	if e.Port, err = freePort(); err == nil {
+		e.Spare, err = freePort()
+	}
+	if err == nil {
+		err = os.MkdirAll(e.Dir, 0o755)
+	}
+	if err == nil {
+		err = p.Configure(e, sites)
+	}
+	if err != nil {
+		r.Err = fmt.Errorf("configure: %w", err)
+		return r
+	}
+	c := &client{addr: fmt.Sprintf("127.0.0.1:%d", e.Port), leafs: map[string][]byte{}}
+	for _, s := range append(slices.Clone(sites), added...) {
+		c.leafs[s.Host] = leafDER(s)
+	}
+	hosts := make([]string, len(sites))
+	for i, s := range sites {
+		hosts[i] = s.Host
+	}
+
+	start := time.Now()
+	pr, err := p.Start(e)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer pr.stop()
+	// Waits end early when the proxy exits.
+	c.exited = pr.exited
+	if _, err := c.waitServed(hosts[len(hosts)-1], start, o.ReadyTimeout); err != nil {
+		r.Err = fmt.Errorf("not ready: %w (log: %s)", err, pr.log)
+		return r
+	}
+	if _, err := c.waitServed(hosts[0], start, time.Minute); err != nil {
+		r.Err = fmt.Errorf("not ready: %w", err)
+		return r
+	}
+	r.Ready = time.Since(start)
+	logf("%s: every hostname served %v after start", p.Name, r.Ready.Round(time.Millisecond))
+
+	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
+	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
+	r.Requests = c.requests(hosts, o.Conns, o.Duration)
+	logf("%s: %.0f requests/s kept alive, %d failed", p.Name, r.Requests.rate(), r.Requests.Failed)
+	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
+		logf("%s: memory: %v", p.Name, err)
+	}
+
+	// Adds, with new connections to the existing hostnames going on
+	// meanwhile: a reload that drops them shows here.
+	var bgOK, bgFailed atomic.Int64
+	var stopped atomic.Bool
+	bgCtx, bgStop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	for w := range 2 {
+		bg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 9))
+			for !stopped.Load() {
+				err := c.get(bgCtx, hosts[rnd.IntN(len(hosts))])
+				switch {
+				case stopped.Load():
+				case err != nil:
+					bgFailed.Add(1)
+				default:
+					bgOK.Add(1)
+				}
+			}
+		})
+	}
+	current := slices.Clone(sites)
+	for _, s := range added {
+		t := time.Now()
+		if err := p.Add(e, pr, current, s); err != nil {
+			r.Err = fmt.Errorf("add %s: %w", s.Host, err)
+			break
+		}
+		took, err := c.waitServed(s.Host, t, 5*time.Minute)
+		if err != nil {
+			r.Err = fmt.Errorf("add: %w", err)
+			break
+		}
+		r.Adds = append(r.Adds, took)
+		current = append(current, s)
+		logf("%s: %s served %v after it was added", p.Name, s.Host, took.Round(time.Millisecond))
+		time.Sleep(500 * time.Millisecond) // let a reload settle before the next
+	}
+	stopped.Store(true)
+	bgStop()
+	bg.Wait()
+	r.AddFailures, r.AddRequests = int(bgFailed.Load()), int(bgOK.Load()+bgFailed.Load())
+	return r
+}
+
+// makeSites issues n+adds certificates, svc-I.ns-K.example.com with 20
+// Services per namespace, and writes them out for the peers that read
+// files.
+func makeSites(dir string, n, adds int) (sites, added []site, err error) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, n+adds)
+	for i := range names {
+		names[i] = fmt.Sprintf("svc-%d.ns-%d.example.com", i, i/20)
+	}
+	pairs, err := ca.IssueMany(names, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	certs := filepath.Join(dir, "certs")
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		return nil, nil, err
+	}
+	all := make([]site, len(names))
+	for i, kp := range pairs {
+		s := site{
+			Host:     names[i],
+			CertFile: filepath.Join(certs, fmt.Sprintf("%d.crt", i)),
+			KeyFile:  filepath.Join(certs, fmt.Sprintf("%d.key", i)),
+			PEMFile:  filepath.Join(certs, fmt.Sprintf("%d.pem", i)),
+			CertPEM:  kp.CertPEM,
+			KeyPEM:   kp.KeyPEM,
+		}
+		for path, data := range map[string][]byte{s.CertFile: kp.CertPEM, s.KeyFile: kp.KeyPEM, s.PEMFile: slices.Concat(kp.CertPEM, kp.KeyPEM)} {
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				return nil, nil, err
+			}
+		}
+		all[i] = s
+	}
+	return all[:n], all[n:], nil
+}
+
+func leafDER(s site) []byte {
+	b, _ := pem.Decode(s.CertPEM)
+	if b == nil {
+		return nil
+	}
+	return b.Bytes
+}
+
+// startBackend serves a short 200 on loopback, for every peer alike.
+func startBackend() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, "ok\n")
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return ln, nil
+}
+
+func buildPortico(dir string) (string, error) {
+	bin := filepath.Join(dir, "bin", "portico")
+	cmd := exec.Command("go", "build", "-o", bin, "portico.dev/portico/cmd/portico")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build portico: %v: %s", err, out)
+	}
+	return bin, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func nproc() int { return runtime.NumCPU() }
+
+// report formats the results as a markdown table.
+func report(o options, results []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d hostnames, one ECDSA P-256 certificate each; load runs of %v with %d connections; %d cores\n\n", o.N, o.Duration, o.Conns, runtime.NumCPU())
+	b.WriteString("| peer | version | ready | memory (PSS) | handshakes/s (p50 / p99) | kept-alive req/s (p50 / p99) | new hostname served after (median / worst) | failed during adds |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		if r.Ready == 0 {
+			fmt.Fprintf(&b, "| %s | %s | failed: %v | | | | | |\n", r.Peer, r.Version, r.Err)
+			continue
+		}
+		adds := "-"
+		if len(r.Adds) > 0 {
+			s := slices.Clone(r.Adds)
+			slices.Sort(s)
+			adds = fmt.Sprintf("%v / %v", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
+		}
+		if r.Err != nil {
+			adds += fmt.Sprintf(" (then failed: %v)", r.Err)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %v | %.1f MiB | %s | %s | %s | %d of %d |\n",
+			r.Peer, r.Version, r.Ready.Round(time.Millisecond), float64(r.Memory)/(1<<20),
+			loadCell(r.Handshakes), loadCell(r.Requests), adds, r.AddFailures, r.AddRequests)
+	}
+	return b.String()
+}
+
+func loadCell(l loadResult) string {
+	s := fmt.Sprintf("%.0f (%v / %v)", l.rate(), l.P50.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond))
+	if l.Failed > 0 {
+		s += fmt.Sprintf(", %d failed (%v)", l.Failed, l.FirstErr)
+	}
+	return s
+}

@@ -1,0 +1,91 @@
+package kube
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// TestFileSourceReusesUnchangedFiles: a reload decodes only the files whose
+// bytes changed. The objects of the others are the same objects as before,
+// which is what lets translate skip work on them; the objects of a changed
+// file are new, with their generation moved when their spec changed, and
+// those of a removed file are gone.
+func TestFileSourceReusesUnchangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	put := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route := func(name, path string) string {
+		return `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: ` + name + `, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{matches: [{path: {type: PathPrefix, value: ` + path + `}}]}]
+`
+	}
+	put("a.yaml", route("a", "/a"))
+	put("b.yaml", route("b", "/b"))
+	put("c.yaml", route("c", "/c"))
+	src := NewFileSource(dir, zap.NewNop())
+	byName := func() map[string]*gwv1.HTTPRoute {
+		t.Helper()
+		res, err := src.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]*gwv1.HTTPRoute{}
+		for _, r := range res.HTTPRoutes {
+			m[r.Name] = r
+		}
+		return m
+	}
+	first := byName()
+
+	put("b.yaml", route("b", "/b2"))
+	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	second := byName()
+	if second["a"] != first["a"] {
+		t.Error("the object of the unchanged file was decoded again")
+	}
+	if second["a"].Generation != 1 || second["a"].Namespace != "apps" || second["a"].CreationTimestamp.IsZero() {
+		t.Errorf("the reused object lost what the source gave it: generation %d, namespace %q, created %v",
+			second["a"].Generation, second["a"].Namespace, second["a"].CreationTimestamp)
+	}
+	if second["b"] == first["b"] {
+		t.Fatal("the object of the changed file was reused")
+	}
+	if second["b"].Generation != 2 {
+		t.Errorf("changed spec: generation %d, want 2", second["b"].Generation)
+	}
+	if !second["b"].CreationTimestamp.Equal(&first["b"].CreationTimestamp) {
+		t.Errorf("an edited object was created anew: %v, then %v", first["b"].CreationTimestamp, second["b"].CreationTimestamp)
+	}
+	if _, ok := second["c"]; ok {
+		t.Error("the object of the removed file is still there")
+	}
+
+	// The same bytes again, as when an editor rewrites a file unchanged:
+	// nothing new, nothing bumped.
+	put("b.yaml", route("b", "/b2"))
+	third := byName()
+	if third["b"] != second["b"] || third["b"].Generation != 2 {
+		t.Errorf("rewriting the same bytes: reused %v, generation %d", third["b"] == second["b"], third["b"].Generation)
+	}
+
+	// A removed file's cache entry goes with it: put back, its object is
+	// new again.
+	put("c.yaml", route("c", "/c"))
+	if c := byName()["c"]; c == nil || c == first["c"] {
+		t.Error("a file put back after its removal was served from the old decode")
+	}
+}
