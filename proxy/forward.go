@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,10 +93,25 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		FlushInterval:  -1, // stream: gRPC, SSE and long polls must not wait on a buffer
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   f.proxyError,
+		BufferPool:     &bufferPool{},
 		ErrorLog:       zap.NewStdLog(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
 	}
 	return f
 }
+
+// bufferPool lends ReverseProxy the buffers it copies bodies through;
+// without one it allocates 32 KiB for every request, most of the garbage a
+// small request makes.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // rewrite points the outbound request at the chosen endpoint. ReverseProxy
 // has already removed hop-by-hop headers and every client-sent Forwarded /

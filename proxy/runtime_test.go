@@ -23,7 +23,7 @@ import (
 
 // routeTable compiles one HTTPRoute sending every request on an HTTP
 // listener to svc:80.
-func routeTable(t *testing.T, svc string) *routing.Table {
+func routeTable(t testing.TB, svc string) *routing.Table {
 	t.Helper()
 	port := gwv1.PortNumber(80)
 	route := &gwv1.HTTPRoute{
@@ -56,7 +56,7 @@ func routeTable(t *testing.T, svc string) *routing.Table {
 	return out.Tables[0]
 }
 
-func httpPortConfig(t *testing.T, number int, svc, backendAddr string) *Config {
+func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *Config {
 	l := &Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
 	return &Config{
 		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}},
@@ -66,7 +66,7 @@ func httpPortConfig(t *testing.T, number int, svc, backendAddr string) *Config {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,7 +77,7 @@ func freePort(t *testing.T) int {
 }
 
 // slowBackend answers after the delay given in ?delay=, naming itself.
-func slowBackend(t *testing.T, name string) string {
+func slowBackend(t testing.TB, name string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +94,7 @@ func slowBackend(t *testing.T, name string) string {
 	return ln.Addr().String()
 }
 
-func newRuntime(t *testing.T) *Runtime {
+func newRuntime(t testing.TB) *Runtime {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 5 * time.Second
