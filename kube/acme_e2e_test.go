@@ -27,19 +27,7 @@ import (
 	"portico.dev/portico/proxy"
 )
 
-const acmeStandaloneTmpl = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: {{.HTTP}}, protocol: HTTP}
+const acmeStandaloneTmpl = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: ListenerSet

@@ -11,19 +11,7 @@ import (
 	"time"
 )
 
-const gepE2EGateway = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: {{.HTTP}}, protocol: HTTP, hostname: gw.example.com}
+const gepE2EGateway = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP, hostname: gw.example.com}
 `
 
 // The winner is the older ListenerSet. Creation times are explicit: this

@@ -957,19 +957,7 @@ spec:
   - {name: web, port: 80, protocol: HTTP, hostname: app.example.com}
 `
 	}
-	put("gateway.yaml", `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, hostname: gw.example.com}
+	put("gateway.yaml", gatewayYAML+`  - {name: http, port: 80, protocol: HTTP, hostname: gw.example.com}
 `)
 	put("winner.yaml", listenerSet("ls-winner"))
 	src := NewFileSource(dir, zap.NewNop())

@@ -21,19 +21,7 @@ func TestStandaloneServesTenThousandCertificates(t *testing.T) {
 	}
 	port := freePort(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: %d, protocol: HTTP}
+	fmt.Fprintf(&b, gatewayYAML+`  - {name: http, port: %d, protocol: HTTP}
 `, freePort(t))
 	leaves := make([]*x509.Certificate, n)
 	for i := range n {

@@ -41,6 +41,24 @@ func indent(n int, s string) string {
 }
 
 // freePort returns a loopback port nothing listens on right now.
+// gatewayYAML starts the configuration of most standalone tests: the
+// GatewayClass "portico" and the Gateway apps/gw, which ListenerSets of its
+// own namespace may attach to, up to its list of listeners, which each test
+// writes.
+const gatewayYAML = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+`
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

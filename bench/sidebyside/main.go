@@ -33,12 +33,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"portico.dev/portico/sni/snitest"
@@ -56,7 +58,9 @@ type options struct {
 	ReadyTimeout time.Duration
 }
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	var o options
 	flag.IntVar(&o.N, "n", 1000, "hostnames, each with its own certificate")
 	peersFlag := flag.String("peers", "portico,nginx,haproxy,caddy", "proxies to run, comma-separated")
@@ -69,9 +73,15 @@ func main() {
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 
+	// Interrupted, the proxy being measured is stopped rather than left
+	// running.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
 	dir, err := os.MkdirTemp("", "portico-sidebyside-")
 	if err != nil {
-		fatal(err)
+		fmt.Fprintln(os.Stderr, "sidebyside:", err)
+		return 1
 	}
 	o.Dir = dir
 	if *keep {
@@ -79,21 +89,18 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	results, err := runAll(o, os.Stderr)
+	results, err := runAll(ctx, o, os.Stderr)
 	if err != nil {
-		fatal(err)
+		fmt.Fprintln(os.Stderr, "sidebyside:", err)
+		return 1
 	}
 	fmt.Print(report(o, results))
 	for _, r := range results {
 		if r.Peer == "portico" && r.Err != nil {
-			os.Exit(1)
+			return 1
 		}
 	}
-}
-
-func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "sidebyside:", err)
-	os.Exit(1)
+	return 0
 }
 
 // result is what was measured of one peer.
@@ -110,7 +117,7 @@ type result struct {
 }
 
 // runAll prepares the sites and the backend and measures each peer in turn.
-func runAll(o options, progress io.Writer) ([]result, error) {
+func runAll(ctx context.Context, o options, progress io.Writer) ([]result, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(progress, format+"\n", args...) }
 	start := time.Now()
 	sites, added, err := makeSites(o.Dir, o.N, o.Adds)
@@ -128,6 +135,9 @@ func runAll(o options, progress io.Writer) ([]result, error) {
 	all := peers(o.Portico)
 	var results []result
 	for _, name := range o.Peers {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		i := slices.IndexFunc(all, func(p peer) bool { return p.Name == name })
 		if i < 0 {
 			return nil, fmt.Errorf("unknown peer %q", name)
@@ -146,7 +156,7 @@ func runAll(o options, progress io.Writer) ([]result, error) {
 			continue
 		}
 		logf("%s: measuring", p.Name)
-		r := measure(o, p, sites, added, backend.Addr().String(), logf)
+		r := measure(ctx, o, p, sites, added, backend.Addr().String(), logf)
 		if r.Err != nil {
 			logf("%s: %v", p.Name, r.Err)
 		}
@@ -157,7 +167,7 @@ func runAll(o options, progress io.Writer) ([]result, error) {
 
 // measure runs one peer through every measurement; a failure ends its run
 // and is kept in the result.
-func measure(o options, p peer, sites, added []site, backend string, logf func(string, ...any)) result {
+func measure(ctx context.Context, o options, p peer, sites, added []site, backend string, logf func(string, ...any)) result {
 	r := result{Peer: p.Name, Version: p.Version()}
 	e := env{Dir: filepath.Join(o.Dir, p.Name), Backend: backend}
 	var err error
@@ -175,7 +185,7 @@ func measure(o options, p peer, sites, added []site, backend string, logf func(s
 		return r
 	}
 	c := &client{addr: fmt.Sprintf("127.0.0.1:%d", e.Port), leafs: map[string][]byte{}}
-	for _, s := range append(slices.Clone(sites), added...) {
+	for _, s := range slices.Concat(sites, added) {
 		c.leafs[s.Host] = leafDER(s)
 	}
 	hosts := make([]string, len(sites))
@@ -190,6 +200,7 @@ func measure(o options, p peer, sites, added []site, backend string, logf func(s
 		return r
 	}
 	defer pr.stop()
+	defer context.AfterFunc(ctx, pr.stop)()
 	// Waits end early when the proxy exits.
 	c.exited = pr.exited
 	if _, err := c.waitServed(hosts[len(hosts)-1], start, o.ReadyTimeout); err != nil {
@@ -338,8 +349,6 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
-
-func nproc() int { return runtime.NumCPU() }
 
 // report formats the results as a markdown table.
 func report(o options, results []result) string {

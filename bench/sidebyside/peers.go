@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,13 +57,14 @@ func peers(portico string) []peer {
 
 // proc is a started proxy; exited is closed when its main process ends.
 type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	log      string
+	stopOnce sync.Once
 }
 
-// run starts bin with args, its output in dir/<bin>.log.
-func run(dir, bin string, args []string, envv []string) (*proc, error) {
+// startProc starts bin with args, its output in dir/<bin>.log.
+func startProc(dir, bin string, args []string, envv []string) (*proc, error) {
 	logPath := filepath.Join(dir, filepath.Base(bin)+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -81,8 +84,11 @@ func run(dir, bin string, args []string, envv []string) (*proc, error) {
 	return p, nil
 }
 
-// stop ends the process group of p: SIGTERM, then SIGKILL.
-func (p *proc) stop() {
+// stop ends the process group of p: SIGTERM, then SIGKILL. It may be
+// called more than once.
+func (p *proc) stop() { p.stopOnce.Do(p.kill) }
+
+func (p *proc) kill() {
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(5 * time.Second)
@@ -158,7 +164,7 @@ endpoints: [{addresses: [%s], conditions: {ready: true}}]
 			return os.WriteFile(filepath.Join(dir, "sites.yaml"), []byte(b.String()), 0o644)
 		},
 		Start: func(e env) (*proc, error) {
-			return run(e.Dir, bin, []string{"serve", "--config", filepath.Join(e.Dir, "config"), "--bind-address", "127.0.0.1",
+			return startProc(e.Dir, bin, []string{"serve", "--config", filepath.Join(e.Dir, "config"), "--bind-address", "127.0.0.1",
 				"--data-dir", filepath.Join(e.Dir, "data")}, nil)
 		},
 		Add: func(e env, _ *proc, sites []site, added site) error {
@@ -267,7 +273,7 @@ http {
 	return peer{
 		Name:    "nginx",
 		Binary:  bin,
-		Version: func() string { return output(bin, "-v") },
+		Version: func() string { return strings.TrimPrefix(output(bin, "-v"), "nginx version: nginx/") },
 		Configure: func(e env, sites []site) error {
 			if err := os.MkdirAll(filepath.Join(e.Dir, "tmp"), 0o755); err != nil {
 				return err
@@ -275,7 +281,7 @@ http {
 			return write(e, sites)
 		},
 		Start: func(e env) (*proc, error) {
-			return run(e.Dir, bin, []string{"-p", e.Dir, "-e", filepath.Join(e.Dir, "error.log"), "-c", conf(e)}, nil)
+			return startProc(e.Dir, bin, []string{"-p", e.Dir, "-e", filepath.Join(e.Dir, "error.log"), "-c", conf(e)}, nil)
 		},
 		Add: func(e env, p *proc, sites []site, added site) error {
 			if err := write(e, append(sites[:len(sites):len(sites)], added)); err != nil {
@@ -307,9 +313,15 @@ func haproxyPeer() peer {
 		return os.WriteFile(filepath.Join(e.Dir, "crt-list.txt"), []byte(b.String()), 0o644)
 	}
 	return peer{
-		Name:    "haproxy",
-		Binary:  bin,
-		Version: func() string { return output(bin, "-v") },
+		Name:   "haproxy",
+		Binary: bin,
+		Version: func() string {
+			// "HAProxy version 2.6.12-1 2023/03/01 - https://haproxy.org/"
+			if f := strings.Fields(output(bin, "-v")); len(f) > 2 {
+				return f[2]
+			}
+			return "unknown"
+		},
 		Configure: func(e env, sites []site) error {
 			cfg := fmt.Sprintf(`global
   maxconn 8000
@@ -327,14 +339,14 @@ frontend sites
 backend backend
   http-reuse safe
   server b %s
-`, nproc(), e.Port, filepath.Join(e.Dir, "crt-list.txt"), e.Backend)
+`, runtime.NumCPU(), e.Port, filepath.Join(e.Dir, "crt-list.txt"), e.Backend)
 			if err := os.WriteFile(conf(e), []byte(cfg), 0o644); err != nil {
 				return err
 			}
 			return writeList(e, sites)
 		},
 		Start: func(e env) (*proc, error) {
-			return run(e.Dir, bin, []string{"-W", "-db", "-f", conf(e)}, nil)
+			return startProc(e.Dir, bin, []string{"-W", "-db", "-f", conf(e)}, nil)
 		},
 		Add: func(e env, p *proc, sites []site, added site) error {
 			if err := writeList(e, append(sites[:len(sites):len(sites)], added)); err != nil {
@@ -385,7 +397,7 @@ func caddyPeer() peer {
 		Version:   func() string { return output(bin, "version") },
 		Configure: write,
 		Start: func(e env) (*proc, error) {
-			return run(e.Dir, bin, []string{"run", "--config", conf(e), "--adapter", "caddyfile"}, caddyEnv(e))
+			return startProc(e.Dir, bin, []string{"run", "--config", conf(e), "--adapter", "caddyfile"}, caddyEnv(e))
 		},
 		Add: func(e env, _ *proc, sites []site, added site) error {
 			if err := write(e, append(sites[:len(sites):len(sites)], added)); err != nil {

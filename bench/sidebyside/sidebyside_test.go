@@ -30,7 +30,7 @@ func TestSideBySide(t *testing.T) {
 		names = append(names, p.Name)
 	}
 	o := options{N: 30, Peers: names, Duration: 500 * time.Millisecond, Conns: 4, Adds: 2, Dir: dir, ReadyTimeout: time.Minute, Portico: bin}
-	results, err := runAll(o, testWriter{t})
+	results, err := runAll(t.Context(), o, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
