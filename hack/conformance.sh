@@ -48,17 +48,14 @@ export GOWORK=off
 ./hack/install-deps.sh
 ./hack/kube-binaries.sh >/dev/null
 
-cache="${PORTICO_CACHE:-${HOME}/.cache/portico}"
+# shellcheck source=hack/lib/cached-build.sh
+source hack/lib/cached-build.sh
 gwapi_version="$(cd conformance && go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api/conformance)"
-echo_dir="${cache}/bin/gateway-api-${gwapi_version}"
+echo_dir="$(cache_dir "gateway-api-${gwapi_version}")"
+lock_dir "$echo_dir"
+build_cached conformance conformance "$echo_dir" echo-basic sigs.k8s.io/gateway-api/conformance/echo-basic "-s -w"
+exec 9>&-
 echo_basic="${echo_dir}/echo-basic"
-mkdir -p "$echo_dir"
-if [[ ! -x "$echo_basic" ]]; then
-	echo "conformance: building echo-basic ${gwapi_version}" >&2
-	tmp="${echo_basic}.tmp.$$"
-	(cd conformance && CGO_ENABLED=0 go build -trimpath -o "$tmp" sigs.k8s.io/gateway-api/conformance/echo-basic)
-	mv -f "$tmp" "$echo_basic"
-fi
 
 run_dir="$(mktemp -d /tmp/portico-conformance-XXXXXX)"
 test_pid=""

@@ -31,14 +31,10 @@ fi
 kube_major="${BASH_REMATCH[1]}"
 kube_minor="${BASH_REMATCH[2]}"
 
-cache="${PORTICO_CACHE:-${HOME}/.cache/portico}"
-dir="${cache}/bin/kube-${kube_version}_etcd-${etcd_version}"
-mkdir -p "$dir"
-
-# Test packages run in parallel and each may call this script; one cold build
-# at a time is already all that two cores can take.
-exec 9>"${dir}/.lock"
-flock 9
+# shellcheck source=hack/lib/cached-build.sh
+source "${here}/lib/cached-build.sh"
+dir="$(cache_dir "kube-${kube_version}_etcd-${etcd_version}")"
+lock_dir "$dir"
 
 # Without these the API server reports a placeholder version to clients.
 kube_ldflags="-s -w"
@@ -49,29 +45,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	kube_ldflags+=" -X ${pkg}.gitTreeState=clean"
 done
 
-build() {
-	local name="$1" pkg="$2" ldflags="$3"
-	local out="${dir}/${name}"
-	if [[ -x "$out" ]]; then
-		echo "kube-binaries: ${name} is built" >&2
-		return
-	fi
-	echo "kube-binaries: building ${name} from ${pkg}" >&2
-	local start=$SECONDS
-	# Build next to the target and rename, so an interrupted build never
-	# leaves a half-written binary that a later run would take as done.
-	local tmp="${out}.tmp.$$"
-	# shellcheck disable=SC2064 # expand now: $tmp is local
-	trap "rm -f '${tmp}'" EXIT
-	(cd "$mod" && go build -trimpath -ldflags="$ldflags" -o "$tmp" "$pkg")
-	mv -f "$tmp" "$out"
-	trap - EXIT
-	echo "kube-binaries: built ${name} in $((SECONDS - start))s" >&2
-}
-
-build etcd go.etcd.io/etcd/server/v3 "-s -w"
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+build_cached kube-binaries "$mod" "$dir" etcd go.etcd.io/etcd/server/v3 "-s -w"
+build_cached kube-binaries "$mod" "$dir" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+build_cached kube-binaries "$mod" "$dir" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
 
 for name in etcd kube-apiserver kube-controller-manager; do
 	"${dir}/${name}" --version >/dev/null 2>&1 || {

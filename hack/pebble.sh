@@ -26,37 +26,13 @@ if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
 	exit 1
 fi
 
-cache="${PORTICO_CACHE:-${HOME}/.cache/portico}"
-dir="${cache}/bin/pebble-${version}"
-mkdir -p "$dir"
+# shellcheck source=hack/lib/cached-build.sh
+source "${here}/lib/cached-build.sh"
+dir="$(cache_dir "pebble-${version}")"
+lock_dir "$dir"
 
-# Test packages run in parallel and each may call this script; building the
-# same binary twice at once would only slow both down.
-exec 9>"${dir}/.lock"
-flock 9
-
-build() {
-	local name="$1" pkg="$2" ldflags="$3"
-	local out="${dir}/${name}"
-	if [[ -x "$out" ]]; then
-		echo "pebble: ${name} is built" >&2
-		return
-	fi
-	echo "pebble: building ${name} from ${pkg}" >&2
-	local start=$SECONDS
-	# Build next to the target and rename, so an interrupted build never
-	# leaves a half-written binary that a later run would take as done.
-	local tmp="${out}.tmp.$$"
-	# shellcheck disable=SC2064 # expand now: $tmp is local
-	trap "rm -f '${tmp}'" EXIT
-	(cd "$mod" && go build -trimpath -ldflags="$ldflags" -o "$tmp" "$pkg")
-	mv -f "$tmp" "$out"
-	trap - EXIT
-	echo "pebble: built ${name} in $((SECONDS - start))s" >&2
-}
-
-build pebble "${pebble_module}/cmd/pebble" "-s -w -X main.version=${version}"
-build pebble-challtestsrv "${pebble_module}/cmd/pebble-challtestsrv" "-s -w"
+build_cached pebble "$mod" "$dir" pebble "${pebble_module}/cmd/pebble" "-s -w -X main.version=${version}"
+build_cached pebble "$mod" "$dir" pebble-challtestsrv "${pebble_module}/cmd/pebble-challtestsrv" "-s -w"
 
 "${dir}/pebble" -version >/dev/null 2>&1 || {
 	echo "pebble: ${dir}/pebble does not run" >&2

@@ -82,7 +82,8 @@ type Server struct {
 }
 
 // Start starts a Server for a test and stops it when the test ends. When the
-// test fails, the tail of both logs is printed and Dir is kept.
+// test fails, the last lines of both logs are printed and Dir is kept with
+// the full logs.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	start := time.Now()
@@ -91,15 +92,7 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatalf("acmetest: %v", err)
 	}
 	t.Logf("acmetest: pebble ready in %v at %s", time.Since(start).Round(time.Millisecond), s.DirectoryURL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			s.procs.KeepDir()
-			t.Logf("acmetest: logs (dir %s):\n%s", s.Dir, s.Logs(16<<10))
-		}
-		if err := s.Stop(); err != nil {
-			t.Errorf("acmetest: %v", err)
-		}
-	})
+	s.procs.StopWhenDone(t, "acmetest", 8<<10)
 	return s
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -187,6 +188,22 @@ func (g *Group) KeepDir() {
 	g.mu.Lock()
 	g.keep = true
 	g.mu.Unlock()
+}
+
+// StopWhenDone stops g when t ends. When t failed, it keeps Dir and logs
+// the last max bytes of every process log, under label: the full logs stay
+// in Dir, and only their ends are printed so that the test's own messages
+// are not buried.
+func (g *Group) StopWhenDone(t testing.TB, label string, max int64) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			g.KeepDir()
+			t.Logf("%s: logs kept in %s; their last lines:\n%s", label, g.Dir, g.Logs(max))
+		}
+		if err := g.Stop(); err != nil {
+			t.Errorf("%s: %v", label, err)
+		}
+	})
 }
 
 // Stop kills every process, last started first, and removes Dir unless

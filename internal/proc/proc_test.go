@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,58 @@ func TestGroupStopsAllAndKeepsDirOnRequest(t *testing.T) {
 		}
 		if _, err := os.Stat(dir); (err == nil) != keep {
 			t.Errorf("keep=%v: dir exists=%v", keep, err == nil)
+		}
+	}
+}
+
+// failedTest stands in for a testing.TB whose test has failed; it records
+// what StopWhenDone does with it.
+type failedTest struct {
+	testing.TB
+	failed   bool
+	logs     []string
+	cleanups []func()
+}
+
+func (f *failedTest) Failed() bool      { return f.failed }
+func (f *failedTest) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *failedTest) Logf(format string, a ...any) {
+	f.logs = append(f.logs, fmt.Sprintf(format, a...))
+}
+func (f *failedTest) Errorf(format string, a ...any) {
+	f.logs = append(f.logs, "ERROR "+fmt.Sprintf(format, a...))
+}
+
+func TestStopWhenDone(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "fixture")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g := &Group{Dir: dir}
+		p, err := g.Start("talker", "/bin/sh", nil, "-c", "echo the-last-words; sleep 30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for !strings.Contains(p.LogTail(100), "the-last-words") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		ft := &failedTest{failed: failed}
+		g.StopWhenDone(ft, "fixture", 1<<10)
+		if len(ft.cleanups) != 1 {
+			t.Fatalf("%d cleanups registered, want 1", len(ft.cleanups))
+		}
+		ft.cleanups[0]()
+		if done, _ := p.Exited(); !done {
+			t.Errorf("failed=%v: the process outlived the test", failed)
+		}
+		_, statErr := os.Stat(dir)
+		logged := strings.Join(ft.logs, "\n")
+		switch {
+		case failed && (statErr != nil || !strings.Contains(logged, "the-last-words") || !strings.Contains(logged, dir)):
+			t.Errorf("failed test: dir kept %v, logged %q", statErr == nil, logged)
+		case !failed && (statErr == nil || logged != ""):
+			t.Errorf("passed test: dir kept %v, logged %q", statErr == nil, logged)
 		}
 	}
 }

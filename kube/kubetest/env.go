@@ -68,7 +68,8 @@ type Env struct {
 }
 
 // Start starts an Env for a test and stops it when the test ends. When the
-// test fails, the tail of every process log is printed and Dir is kept.
+// test fails, the last lines of every process log are printed and Dir is
+// kept with the full logs.
 func Start(t testing.TB) *Env {
 	t.Helper()
 	return StartWith(t, Options{})
@@ -83,17 +84,7 @@ func StartWith(t testing.TB, opts Options) *Env {
 		t.Fatalf("kubetest: %v", err)
 	}
 	t.Logf("kubetest: control plane ready in %v (dir %s)", time.Since(start).Round(time.Millisecond), env.Dir)
-	t.Cleanup(func() {
-		if t.Failed() {
-			// Only the ends of the logs: the failure is the test's own
-			// messages above, which a long control-plane log would bury.
-			env.procs.KeepDir()
-			t.Logf("kubetest: control plane logs kept in %s; their last lines:\n%s", env.Dir, env.Logs(3<<10))
-		}
-		if err := env.Stop(); err != nil {
-			t.Errorf("kubetest: %v", err)
-		}
-	})
+	env.procs.StopWhenDone(t, "kubetest", 3<<10)
 	return env
 }
 
