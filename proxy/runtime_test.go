@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,10 +247,20 @@ func TestObserverSeesRouteAndStatus(t *testing.T) {
 	if code, _ := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p)); code != 404 {
 		t.Fatalf("unknown host: %d", code)
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	want := []string{"ns/r 200", " 404"}
-	if fmt.Sprint(obs.calls) != fmt.Sprint(want) {
-		t.Errorf("observed %q, want %q", obs.calls, want)
+	// A request is observed once its handler has returned, which can be
+	// after the client has read the whole answer.
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		obs.mu.Lock()
+		got = slices.Clone(obs.calls)
+		obs.mu.Unlock()
+		if len(got) >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	slices.Sort(got)
+	want := []string{" 404", "ns/r 200"}
+	if !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
 	}
 }
