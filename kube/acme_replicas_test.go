@@ -124,19 +124,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	b, rb := startACMEReplica(f, pebble, "127.0.0.2", "replica-b")
 
 	gws := f.gc.GatewayV1()
-	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
-	}, metav1.CreateOptions{}))
-	same := gwv1.NamespacesFromSame
-	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: "portico",
-			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(httpPort), Protocol: gwv1.HTTPProtocolType}},
-		},
-	}, metav1.CreateOptions{}))
+	createClassAndGateway(t, f.gc, httpPort)
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{ACMEAnnotation: ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{

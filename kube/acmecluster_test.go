@@ -101,19 +101,7 @@ func TestClusterACMEIssues(t *testing.T) {
 	})
 
 	gws := gc.GatewayV1()
-	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
-	}, metav1.CreateOptions{}))
-	same := gwv1.NamespacesFromSame
-	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: "portico",
-			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(httpPort), Protocol: gwv1.HTTPProtocolType}},
-		},
-	}, metav1.CreateOptions{}))
+	createClassAndGateway(t, gc, httpPort)
 	entry := func(name, hostname, secret string) gwv1.ListenerEntry {
 		return gwv1.ListenerEntry{
 			Name: gwv1.SectionName(name), Hostname: ptr.To(gwv1.Hostname(hostname)),

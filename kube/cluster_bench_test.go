@@ -36,20 +36,8 @@ func BenchmarkClusterNewHostname(b *testing.B) {
 	f.namespace("apps", nil)
 	f.service("apps", "svc", f.backend("backend"))
 	port := int32(freePort(b))
-	mustCreate(b)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
-	}, metav1.CreateOptions{}))
-	same := gwv1.NamespacesFromSame
-	mustCreate(b)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: "portico",
-			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
-			// A Gateway needs a listener of its own; this one serves nothing.
-			Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freePort(b)), Protocol: gwv1.HTTPProtocolType}},
-		},
-	}, metav1.CreateOptions{}))
+	// A Gateway needs a listener of its own; this one serves nothing.
+	createClassAndGateway(b, f.gc, freePort(b))
 
 	certs := map[string]testCert{}
 	var certsMu sync.Mutex

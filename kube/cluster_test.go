@@ -313,22 +313,10 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
-	}, metav1.CreateOptions{}))
+	createClassAndGateway(t, f.gc, int(httpPort))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "other"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: otherController},
-	}, metav1.CreateOptions{}))
-	same := gwv1.NamespacesFromSame
-	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: "portico",
-			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(httpPort), Protocol: gwv1.HTTPProtocolType}},
-		},
 	}, metav1.CreateOptions{}))
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "other-gw"},
@@ -848,6 +836,29 @@ func backendRef(service string) gwv1.HTTPBackendRef {
 
 // mustCreate fails the test when the create call it is given failed:
 // mustCreate(t)(client.Create(...)).
+// createClassAndGateway creates what most cluster tests build on, as
+// gatewayYAML does for standalone ones: the GatewayClass "portico" and the
+// Gateway apps/gw, which ListenerSets of its own namespace may attach to,
+// with one HTTP listener on httpPort.
+func createClassAndGateway(t testing.TB, gc gatewayclient.Interface, httpPort int) {
+	t.Helper()
+	ctx := t.Context()
+	gws := gc.GatewayV1()
+	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+	}, metav1.CreateOptions{}))
+	same := gwv1.NamespacesFromSame
+	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(httpPort), Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+}
+
 func mustCreate(t testing.TB) func(any, error) {
 	return func(_ any, err error) {
 		t.Helper()

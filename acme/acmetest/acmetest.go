@@ -8,28 +8,24 @@ package acmetest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"portico.dev/portico/internal/proc"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/proc"
+	"portico.dev/portico/sni/snitest"
 )
 
 // buildScript builds Pebble and prints the directory that holds it.
@@ -346,59 +342,23 @@ func writeConfig(path string, c pebbleConfig) error {
 // Pebble serves its ACME and management APIs with on loopback. It returns
 // the CA in PEM and the paths of the serving certificate and key.
 func writeServingCert(dir string) (caPEM []byte, certFile, keyFile string, err error) {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := snitest.NewCA()
 	if err != nil {
-		return nil, "", "", fmt.Errorf("ca key: %w", err)
+		return nil, "", "", err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "portico-acmetest-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(7 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("ca certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("ca certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("serving key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "pebble"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(7 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	kp, err := ca.IssueLoopback(2, "localhost")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("serving key: %w", err)
 	}
 	certFile = filepath.Join(dir, "pebble.crt")
 	keyFile = filepath.Join(dir, "pebble.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(certFile, kp.CertPEM, 0o600); err != nil {
 		return nil, "", "", fmt.Errorf("serving certificate: %w", err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
 		return nil, "", "", fmt.Errorf("serving key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile, nil
+	return ca.CertPEM, certFile, keyFile, nil
 }
 
 func dial(ctx context.Context, addr string) error {

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -76,6 +77,17 @@ func NewCA() (*CA, error) {
 // common name) with a new key of the given kind. serial must be unique per
 // CA.
 func (ca *CA) Issue(kind KeyKind, serial int64, dnsNames ...string) (KeyPair, error) {
+	return ca.issue(kind, serial, dnsNames, nil)
+}
+
+// IssueLoopback creates an ECDSA leaf for a server on loopback: valid for
+// 127.0.0.1 and ::1 as well as dnsNames, as the test servers that clients
+// reach by address need (an API server, an ACME server).
+func (ca *CA) IssueLoopback(serial int64, dnsNames ...string) (KeyPair, error) {
+	return ca.issue(ECDSA, serial, dnsNames, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+}
+
+func (ca *CA) issue(kind KeyKind, serial int64, dnsNames []string, ips []net.IP) (KeyPair, error) {
 	var key crypto.Signer
 	var err error
 	switch kind {
@@ -96,6 +108,7 @@ func (ca *CA) Issue(kind KeyKind, serial int64, dnsNames ...string) (KeyPair, er
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 	}
 	if len(dnsNames) > 0 {
 		tmpl.Subject.CommonName = dnsNames[0]
