@@ -14,65 +14,51 @@
 package hostname
 
 import (
+	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
-	"strings"
+	"unsafe"
 )
 
-// maxLabelBit is the last bit of Table.wildLabels; suffixes with that many
-// labels or more share it.
-const maxLabelBit = 63
+// maxKey is the longest key the hash indexes hold (its length is one byte of
+// a record); longer patterns, longer than any valid DNS name, go to a map.
+const maxKey = 255
 
-// maxInline is the longest key stored inside a record: 55 bytes, the length
-// byte and a pointer-sized value make a 64-byte record, so verifying a hit
-// touches one cache line. Longer keys (rare: hostnames are mostly far
-// shorter) go to a plain map.
-const maxInline = 55
-
-// maxStackName bounds the long names Lookup lowercases on the stack; longer
+// maxStackName bounds the names lookupFolded lowercases on the stack; longer
 // ones (longer than any valid DNS name) cost an allocation.
 const maxStackName = 256
 
 // Table maps listener-style hostname patterns to values. It is immutable once
 // built and safe for concurrent Lookup.
 //
-// Lookup neither copies nor lowercases the name: the hash and the key
-// comparison fold ASCII case 8 bytes at a time as they read it.
+// Keys are stored lowercase, and a name is first looked up as it is: names
+// on the wire are nearly always lowercase already, and a hit proves it. Only
+// when the bytes that decided the answer have capitals is the name folded
+// and looked up again.
+//
+// The hash indexes hold keys but no values, so that their code is not
+// generic and their arrays stay small enough for the CPU caches at 100,000
+// names; a hit returns a slot, whose value is in a parallel slice.
 type Table[V any] struct {
-	exact set[V]
+	exact     index
+	exactVals []V // by slot of exact
 	// wild is keyed by the suffix after "*.": "*.example.com" -> "example.com".
-	wild set[V]
+	wild     index
+	wildVals []V
 
-	// wildLabels has bit n set when some wildcard suffix has n labels
-	// (clamped to maxLabelBit), so a lookup probes only the suffixes of a
-	// name whose length can exist, instead of every suffix.
-	wildLabels uint64
-	// minWildLabels lets a lookup stop once the remaining suffixes are
-	// shorter than every wildcard suffix.
-	minWildLabels int
+	// wildLens has bit m set when some wildcard suffix is m bytes long
+	// (m < 64). A name has a candidate suffix of m bytes only if the byte
+	// in front of it is a dot: a lookup checks one byte per length the
+	// table has, longest first, and hashes only the suffixes that pass.
+	wildLens uint64
+	// wildLong is set when some wildcard suffix is 64 bytes or longer
+	// (rare, but a valid hostname can have one): lookups then also scan
+	// the name for them.
+	wildLong bool
 
 	fallback    V
 	hasFallback bool
 	n           int
-}
-
-// set is an open-addressing hash table from lowercase keys to values. Its
-// one-byte tags (ctrl) are kept apart from the records: probing for a key
-// that is not there reads only the compact tag array, which stays in the CPU
-// caches even at 100,000 names, and a hit reads one record that holds both
-// the key to verify and the value.
-type set[V any] struct {
-	ctrl  []uint8     // 0 = empty, else a tag from the hash; ends in 8 empty bytes
-	recs  []record[V] // recs[i] belongs to ctrl[i]
-	size  uint64      // home slots are in [0, size)
-	seeds seeds
-	long  map[string]V // keys longer than maxInline
-}
-
-type record[V any] struct {
-	v   V
-	n   uint8           // key length
-	key [maxInline]byte // lowercase, zero-padded
 }
 
 // NewTable builds a table from parallel slices: values[i] belongs to
@@ -86,17 +72,29 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 	if len(patterns) != len(values) {
 		panic("hostname.NewTable: patterns and values differ in length")
 	}
+	type placed struct {
+		place place
+		v     V
+	}
 	norm := make([]string, len(patterns))
-	nWild := 0
+	exactKeys := make([]string, 0, len(patterns))
+	var wildKeys []string
 	for i, p := range patterns {
-		norm[i] = Normalize(p)
-		if isWildcard(norm[i]) {
-			nWild++
+		p = Normalize(p)
+		norm[i] = p
+		switch {
+		case p == "" || p == "*":
+		case isWildcard(p):
+			wildKeys = append(wildKeys, p[2:])
+		default:
+			exactKeys = append(exactKeys, p)
 		}
 	}
 	t := &Table[V]{}
-	t.exact.init(len(patterns) - nWild)
-	t.wild.init(nWild)
+	t.exact.init(exactKeys)
+	t.wild.init(wildKeys)
+	inExact := make([]placed, 0, len(exactKeys))
+	inWild := make([]placed, 0, len(wildKeys))
 	for i, p := range norm {
 		switch {
 		case p == "" || p == "*":
@@ -106,163 +104,33 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 			}
 		case isWildcard(p):
 			suffix := p[2:]
-			if !t.wild.insert(suffix, values[i]) {
+			place, added := t.wild.insert(suffix)
+			if !added {
 				continue
 			}
+			inWild = append(inWild, placed{place, values[i]})
 			t.n++
-			labels := min(strings.Count(suffix, ".")+1, maxLabelBit)
-			t.wildLabels |= 1 << labels
-			if t.minWildLabels == 0 || labels < t.minWildLabels {
-				t.minWildLabels = labels
+			if len(suffix) < 64 {
+				t.wildLens |= 1 << len(suffix)
+			} else {
+				t.wildLong = true
 			}
 		default:
-			if t.exact.insert(p, values[i]) {
+			if place, added := t.exact.insert(p); added {
+				inExact = append(inExact, placed{place, values[i]})
 				t.n++
 			}
 		}
 	}
+	t.exactVals = make([]V, t.exact.slots())
+	for _, e := range inExact {
+		t.exactVals[t.exact.resolve(e.place)] = e.v
+	}
+	t.wildVals = make([]V, t.wild.slots())
+	for _, e := range inWild {
+		t.wildVals[t.wild.resolve(e.place)] = e.v
+	}
 	return t
-}
-
-func (s *set[V]) init(n int) {
-	// Random seeds per table keep clients from aiming names at one probe
-	// run.
-	for i := range s.seeds {
-		s.seeds[i] = rand.Uint64()
-	}
-	// A load factor of at most 3/4 keeps probe runs short; the tags of a
-	// run are compared 8 at a time.
-	s.size = uint64(n+n/3) + 1
-	if n == 0 {
-		return // get never probes an empty set
-	}
-	s.ctrl = make([]uint8, s.size+8)
-	s.recs = make([]record[V], s.size+8)
-}
-
-// insert adds key (normalized) unless it is already there, and reports
-// whether it did.
-func (s *set[V]) insert(key string, v V) bool {
-	if len(key) > maxInline {
-		if s.long == nil {
-			s.long = make(map[string]V)
-		}
-		if _, dup := s.long[key]; dup {
-			return false
-		}
-		s.long[key] = v
-		return true
-	}
-	if _, dup := s.get(key); dup {
-		return false
-	}
-	h := hash(&s.seeds, key)
-	i := s.home(h)
-	for s.ctrl[i] != 0 {
-		i++
-	}
-	// Probe runs never wrap around; they run into the tail instead, which
-	// must keep 8 empty tags so a word read at any slot finds an empty one.
-	for uint64(len(s.ctrl)) < i+1+8 {
-		s.ctrl = append(s.ctrl, 0)
-		s.recs = append(s.recs, record[V]{})
-	}
-	s.ctrl[i] = tag(h)
-	r := &s.recs[i]
-	r.v, r.n = v, uint8(len(key))
-	copy(r.key[:], key)
-	return true
-}
-
-// home maps a hash onto [0, size) without a division, from its high bits.
-func (s *set[V]) home(h uint64) uint64 {
-	hi, _ := bits.Mul64(h, s.size)
-	return hi
-}
-
-// tag takes the low bits of the hash: home uses the high ones, and a tag
-// correlated with the slot would match most neighbours.
-func tag(h uint64) uint8 {
-	if g := uint8(h); g != 0 {
-		return g
-	}
-	return 1
-}
-
-// get looks up key, folding its ASCII case; key carries no trailing dot.
-func (s *set[V]) get(key string) (v V, ok bool) {
-	if len(key) > maxInline {
-		return s.getLong(key)
-	}
-	if s.size == 1 {
-		return v, false // empty set: skip hashing
-	}
-	h := hash(&s.seeds, key)
-	g := uint64(tag(h)) * lsb
-	for i := s.home(h); ; i += 8 {
-		w := loadBytes(s.ctrl, int(i))
-		match := zeroBytes(w ^ g)
-		empty := zeroBytes(w)
-		if empty != 0 {
-			// Only tags before the first empty slot belong to this run.
-			match &= empty ^ (empty - 1)
-		}
-		for match != 0 {
-			r := &s.recs[i+uint64(bits.TrailingZeros64(match)>>3)]
-			match &= match - 1
-			if r.equalFold(key) {
-				return r.v, true
-			}
-		}
-		if empty != 0 {
-			return v, false
-		}
-	}
-}
-
-func (s *set[V]) getLong(key string) (v V, ok bool) {
-	if s.long == nil {
-		return v, false
-	}
-	if !hasUpper(key) {
-		v, ok = s.long[key]
-		return v, ok
-	}
-	if len(key) > maxStackName {
-		v, ok = s.long[Normalize(key)]
-		return v, ok
-	}
-	var buf [maxStackName]byte
-	b := buf[:len(key)]
-	for i := range b {
-		c := key[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b[i] = c
-	}
-	v, ok = s.long[string(b)] // no allocation for a map index
-	return v, ok
-}
-
-// equalFold reports whether the record's key equals s with ASCII case
-// folded.
-func (r *record[V]) equalFold(s string) bool {
-	n := len(s)
-	if int(r.n) != n {
-		return false
-	}
-	if n < 8 {
-		// Both sides are zero past n.
-		return loadBytes(r.key[:], 0) == lowerWord(word(s, 0))
-	}
-	for i := 0; i+8 <= n; i += 8 {
-		if loadBytes(r.key[:], i) != lowerWord(load64(s, i)) {
-			return false
-		}
-	}
-	// The last partial word is compared as the 8 bytes ending at n.
-	return n%8 == 0 || loadBytes(r.key[:], n-8) == lowerWord(load64(s, n-8))
 }
 
 // Len returns the number of distinct patterns in the table, the fallback
@@ -285,13 +153,25 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
 	}
-	if v, ok := t.exact.get(name); ok {
-		return v, true
+	var i int
+	if isShort(len(name)) {
+		i = t.exact.short.find(name)
+	} else {
+		i = t.exact.findRest(name)
 	}
-	if t.wildLabels != 0 {
-		if v, ok := t.lookupWild(name); ok {
-			return v, true
-		}
+	if i >= 0 {
+		return t.exactVals[i], true
+	}
+	// As it is, the name can still miss a pattern because of capitals:
+	// the exact one, or a wildcard longer than the one found. The found
+	// suffix matched a lowercase key, so only the bytes in front of it
+	// need checking.
+	i, m := t.findWild(name)
+	if hasUpper(name[:len(name)-m]) {
+		return t.lookupFolded(name)
+	}
+	if i >= 0 {
+		return t.wildVals[i], true
 	}
 	if t.hasFallback {
 		return t.fallback, true
@@ -299,49 +179,425 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	return v, false
 }
 
-// lookupWild finds the most specific wildcard matching name.
-func (t *Table[V]) lookupWild(name string) (v V, ok bool) {
-	n := len(name)
-	full := n &^ 7 // bytes in whole words; the rest is read by word
-	labels := 1
-	for i := 0; i < full; i += 8 {
-		labels += bits.OnesCount64(zeroBytes(load64(name, i) ^ dotWord))
-	}
-	if full < n {
-		labels += bits.OnesCount64(zeroBytes(word(name, full) ^ dotWord))
-	}
-	// Suffixes are visited longest first, so the first hit is the most
-	// specific wildcard. The suffix after a dot at index 0 would leave
-	// nothing for the "*" to cover and is skipped.
-	for i := 0; i < n; i += 8 {
-		var m uint64
-		if i < full {
-			m = zeroBytes(load64(name, i) ^ dotWord)
-		} else {
-			m = zeroBytes(word(name, i) ^ dotWord)
+// lookupFolded is Lookup for a name with capitals: it lowercases the name
+// and looks it up again.
+func (t *Table[V]) lookupFolded(name string) (v V, ok bool) {
+	if len(name) > maxStackName {
+		name = Normalize(name)
+	} else {
+		var buf [maxStackName]byte
+		b := buf[:len(name)]
+		for i := range b {
+			b[i] = lower(name[i])
 		}
-		for m != 0 {
-			d := i + bits.TrailingZeros64(m)>>3
-			m &= m - 1
-			labels--
-			if labels < t.minWildLabels {
-				return v, false
-			}
-			if d == 0 || t.wildLabels&(1<<min(labels, maxLabelBit)) == 0 {
-				continue
-			}
-			if v, ok := t.wild.get(name[d+1:]); ok {
-				return v, true
-			}
-		}
+		// The string views buf for the rest of this call only: nothing
+		// keeps it, and buf is not written again.
+		name = unsafe.String(&buf[0], len(b))
+	}
+	if i := t.exact.find(name); i >= 0 {
+		return t.exactVals[i], true
+	}
+	if i, _ := t.findWild(name); i >= 0 {
+		return t.wildVals[i], true
+	}
+	if t.hasFallback {
+		return t.fallback, true
 	}
 	return v, false
 }
 
+// findWild returns the wild slot of the most specific wildcard matching
+// name, and the length of its suffix; or -1 and 0.
+func (t *Table[V]) findWild(name string) (slot, m int) {
+	n := len(name)
+	if t.wildLong && n > 65 {
+		if i, m := t.findWildLong(name); i >= 0 {
+			return i, m
+		}
+	}
+	// Suffix lengths 1 to n-2: at least one byte goes in front of the dot
+	// for the "*" to cover.
+	cand := t.wildLens
+	if n < 65 {
+		cand &= 1<<max(n-1, 0) - 1
+	}
+	// Keep the lengths with a dot in front. The test is data, not a
+	// branch: which of a table's lengths pass varies from name to name,
+	// and a branch on it would mispredict.
+	var dotted uint64
+	for c := cand; c != 0; c &= c - 1 {
+		m := bits.TrailingZeros64(c)
+		dotted |= isDot(name[n-m-1]) << m
+	}
+	for dotted != 0 {
+		m := 63 - bits.LeadingZeros64(dotted) // longest first
+		dotted &^= 1 << m
+		suffix := name[n-m:]
+		var i int
+		if isShort(m) {
+			i = t.wild.short.find(suffix)
+		} else {
+			i = t.wild.findRest(suffix)
+		}
+		if i >= 0 {
+			return i, m
+		}
+	}
+	return -1, 0
+}
+
+// isDot is 1 for '.' and 0 for any other byte, without a branch.
+func isDot(c byte) uint64 {
+	return uint64((uint32(c^'.') - 1) >> 31)
+}
+
+// findWildLong looks for wildcard suffixes of 64 bytes or more, longest
+// first.
+func (t *Table[V]) findWildLong(name string) (slot, m int) {
+	for p := 1; len(name)-p-1 >= 64; p++ {
+		if name[p] != '.' {
+			continue
+		}
+		if i := t.wild.find(name[p+1:]); i >= 0 {
+			return i, len(name) - p - 1
+		}
+	}
+	return -1, 0
+}
+
+// index is a hash set of lowercase keys, in three parts. Keys of 8 to 31
+// bytes, nearly every hostname and suffix, are in short: a hit reads one
+// 32-byte record. Other keys up to maxKey bytes are in other, whose records
+// are packed in an arena behind an offset per slot. Longer keys, longer than
+// any valid DNS name, are in a map. Slots number the three parts one after
+// the other.
+type index struct {
+	short shortSet
+	other otherSet
+	// Keys over maxKey bytes, numbered from 0.
+	long map[string]int
+}
+
+// place is where insert put a key: a part of the index and an index in it.
+// resolve turns it into a slot once every key is in: the slots of a part
+// come after those of the parts before it, which grow while keys go in.
+type place struct {
+	part uint8 // partShort, partOther or partLong
+	i    int
+}
+
 const (
-	lsb     = 0x0101010101010101
-	msb     = 0x8080808080808080
-	dotWord = '.' * lsb
+	partShort = iota
+	partOther
+	partLong
+)
+
+func (x *index) init(keys []string) {
+	var nShort, nOther, otherBytes int
+	for _, k := range keys {
+		switch n := len(k); {
+		case isShort(n):
+			nShort++
+		case n <= maxKey:
+			nOther++
+			otherBytes += 1 + n
+		}
+	}
+	x.short.init(nShort)
+	x.other.init(nOther, otherBytes)
+}
+
+func isShort(n int) bool {
+	return n >= 8 && n < shortRecord
+}
+
+// slots returns the number of slots find can return.
+func (x *index) slots() int {
+	return x.short.tags.slots() + x.other.tags.slots() + len(x.long)
+}
+
+// insert adds key (normalized) unless it is already there, and returns its
+// place and whether it was added.
+func (x *index) insert(key string) (p place, added bool) {
+	n := len(key)
+	switch {
+	case isShort(n):
+		i, added := x.short.insert(key)
+		return place{partShort, i}, added
+	case n <= maxKey:
+		i, added := x.other.insert(key)
+		return place{partOther, i}, added
+	}
+	if _, dup := x.long[key]; dup {
+		return place{}, false
+	}
+	if x.long == nil {
+		x.long = make(map[string]int)
+	}
+	k := len(x.long)
+	x.long[key] = k
+	return place{partLong, k}, true
+}
+
+// resolve turns a place from insert into a slot, once every key is in.
+func (x *index) resolve(p place) int {
+	switch p.part {
+	case partOther:
+		return x.short.tags.slots() + p.i
+	case partLong:
+		return x.short.tags.slots() + x.other.tags.slots() + p.i
+	}
+	return p.i
+}
+
+// find returns the slot of key, or -1. (The lookups of Table call
+// short.find themselves: the compiler does not inline this.)
+func (x *index) find(key string) int {
+	if isShort(len(key)) {
+		return x.short.find(key)
+	}
+	return x.findRest(key)
+}
+
+// findRest is find for keys that are not short.
+func (x *index) findRest(key string) int {
+	if len(key) <= maxKey {
+		if i := x.other.find(key); i >= 0 {
+			return x.short.tags.slots() + i
+		}
+		return -1
+	}
+	if k, ok := x.long[key]; ok {
+		return x.short.tags.slots() + x.other.tags.slots() + k
+	}
+	return -1
+}
+
+// tags are the one-byte tags of an open-addressing hash table, kept apart
+// from its records: probing for a key that is not there reads only this
+// compact array, which stays in the CPU caches at 100,000 keys. Probe runs
+// are linear and compared 8 tags at a time.
+type tags struct {
+	ctrl []uint8 // 0 = empty, else a tag from the hash; ends in 8 empty bytes
+	size uint64  // home slots are in [0, size)
+}
+
+func (t *tags) init(n int) {
+	// A load factor of at most 3/4 keeps probe runs short.
+	t.size = uint64(n+n/3) + 1
+	if n > 0 {
+		t.ctrl = make([]uint8, t.size+8)
+	}
+}
+
+func (t *tags) slots() int {
+	return len(t.ctrl)
+}
+
+// empty reports whether no key was ever inserted: lookups then skip hashing.
+func (t *tags) empty() bool {
+	return t.size == 1
+}
+
+// home maps a hash onto [0, size) without a division, from its high bits.
+func (t *tags) home(h uint64) uint64 {
+	hi, _ := bits.Mul64(h, t.size)
+	return hi
+}
+
+// add takes the first empty slot of h's probe run and returns it. Probe
+// runs never wrap around; they run into the tail instead, which grows to
+// keep 8 empty tags so that a word read at any slot finds an empty one: the
+// caller grows its records to slots().
+func (t *tags) add(h uint64) int {
+	i := t.home(h)
+	for t.ctrl[i] != 0 {
+		i++
+	}
+	for uint64(len(t.ctrl)) < i+1+8 {
+		t.ctrl = append(t.ctrl, 0)
+	}
+	t.ctrl[i] = tag(h)
+	return int(i)
+}
+
+// tag takes the low bits of the hash: home uses the high ones, and a tag
+// correlated with the slot would match most neighbours.
+func tag(h uint64) uint8 {
+	if g := uint8(h); g != 0 {
+		return g
+	}
+	return 1
+}
+
+// candidates returns the tags matching g among the 8 at slot i, as the high
+// bit of each matching byte, and whether the run ends within them.
+func (t *tags) candidates(i uint64, g uint64) (match uint64, last bool) {
+	w := loadBytes(t.ctrl, int(i))
+	match = zeroBytes(w ^ g)
+	empty := zeroBytes(w)
+	if empty != 0 {
+		// Only tags before the first empty slot belong to this run.
+		match &= empty ^ (empty - 1)
+	}
+	return match, empty != 0
+}
+
+// shortRecord is the record size of shortSet, and one more than the longest
+// key it holds: the last byte is the key's length.
+const shortRecord = 32
+
+// shortSet holds keys of 8 to 31 bytes, each in a 32-byte record at its
+// slot: the key, zeros, and its length in the last byte. A key is read as 4
+// words from both ends (overlapping when it is under 32 bytes), which cover
+// it: the words are hashed and compared against the same words of the
+// record, without a call and without a loop over the length.
+type shortSet struct {
+	tags
+	recs  []byte // shortRecord bytes per slot
+	seeds [5]uint64
+}
+
+func (s *shortSet) init(n int) {
+	// Random seeds per set keep clients from aiming names at one probe
+	// run.
+	for i := range s.seeds {
+		s.seeds[i] = rand.Uint64()
+	}
+	s.tags.init(n)
+	s.recs = make([]byte, len(s.ctrl)*shortRecord)
+}
+
+func (s *shortSet) insert(key string) (slot int, added bool) {
+	if i := s.find(key); i >= 0 {
+		return i, false
+	}
+	n := len(key)
+	ob, oc := minFlat(8, n-8), zeroNeg(n-16)
+	i := s.add(s.hash(load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8), n))
+	if grow := len(s.ctrl)*shortRecord - len(s.recs); grow > 0 {
+		s.recs = append(s.recs, make([]byte, grow)...)
+	}
+	rec := s.recs[i*shortRecord : (i+1)*shortRecord]
+	copy(rec, key)
+	rec[shortRecord-1] = byte(n)
+	return i, true
+}
+
+// find returns the slot of key (8 to 31 bytes), or -1.
+func (s *shortSet) find(key string) int {
+	if s.empty() {
+		return -1
+	}
+	n := len(key)
+	ob, oc := minFlat(8, n-8), zeroNeg(n-16)
+	a, b, c, d := load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8)
+	h := s.hash(a, b, c, d, n)
+	g := uint64(tag(h)) * lsb
+	for i := s.home(h); ; i += 8 {
+		// tags.candidates, written out: it is too big to be inlined.
+		w := loadBytes(s.ctrl, int(i))
+		match := zeroBytes(w ^ g)
+		empty := zeroBytes(w)
+		if empty != 0 {
+			match &= empty ^ (empty - 1)
+		}
+		for match != 0 {
+			slot := int(i) + bits.TrailingZeros64(match)>>3
+			match &= match - 1
+			rec := s.recs[slot*shortRecord : (slot+1)*shortRecord]
+			if int(rec[shortRecord-1]) == n && (loadBytes(rec, 0)^a)|(loadBytes(rec, ob)^b)|
+				(loadBytes(rec, oc)^c)|(loadBytes(rec, n-8)^d) == 0 {
+				return slot
+			}
+		}
+		if empty != 0 {
+			return -1
+		}
+	}
+}
+
+// hash mixes each pair of words with its own seeds in one 64x64->128-bit
+// multiply; the two products do not wait for each other.
+func (s *shortSet) hash(a, b, c, d uint64, n int) uint64 {
+	k := &s.seeds
+	hi, lo := bits.Mul64(a^k[0], b^k[1])
+	h := hi ^ lo
+	hi, lo = bits.Mul64(c^k[2], d^k[3])
+	h += hi ^ lo
+	hi, lo = bits.Mul64(h^k[4], 0x9e3779b97f4a7c15+uint64(n))
+	return hi ^ lo
+}
+
+// otherSet holds keys under 8 bytes and from 32 to maxKey bytes, packed in
+// an arena (a length byte and the key) behind an offset per slot, and hashed
+// with the runtime's string hash.
+type otherSet struct {
+	tags
+	offs  []uint32 // offs[i]: where slot i's record starts in arena
+	arena []byte
+	seed  maphash.Seed
+}
+
+func (o *otherSet) init(n, arenaBytes int) {
+	o.seed = maphash.MakeSeed()
+	o.tags.init(n)
+	o.offs = make([]uint32, len(o.ctrl))
+	o.arena = make([]byte, 0, arenaBytes)
+}
+
+func (o *otherSet) insert(key string) (slot int, added bool) {
+	if i := o.find(key); i >= 0 {
+		return i, false
+	}
+	i := o.add(maphash.String(o.seed, key))
+	if grow := len(o.ctrl) - len(o.offs); grow > 0 {
+		o.offs = append(o.offs, make([]uint32, grow)...)
+	}
+	o.offs[i] = uint32(len(o.arena))
+	o.arena = append(o.arena, byte(len(key)))
+	o.arena = append(o.arena, key...)
+	return i, true
+}
+
+// find returns the slot of key (at most maxKey bytes), or -1.
+func (o *otherSet) find(key string) int {
+	if o.empty() {
+		return -1
+	}
+	h := maphash.String(o.seed, key)
+	g := uint64(tag(h)) * lsb
+	for i := o.home(h); ; i += 8 {
+		match, last := o.candidates(i, g)
+		for match != 0 {
+			slot := int(i) + bits.TrailingZeros64(match)>>3
+			match &= match - 1
+			r := int(o.offs[slot])
+			if int(o.arena[r]) == len(key) && string(o.arena[r+1:r+1+len(key)]) == key {
+				return slot
+			}
+		}
+		if last {
+			return -1
+		}
+	}
+}
+
+// minFlat is min without a branch (the compiler branches on min(a, b), and
+// name lengths vary from one lookup to the next).
+func minFlat(a, b int) int {
+	d := a - b
+	return b + d&(d>>(bits.UintSize-1))
+}
+
+// zeroNeg is max(c, 0) without a branch.
+func zeroNeg(c int) int {
+	return c &^ (c >> (bits.UintSize - 1))
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
 )
 
 // zeroBytes returns a word with the high bit set in every byte of w that is
@@ -350,13 +606,40 @@ func zeroBytes(w uint64) uint64 {
 	return ^(((w &^ msb) + (msb - lsb)) | w) & msb
 }
 
-// lowerWord lowercases the ASCII letters among the 8 bytes of w.
-func lowerWord(w uint64) uint64 {
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// hasUpper reports whether s has an ASCII capital, 8 bytes at a time.
+func hasUpper(s string) bool {
+	n := len(s)
+	var acc uint64
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		acc |= upperBytes(load64(s, i))
+	}
+	if i < n {
+		if n >= 8 {
+			acc |= upperBytes(load64(s, n-8)) // overlaps the last whole word
+		} else {
+			for ; i < n; i++ {
+				acc |= upperBytes(uint64(s[i]))
+			}
+		}
+	}
+	return acc != 0
+}
+
+// upperBytes returns a word with the high bit set in every byte of w that is
+// an ASCII capital, and no other bit.
+func upperBytes(w uint64) uint64 {
 	low7 := w &^ msb
 	geA := low7 + (0x80-'A')*lsb   // high bit set where low7 >= 'A'
 	gtZ := low7 + (0x80-'Z'-1)*lsb // high bit set where low7 > 'Z'
-	upper := geA &^ gtZ &^ w & msb // and the byte itself is ASCII
-	return w | upper>>2            // 0x80>>2 = 0x20, the case bit
+	return geA &^ gtZ &^ w & msb   // and the byte itself is ASCII
 }
 
 // load64 reads s[i:i+8] as a little-endian word; the compiler merges the
@@ -367,72 +650,11 @@ func load64(s string, i int) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-// loadBytes is load64 for a byte slice. (encoding/binary is not used: its
-// calls are not inlined into this package's generic code when it is
-// instantiated elsewhere.)
+// loadBytes is load64 for a byte slice.
 func loadBytes(b []byte, i int) uint64 {
 	b = b[i : i+8]
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-}
-
-// word reads up to 8 bytes of s from i, zero-extended past the end of s.
-func word(s string, i int) uint64 {
-	n := len(s)
-	if i+8 <= n {
-		return load64(s, i)
-	}
-	if n >= 8 {
-		// The 8 bytes that end at n, shifted to drop those before i.
-		return load64(s, n-8) >> (8 * uint(i+8-n))
-	}
-	var w uint64
-	for j := n - 1; j >= i; j-- {
-		w = w<<8 | uint64(s[j])
-	}
-	return w
-}
-
-// seeds are per-word keys of hash: the word at index j is mixed with
-// seeds[j], the length with seeds[7].
-type seeds [8]uint64
-
-// hash hashes s (at most maxInline bytes) with its ASCII case folded. Every
-// word is mixed on its own with a 64x64->128-bit multiply and the results
-// are added, so the multiplies do not wait for each other.
-func hash(k *seeds, s string) uint64 {
-	n := len(s)
-	h := uint64(n)*0x9e3779b97f4a7c15 ^ k[7] // mixed by the final mix
-	if n < 8 {
-		return mix(h + mix(lowerWord(word(s, 0))^k[0]))
-	}
-	j := 0
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		h += mix(lowerWord(load64(s, i)) ^ k[j&7])
-		j++
-	}
-	if i < n {
-		// The last 8 bytes, overlapping the previous word: still a function
-		// of s alone, without a byte-by-byte tail.
-		h += mix(lowerWord(load64(s, n-8)) ^ k[j&7])
-	}
-	return mix(h)
-}
-
-// mix is the xor of the halves of a 64x64->128-bit product.
-func mix(x uint64) uint64 {
-	hi, lo := bits.Mul64(x, 0x94d049bb133111eb)
-	return hi ^ lo
-}
-
-func hasUpper(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; 'A' <= c && c <= 'Z' {
-			return true
-		}
-	}
-	return false
 }
 
 // Match reports whether name matches the listener-style pattern, with the
@@ -462,9 +684,7 @@ func Normalize(name string) string {
 		if c := name[i]; 'A' <= c && c <= 'Z' {
 			b := []byte(name)
 			for j := i; j < len(b); j++ {
-				if c := b[j]; 'A' <= c && c <= 'Z' {
-					b[j] = c + 'a' - 'A'
-				}
+				b[j] = lower(b[j])
 			}
 			return string(b)
 		}

@@ -31,6 +31,9 @@ func TestLookup(t *testing.T) {
 		{"x.y.bar.example.com", "wild1"},   // depth 3
 		{"x.foo.example.com", "wild1"},     // below an exact name: the exact one does not cover it
 		{"x.b.example.com", "wild2"},       // longer suffix wins
+		{"x.B.example.com", "wild2"},       // capitals in the longer suffix
+		{"X.b.example.com", "wild2"},       // capitals in front of the suffix
+		{"X.foo.example.com", "wild1"},     // capitals in front of the suffix
 		{"x.y.b.example.com", "wild2"},     // depth 2 under the longer suffix
 		{"b.example.com", "wild1"},         // *.b.example.com does not match b.example.com
 		{"x.c.b.example.com", "wild3"},     // longest of three
@@ -94,9 +97,41 @@ func TestLongNames(t *testing.T) {
 	}
 }
 
+// TestLengths checks names and keys of every length from 1 to 80 bytes,
+// across the lengths where Lookup changes how it reads them (8, 16, 32, 64),
+// against the linear-scan reference.
+func TestLengths(t *testing.T) {
+	label := func(n int, c byte) string { return strings.Repeat(string(c), n) }
+	for n := 1; n <= 80; n++ {
+		// An exact name of n bytes, a wildcard whose suffix has n bytes,
+		// and a shorter wildcard under both.
+		exact := label(n, 'e')
+		suffix := label(max(n-3, 1), 's') + ".zz"
+		if n < 4 {
+			suffix = label(n, 's')
+		}
+		patterns := []string{exact, "*." + suffix, "*.zz"}
+		names := []string{
+			exact, strings.ToUpper(exact), exact + ".",
+			label(n-1, 'e') + "f", "f" + label(n-1, 'e'), // one byte off at either end
+			"a." + suffix, "A." + strings.ToUpper(suffix), "a.b." + suffix,
+			"a." + suffix[1:], "." + suffix, suffix,
+			"a.zz", "a.Zz",
+		}
+		tab := NewTable(patterns, []int{0, 1, 2})
+		for _, name := range names {
+			got, ok := tab.Lookup(name)
+			want, wantOK := refLookup(patterns, name)
+			if ok != wantOK || ok && got != want {
+				t.Errorf("n=%d: Lookup(%q) = %d, %v; reference %d, %v", n, name, got, ok, want, wantOK)
+			}
+		}
+	}
+}
+
 func TestLookupDoesNotAllocate(t *testing.T) {
 	tab := NewTable([]string{"a.example.com", "*.example.com", "*.x.y.example.net"}, []int{1, 2, 3})
-	for _, name := range []string{"A.Example.Com.", "q.r.s.example.com", "miss.example.org", "q.x.y.example.net"} {
+	for _, name := range []string{"A.Example.Com.", "q.r.s.example.com", "Q.r.s.example.com", "miss.example.org", "MISS.example.org", "q.x.y.example.net", strings.Repeat("Ab.", 60) + "example.com"} {
 		if n := testing.AllocsPerRun(100, func() { tab.Lookup(name) }); n != 0 {
 			t.Errorf("Lookup(%q) allocates %v times", name, n)
 		}
@@ -209,36 +244,38 @@ func FuzzLookup(f *testing.F) {
 	})
 }
 
-// BenchmarkLookup is a quick check of the three lookup paths at 100,000
-// patterns (one wildcard per 20 names); bench/ has the full comparison.
+// BenchmarkLookup is a quick check of the three lookup paths at 1,000 and
+// 100,000 patterns (one wildcard per 20 names); bench/ has the full
+// comparison.
 func BenchmarkLookup(b *testing.B) {
-	const n = 100000
-	patterns := make([]string, n)
-	for i := range patterns {
-		if i%20 == 0 {
-			patterns[i] = fmt.Sprintf("*.ns-%d.example.com", i/20)
-		} else {
-			patterns[i] = fmt.Sprintf("svc-%d.ns-%d.example.com", i, i/20)
-		}
-	}
-	tab := NewTable(patterns, make([]int, n))
-	kinds := map[string]func(i int) string{
-		"exact":    func(i int) string { return patterns[i|1] },
-		"wildcard": func(i int) string { return fmt.Sprintf("a.b.ns-%d.example.com", i/20) },
-		"miss":     func(i int) string { return fmt.Sprintf("svc-%d.nsx-%d.example.com", i, i/20) },
-	}
-	for _, kind := range []string{"exact", "wildcard", "miss"} {
-		qs := make([]string, 1<<14)
-		for j := range qs {
-			qs[j] = kinds[kind]((j * 7919) % (n - 1))
-		}
-		b.Run(kind, func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if _, ok := tab.Lookup(qs[i&(len(qs)-1)]); ok != (kind != "miss") {
-					b.Fatal("wrong result")
-				}
+	for _, n := range []int{1000, 100000} {
+		patterns := make([]string, n)
+		for i := range patterns {
+			if i%20 == 0 {
+				patterns[i] = fmt.Sprintf("*.ns-%d.example.com", i/20)
+			} else {
+				patterns[i] = fmt.Sprintf("svc-%d.ns-%d.example.com", i, i/20)
 			}
-		})
+		}
+		tab := NewTable(patterns, make([]int, n))
+		kinds := map[string]func(i int) string{
+			"exact":    func(i int) string { return patterns[i|1] },
+			"wildcard": func(i int) string { return fmt.Sprintf("a.b.ns-%d.example.com", i/20) },
+			"miss":     func(i int) string { return fmt.Sprintf("svc-%d.nsx-%d.example.com", i, i/20) },
+		}
+		for _, kind := range []string{"exact", "wildcard", "miss"} {
+			qs := make([]string, 1<<14)
+			for j := range qs {
+				qs[j] = kinds[kind]((j * 7919) % (n - 1))
+			}
+			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if _, ok := tab.Lookup(qs[i&(len(qs)-1)]); ok != (kind != "miss") {
+						b.Fatal("wrong result")
+					}
+				}
+			})
+		}
 	}
 }
