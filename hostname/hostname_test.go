@@ -3,6 +3,7 @@ package hostname
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -124,6 +125,96 @@ func TestLengths(t *testing.T) {
 			want, wantOK := refLookup(patterns, name)
 			if ok != wantOK || ok && got != want {
 				t.Errorf("n=%d: Lookup(%q) = %d, %v; reference %d, %v", n, name, got, ok, want, wantOK)
+			}
+		}
+	}
+}
+
+// TestRepeatedBytes: names of one repeated byte read as the same words
+// whatever their length, so only the stored length tells them apart when
+// their tags collide. Every table has new random seeds; 200 of them make a
+// collision inside a probe run near certain.
+func TestRepeatedBytes(t *testing.T) {
+	var patterns []string
+	for n := 8; n <= 40; n += 2 {
+		patterns = append(patterns, strings.Repeat("a", n), "*."+strings.Repeat("b", n))
+	}
+	values := make([]int, len(patterns))
+	for i := range values {
+		values[i] = i
+	}
+	for range 200 {
+		tab := NewTable(patterns, values)
+		for n := 1; n <= 48; n++ {
+			for _, name := range []string{strings.Repeat("a", n), "x." + strings.Repeat("b", n)} {
+				got, ok := tab.Lookup(name)
+				want, wantOK := refLookup(patterns, name)
+				if ok != wantOK || ok && got != want {
+					t.Fatalf("Lookup(%q) = %d, %v; reference %d, %v", name, got, ok, want, wantOK)
+				}
+			}
+		}
+	}
+}
+
+// TestRandomTables compares Lookup with the linear-scan reference on tables
+// of 1,500 random patterns over a small alphabet, so that names share
+// suffixes, wildcards nest, probe runs grow long and tags collide, and on
+// names built from the patterns' own suffixes.
+func TestRandomTables(t *testing.T) {
+	for seed := range uint64(4) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		word := func() string {
+			const alphabet = "abAB0-"
+			b := make([]byte, 1+r.IntN(12))
+			for i := range b {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+			return string(b)
+		}
+		name := func() string {
+			labels := make([]string, 1+r.IntN(6))
+			for i := range labels {
+				labels[i] = word()
+			}
+			return strings.Join(labels, ".")
+		}
+		patterns := make([]string, 1000)
+		for i := range patterns {
+			switch p := name(); r.IntN(4) {
+			case 0:
+				patterns[i] = "*." + p
+			case 1:
+				patterns[i] = strings.Repeat("x", r.IntN(70)) + p // long keys too
+			default:
+				patterns[i] = p
+			}
+		}
+		if seed%2 == 0 {
+			patterns = append(patterns, "")
+		}
+		values := make([]int, len(patterns))
+		for i := range values {
+			values[i] = i
+		}
+		tab := NewTable(patterns, values)
+		for range 2000 {
+			var q string
+			p := strings.TrimPrefix(patterns[r.IntN(len(patterns))], "*.")
+			switch r.IntN(4) {
+			case 0:
+				q = p
+			case 1:
+				q = word() + "." + p
+			case 2:
+				q = strings.ToUpper(word()) + "." + p[r.IntN(len(p)+1):]
+			default:
+				q = name()
+			}
+			got, ok := tab.Lookup(q)
+			want, wantOK := refLookup(patterns, q)
+			if ok != wantOK || ok && got != want {
+				t.Fatalf("seed %d: Lookup(%q) = %d, %v; reference %d, %v", seed, q, got, ok, want, wantOK)
 			}
 		}
 	}
