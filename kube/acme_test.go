@@ -13,12 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-const acmeFixture = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
+const acmeFixture = classYAML + `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
   name: gw

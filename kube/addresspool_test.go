@@ -10,12 +10,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-const twoGateways = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
+const twoGateways = classYAML + `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: first, namespace: ns}
 spec:

@@ -40,17 +40,20 @@ func indent(n int, s string) string {
 	return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad)
 }
 
-// freePort returns a loopback port nothing listens on right now.
-// gatewayYAML starts the configuration of most standalone tests: the
-// GatewayClass "portico" and the Gateway apps/gw, which ListenerSets of its
-// own namespace may attach to, up to its list of listeners, which each test
-// writes.
-const gatewayYAML = `apiVersion: gateway.networking.k8s.io/v1
+// classYAML is the GatewayClass "portico" every standalone configuration
+// of the tests starts with, and the separator after it.
+const classYAML = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: portico}
 spec: {controllerName: portico.dev/gateway-controller}
 ---
-apiVersion: gateway.networking.k8s.io/v1
+`
+
+// gatewayYAML starts the configuration of most standalone tests: the
+// GatewayClass and the Gateway apps/gw, which ListenerSets of its own
+// namespace may attach to, up to its list of listeners, which each test
+// writes.
+const gatewayYAML = classYAML + `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}
 spec:
@@ -59,6 +62,7 @@ spec:
   listeners:
 `
 
+// freePort returns a loopback port nothing listens on right now.
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
