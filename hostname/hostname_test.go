@@ -16,9 +16,10 @@ func TestLookup(t *testing.T) {
 		"*.c.b.example.com",
 		"Upper.Example.ORG.",
 		"*.Wild.Example.ORG",
+		"my_svc@[x]^.example.com",
 		"",
 	}
-	values := []string{"exact", "wild1", "wild2", "wild3", "upper", "wildorg", "fallback"}
+	values := []string{"exact", "wild1", "wild2", "wild3", "upper", "wildorg", "odd", "fallback"}
 	tab := NewTable(patterns, values)
 	if got := tab.Len(); got != len(patterns) {
 		t.Fatalf("Len = %d, want %d", got, len(patterns))
@@ -47,6 +48,14 @@ func TestLookup(t *testing.T) {
 		{".", "fallback"},
 		{"other.net", "fallback"},
 		{"com", "fallback"},
+		// Bytes from 0x40 to 0x5f that are not capitals, and bytes over
+		// 0x7f, make a name look as if it may have capitals.
+		{"my_svc@[x]^.example.com", "odd"},
+		{"MY_svc@[X]^.example.com", "odd"},
+		{"my_svc@[x]^.b.example.com", "wild2"},
+		{"a_b.example.com", "wild1"},
+		{"\xc3\xa9t\xc3\xa9.example.com", "wild1"},
+		{"\xc3\x89T\xc3\x89.example.com", "wild1"},
 	}
 	for _, tt := range tests {
 		got, ok := tab.Lookup(tt.name)
