@@ -475,7 +475,7 @@ func (s *shortSet) insert(key string) (slot int, added bool) {
 		return i, false
 	}
 	n := len(key)
-	ob, oc := minFlat(8, n-8), zeroNeg(n-16)
+	ob, oc := offsets(n)
 	i := s.add(s.hash(load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8), n))
 	if grow := len(s.ctrl)*shortRecord - len(s.recs); grow > 0 {
 		s.recs = append(s.recs, make([]byte, grow)...)
@@ -492,7 +492,11 @@ func (s *shortSet) find(key string) int {
 		return -1
 	}
 	n := len(key)
-	a, b, c, d, ob, oc := words(key)
+	ob, oc := offsets(n)
+	// 8 <= n < 32: every word read is inside key. (Loaded here rather
+	// than by a helper: one returning the 4 words is not inlined.)
+	kp := unsafe.StringData(key)
+	a, b, c, d := word(kp, 0), word(kp, ob), word(kp, oc), word(kp, n-8)
 	h := s.hash(a, b, c, d, n)
 	g := uint64(tag(h)) * lsb
 	ctrl := unsafe.SliceData(s.ctrl)
@@ -635,20 +639,18 @@ func mayHaveUpper(s string) bool {
 	if !isShort(n) {
 		return hasUpper(s)
 	}
-	a, b, c, d, _, _ := words(s)
+	ob, oc := offsets(n)
+	p := unsafe.StringData(s)
+	a, b, c, d := word(p, 0), word(p, ob), word(p, oc), word(p, n-8)
 	// Bit 6 set and bit 5 clear, in any byte.
 	return (a&^(a<<1)|b&^(b<<1)|c&^(c<<1)|d&^(d<<1))&(0x40*lsb) != 0
 }
 
-// words reads a string of 8 to 31 bytes as 4 words from both ends, which
-// overlap when it is under 32 bytes, and returns the offsets of the middle
-// two.
-func words(key string) (a, b, c, d uint64, ob, oc int) {
-	n := len(key)
-	ob, oc = minFlat(8, n-8), zeroNeg(n-16)
-	// 8 <= n < 32: every word read is inside key.
-	kp := unsafe.StringData(key)
-	return word(kp, 0), word(kp, ob), word(kp, oc), word(kp, n-8), ob, oc
+// offsets returns where the middle two of the 4 words that cover a string
+// of 8 to 31 bytes start: the 4 words are at 0, ob, oc and n-8, and overlap
+// when it is under 32 bytes.
+func offsets(n int) (ob, oc int) {
+	return minFlat(8, n-8), zeroNeg(n-16)
 }
 
 // hasUpper reports whether s has an ASCII capital, 8 bytes at a time.
