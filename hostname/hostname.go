@@ -228,7 +228,7 @@ func (t *Table[V]) findWild(name string) int {
 		dotted |= isDot(name[n-m-1]) << m
 	}
 	for dotted != 0 {
-		m := 63 - bits.LeadingZeros64(dotted) // longest first
+		m := bits.Len64(dotted) - 1 // longest first
 		dotted &^= 1 << m
 		suffix := name[n-m:]
 		var i int
