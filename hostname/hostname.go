@@ -650,7 +650,7 @@ func mayHaveUpper(s string) bool {
 // of 8 to 31 bytes start: the 4 words are at 0, ob, oc and n-8, and overlap
 // when it is under 32 bytes.
 func offsets(n int) (ob, oc int) {
-	return minFlat(8, n-8), zeroNeg(n-16)
+	return minFlat(8, n-8), zeroNeg(n - 16)
 }
 
 // hasUpper reports whether s has an ASCII capital, 8 bytes at a time.
