@@ -263,14 +263,15 @@ func (t *Table[V]) findWildLong(name string) int {
 	return -1
 }
 
-// index is a hash set of lowercase keys, in three parts. Keys of 8 to 31
-// bytes, nearly every hostname and suffix, are in short: a hit reads one
-// 32-byte record. Other keys up to maxKey bytes are in other, whose records
-// are packed in an arena behind an offset per slot. Longer keys, longer than
-// any valid DNS name, are in a map. Slots number the three parts one after
-// the other.
+// index is a hash set of lowercase keys, in four parts. Keys of 8 to 31
+// bytes, most hostnames and suffixes, are in short, and keys of 32 to 63
+// bytes in wide: a hit reads one record of 32 or 64 bytes. Other keys up to
+// maxKey bytes are in other, whose records are packed in an arena behind an
+// offset per slot. Longer keys, longer than any valid DNS name, are in a
+// map. Slots number the four parts one after the other.
 type index struct {
 	short shortSet
+	wide  wideSet
 	other otherSet
 	// Keys over maxKey bytes, numbered from 0.
 	long map[string]int
@@ -280,28 +281,32 @@ type index struct {
 // resolve turns it into a slot once every key is in: the slots of a part
 // come after those of the parts before it, which grow while keys go in.
 type place struct {
-	part uint8 // partShort, partOther or partLong
+	part uint8 // partShort, partWide, partOther or partLong
 	i    int
 }
 
 const (
 	partShort = iota
+	partWide
 	partOther
 	partLong
 )
 
 func (x *index) init(keys []string) {
-	var nShort, nOther, otherBytes int
+	var nShort, nWide, nOther, otherBytes int
 	for _, k := range keys {
 		switch n := len(k); {
 		case isShort(n):
 			nShort++
+		case isWide(n):
+			nWide++
 		case n <= maxKey:
 			nOther++
 			otherBytes += 1 + n
 		}
 	}
 	x.short.init(nShort)
+	x.wide.init(nWide)
 	x.other.init(nOther, otherBytes)
 }
 
@@ -309,9 +314,28 @@ func isShort(n int) bool {
 	return n >= 8 && n < shortRecord
 }
 
+func isWide(n int) bool {
+	return n >= shortRecord && n < wideRecord
+}
+
 // slots returns the number of slots find can return.
 func (x *index) slots() int {
-	return x.short.tags.slots() + x.other.tags.slots() + len(x.long)
+	return x.short.tags.slots() + x.wide.tags.slots() + x.other.tags.slots() + len(x.long)
+}
+
+// first returns the first slot of a part.
+func (x *index) first(part uint8) int {
+	n := 0
+	if part > partShort {
+		n += x.short.tags.slots()
+	}
+	if part > partWide {
+		n += x.wide.tags.slots()
+	}
+	if part > partOther {
+		n += x.other.tags.slots()
+	}
+	return n
 }
 
 // insert adds key (normalized) unless it is already there, and returns its
@@ -322,6 +346,9 @@ func (x *index) insert(key string) (p place, added bool) {
 	case isShort(n):
 		i, added := x.short.insert(key)
 		return place{partShort, i}, added
+	case isWide(n):
+		i, added := x.wide.insert(key)
+		return place{partWide, i}, added
 	case n <= maxKey:
 		i, added := x.other.insert(key)
 		return place{partOther, i}, added
@@ -339,13 +366,7 @@ func (x *index) insert(key string) (p place, added bool) {
 
 // resolve turns a place from insert into a slot, once every key is in.
 func (x *index) resolve(p place) int {
-	switch p.part {
-	case partOther:
-		return x.short.tags.slots() + p.i
-	case partLong:
-		return x.short.tags.slots() + x.other.tags.slots() + p.i
-	}
-	return p.i
+	return x.first(p.part) + p.i
 }
 
 // find returns the slot of key, or -1. (The lookups of Table call
@@ -359,16 +380,24 @@ func (x *index) find(key string) int {
 
 // findRest is find for keys that are not short.
 func (x *index) findRest(key string) int {
-	if len(key) <= maxKey {
-		if i := x.other.find(key); i >= 0 {
-			return x.short.tags.slots() + i
+	var i int
+	var part uint8
+	switch n := len(key); {
+	case isWide(n):
+		i, part = x.wide.find(key), partWide
+	case n <= maxKey:
+		i, part = x.other.find(key), partOther
+	default:
+		k, ok := x.long[key]
+		if !ok {
+			return -1
 		}
+		i, part = k, partLong
+	}
+	if i < 0 {
 		return -1
 	}
-	if k, ok := x.long[key]; ok {
-		return x.short.tags.slots() + x.other.tags.slots() + k
-	}
-	return -1
+	return x.first(part) + i
 }
 
 // tags are the one-byte tags of an open-addressing hash table, kept apart
@@ -544,6 +573,99 @@ func (s *shortSet) hash(a, b, c, d uint64, n int) uint64 {
 	h := hi ^ lo
 	hi, lo = bits.Mul64(c^k[2], d^k[3])
 	return h + (hi ^ lo)
+}
+
+// wideRecord is the record size of wideSet, and one more than the longest
+// key it holds: the last byte is the key's length.
+const wideRecord = 64
+
+// wideSet is shortSet for keys of 32 to 63 bytes, such as
+// "service.namespace.apps.example.com": 64-byte records, one cache line,
+// and keys read as 8 words from both ends.
+type wideSet struct {
+	tags
+	recs  []byte // wideRecord bytes per slot
+	seeds [8]uint64
+}
+
+func (s *wideSet) init(n int) {
+	for i := range s.seeds {
+		s.seeds[i] = rand.Uint64()
+	}
+	s.tags.init(n)
+	s.recs = make([]byte, len(s.ctrl)*wideRecord)
+}
+
+func (s *wideSet) insert(key string) (slot int, added bool) {
+	if i := s.find(key); i >= 0 {
+		return i, false
+	}
+	e := len(key) - 32
+	i := s.add(s.hash(load64(key, 0), load64(key, 8), load64(key, 16), load64(key, 24),
+		load64(key, e), load64(key, e+8), load64(key, e+16), load64(key, e+24), len(key)))
+	if grow := len(s.ctrl)*wideRecord - len(s.recs); grow > 0 {
+		s.recs = append(s.recs, make([]byte, grow)...)
+	}
+	rec := s.recs[i*wideRecord : (i+1)*wideRecord]
+	copy(rec, key)
+	rec[wideRecord-1] = byte(len(key))
+	return i, true
+}
+
+// find returns the slot of key (32 to 63 bytes), or -1.
+func (s *wideSet) find(key string) int {
+	if s.empty() {
+		return -1
+	}
+	n := len(key)
+	// 32 <= n < 64: every word read is inside key. (Words in variables,
+	// not an array: the compiler would copy an array to the stack.)
+	kp := unsafe.StringData(key)
+	e := n - 32
+	w0, w1, w2, w3 := word(kp, 0), word(kp, 8), word(kp, 16), word(kp, 24)
+	w4, w5, w6, w7 := word(kp, e), word(kp, e+8), word(kp, e+16), word(kp, e+24)
+	// s.hash, written out: it is too big to be inlined.
+	k := &s.seeds
+	h := fold(w0^k[0], w1^k[1]^uint64(n)) + fold(w2^k[2], w3^k[3]) +
+		fold(w4^k[4], w5^k[5]) + fold(w6^k[6], w7^k[7])
+	g := uint64(tag(h)) * lsb
+	ctrl := unsafe.SliceData(s.ctrl)
+	recs := unsafe.SliceData(s.recs)
+	for i := int(s.home(h)); ; i += 8 {
+		c := word(ctrl, i)
+		match := zeroBytes(c ^ g)
+		empty := zeroBytes(c)
+		if empty != 0 {
+			match &= empty ^ (empty - 1)
+		}
+		for match != 0 {
+			slot := i + bits.TrailingZeros64(match)>>3
+			match &= match - 1
+			rec := (*byte)(unsafe.Add(unsafe.Pointer(recs), slot*wideRecord))
+			if int(*(*byte)(unsafe.Add(unsafe.Pointer(rec), wideRecord-1))) == n &&
+				(word(rec, 0)^w0)|(word(rec, 8)^w1)|(word(rec, 16)^w2)|(word(rec, 24)^w3)|
+					(word(rec, e)^w4)|(word(rec, e+8)^w5)|(word(rec, e+16)^w6)|(word(rec, e+24)^w7) == 0 {
+				return slot
+			}
+		}
+		if empty != 0 {
+			return -1
+		}
+	}
+}
+
+// hash is shortSet.hash over 8 words: four multiplies that do not wait for
+// each other.
+func (s *wideSet) hash(w0, w1, w2, w3, w4, w5, w6, w7 uint64, n int) uint64 {
+	k := &s.seeds
+	return fold(w0^k[0], w1^k[1]^uint64(n)) + fold(w2^k[2], w3^k[3]) +
+		fold(w4^k[4], w5^k[5]) + fold(w6^k[6], w7^k[7])
+}
+
+// fold multiplies two words into 128 bits and folds the product into 64.
+func fold(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 // otherSet holds keys under 8 bytes and from 32 to maxKey bytes, packed in

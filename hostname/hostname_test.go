@@ -145,7 +145,7 @@ func TestLengths(t *testing.T) {
 // collision inside a probe run near certain.
 func TestRepeatedBytes(t *testing.T) {
 	var patterns []string
-	for n := 8; n <= 40; n += 2 {
+	for n := 8; n <= 70; n += 2 { // short (8-31), wide (32-63) and other keys
 		patterns = append(patterns, strings.Repeat("a", n), "*."+strings.Repeat("b", n))
 	}
 	values := make([]int, len(patterns))
@@ -154,12 +154,41 @@ func TestRepeatedBytes(t *testing.T) {
 	}
 	for range 200 {
 		tab := NewTable(patterns, values)
-		for n := 1; n <= 48; n++ {
+		for n := 1; n <= 72; n++ {
 			for _, name := range []string{strings.Repeat("a", n), "x." + strings.Repeat("b", n)} {
 				got, ok := tab.Lookup(name)
 				want, wantOK := refLookup(patterns, name)
 				if ok != wantOK || ok && got != want {
 					t.Fatalf("Lookup(%q) = %d, %v; reference %d, %v", name, got, ok, want, wantOK)
+				}
+			}
+		}
+	}
+}
+
+// TestEveryByteCompared builds tables of keys that differ in two bytes only,
+// at every position of every length up to 70, and looks up keys that are
+// not there: those land on the keys' tags now and then, and must then fail
+// the record compare. It catches a byte that no compared word covers.
+func TestEveryByteCompared(t *testing.T) {
+	const present = 64
+	for n := 8; n <= 70; n++ {
+		for p := 0; p+2 <= n; p++ {
+			key := func(i int) string {
+				b := []byte(strings.Repeat("a", n))
+				b[p], b[p+1] = byte('a'+i/26), byte('a'+i%26)
+				return string(b)
+			}
+			patterns := make([]string, present)
+			values := make([]int, present)
+			for i := range patterns {
+				patterns[i], values[i] = key(i), i
+			}
+			tab := NewTable(patterns, values)
+			for i := range 26 * 10 {
+				got, ok := tab.Lookup(key(i))
+				if want := i < present; ok != want || ok && got != i {
+					t.Fatalf("n=%d, bytes %d-%d: Lookup(%q) = %d, %v; want %d, %v", n, p, p+1, key(i), got, ok, i, want)
 				}
 			}
 		}
@@ -230,8 +259,9 @@ func TestRandomTables(t *testing.T) {
 }
 
 func TestLookupDoesNotAllocate(t *testing.T) {
-	tab := NewTable([]string{"a.example.com", "*.example.com", "*.x.y.example.net"}, []int{1, 2, 3})
-	for _, name := range []string{"A.Example.Com.", "q.r.s.example.com", "Q.r.s.example.com", "miss.example.org", "MISS.example.org", "q.x.y.example.net", strings.Repeat("Ab.", 60) + "example.com"} {
+	tab := NewTable([]string{"a.example.com", "*.example.com", "*.x.y.example.net", "service.namespace.apps.example.org"}, []int{1, 2, 3, 4})
+	for _, name := range []string{"A.Example.Com.", "q.r.s.example.com", "Q.r.s.example.com", "miss.example.org", "MISS.example.org", "q.x.y.example.net",
+		"service.namespace.apps.example.org", "Service.Namespace.apps.example.org", strings.Repeat("Ab.", 60) + "example.com"} {
 		if n := testing.AllocsPerRun(100, func() { tab.Lookup(name) }); n != 0 {
 			t.Errorf("Lookup(%q) allocates %v times", name, n)
 		}
@@ -377,5 +407,31 @@ func BenchmarkLookup(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkLookupWide is the exact-hit case of BenchmarkLookup for names of
+// 32 to 63 bytes, like "service-7.namespace-0.knative.example.com": Knative
+// names under a cluster domain are often that long.
+func BenchmarkLookupWide(b *testing.B) {
+	const form = "service-%d.namespace-%d.knative.example.com"
+	for _, n := range []int{1000, 100000} {
+		patterns := make([]string, n)
+		for i := range patterns {
+			patterns[i] = fmt.Sprintf(form, i, i/20)
+		}
+		tab := NewTable(patterns, make([]int, n))
+		qs := make([]string, 1<<14)
+		for j := range qs {
+			qs[j] = patterns[(j*7919)%n]
+		}
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, ok := tab.Lookup(qs[i&(len(qs)-1)]); !ok {
+					b.Fatal("wrong result")
+				}
+			}
+		})
 	}
 }
