@@ -755,17 +755,27 @@ func lower(c byte) byte {
 // mayHaveUpper reports whether s may have an ASCII capital: it is true for
 // every byte from 0x40 to 0x5f (capitals, and "@[\\]^_", none of which a
 // hostname has), and for some bytes over 0x7f. It needs no loop for names
-// of 8 to 31 bytes, and no constant but one.
+// of 8 to 63 bytes, and no constant but one.
 func mayHaveUpper(s string) bool {
 	n := len(s)
-	if !isShort(n) {
+	p := unsafe.StringData(s)
+	var x uint64
+	switch {
+	case isShort(n):
+		ob, oc := offsets(n)
+		a, b, c, d := word(p, 0), word(p, ob), word(p, oc), word(p, n-8)
+		x = a&^(a<<1) | b&^(b<<1) | c&^(c<<1) | d&^(d<<1)
+	case isWide(n):
+		// The 8 words of wideSet.find.
+		for _, i := range [8]int{0, 8, 16, 24, n - 32, n - 24, n - 16, n - 8} {
+			w := word(p, i)
+			x |= w &^ (w << 1)
+		}
+	default:
 		return hasUpper(s)
 	}
-	ob, oc := offsets(n)
-	p := unsafe.StringData(s)
-	a, b, c, d := word(p, 0), word(p, ob), word(p, oc), word(p, n-8)
 	// Bit 6 set and bit 5 clear, in any byte.
-	return (a&^(a<<1)|b&^(b<<1)|c&^(c<<1)|d&^(d<<1))&(0x40*lsb) != 0
+	return x&(0x40*lsb) != 0
 }
 
 // offsets returns where the middle two of the 4 words that cover a string
