@@ -474,6 +474,37 @@ func (t *tags) candidates(i uint64, g uint64) (match uint64, last bool) {
 	return match, empty != 0
 }
 
+// recordSet is what shortSet and wideSet share: tags, and a fixed-size
+// record per slot holding the key, zeros, and its length in the last byte.
+type recordSet struct {
+	tags
+	recs []byte
+}
+
+// init sizes the set for n keys of records of size bytes, and draws its
+// seeds. Random seeds per set keep clients from aiming names at one probe
+// run.
+func (r *recordSet) init(n, size int, seeds []uint64) {
+	for i := range seeds {
+		seeds[i] = rand.Uint64()
+	}
+	r.tags.init(n)
+	r.recs = make([]byte, len(r.ctrl)*size)
+}
+
+// put adds key, whose hash is h, in records of size bytes, and returns its
+// slot.
+func (r *recordSet) put(h uint64, key string, size int) int {
+	i := r.add(h)
+	if grow := len(r.ctrl)*size - len(r.recs); grow > 0 {
+		r.recs = append(r.recs, make([]byte, grow)...)
+	}
+	rec := r.recs[i*size : (i+1)*size]
+	copy(rec, key)
+	rec[size-1] = byte(len(key))
+	return i
+}
+
 // shortRecord is the record size of shortSet, and one more than the longest
 // key it holds: the last byte is the key's length.
 const shortRecord = 32
@@ -484,19 +515,12 @@ const shortRecord = 32
 // it: the words are hashed and compared against the same words of the
 // record, without a call and without a loop over the length.
 type shortSet struct {
-	tags
-	recs  []byte // shortRecord bytes per slot
+	recordSet
 	seeds [4]uint64
 }
 
 func (s *shortSet) init(n int) {
-	// Random seeds per set keep clients from aiming names at one probe
-	// run.
-	for i := range s.seeds {
-		s.seeds[i] = rand.Uint64()
-	}
-	s.tags.init(n)
-	s.recs = make([]byte, len(s.ctrl)*shortRecord)
+	s.recordSet.init(n, shortRecord, s.seeds[:])
 }
 
 func (s *shortSet) insert(key string) (slot int, added bool) {
@@ -505,14 +529,8 @@ func (s *shortSet) insert(key string) (slot int, added bool) {
 	}
 	n := len(key)
 	ob, oc := offsets(n)
-	i := s.add(s.hash(load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8), n))
-	if grow := len(s.ctrl)*shortRecord - len(s.recs); grow > 0 {
-		s.recs = append(s.recs, make([]byte, grow)...)
-	}
-	rec := s.recs[i*shortRecord : (i+1)*shortRecord]
-	copy(rec, key)
-	rec[shortRecord-1] = byte(n)
-	return i, true
+	h := s.hash(load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8), n)
+	return s.put(h, key, shortRecord), true
 }
 
 // find returns the slot of key (8 to 31 bytes), or -1.
@@ -583,17 +601,12 @@ const wideRecord = 64
 // "service.namespace.apps.example.com": 64-byte records, one cache line,
 // and keys read as 8 words from both ends.
 type wideSet struct {
-	tags
-	recs  []byte // wideRecord bytes per slot
+	recordSet
 	seeds [8]uint64
 }
 
 func (s *wideSet) init(n int) {
-	for i := range s.seeds {
-		s.seeds[i] = rand.Uint64()
-	}
-	s.tags.init(n)
-	s.recs = make([]byte, len(s.ctrl)*wideRecord)
+	s.recordSet.init(n, wideRecord, s.seeds[:])
 }
 
 func (s *wideSet) insert(key string) (slot int, added bool) {
@@ -601,15 +614,9 @@ func (s *wideSet) insert(key string) (slot int, added bool) {
 		return i, false
 	}
 	e := len(key) - 32
-	i := s.add(s.hash(load64(key, 0), load64(key, 8), load64(key, 16), load64(key, 24),
-		load64(key, e), load64(key, e+8), load64(key, e+16), load64(key, e+24), len(key)))
-	if grow := len(s.ctrl)*wideRecord - len(s.recs); grow > 0 {
-		s.recs = append(s.recs, make([]byte, grow)...)
-	}
-	rec := s.recs[i*wideRecord : (i+1)*wideRecord]
-	copy(rec, key)
-	rec[wideRecord-1] = byte(len(key))
-	return i, true
+	h := s.hash(load64(key, 0), load64(key, 8), load64(key, 16), load64(key, 24),
+		load64(key, e), load64(key, e+8), load64(key, e+16), load64(key, e+24), len(key))
+	return s.put(h, key, wideRecord), true
 }
 
 // find returns the slot of key (32 to 63 bytes), or -1.
