@@ -320,7 +320,7 @@ func isWide(n int) bool {
 
 // slots returns the number of slots find can return.
 func (x *index) slots() int {
-	return x.short.tags.slots() + x.wide.tags.slots() + x.other.tags.slots() + len(x.long)
+	return x.first(partLong) + len(x.long)
 }
 
 // first returns the first slot of a part.
@@ -524,19 +524,24 @@ func (s *shortSet) init(n int) {
 }
 
 func (s *shortSet) insert(key string) (slot int, added bool) {
-	if i := s.find(key); i >= 0 {
+	i, h := s.probe(key)
+	if i >= 0 {
 		return i, false
 	}
-	n := len(key)
-	ob, oc := offsets(n)
-	h := s.hash(load64(key, 0), load64(key, ob), load64(key, oc), load64(key, n-8), n)
 	return s.put(h, key, shortRecord), true
 }
 
 // find returns the slot of key (8 to 31 bytes), or -1.
 func (s *shortSet) find(key string) int {
+	i, _ := s.probe(key)
+	return i
+}
+
+// probe is find that also returns key's hash, for insert. (It is 0 in an
+// empty set, which insert never sees: init counted its keys.)
+func (s *shortSet) probe(key string) (int, uint64) {
 	if s.empty() {
-		return -1
+		return -1, 0
 	}
 	n := len(key)
 	ob, oc := offsets(n)
@@ -562,11 +567,11 @@ func (s *shortSet) find(key string) int {
 			rec := (*byte)(unsafe.Add(unsafe.Pointer(recs), slot*shortRecord))
 			if int(*(*byte)(unsafe.Add(unsafe.Pointer(rec), shortRecord-1))) == n && (word(rec, 0)^a)|(word(rec, ob)^b)|
 				(word(rec, oc)^c)|(word(rec, n-8)^d) == 0 {
-				return slot
+				return slot, h
 			}
 		}
 		if empty != 0 {
-			return -1
+			return -1, h
 		}
 	}
 }
@@ -610,19 +615,24 @@ func (s *wideSet) init(n int) {
 }
 
 func (s *wideSet) insert(key string) (slot int, added bool) {
-	if i := s.find(key); i >= 0 {
+	i, h := s.probe(key)
+	if i >= 0 {
 		return i, false
 	}
-	e := len(key) - 32
-	h := s.hash(load64(key, 0), load64(key, 8), load64(key, 16), load64(key, 24),
-		load64(key, e), load64(key, e+8), load64(key, e+16), load64(key, e+24), len(key))
 	return s.put(h, key, wideRecord), true
 }
 
 // find returns the slot of key (32 to 63 bytes), or -1.
 func (s *wideSet) find(key string) int {
+	i, _ := s.probe(key)
+	return i
+}
+
+// probe is find that also returns key's hash, for insert (see
+// shortSet.probe).
+func (s *wideSet) probe(key string) (int, uint64) {
 	if s.empty() {
-		return -1
+		return -1, 0
 	}
 	n := len(key)
 	// 32 <= n < 64: every word read is inside key. (Words in variables,
@@ -631,7 +641,8 @@ func (s *wideSet) find(key string) int {
 	e := n - 32
 	w0, w1, w2, w3 := word(kp, 0), word(kp, 8), word(kp, 16), word(kp, 24)
 	w4, w5, w6, w7 := word(kp, e), word(kp, e+8), word(kp, e+16), word(kp, e+24)
-	// s.hash, written out: it is too big to be inlined.
+	// shortSet.hash over 8 words: four multiplies that do not wait for
+	// each other. (Written out here: as a method it is not inlined.)
 	k := &s.seeds
 	h := fold(w0^k[0], w1^k[1]^uint64(n)) + fold(w2^k[2], w3^k[3]) +
 		fold(w4^k[4], w5^k[5]) + fold(w6^k[6], w7^k[7])
@@ -652,21 +663,13 @@ func (s *wideSet) find(key string) int {
 			if int(*(*byte)(unsafe.Add(unsafe.Pointer(rec), wideRecord-1))) == n &&
 				(word(rec, 0)^w0)|(word(rec, 8)^w1)|(word(rec, 16)^w2)|(word(rec, 24)^w3)|
 					(word(rec, e)^w4)|(word(rec, e+8)^w5)|(word(rec, e+16)^w6)|(word(rec, e+24)^w7) == 0 {
-				return slot
+				return slot, h
 			}
 		}
 		if empty != 0 {
-			return -1
+			return -1, h
 		}
 	}
-}
-
-// hash is shortSet.hash over 8 words: four multiplies that do not wait for
-// each other.
-func (s *wideSet) hash(w0, w1, w2, w3, w4, w5, w6, w7 uint64, n int) uint64 {
-	k := &s.seeds
-	return fold(w0^k[0], w1^k[1]^uint64(n)) + fold(w2^k[2], w3^k[3]) +
-		fold(w4^k[4], w5^k[5]) + fold(w6^k[6], w7^k[7])
 }
 
 // fold multiplies two words into 128 bits and folds the product into 64.
