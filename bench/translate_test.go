@@ -262,3 +262,37 @@ func processCPU() time.Duration {
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/float64(time.Millisecond), "cpu-ms/op")
 }
+
+// BenchmarkTranslateHeap reports what a running instance holds per
+// hostname of the workload, for sizing its memory limit, each measured
+// after a collection: the objects as the informers hold them
+// (objB/hostname), and what the translator adds after its first translate,
+// parsed certificates and the served config (translatorB/hostname). An
+// iteration is that first translate; a full rebuild's garbage, which the
+// collector must also make room for, is BenchmarkTranslate5000's B/op.
+func BenchmarkTranslateHeap(b *testing.B) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	base := heap()
+	res, err := buildTranslateWorkload(translateSets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	objects := heap() - base
+	n := float64(len(res.ListenerSets))
+	var translator uint64
+	for b.Loop() {
+		before := heap()
+		tr := kube.NewTranslator("")
+		cfg, _ := tr.Translate(res)
+		translator = heap() - before
+		runtime.KeepAlive(tr)
+		runtime.KeepAlive(cfg)
+	}
+	b.ReportMetric(float64(objects)/n, "objB/hostname")
+	b.ReportMetric(float64(translator)/n, "translatorB/hostname")
+}
