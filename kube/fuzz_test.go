@@ -1,0 +1,78 @@
+package kube
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"sigs.k8s.io/yaml"
+)
+
+// FuzzTranslate feeds standalone YAML through decode, assemble and
+// translate, the path a file edit takes. Input may be refused at decode or
+// assemble, as a broken edit is; whatever gets through must translate
+// without a panic, and translate must be a function of its input: the
+// same snapshot through the same translator again (its caches) and
+// through a new one gives the same statuses and data plane.
+func FuzzTranslate(f *testing.F) {
+	var seeds []string
+	for _, pattern := range []string{"testdata/*.in.yaml", "testdata/*/*.yaml", "../examples/standalone/*.yaml"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, m...)
+	}
+	if len(seeds) == 0 {
+		f.Fatal("no seed files")
+	}
+	for _, p := range seeds {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		// A slow input is a finding too: crash the worker, which makes the
+		// fuzzer keep the input.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				panic(fmt.Sprintf("over 20s on this input:\n%q", raw))
+			}
+		}()
+		docs, err := Decode("fuzz.yaml", bytes.NewReader(raw))
+		if err != nil {
+			return
+		}
+		src := NewFileSource("fuzz.yaml", zap.NewNop())
+		src.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+		res, err := src.assemble(docs)
+		if err != nil {
+			return
+		}
+		tr := NewTranslator("")
+		translate := func(tr *Translator) string {
+			out, err := yaml.Marshal(toGolden(tr.Translate(res)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(out)
+		}
+		first := translate(tr)
+		if again := translate(tr); again != first {
+			t.Fatalf("a second translate of the same input differs:\n%s", lineDiff(first, again))
+		}
+		if fresh := translate(NewTranslator("")); fresh != first {
+			t.Fatalf("a new translator's output differs:\n%s", lineDiff(first, fresh))
+		}
+	})
+}
