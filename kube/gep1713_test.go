@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -960,10 +959,9 @@ spec:
 	put("gateway.yaml", gatewayYAML+`  - {name: http, port: 80, protocol: HTTP, hostname: gw.example.com}
 `)
 	put("winner.yaml", listenerSet("ls-winner"))
-	src := NewFileSource(dir, zap.NewNop())
 	// Both loads within one second, as when a file is added right after a
 	// reload.
-	src.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	src := fixedSource(dir)
 	if _, err := src.Load(); err != nil {
 		t.Fatal(err)
 	}

@@ -43,13 +43,18 @@ type goldenListener struct {
 	Certificates []string `json:"certificates,omitempty"`
 }
 
-// loadFixture decodes one *.in.yaml with a fixed clock, so creation times
+// fixedSource is a FileSource whose clock stands still, so creation times
 // and the output are the same on every run.
-func loadFixture(t testing.TB, path string) *Resources {
-	t.Helper()
+func fixedSource(path string) *FileSource {
 	src := NewFileSource(path, zap.NewNop())
 	src.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
-	res, err := src.Load()
+	return src
+}
+
+// loadFixture decodes one *.in.yaml with a fixed clock.
+func loadFixture(t testing.TB, path string) *Resources {
+	t.Helper()
+	res, err := fixedSource(path).Load()
 	if err != nil {
 		t.Fatal(err)
 	}
