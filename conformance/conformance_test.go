@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientset "k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -151,7 +152,12 @@ func TestConformance(t *testing.T) {
 			RunTest:              *runTest,
 			Mode:                 "default",
 			TimeoutConfig:        Timeouts(),
-			ConformanceProfiles:  Profiles,
+			// For GatewayStaticAddresses: a Gateway asking for an address
+			// of the pool gets it, one asking for any other is not
+			// programmed.
+			UsableNetworkAddresses:   []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType), Value: cluster.StaticAddress().String()}},
+			UnusableNetworkAddresses: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType), Value: cluster.UnusableAddress().String()}},
+			ConformanceProfiles:      Profiles,
 			Implementation: confv1.Implementation{
 				Organization: "portico",
 				Project:      "portico",

@@ -20,6 +20,8 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
+	features.SupportGatewayStaticAddresses,
+	features.SupportGatewayAddressEmpty,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -61,10 +63,6 @@ var NotClaimed = map[features.FeatureName]string{
 	features.SupportHTTPRouteRetry:                retryExperimental,
 	features.SupportHTTPRouteRetryBackendTimeout:  retryExperimental,
 	features.SupportHTTPRouteRetryConnectionError: retryExperimental,
-	features.SupportGatewayStaticAddresses: "Portico does not read spec.addresses: a Gateway gets the " +
-		"addresses Portico is started with (--gateway-address, --gateway-service) or one from --gateway-address-pool",
-	features.SupportGatewayAddressEmpty: "Portico does not read spec.addresses: a Gateway gets the " +
-		"addresses Portico is started with (--gateway-address, --gateway-service) or one from --gateway-address-pool",
 }
 
 // retryExperimental: HTTPRoute retry is an experimental-channel field, and

@@ -1,12 +1,16 @@
 package kube
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -87,4 +91,209 @@ func translatorWithPool(pool []string) *Translator {
 	tr := NewTranslator("")
 	tr.AddressPool = pool
 	return tr
+}
+
+// staticGateways are Gateways, oldest first, that ask for addresses in
+// spec.addresses; translated with the pool 198.18.7.1-4.
+const staticGateways = classYAML + `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: picked, namespace: ns}
+spec:
+  gatewayClassName: portico
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: static, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{type: IPAddress, value: 198.18.7.1}]
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: unusable, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{value: 192.0.2.9}, {value: 198.18.7.3}]
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: taken, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{type: IPAddress, value: 198.18.7.1}]
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: unsupported, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{type: example.com/fake, value: anything}, {value: 198.18.7.4}]
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: empty, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{type: IPAddress}]
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`
+
+// TestGatewayStaticAddresses covers spec.addresses with a pool: a named
+// pool address goes to the oldest Gateway asking for it, before any address
+// Portico picks; an address outside the pool or already asked for leaves
+// the Gateway not programmed (AddressNotUsable) but served on what it got;
+// an address type Portico does not serve makes the Gateway not accepted;
+// an entry without a value gets a free pool address.
+func TestGatewayStaticAddresses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(staticGateways), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, path)
+	cfg, st := translatorWithPool([]string{"198.18.7.1", "198.18.7.2", "198.18.7.3", "198.18.7.4"}).Translate(res)
+
+	cases := []struct {
+		name      string
+		addresses []string
+		accepted  string // reason of Accepted
+		program   string // reason of Programmed
+		message   string // in the Programmed or Accepted message
+	}{
+		// Asked for nothing: the lowest address no Gateway asked for.
+		{name: "picked", addresses: []string{"198.18.7.2"}, accepted: "Accepted", program: "Programmed"},
+		{name: "static", addresses: []string{"198.18.7.1"}, accepted: "Accepted", program: "Programmed"},
+		{name: "unusable", addresses: []string{"198.18.7.3"}, accepted: "Accepted", program: "AddressNotUsable", message: "192.0.2.9 is not in Portico's address pool"},
+		{name: "taken", accepted: "Accepted", program: "AddressNotUsable", message: "198.18.7.1 is already asked for by an older Gateway"},
+		{name: "unsupported", accepted: "UnsupportedAddress", program: "Invalid", message: `type "example.com/fake" is not supported`},
+		{name: "empty", addresses: []string{"198.18.7.4"}, accepted: "Accepted", program: "Programmed"},
+	}
+	for _, c := range cases {
+		gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: c.name}]
+		var got []string
+		for _, a := range gs.Addresses {
+			if ptrValue(a.Type) != gwv1.IPAddressType {
+				t.Errorf("%s: address %q has type %q", c.name, a.Value, ptrValue(a.Type))
+			}
+			got = append(got, a.Value)
+		}
+		if !slices.Equal(got, c.addresses) {
+			t.Errorf("%s: status addresses %q, want %q", c.name, got, c.addresses)
+		}
+		acc := meta.FindStatusCondition(gs.Conditions, "Accepted")
+		prog := meta.FindStatusCondition(gs.Conditions, "Programmed")
+		if acc == nil || acc.Reason != c.accepted || (acc.Status == "True") != (c.accepted == "Accepted") {
+			t.Errorf("%s: Accepted = %+v, want reason %s", c.name, acc, c.accepted)
+		}
+		if prog == nil || prog.Reason != c.program || (prog.Status == "True") != (c.program == "Programmed") {
+			t.Errorf("%s: Programmed = %+v, want reason %s", c.name, prog, c.program)
+		}
+		if c.message != "" && !strings.Contains(acc.Message+prog.Message, c.message) {
+			t.Errorf("%s: conditions say %q / %q, want %q in them", c.name, acc.Message, prog.Message, c.message)
+		}
+	}
+
+	// Port 80 is bound on every address handed out, and nowhere else.
+	var bound []string
+	for _, p := range cfg.Ports {
+		if p.Number != 80 || p.Listeners.Len() != 1 {
+			t.Errorf("port %s:%d with %d listeners", p.Address, p.Number, p.Listeners.Len())
+		}
+		bound = append(bound, p.Address)
+	}
+	slices.Sort(bound)
+	if want := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3", "198.18.7.4"}; !slices.Equal(bound, want) {
+		t.Errorf("port 80 bound on %q, want %q", bound, want)
+	}
+}
+
+// TestGatewayAddressesEveryAddressServes: a Gateway given two pool
+// addresses binds each of its listeners on both, and reports both.
+func TestGatewayAddressesEveryAddressServes(t *testing.T) {
+	const yaml = classYAML + `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: two, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{value: 198.18.7.3}, {type: IPAddress}]
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: alt, port: 8080, protocol: HTTP, hostname: a.example.com}
+`
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, st := translatorWithPool([]string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}).Translate(loadFixture(t, path))
+	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "two"}]
+	if len(gs.Addresses) != 2 || gs.Addresses[0].Value != "198.18.7.3" || gs.Addresses[1].Value != "198.18.7.1" {
+		t.Fatalf("status addresses %+v", gs.Addresses)
+	}
+	if !meta.IsStatusConditionTrue(gs.Conditions, "Programmed") {
+		t.Errorf("not programmed: %+v", gs.Conditions)
+	}
+	var bound []string
+	for _, p := range cfg.Ports {
+		bound = append(bound, fmt.Sprintf("%s:%d", p.Address, p.Number))
+		if p.Listeners.Len() != 1 {
+			t.Errorf("%s:%d has %d listeners", p.Address, p.Number, p.Listeners.Len())
+		}
+	}
+	slices.Sort(bound)
+	if want := []string{"198.18.7.1:80", "198.18.7.1:8080", "198.18.7.3:80", "198.18.7.3:8080"}; !slices.Equal(bound, want) {
+		t.Errorf("bound %q, want %q", bound, want)
+	}
+}
+
+// TestGatewayHostnameAddressWithPool: a pool hands out IP addresses only.
+func TestGatewayHostnameAddressWithPool(t *testing.T) {
+	gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Addresses: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "lb.example.com"}}}}
+	if msg := unsupportedAddress(gw, true); !strings.Contains(msg, "type Hostname is not supported") {
+		t.Errorf("with a pool: %q", msg)
+	}
+	if msg := unsupportedAddress(gw, false); msg != "" {
+		t.Errorf("without a pool: %q", msg)
+	}
+}
+
+// TestSharedAddresses: without a pool, spec.addresses picks among
+// Portico's own addresses, and naming another is reported.
+func TestSharedAddresses(t *testing.T) {
+	own := []gwv1.GatewayStatusAddress{
+		{Type: ptr.To(gwv1.IPAddressType), Value: "10.0.0.1"},
+		{Type: ptr.To(gwv1.IPAddressType), Value: "fd00::1"},
+		{Type: ptr.To(gwv1.HostnameAddressType), Value: "lb.example.com"},
+	}
+	cases := []struct {
+		name    string
+		spec    []gwv1.GatewaySpecAddress
+		want    []string
+		problem string
+	}{
+		{name: "none asked", want: []string{"10.0.0.1", "fd00::1", "lb.example.com"}},
+		{name: "one IP", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}, want: []string{"10.0.0.1"}},
+		{name: "IPv6 spelled out", spec: []gwv1.GatewaySpecAddress{{Value: "fd00:0::0001"}}, want: []string{"fd00::1"}},
+		{name: "every IP", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}}, want: []string{"10.0.0.1", "fd00::1"}},
+		{name: "hostname", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "LB.example.com"}}, want: []string{"lb.example.com"}},
+		{name: "not ours", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}, {Value: "10.9.9.9"}}, want: []string{"10.0.0.1"},
+			problem: `IPAddress "10.9.9.9" is not one of Portico's addresses`},
+	}
+	for _, c := range cases {
+		gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Addresses: c.spec}}
+		got, problem := sharedAddresses(gw, own)
+		var values []string
+		for _, a := range got {
+			values = append(values, a.Value)
+		}
+		if !slices.Equal(values, c.want) {
+			t.Errorf("%s: addresses %q, want %q", c.name, values, c.want)
+		}
+		if (problem == "") != (c.problem == "") || !strings.Contains(problem, c.problem) {
+			t.Errorf("%s: problem %q, want %q", c.name, problem, c.problem)
+		}
+	}
 }

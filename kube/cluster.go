@@ -251,10 +251,22 @@ func (c *Cluster) rebuild(in *informers) {
 	if len(crdProblems) > 0 {
 		setUnsupportedVersion(st, crdProblems)
 	}
-	// With an address pool, translate reports each Gateway's own address.
+	// With an address pool, translate reports each Gateway's own addresses.
 	if addrs := c.addresses(res); len(addrs) > 0 && len(c.Translator.AddressPool) == 0 {
-		for key, gs := range st.Gateways {
-			gs.Addresses = slices.Clone(addrs)
+		for _, gw := range res.Gateways {
+			key := nn(gw.Namespace, gw.Name)
+			gs, ours := st.Gateways[key]
+			if !ours || unsupportedAddress(gw, false) != "" {
+				continue
+			}
+			var problem string
+			gs.Addresses, problem = sharedAddresses(gw, addrs)
+			if problem != "" {
+				// The conditions may be those of a cached translation.
+				gs.Conditions = slices.Clone(gs.Conditions)
+				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
+					string(gwv1.GatewayReasonAddressNotUsable), problem)
+			}
 			st.Gateways[key] = gs
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -534,6 +535,54 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			}
 			return nil
 		})
+
+		// spec.addresses picks among those addresses; naming another one
+		// leaves the Gateway not programmed but still serving.
+		setAddresses := func(addrs ...gwv1.GatewaySpecAddress) int64 {
+			t.Helper()
+			gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw.Spec.Addresses = addrs
+			gw, err = gws.Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return gw.Generation
+		}
+		gatewayIs := func(gen int64, reason string, addrs ...string) func() error {
+			return func() error {
+				gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				status := metav1.ConditionTrue
+				if reason != "Programmed" {
+					status = metav1.ConditionFalse
+				}
+				if err := conditionIs(gw.Status.Conditions, "Programmed", status, reason, gen); err != nil {
+					return err
+				}
+				var got []string
+				for _, a := range gw.Status.Addresses {
+					got = append(got, a.Value)
+				}
+				if !slices.Equal(got, addrs) {
+					return fmt.Errorf("addresses %q, want %q", got, addrs)
+				}
+				return nil
+			}
+		}
+		gen := setAddresses(gwv1.GatewaySpecAddress{Type: ptr.To(gwv1.HostnameAddressType), Value: "edge.example.net"})
+		waitFor(t, 10*time.Second, "Gateway asking for the load balancer's hostname", gatewayIs(gen, "Programmed", "edge.example.net"))
+		gen = setAddresses(gwv1.GatewaySpecAddress{Type: ptr.To(gwv1.IPAddressType), Value: "198.51.100.7"})
+		waitFor(t, 10*time.Second, "Gateway asking for an address Portico does not have", gatewayIs(gen, "AddressNotUsable"))
+		if err := expectServed(httpC, "http://plain.example.com/v2/x", 200, "backend-b")(); err != nil {
+			t.Errorf("Gateway with an unusable address stopped serving: %v", err)
+		}
+		gen = setAddresses()
+		waitFor(t, 10*time.Second, "Gateway asking for nothing", gatewayIs(gen, "Programmed", "192.0.2.10", "edge.example.net"))
 	})
 
 	t.Run("SecretRotation", func(t *testing.T) {

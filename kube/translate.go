@@ -265,12 +265,13 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		}
 		key := nn(gw.Namespace, gw.Name)
 		r := listeners.Merge(listeners.Input{
-			Gateway:         gw,
-			ClassAccepted:   accepted,
-			ListenerSets:    lsByParent[key],
-			NamespaceLabels: ix.nsLabels,
-			ReferenceGrants: res.ReferenceGrants,
-			Certificates:    ix.certificate,
+			Gateway:            gw,
+			ClassAccepted:      accepted,
+			UnsupportedAddress: unsupportedAddress(gw, len(t.AddressPool) > 0),
+			ListenerSets:       lsByParent[key],
+			NamespaceLabels:    ix.nsLabels,
+			ReferenceGrants:    res.ReferenceGrants,
+			Certificates:       ix.certificate,
 		})
 		results = append(results, gatewayResult{key, &r})
 		parents[routing.Parent{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = meta.IsStatusConditionTrue(r.Gateway.Conditions, string(gwv1.GatewayConditionAccepted))
@@ -364,7 +365,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 // first, so when two Gateways want one port for different protocols, or the
 // same hostname on one port, the older one keeps it and the newer listener
 // is reported as not programmed.
-func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses, addresses map[types.NamespacedName]string) *proxy.Config {
+func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses, addresses map[types.NamespacedName][]string) *proxy.Config {
 	type portBuild struct {
 		protocol  proxy.Protocol
 		patterns  []string
@@ -389,6 +390,8 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 	}
 	// The listeners, SNI entries and certificate lists of the Config are
 	// cut from one allocation each instead of one per listener.
+	// Without an address pool every Gateway binds Portico's own address.
+	shared := []string{""}
 	listenerSlab := make([]proxy.Listener, serving)
 	entrySlab := make([]sni.Entry, serving)
 	certSlab := make([]*tls.Certificate, 0, certs)
@@ -401,63 +404,73 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		if m.Protocol == gwv1.HTTPSProtocolType {
 			protocol = proxy.HTTPS
 		}
-		address, ok := addresses[m.Gateway]
-		if addresses != nil && !ok {
-			continue // the Gateway got no address; its status says so
-		}
-		pk := portKey{address, m.Port}
-		pb, ok := ports[pk]
-		if !ok {
-			n := perPort[m.Port]
-			pb = &portBuild{
-				protocol:  protocol,
-				hosts:     make(map[string]bool, n),
-				patterns:  make([]string, 0, n),
-				listeners: make([]*proxy.Listener, 0, n),
-			}
-			if protocol == proxy.HTTPS {
-				pb.entries = make([]*sni.Entry, 0, n)
-			}
-			ports[pk] = pb
-			order = append(order, pk)
+		binds := shared
+		if addresses != nil {
+			// Empty when the Gateway got no address; its status says so.
+			binds = addresses[m.Gateway]
 		}
 		host := hostname.Normalize(m.Hostname)
-		switch {
-		case pb.protocol != protocol:
-			// The message names no other Gateway: a ListenerSet's status
-			// must not reveal what lives elsewhere.
-			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
-				fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
-			continue
-		case pb.hosts[host]:
-			notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
-				fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
-			continue
-		}
-		pb.hosts[host] = true
-		l := &listenerSlab[0]
-		listenerSlab = listenerSlab[1:]
-		*l = proxy.Listener{
-			Key:      m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
-			Hostname: m.Hostname,
-			Routes:   out.Tables[i],
-		}
-		pb.patterns = append(pb.patterns, host)
-		pb.listeners = append(pb.listeners, l)
-		if protocol == proxy.HTTPS {
-			e := &entrySlab[0]
-			entrySlab = entrySlab[1:]
-			*e = sni.Entry{Hostname: host, Value: l}
-			start := len(certSlab)
-			for _, ref := range m.Certificates {
-				if c := ix.certs[ref]; c != nil {
-					certSlab = append(certSlab, c)
+		// One Listener and SNI entry serve every address of the Gateway.
+		var l *proxy.Listener
+		var e *sni.Entry
+		for _, address := range binds {
+			pk := portKey{address, m.Port}
+			pb, ok := ports[pk]
+			if !ok {
+				n := perPort[m.Port]
+				pb = &portBuild{
+					protocol:  protocol,
+					hosts:     make(map[string]bool, n),
+					patterns:  make([]string, 0, n),
+					listeners: make([]*proxy.Listener, 0, n),
+				}
+				if protocol == proxy.HTTPS {
+					pb.entries = make([]*sni.Entry, 0, n)
+				}
+				ports[pk] = pb
+				order = append(order, pk)
+			}
+			switch {
+			case pb.protocol != protocol:
+				// The message names no other Gateway: a ListenerSet's status
+				// must not reveal what lives elsewhere.
+				notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
+					fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
+				continue
+			case pb.hosts[host]:
+				notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
+					fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
+				continue
+			}
+			pb.hosts[host] = true
+			if l == nil {
+				l = &listenerSlab[0]
+				listenerSlab = listenerSlab[1:]
+				*l = proxy.Listener{
+					Key:      m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
+					Hostname: m.Hostname,
+					Routes:   out.Tables[i],
 				}
 			}
-			if len(certSlab) > start {
-				e.Certificates = certSlab[start:len(certSlab):len(certSlab)]
+			pb.patterns = append(pb.patterns, host)
+			pb.listeners = append(pb.listeners, l)
+			if protocol == proxy.HTTPS {
+				if e == nil {
+					e = &entrySlab[0]
+					entrySlab = entrySlab[1:]
+					*e = sni.Entry{Hostname: host, Value: l}
+					start := len(certSlab)
+					for _, ref := range m.Certificates {
+						if c := ix.certs[ref]; c != nil {
+							certSlab = append(certSlab, c)
+						}
+					}
+					if len(certSlab) > start {
+						e.Certificates = certSlab[start:len(certSlab):len(certSlab)]
+					}
+				}
+				pb.entries = append(pb.entries, e)
 			}
-			pb.entries = append(pb.entries, e)
 		}
 	}
 	cfg := &proxy.Config{}
@@ -476,59 +489,6 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	return cfg
-}
-
-// assignAddresses gives each of our Gateways an address from the pool
-// (nil when there is no pool). A Gateway keeps the pool address its stored
-// status reports, so addresses survive restarts and are the same on every
-// replica; the others take the lowest free address, oldest Gateway first.
-// A Gateway left without one is not programmed.
-func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName]string {
-	if len(t.AddressPool) == 0 {
-		return nil
-	}
-	inPool := make(map[string]bool, len(t.AddressPool))
-	for _, a := range t.AddressPool {
-		inPool[a] = true
-	}
-	gateways := sortedByAge(res.Gateways)
-	out := make(map[types.NamespacedName]string, len(st.Gateways))
-	taken := map[string]bool{}
-	for _, gw := range gateways {
-		key := nn(gw.Namespace, gw.Name)
-		if _, ours := st.Gateways[key]; !ours {
-			continue
-		}
-		for _, a := range gw.Status.Addresses {
-			if inPool[a.Value] && !taken[a.Value] {
-				out[key], taken[a.Value] = a.Value, true
-				break
-			}
-		}
-	}
-	next := 0
-	for _, gw := range gateways {
-		key := nn(gw.Namespace, gw.Name)
-		gs, ours := st.Gateways[key]
-		if !ours {
-			continue
-		}
-		if _, ok := out[key]; !ok {
-			for next < len(t.AddressPool) && taken[t.AddressPool[next]] {
-				next++
-			}
-			if next == len(t.AddressPool) {
-				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
-					string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("all %d addresses of the pool are in use", len(t.AddressPool)))
-				continue
-			}
-			out[key], taken[t.AddressPool[next]] = t.AddressPool[next], true
-		}
-		addrType := gwv1.IPAddressType
-		gs.Addresses = []gwv1.GatewayStatusAddress{{Type: &addrType, Value: out[key]}}
-		st.Gateways[key] = gs
-	}
-	return out
 }
 
 // endpoints resolves every Service port to the ready addresses of its

@@ -28,6 +28,10 @@ type Input struct {
 	Gateway *gwv1.Gateway
 	// ClassAccepted is true when the Gateway's GatewayClass is ours and accepted.
 	ClassAccepted bool
+	// UnsupportedAddress, when set, says which entry of the Gateway's
+	// spec.addresses has a type Portico cannot serve: the Gateway is then
+	// not accepted (reason UnsupportedAddress), and nothing of it serves.
+	UnsupportedAddress string
 	// ListenerSets are all ListenerSets whose parentRef names this Gateway, in
 	// any namespace and any order; Merge sorts them (creation time, then
 	// namespace/name) and decides which may attach.

@@ -93,6 +93,20 @@ type Cluster struct {
 	portico *proc.Proc
 }
 
+// StaticAddress is a pool address for a Gateway that asks for one in
+// spec.addresses: the last one of the pool, which Portico hands out last
+// to Gateways that ask for none, so that no other Gateway of the suite
+// has it.
+func (c *Cluster) StaticAddress() netip.Addr {
+	return c.gatewayPool[len(c.gatewayPool)-1]
+}
+
+// UnusableAddress is an address Portico cannot serve a Gateway on: one
+// of the documentation range, which is neither in the pool nor on the host.
+func (c *Cluster) UnusableAddress() netip.Addr {
+	return netip.MustParseAddr("192.0.2.1")
+}
+
 // Start brings everything up; on error whatever had started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Logf == nil {

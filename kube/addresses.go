@@ -1,0 +1,236 @@
+package kube
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// A Gateway's spec.addresses.
+//
+// With an address pool (--gateway-address-pool) every Gateway binds its
+// ports on addresses of its own: each IPAddress value it asks for, which
+// must be a pool address no older Gateway asked for, and one free pool
+// address for each IPAddress entry without a value. A Gateway that asks for
+// nothing gets one. Only IPAddress entries can be served this way.
+//
+// Without a pool every Gateway is served on Portico's own addresses
+// (--gateway-address, --gateway-service), and spec.addresses can only pick
+// some of those to report; see sharedAddresses.
+
+// unsupportedAddress returns why gw cannot be accepted for its
+// spec.addresses: the first entry of a type Portico does not serve, or ""
+// when there is none.
+func unsupportedAddress(gw *gwv1.Gateway, pool bool) string {
+	for _, a := range gw.Spec.Addresses {
+		switch typ := addressType(a.Type); {
+		case typ == gwv1.IPAddressType:
+		case typ == gwv1.HostnameAddressType && !pool:
+			// Checked against Portico's own addresses, which may be
+			// hostnames of a load balancer.
+		case typ == gwv1.HostnameAddressType:
+			return fmt.Sprintf("address %q: type Hostname is not supported: with an address pool, "+
+				"Portico serves each Gateway on IP addresses of the pool", a.Value)
+		default:
+			return fmt.Sprintf("address %q: type %q is not supported: Portico serves Gateways on IPAddress "+
+				"addresses (and Hostname addresses of its own Service)", a.Value, typ)
+		}
+	}
+	return ""
+}
+
+func addressType(t *gwv1.AddressType) gwv1.AddressType {
+	if t == nil || *t == "" {
+		return gwv1.IPAddressType // the schema's default
+	}
+	return *t
+}
+
+// addressRequest is what a Gateway asks of the pool.
+type addressRequest struct {
+	key types.NamespacedName
+	gw  *gwv1.Gateway
+	// static are the IPAddress values it names, in spec order; dynamic is
+	// how many more addresses it wants from the pool.
+	static  []string
+	dynamic int
+	// assigned are the pool addresses it got; problems say which
+	// addresses it asked for and cannot have.
+	assigned []string
+	problems []string
+}
+
+func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressRequest {
+	r := &addressRequest{key: key, gw: gw}
+	for _, a := range gw.Spec.Addresses {
+		if addressType(a.Type) != gwv1.IPAddressType {
+			continue
+		}
+		if a.Value == "" {
+			r.dynamic++
+			continue
+		}
+		r.static = append(r.static, a.Value)
+	}
+	if len(gw.Spec.Addresses) == 0 {
+		r.dynamic = 1
+	}
+	return r
+}
+
+// assignAddresses gives each of our Gateways its addresses from the pool
+// (nil when there is no pool), in three passes:
+//
+//  1. Addresses named in spec.addresses, oldest Gateway first: an address
+//     asked for is promised, so it goes before any picked by Portico, and
+//     a Gateway that asks for another's address is told it is in use.
+//  2. A Gateway that wants addresses picked for it keeps the pool addresses
+//     its stored status reports, so they survive restarts and are the same
+//     on every replica.
+//  3. The rest take the lowest free addresses, oldest Gateway first.
+//
+// A Gateway with an address it cannot have is not programmed (reason
+// AddressNotUsable, or AddressNotAssigned when the pool ran out); it still
+// serves on the addresses it got, and one with none is not served.
+func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName][]string {
+	if len(t.AddressPool) == 0 {
+		return nil
+	}
+	inPool := make(map[string]bool, len(t.AddressPool))
+	for _, a := range t.AddressPool {
+		inPool[a] = true
+	}
+	var reqs []*addressRequest
+	for _, gw := range sortedByAge(res.Gateways) {
+		key := nn(gw.Namespace, gw.Name)
+		if _, ours := st.Gateways[key]; !ours || unsupportedAddress(gw, true) != "" {
+			continue
+		}
+		reqs = append(reqs, newAddressRequest(key, gw))
+	}
+	taken := make(map[string]bool, len(reqs))
+
+	for _, r := range reqs {
+		for _, v := range r.static {
+			a, err := netip.ParseAddr(v)
+			switch {
+			case err != nil:
+				r.problems = append(r.problems, fmt.Sprintf("%q is not an IP address", v))
+			case !inPool[a.String()]:
+				r.problems = append(r.problems, fmt.Sprintf("%s is not in Portico's address pool; "+
+					"ask for an address of --gateway-address-pool, or for none", v))
+			case slices.Contains(r.assigned, a.String()):
+				// Listed twice (under two spellings of one IPv6 address).
+			case taken[a.String()]:
+				r.problems = append(r.problems, fmt.Sprintf("%s is already asked for by an older Gateway", v))
+			default:
+				r.assigned = append(r.assigned, a.String())
+				taken[a.String()] = true
+			}
+		}
+	}
+	want := make(map[*addressRequest]int, len(reqs))
+	for _, r := range reqs {
+		want[r] = r.dynamic
+		for _, a := range r.gw.Status.Addresses {
+			if want[r] == 0 {
+				break
+			}
+			if addressType(a.Type) == gwv1.IPAddressType && inPool[a.Value] && !taken[a.Value] {
+				r.assigned = append(r.assigned, a.Value)
+				taken[a.Value] = true
+				want[r]--
+			}
+		}
+	}
+	next := 0
+	for _, r := range reqs {
+		for ; want[r] > 0; want[r]-- {
+			for next < len(t.AddressPool) && taken[t.AddressPool[next]] {
+				next++
+			}
+			if next == len(t.AddressPool) {
+				break
+			}
+			r.assigned = append(r.assigned, t.AddressPool[next])
+			taken[t.AddressPool[next]] = true
+		}
+	}
+
+	out := make(map[types.NamespacedName][]string, len(reqs))
+	addrType := gwv1.IPAddressType
+	for _, r := range reqs {
+		gs := st.Gateways[r.key]
+		switch {
+		case len(r.problems) > 0:
+			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
+				string(gwv1.GatewayReasonAddressNotUsable), "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
+		case want[r] > 0:
+			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
+				string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("all %d addresses of the pool are in use", len(t.AddressPool)))
+		}
+		gs.Addresses = nil
+		for _, a := range r.assigned {
+			gs.Addresses = append(gs.Addresses, gwv1.GatewayStatusAddress{Type: &addrType, Value: a})
+		}
+		st.Gateways[r.key] = gs
+		if len(r.assigned) > 0 {
+			out[r.key] = r.assigned
+		}
+	}
+	return out
+}
+
+// sharedAddresses is what a Gateway reports without an address pool, when
+// it is served on Portico's own addresses: all of them, or the ones its
+// spec.addresses names (an entry without a value names every address of
+// its type). It also returns why an address asked for cannot be used, or "".
+func sharedAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, string) {
+	if len(gw.Spec.Addresses) == 0 {
+		return slices.Clone(own), ""
+	}
+	var out []gwv1.GatewayStatusAddress
+	var problems []string
+	for _, want := range gw.Spec.Addresses {
+		typ := addressType(want.Type)
+		found := false
+		for _, a := range own {
+			if addressType(a.Type) != typ || (want.Value != "" && !sameAddress(typ, a.Value, want.Value)) {
+				continue
+			}
+			found = true
+			if !slices.ContainsFunc(out, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value }) {
+				out = append(out, a)
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("%s %q is not one of Portico's addresses", typ, want.Value))
+		}
+	}
+	if len(problems) == 0 {
+		return out, ""
+	}
+	values := make([]string, len(own))
+	for i, a := range own {
+		values[i] = a.Value
+	}
+	return out, fmt.Sprintf("Cannot use the addresses asked for: %s. Without an address pool every Gateway is served "+
+		"on Portico's addresses (%s); ask for some of those, or for none", strings.Join(problems, "; "), strings.Join(values, ", "))
+}
+
+func sameAddress(typ gwv1.AddressType, a, b string) bool {
+	if typ == gwv1.HostnameAddressType {
+		return strings.EqualFold(a, b)
+	}
+	x, errX := netip.ParseAddr(a)
+	y, errY := netip.ParseAddr(b)
+	if errX != nil || errY != nil {
+		return a == b
+	}
+	return x == y
+}
