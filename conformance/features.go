@@ -17,6 +17,8 @@ var Profiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfil
 // feature runs, and a claimed feature has no failing test.
 var Claimed = []features.FeatureName{
 	features.SupportListenerSet,
+	features.SupportBackendTLSPolicy,
+	features.SupportBackendTLSPolicySANValidation,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
@@ -52,10 +54,8 @@ var Claimed = []features.FeatureName{
 // profiles, the reason Portico does not claim it. Its tests are reported as
 // skipped.
 var NotClaimed = map[features.FeatureName]string{
-	features.SupportBackendTLSPolicy:              "Portico does not originate TLS to backends (no BackendTLSPolicy)",
-	features.SupportBackendTLSPolicySANValidation: "Portico does not originate TLS to backends (no BackendTLSPolicy)",
-	features.SupportGatewayBackendClientCertificate: "Portico does not originate TLS to backends, " +
-		"so it presents no client certificate to them",
+	features.SupportGatewayBackendClientCertificate: "Portico presents no client certificate to backends " +
+		"(Gateway spec.tls.backend is not read)",
 	features.SupportGatewayFrontendClientCertificateValidation:                 "Portico does not validate client certificates (no frontend TLS validation)",
 	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback: "Portico does not validate client certificates (no frontend TLS validation)",
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +

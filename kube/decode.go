@@ -54,6 +54,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
 		// v1beta1 and v1 ReferenceGrants have the same schema.
 		return &gwv1.ReferenceGrant{}, nil
+	case "gateway.networking.k8s.io/v1/BackendTLSPolicy":
+		return &gwv1.BackendTLSPolicy{}, nil
+	case "v1/ConfigMap":
+		return &corev1.ConfigMap{}, nil
 	case "v1/Namespace":
 		return &corev1.Namespace{}, nil
 	case "v1/Secret":

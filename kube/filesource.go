@@ -201,6 +201,10 @@ func (s *FileSource) assemble(docs []Document) (*Resources, error) {
 			res.HTTPRoutes = append(res.HTTPRoutes, o)
 		case *gwv1.ReferenceGrant:
 			res.ReferenceGrants = append(res.ReferenceGrants, o)
+		case *gwv1.BackendTLSPolicy:
+			res.BackendTLSPolicies = append(res.BackendTLSPolicies, o)
+		case *corev1.ConfigMap:
+			res.ConfigMaps = append(res.ConfigMaps, o)
 		case *corev1.Namespace:
 			namespaces[o.Name] = o
 		case *corev1.Secret:
@@ -336,6 +340,10 @@ func kindOf(obj metav1.Object) string {
 		return "HTTPRoute"
 	case *gwv1.ReferenceGrant:
 		return "ReferenceGrant"
+	case *gwv1.BackendTLSPolicy:
+		return "BackendTLSPolicy"
+	case *corev1.ConfigMap:
+		return "ConfigMap"
 	case *corev1.Namespace:
 		return "Namespace"
 	case *corev1.Secret:

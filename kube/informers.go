@@ -34,6 +34,8 @@ type informers struct {
 	listenerSets    gwlisters.ListenerSetLister
 	httpRoutes      gwlisters.HTTPRouteLister
 	referenceGrants gwlisters.ReferenceGrantLister
+	backendTLS      gwlisters.BackendTLSPolicyLister
+	configMaps      corelisters.ConfigMapLister
 	namespaces      corelisters.NamespaceLister
 	secrets         corelisters.SecretLister
 	services        corelisters.ServiceLister
@@ -62,8 +64,12 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 		}))
 
+	// ConfigMaps are only read for the CA certificates of
+	// BackendTLSPolicies: the caches keep the key ca.crt and nothing else.
+	configf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(keepCACertificate))
+
 	in := &informers{}
-	in.factories = []factory{gwf, coref, secretf}
+	in.factories = []factory{gwf, coref, secretf, configf}
 
 	gwv1 := gwf.Gateway().V1()
 	spec, other := specHandler(h), anyHandler(h)
@@ -78,6 +84,8 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 		{"ListenerSet", gwv1.ListenerSets().Informer(), spec},
 		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
 		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
+		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), spec},
+		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), other},
 		{"Namespace", coref.Core().V1().Namespaces().Informer(), other},
 		{"Service", coref.Core().V1().Services().Informer(), other},
 		{"EndpointSlice", coref.Discovery().V1().EndpointSlices().Informer(), other},
@@ -93,6 +101,8 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 	in.listenerSets = gwv1.ListenerSets().Lister()
 	in.httpRoutes = gwv1.HTTPRoutes().Lister()
 	in.referenceGrants = gwv1.ReferenceGrants().Lister()
+	in.backendTLS = gwv1.BackendTLSPolicies().Lister()
+	in.configMaps = configf.Core().V1().ConfigMaps().Lister()
 	in.namespaces = coref.Core().V1().Namespaces().Lister()
 	in.services = coref.Core().V1().Services().Lister()
 	in.endpointSlices = coref.Discovery().V1().EndpointSlices().Lister()
@@ -172,6 +182,12 @@ func (in *informers) snapshot() (*Resources, error) {
 	if res.ReferenceGrants, err = in.referenceGrants.List(all); err != nil {
 		return nil, fmt.Errorf("list ReferenceGrants: %w", err)
 	}
+	if res.BackendTLSPolicies, err = in.backendTLS.List(all); err != nil {
+		return nil, fmt.Errorf("list BackendTLSPolicies: %w", err)
+	}
+	if res.ConfigMaps, err = in.configMaps.List(all); err != nil {
+		return nil, fmt.Errorf("list ConfigMaps: %w", err)
+	}
 	if res.Namespaces, err = in.namespaces.List(all); err != nil {
 		return nil, fmt.Errorf("list Namespaces: %w", err)
 	}
@@ -195,6 +211,24 @@ func stripManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// keepCACertificate is stripManagedFields for ConfigMaps that also drops
+// every key but ca.crt: a cluster's ConfigMaps hold all kinds of
+// configuration, of which Portico reads only CA bundles.
+func keepCACertificate(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		cm.SetManagedFields(nil)
+		cm.Annotations = nil
+		cm.BinaryData = nil
+		if ca, ok := cm.Data[caCertificateKey]; ok {
+			cm.Data = map[string]string{caCertificateKey: ca}
+		} else {
+			cm.Data = nil
+		}
+		return cm, nil
+	}
+	return stripManagedFields(obj)
 }
 
 // anyHandler reports every change.

@@ -21,10 +21,14 @@ type Resources struct {
 	ListenerSets    []*gwv1.ListenerSet
 	HTTPRoutes      []*gwv1.HTTPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
-	Namespaces      []*corev1.Namespace
-	Secrets         []*corev1.Secret
-	Services        []*corev1.Service
-	EndpointSlices  []*discoveryv1.EndpointSlice
+	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
+	// hold their CA certificates (from a cluster, only the key ca.crt).
+	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ConfigMaps         []*corev1.ConfigMap
+	Namespaces         []*corev1.Namespace
+	Secrets            []*corev1.Secret
+	Services           []*corev1.Service
+	EndpointSlices     []*discoveryv1.EndpointSlice
 	// ACMEErrors is the ACME manager's last error per hostname, shown in
 	// the ResolvedRefs condition of listeners still waiting for their
 	// certificate. It is replaced, never modified, when it changes.

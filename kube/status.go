@@ -81,6 +81,29 @@ func routeStatus(stored gwv1.RouteStatus, computed []gwv1.RouteParentStatus, con
 	return out
 }
 
+// ancestorStatus is routeStatus for a policy: other controllers' ancestor
+// entries stay, Portico's are replaced with the computed ones, as many as
+// fit within the schema's bound next to the others.
+func ancestorStatus(stored gwv1.PolicyStatus, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.PolicyStatus {
+	out := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{}}
+	storedOurs := map[string][]metav1.Condition{}
+	for _, a := range stored.Ancestors {
+		if a.ControllerName != controller {
+			out.Ancestors = append(out.Ancestors, a)
+			continue
+		}
+		storedOurs[parentRefKey(a.AncestorRef)] = a.Conditions
+	}
+	for _, a := range computed {
+		if len(out.Ancestors) >= maxPolicyAncestors {
+			break
+		}
+		a.Conditions = stampConditions(a.Conditions, storedOurs[parentRefKey(a.AncestorRef)], now)
+		out.Ancestors = append(out.Ancestors, a)
+	}
+	return out
+}
+
 func parentRefKey(r gwv1.ParentReference) string {
 	s := string(ptrValue(r.Group)) + "/" + string(ptrValue(r.Kind)) + "/" + string(ptrValue(r.Namespace)) + "/" + string(r.Name) + "/" + string(ptrValue(r.SectionName))
 	if r.Port != nil {
@@ -104,9 +127,9 @@ type statusMetadata struct {
 	Generation int64  `json:"generation,omitempty"`
 }
 
-// WriteStatuses prints every Gateway, ListenerSet and HTTPRoute of res with
-// the status Portico computed, as a YAML stream sorted by kind, namespace
-// and name. Objects of other controllers keep the status they had.
+// WriteStatuses prints every Gateway, ListenerSet, HTTPRoute and
+// BackendTLSPolicy of res with the status Portico computed, as a YAML
+// stream sorted by kind, namespace and name. Objects of other controllers keep the status they had.
 func WriteStatuses(w io.Writer, res *Resources, st *Statuses, controller gwv1.GatewayController, now time.Time) error {
 	ts := metav1.NewTime(now.Truncate(time.Second))
 	var docs []statusDocument
@@ -133,6 +156,13 @@ func WriteStatuses(w io.Writer, res *Resources, st *Statuses, controller gwv1.Ga
 			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute", Metadata: md(r), Status: status})
+	}
+	for _, p := range byName(res.BackendTLSPolicies) {
+		status := p.Status
+		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || hasAncestorsOf(p.Status.Ancestors, controller) {
+			status = ancestorStatus(p.Status, computed, controller, ts)
+		}
+		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "BackendTLSPolicy", Metadata: md(p), Status: status})
 	}
 	for i, d := range docs {
 		b, err := yaml.Marshal(d)

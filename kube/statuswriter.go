@@ -304,9 +304,36 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 				})
 		}})
 	}
+	// Every policy with entries of Portico's is visited too, so that
+	// entries for Gateways no longer routing to its targets go.
+	policies, _ := w.in.backendTLS.List(labels.Everything())
+	for _, cached := range policies {
+		nn := types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}
+		computed, ours := b.st.BackendTLSPolicies[nn]
+		if !ours && !hasAncestorsOf(cached.Status.Ancestors, w.controller) {
+			continue
+		}
+		key := statusKey{"BackendTLSPolicy", nn}
+		if _, changed := mergeBackendTLSPolicy(cached, computed, w.controller, ts); !changed {
+			continue
+		}
+		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
+			return writeStatus(ctx, w, key, b.versions[key], cached,
+				func(ctx context.Context) (*gwv1.BackendTLSPolicy, error) {
+					return gws.BackendTLSPolicies(nn.Namespace).Get(ctx, nn.Name, metav1.GetOptions{})
+				},
+				func(o *gwv1.BackendTLSPolicy) (*gwv1.BackendTLSPolicy, bool) {
+					return mergeBackendTLSPolicy(o, computed, w.controller, ts)
+				},
+				func(ctx context.Context, o *gwv1.BackendTLSPolicy) error {
+					_, err := gws.BackendTLSPolicies(nn.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
+					return err
+				})
+		}})
+	}
 	// Parents before children, so a watcher sees a Gateway programmed no
 	// later than the routes on it; ties in name order for stable logs.
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3}
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -434,6 +461,33 @@ func sortedParents(in []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
 	return out
 }
 
+// mergeBackendTLSPolicy replaces Portico's ancestor entries and keeps every
+// other controller's. It reports whether anything changed.
+func mergeBackendTLSPolicy(obj *gwv1.BackendTLSPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	if apiequality.Semantic.DeepEqual(sortedAncestors(status.Ancestors), sortedAncestors(obj.Status.Ancestors)) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status = status
+	return out, true
+}
+
+func sortedAncestors(in []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
+	out := slices.Clone(in)
+	slices.SortStableFunc(out, func(a, b gwv1.PolicyAncestorStatus) int {
+		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
+			return c
+		}
+		return cmp.Compare(parentRefKey(a.AncestorRef), parentRefKey(b.AncestorRef))
+	})
+	return out
+}
+
+func hasAncestorsOf(ancestors []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController) bool {
+	return slices.ContainsFunc(ancestors, func(a gwv1.PolicyAncestorStatus) bool { return a.ControllerName == controller })
+}
+
 func hasParentsOf(parents []gwv1.RouteParentStatus, controller gwv1.GatewayController) bool {
 	return slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == controller })
 }
@@ -456,6 +510,9 @@ func statusVersions(res *Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.HTTPRoutes {
 		add("HTTPRoute", o)
+	}
+	for _, o := range res.BackendTLSPolicies {
+		add("BackendTLSPolicy", o)
 	}
 	return out
 }

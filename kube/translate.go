@@ -37,6 +37,8 @@ type Statuses struct {
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
 	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
+	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
+	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	// ACME lists the certificates to obtain over ACME HTTP-01, one per
 	// accepted, non-conflicted, opted-in listener (see acme.go), in
 	// listener order. It is not a status: it is what the ACME manager is
@@ -56,6 +58,10 @@ type Translator struct {
 	// reports; without it all Gateways share Portico's addresses.
 	AddressPool []string
 
+	// caBundles are the parsed CA certificates of the ConfigMaps the last
+	// translation read, by object.
+	caBundles map[*corev1.ConfigMap]caBundle
+
 	// last is the previous full translation, reused when only
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
 	// must not recompile every route and certificate table.
@@ -73,8 +79,9 @@ type translation struct {
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
-		len(res.ReferenceGrants) + len(res.Namespaces) + len(res.Secrets) + len(res.Services)
-	in := make([]any, 0, n+8)
+		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services)
+	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
 		in = append(in, objs...)
@@ -84,6 +91,8 @@ func routingInputs(res *Resources) []any {
 	add("ListenerSet", anys(res.ListenerSets)...)
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
+	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
+	add("ConfigMap", anys(res.ConfigMaps)...)
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
@@ -213,6 +222,7 @@ func (t *Translator) Translate(res *Resources) (*proxy.Config, *Statuses) {
 		st.Gateways = maps.Clone(st.Gateways)
 		st.ListenerSets = maps.Clone(st.ListenerSets)
 		st.HTTPRoutes = maps.Clone(st.HTTPRoutes)
+		st.BackendTLSPolicies = maps.Clone(st.BackendTLSPolicies)
 		return &cfg, &st
 	}
 	cfg, st := t.translate(res)
@@ -318,11 +328,14 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	for _, svc := range res.Services {
 		nports += len(svc.Spec.Ports)
 	}
+	backendTLS := t.resolveBackendTLS(res)
 	ports := make([]routing.ServicePort, 0, nports) // every Service's ports are a piece of it
 	for _, svc := range res.Services {              // a Service listed twice: the last one counts
 		start := len(ports)
+		key := nn(svc.Namespace, svc.Name)
 		for _, p := range svc.Spec.Ports {
-			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptrValue(p.AppProtocol)})
+			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptrValue(p.AppProtocol),
+				TLS: backendTLS.forPort(key, p.Name)})
 		}
 		rs := routing.Service{}
 		if len(ports) > start {
@@ -353,9 +366,11 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		st.Gateways[r.key] = r.Gateway
 	}
 
+	st.BackendTLSPolicies = policyAncestors(res, st, backendTLS, t.ControllerName)
 	st.ACME = acmeWanted(st, acmeListeners)
 	addresses := t.assignAddresses(res, st)
 	cfg := buildConfig(ix, merged, out, st, addresses)
+	cfg.BackendTLSIDs = backendTLS.ids()
 	cfg.Endpoints = <-eps
 	t.Certs.Sweep()
 	return cfg, st

@@ -43,6 +43,14 @@ type Config struct {
 	// Endpoints holds the ready addresses ("ip:port") of every backend a
 	// route refers to.
 	Endpoints map[routing.BackendKey]*Endpoints
+	// BackendTLSIDs holds the ID of every routing.BackendTLS a route of
+	// this Config may send requests or mirrors to; listing more does no
+	// harm. Apply closes the backend connection pools of all other IDs: the
+	// pool of an ID missing here is rebuilt at its next request, so an
+	// incomplete set costs new connections, never a wrong identity check.
+	// It is given rather than collected here because the route tables do
+	// not expose their rules.
+	BackendTLSIDs map[string]struct{}
 }
 
 // Port is one bound port and the listeners that share it.

@@ -36,12 +36,15 @@ type forwarder struct {
 	rp  *httputil.ReverseProxy
 	h1  *http.Transport
 	h2c *http2.Transport
+	// tls holds the transports of backends with a BackendTLSPolicy.
+	tls *backendTLSTransports
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need.
 type exchange struct {
 	addr     string
 	h2c      bool
+	tls      *routing.BackendTLS // nil: plain text
 	origHost string
 	// respFilters modify the backend's response headers.
 	respFilters []*routing.HeaderModifier
@@ -60,7 +63,7 @@ var errRetryableStatus = errors.New("retryable response status")
 
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	f := &forwarder{log: log}
+	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout}}
 	// Portico retries nothing on its own unless a rule says so. The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
 	// without a body) a second time when a reused keep-alive connection
@@ -119,6 +122,9 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 func rewrite(pr *httputil.ProxyRequest) {
 	x := pr.In.Context().Value(exchangeKey{}).(*exchange)
 	pr.Out.URL.Scheme = "http"
+	if x.tls != nil {
+		pr.Out.URL.Scheme = "https"
+	}
 	pr.Out.URL.Host = x.addr
 	pr.Out.Host = pr.In.Host
 	pr.SetXForwarded()
@@ -144,7 +150,12 @@ func modifyResponse(resp *http.Response) error {
 
 // RoundTrip picks the transport the backend speaks.
 func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
-	if x, _ := r.Context().Value(exchangeKey{}).(*exchange); x != nil && x.h2c {
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	switch {
+	case x == nil: // not sent by forward; plain HTTP/1.1
+	case x.tls != nil:
+		return f.tls.get(x.tls).roundTripper(x.h2c, r).RoundTrip(r)
+	case x.h2c:
 		return f.h2c.RoundTrip(r)
 	}
 	return f.h1.RoundTrip(r)
@@ -171,6 +182,9 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 	addr := ""
 	if x != nil {
 		addr = x.addr
+		if x.tls != nil {
+			log = log.With(zap.String("backendTLSPolicy", x.tls.Policy))
+		}
 	}
 	log.Warn("backend request failed", zap.String("host", r.Host), zap.String("path", r.URL.Path), zap.String("endpoint", addr), zap.Error(err))
 	w.WriteHeader(status)
@@ -179,6 +193,7 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 func (f *forwarder) close() {
 	f.h1.CloseIdleConnections()
 	f.h2c.CloseIdleConnections()
+	f.tls.closeIdle()
 }
 
 // serve routes a request among the listener's routes, applies the rule's
@@ -262,6 +277,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	}
 	eps := cfg.Endpoints[b.Key]
 	x.h2c = b.AppProtocol == appProtocolH2C
+	x.tls = b.TLS
 
 	ctx := r.Context()
 	if rule.RequestTimeout > 0 {
@@ -377,15 +393,24 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
 	req.Header = mirrorHeader(r, origHost)
+	h2 := m.AppProtocol == appProtocolH2C
 	transport := http.RoundTripper(f.h1)
-	if m.AppProtocol == appProtocolH2C {
+	switch {
+	case m.TLS != nil:
+		req.URL.Scheme = "https"
+		transport = f.tls.get(m.TLS).roundTripper(h2, req)
+	case h2:
 		transport = f.h2c
 	}
 	go func() {
 		defer cancel()
 		resp, err := transport.RoundTrip(req)
 		if err != nil {
-			f.log.Debug("mirror request failed", zap.String("endpoint", addr), zap.Error(err))
+			log := f.log
+			if m.TLS != nil {
+				log = log.With(zap.String("backendTLSPolicy", m.TLS.Policy))
+			}
+			log.Debug("mirror request failed", zap.String("endpoint", addr), zap.Error(err))
 			return
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)

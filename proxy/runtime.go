@@ -176,6 +176,10 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	}
 
 	old := rt.current.Swap(cfg)
+	// After the swap no new request can pick a dropped ID, except one
+	// still being served by the old config, whose pool then lasts until
+	// the next Apply.
+	rt.fwd.tls.retain(cfg.BackendTLSIDs)
 
 	for key, ps := range rt.ports {
 		if cfg.port(key) != nil {

@@ -4,6 +4,7 @@
 package routing
 
 import (
+	"crypto/x509"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,35 @@ type ServicePort struct {
 	Name        string
 	Port        int32
 	AppProtocol string
+	// TLS, when set, is the BackendTLSPolicy for this port: the data plane
+	// speaks TLS to it.
+	TLS *BackendTLS
+}
+
+// BackendTLS is how the data plane connects to a backend over TLS, as a
+// BackendTLSPolicy says.
+type BackendTLS struct {
+	// ID is the same for the same settings in every Config: the data plane
+	// pools backend connections per ID, so that connections made with one
+	// identity check are never used for another.
+	ID string
+	// Policy is the BackendTLSPolicy, "namespace/name", for messages.
+	Policy string
+	// ServerName is the SNI sent to the backend, and the name its
+	// certificate must be valid for unless SubjectAltNames are given.
+	ServerName string
+	// RootCAs verify the backend's certificate chain; nil means the
+	// system's roots.
+	RootCAs *x509.CertPool
+	// SANHostnames and SANURIs, when either is set, replace ServerName in
+	// the identity check: the certificate must have one of these DNS
+	// names (matched as a TLS client matches a hostname, wildcards
+	// included) or URIs (compared as strings).
+	SANHostnames []string
+	SANURIs      []string
+	// Invalid, when not empty, says why no connection to the backend can be
+	// trusted (no CA certificate could be loaded): requests get a 500.
+	Invalid string
 }
 
 // Service is what backend validation needs to know about a Service.
@@ -111,6 +141,8 @@ type Backend struct {
 	Key         BackendKey
 	Weight      int32
 	AppProtocol string // Service port appProtocol, e.g. "kubernetes.io/h2c"
+	// TLS is the port's BackendTLSPolicy, nil for plain text.
+	TLS *BackendTLS
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

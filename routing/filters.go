@@ -217,6 +217,7 @@ func (f *Rewrite) Apply(r *http.Request, m *Match) {
 type Mirror struct {
 	Backend     BackendKey
 	AppProtocol string
+	TLS         *BackendTLS // the backend's BackendTLSPolicy, nil for plain text
 	// Numerator/Denominator is the share of requests mirrored (1/1 when the
 	// route sets neither percent nor fraction).
 	Numerator   int32

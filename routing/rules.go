@@ -103,7 +103,11 @@ func (c *compiler) compileFilters(cr *compiledRoute, routeNS string, specs []gwv
 				cr.refs = append(cr.refs, *rp)
 				continue
 			}
-			mr.Backend, mr.AppProtocol = b.Key, b.AppProtocol
+			if b.Invalid != "" {
+				// A mirror that cannot be trusted is not sent.
+				continue
+			}
+			mr.Backend, mr.AppProtocol, mr.TLS = b.Key, b.AppProtocol, b.TLS
 			out.filters = append(out.filters, Filter{Type: f.Type, Mirror: mr})
 		case gwv1.HTTPRouteFilterCORS:
 			if f.CORS == nil {
@@ -343,15 +347,24 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 	found := false
 	for _, p := range s.Ports {
 		if p.Port == *ref.Port {
-			found, b.AppProtocol = true, p.AppProtocol
+			found, b.AppProtocol, b.TLS = true, p.AppProtocol, p.TLS
 			break
 		}
 	}
 	if !found {
 		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service has no port %d", svc, *ref.Port)}
 	}
-	if !httpAppProtocol(b.AppProtocol) {
+	if tlsAppProtocol(b.AppProtocol) && b.TLS == nil {
+		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q needs a BackendTLSPolicy for the port, "+
+			"which says how to verify the backend", svc, *ref.Port, b.AppProtocol)}
+	}
+	if !httpAppProtocol(b.AppProtocol) && !tlsAppProtocol(b.AppProtocol) {
 		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q is not supported for HTTPRoute", svc, *ref.Port, b.AppProtocol)}
+	}
+	if b.TLS != nil && b.TLS.Invalid != "" {
+		// The route is fine; its requests to this backend fail, as the
+		// policy's status explains.
+		b.Invalid = fmt.Sprintf("BackendTLSPolicy %s: %s", b.TLS.Policy, b.TLS.Invalid)
 	}
 	return b, nil
 }
@@ -362,6 +375,17 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 func httpAppProtocol(p string) bool {
 	switch strings.ToLower(p) {
 	case "", "http", "kubernetes.io/h2c", "kubernetes.io/ws":
+		return true
+	}
+	return false
+}
+
+// tlsAppProtocol reports whether a Service port's appProtocol says it
+// speaks HTTP over TLS: Portico forwards to it only with the port's
+// BackendTLSPolicy.
+func tlsAppProtocol(p string) bool {
+	switch strings.ToLower(p) {
+	case "https", "kubernetes.io/wss":
 		return true
 	}
 	return false

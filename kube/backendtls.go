@@ -1,0 +1,442 @@
+package kube
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/routing"
+)
+
+// BackendTLSPolicy.
+//
+// A policy targets a Service, or one port of it by name (sectionName). For
+// each port, a policy naming that port wins over one naming the whole
+// Service; among policies naming the same thing the oldest wins (then the
+// first by namespace/name) and the others are Conflicted. A policy whose
+// CA certificates cannot be loaded still wins its targets: requests to them
+// fail with a 500 rather than go out without the TLS the policy asks for.
+//
+// Status goes to every Gateway, as ancestor, that has an accepted route to
+// a port the policy targets.
+
+// caCertificateKey is the ConfigMap key of a CA bundle.
+const caCertificateKey = "ca.crt"
+
+// maxPolicyAncestors is the schema's bound on status.ancestors.
+const maxPolicyAncestors = 16
+
+// tlsTarget is what a targetRef selects: a Service, and one port of it by
+// name or, with section "", every port.
+type tlsTarget struct {
+	svc     types.NamespacedName
+	section string
+}
+
+// backendTLS is what translate makes of the BackendTLSPolicies.
+type backendTLS struct {
+	// settings of the policy that won each target.
+	byTarget map[tlsTarget]*routing.BackendTLS
+	// verdicts of every policy, by policy, with the targets it asked for.
+	verdicts map[types.NamespacedName]*policyVerdict
+}
+
+type policyVerdict struct {
+	policy             *gwv1.BackendTLSPolicy
+	accepted, resolved metav1.Condition
+	wants              []tlsTarget
+}
+
+// caBundle is one ConfigMap's ca.crt, parsed.
+type caBundle struct {
+	pool *x509.CertPool // nil when it holds no certificate
+	sum  string         // of the PEM, for BackendTLS.ID
+	err  string
+}
+
+// forPort returns the settings for a Service port: those of a policy
+// naming the port, else those of one naming the whole Service, else nil.
+func (b *backendTLS) forPort(svc types.NamespacedName, portName string) *routing.BackendTLS {
+	if len(b.byTarget) == 0 {
+		return nil
+	}
+	if portName != "" {
+		if s, ok := b.byTarget[tlsTarget{svc, portName}]; ok {
+			return s
+		}
+	}
+	return b.byTarget[tlsTarget{svc, ""}]
+}
+
+// ids lists the IDs of the settings requests may use, for
+// proxy.Config.BackendTLSIDs.
+func (b *backendTLS) ids() map[string]struct{} {
+	out := make(map[string]struct{}, len(b.byTarget))
+	for _, s := range b.byTarget {
+		if s.Invalid == "" {
+			out[s.ID] = struct{}{}
+		}
+	}
+	return out
+}
+
+// resolveBackendTLS evaluates every BackendTLSPolicy, oldest first.
+func (t *Translator) resolveBackendTLS(res *Resources) *backendTLS {
+	out := &backendTLS{
+		byTarget: map[tlsTarget]*routing.BackendTLS{},
+		verdicts: make(map[types.NamespacedName]*policyVerdict, len(res.BackendTLSPolicies)),
+	}
+	if len(res.BackendTLSPolicies) == 0 {
+		t.caBundles = nil
+		return out
+	}
+	configMaps := make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps))
+	for _, cm := range res.ConfigMaps {
+		configMaps[nn(cm.Namespace, cm.Name)] = cm
+	}
+	// Parsed bundles are kept for the next translation, by object: an
+	// informer replaces the object when its content changes.
+	prev := t.caBundles
+	t.caBundles = map[*corev1.ConfigMap]caBundle{}
+	bundle := func(cm *corev1.ConfigMap) caBundle {
+		if b, ok := t.caBundles[cm]; ok {
+			return b
+		}
+		b, ok := prev[cm]
+		if !ok {
+			b = parseCABundle(cm)
+		}
+		t.caBundles[cm] = b
+		return b
+	}
+
+	winner := map[tlsTarget]types.NamespacedName{}
+	for _, p := range sortedByAge(res.BackendTLSPolicies) {
+		key := nn(p.Namespace, p.Name)
+		settings, v := evaluatePolicy(p, configMaps, bundle)
+		var conflicts []string
+		for _, ref := range p.Spec.TargetRefs {
+			if ref.Group != "" || ref.Kind != "Service" {
+				continue // reported by evaluatePolicy
+			}
+			target := tlsTarget{nn(p.Namespace, string(ref.Name)), string(ptrValue(ref.SectionName))}
+			v.wants = append(v.wants, target)
+			if older, taken := winner[target]; taken {
+				what := "Service " + target.svc.Name
+				if target.section != "" {
+					what += " port " + target.section
+				}
+				conflicts = append(conflicts, fmt.Sprintf("%s is already the target of the older BackendTLSPolicy %s", what, older.Name))
+				continue
+			}
+			winner[target] = key
+			out.byTarget[target] = settings
+		}
+		if len(conflicts) > 0 && v.accepted.Status == metav1.ConditionTrue {
+			v.accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(conflicts, "; "), p.Generation)
+		}
+		out.verdicts[key] = v
+	}
+	return out
+}
+
+// evaluatePolicy checks one policy on its own and returns the settings it
+// asks for and its conditions.
+func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedName]*corev1.ConfigMap, bundle func(*corev1.ConfigMap) caBundle) (*routing.BackendTLS, *policyVerdict) {
+	gen := p.Generation
+	val := &p.Spec.Validation
+	settings := &routing.BackendTLS{
+		Policy:     p.Namespace + "/" + p.Name,
+		ServerName: strings.ToLower(string(val.Hostname)),
+	}
+	for _, san := range val.SubjectAltNames {
+		switch san.Type {
+		case gwv1.HostnameSubjectAltNameType:
+			settings.SANHostnames = append(settings.SANHostnames, strings.ToLower(string(san.Hostname)))
+		case gwv1.URISubjectAltNameType:
+			settings.SANURIs = append(settings.SANURIs, string(san.URI))
+		}
+	}
+	v := &policyVerdict{
+		policy:   p,
+		accepted: policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen),
+		resolved: policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, true, gwv1.BackendTLSPolicyReasonResolvedRefs, "All CA certificate references are resolved", gen),
+	}
+	invalid := func(msg string) {
+		v.accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid, msg, gen)
+		settings.Invalid = msg
+	}
+
+	var badKind, badRef []string
+	var pools []*x509.CertPool
+	var sums []string
+	for _, ref := range val.CACertificateRefs {
+		if ref.Group != "" || ref.Kind != "ConfigMap" {
+			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
+				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), caCertificateKey))
+			continue
+		}
+		cm, ok := configMaps[nn(p.Namespace, string(ref.Name))]
+		if !ok {
+			badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
+			continue
+		}
+		b := bundle(cm)
+		if b.pool == nil {
+			badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
+			continue
+		}
+		pools = append(pools, b.pool)
+		sums = append(sums, b.sum)
+	}
+	switch {
+	case len(badKind) > 0:
+		v.resolved = policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidKind,
+			strings.Join(append(badKind, badRef...), "; "), gen)
+	case len(badRef) > 0:
+		v.resolved = policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidCACertificateRef,
+			strings.Join(badRef, "; "), gen)
+	}
+
+	wellKnown := ptrValue(val.WellKnownCACertificates)
+	switch {
+	case len(val.CACertificateRefs) > 0 && wellKnown != "":
+		invalid("caCertificateRefs and wellKnownCACertificates are both set; set one of them")
+	case len(val.CACertificateRefs) > 0 && len(pools) == 0:
+		msg := "no CA certificate reference is valid: " + v.resolved.Message
+		v.accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.BackendTLSPolicyReasonNoValidCACertificate, msg, gen)
+		settings.Invalid = msg
+	case len(val.CACertificateRefs) > 0:
+		settings.RootCAs = pools[0]
+		if len(pools) > 1 {
+			// The certificates of every valid reference, in one pool.
+			settings.RootCAs = x509.NewCertPool()
+			for _, ref := range val.CACertificateRefs {
+				if cm, ok := configMaps[nn(p.Namespace, string(ref.Name))]; ok && ref.Group == "" && ref.Kind == "ConfigMap" {
+					for _, c := range pemCertificates(cm.Data[caCertificateKey]) {
+						settings.RootCAs.AddCert(c)
+					}
+				}
+			}
+		}
+	case wellKnown == gwv1.WellKnownCACertificatesSystem:
+		sums = append(sums, "system")
+	case wellKnown != "":
+		invalid(fmt.Sprintf("wellKnownCACertificates %q is not supported; use %q or caCertificateRefs", wellKnown, gwv1.WellKnownCACertificatesSystem))
+	default:
+		invalid("neither caCertificateRefs nor wellKnownCACertificates is set")
+	}
+	switch {
+	case settings.Invalid != "":
+	case settings.ServerName == "":
+		invalid("validation.hostname is empty")
+	}
+	for _, ref := range p.Spec.TargetRefs {
+		if ref.Group != "" || ref.Kind != "Service" {
+			// Other targets are left alone, and said so; the policy still
+			// applies to its Services.
+			v.accepted.Message += fmt.Sprintf("; targetRef %s %q is ignored: BackendTLSPolicy applies to Services", kindName(ref.Group, ref.Kind), ref.Name)
+		}
+	}
+
+	// The ID is the identity check, so that the same check shares pooled
+	// connections across policies and rebuilds, and a changed one never
+	// reuses a connection made under the old one.
+	h := sha256.New()
+	for _, part := range [][]string{{settings.ServerName}, settings.SANHostnames, settings.SANURIs, sums} {
+		for _, s := range part {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	settings.ID = hex.EncodeToString(h.Sum(nil)[:12])
+	return settings, v
+}
+
+// parseCABundle reads the certificates of a ConfigMap's ca.crt.
+func parseCABundle(cm *corev1.ConfigMap) caBundle {
+	data, ok := cm.Data[caCertificateKey]
+	if !ok {
+		return caBundle{err: "no key " + caCertificateKey}
+	}
+	certs := pemCertificates(data)
+	if len(certs) == 0 {
+		return caBundle{err: "key " + caCertificateKey + " holds no PEM certificate that can be parsed"}
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	sum := sha256.Sum256([]byte(data))
+	return caBundle{pool: pool, sum: hex.EncodeToString(sum[:])}
+}
+
+// pemCertificates returns the certificates of a PEM bundle that parse;
+// other blocks are skipped.
+func pemCertificates(data string) []*x509.Certificate {
+	var out []*x509.Certificate
+	rest := []byte(data)
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
+}
+
+func kindName(group gwv1.Group, kind gwv1.Kind) string {
+	if group == "" {
+		return string(kind)
+	}
+	return string(kind) + "." + string(group)
+}
+
+func policyCondition(typ gwv1.PolicyConditionType, ok bool, reason gwv1.PolicyConditionReason, msg string, gen int64) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(typ), Status: status, Reason: string(reason), Message: msg, ObservedGeneration: gen}
+}
+
+// policyAncestors writes the status of every BackendTLSPolicy: one entry
+// per Gateway of ours with an accepted route to a port the policy targets
+// (whether or not the policy won it), at most maxPolicyAncestors of them.
+func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
+	out := map[types.NamespacedName][]gwv1.PolicyAncestorStatus{}
+	if len(tls.verdicts) == 0 {
+		return out
+	}
+	// Which policies want each target.
+	wanted := map[tlsTarget][]types.NamespacedName{}
+	for key, v := range tls.verdicts {
+		for _, target := range v.wants {
+			wanted[target] = append(wanted[target], key)
+		}
+	}
+	portNames := map[types.NamespacedName]map[int32]string{}
+	for _, svc := range res.Services {
+		names := make(map[int32]string, len(svc.Spec.Ports))
+		for _, p := range svc.Spec.Ports {
+			names[p.Port] = p.Name
+		}
+		portNames[nn(svc.Namespace, svc.Name)] = names
+	}
+	lsParent := map[types.NamespacedName]types.NamespacedName{}
+	for _, ls := range res.ListenerSets {
+		if parent, ok := listenerSetParent(ls); ok {
+			lsParent[nn(ls.Namespace, ls.Name)] = parent
+		}
+	}
+
+	ancestors := map[types.NamespacedName]map[types.NamespacedName]bool{}
+	for _, r := range res.HTTPRoutes {
+		var gateways []types.NamespacedName
+		for _, ps := range st.HTTPRoutes[nn(r.Namespace, r.Name)] {
+			if ps.ControllerName != controller || !conditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
+				continue
+			}
+			parent := nn(string(ptrValue(ps.ParentRef.Namespace)), string(ps.ParentRef.Name))
+			if parent.Namespace == "" {
+				parent.Namespace = r.Namespace
+			}
+			if ptrValue(ps.ParentRef.Kind) == "ListenerSet" {
+				gw, ok := lsParent[parent]
+				if !ok {
+					continue
+				}
+				parent = gw
+			}
+			gateways = append(gateways, parent)
+		}
+		if len(gateways) == 0 {
+			continue
+		}
+		visit := func(ref gwv1.BackendObjectReference) {
+			if ptrValue(ref.Group) != "" || (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
+				return
+			}
+			svc := nn(string(ptrValue(ref.Namespace)), string(ref.Name))
+			if svc.Namespace == "" {
+				svc.Namespace = r.Namespace
+			}
+			targets := []tlsTarget{{svc, ""}}
+			if name := portNames[svc][*ref.Port]; name != "" {
+				targets = append(targets, tlsTarget{svc, name})
+			}
+			for _, target := range targets {
+				for _, policy := range wanted[target] {
+					if ancestors[policy] == nil {
+						ancestors[policy] = map[types.NamespacedName]bool{}
+					}
+					for _, gw := range gateways {
+						ancestors[policy][gw] = true
+					}
+				}
+			}
+		}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				visit(b.BackendObjectReference)
+			}
+		}
+	}
+
+	group := gwv1.Group(gwv1.GroupName)
+	kind := gwv1.Kind("Gateway")
+	for key, gws := range ancestors {
+		v := tls.verdicts[key]
+		list := make([]types.NamespacedName, 0, len(gws))
+		for gw := range gws {
+			if _, ours := st.Gateways[gw]; ours {
+				list = append(list, gw)
+			}
+		}
+		slices.SortFunc(list, func(a, b types.NamespacedName) int {
+			return cmp.Compare(a.String(), b.String())
+		})
+		if len(list) > maxPolicyAncestors {
+			list = list[:maxPolicyAncestors]
+		}
+		entries := make([]gwv1.PolicyAncestorStatus, 0, len(list))
+		for _, gw := range list {
+			ns := gwv1.Namespace(gw.Namespace)
+			entries = append(entries, gwv1.PolicyAncestorStatus{
+				AncestorRef:    gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(gw.Name)},
+				ControllerName: controller,
+				Conditions:     []metav1.Condition{v.accepted, v.resolved},
+			})
+		}
+		if len(entries) > 0 {
+			out[key] = entries
+		}
+	}
+	return out
+}
+
+func conditionTrue(conds []metav1.Condition, typ string) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,394 @@
+package kube
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/sni/snitest"
+)
+
+// backendTLSYAML has one Gateway, a route per Service, and policies that
+// cover each outcome. Objects are older the earlier they come.
+func backendTLSYAML(caPEM string) string {
+	svc := func(name, appProtocol string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: apps}
+spec:
+  ports:
+  - {name: https, port: 443, appProtocol: %q}
+  - {name: alt, port: 8443}
+---
+`, name, appProtocol)
+	}
+	route := func(name string) string {
+		return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: %[1]s, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [%[1]s.example.com]
+  rules:
+  - backendRefs: [{name: %[1]s, port: 443}]
+  - matches: [{path: {value: /alt}}]
+    backendRefs: [{name: %[1]s, port: 8443}]
+---
+`, name)
+	}
+	policy := func(name, target, section, validation string) string {
+		sec := ""
+		if section != "" {
+			sec = ", sectionName: " + section
+		}
+		return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: %s, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: %s%s}]
+  validation:
+%s
+---
+`, name, target, sec, validation)
+	}
+	const ca = `    caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}]
+    hostname: abc.example.com`
+	var b strings.Builder
+	b.WriteString(gatewayYAML + "  - {name: http, port: 80, protocol: HTTP}\n---\n")
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ca, namespace: apps}\ndata:\n  ca.crt: |\n" + indent(4, caPEM) + "\n---\n")
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: garbage, namespace: apps}\ndata:\n  ca.crt: not a certificate\n---\n")
+	for _, name := range []string{"whole", "conflict", "kind", "missing", "garbage", "wellknown", "system", "plain"} {
+		svc0 := "HTTPS"
+		if name == "plain" {
+			svc0 = "https" // no policy: the route cannot use it
+		}
+		b.WriteString(svc(name, svc0))
+		b.WriteString(route(name))
+	}
+	b.WriteString(svc("unrouted", ""))
+	b.WriteString(policy("whole", "whole", "", ca))
+	b.WriteString(policy("whole-alt", "whole", "alt", `    caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}]
+    hostname: alt.example.com
+    subjectAltNames: [{type: Hostname, hostname: san.example.com}, {type: URI, uri: "spiffe://cluster/ns/apps/sa/alt"}]`))
+	b.WriteString(policy("conflict-1", "conflict", "", ca))
+	b.WriteString(policy("conflict-2", "conflict", "", ca))
+	b.WriteString(policy("kind", "kind", "", `    caCertificateRefs: [{group: "", kind: Secret, name: ca}]
+    hostname: abc.example.com`))
+	b.WriteString(policy("missing", "missing", "", `    caCertificateRefs: [{group: "", kind: ConfigMap, name: nonexistent}]
+    hostname: abc.example.com`))
+	b.WriteString(policy("garbage", "garbage", "", `    caCertificateRefs: [{group: "", kind: ConfigMap, name: garbage}]
+    hostname: abc.example.com`))
+	b.WriteString(policy("wellknown", "wellknown", "", `    wellKnownCACertificates: example.com/bundle
+    hostname: abc.example.com`))
+	b.WriteString(policy("system", "system", "", `    wellKnownCACertificates: System
+    hostname: abc.example.com`))
+	b.WriteString(policy("unrouted", "unrouted", "", ca))
+	return b.String()
+}
+
+// TestBackendTLSPolicyTranslate covers what translate makes of policies:
+// their conditions, reported once per Gateway routing to their Services;
+// precedence (oldest first, a port-specific policy over a whole-Service
+// one); the settings each Service port gets; and routes to ports whose
+// policy is unusable or missing.
+func TestBackendTLSPolicyTranslate(t *testing.T) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tls.yaml")
+	if err := os.WriteFile(path, []byte(backendTLSYAML(string(ca.CertPEM))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, path)
+	tr := NewTranslator("")
+	cfg, st := tr.Translate(res)
+
+	cases := []struct {
+		policy             string
+		accepted, resolved string // reasons
+		message            string // in one of the two messages
+	}{
+		{"whole", "Accepted", "ResolvedRefs", ""},
+		{"whole-alt", "Accepted", "ResolvedRefs", ""},
+		{"conflict-1", "Accepted", "ResolvedRefs", ""},
+		{"conflict-2", "Conflicted", "ResolvedRefs", "already the target of the older BackendTLSPolicy conflict-1"},
+		{"kind", "NoValidCACertificate", "InvalidKind", "kind Secret is not supported"},
+		{"missing", "NoValidCACertificate", "InvalidCACertificateRef", `ConfigMap "nonexistent" does not exist`},
+		{"garbage", "NoValidCACertificate", "InvalidCACertificateRef", "holds no PEM certificate"},
+		{"wellknown", "Invalid", "ResolvedRefs", `wellKnownCACertificates "example.com/bundle" is not supported`},
+		{"system", "Accepted", "ResolvedRefs", ""},
+	}
+	for _, c := range cases {
+		entries := st.BackendTLSPolicies[types.NamespacedName{Namespace: "apps", Name: c.policy}]
+		if len(entries) != 1 {
+			t.Errorf("%s: %d ancestor entries, want 1 (the Gateway): %+v", c.policy, len(entries), entries)
+			continue
+		}
+		e := entries[0]
+		if ptrValue(e.AncestorRef.Kind) != "Gateway" || e.AncestorRef.Name != "gw" || ptrValue(e.AncestorRef.Namespace) != "apps" || e.ControllerName != DefaultControllerName {
+			t.Errorf("%s: ancestor %+v by %s", c.policy, e.AncestorRef, e.ControllerName)
+		}
+		acc := meta.FindStatusCondition(e.Conditions, "Accepted")
+		res := meta.FindStatusCondition(e.Conditions, "ResolvedRefs")
+		if acc == nil || acc.Reason != c.accepted || (acc.Status == "True") != (c.accepted == "Accepted") || acc.ObservedGeneration != 1 {
+			t.Errorf("%s: Accepted = %+v, want reason %s", c.policy, acc, c.accepted)
+		}
+		if res == nil || res.Reason != c.resolved || (res.Status == "True") != (c.resolved == "ResolvedRefs") {
+			t.Errorf("%s: ResolvedRefs = %+v, want reason %s", c.policy, res, c.resolved)
+		}
+		if c.message != "" && !strings.Contains(acc.Message+" "+res.Message, c.message) {
+			t.Errorf("%s: messages %q / %q, want %q", c.policy, acc.Message, res.Message, c.message)
+		}
+	}
+	if e, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: "apps", Name: "unrouted"}]; ok {
+		t.Errorf("a policy no route reaches has ancestors: %+v", e)
+	}
+
+	// The settings of each port.
+	tls := tr.resolveBackendTLS(res)
+	svc := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "apps", Name: name} }
+	whole, alt := tls.forPort(svc("whole"), "https"), tls.forPort(svc("whole"), "alt")
+	switch {
+	case whole == nil || whole.ServerName != "abc.example.com" || whole.RootCAs == nil || whole.Invalid != "":
+		t.Errorf("whole/https: %+v", whole)
+	case alt == nil || alt.ServerName != "alt.example.com" || len(alt.SANHostnames) != 1 || alt.SANURIs[0] != "spiffe://cluster/ns/apps/sa/alt":
+		t.Errorf("whole/alt, the port-specific policy: %+v", alt)
+	case alt.ID == whole.ID:
+		t.Error("two identity checks share an ID")
+	}
+	if c := tls.forPort(svc("conflict"), "https"); c == nil || c.Policy != "apps/conflict-1" {
+		t.Errorf("conflict: settings of %+v, want the older policy's", c)
+	}
+	if c := tls.forPort(svc("system"), "https"); c == nil || c.RootCAs != nil || c.Invalid != "" {
+		t.Errorf("system: %+v, want the system roots", c)
+	}
+	for _, name := range []string{"kind", "missing", "garbage", "wellknown"} {
+		if c := tls.forPort(svc(name), "https"); c == nil || c.Invalid == "" {
+			t.Errorf("%s: %+v, want settings that fail every request", name, c)
+		}
+	}
+	if c := tls.forPort(svc("plain"), "https"); c != nil {
+		t.Errorf("plain has settings %+v", c)
+	}
+	// The same settings in the next translation have the same ID; the
+	// data plane keeps only the pools of usable ones.
+	again := NewTranslator("").resolveBackendTLS(res)
+	if a := again.forPort(svc("whole"), "https"); a.ID != whole.ID {
+		t.Errorf("ID changed between translations: %s, %s", whole.ID, a.ID)
+	}
+	// whole, conflict-1 and unrouted ask for the same check: one ID.
+	if _, ok := cfg.BackendTLSIDs[whole.ID]; !ok || len(cfg.BackendTLSIDs) != 3 {
+		t.Errorf("BackendTLSIDs %v, want the 3 usable checks (whole, whole-alt, system)", cfg.BackendTLSIDs)
+	}
+
+	// Routes: appProtocol HTTPS is fine with a policy and refused without.
+	for name, want := range map[string]string{"whole": "ResolvedRefs", "kind": "ResolvedRefs", "plain": "UnsupportedProtocol"} {
+		parents := st.HTTPRoutes[svc(name)]
+		if len(parents) != 1 {
+			t.Fatalf("route %s: %+v", name, parents)
+		}
+		if c := meta.FindStatusCondition(parents[0].Conditions, "ResolvedRefs"); c == nil || c.Reason != want {
+			t.Errorf("route %s: ResolvedRefs %+v, want %s", name, c, want)
+		}
+	}
+}
+
+// TestStandaloneBackendTLS sends requests through Portico to TLS backends
+// on loopback: verified against the policy's CA and hostname, with the
+// policy's hostname as SNI; a backend whose certificate does not check out
+// gets no request (502); a policy without a usable CA answers 500; a new
+// CA in the ConfigMap takes effect.
+func TestStandaloneBackendTLS(t *testing.T) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := startTLSBackend(t, ca, "backend.internal")
+	foreign := startTLSBackend(t, other, "backend.internal")
+	port := freePort(t)
+	config := func(caPEM []byte) string {
+		return render(t, gatewayYAML+`  - {name: http, port: {{.Port}}, protocol: HTTP}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ca, namespace: apps}
+data:
+  ca.crt: |
+{{.CA}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {value: /good}}]
+    backendRefs: [{name: good, port: 443}]
+  - matches: [{path: {value: /foreign}}]
+    backendRefs: [{name: foreign, port: 443}]
+  - matches: [{path: {value: /broken}}]
+    backendRefs: [{name: broken, port: 443}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: tls, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: good}, {group: "", kind: Service, name: foreign}]
+  validation:
+    caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}]
+    hostname: backend.internal
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: broken, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: broken}]
+  validation:
+    caCertificateRefs: [{group: "", kind: ConfigMap, name: nonexistent}]
+    hostname: backend.internal
+---
+`+tlsServiceYAML("good", good)+tlsServiceYAML("foreign", foreign)+tlsServiceYAML("broken", good),
+			map[string]any{"Port": port, "CA": indent(4, string(caPEM))})
+	}
+	h := startStandalone(t, map[string]string{"config.yaml": config(ca.CertPEM)})
+	c := httpClient(fmt.Sprintf("127.0.0.1:%d", port))
+
+	status, body, _ := get(t, c, "http://app.example.com/good")
+	if status != 200 || body != "sni=backend.internal host=app.example.com" {
+		t.Errorf("/good: %d %q", status, body)
+	}
+	if status, _, _ := get(t, c, "http://app.example.com/foreign"); status != http.StatusBadGateway {
+		t.Errorf("/foreign, a certificate of another CA: %d, want 502", status)
+	}
+	if status, body, _ := get(t, c, "http://app.example.com/broken"); status != 500 || !strings.Contains(body, "BackendTLSPolicy apps/broken") {
+		t.Errorf("/broken: %d %q, want 500 naming the policy", status, body)
+	}
+
+	// The ConfigMap now trusts the other CA only.
+	gen := h.s.Generation()
+	h.write("config.yaml", config(other.CertPEM))
+	waitFor(t, 10*time.Second, "new CA applied", func() error {
+		if h.s.Generation() == gen {
+			return fmt.Errorf("still generation %d", gen)
+		}
+		return nil
+	})
+	if status, _, _ := get(t, c, "http://app.example.com/foreign"); status != 200 {
+		t.Errorf("/foreign after the CA change: %d, want 200", status)
+	}
+	if status, _, _ := get(t, c, "http://app.example.com/good"); status != http.StatusBadGateway {
+		t.Errorf("/good after the CA change: %d, want 502 (its pooled connection must not be reused)", status)
+	}
+}
+
+// startTLSBackend serves HTTPS on loopback with a certificate of ca for
+// name, and answers with the SNI and Host it saw.
+func startTLSBackend(t *testing.T, ca *snitest.CA, name string) *backend {
+	t.Helper()
+	pair, err := ca.Issue(snitest.ECDSA, time.Now().UnixNano(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "sni=%s host=%s", r.TLS.ServerName, r.Host)
+		}),
+	}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return &backend{name: name, addr: ln.Addr().String()}
+}
+
+// tlsServiceYAML is a Service with one port, 443, and its EndpointSlice
+// pointing at b.
+func tlsServiceYAML(name string, b *backend) string {
+	host, port, _ := net.SplitHostPort(b.addr)
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: apps}
+spec:
+  ports: [{name: https, port: 443, targetPort: %[3]s}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: %[1]s-1
+  namespace: apps
+  labels: {kubernetes.io/service-name: %[1]s}
+addressType: IPv4
+ports: [{name: https, port: %[3]s}]
+endpoints: [{addresses: [%[2]s], conditions: {ready: true}}]
+---
+`, name, host, port)
+}
+
+// TestAncestorStatusKeepsOthers: writing Portico's ancestor entries keeps
+// every other controller's, keeps a condition's transition time while its
+// status holds, and stays within the schema's 16 entries.
+func TestAncestorStatusKeepsOthers(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	earlier := metav1.NewTime(now.Add(-time.Hour))
+	ancestor := func(name string, controller gwv1.GatewayController, status metav1.ConditionStatus, at metav1.Time) gwv1.PolicyAncestorStatus {
+		return gwv1.PolicyAncestorStatus{
+			AncestorRef:    gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("Gateway")), Name: gwv1.ObjectName(name)},
+			ControllerName: controller,
+			Conditions:     []metav1.Condition{{Type: "Accepted", Status: status, Reason: "Accepted", LastTransitionTime: at}},
+		}
+	}
+	stored := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{
+		ancestor("theirs", otherController, "True", earlier),
+		ancestor("kept", DefaultControllerName, "True", earlier),
+		ancestor("gone", DefaultControllerName, "True", earlier),
+	}}
+	computed := []gwv1.PolicyAncestorStatus{ancestor("kept", DefaultControllerName, "True", metav1.Time{})}
+	for i := range 20 {
+		computed = append(computed, ancestor(fmt.Sprintf("gw-%02d", i), DefaultControllerName, "False", metav1.Time{}))
+	}
+	got := ancestorStatus(stored, computed, DefaultControllerName, now)
+	if len(got.Ancestors) != maxPolicyAncestors {
+		t.Fatalf("%d entries, want %d", len(got.Ancestors), maxPolicyAncestors)
+	}
+	if a := got.Ancestors[0]; a.ControllerName != otherController || a.AncestorRef.Name != "theirs" {
+		t.Errorf("first entry %+v, want the other controller's", a)
+	}
+	if a := got.Ancestors[1]; a.AncestorRef.Name != "kept" || !a.Conditions[0].LastTransitionTime.Equal(&earlier) {
+		t.Errorf("kept entry %+v, want its transition time kept", a)
+	}
+	if a := got.Ancestors[2]; a.AncestorRef.Name != "gw-00" || !a.Conditions[0].LastTransitionTime.Equal(&now) {
+		t.Errorf("new entry %+v, want stamped now", a)
+	}
+	for _, a := range got.Ancestors {
+		if a.AncestorRef.Name == "gone" {
+			t.Error("an entry Portico no longer computes is still there")
+		}
+	}
+	if _, changed := mergeBackendTLSPolicy(&gwv1.BackendTLSPolicy{Status: got}, computed, DefaultControllerName, now); changed {
+		t.Error("merging the same status again reports a change")
+	}
+}

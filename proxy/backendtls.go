@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"portico.dev/portico/routing"
+)
+
+// backendTLSTransports pools the TLS connections to backends per
+// routing.BackendTLS ID. A connection is only trusted for the identity
+// check it passed, so backends with different TLS settings never share
+// one, even when they share an endpoint address.
+type backendTLSTransports struct {
+	dialer  *net.Dialer
+	timeout time.Duration // TLS handshake
+	// byID maps an ID to its *backendTLSTransport. IDs are written once
+	// and then read by every request to their backends, the case sync.Map
+	// is made for: reads take no lock.
+	byID sync.Map
+}
+
+// backendTLSTransport is the connection pool of one BackendTLS ID: one
+// transport per protocol, since a BackendTLSPolicy may cover ports of
+// either kind.
+type backendTLSTransport struct {
+	h1 *http.Transport
+	h2 *http2.Transport
+}
+
+// get returns the pool for b.ID, making it on first use. b is only read
+// then: the same ID means the same settings.
+func (ts *backendTLSTransports) get(b *routing.BackendTLS) *backendTLSTransport {
+	if t, ok := ts.byID.Load(b.ID); ok {
+		return t.(*backendTLSTransport)
+	}
+	// Two first requests may both get here; making a transport opens no
+	// connection, so the one that loses costs nothing.
+	t, _ := ts.byID.LoadOrStore(b.ID, ts.newTransport(b))
+	return t.(*backendTLSTransport)
+}
+
+func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS) *backendTLSTransport {
+	return &backendTLSTransport{
+		h1: &http.Transport{
+			DialContext:         ts.dialer.DialContext,
+			TLSClientConfig:     backendTLSConfig(b, "http/1.1"),
+			TLSHandshakeTimeout: ts.timeout,
+			MaxIdleConns:        4096,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			// A custom TLSClientConfig already keeps net/http from trying
+			// HTTP/2; h2 backends get the h2 transport.
+			ForceAttemptHTTP2:  false,
+			DisableCompression: true,
+		},
+		h2: &http2.Transport{
+			TLSClientConfig:    backendTLSConfig(b, http2.NextProtoTLS),
+			DisableCompression: true,
+			DialTLSContext:     ts.dialH2,
+			ReadIdleTimeout:    30 * time.Second,
+			PingTimeout:        15 * time.Second,
+		},
+	}
+}
+
+// dialH2 connects with the forwarder's dial timeout covering the handshake
+// too, which http2.Transport's own dialer would leave to the request's
+// context.
+func (ts *backendTLSTransports) dialH2(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+	d := tls.Dialer{NetDialer: ts.dialer, Config: cfg}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if p := c.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: backend negotiated ALPN protocol %q, not %q", addr, p, http2.NextProtoTLS)
+	}
+	return c, nil
+}
+
+// retain closes and drops the pools of IDs not in keep. A request that
+// took a pool just before it was dropped still completes; the connection
+// it opens is closed by the pool's idle timeout.
+func (ts *backendTLSTransports) retain(keep map[string]struct{}) {
+	ts.byID.Range(func(k, v any) bool {
+		if _, ok := keep[k.(string)]; !ok && ts.byID.CompareAndDelete(k, v) {
+			v.(*backendTLSTransport).closeIdle()
+		}
+		return true
+	})
+}
+
+func (ts *backendTLSTransports) closeIdle() {
+	ts.byID.Range(func(_, v any) bool {
+		v.(*backendTLSTransport).closeIdle()
+		return true
+	})
+}
+
+func (t *backendTLSTransport) closeIdle() {
+	t.h1.CloseIdleConnections()
+	t.h2.CloseIdleConnections()
+}
+
+// roundTripper picks the transport for a request: HTTP/2 for h2 backends,
+// except for an Upgrade, which only HTTP/1.1 can carry.
+func (t *backendTLSTransport) roundTripper(h2 bool, r *http.Request) http.RoundTripper {
+	if h2 && !isUpgrade(r) {
+		return t.h2
+	}
+	return t.h1
+}
+
+// backendTLSConfig is the client side of a BackendTLSPolicy. The standard
+// verification is off because with subjectAltNames the policy's hostname
+// is only the SNI, not the identity; verifyBackend does the whole check,
+// on resumed sessions too.
+func backendTLSConfig(b *routing.BackendTLS, alpn string) *tls.Config {
+	return &tls.Config{
+		ServerName:         b.ServerName,
+		MinVersion:         tls.VersionTLS12,
+		NextProtos:         []string{alpn},
+		InsecureSkipVerify: true, // verifyBackend does the whole check, in VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyBackend(b, cs.PeerCertificates)
+		},
+	}
+}
+
+// verifyBackend checks a backend's certificate chain against the policy's
+// CAs, then its identity: valid for ServerName, or, when the policy lists
+// subjectAltNames, carrying one of them.
+func verifyBackend(b *routing.BackendTLS, chain []*x509.Certificate) error {
+	if len(chain) == 0 {
+		return errors.New("backend sent no certificate")
+	}
+	leaf := chain[0]
+	opts := x509.VerifyOptions{
+		Roots:         b.RootCAs,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("backend certificate chain is not trusted: %w", err)
+	}
+	if len(b.SANHostnames) == 0 && len(b.SANURIs) == 0 {
+		if err := leaf.VerifyHostname(b.ServerName); err != nil {
+			return fmt.Errorf("backend certificate is not valid for server name %q: %w", b.ServerName, err)
+		}
+		return nil
+	}
+	for _, h := range b.SANHostnames {
+		if leaf.VerifyHostname(h) == nil {
+			return nil
+		}
+	}
+	for _, u := range leaf.URIs {
+		if slices.Contains(b.SANURIs, u.String()) {
+			return nil
+		}
+	}
+	uris := make([]string, len(leaf.URIs))
+	for i, u := range leaf.URIs {
+		uris[i] = u.String()
+	}
+	return fmt.Errorf("backend certificate (DNS names %q, URIs %q) has none of the subject alt names: hostnames %q, URIs %q",
+		leaf.DNSNames, uris, b.SANHostnames, b.SANURIs)
+}
