@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -83,16 +84,18 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 	return r
 }
 
-// assignAddresses gives each of our Gateways its addresses from the pool
-// (nil when there is no pool), in three passes:
+// assignAddresses gives each of our accepted Gateways its addresses from
+// the pool (nil when there is no pool), in three passes, oldest Gateway
+// first in each:
 //
-//  1. Addresses named in spec.addresses, oldest Gateway first: an address
-//     asked for is promised, so it goes before any picked by Portico, and
-//     a Gateway that asks for another's address is told it is in use.
-//  2. A Gateway that wants addresses picked for it keeps the pool addresses
-//     its stored status reports, so they survive restarts and are the same
-//     on every replica.
-//  3. The rest take the lowest free addresses, oldest Gateway first.
+//  1. A Gateway keeps the pool addresses its stored status reports, as far
+//     as it still asks for them (by value, or by an entry without one), so
+//     that addresses survive restarts, are the same on every replica, and
+//     are never taken from a Gateway serving on them.
+//  2. The addresses named in spec.addresses: a free pool address is given,
+//     one another Gateway holds or named first is refused.
+//  3. The remaining entries without a value (or a Gateway asking for
+//     nothing) take the lowest free addresses.
 //
 // A Gateway with an address it cannot have is not programmed (reason
 // AddressNotUsable, or AddressNotAssigned when the pool ran out); it still
@@ -108,13 +111,41 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 	var reqs []*addressRequest
 	for _, gw := range sortedByAge(res.Gateways) {
 		key := nn(gw.Namespace, gw.Name)
-		if _, ours := st.Gateways[key]; !ours || unsupportedAddress(gw, true) != "" {
+		gs, ours := st.Gateways[key]
+		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
+			// Not served: it holds no address, and its conditions
+			// already say why.
 			continue
 		}
 		reqs = append(reqs, newAddressRequest(key, gw))
 	}
 	taken := make(map[string]bool, len(reqs))
-
+	want := make(map[*addressRequest]int, len(reqs))
+	static := make(map[*addressRequest]map[string]bool, len(reqs))
+	for _, r := range reqs {
+		want[r] = r.dynamic
+		named := map[string]bool{}
+		for _, v := range r.static {
+			if a, err := netip.ParseAddr(v); err == nil {
+				named[a.String()] = true
+			}
+		}
+		static[r] = named
+		for _, a := range r.gw.Status.Addresses {
+			if addressType(a.Type) != gwv1.IPAddressType || !inPool[a.Value] || taken[a.Value] {
+				continue
+			}
+			switch {
+			case named[a.Value]:
+			case want[r] > 0:
+				want[r]--
+			default:
+				continue // no longer asked for: released
+			}
+			r.assigned = append(r.assigned, a.Value)
+			taken[a.Value] = true
+		}
+	}
 	for _, r := range reqs {
 		for _, v := range r.static {
 			a, err := netip.ParseAddr(v)
@@ -125,26 +156,13 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 				r.problems = append(r.problems, fmt.Sprintf("%s is not in Portico's address pool; "+
 					"ask for an address of --gateway-address-pool, or for none", v))
 			case slices.Contains(r.assigned, a.String()):
-				// Listed twice (under two spellings of one IPv6 address).
+				// Kept from its status, or listed twice (two spellings of
+				// one IPv6 address).
 			case taken[a.String()]:
-				r.problems = append(r.problems, fmt.Sprintf("%s is already asked for by an older Gateway", v))
+				r.problems = append(r.problems, fmt.Sprintf("%s is in use by another Gateway", v))
 			default:
 				r.assigned = append(r.assigned, a.String())
 				taken[a.String()] = true
-			}
-		}
-	}
-	want := make(map[*addressRequest]int, len(reqs))
-	for _, r := range reqs {
-		want[r] = r.dynamic
-		for _, a := range r.gw.Status.Addresses {
-			if want[r] == 0 {
-				break
-			}
-			if addressType(a.Type) == gwv1.IPAddressType && inPool[a.Value] && !taken[a.Value] {
-				r.assigned = append(r.assigned, a.Value)
-				taken[a.Value] = true
-				want[r]--
 			}
 		}
 	}
@@ -189,13 +207,16 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 // sharedAddresses is what a Gateway reports without an address pool, when
 // it is served on Portico's own addresses: all of them, or the ones its
 // spec.addresses names (an entry without a value names every address of
-// its type). It also returns why an address asked for cannot be used, or "".
-func sharedAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, string) {
+// its type). When an entry cannot be met it also returns the reason for
+// Programmed=False (AddressNotUsable for a value Portico does not have,
+// AddressNotAssigned for an entry without a value when Portico has no
+// address of its type) and a message.
+func sharedAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, gwv1.GatewayConditionReason, string) {
 	if len(gw.Spec.Addresses) == 0 {
-		return slices.Clone(own), ""
+		return slices.Clone(own), "", ""
 	}
 	var out []gwv1.GatewayStatusAddress
-	var problems []string
+	var unusable, unassigned []string
 	for _, want := range gw.Spec.Addresses {
 		typ := addressType(want.Type)
 		found := false
@@ -208,19 +229,31 @@ func sharedAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.
 				out = append(out, a)
 			}
 		}
-		if !found {
-			problems = append(problems, fmt.Sprintf("%s %q is not one of Portico's addresses", typ, want.Value))
+		switch {
+		case found:
+		case want.Value == "":
+			unassigned = append(unassigned, fmt.Sprintf("Portico has no %s address to give", typ))
+		default:
+			unusable = append(unusable, fmt.Sprintf("%s %q is not one of Portico's addresses", typ, want.Value))
 		}
 	}
-	if len(problems) == 0 {
-		return out, ""
+	if len(unusable)+len(unassigned) == 0 {
+		return out, "", ""
 	}
 	values := make([]string, len(own))
 	for i, a := range own {
 		values[i] = a.Value
 	}
-	return out, fmt.Sprintf("Cannot use the addresses asked for: %s. Without an address pool every Gateway is served "+
-		"on Portico's addresses (%s); ask for some of those, or for none", strings.Join(problems, "; "), strings.Join(values, ", "))
+	reason := gwv1.GatewayReasonAddressNotUsable
+	if len(unusable) == 0 {
+		reason = gwv1.GatewayReasonAddressNotAssigned
+	}
+	ownList := "none yet: see --gateway-address and --gateway-service"
+	if len(values) > 0 {
+		ownList = strings.Join(values, ", ")
+	}
+	return out, reason, fmt.Sprintf("Cannot use the addresses asked for: %s. Without an address pool every Gateway is served "+
+		"on Portico's addresses (%s); ask for some of those, or for none", strings.Join(append(unusable, unassigned...), "; "), ownList)
 }
 
 func sameAddress(typ gwv1.AddressType, a, b string) bool {

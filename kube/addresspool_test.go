@@ -82,6 +82,9 @@ func TestAddressPoolGivesGatewaysTheirOwnPorts(t *testing.T) {
 	if c := meta.FindStatusCondition(gs.Conditions, "Programmed"); c == nil || c.Status != "False" || c.Reason != string(gwv1.GatewayReasonAddressNotAssigned) {
 		t.Errorf("second Gateway without an address: Programmed = %+v", c)
 	}
+	if c := meta.FindStatusCondition(gs.Listeners[0].Conditions, "Programmed"); c == nil || c.Status != "False" || c.Reason != string(gwv1.ListenerReasonPending) {
+		t.Errorf("listener of the Gateway without an address: Programmed = %+v", c)
+	}
 	if len(cfg.Ports) != 1 || cfg.Ports[0].Address != "198.18.7.1" {
 		t.Errorf("ports with a one-address pool: %+v", cfg.Ports)
 	}
@@ -168,7 +171,7 @@ func TestGatewayStaticAddresses(t *testing.T) {
 		{name: "picked", addresses: []string{"198.18.7.2"}, accepted: "Accepted", program: "Programmed"},
 		{name: "static", addresses: []string{"198.18.7.1"}, accepted: "Accepted", program: "Programmed"},
 		{name: "unusable", addresses: []string{"198.18.7.3"}, accepted: "Accepted", program: "AddressNotUsable", message: "192.0.2.9 is not in Portico's address pool"},
-		{name: "taken", accepted: "Accepted", program: "AddressNotUsable", message: "198.18.7.1 is already asked for by an older Gateway"},
+		{name: "taken", accepted: "Accepted", program: "AddressNotUsable", message: "198.18.7.1 is in use by another Gateway"},
 		{name: "unsupported", accepted: "UnsupportedAddress", program: "Invalid", message: `type "example.com/fake" is not supported`},
 		{name: "empty", addresses: []string{"198.18.7.4"}, accepted: "Accepted", program: "Programmed"},
 	}
@@ -208,6 +211,51 @@ func TestGatewayStaticAddresses(t *testing.T) {
 	slices.Sort(bound)
 	if want := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3", "198.18.7.4"}; !slices.Equal(bound, want) {
 		t.Errorf("port 80 bound on %q, want %q", bound, want)
+	}
+}
+
+// TestGatewayStaticAddressKeepsHeldAddresses: a Gateway serving on a pool
+// address (its status says so) keeps it when a Gateway, older or newer,
+// names that address in spec.addresses; the one asking is refused. An
+// address a Gateway no longer asks for is released.
+func TestGatewayStaticAddressKeepsHeldAddresses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(twoGateways), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, path)
+	pool := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}
+	addrType := gwv1.IPAddressType
+	for _, gw := range res.Gateways {
+		switch gw.Name {
+		case "first": // older, asks for what second serves on
+			gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "198.18.7.2"}}
+		case "second":
+			gw.Status.Addresses = []gwv1.GatewayStatusAddress{{Type: &addrType, Value: "198.18.7.2"}}
+		}
+	}
+	_, st := translatorWithPool(pool).Translate(res)
+	if got := gatewayAddress(st, "second"); got != "198.18.7.2" {
+		t.Errorf("the Gateway serving on 198.18.7.2 now has %q", got)
+	}
+	first := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "first"}]
+	if c := meta.FindStatusCondition(first.Conditions, "Programmed"); c == nil || c.Reason != "AddressNotUsable" || !strings.Contains(c.Message, "198.18.7.2 is in use by another Gateway") {
+		t.Errorf("Gateway asking for a held address: Programmed = %+v", c)
+	}
+	if len(first.Addresses) != 0 {
+		t.Errorf("Gateway asking for a held address got %+v", first.Addresses)
+	}
+
+	// second now names another address: the one it held is released, and
+	// first gets it.
+	for _, gw := range res.Gateways {
+		if gw.Name == "second" {
+			gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "198.18.7.3"}}
+		}
+	}
+	_, st = translatorWithPool(pool).Translate(res)
+	if a, b := gatewayAddress(st, "first"), gatewayAddress(st, "second"); a != "198.18.7.2" || b != "198.18.7.3" {
+		t.Errorf("after second moved: first=%q second=%q", a, b)
 	}
 }
 
@@ -271,7 +319,9 @@ func TestSharedAddresses(t *testing.T) {
 	cases := []struct {
 		name    string
 		spec    []gwv1.GatewaySpecAddress
+		own     []gwv1.GatewayStatusAddress // nil: all three
 		want    []string
+		reason  gwv1.GatewayConditionReason
 		problem string
 	}{
 		{name: "none asked", want: []string{"10.0.0.1", "fd00::1", "lb.example.com"}},
@@ -280,11 +330,19 @@ func TestSharedAddresses(t *testing.T) {
 		{name: "every IP", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}}, want: []string{"10.0.0.1", "fd00::1"}},
 		{name: "hostname", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "LB.example.com"}}, want: []string{"lb.example.com"}},
 		{name: "not ours", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}, {Value: "10.9.9.9"}}, want: []string{"10.0.0.1"},
-			problem: `IPAddress "10.9.9.9" is not one of Portico's addresses`},
+			reason: gwv1.GatewayReasonAddressNotUsable, problem: `IPAddress "10.9.9.9" is not one of Portico's addresses`},
+		{name: "no address of a type", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType)}, {Value: "10.0.0.1"}}, own: own[:2], want: []string{"10.0.0.1"},
+			reason: gwv1.GatewayReasonAddressNotAssigned, problem: "Portico has no Hostname address to give"},
+		{name: "no addresses yet", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}, own: []gwv1.GatewayStatusAddress{},
+			reason: gwv1.GatewayReasonAddressNotUsable, problem: "none yet: see --gateway-address"},
 	}
 	for _, c := range cases {
 		gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Addresses: c.spec}}
-		got, problem := sharedAddresses(gw, own)
+		ownAddrs := own
+		if c.own != nil {
+			ownAddrs = c.own
+		}
+		got, reason, problem := sharedAddresses(gw, ownAddrs)
 		var values []string
 		for _, a := range got {
 			values = append(values, a.Value)
@@ -292,8 +350,8 @@ func TestSharedAddresses(t *testing.T) {
 		if !slices.Equal(values, c.want) {
 			t.Errorf("%s: addresses %q, want %q", c.name, values, c.want)
 		}
-		if (problem == "") != (c.problem == "") || !strings.Contains(problem, c.problem) {
-			t.Errorf("%s: problem %q, want %q", c.name, problem, c.problem)
+		if (problem == "") != (c.problem == "") || !strings.Contains(problem, c.problem) || reason != c.reason {
+			t.Errorf("%s: %s %q, want %s %q", c.name, reason, problem, c.reason, c.problem)
 		}
 	}
 }

@@ -130,6 +130,9 @@ func (t *Translator) resolveBackendTLS(res *Resources) *backendTLS {
 				continue // reported by evaluatePolicy
 			}
 			target := tlsTarget{nn(p.Namespace, string(ref.Name)), string(ptrValue(ref.SectionName))}
+			if slices.Contains(v.wants, target) {
+				continue // listed twice
+			}
 			v.wants = append(v.wants, target)
 			if older, taken := winner[target]; taken {
 				what := "Service " + target.svc.Name
@@ -137,13 +140,17 @@ func (t *Translator) resolveBackendTLS(res *Resources) *backendTLS {
 					what += " port " + target.section
 				}
 				conflicts = append(conflicts, fmt.Sprintf("%s is already the target of the older BackendTLSPolicy %s", what, older.Name))
-				continue
 			}
-			winner[target] = key
-			out.byTarget[target] = settings
 		}
-		if len(conflicts) > 0 && v.accepted.Status == metav1.ConditionTrue {
+		// A policy that loses one of its targets applies to none of them:
+		// its status is one Accepted condition for all.
+		if len(conflicts) > 0 {
 			v.accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(conflicts, "; "), p.Generation)
+		} else {
+			for _, target := range v.wants {
+				winner[target] = key
+				out.byTarget[target] = settings
+			}
 		}
 		out.verdicts[key] = v
 	}
@@ -262,6 +269,27 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedNam
 	}
 	settings.ID = hex.EncodeToString(h.Sum(nil)[:12])
 	return settings, v
+}
+
+// referencedConfigMaps lists, in snapshot order, the ConfigMaps some
+// BackendTLSPolicy names.
+func referencedConfigMaps(res *Resources) []*corev1.ConfigMap {
+	if len(res.BackendTLSPolicies) == 0 {
+		return nil
+	}
+	named := map[types.NamespacedName]bool{}
+	for _, p := range res.BackendTLSPolicies {
+		for _, ref := range p.Spec.Validation.CACertificateRefs {
+			named[nn(p.Namespace, string(ref.Name))] = true
+		}
+	}
+	var out []*corev1.ConfigMap
+	for _, cm := range res.ConfigMaps {
+		if named[nn(cm.Namespace, cm.Name)] {
+			out = append(out, cm)
+		}
+	}
+	return out
 }
 
 // parseCABundle reads the certificates of a ConfigMap's ca.crt.
@@ -393,9 +421,18 @@ func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller g
 				}
 			}
 		}
+		visitFilters := func(filters []gwv1.HTTPRouteFilter) {
+			for _, f := range filters {
+				if f.RequestMirror != nil {
+					visit(f.RequestMirror.BackendRef)
+				}
+			}
+		}
 		for _, rule := range r.Spec.Rules {
+			visitFilters(rule.Filters)
 			for _, b := range rule.BackendRefs {
 				visit(b.BackendObjectReference)
+				visitFilters(b.Filters)
 			}
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,6 +80,38 @@ spec:
 		b.WriteString(route(name))
 	}
 	b.WriteString(svc("unrouted", ""))
+	// Reached only through a ListenerSet, only through a mirror, and by a
+	// policy with two targets, one of them already taken.
+	for _, name := range []string{"vials", "mirrored", "multi"} {
+		b.WriteString(svc(name, ""))
+	}
+	b.WriteString(`apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: ls, namespace: apps}
+spec:
+  parentRef: {name: gw}
+  listeners: [{name: extra, port: 8080, protocol: HTTP, hostname: ls.example.com}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: vials, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: ls}]
+  rules: [{backendRefs: [{name: vials, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirroring, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [mirroring.example.com]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: mirrored, port: 443}}}]
+    backendRefs: [{name: plain, port: 8443}]
+  - matches: [{path: {value: /multi}}]
+    backendRefs: [{name: multi, port: 443}]
+---
+`)
 	b.WriteString(policy("whole", "whole", "", ca))
 	b.WriteString(policy("whole-alt", "whole", "alt", `    caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}]
     hostname: alt.example.com
@@ -95,6 +129,9 @@ spec:
 	b.WriteString(policy("system", "system", "", `    wellKnownCACertificates: System
     hostname: abc.example.com`))
 	b.WriteString(policy("unrouted", "unrouted", "", ca))
+	b.WriteString(policy("vials", "vials", "", ca))
+	b.WriteString(policy("mirrored", "mirrored", "", ca))
+	b.WriteString(strings.Replace(policy("multi", "multi", "", ca), "targetRefs: [", `targetRefs: [{group: "", kind: Service, name: conflict}, {group: "", kind: Service, name: multi}, `, 1))
 	return b.String()
 }
 
@@ -130,6 +167,9 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 		{"garbage", "NoValidCACertificate", "InvalidCACertificateRef", "holds no PEM certificate"},
 		{"wellknown", "Invalid", "ResolvedRefs", `wellKnownCACertificates "example.com/bundle" is not supported`},
 		{"system", "Accepted", "ResolvedRefs", ""},
+		{"vials", "Accepted", "ResolvedRefs", ""},
+		{"mirrored", "Accepted", "ResolvedRefs", ""},
+		{"multi", "Conflicted", "ResolvedRefs", "Service conflict is already the target of the older BackendTLSPolicy conflict-1"},
 	}
 	for _, c := range cases {
 		entries := st.BackendTLSPolicies[types.NamespacedName{Namespace: "apps", Name: c.policy}]
@@ -182,6 +222,11 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 	}
 	if c := tls.forPort(svc("plain"), "https"); c != nil {
 		t.Errorf("plain has settings %+v", c)
+	}
+	// A policy that lost one target applies to none, the one listed twice
+	// in it included.
+	if c := tls.forPort(svc("multi"), "https"); c != nil {
+		t.Errorf("multi, whose policy lost its other target: settings %+v", c)
 	}
 	// The same settings in the next translation have the same ID; the
 	// data plane keeps only the pools of usable ones.
@@ -390,5 +435,61 @@ func TestAncestorStatusKeepsOthers(t *testing.T) {
 	}
 	if _, changed := mergeBackendTLSPolicy(&gwv1.BackendTLSPolicy{Status: got}, computed, DefaultControllerName, now); changed {
 		t.Error("merging the same status again reports a change")
+	}
+}
+
+// TestConfigMapChangesRebuildOnlyWhenNamed: a new copy of a ConfigMap no
+// policy names leaves the routing inputs equal (only endpoints would be
+// resolved again); a new copy of a named one does not.
+func TestConfigMapChangesRebuildOnlyWhenNamed(t *testing.T) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tls.yaml")
+	yaml := backendTLSYAML(string(ca.CertPEM)) + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated, namespace: apps}\ndata: {setting: a}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, path)
+	before := routingInputs(res)
+	replace := func(name string) {
+		for i, cm := range res.ConfigMaps {
+			if cm.Name == name {
+				res.ConfigMaps[i] = cm.DeepCopy()
+				return
+			}
+		}
+		t.Fatalf("no ConfigMap %s", name)
+	}
+	replace("unrelated")
+	if !slices.Equal(before, routingInputs(res)) {
+		t.Error("a ConfigMap no policy names changed the routing inputs")
+	}
+	replace("ca")
+	if slices.Equal(before, routingInputs(res)) {
+		t.Error("a new copy of a policy's ConfigMap left the routing inputs equal")
+	}
+}
+
+// TestKeepCACertificate: the ConfigMap cache holds ca.crt and nothing else.
+func TestKeepCACertificate(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"big": "annotation"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Data:       map[string]string{caCertificateKey: "PEM", "config.yaml": "large"},
+		BinaryData: map[string][]byte{"blob": []byte("large")},
+	}
+	out, err := keepCACertificate(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if len(got.Data) != 1 || got.Data[caCertificateKey] != "PEM" || got.BinaryData != nil || got.Annotations != nil || got.ManagedFields != nil {
+		t.Errorf("kept %+v", got)
+	}
+	plain, _ := keepCACertificate(&corev1.ConfigMap{Data: map[string]string{"a": "b"}})
+	if d := plain.(*corev1.ConfigMap).Data; d != nil {
+		t.Errorf("a ConfigMap without ca.crt kept %v", d)
 	}
 }

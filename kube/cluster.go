@@ -252,20 +252,22 @@ func (c *Cluster) rebuild(in *informers) {
 		setUnsupportedVersion(st, crdProblems)
 	}
 	// With an address pool, translate reports each Gateway's own addresses.
-	if addrs := c.addresses(res); len(addrs) > 0 && len(c.Translator.AddressPool) == 0 {
+	if len(c.Translator.AddressPool) == 0 {
+		addrs := c.addresses(res)
 		for _, gw := range res.Gateways {
 			key := nn(gw.Namespace, gw.Name)
 			gs, ours := st.Gateways[key]
-			if !ours || unsupportedAddress(gw, false) != "" {
+			if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
+				(len(addrs) == 0 && len(gw.Spec.Addresses) == 0) {
 				continue
 			}
+			var reason gwv1.GatewayConditionReason
 			var problem string
-			gs.Addresses, problem = sharedAddresses(gw, addrs)
+			gs.Addresses, reason, problem = sharedAddresses(gw, addrs)
 			if problem != "" {
 				// The conditions may be those of a cached translation.
 				gs.Conditions = slices.Clone(gs.Conditions)
-				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
-					string(gwv1.GatewayReasonAddressNotUsable), problem)
+				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(reason), problem)
 			}
 			st.Gateways[key] = gs
 		}

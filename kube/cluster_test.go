@@ -673,6 +673,78 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 	})
 
+	t.Run("BackendTLSPolicyStatus", func(t *testing.T) {
+		// A policy for a Service a route of gw uses gets gw as ancestor;
+		// when no route uses it any more, Portico's entry goes and another
+		// controller's stays.
+		f.service("apps", "svc-tls", int32(freePort(t)))
+		ca := newTestCert(t, "ca.internal")
+		mustCreate(t)(f.kc.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "ca"},
+			Data:       map[string]string{"ca.crt": ca.certPEM},
+		}, metav1.CreateOptions{}))
+		mustCreate(t)(gws.BackendTLSPolicies("apps").Create(ctx, &gwv1.BackendTLSPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "tls"},
+			Spec: gwv1.BackendTLSPolicySpec{
+				TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: "svc-tls"}}},
+				Validation: gwv1.BackendTLSPolicyValidation{
+					CACertificateRefs: []gwv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}},
+					Hostname:          "svc-tls.internal",
+				},
+			},
+		}, metav1.CreateOptions{}))
+		mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "to-tls"},
+			Spec: gwv1.HTTPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", SectionName: ptr.To(gwv1.SectionName("http"))}}},
+				Hostnames:       []gwv1.Hostname{"tls.example.com"},
+				Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc-tls")}}},
+			},
+		}, metav1.CreateOptions{}))
+		waitFor(t, 10*time.Second, "policy ancestor", func() error {
+			p, err := gws.BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(p.Status.Ancestors) != 1 || p.Status.Ancestors[0].AncestorRef.Name != "gw" {
+				return fmt.Errorf("ancestors %+v", p.Status.Ancestors)
+			}
+			for _, c := range []string{"Accepted", "ResolvedRefs"} {
+				if err := conditionIs(p.Status.Ancestors[0].Conditions, c, "True", c, p.Generation); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		policy, err := gws.BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := gwv1.PolicyAncestorStatus{
+			AncestorRef:    gwv1.ParentReference{Name: "other-gw"},
+			ControllerName: otherController,
+			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: policy.Generation,
+				LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}},
+		}
+		policy.Status.Ancestors = append(policy.Status.Ancestors, other)
+		if _, err := gws.BackendTLSPolicies("apps").UpdateStatus(ctx, policy, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gws.HTTPRoutes("apps").Delete(ctx, "to-tls", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "stale ancestor removed", func() error {
+			p, err := gws.BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(p.Status.Ancestors) != 1 || p.Status.Ancestors[0].ControllerName != otherController {
+				return fmt.Errorf("ancestors %+v, want only the other controller's", p.Status.Ancestors)
+			}
+			return nil
+		})
+	})
+
 	t.Run("ApplyFailure", func(t *testing.T) {
 		// A port something else holds: that Gateway is not programmed,
 		// everything else keeps serving, and once the port is free Portico

@@ -85,7 +85,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
 		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
 		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), spec},
-		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), other},
+		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), caHandler(h)},
 		{"Namespace", coref.Core().V1().Namespaces().Informer(), other},
 		{"Service", coref.Core().V1().Services().Informer(), other},
 		{"EndpointSlice", coref.Discovery().V1().EndpointSlices().Informer(), other},
@@ -229,6 +229,39 @@ func keepCACertificate(obj any) (any, error) {
 		return cm, nil
 	}
 	return stripManagedFields(obj)
+}
+
+// caHandler reports ConfigMaps whose ca.crt appears, changes or goes: the
+// caches hold nothing else of them (keepCACertificate), and the rest of a
+// cluster's ConfigMap traffic must not cause rebuilds.
+func caHandler(h eventHandlers) cache.ResourceEventHandler {
+	hasCA := func(obj any) bool {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		cm, ok := obj.(*corev1.ConfigMap)
+		return !ok || cm.Data[caCertificateKey] != ""
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if hasCA(obj) {
+				h.changed()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okOld := oldObj.(*corev1.ConfigMap)
+			n, okNew := newObj.(*corev1.ConfigMap)
+			if okOld && okNew && o.Data[caCertificateKey] == n.Data[caCertificateKey] {
+				return
+			}
+			h.changed()
+		},
+		DeleteFunc: func(obj any) {
+			if hasCA(obj) {
+				h.changed()
+			}
+		},
+	}
 }
 
 // anyHandler reports every change.

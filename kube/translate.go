@@ -92,7 +92,9 @@ func routingInputs(res *Resources) []any {
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
-	add("ConfigMap", anys(res.ConfigMaps)...)
+	// Only the ConfigMaps a policy names: the others, of which a cluster
+	// has many, change nothing here.
+	add("ConfigMap", anys(referencedConfigMaps(res))...)
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
@@ -394,19 +396,30 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 	}
 	ports := map[portKey]*portBuild{}
 	var order []portKey
+	// Without an address pool every Gateway binds Portico's own address;
+	// with one, its own (none when it got none: its status says so).
+	shared := []string{""}
+	binds := func(m *listeners.Listener) []string {
+		if addresses == nil {
+			return shared
+		}
+		return addresses[m.Gateway]
+	}
 	serving, certs := 0, 0
-	perPort := map[gwv1.PortNumber]int{}
+	perPort := map[portKey]int{}
 	for i := range merged {
-		if m := &merged[i]; m.Serves() {
-			serving++
-			certs += len(m.Certificates)
-			perPort[m.Port]++
+		m := &merged[i]
+		if !m.Serves() {
+			continue
+		}
+		serving++
+		certs += len(m.Certificates)
+		for _, address := range binds(m) {
+			perPort[portKey{address, m.Port}]++
 		}
 	}
 	// The listeners, SNI entries and certificate lists of the Config are
 	// cut from one allocation each instead of one per listener.
-	// Without an address pool every Gateway binds Portico's own address.
-	shared := []string{""}
 	listenerSlab := make([]proxy.Listener, serving)
 	entrySlab := make([]sni.Entry, serving)
 	certSlab := make([]*tls.Certificate, 0, certs)
@@ -419,20 +432,20 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		if m.Protocol == gwv1.HTTPSProtocolType {
 			protocol = proxy.HTTPS
 		}
-		binds := shared
-		if addresses != nil {
-			// Empty when the Gateway got no address; its status says so.
-			binds = addresses[m.Gateway]
-		}
 		host := hostname.Normalize(m.Hostname)
+		bound := binds(m)
+		if len(bound) == 0 {
+			notProgrammed(st, m, gwv1.ListenerReasonPending, "The Gateway has no address to serve on; its conditions say why")
+			continue
+		}
 		// One Listener and SNI entry serve every address of the Gateway.
 		var l *proxy.Listener
 		var e *sni.Entry
-		for _, address := range binds {
+		for _, address := range bound {
 			pk := portKey{address, m.Port}
 			pb, ok := ports[pk]
 			if !ok {
-				n := perPort[m.Port]
+				n := perPort[pk]
 				pb = &portBuild{
 					protocol:  protocol,
 					hosts:     make(map[string]bool, n),

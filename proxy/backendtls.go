@@ -70,6 +70,9 @@ func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS) *backendTLST
 			DialTLSContext:     ts.dialH2,
 			ReadIdleTimeout:    30 * time.Second,
 			PingTimeout:        15 * time.Second,
+			// Closes the connections of a pool that Apply dropped while
+			// they were busy, once they go idle.
+			IdleConnTimeout: 90 * time.Second,
 		},
 	}
 }
