@@ -19,6 +19,8 @@ var Claimed = []features.FeatureName{
 	features.SupportListenerSet,
 	features.SupportBackendTLSPolicy,
 	features.SupportBackendTLSPolicySANValidation,
+	features.SupportGatewayFrontendClientCertificateValidation,
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
@@ -56,8 +58,6 @@ var Claimed = []features.FeatureName{
 var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayBackendClientCertificate: "Portico presents no client certificate to backends " +
 		"(Gateway spec.tls.backend is not read)",
-	features.SupportGatewayFrontendClientCertificateValidation:                 "Portico does not validate client certificates (no frontend TLS validation)",
-	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback: "Portico does not validate client certificates (no frontend TLS validation)",
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
 	features.SupportHTTPRouteRetry:                retryExperimental,

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,9 +60,61 @@ type policyVerdict struct {
 
 // caBundle is one ConfigMap's ca.crt, parsed.
 type caBundle struct {
-	pool *x509.CertPool // nil when it holds no certificate
-	sum  string         // of the PEM, for BackendTLS.ID
-	err  string
+	certs []*x509.Certificate
+	pool  *x509.CertPool // nil when it holds no certificate
+	sum   string         // of the PEM, for BackendTLS.ID
+	err   string
+}
+
+// caSource looks up CA bundles for one translation: BackendTLSPolicies and
+// Gateways' client certificate validation read ConfigMaps through it.
+// Parsed bundles carry over to the next translation, by object: an
+// informer replaces the object when its content changes.
+type caSource struct {
+	configMaps map[types.NamespacedName]*corev1.ConfigMap
+	prev, used map[*corev1.ConfigMap]caBundle
+}
+
+func (t *Translator) newCASource(res *Resources) *caSource {
+	c := &caSource{
+		configMaps: make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps)),
+		prev:       t.caBundles,
+		used:       map[*corev1.ConfigMap]caBundle{},
+	}
+	for _, cm := range res.ConfigMaps {
+		c.configMaps[nn(cm.Namespace, cm.Name)] = cm
+	}
+	return c
+}
+
+// get returns the bundle of a ConfigMap, and false when there is no such
+// ConfigMap.
+func (c *caSource) get(namespace, name string) (caBundle, bool) {
+	cm, ok := c.configMaps[nn(namespace, name)]
+	if !ok {
+		return caBundle{}, false
+	}
+	if b, ok := c.used[cm]; ok {
+		return b, true
+	}
+	b, ok := c.prev[cm]
+	if !ok {
+		b = parseCABundle(cm)
+	}
+	c.used[cm] = b
+	return b, true
+}
+
+// certificates is listeners.Input.CACertificates.
+func (c *caSource) certificates(namespace, name string) ([]*x509.Certificate, error) {
+	b, ok := c.get(namespace, name)
+	switch {
+	case !ok:
+		return nil, errors.New("not found")
+	case b.pool == nil:
+		return nil, errors.New(b.err)
+	}
+	return b.certs, nil
 }
 
 // forPort returns the settings for a Service port: those of a policy
@@ -91,39 +144,18 @@ func (b *backendTLS) ids() map[string]struct{} {
 }
 
 // resolveBackendTLS evaluates every BackendTLSPolicy, oldest first.
-func (t *Translator) resolveBackendTLS(res *Resources) *backendTLS {
+func resolveBackendTLS(res *Resources, cas *caSource) *backendTLS {
 	out := &backendTLS{
 		byTarget: map[tlsTarget]*routing.BackendTLS{},
 		verdicts: make(map[types.NamespacedName]*policyVerdict, len(res.BackendTLSPolicies)),
 	}
 	if len(res.BackendTLSPolicies) == 0 {
-		t.caBundles = nil
 		return out
 	}
-	configMaps := make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps))
-	for _, cm := range res.ConfigMaps {
-		configMaps[nn(cm.Namespace, cm.Name)] = cm
-	}
-	// Parsed bundles are kept for the next translation, by object: an
-	// informer replaces the object when its content changes.
-	prev := t.caBundles
-	t.caBundles = map[*corev1.ConfigMap]caBundle{}
-	bundle := func(cm *corev1.ConfigMap) caBundle {
-		if b, ok := t.caBundles[cm]; ok {
-			return b
-		}
-		b, ok := prev[cm]
-		if !ok {
-			b = parseCABundle(cm)
-		}
-		t.caBundles[cm] = b
-		return b
-	}
-
 	winner := map[tlsTarget]types.NamespacedName{}
 	for _, p := range sortedByAge(res.BackendTLSPolicies) {
 		key := nn(p.Namespace, p.Name)
-		settings, v := evaluatePolicy(p, configMaps, bundle)
+		settings, v := evaluatePolicy(p, cas)
 		var conflicts []string
 		for _, ref := range p.Spec.TargetRefs {
 			if ref.Group != "" || ref.Kind != "Service" {
@@ -159,7 +191,7 @@ func (t *Translator) resolveBackendTLS(res *Resources) *backendTLS {
 
 // evaluatePolicy checks one policy on its own and returns the settings it
 // asks for and its conditions.
-func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedName]*corev1.ConfigMap, bundle func(*corev1.ConfigMap) caBundle) (*routing.BackendTLS, *policyVerdict) {
+func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTLS, *policyVerdict) {
 	gen := p.Generation
 	val := &p.Spec.Validation
 	settings := &routing.BackendTLS{
@@ -186,6 +218,7 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedNam
 
 	var badKind, badRef []string
 	var pools []*x509.CertPool
+	var certs []*x509.Certificate
 	var sums []string
 	for _, ref := range val.CACertificateRefs {
 		if ref.Group != "" || ref.Kind != "ConfigMap" {
@@ -193,17 +226,17 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedNam
 				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), caCertificateKey))
 			continue
 		}
-		cm, ok := configMaps[nn(p.Namespace, string(ref.Name))]
+		b, ok := cas.get(p.Namespace, string(ref.Name))
 		if !ok {
 			badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
 			continue
 		}
-		b := bundle(cm)
 		if b.pool == nil {
 			badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
 			continue
 		}
 		pools = append(pools, b.pool)
+		certs = append(certs, b.certs...)
 		sums = append(sums, b.sum)
 	}
 	switch {
@@ -228,12 +261,8 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedNam
 		if len(pools) > 1 {
 			// The certificates of every valid reference, in one pool.
 			settings.RootCAs = x509.NewCertPool()
-			for _, ref := range val.CACertificateRefs {
-				if cm, ok := configMaps[nn(p.Namespace, string(ref.Name))]; ok && ref.Group == "" && ref.Kind == "ConfigMap" {
-					for _, c := range pemCertificates(cm.Data[caCertificateKey]) {
-						settings.RootCAs.AddCert(c)
-					}
-				}
+			for _, c := range certs {
+				settings.RootCAs.AddCert(c)
 			}
 		}
 	case wellKnown == gwv1.WellKnownCACertificatesSystem:
@@ -272,16 +301,38 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, configMaps map[types.NamespacedNam
 }
 
 // referencedConfigMaps lists, in snapshot order, the ConfigMaps some
-// BackendTLSPolicy names.
+// BackendTLSPolicy or Gateway (client certificate validation) names.
 func referencedConfigMaps(res *Resources) []*corev1.ConfigMap {
-	if len(res.BackendTLSPolicies) == 0 {
-		return nil
-	}
 	named := map[types.NamespacedName]bool{}
 	for _, p := range res.BackendTLSPolicies {
 		for _, ref := range p.Spec.Validation.CACertificateRefs {
 			named[nn(p.Namespace, string(ref.Name))] = true
 		}
+	}
+	for _, gw := range res.Gateways {
+		if gw.Spec.TLS == nil || gw.Spec.TLS.Frontend == nil {
+			continue
+		}
+		f := gw.Spec.TLS.Frontend
+		configs := []*gwv1.TLSConfig{&f.Default}
+		for i := range f.PerPort {
+			configs = append(configs, &f.PerPort[i].TLS)
+		}
+		for _, c := range configs {
+			if c.Validation == nil {
+				continue
+			}
+			for _, ref := range c.Validation.CACertificateRefs {
+				ns := gw.Namespace
+				if ref.Namespace != nil && *ref.Namespace != "" {
+					ns = string(*ref.Namespace)
+				}
+				named[nn(ns, string(ref.Name))] = true
+			}
+		}
+	}
+	if len(named) == 0 {
+		return nil
 	}
 	var out []*corev1.ConfigMap
 	for _, cm := range res.ConfigMaps {
@@ -307,7 +358,7 @@ func parseCABundle(cm *corev1.ConfigMap) caBundle {
 		pool.AddCert(c)
 	}
 	sum := sha256.Sum256([]byte(data))
-	return caBundle{pool: pool, sum: hex.EncodeToString(sum[:])}
+	return caBundle{certs: certs, pool: pool, sum: hex.EncodeToString(sum[:])}
 }
 
 // pemCertificates returns the certificates of a PEM bundle that parse;

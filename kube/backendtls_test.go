@@ -2,6 +2,7 @@ package kube
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -198,7 +199,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 	}
 
 	// The settings of each port.
-	tls := tr.resolveBackendTLS(res)
+	tls := resolveBackendTLS(res, tr.newCASource(res))
 	svc := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "apps", Name: name} }
 	whole, alt := tls.forPort(svc("whole"), "https"), tls.forPort(svc("whole"), "alt")
 	switch {
@@ -230,7 +231,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 	}
 	// The same settings in the next translation have the same ID; the
 	// data plane keeps only the pools of usable ones.
-	again := NewTranslator("").resolveBackendTLS(res)
+	again := resolveBackendTLS(res, NewTranslator("").newCASource(res))
 	if a := again.forPort(svc("whole"), "https"); a.ID != whole.ID {
 		t.Errorf("ID changed between translations: %s, %s", whole.ID, a.ID)
 	}
@@ -491,5 +492,88 @@ func TestKeepCACertificate(t *testing.T) {
 	plain, _ := keepCACertificate(&corev1.ConfigMap{Data: map[string]string{"a": "b"}})
 	if d := plain.(*corev1.ConfigMap).Data; d != nil {
 		t.Errorf("a ConfigMap without ca.crt kept %v", d)
+	}
+}
+
+// TestStandaloneClientCertificates: a Gateway validating client
+// certificates (spec.tls.frontend) serves a client with a certificate of
+// its CA and refuses one without; a port set to AllowInsecureFallback lets
+// both through.
+func TestStandaloneClientCertificates(t *testing.T) {
+	clients, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := clients.IssueClient(1, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := newTestCert(t, "app.example.com")
+	bk := startBackend(t, "backend")
+	ports := map[string]any{"Strict": freePort(t), "Lenient": freePort(t), "CA": indent(4, string(clients.CertPEM))}
+	startStandalone(t, map[string]string{"config.yaml": render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  tls:
+    frontend:
+      default:
+        validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: clients}]}
+      perPort:
+      - port: {{.Lenient}}
+        tls: {validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: clients}], mode: AllowInsecureFallback}}
+  listeners:
+  - {name: strict, port: {{.Strict}}, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
+  - {name: lenient, port: {{.Lenient}}, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: clients, namespace: apps}
+data:
+  ca.crt: |
+{{.CA}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: svc, port: 80}]}]
+---
+`, ports) + serviceYAML("apps", "svc", bk) + "---\n" + secretYAML("apps", "cert", server)})
+
+	roots := x509.NewCertPool()
+	roots.AddCert(server.leaf)
+	request := func(port any, cert *tls.Certificate) error {
+		cfg := &tls.Config{RootCAs: roots, ServerName: "app.example.com"}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := request(ports["Strict"], &clientCert); err != nil {
+		t.Errorf("strict port, client certificate: %v", err)
+	}
+	if err := request(ports["Strict"], nil); err == nil {
+		t.Error("strict port served a client without a certificate")
+	}
+	for _, cert := range []*tls.Certificate{&clientCert, nil} {
+		if err := request(ports["Lenient"], cert); err != nil {
+			t.Errorf("AllowInsecureFallback port, certificate %v: %v", cert != nil, err)
+		}
 	}
 }

@@ -64,8 +64,9 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 		}))
 
-	// ConfigMaps are only read for the CA certificates of
-	// BackendTLSPolicies: the caches keep the key ca.crt and nothing else.
+	// ConfigMaps are only read for CA certificates (BackendTLSPolicies,
+	// client certificate validation): the caches keep the key ca.crt and
+	// nothing else.
 	configf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(keepCACertificate))
 
 	in := &informers{}

@@ -22,7 +22,8 @@ type Resources struct {
 	HTTPRoutes      []*gwv1.HTTPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
-	// hold their CA certificates (from a cluster, only the key ca.crt).
+	// hold their CA certificates and those of Gateways' client certificate
+	// validation (from a cluster, only the key ca.crt).
 	BackendTLSPolicies []*gwv1.BackendTLSPolicy
 	ConfigMaps         []*corev1.ConfigMap
 	Namespaces         []*corev1.Namespace

@@ -240,6 +240,8 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	go func() { eps <- endpoints(res.Services, res.EndpointSlices) }()
 	ix := newIndex(t, res)
 	acmeListeners := ix.acmeCandidates(res)
+	cas := t.newCASource(res)
+	defer func() { t.caBundles = cas.used }()
 
 	st := &Statuses{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
@@ -284,6 +286,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 			NamespaceLabels:    ix.nsLabels,
 			ReferenceGrants:    res.ReferenceGrants,
 			Certificates:       ix.certificate,
+			CACertificates:     cas.certificates,
 		})
 		results = append(results, gatewayResult{key, &r})
 		parents[routing.Parent{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = meta.IsStatusConditionTrue(r.Gateway.Conditions, string(gwv1.GatewayConditionAccepted))
@@ -330,7 +333,7 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	for _, svc := range res.Services {
 		nports += len(svc.Spec.Ports)
 	}
-	backendTLS := t.resolveBackendTLS(res)
+	backendTLS := resolveBackendTLS(res, cas)
 	ports := make([]routing.ServicePort, 0, nports) // every Service's ports are a piece of it
 	for _, svc := range res.Services {              // a Service listed twice: the last one counts
 		start := len(ports)
@@ -420,6 +423,20 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 	}
 	// The listeners, SNI entries and certificate lists of the Config are
 	// cut from one allocation each instead of one per listener.
+	// The listeners of a port share one ClientValidation, and so one
+	// sni.ClientAuth.
+	clientAuths := map[*listeners.ClientValidation]*sni.ClientAuth{}
+	clientAuth := func(v *listeners.ClientValidation) *sni.ClientAuth {
+		if v == nil {
+			return nil
+		}
+		a, ok := clientAuths[v]
+		if !ok {
+			a = &sni.ClientAuth{CAs: v.CAs, Optional: v.Optional}
+			clientAuths[v] = a
+		}
+		return a
+	}
 	listenerSlab := make([]proxy.Listener, serving)
 	entrySlab := make([]sni.Entry, serving)
 	certSlab := make([]*tls.Certificate, 0, certs)
@@ -486,7 +503,7 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 				if e == nil {
 					e = &entrySlab[0]
 					entrySlab = entrySlab[1:]
-					*e = sni.Entry{Hostname: host, Value: l}
+					*e = sni.Entry{Hostname: host, Value: l, ClientAuth: clientAuth(m.ClientValidation)}
 					start := len(certSlab)
 					for _, ref := range m.Certificates {
 						if c := ix.certs[ref]; c != nil {

@@ -6,6 +6,7 @@
 package listeners
 
 import (
+	"crypto/x509"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -40,6 +41,20 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Certificates    CertificateCheck
+	// CACertificates returns the CA certificates of a ConfigMap's ca.crt,
+	// for the Gateway's client certificate validation (spec.tls.frontend),
+	// or why there are none. Nil: every reference is invalid.
+	CACertificates func(namespace, name string) ([]*x509.Certificate, error)
+}
+
+// ClientValidation is the client certificate check of an HTTPS listener,
+// from its Gateway's spec.tls.frontend.
+type ClientValidation struct {
+	// CAs are the trust anchors of client certificates.
+	CAs *x509.CertPool
+	// Optional is AllowInsecureFallback: a client without a valid
+	// certificate is let through too.
+	Optional bool
 }
 
 // Listener is one entry of the merged list.
@@ -53,6 +68,9 @@ type Listener struct {
 	// Certificates are the resolved Secrets of tls.certificateRefs, in order
 	// (HTTPS only; empty when they did not resolve).
 	Certificates []types.NamespacedName
+	// ClientValidation, when set, is the client certificate check of the
+	// listener's port (HTTPS only).
+	ClientValidation *ClientValidation
 	// AllowedRoutes with defaults applied (namespaces.from Same; kinds from the protocol).
 	// Kinds is always the effective set, identical to SupportedKinds: kinds
 	// the listener asked for but cannot have are dropped, so an empty list

@@ -192,7 +192,11 @@ func checkInvariants(t *testing.T, in Input, res *Result) {
 	listenerTypes := []string{"Accepted", "Programmed", "ResolvedRefs", "Conflicted"}
 	if gw := in.Gateway; gw != nil {
 		gens[Source{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = gw.Generation
-		checkConds("Gateway "+gw.Name, gw.Generation, res.Gateway.Conditions, "Accepted", "Programmed")
+		gwTypes := []string{"Accepted", "Programmed"}
+		if _, insecure := insecureFrontendCondition(gw); insecure {
+			gwTypes = append(gwTypes, "InsecureFrontendValidationMode")
+		}
+		checkConds("Gateway "+gw.Name, gw.Generation, res.Gateway.Conditions, gwTypes...)
 		for _, l := range res.Gateway.Listeners {
 			checkConds("Gateway "+gw.Name+" listener "+string(l.Name), gw.Generation, l.Conditions, listenerTypes...)
 		}

@@ -87,6 +87,8 @@ type merger struct {
 
 	// grants indexes ReferenceGrants by namespace, built on first use.
 	grants map[string][]*gwv1.ReferenceGrant
+	// frontends caches the client certificate validation of each port.
+	frontends map[gwv1.PortNumber]*frontendVerdict
 
 	// Shared, read-only values handed out to many listeners of one result.
 	gatewayGroup      *gwv1.Group
@@ -224,6 +226,9 @@ func (m *merger) mergeGateway(res *Result) bool {
 		}
 	}
 	res.Gateway.Conditions = []metav1.Condition{acc, prog}
+	if c, ok := insecureFrontendCondition(gw); ok {
+		res.Gateway.Conditions = append(res.Gateway.Conditions, c)
+	}
 	res.Gateway.Listeners = statuses
 	return accepted
 }

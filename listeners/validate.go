@@ -83,6 +83,17 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 		v.acceptedMsg = fmt.Sprintf("TLS mode %q is not supported for HTTPS; use Terminate", *spec.TLS.Mode)
 	}
 
+	// The Gateway's client certificate validation for this port: a
+	// listener none of whose CA certificates is usable is not accepted,
+	// and claims nothing.
+	var front *frontendVerdict
+	if https && v.accepted {
+		if front = m.frontend(spec.Port); front != nil && front.validation == nil {
+			v.accepted, v.acceptedReason = false, gwv1.ListenerReasonNoValidCACertificate
+			v.acceptedMsg = "No CA certificate for client certificate validation is usable: " + front.msg
+		}
+	}
+
 	m.claim(c, src, spec, &v)
 
 	var kindsMsg string
@@ -93,6 +104,16 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	var refMsg string
 	if https && v.acceptedReason != gwv1.ListenerReasonUnsupportedValue {
 		l.Certificates, refReason, refMsg = m.certificates(src, spec.TLS)
+	}
+	if front != nil && front.reason != "" {
+		if refReason == "" {
+			refReason, refMsg = front.reason, front.msg
+		} else {
+			refMsg += "; " + front.msg
+		}
+	}
+	if front != nil {
+		l.ClientValidation = front.validation
 	}
 	switch {
 	case refReason != "" && kindsMsg != "":
@@ -255,7 +276,7 @@ func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types
 		return nn, gwv1.ListenerReasonInvalidCertificateRef,
 			fmt.Sprintf("certificateRef %q refers to %s in group %q; only Secrets of the core group are supported", ref.Name, kind, group)
 	}
-	if nn.Namespace != src.Namespace && !m.granted(src, nn) {
+	if nn.Namespace != src.Namespace && !m.granted(src, "Secret", nn) {
 		return nn, gwv1.ListenerReasonRefNotPermitted,
 			fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant there allows this %s to use it", nn, src.Kind)
 	}
@@ -268,10 +289,11 @@ func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types
 	return nn, "", ""
 }
 
-// granted reports whether a ReferenceGrant in the Secret's namespace lets
+// granted reports whether a ReferenceGrant in the target's namespace lets
 // the declaring object (by its own kind and namespace: grants are not
-// inherited between a Gateway and its ListenerSets) refer to the Secret.
-func (m *merger) granted(src Source, secret types.NamespacedName) bool {
+// inherited between a Gateway and its ListenerSets) refer to the target, a
+// core object of kind.
+func (m *merger) granted(src Source, kind string, target types.NamespacedName) bool {
 	if m.grants == nil {
 		m.grants = make(map[string][]*gwv1.ReferenceGrant, len(m.in.ReferenceGrants))
 		for _, g := range m.in.ReferenceGrants {
@@ -280,15 +302,15 @@ func (m *merger) granted(src Source, secret types.NamespacedName) bool {
 			}
 		}
 	}
-	for _, g := range m.grants[secret.Namespace] {
-		if grantAllows(g, src, secret.Name) {
+	for _, g := range m.grants[target.Namespace] {
+		if grantAllows(g, src, kind, target.Name) {
 			return true
 		}
 	}
 	return false
 }
 
-func grantAllows(g *gwv1.ReferenceGrant, src Source, name string) bool {
+func grantAllows(g *gwv1.ReferenceGrant, src Source, kind, name string) bool {
 	from := false
 	for _, f := range g.Spec.From {
 		if f.Group == gwv1.GroupName && string(f.Kind) == src.Kind && string(f.Namespace) == src.Namespace {
@@ -300,7 +322,7 @@ func grantAllows(g *gwv1.ReferenceGrant, src Source, name string) bool {
 		return false
 	}
 	for _, t := range g.Spec.To {
-		if t.Group == "" && t.Kind == "Secret" && (t.Name == nil || string(*t.Name) == name) {
+		if t.Group == "" && string(t.Kind) == kind && (t.Name == nil || string(*t.Name) == name) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package sni
 import (
 	"crypto/tls"
 	"net"
+	"sync"
 	"sync/atomic"
 )
 
@@ -64,6 +65,29 @@ type server struct {
 type tableConfig struct {
 	table *Table
 	cfg   *tls.Config
+	// withClientAuth holds, per entry with a ClientAuth, cfg asking for
+	// client certificates: *Entry -> *tls.Config.
+	withClientAuth sync.Map
+}
+
+// forEntry returns the config for a handshake that chose e.
+func (c *tableConfig) forEntry(e *Entry) *tls.Config {
+	if e.ClientAuth == nil {
+		return c.cfg
+	}
+	if cfg, ok := c.withClientAuth.Load(e); ok {
+		return cfg.(*tls.Config)
+	}
+	cfg := c.cfg.Clone()
+	cfg.ClientCAs = e.ClientAuth.CAs
+	if e.ClientAuth.Optional {
+		// Asked for, not checked: the backend decides what to make of it.
+		cfg.ClientAuth = tls.RequestClientCert
+	} else {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	actual, _ := c.withClientAuth.LoadOrStore(e, cfg)
+	return actual.(*tls.Config)
 }
 
 func (s *server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -75,12 +99,12 @@ func (s *server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error
 	if s.remember != nil {
 		s.remember(hello.Conn, e)
 	}
-	return s.configFor(t), nil
+	return s.configFor(t).forEntry(e), nil
 }
 
-func (s *server) configFor(t *Table) *tls.Config {
+func (s *server) configFor(t *Table) *tableConfig {
 	if c := s.current.Load(); c != nil && c.table == t {
-		return c.cfg
+		return c
 	}
 	cfg := s.base.Clone()
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -89,8 +113,9 @@ func (s *server) configFor(t *Table) *tls.Config {
 	// Session tickets stay valid across swaps: crypto/tls encrypts them
 	// with the keys of the outer config unless base set keys explicitly,
 	// which the clone then shares.
-	s.current.Store(&tableConfig{table: t, cfg: cfg})
-	return cfg
+	c := &tableConfig{table: t, cfg: cfg}
+	s.current.Store(c)
+	return c
 }
 
 // certificate returns (nil, nil) when nothing matches, which crypto/tls

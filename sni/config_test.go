@@ -352,3 +352,78 @@ func TestServeSwapDuringHandshakes(t *testing.T) {
 	close(stop)
 	swapper.Wait()
 }
+
+// TestServeClientAuth: an entry with ClientAuth asks the client for a
+// certificate: required and checked against its CAs, or, when optional,
+// asked for without being required; entries without one ask nothing.
+func TestServeClientAuth(t *testing.T) {
+	clients, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangers, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert := func(ca *snitest.CA) tls.Certificate {
+		p, err := ca.IssueClient(serial.Add(1), "client")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	good, stranger := clientCert(clients), clientCert(strangers)
+	s := startServer(t, NewTable([]*Entry{
+		{Hostname: "strict.example.com", Certificates: []*tls.Certificate{issue(t, snitest.ECDSA, "strict.example.com")}, Value: "strict",
+			ClientAuth: &ClientAuth{CAs: clients.Pool}},
+		{Hostname: "lenient.example.com", Certificates: []*tls.Certificate{issue(t, snitest.ECDSA, "lenient.example.com")}, Value: "lenient",
+			ClientAuth: &ClientAuth{CAs: clients.Pool, Optional: true}},
+		{Hostname: "open.example.com", Certificates: []*tls.Certificate{issue(t, snitest.ECDSA, "open.example.com")}, Value: "open"},
+	}))
+	try := func(sni string, cert *tls.Certificate) (asked bool, err error) {
+		cfg := clientConfig(sni)
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			asked = true
+			if cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return cert, nil
+		}
+		c, err := s.dial(cfg)
+		if err == nil {
+			err = c.echo("ping")
+			c.Close()
+		}
+		return asked, err
+	}
+	cases := []struct {
+		sni       string
+		cert      *tls.Certificate
+		wantAsked bool
+		wantOK    bool
+	}{
+		{"strict.example.com", &good, true, true},
+		{"strict.example.com", &stranger, true, false},
+		{"strict.example.com", nil, true, false},
+		{"lenient.example.com", &good, true, true},
+		{"lenient.example.com", &stranger, true, true},
+		{"lenient.example.com", nil, true, true},
+		{"open.example.com", &good, false, true},
+	}
+	for _, c := range cases {
+		who := "no certificate"
+		if c.cert == &good {
+			who = "a client of the CA"
+		} else if c.cert == &stranger {
+			who = "a stranger"
+		}
+		asked, err := try(c.sni, c.cert)
+		if asked != c.wantAsked || (err == nil) != c.wantOK {
+			t.Errorf("%s with %s: asked %v, err %v; want asked %v, ok %v", c.sni, who, asked, err, c.wantAsked, c.wantOK)
+		}
+	}
+}

@@ -9,6 +9,7 @@ package sni
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 
 	"portico.dev/portico/hostname"
@@ -25,6 +26,18 @@ type Entry struct {
 	Certificates []*tls.Certificate
 	// Value is opaque to sni: the proxy keeps its listener here.
 	Value any
+	// ClientAuth, when set, asks the client for a certificate at the
+	// handshake and checks it.
+	ClientAuth *ClientAuth
+}
+
+// ClientAuth is the client certificate check of an entry.
+type ClientAuth struct {
+	// CAs are the roots client certificates must chain to.
+	CAs *x509.CertPool
+	// Optional lets a client without a certificate, or with one that does
+	// not verify, complete the handshake anyway.
+	Optional bool
 }
 
 // Certificate picks the first certificate the client supports

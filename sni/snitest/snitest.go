@@ -87,7 +87,21 @@ func (ca *CA) IssueLoopback(serial int64, dnsNames ...string) (KeyPair, error) {
 	return ca.issue(ECDSA, serial, dnsNames, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
 }
 
+// IssueClient creates an ECDSA client certificate (extended key usage
+// client authentication) with subject common name cn.
+func (ca *CA) IssueClient(serial int64, cn string) (KeyPair, error) {
+	return ca.issueFor(ECDSA, serial, nil, nil, cn, x509.ExtKeyUsageClientAuth)
+}
+
 func (ca *CA) issue(kind KeyKind, serial int64, dnsNames []string, ips []net.IP) (KeyPair, error) {
+	cn := ""
+	if len(dnsNames) > 0 {
+		cn = dnsNames[0]
+	}
+	return ca.issueFor(kind, serial, dnsNames, ips, cn, x509.ExtKeyUsageServerAuth)
+}
+
+func (ca *CA) issueFor(kind KeyKind, serial int64, dnsNames []string, ips []net.IP, cn string, usage x509.ExtKeyUsage) (KeyPair, error) {
 	var key crypto.Signer
 	var err error
 	switch kind {
@@ -106,13 +120,11 @@ func (ca *CA) issue(kind KeyKind, serial int64, dnsNames []string, ips []net.IP)
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dnsNames,
 		IPAddresses:  ips,
 	}
-	if len(dnsNames) > 0 {
-		tmpl.Subject.CommonName = dnsNames[0]
-	}
+	tmpl.Subject.CommonName = cn
 	if kind == RSA {
 		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
 	}
