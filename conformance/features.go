@@ -19,6 +19,7 @@ var Claimed = []features.FeatureName{
 	features.SupportListenerSet,
 	features.SupportBackendTLSPolicy,
 	features.SupportBackendTLSPolicySANValidation,
+	features.SupportGatewayBackendClientCertificate,
 	features.SupportGatewayFrontendClientCertificateValidation,
 	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportGatewayHTTPListenerIsolation,
@@ -56,8 +57,6 @@ var Claimed = []features.FeatureName{
 // profiles, the reason Portico does not claim it. Its tests are reported as
 // skipped.
 var NotClaimed = map[features.FeatureName]string{
-	features.SupportGatewayBackendClientCertificate: "Portico presents no client certificate to backends " +
-		"(Gateway spec.tls.backend is not read)",
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
 	features.SupportHTTPRouteRetry:                retryExperimental,

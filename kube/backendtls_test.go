@@ -577,3 +577,104 @@ spec:
 		}
 	}
 }
+
+// TestStandaloneBackendClientCertificate: a Gateway's
+// spec.tls.backend.clientCertificateRef is presented to TLS backends; a
+// reference that does not resolve is reported on the Gateway's
+// ResolvedRefs condition without making it unaccepted.
+func TestStandaloneBackendClientCertificate(t *testing.T) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Issue(snitest.ECDSA, 1, "backend.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.IssueClient(2, "the-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := tls.X509KeyPair(server.CertPEM, server.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{serverCert},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "client=%s", r.TLS.PeerCertificates[0].Subject.CommonName)
+	})}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+
+	port := freePort(t)
+	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  tls: {backend: {clientCertificateRef: {name: client}}}
+  listeners: [{name: http, port: {{.Port}}, protocol: HTTP}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: client, namespace: apps}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+{{.Cert}}
+  tls.key: |
+{{.Key}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ca, namespace: apps}
+data:
+  ca.crt: |
+{{.CA}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: tls, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: svc}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}], hostname: backend.internal}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: svc, port: 443}]}]
+---
+`, map[string]any{"Port": port, "Cert": indent(4, string(client.CertPEM)), "Key": indent(4, string(client.KeyPEM)), "CA": indent(4, string(ca.CertPEM))}) +
+		tlsServiceYAML("svc", &backend{addr: ln.Addr().String()})
+	startStandalone(t, map[string]string{"config.yaml": config})
+	c := httpClient(fmt.Sprintf("127.0.0.1:%d", port))
+	if status, body, _ := get(t, c, "http://app.example.com/"); status != 200 || body != "client=the-gateway" {
+		t.Errorf("through the Gateway: %d %q, want the Gateway's client certificate presented", status, body)
+	}
+
+	// Status: the reference resolves; a missing one is reported.
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	for _, tc := range []struct{ yaml, reason string }{
+		{config, "ResolvedRefs"},
+		{strings.Replace(config, "clientCertificateRef: {name: client}", "clientCertificateRef: {name: nonexistent}", 1), "InvalidClientCertificateRef"},
+		{strings.Replace(config, "clientCertificateRef: {name: client}", "clientCertificateRef: {name: client, namespace: other}", 1), "RefNotPermitted"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, st := NewTranslator("").Translate(loadFixture(t, path))
+		gs := st.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}]
+		if c := meta.FindStatusCondition(gs.Conditions, "ResolvedRefs"); c == nil || c.Reason != tc.reason {
+			t.Errorf("ResolvedRefs %+v, want %s", c, tc.reason)
+		}
+		if !meta.IsStatusConditionTrue(gs.Conditions, "Accepted") {
+			t.Errorf("%s: Gateway not accepted: %+v", tc.reason, gs.Conditions)
+		}
+	}
+}

@@ -315,7 +315,7 @@ func (c *Cluster) apply(cfg *proxy.Config, st *Statuses, res *Resources) (bool, 
 			bound[boundPort{p.Address, p.Number}] = p.Protocol
 		}
 	}
-	base := &proxy.Config{Generation: cfg.Generation, Endpoints: cfg.Endpoints, BackendTLSIDs: cfg.BackendTLSIDs}
+	base := &proxy.Config{Generation: cfg.Generation, Endpoints: cfg.Endpoints, BackendTLSIDs: cfg.BackendTLSIDs, BackendClientCertIDs: cfg.BackendClientCertIDs}
 	var fresh []*proxy.Port
 	for _, p := range cfg.Ports {
 		if proto, ok := bound[boundPort{p.Address, p.Number}]; ok && proto == p.Protocol {
@@ -331,7 +331,7 @@ func (c *Cluster) apply(cfg *proxy.Config, st *Statuses, res *Resources) (bool, 
 	}
 	failed := map[int32]error{}
 	for _, p := range fresh {
-		next := &proxy.Config{Generation: cfg.Generation, Endpoints: cfg.Endpoints, BackendTLSIDs: cfg.BackendTLSIDs, Ports: append(slices.Clone(base.Ports), p)}
+		next := &proxy.Config{Generation: cfg.Generation, Endpoints: cfg.Endpoints, BackendTLSIDs: cfg.BackendTLSIDs, BackendClientCertIDs: cfg.BackendClientCertIDs, Ports: append(slices.Clone(base.Ports), p)}
 		if err := c.Runtime.Apply(next); err != nil {
 			failed[p.Number] = err
 			continue

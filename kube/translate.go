@@ -2,7 +2,9 @@ package kube
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -271,6 +273,8 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		*listeners.Result
 	}
 	var results []gatewayResult
+	// The certificates Gateways present to TLS backends.
+	clientCerts := map[types.NamespacedName]*proxy.BackendClientCert{}
 	parents := make(map[routing.Parent]bool, len(res.Gateways)+len(res.ListenerSets))
 	for _, gw := range sortedByAge(res.Gateways) {
 		accepted, ours := classes[string(gw.Spec.GatewayClassName)]
@@ -289,6 +293,12 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 			CACertificates:     cas.certificates,
 		})
 		results = append(results, gatewayResult{key, &r})
+		if ref := r.BackendClientCertificate; ref != nil {
+			if c := ix.certs[*ref]; c != nil && len(c.Certificate) > 0 {
+				sum := sha256.Sum256(c.Certificate[0])
+				clientCerts[key] = &proxy.BackendClientCert{ID: hex.EncodeToString(sum[:12]), Cert: c}
+			}
+		}
 		parents[routing.Parent{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = meta.IsStatusConditionTrue(r.Gateway.Conditions, string(gwv1.GatewayConditionAccepted))
 		for lsKey, lss := range r.ListenerSets {
 			parents[routing.Parent{Kind: "ListenerSet", Namespace: lsKey.Namespace, Name: lsKey.Name}] = meta.IsStatusConditionTrue(lss.Conditions, string(gwv1.ListenerSetConditionAccepted))
@@ -374,8 +384,12 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 	st.BackendTLSPolicies = policyAncestors(res, st, backendTLS, t.ControllerName)
 	st.ACME = acmeWanted(st, acmeListeners)
 	addresses := t.assignAddresses(res, st)
-	cfg := buildConfig(ix, merged, out, st, addresses)
+	cfg := buildConfig(ix, merged, out, st, addresses, clientCerts)
 	cfg.BackendTLSIDs = backendTLS.ids()
+	cfg.BackendClientCertIDs = make(map[string]struct{}, len(clientCerts))
+	for _, c := range clientCerts {
+		cfg.BackendClientCertIDs[c.ID] = struct{}{}
+	}
 	cfg.Endpoints = <-eps
 	t.Certs.Sweep()
 	return cfg, st
@@ -385,7 +399,8 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 // first, so when two Gateways want one port for different protocols, or the
 // same hostname on one port, the older one keeps it and the newer listener
 // is reported as not programmed.
-func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses, addresses map[types.NamespacedName][]string) *proxy.Config {
+func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st *Statuses, addresses map[types.NamespacedName][]string,
+	clientCerts map[types.NamespacedName]*proxy.BackendClientCert) *proxy.Config {
 	type portBuild struct {
 		protocol  proxy.Protocol
 		patterns  []string
@@ -492,9 +507,10 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 				l = &listenerSlab[0]
 				listenerSlab = listenerSlab[1:]
 				*l = proxy.Listener{
-					Key:      m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
-					Hostname: m.Hostname,
-					Routes:   out.Tables[i],
+					Key:               m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
+					Hostname:          m.Hostname,
+					Routes:            out.Tables[i],
+					BackendClientCert: clientCerts[m.Gateway],
 				}
 			}
 			pb.patterns = append(pb.patterns, host)

@@ -113,4 +113,8 @@ type Result struct {
 	Listeners    []Listener // Gateway's own first, then attached ListenerSets in precedence order
 	Gateway      gwv1.GatewayStatus
 	ListenerSets map[types.NamespacedName]gwv1.ListenerSetStatus // one per input ListenerSet
+	// BackendClientCertificate is the resolved Secret of the Gateway's
+	// spec.tls.backend.clientCertificateRef: the certificate it presents
+	// to TLS backends. Nil when there is none or it did not resolve.
+	BackendClientCertificate *types.NamespacedName
 }

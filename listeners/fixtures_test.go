@@ -192,7 +192,7 @@ func checkInvariants(t *testing.T, in Input, res *Result) {
 	listenerTypes := []string{"Accepted", "Programmed", "ResolvedRefs", "Conflicted"}
 	if gw := in.Gateway; gw != nil {
 		gens[Source{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = gw.Generation
-		gwTypes := []string{"Accepted", "Programmed"}
+		gwTypes := []string{"Accepted", "Programmed", "ResolvedRefs"}
 		if _, insecure := insecureFrontendCondition(gw); insecure {
 			gwTypes = append(gwTypes, "InsecureFrontendValidationMode")
 		}

@@ -225,12 +225,45 @@ func (m *merger) mergeGateway(res *Result) bool {
 				"The Gateway is not accepted", gen))
 		}
 	}
-	res.Gateway.Conditions = []metav1.Condition{acc, prog}
+	res.Gateway.Conditions = []metav1.Condition{acc, prog, m.gatewayResolvedRefs(res, statuses, gen)}
 	if c, ok := insecureFrontendCondition(gw); ok {
 		res.Gateway.Conditions = append(res.Gateway.Conditions, c)
 	}
 	res.Gateway.Listeners = statuses
 	return accepted
+}
+
+// gatewayResolvedRefs resolves the Gateway's own references (the client
+// certificate it presents to TLS backends) and sums up its listeners'
+// ResolvedRefs, as the Gateway's ResolvedRefs condition. It does not change
+// whether the Gateway is accepted or programmed.
+func (m *merger) gatewayResolvedRefs(res *Result, statuses []gwv1.ListenerStatus, gen int64) metav1.Condition {
+	gw := m.in.Gateway
+	if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
+		src := Source{Kind: kindGateway, Namespace: gw.Namespace, Name: gw.Name}
+		nn, reason, msg := m.certificate(src, gw.Spec.TLS.Backend.ClientCertificateRef)
+		switch reason {
+		case "":
+			res.BackendClientCertificate = &nn
+		case gwv1.ListenerReasonRefNotPermitted:
+			return cond(gwv1.GatewayConditionResolvedRefs, false, gwv1.GatewayReasonRefNotPermitted, "Backend client certificate: "+msg, gen)
+		default:
+			return cond(gwv1.GatewayConditionResolvedRefs, false, gwv1.GatewayReasonInvalidClientCertificateRef, "Backend client certificate: "+msg, gen)
+		}
+	}
+	var unresolved []string
+	for _, st := range statuses {
+		for _, c := range st.Conditions {
+			if c.Type == string(gwv1.ListenerConditionResolvedRefs) && c.Status != metav1.ConditionTrue {
+				unresolved = append(unresolved, string(st.Name))
+			}
+		}
+	}
+	if len(unresolved) > 0 {
+		return cond(gwv1.GatewayConditionResolvedRefs, false, gwv1.GatewayReasonListenersNotResolved,
+			"Listeners with unresolved references: "+strings.Join(unresolved, ", "), gen)
+	}
+	return cond(gwv1.GatewayConditionResolvedRefs, true, gwv1.GatewayReasonResolvedRefs, "All references are resolved", gen)
 }
 
 // mergeListenerSet decides whether ls may attach, validates its listeners

@@ -18,16 +18,23 @@ import (
 )
 
 // backendTLSTransports pools the TLS connections to backends per
-// routing.BackendTLS ID. A connection is only trusted for the identity
-// check it passed, so backends with different TLS settings never share
-// one, even when they share an endpoint address.
+// routing.BackendTLS ID and client certificate. A connection is only
+// trusted for the identity check it passed, and speaks for the client
+// certificate it presented, so backends with different TLS settings, or
+// Gateways presenting different certificates, never share one, even when
+// they share an endpoint address.
 type backendTLSTransports struct {
 	dialer  *net.Dialer
 	timeout time.Duration // TLS handshake
-	// byID maps an ID to its *backendTLSTransport. IDs are written once
-	// and then read by every request to their backends, the case sync.Map
-	// is made for: reads take no lock.
+	// byID maps a poolKey to its *backendTLSTransport. Keys are written
+	// once and then read by every request to their backends, the case
+	// sync.Map is made for: reads take no lock.
 	byID sync.Map
+}
+
+type poolKey struct {
+	tls  string // routing.BackendTLS.ID
+	cert string // BackendClientCert.ID, "" without one
 }
 
 // backendTLSTransport is the connection pool of one BackendTLS ID: one
@@ -38,23 +45,27 @@ type backendTLSTransport struct {
 	h2 *http2.Transport
 }
 
-// get returns the pool for b.ID, making it on first use. b is only read
-// then: the same ID means the same settings.
-func (ts *backendTLSTransports) get(b *routing.BackendTLS) *backendTLSTransport {
-	if t, ok := ts.byID.Load(b.ID); ok {
+// get returns the pool for b.ID and cc, making it on first use. b and cc
+// are only read then: the same IDs mean the same settings.
+func (ts *backendTLSTransports) get(b *routing.BackendTLS, cc *BackendClientCert) *backendTLSTransport {
+	key := poolKey{tls: b.ID}
+	if cc != nil {
+		key.cert = cc.ID
+	}
+	if t, ok := ts.byID.Load(key); ok {
 		return t.(*backendTLSTransport)
 	}
 	// Two first requests may both get here; making a transport opens no
 	// connection, so the one that loses costs nothing.
-	t, _ := ts.byID.LoadOrStore(b.ID, ts.newTransport(b))
+	t, _ := ts.byID.LoadOrStore(key, ts.newTransport(b, cc))
 	return t.(*backendTLSTransport)
 }
 
-func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS) *backendTLSTransport {
+func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS, cc *BackendClientCert) *backendTLSTransport {
 	return &backendTLSTransport{
 		h1: &http.Transport{
 			DialContext:         ts.dialer.DialContext,
-			TLSClientConfig:     backendTLSConfig(b, "http/1.1"),
+			TLSClientConfig:     backendTLSConfig(b, cc, "http/1.1"),
 			TLSHandshakeTimeout: ts.timeout,
 			MaxIdleConns:        4096,
 			MaxIdleConnsPerHost: 256,
@@ -65,7 +76,7 @@ func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS) *backendTLST
 			DisableCompression: true,
 		},
 		h2: &http2.Transport{
-			TLSClientConfig:    backendTLSConfig(b, http2.NextProtoTLS),
+			TLSClientConfig:    backendTLSConfig(b, cc, http2.NextProtoTLS),
 			DisableCompression: true,
 			DialTLSContext:     ts.dialH2,
 			ReadIdleTimeout:    30 * time.Second,
@@ -93,12 +104,18 @@ func (ts *backendTLSTransports) dialH2(ctx context.Context, network, addr string
 	return c, nil
 }
 
-// retain closes and drops the pools of IDs not in keep. A request that
-// took a pool just before it was dropped still completes; the connection
-// it opens is closed by the pool's idle timeout.
-func (ts *backendTLSTransports) retain(keep map[string]struct{}) {
+// retain closes and drops the pools whose BackendTLS ID is not in keep or
+// whose client certificate ID is not in keepCerts. A request that took a
+// pool just before it was dropped still completes; the connection it
+// opens is closed by the pool's idle timeout.
+func (ts *backendTLSTransports) retain(keep, keepCerts map[string]struct{}) {
 	ts.byID.Range(func(k, v any) bool {
-		if _, ok := keep[k.(string)]; !ok && ts.byID.CompareAndDelete(k, v) {
+		key := k.(poolKey)
+		_, ok := keep[key.tls]
+		if _, certOK := keepCerts[key.cert]; key.cert != "" && !certOK {
+			ok = false
+		}
+		if !ok && ts.byID.CompareAndDelete(k, v) {
 			v.(*backendTLSTransport).closeIdle()
 		}
 		return true
@@ -130,8 +147,8 @@ func (t *backendTLSTransport) roundTripper(h2 bool, r *http.Request) http.RoundT
 // verification is off because with subjectAltNames the policy's hostname
 // is only the SNI, not the identity; verifyBackend does the whole check,
 // on resumed sessions too.
-func backendTLSConfig(b *routing.BackendTLS, alpn string) *tls.Config {
-	return &tls.Config{
+func backendTLSConfig(b *routing.BackendTLS, cc *BackendClientCert, alpn string) *tls.Config {
+	cfg := &tls.Config{
 		ServerName:         b.ServerName,
 		MinVersion:         tls.VersionTLS12,
 		NextProtos:         []string{alpn},
@@ -140,6 +157,14 @@ func backendTLSConfig(b *routing.BackendTLS, alpn string) *tls.Config {
 			return verifyBackend(b, cs.PeerCertificates)
 		},
 	}
+	if cc != nil {
+		// Presented whatever CAs the backend asks for: the Gateway has one
+		// certificate for all its backends.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return cc.Cert, nil
+		}
+	}
+	return cfg
 }
 
 // verifyBackend checks a backend's certificate chain against the policy's

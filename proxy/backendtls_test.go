@@ -31,6 +31,7 @@ import (
 
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/routing"
+	"portico.dev/portico/sni/snitest"
 )
 
 // testCA issues backend certificates. snitest's CA cannot put URIs in a
@@ -480,13 +481,13 @@ func TestBackendTLSTransportsPruned(t *testing.T) {
 	if code, _ := get(t, p, "/svc"); code != 200 {
 		t.Fatalf("status %d", code)
 	}
-	first, _ := rt.fwd.tls.byID.Load("id")
+	first, _ := rt.fwd.tls.byID.Load(poolKey{tls: "id"})
 	// The same settings in a new Config, as translation makes them.
 	again := servicesConfig(t, p, testService{name: "svc", addr: addr, tls: &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}})
 	if err := rt.Apply(again); err != nil {
 		t.Fatal(err)
 	}
-	if kept, _ := rt.fwd.tls.byID.Load("id"); kept != first || first == nil {
+	if kept, _ := rt.fwd.tls.byID.Load(poolKey{tls: "id"}); kept != first || first == nil {
 		t.Fatal("a Config using the same ID replaced its transport")
 	}
 	if err := rt.Apply(servicesConfig(t, p, testService{name: "svc", addr: slowBackend(t, "plain")})); err != nil {
@@ -508,4 +509,60 @@ func (ts *backendTLSTransports) count() int {
 		return true
 	})
 	return n
+}
+
+// TestBackendClientCertificate: a listener's BackendClientCert is
+// presented to TLS backends, and connections made with it are never used
+// for requests that should present none (or another).
+func TestBackendClientCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	clients, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := clients.IssueClient(1, "gateway-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "client="+r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, []string{"backend.app.svc"})},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients.Pool}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	rt := newRuntime(t)
+	p := freePort(t)
+	settings := &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
+	config := func(cc *BackendClientCert) *Config {
+		cfg := servicesConfig(t, p, testService{name: "svc", addr: srv.Listener.Addr().String(), tls: settings})
+		cfg.Ports[0].All[0].BackendClientCert = cc
+		cfg.BackendClientCertIDs = map[string]struct{}{}
+		if cc != nil {
+			cfg.BackendClientCertIDs[cc.ID] = struct{}{}
+		}
+		return cfg
+	}
+	if err := rt.Apply(config(&BackendClientCert{ID: "cert", Cert: &clientCert})); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second reuses the pooled connection
+		if code, body := get(t, p, "/svc"); code != 200 || body != "client=gateway-client" {
+			t.Fatalf("with the client certificate: %d %q", code, body)
+		}
+	}
+	if err := rt.Apply(config(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, p, "/svc"); code != http.StatusBadGateway {
+		t.Errorf("without a client certificate: %d, want 502 (a connection made with the certificate was reused)", code)
+	}
+	if n := rt.fwd.tls.count(); n != 1 {
+		t.Errorf("%d pools after the certificate went, want only the one without", n)
+	}
 }

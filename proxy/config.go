@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"slices"
@@ -51,6 +52,18 @@ type Config struct {
 	// It is given rather than collected here because the route tables do
 	// not expose their rules.
 	BackendTLSIDs map[string]struct{}
+	// BackendClientCertIDs holds the ID of every BackendClientCert of a
+	// listener, for the same pruning.
+	BackendClientCertIDs map[string]struct{}
+}
+
+// BackendClientCert is the certificate a Gateway presents to TLS backends
+// (spec.tls.backend.clientCertificateRef).
+type BackendClientCert struct {
+	// ID is the same for the same certificate in every Config: backend
+	// connections are pooled per BackendTLS ID and certificate ID.
+	ID   string
+	Cert *tls.Certificate
 }
 
 // Port is one bound port and the listeners that share it.
@@ -80,6 +93,9 @@ type Listener struct {
 	Key      string
 	Hostname string
 	Routes   *routing.Table // nil when no route is attached
+	// BackendClientCert is what requests through this listener present to
+	// TLS backends; nil: no client certificate.
+	BackendClientCert *BackendClientCert
 }
 
 // Endpoints are the ready addresses of one backend, used round robin.

@@ -42,10 +42,12 @@ type forwarder struct {
 
 // exchange is the per-request state the ReverseProxy callbacks need.
 type exchange struct {
-	addr     string
-	h2c      bool
-	tls      *routing.BackendTLS // nil: plain text
-	origHost string
+	addr string
+	h2c  bool
+	tls  *routing.BackendTLS // nil: plain text
+	// clientCert is presented to TLS backends; nil: none.
+	clientCert *BackendClientCert
+	origHost   string
 	// respFilters modify the backend's response headers.
 	respFilters []*routing.HeaderModifier
 	cors        *routing.CORS
@@ -154,7 +156,7 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case x == nil: // not sent by forward; plain HTTP/1.1
 	case x.tls != nil:
-		return f.tls.get(x.tls).roundTripper(x.h2c, r).RoundTrip(r)
+		return f.tls.get(x.tls, x.clientCert).roundTripper(x.h2c, r).RoundTrip(r)
 	case x.h2c:
 		return f.h2c.RoundTrip(r)
 	}
@@ -204,18 +206,20 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 		http.NotFound(w, r)
 		return nil
 	}
-	f.forward(w, r, cfg, rule, m)
+	f.forward(w, r, cfg, rule, m, l.BackendClientCert)
 	return rule
 }
 
 // forward applies the matched rule: filters, backend choice, retries and
 // timeouts.
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match) {
+// forward sends r to a backend of rule. clientCert is what the listener's
+// Gateway presents to TLS backends (nil: nothing).
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, clientCert *BackendClientCert) {
 	if rule.Invalid != "" {
 		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
 		return
 	}
-	x := &exchange{origHost: r.Host, in: r}
+	x := &exchange{origHost: r.Host, in: r, clientCert: clientCert}
 	out := r
 	var mirrors []*routing.Mirror
 	// apply runs one list of filters; it reports whether the request was
@@ -296,7 +300,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		}
 	}
 	for _, mi := range mirrors {
-		f.mirror(out, body, mi, cfg, x.origHost)
+		f.mirror(out, body, mi, cfg, x.origHost, clientCert)
 	}
 
 	attempts := 1
@@ -381,7 +385,7 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
-func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, origHost string) {
+func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, origHost string, clientCert *BackendClientCert) {
 	addr := cfg.Endpoints[m.Backend].pick()
 	if addr == "" {
 		return
@@ -398,7 +402,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"
-		transport = f.tls.get(m.TLS).roundTripper(h2, req)
+		transport = f.tls.get(m.TLS, clientCert).roundTripper(h2, req)
 	case h2:
 		transport = f.h2c
 	}

@@ -179,7 +179,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	// After the swap no new request can pick a dropped ID, except one
 	// still being served by the old config, whose pool then lasts until
 	// the next Apply.
-	rt.fwd.tls.retain(cfg.BackendTLSIDs)
+	rt.fwd.tls.retain(cfg.BackendTLSIDs, cfg.BackendClientCertIDs)
 
 	for key, ps := range rt.ports {
 		if cfg.port(key) != nil {
