@@ -3,13 +3,16 @@ package kube
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,10 +515,22 @@ func TestStandaloneClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	strangers, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerPair, err := strangers.IssueClient(1, "stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := tls.X509KeyPair(strangerPair.CertPEM, strangerPair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	server := newTestCert(t, "app.example.com")
 	bk := startBackend(t, "backend")
 	ports := map[string]any{"Strict": freePort(t), "Lenient": freePort(t), "CA": indent(4, string(clients.CertPEM))}
-	startStandalone(t, map[string]string{"config.yaml": render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
+	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}
 spec:
@@ -545,14 +560,22 @@ spec:
   parentRefs: [{name: gw}]
   rules: [{backendRefs: [{name: svc, port: 80}]}]
 ---
-`, ports) + serviceYAML("apps", "svc", bk) + "---\n" + secretYAML("apps", "cert", server)})
+`, ports) + serviceYAML("apps", "svc", bk) + "---\n" + secretYAML("apps", "cert", server)
+	h := startStandalone(t, map[string]string{"config.yaml": config})
 
 	roots := x509.NewCertPool()
 	roots.AddCert(server.leaf)
+	var asked atomic.Bool
 	request := func(port any, cert *tls.Certificate) error {
 		cfg := &tls.Config{RootCAs: roots, ServerName: "app.example.com"}
-		if cert != nil {
-			cfg.Certificates = []tls.Certificate{*cert}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if port == ports["Lenient"] {
+				asked.Store(true)
+			}
+			if cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return cert, nil
 		}
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
@@ -571,10 +594,48 @@ spec:
 	if err := request(ports["Strict"], nil); err == nil {
 		t.Error("strict port served a client without a certificate")
 	}
-	for _, cert := range []*tls.Certificate{&clientCert, nil} {
+	if err := request(ports["Strict"], &stranger); err == nil {
+		t.Error("strict port served a client with a certificate of another CA")
+	}
+	for _, cert := range []*tls.Certificate{&clientCert, &stranger, nil} {
 		if err := request(ports["Lenient"], cert); err != nil {
 			t.Errorf("AllowInsecureFallback port, certificate %v: %v", cert != nil, err)
 		}
+	}
+	if !asked.Load() {
+		t.Error("the AllowInsecureFallback port never asked for a client certificate")
+	}
+
+	// A connection opened without a certificate while the port allowed it
+	// is not served once the port requires one: 421 and the connection
+	// closed, and the next connection goes through the new check.
+	keep := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "app.example.com"}}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/", ports["Lenient"])
+	status := func() (int, error) {
+		resp, err := keep.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body) // so the connection is kept
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := status(); code != 200 {
+		t.Fatalf("lenient port before the change: %d %v", code, err)
+	}
+	gen := h.s.Generation()
+	h.write("config.yaml", strings.Replace(config, ", mode: AllowInsecureFallback", "", 1))
+	waitFor(t, 10*time.Second, "the port requires certificates", func() error {
+		if h.s.Generation() == gen {
+			return errors.New("not applied yet")
+		}
+		return nil
+	})
+	if code, err := status(); code != http.StatusMisdirectedRequest {
+		t.Errorf("kept-alive connection after the port began requiring certificates: %d %v, want 421", code, err)
+	}
+	if code, err := status(); err == nil {
+		t.Errorf("a new connection without a certificate got %d after the port began requiring certificates", code)
 	}
 }
 

@@ -295,8 +295,11 @@ func (t *Translator) translate(res *Resources) (*proxy.Config, *Statuses) {
 		results = append(results, gatewayResult{key, &r})
 		if ref := r.BackendClientCertificate; ref != nil {
 			if c := ix.certs[*ref]; c != nil && len(c.Certificate) > 0 {
-				sum := sha256.Sum256(c.Certificate[0])
-				clientCerts[key] = &proxy.BackendClientCert{ID: hex.EncodeToString(sum[:12]), Cert: c}
+				h := sha256.New()
+				for _, der := range c.Certificate {
+					h.Write(der)
+				}
+				clientCerts[key] = &proxy.BackendClientCert{ID: hex.EncodeToString(h.Sum(nil)[:12]), Cert: c}
 			}
 		}
 		parents[routing.Parent{Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}] = meta.IsStatusConditionTrue(r.Gateway.Conditions, string(gwv1.GatewayConditionAccepted))
@@ -452,6 +455,12 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		}
 		return a
 	}
+	clientAuthID := func(v *listeners.ClientValidation) string {
+		if v == nil {
+			return ""
+		}
+		return v.ID
+	}
 	listenerSlab := make([]proxy.Listener, serving)
 	entrySlab := make([]sni.Entry, serving)
 	certSlab := make([]*tls.Certificate, 0, certs)
@@ -511,6 +520,7 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 					Hostname:          m.Hostname,
 					Routes:            out.Tables[i],
 					BackendClientCert: clientCerts[m.Gateway],
+					ClientAuthID:      clientAuthID(m.ClientValidation),
 				}
 			}
 			pb.patterns = append(pb.patterns, host)

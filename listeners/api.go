@@ -50,6 +50,10 @@ type Input struct {
 // ClientValidation is the client certificate check of an HTTPS listener,
 // from its Gateway's spec.tls.frontend.
 type ClientValidation struct {
+	// ID is the same for the same check (CA certificates and mode) in
+	// every translation: a connection that passed another check, or none,
+	// must not be served under this one.
+	ID string
 	// CAs are the trust anchors of client certificates.
 	CAs *x509.CertPool
 	// Optional is AllowInsecureFallback: a client without a valid

@@ -1,8 +1,11 @@
 package listeners
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -102,10 +105,22 @@ func (m *merger) evaluateFrontend(val *gwv1.FrontendTLSValidation) *frontendVerd
 	v.msg = strings.Join(msgs, "; ")
 	if len(certs) > 0 {
 		pool := x509.NewCertPool()
-		for _, c := range certs {
+		sums := make([]string, len(certs))
+		for i, c := range certs {
 			pool.AddCert(c)
+			sum := sha256.Sum256(c.Raw)
+			sums[i] = string(sum[:])
 		}
-		v.validation = &ClientValidation{CAs: pool, Optional: val.Mode == gwv1.AllowInsecureFallback}
+		optional := val.Mode == gwv1.AllowInsecureFallback
+		slices.Sort(sums)
+		h := sha256.New()
+		for _, s := range sums {
+			h.Write([]byte(s))
+		}
+		if optional {
+			h.Write([]byte("optional"))
+		}
+		v.validation = &ClientValidation{ID: hex.EncodeToString(h.Sum(nil)[:12]), CAs: pool, Optional: optional}
 	}
 	return v
 }

@@ -96,6 +96,10 @@ type Listener struct {
 	// BackendClientCert is what requests through this listener present to
 	// TLS backends; nil: no client certificate.
 	BackendClientCert *BackendClientCert
+	// ClientAuthID identifies the client certificate check of the
+	// listener's handshakes ("" for none). A connection whose handshake ran
+	// under another check, before a configuration change, is not served.
+	ClientAuthID string
 }
 
 // Endpoints are the ready addresses of one backend, used round robin.

@@ -50,8 +50,17 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 			// The handshake chose a listener by SNI. A Host that another,
 			// more specific listener on this port owns was sent to the
 			// wrong connection: 421 lets the client retry on a new one.
-			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key) {
+			// The same listener with another client certificate check
+			// than the connection's handshake passed (its configuration
+			// changed since) gets a 421 too: the client's new connection
+			// goes through the current check.
+			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key || l.ClientAuthID != cl.ClientAuthID) {
 				if ok {
+					if l.Key == cl.Key {
+						// This connection can serve nothing any more: an
+						// HTTP/1 client is told to open another.
+						w.Header().Set("Connection", "close")
+					}
 					http.Error(w, "misdirected request", http.StatusMisdirectedRequest)
 				} else {
 					http.NotFound(w, r)

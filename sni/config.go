@@ -65,8 +65,9 @@ type server struct {
 type tableConfig struct {
 	table *Table
 	cfg   *tls.Config
-	// withClientAuth holds, per entry with a ClientAuth, cfg asking for
-	// client certificates: *Entry -> *tls.Config.
+	// withClientAuth holds, per ClientAuth, cfg asking for client
+	// certificates: *ClientAuth -> *tls.Config. The entries of a port share
+	// their ClientAuth, so there are few.
 	withClientAuth sync.Map
 }
 
@@ -75,18 +76,19 @@ func (c *tableConfig) forEntry(e *Entry) *tls.Config {
 	if e.ClientAuth == nil {
 		return c.cfg
 	}
-	if cfg, ok := c.withClientAuth.Load(e); ok {
+	if cfg, ok := c.withClientAuth.Load(e.ClientAuth); ok {
 		return cfg.(*tls.Config)
 	}
 	cfg := c.cfg.Clone()
 	cfg.ClientCAs = e.ClientAuth.CAs
 	if e.ClientAuth.Optional {
-		// Asked for, not checked: the backend decides what to make of it.
+		// Asked for, not required and not checked: the handshake goes on
+		// with or without one.
 		cfg.ClientAuth = tls.RequestClientCert
 	} else {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	actual, _ := c.withClientAuth.LoadOrStore(e, cfg)
+	actual, _ := c.withClientAuth.LoadOrStore(e.ClientAuth, cfg)
 	return actual.(*tls.Config)
 }
 
