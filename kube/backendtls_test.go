@@ -73,7 +73,7 @@ spec:
     hostname: abc.example.com`
 	var b strings.Builder
 	b.WriteString(gatewayYAML + "  - {name: http, port: 80, protocol: HTTP}\n---\n")
-	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ca, namespace: apps}\ndata:\n  ca.crt: |\n" + indent(4, caPEM) + "\n---\n")
+	b.WriteString(caConfigMapYAML("ca", []byte(caPEM)))
 	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: garbage, namespace: apps}\ndata:\n  ca.crt: not a certificate\n---\n")
 	for _, name := range []string{"whole", "conflict", "kind", "missing", "garbage", "wellknown", "system", "plain"} {
 		svc0 := "HTTPS"
@@ -273,14 +273,7 @@ func TestStandaloneBackendTLS(t *testing.T) {
 	foreign := startTLSBackend(t, other, "backend.internal")
 	port := freePort(t)
 	config := func(caPEM []byte) string {
-		return render(t, gatewayYAML+`  - {name: http, port: {{.Port}}, protocol: HTTP}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: ca, namespace: apps}
-data:
-  ca.crt: |
-{{.CA}}
+		return caConfigMapYAML("ca", caPEM) + render(t, gatewayYAML+`  - {name: http, port: {{.Port}}, protocol: HTTP}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -314,7 +307,7 @@ spec:
     hostname: backend.internal
 ---
 `+tlsServiceYAML("good", good)+tlsServiceYAML("foreign", foreign)+tlsServiceYAML("broken", good),
-			map[string]any{"Port": port, "CA": indent(4, string(caPEM))})
+			map[string]any{"Port": port})
 	}
 	h := startStandalone(t, map[string]string{"config.yaml": config(ca.CertPEM)})
 	c := httpClient(fmt.Sprintf("127.0.0.1:%d", port))
@@ -507,29 +500,15 @@ func TestStandaloneClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := clients.IssueClient(1, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientCert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clientCert := issueClientCert(t, clients, 1, "client")
 	strangers, err := snitest.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	strangerPair, err := strangers.IssueClient(1, "stranger")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := tls.X509KeyPair(strangerPair.CertPEM, strangerPair.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stranger := issueClientCert(t, strangers, 1, "stranger")
 	server := newTestCert(t, "app.example.com")
 	bk := startBackend(t, "backend")
-	ports := map[string]any{"Strict": freePort(t), "Lenient": freePort(t), "CA": indent(4, string(clients.CertPEM))}
+	ports := map[string]any{"Strict": freePort(t), "Lenient": freePort(t)}
 	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}
@@ -546,13 +525,6 @@ spec:
   - {name: strict, port: {{.Strict}}, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
   - {name: lenient, port: {{.Lenient}}, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
 ---
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: clients, namespace: apps}
-data:
-  ca.crt: |
-{{.CA}}
----
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r, namespace: apps}
@@ -560,7 +532,7 @@ spec:
   parentRefs: [{name: gw}]
   rules: [{backendRefs: [{name: svc, port: 80}]}]
 ---
-`, ports) + serviceYAML("apps", "svc", bk) + "---\n" + secretYAML("apps", "cert", server)
+`, ports) + caConfigMapYAML("clients", clients.CertPEM) + serviceYAML("apps", "svc", bk) + "---\n" + secretYAML("apps", "cert", server)
 	h := startStandalone(t, map[string]string{"config.yaml": config})
 
 	roots := x509.NewCertPool()
@@ -690,13 +662,6 @@ stringData:
   tls.key: |
 {{.Key}}
 ---
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: ca, namespace: apps}
-data:
-  ca.crt: |
-{{.CA}}
----
 apiVersion: gateway.networking.k8s.io/v1
 kind: BackendTLSPolicy
 metadata: {name: tls, namespace: apps}
@@ -711,8 +676,8 @@ spec:
   parentRefs: [{name: gw}]
   rules: [{backendRefs: [{name: svc, port: 443}]}]
 ---
-`, map[string]any{"Port": port, "Cert": indent(4, string(client.CertPEM)), "Key": indent(4, string(client.KeyPEM)), "CA": indent(4, string(ca.CertPEM))}) +
-		tlsServiceYAML("svc", &backend{addr: ln.Addr().String()})
+`, map[string]any{"Port": port, "Cert": indent(4, string(client.CertPEM)), "Key": indent(4, string(client.KeyPEM))}) +
+		caConfigMapYAML("ca", ca.CertPEM) + tlsServiceYAML("svc", &backend{addr: ln.Addr().String()})
 	startStandalone(t, map[string]string{"config.yaml": config})
 	c := httpClient(fmt.Sprintf("127.0.0.1:%d", port))
 	if status, body, _ := get(t, c, "http://app.example.com/"); status != 200 || body != "client=the-gateway" {
@@ -738,4 +703,26 @@ spec:
 			t.Errorf("%s: Gateway not accepted: %+v", tc.reason, gs.Conditions)
 		}
 	}
+}
+
+// caConfigMapYAML is the ConfigMap apps/name holding caPEM as ca.crt,
+// followed by a document separator.
+func caConfigMapYAML(name string, caPEM []byte) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: apps}\ndata:\n  ca.crt: |\n" +
+		indent(4, string(caPEM)) + "\n---\n"
+}
+
+// issueClientCert issues a client certificate of ca, ready for a TLS
+// client.
+func issueClientCert(t *testing.T, ca *snitest.CA, serial int64, cn string) tls.Certificate {
+	t.Helper()
+	pair, err := ca.IssueClient(serial, cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

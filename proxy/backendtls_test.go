@@ -178,25 +178,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 			cfg.BackendTLSIDs[s.tls.ID] = struct{}{}
 		}
 	}
-	same := gwv1.NamespacesFromSame
-	out := routing.Compile(routing.Input{
-		ControllerName: "portico.dev/gateway-controller",
-		Listeners: []routing.Listener{{
-			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
-			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
-			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
-			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-			Accepted:       true,
-		}},
-		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
-		Routes:   []*gwv1.HTTPRoute{route},
-		Services: services,
-	})
-	if out.Tables[0] == nil {
-		t.Fatalf("route did not attach: %+v", out.RouteParents)
-	}
-	l := &Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
+	l := &Listener{Key: "Gateway/ns/gw/http", Routes: compileRoute(t, route, services)}
 	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}}
 	return cfg
 }

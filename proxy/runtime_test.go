@@ -36,6 +36,13 @@ func routeTable(t testing.TB, svc string) *routing.Table {
 			}}}}},
 		},
 	}
+	return compileRoute(t, route, map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: svc}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
+}
+
+// compileRoute compiles route (namespace ns, parent Gateway ns/gw) for the
+// one HTTP listener of ns/gw on port 80, with services.
+func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.NamespacedName]routing.Service) *routing.Table {
+	t.Helper()
 	same := gwv1.NamespacesFromSame
 	out := routing.Compile(routing.Input{
 		ControllerName: "portico.dev/gateway-controller",
@@ -49,7 +56,7 @@ func routeTable(t testing.TB, svc string) *routing.Table {
 		}},
 		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
 		Routes:   []*gwv1.HTTPRoute{route},
-		Services: map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: svc}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}},
+		Services: services,
 	})
 	if out.Tables[0] == nil {
 		t.Fatalf("route did not attach: %+v", out.RouteParents)
