@@ -53,7 +53,6 @@ type backendTLS struct {
 }
 
 type policyVerdict struct {
-	policy             *gwv1.BackendTLSPolicy
 	accepted, resolved metav1.Condition
 	wants              []tlsTarget
 }
@@ -207,7 +206,6 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 		}
 	}
 	v := &policyVerdict{
-		policy:   p,
 		accepted: policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen),
 		resolved: policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, true, gwv1.BackendTLSPolicyReasonResolvedRefs, "All CA certificate references are resolved", gen),
 	}
