@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -538,7 +539,11 @@ spec:
 	roots := x509.NewCertPool()
 	roots.AddCert(server.leaf)
 	var asked atomic.Bool
+	// seen is the X-Forwarded-Client-Cert the backend got for the last
+	// request; every request also sends a forged one of its own.
+	var seen string
 	request := func(port any, cert *tls.Certificate) error {
+		seen = "(no answer)"
 		cfg := &tls.Config{RootCAs: roots, ServerName: "app.example.com"}
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if port == ports["Lenient"] {
@@ -550,19 +555,32 @@ spec:
 			return cert, nil
 		}
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
-		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
+		req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/", port), nil)
+		req.Header.Set("X-Forwarded-Client-Cert", `Hash=forged;Subject="CN=admin"`)
+		resp, err := c.Do(req)
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
+		seen = resp.Header.Get("X-Seen-Client-Cert")
 		if resp.StatusCode != 200 {
 			return fmt.Errorf("status %d", resp.StatusCode)
 		}
 		return nil
 	}
+	leafHash := sha256.Sum256(clientCert.Leaf.Raw)
+	ours := fmt.Sprintf("Hash=%x;", leafHash)
+	passedOn := func(what string, want bool) {
+		t.Helper()
+		ok := strings.HasPrefix(seen, ours) && strings.Contains(seen, `;Subject="CN=client"`)
+		if want && !ok || !want && seen != "" {
+			t.Errorf("%s: backend got X-Forwarded-Client-Cert %q; want the client's certificate passed on: %v", what, seen, want)
+		}
+	}
 	if err := request(ports["Strict"], &clientCert); err != nil {
 		t.Errorf("strict port, client certificate: %v", err)
 	}
+	passedOn("strict port, client certificate", true)
 	if err := request(ports["Strict"], nil); err == nil {
 		t.Error("strict port served a client without a certificate")
 	}
@@ -573,6 +591,8 @@ spec:
 		if err := request(ports["Lenient"], cert); err != nil {
 			t.Errorf("AllowInsecureFallback port, certificate %v: %v", cert != nil, err)
 		}
+		// Only a certificate that verified is passed on.
+		passedOn(fmt.Sprintf("AllowInsecureFallback port, certificate %v", cert != nil), cert == &clientCert)
 	}
 	if !asked.Load() {
 		t.Error("the AllowInsecureFallback port never asked for a client certificate")

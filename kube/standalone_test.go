@@ -96,6 +96,7 @@ func startBackend(t testing.TB, name string) *backend {
 			w.Header().Set("X-Seen-Path", r.URL.RequestURI())
 			w.Header().Set("X-Seen-Forwarded-For", r.Header.Get("X-Forwarded-For"))
 			w.Header().Set("X-Seen-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
+			w.Header().Set("X-Seen-Client-Cert", r.Header.Get("X-Forwarded-Client-Cert"))
 			if d := r.URL.Query().Get("sleep"); d != "" {
 				if dur, err := time.ParseDuration(d); err == nil {
 					time.Sleep(dur)

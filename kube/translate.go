@@ -522,6 +522,9 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 					BackendClientCert: clientCerts[m.Gateway],
 					ClientAuthID:      clientAuthID(m.ClientValidation),
 				}
+				if v := m.ClientValidation; v != nil {
+					l.ClientCAs, l.ClientCertOptional = v.CAs, v.Optional
+				}
 			}
 			pb.patterns = append(pb.patterns, host)
 			pb.listeners = append(pb.listeners, l)

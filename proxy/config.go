@@ -7,6 +7,7 @@ package proxy
 import (
 	"cmp"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"slices"
@@ -100,6 +101,12 @@ type Listener struct {
 	// listener's handshakes ("" for none). A connection whose handshake ran
 	// under another check, before a configuration change, is not served.
 	ClientAuthID string
+	// ClientCAs are the roots of that check (nil for none), and
+	// ClientCertOptional says the handshake let clients through without a
+	// valid certificate: a certificate is then checked here before it is
+	// passed on to the backend.
+	ClientCAs          *x509.CertPool
+	ClientCertOptional bool
 }
 
 // Endpoints are the ready addresses of one backend, used round robin.

@@ -47,7 +47,9 @@ type exchange struct {
 	tls  *routing.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
 	clientCert *BackendClientCert
-	origHost   string
+	// listener received the request.
+	listener *Listener
+	origHost string
 	// respFilters modify the backend's response headers.
 	respFilters []*routing.HeaderModifier
 	cors        *routing.CORS
@@ -131,6 +133,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = pr.In.Host
 	pr.SetXForwarded()
 	pr.Out.Header.Set("X-Forwarded-Host", x.origHost)
+	// Only Portico says which client certificate was verified.
+	pr.Out.Header.Del(clientCertHeader)
+	if x.listener != nil && x.listener.ClientCAs != nil {
+		if v := verifiedClientCert(pr.In, x.listener); v != "" {
+			pr.Out.Header.Set(clientCertHeader, v)
+		}
+	}
 }
 
 func modifyResponse(resp *http.Response) error {
@@ -206,20 +215,20 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 		http.NotFound(w, r)
 		return nil
 	}
-	f.forward(w, r, cfg, rule, m, l.BackendClientCert)
+	f.forward(w, r, cfg, rule, m, l)
 	return rule
 }
 
 // forward applies the matched rule: filters, backend choice, retries and
 // timeouts.
-// forward sends r to a backend of rule. clientCert is what the listener's
-// Gateway presents to TLS backends (nil: nothing).
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, clientCert *BackendClientCert) {
+// forward sends r, which l received, to a backend of rule.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, l *Listener) {
+	clientCert := l.BackendClientCert
 	if rule.Invalid != "" {
 		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
 		return
 	}
-	x := &exchange{origHost: r.Host, in: r, clientCert: clientCert}
+	x := &exchange{origHost: r.Host, in: r, clientCert: clientCert, listener: l}
 	out := r
 	var mirrors []*routing.Mirror
 	// apply runs one list of filters; it reports whether the request was

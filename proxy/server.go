@@ -40,6 +40,10 @@ type portServer struct {
 type trackedConn struct {
 	net.Conn
 	listener atomic.Pointer[Listener]
+	// clientVerified caches whether the client certificate of the
+	// connection chains to its listener's CAs, when the handshake did not
+	// require that: 0 not checked yet, 1 yes, 2 no.
+	clientVerified atomic.Int32
 }
 
 type connKey struct{}
