@@ -57,7 +57,8 @@ type addressRequest struct {
 	key types.NamespacedName
 	gw  *gwv1.Gateway
 	// static are the IPAddress values it names, in spec order; dynamic is
-	// how many more addresses it wants from the pool.
+	// how many more addresses it wants from the pool (counted down as
+	// assignAddresses gives them).
 	static  []string
 	dynamic int
 	// assigned are the pool addresses it got; problems say which
@@ -120,25 +121,21 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 		reqs = append(reqs, newAddressRequest(key, gw))
 	}
 	taken := make(map[string]bool, len(reqs))
-	want := make(map[*addressRequest]int, len(reqs))
-	static := make(map[*addressRequest]map[string]bool, len(reqs))
 	for _, r := range reqs {
-		want[r] = r.dynamic
 		named := map[string]bool{}
 		for _, v := range r.static {
 			if a, err := netip.ParseAddr(v); err == nil {
 				named[a.String()] = true
 			}
 		}
-		static[r] = named
 		for _, a := range r.gw.Status.Addresses {
 			if addressType(a.Type) != gwv1.IPAddressType || !inPool[a.Value] || taken[a.Value] {
 				continue
 			}
 			switch {
 			case named[a.Value]:
-			case want[r] > 0:
-				want[r]--
+			case r.dynamic > 0:
+				r.dynamic--
 			default:
 				continue // no longer asked for: released
 			}
@@ -168,7 +165,7 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 	}
 	next := 0
 	for _, r := range reqs {
-		for ; want[r] > 0; want[r]-- {
+		for ; r.dynamic > 0; r.dynamic-- {
 			for next < len(t.AddressPool) && taken[t.AddressPool[next]] {
 				next++
 			}
@@ -188,7 +185,7 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 		case len(r.problems) > 0:
 			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
 				string(gwv1.GatewayReasonAddressNotUsable), "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
-		case want[r] > 0:
+		case r.dynamic > 0:
 			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
 				string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("all %d addresses of the pool are in use", len(t.AddressPool)))
 		}

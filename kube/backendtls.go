@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -428,7 +429,7 @@ func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller g
 	for _, r := range res.HTTPRoutes {
 		var gateways []types.NamespacedName
 		for _, ps := range st.HTTPRoutes[nn(r.Namespace, r.Name)] {
-			if ps.ControllerName != controller || !conditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
+			if ps.ControllerName != controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
 				continue
 			}
 			parent := nn(string(ptrValue(ps.ParentRef.Namespace)), string(ps.ParentRef.Name))
@@ -516,13 +517,4 @@ func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller g
 		}
 	}
 	return out
-}
-
-func conditionTrue(conds []metav1.Condition, typ string) bool {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -450,16 +450,10 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 		}
 		a, ok := clientAuths[v]
 		if !ok {
-			a = &sni.ClientAuth{CAs: v.CAs, Optional: v.Optional}
+			a = &sni.ClientAuth{ID: v.ID, CAs: v.CAs, Optional: v.Optional}
 			clientAuths[v] = a
 		}
 		return a
-	}
-	clientAuthID := func(v *listeners.ClientValidation) string {
-		if v == nil {
-			return ""
-		}
-		return v.ID
 	}
 	listenerSlab := make([]proxy.Listener, serving)
 	entrySlab := make([]sni.Entry, serving)
@@ -520,10 +514,7 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 					Hostname:          m.Hostname,
 					Routes:            out.Tables[i],
 					BackendClientCert: clientCerts[m.Gateway],
-					ClientAuthID:      clientAuthID(m.ClientValidation),
-				}
-				if v := m.ClientValidation; v != nil {
-					l.ClientCAs, l.ClientCertOptional = v.CAs, v.Optional
+					ClientAuth:        clientAuth(m.ClientValidation),
 				}
 			}
 			pb.patterns = append(pb.patterns, host)
@@ -532,7 +523,7 @@ func buildConfig(ix *index, merged []listeners.Listener, out routing.Output, st 
 				if e == nil {
 					e = &entrySlab[0]
 					entrySlab = entrySlab[1:]
-					*e = sni.Entry{Hostname: host, Value: l, ClientAuth: clientAuth(m.ClientValidation)}
+					*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
 					start := len(certSlab)
 					for _, ref := range m.Certificates {
 						if c := ix.certs[ref]; c != nil {

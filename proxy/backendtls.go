@@ -175,15 +175,7 @@ func verifyBackend(b *routing.BackendTLS, chain []*x509.Certificate) error {
 		return errors.New("backend sent no certificate")
 	}
 	leaf := chain[0]
-	opts := x509.VerifyOptions{
-		Roots:         b.RootCAs,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, c := range chain[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	if _, err := leaf.Verify(opts); err != nil {
+	if err := verifyChain(chain, b.RootCAs, x509.ExtKeyUsageServerAuth); err != nil {
 		return fmt.Errorf("backend certificate chain is not trusted: %w", err)
 	}
 	if len(b.SANHostnames) == 0 && len(b.SANURIs) == 0 {
@@ -208,4 +200,15 @@ func verifyBackend(b *routing.BackendTLS, chain []*x509.Certificate) error {
 	}
 	return fmt.Errorf("backend certificate (DNS names %q, URIs %q) has none of the subject alt names: hostnames %q, URIs %q",
 		leaf.DNSNames, uris, b.SANHostnames, b.SANURIs)
+}
+
+// verifyChain checks that chain (leaf first, then what the peer sent to
+// link it up) leads to one of roots (nil: the system's) for usage.
+func verifyChain(chain []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := chain[0].Verify(opts)
+	return err
 }

@@ -28,7 +28,7 @@ func verifiedClientCert(r *http.Request, l *Listener) string {
 		return ""
 	}
 	chain := r.TLS.PeerCertificates
-	if l.ClientCertOptional {
+	if l.ClientAuth.Optional {
 		tc, _ := r.Context().Value(connKey{}).(*trackedConn)
 		if !clientCertVerified(tc, l, chain) {
 			return ""
@@ -49,11 +49,7 @@ func clientCertVerified(tc *trackedConn, l *Listener, chain []*x509.Certificate)
 			return false
 		}
 	}
-	opts := x509.VerifyOptions{Roots: l.ClientCAs, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	for _, c := range chain[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	_, err := chain[0].Verify(opts)
+	err := verifyChain(chain, l.ClientAuth.CAs, x509.ExtKeyUsageClientAuth)
 	if tc != nil {
 		if err == nil {
 			tc.clientVerified.Store(1)

@@ -7,7 +7,6 @@ package proxy
 import (
 	"cmp"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"slices"
@@ -97,16 +96,20 @@ type Listener struct {
 	// BackendClientCert is what requests through this listener present to
 	// TLS backends; nil: no client certificate.
 	BackendClientCert *BackendClientCert
-	// ClientAuthID identifies the client certificate check of the
-	// listener's handshakes ("" for none). A connection whose handshake ran
-	// under another check, before a configuration change, is not served.
-	ClientAuthID string
-	// ClientCAs are the roots of that check (nil for none), and
-	// ClientCertOptional says the handshake let clients through without a
-	// valid certificate: a certificate is then checked here before it is
-	// passed on to the backend.
-	ClientCAs          *x509.CertPool
-	ClientCertOptional bool
+	// ClientAuth is the client certificate check of the listener's
+	// handshakes, the one its SNI entry carries (nil for none). A
+	// connection whose handshake ran under another check, before a
+	// configuration change, is not served; with an optional check, a
+	// certificate is checked here before it is passed on to the backend.
+	ClientAuth *sni.ClientAuth
+}
+
+// clientAuthID is the ID of l's client certificate check, "" for none.
+func (l *Listener) clientAuthID() string {
+	if l.ClientAuth == nil {
+		return ""
+	}
+	return l.ClientAuth.ID
 }
 
 // Endpoints are the ready addresses of one backend, used round robin.

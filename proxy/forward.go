@@ -135,7 +135,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Set("X-Forwarded-Host", x.origHost)
 	// Only Portico says which client certificate was verified.
 	pr.Out.Header.Del(clientCertHeader)
-	if x.listener != nil && x.listener.ClientCAs != nil {
+	if x.listener != nil && x.listener.ClientAuth != nil {
 		if v := verifiedClientCert(pr.In, x.listener); v != "" {
 			pr.Out.Header.Set(clientCertHeader, v)
 		}

@@ -54,7 +54,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 			// than the connection's handshake passed (its configuration
 			// changed since) gets a 421 too: the client's new connection
 			// goes through the current check.
-			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key || l.ClientAuthID != cl.ClientAuthID) {
+			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key || l.clientAuthID() != cl.clientAuthID()) {
 				if ok {
 					if l.Key == cl.Key {
 						// This connection can serve nothing any more: an

@@ -33,6 +33,9 @@ type Entry struct {
 
 // ClientAuth is the client certificate check of an entry.
 type ClientAuth struct {
+	// ID is the same for the same check in every table (see
+	// listeners.ClientValidation.ID).
+	ID string
 	// CAs are the roots client certificates must chain to.
 	CAs *x509.CertPool
 	// Optional lets a client without a certificate, or with one that does
