@@ -34,7 +34,8 @@ const maxStackName = 256
 // Keys are stored lowercase, and a name is first looked up as it is: names
 // on the wire are nearly always lowercase already, and an exact hit proves
 // it. Only when the exact lookup misses and the name may have capitals is
-// it folded and looked up again.
+// it folded and looked up again. Before either, a name in a domain the
+// table does not serve (no key ends in its last 8 bytes) misses at once.
 //
 // The hash indexes hold keys but no values, so that their code is not
 // generic and their arrays stay small enough for the CPU caches at 100,000
@@ -55,6 +56,14 @@ type Table[V any] struct {
 	// (rare, but a valid hostname can have one): lookups then also scan
 	// the name for them.
 	wildLong bool
+
+	// domains is a filter of the last 8 bytes of every key: a name whose
+	// last 8 bytes no key ends in, a name in a domain the table does not
+	// serve, misses without a probe. It is off (nil) when a wildcard
+	// suffix is shorter than 8 bytes, since names of any ending can match
+	// it; exact keys that short do not matter, the filter only sees names
+	// of 8 bytes or more.
+	domains *domainFilter
 
 	fallback    V
 	hasFallback bool
@@ -122,6 +131,7 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 			}
 		}
 	}
+	t.domains = newDomainFilter(exactKeys, wildKeys)
 	t.exactVals = make([]V, t.exact.slots())
 	for _, e := range inExact {
 		t.exactVals[t.exact.resolve(e.place)] = e.v
@@ -152,6 +162,13 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	}
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
+	}
+	if f := t.domains; f != nil && len(name) >= 8 {
+		// domainFilter.mayHave, written out: it is not inlined.
+		b := domainBit(word(unsafe.StringData(name), len(name)-8))
+		if f[b>>6]&(1<<(b&63)) == 0 {
+			return t.fallback, t.hasFallback
+		}
 	}
 	var i int
 	if isShort(len(name)) {
@@ -242,6 +259,48 @@ func (t *Table[V]) findWild(name string) int {
 		}
 	}
 	return -1
+}
+
+// domainFilter has one bit per hash of a key's last 8 bytes, ASCII letters
+// folded: 4,096 bits, 512 bytes, which stay in L1. A table in a few domains
+// sets a few bits.
+type domainFilter [64]uint64
+
+func newDomainFilter(exact, wild []string) *domainFilter {
+	for _, k := range wild {
+		if len(k) < 8 {
+			return nil
+		}
+	}
+	f := new(domainFilter)
+	for _, keys := range [2][]string{exact, wild} {
+		for _, k := range keys {
+			if n := len(k); n >= 8 {
+				b := domainBit(word(unsafe.StringData(k), n-8))
+				f[b>>6] |= 1 << (b & 63)
+			}
+		}
+	}
+	return f
+}
+
+// mayHave reports whether name may match a key: false only when name is at
+// least 8 bytes long and no key ends in its last 8 bytes. A nil filter
+// passes every name.
+func (f *domainFilter) mayHave(name string) bool {
+	n := len(name)
+	if f == nil || n < 8 {
+		return true
+	}
+	b := domainBit(word(unsafe.StringData(name), n-8))
+	return f[b>>6]&(1<<(b&63)) != 0
+}
+
+// domainBit hashes a word with its ASCII letters folded to lowercase (and
+// other bytes to something else: a false positive only costs a probe) to a
+// bit of domainFilter.
+func domainBit(w uint64) uint64 {
+	return ((w | 0x20*lsb) * 0x9e3779b97f4a7c15) >> (64 - 12)
 }
 
 // isDot is 1 for '.' and 0 for any other byte, without a branch.
@@ -533,23 +592,13 @@ func (s *shortSet) insert(key string) (slot int, added bool) {
 
 // find returns the slot of key (8 to 31 bytes), or -1.
 func (s *shortSet) find(key string) int {
-	i, _ := s.probe(key)
-	return i
-}
-
-// probe is find that also returns key's hash, for insert. (It is 0 in an
-// empty set, which insert never sees: init counted its keys.)
-func (s *shortSet) probe(key string) (int, uint64) {
 	if s.empty() {
-		return -1, 0
+		return -1
 	}
 	n := len(key)
-	ob, oc := offsets(n)
-	// 8 <= n < 32: every word read is inside key. (Loaded here rather
-	// than by a helper: one returning the 4 words is not inlined.)
 	kp := unsafe.StringData(key)
-	a, b, c, d := word(kp, 0), word(kp, ob), word(kp, oc), word(kp, n-8)
-	h := s.hash(a, b, c, d, n)
+	ob, oc := offsets(n)
+	h := s.hash(word(kp, 0), word(kp, ob), word(kp, oc), word(kp, n-8), n)
 	g := uint64(tag(h)) * lsb
 	ctrl := unsafe.SliceData(s.ctrl)
 	recs := unsafe.SliceData(s.recs)
@@ -564,16 +613,33 @@ func (s *shortSet) probe(key string) (int, uint64) {
 		for match != 0 {
 			slot := i + bits.TrailingZeros64(match)>>3
 			match &= match - 1
+			// The key's words are loaded again rather than kept from
+			// the hash: they are in L1, and keeping them live spills
+			// the probe's state to the stack.
 			rec := (*byte)(unsafe.Add(unsafe.Pointer(recs), slot*shortRecord))
-			if int(*(*byte)(unsafe.Add(unsafe.Pointer(rec), shortRecord-1))) == n && (word(rec, 0)^a)|(word(rec, ob)^b)|
-				(word(rec, oc)^c)|(word(rec, n-8)^d) == 0 {
-				return slot, h
+			ob, oc := offsets(n)
+			if int(*(*byte)(unsafe.Add(unsafe.Pointer(rec), shortRecord-1))) == n &&
+				(word(rec, 0)^word(kp, 0))|(word(rec, ob)^word(kp, ob))|
+					(word(rec, oc)^word(kp, oc))|(word(rec, n-8)^word(kp, n-8)) == 0 {
+				return slot
 			}
 		}
 		if empty != 0 {
-			return -1, h
+			return -1
 		}
 	}
+}
+
+// probe is find that also returns key's hash, for insert. (The hash is 0
+// in an empty set, which insert never sees: init counted its keys.)
+func (s *shortSet) probe(key string) (int, uint64) {
+	if s.empty() {
+		return -1, 0
+	}
+	n := len(key)
+	kp := unsafe.StringData(key)
+	ob, oc := offsets(n)
+	return s.find(key), s.hash(word(kp, 0), word(kp, ob), word(kp, oc), word(kp, n-8), n)
 }
 
 // word reads the 8 bytes at p+i as a little-endian word, without a bounds

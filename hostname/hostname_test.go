@@ -65,6 +65,50 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// TestDomainFilter covers the names the domain filter turns away before any
+// probe, and the tables it must stay off for.
+func TestDomainFilter(t *testing.T) {
+	patterns := []string{"svc-1.ns-1.example.com", "*.ns-2.example.com", "a.io", "*.Big.Example.NET"}
+	tab := NewTable(patterns, []string{"svc", "wild", "short", "net"})
+	if tab.domains == nil {
+		t.Fatal("filter off; every wildcard suffix is 8 bytes or longer")
+	}
+	for _, tt := range []struct{ name, want string }{
+		{"svc-1.ns-1.example.com", "svc"},
+		{"SVC-1.NS-1.EXAMPLE.COM", "svc"}, // capitals in the bytes the filter hashes
+		{"svc-1.ns-1.example.com.", "svc"},
+		{"x.ns-2.exAMPLE.cOm", "wild"},
+		{"a.b.BIG.example.net.", "net"},
+		{"a.io", "short"}, // shorter than the filter's 8 bytes
+		{"A.IO", "short"},
+		{"svc-1.ns-1.example.org", ""},
+		{"svc-1.ns-1.example.co", ""},
+		{"x.ns-2.example.comx", ""},
+		{"10.11.12.13", ""},
+		{"b.io", ""},
+	} {
+		got, ok := tab.Lookup(tt.name)
+		if ok != (tt.want != "") || got != tt.want {
+			t.Errorf("Lookup(%q) = %q, %v; want %q", tt.name, got, ok, tt.want)
+		}
+	}
+
+	// A name the filter turns away still gets the fallback.
+	withFallback := NewTable(append(patterns, ""), []string{"svc", "wild", "short", "net", "fallback"})
+	if got, ok := withFallback.Lookup("svc-1.ns-1.example.org"); !ok || got != "fallback" {
+		t.Errorf("with fallback: Lookup(svc-1.ns-1.example.org) = %q, %v; want fallback", got, ok)
+	}
+
+	// A wildcard suffix under 8 bytes matches names of any ending: no filter.
+	short := NewTable(append(patterns, "*.a.io"), []string{"svc", "wild", "short", "net", "io"})
+	if short.domains != nil {
+		t.Fatal("filter on with the wildcard *.a.io")
+	}
+	if got, ok := short.Lookup("svc.b.a.io"); !ok || got != "io" {
+		t.Errorf("Lookup(svc.b.a.io) = %q, %v; want io", got, ok)
+	}
+}
+
 func TestLookupWithoutFallback(t *testing.T) {
 	tab := NewTable([]string{"a.example.com", "*.example.net"}, []int{1, 2})
 	for _, name := range []string{"", "example.net", "b.example.com", "a.example.com.x", "xa.example.com"} {
@@ -199,8 +243,11 @@ func TestEveryByteCompared(t *testing.T) {
 // of 1,500 random patterns over a small alphabet, so that names share
 // suffixes, wildcards nest, probe runs grow long and tags collide, and on
 // names built from the patterns' own suffixes.
+//
+// Seeds 4 to 7 end every pattern in one of a few domains of 8 bytes or more,
+// so that the domain filter is on, and ask for names in other domains too.
 func TestRandomTables(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(8) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		word := func() string {
 			const alphabet = "abAB0-"
@@ -217,9 +264,17 @@ func TestRandomTables(t *testing.T) {
 			}
 			return strings.Join(labels, ".")
 		}
+		filtered := seed >= 4
+		domains := []string{"example.com", "Example.NET", "b-a.example"}
+		inDomain := func(n string) string {
+			if filtered {
+				return n + "." + domains[r.IntN(len(domains))]
+			}
+			return n
+		}
 		patterns := make([]string, 1000)
 		for i := range patterns {
-			switch p := name(); r.IntN(4) {
+			switch p := inDomain(name()); r.IntN(4) {
 			case 0:
 				patterns[i] = "*." + p
 			case 1:
@@ -236,18 +291,23 @@ func TestRandomTables(t *testing.T) {
 			values[i] = i
 		}
 		tab := NewTable(patterns, values)
+		if filtered != (tab.domains != nil) {
+			t.Fatalf("seed %d: domain filter on = %v", seed, tab.domains != nil)
+		}
 		for range 2000 {
 			var q string
 			p := strings.TrimPrefix(patterns[r.IntN(len(patterns))], "*.")
-			switch r.IntN(4) {
+			switch r.IntN(5) {
 			case 0:
 				q = p
 			case 1:
 				q = word() + "." + p
 			case 2:
 				q = strings.ToUpper(word()) + "." + p[r.IntN(len(p)+1):]
+			case 3:
+				q = inDomain(name())
 			default:
-				q = name()
+				q = name() + "." + word() // mostly in no domain of the table
 			}
 			got, ok := tab.Lookup(q)
 			want, wantOK := refLookup(patterns, q)
@@ -353,6 +413,8 @@ func FuzzLookup(f *testing.F) {
 	f.Add("*.example.com", "example.com")
 	f.Add("*..\n*.\n..", "a...")
 	f.Add("*.example.com\nEXAMPLE.com", ".example.com")
+	f.Add("svc.example.com\n*.ns.example.com", "a.ns.EXAMPLE.COM")
+	f.Add("svc.example.com\n*.ns.example.com", "a.ns.example.net")
 	f.Fuzz(func(t *testing.T, list, name string) {
 		patterns := strings.Split(list, "\n")
 		idx := make([]int, len(patterns))
