@@ -2,6 +2,8 @@ package kube
 
 import (
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
 	"strings"
@@ -103,6 +105,7 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // serves on the addresses it got, and one with none is not served.
 func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName][]string {
 	if len(t.AddressPool) == 0 {
+		t.reportSharedAddresses(res, st)
 		return nil
 	}
 	inPool := make(map[string]bool, len(t.AddressPool))
@@ -196,6 +199,74 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 		st.Gateways[r.key] = gs
 		if len(r.assigned) > 0 {
 			out[r.key] = r.assigned
+		}
+	}
+	return out
+}
+
+// reportSharedAddresses sets, without an address pool, the addresses of
+// every accepted Gateway: Portico's own, or those of them its spec.addresses
+// names (see sharedAddresses). They bind nothing: every Gateway is served on
+// Portico's listening addresses.
+func (t *Translator) reportSharedAddresses(res *Resources, st *Statuses) {
+	own := t.ownAddresses(res)
+	for _, gw := range res.Gateways {
+		key := nn(gw.Namespace, gw.Name)
+		gs, ours := st.Gateways[key]
+		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
+			(len(own) == 0 && len(gw.Spec.Addresses) == 0) {
+			continue
+		}
+		var reason gwv1.GatewayConditionReason
+		var problem string
+		gs.Addresses, reason, problem = sharedAddresses(gw, own)
+		if problem != "" {
+			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(reason), problem)
+		}
+		st.Gateways[key] = gs
+	}
+}
+
+// ownAddresses are Portico's own addresses, which every Gateway is served
+// on without an address pool: the fixed ones, then those of the Service in
+// front of Portico.
+func (t *Translator) ownAddresses(res *Resources) []gwv1.GatewayStatusAddress {
+	out := slices.Clone(t.GatewayAddresses)
+	if t.GatewayService.Name != "" {
+		for _, svc := range res.Services {
+			if svc.Namespace == t.GatewayService.Namespace && svc.Name == t.GatewayService.Name {
+				out = append(out, serviceAddresses(svc)...)
+				break
+			}
+		}
+	}
+	return slices.CompactFunc(out, func(a, b gwv1.GatewayStatusAddress) bool {
+		return ptrValue(a.Type) == ptrValue(b.Type) && a.Value == b.Value
+	})
+}
+
+// serviceAddresses are the load balancer's ingress addresses when it has
+// any, else the cluster IPs.
+func serviceAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
+	var out []gwv1.GatewayStatusAddress
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		switch {
+		case ing.IP != "":
+			out = append(out, GatewayAddress(ing.IP))
+		case ing.Hostname != "":
+			out = append(out, GatewayAddress(ing.Hostname))
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if ip != corev1.ClusterIPNone {
+			out = append(out, GatewayAddress(ip))
 		}
 	}
 	return out

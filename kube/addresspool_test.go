@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -353,5 +355,61 @@ func TestSharedAddresses(t *testing.T) {
 		if (problem == "") != (c.problem == "") || !strings.Contains(problem, c.problem) || reason != c.reason {
 			t.Errorf("%s: %s %q, want %s %q", c.name, reason, problem, c.reason, c.problem)
 		}
+	}
+}
+
+// TestTranslateSharedAddresses: without a pool, translate reports Portico's
+// own addresses (flags, then the Service in front of it) in every accepted
+// Gateway's status, and a change of that Service's addresses is a change
+// translate sees, not one it serves from its endpoints-only shortcut.
+func TestTranslateSharedAddresses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(twoGateways+`---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: elsewhere, namespace: ns}
+spec:
+  gatewayClassName: portico
+  addresses: [{value: 10.9.9.9}]
+  listeners: [{name: http, port: 8080, protocol: HTTP}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, path)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"},
+		Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}}
+	res.Services = append(res.Services, svc)
+
+	tr := NewTranslator("")
+	tr.GatewayAddresses = []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")}
+	tr.GatewayService = types.NamespacedName{Namespace: "portico-system", Name: "portico"}
+	values := func(st *Statuses, name string) []string {
+		var out []string
+		for _, a := range st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}].Addresses {
+			out = append(out, a.Value)
+		}
+		return out
+	}
+
+	_, st := tr.Translate(res)
+	for _, name := range []string{"first", "second"} {
+		if got := values(st, name); !slices.Equal(got, []string{"192.0.2.1", "198.19.0.10"}) {
+			t.Errorf("%s: addresses %q, want the flag's and the Service's", name, got)
+		}
+	}
+	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "elsewhere"}]
+	if c := meta.FindStatusCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed)); c == nil ||
+		c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonAddressNotUsable) || !strings.Contains(c.Message, "10.9.9.9") {
+		t.Errorf("elsewhere: Programmed %+v, want False/AddressNotUsable naming 10.9.9.9", c)
+	}
+
+	// The load balancer gets an address: a new Service object, as from an
+	// informer.
+	lb := svc.DeepCopy()
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+	res.Services[len(res.Services)-1] = lb
+	_, st = tr.Translate(res)
+	if got := values(st, "first"); !slices.Equal(got, []string{"192.0.2.1", "203.0.113.7"}) {
+		t.Errorf("after the load balancer's address: %q", got)
 	}
 }

@@ -40,13 +40,8 @@ type Cluster struct {
 	Runtime    *proxy.Runtime
 	Log        *zap.Logger
 	// Holdoff and MaxDelay debounce change events (see Debouncer).
-	Holdoff  time.Duration
-	MaxDelay time.Duration
-	// GatewayAddresses are reported in every Gateway's status.addresses.
-	GatewayAddresses []gwv1.GatewayStatusAddress
-	// GatewayService, when set, is the Service in front of Portico: its load
-	// balancer ingress addresses, else its cluster IPs, are reported too.
-	GatewayService types.NamespacedName
+	Holdoff        time.Duration
+	MaxDelay       time.Duration
 	LeaderElection LeaderElection
 	// StatusWorkers bounds the status updates in flight; 0 means 8.
 	StatusWorkers int
@@ -251,28 +246,6 @@ func (c *Cluster) rebuild(in *informers) {
 	if len(crdProblems) > 0 {
 		setUnsupportedVersion(st, crdProblems)
 	}
-	// With an address pool, translate reports each Gateway's own addresses.
-	if len(c.Translator.AddressPool) == 0 {
-		addrs := c.addresses(res)
-		for _, gw := range res.Gateways {
-			key := nn(gw.Namespace, gw.Name)
-			gs, ours := st.Gateways[key]
-			if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
-				(len(addrs) == 0 && len(gw.Spec.Addresses) == 0) {
-				continue
-			}
-			var reason gwv1.GatewayConditionReason
-			var problem string
-			gs.Addresses, reason, problem = sharedAddresses(gw, addrs)
-			if problem != "" {
-				// The conditions may be those of a cached translation.
-				gs.Conditions = slices.Clone(gs.Conditions)
-				setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(reason), problem)
-			}
-			st.Gateways[key] = gs
-		}
-	}
-
 	applyStart := time.Now()
 	applied, applyErr := c.apply(cfg, st, res)
 	applyTook := time.Since(applyStart)
@@ -440,50 +413,6 @@ func unprogram(conds []metav1.Condition, condType, reason, msg string, always bo
 			out[i].Status = metav1.ConditionFalse
 			out[i].Reason = reason
 			out[i].Message = msg
-		}
-	}
-	return out
-}
-
-// addresses returns the addresses to report for every Gateway: the fixed
-// ones, then those of the Service in front of Portico.
-func (c *Cluster) addresses(res *Resources) []gwv1.GatewayStatusAddress {
-	out := slices.Clone(c.GatewayAddresses)
-	if c.GatewayService.Name != "" {
-		for _, svc := range res.Services {
-			if svc.Namespace == c.GatewayService.Namespace && svc.Name == c.GatewayService.Name {
-				out = append(out, serviceAddresses(svc)...)
-				break
-			}
-		}
-	}
-	return slices.CompactFunc(out, func(a, b gwv1.GatewayStatusAddress) bool {
-		return ptrValue(a.Type) == ptrValue(b.Type) && a.Value == b.Value
-	})
-}
-
-// serviceAddresses are the load balancer's ingress addresses when it has
-// any, else the cluster IPs.
-func serviceAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
-	var out []gwv1.GatewayStatusAddress
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		switch {
-		case ing.IP != "":
-			out = append(out, GatewayAddress(ing.IP))
-		case ing.Hostname != "":
-			out = append(out, GatewayAddress(ing.Hostname))
-		}
-	}
-	if len(out) > 0 {
-		return out
-	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	for _, ip := range ips {
-		if ip != corev1.ClusterIPNone {
-			out = append(out, GatewayAddress(ip))
 		}
 	}
 	return out

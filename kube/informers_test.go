@@ -65,7 +65,7 @@ func TestGatewayAddresses(t *testing.T) {
 		t.Errorf("headless Service: %+v", got)
 	}
 
-	c := &Cluster{
+	tr := &Translator{
 		GatewayAddresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
 		GatewayService:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
 	}
@@ -73,7 +73,7 @@ func TestGatewayAddresses(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.99"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}},
 	}}
-	if got := c.addresses(res); len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
+	if got := tr.ownAddresses(res); len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
 		t.Errorf("flag and Service addresses: %+v", got)
 	}
 }

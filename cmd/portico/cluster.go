@@ -192,19 +192,18 @@ func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *ad
 
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
 		zap.String("controllerName", string(tr.ControllerName)))
+	tr.GatewayAddresses, tr.GatewayService = addresses, service
 	return &kube.Cluster{
-		Kube:             kc,
-		Gateway:          gc,
-		Metadata:         md,
-		Translator:       tr,
-		Runtime:          rt,
-		Log:              log.Named("cluster"),
-		Holdoff:          holdoff,
-		MaxDelay:         maxDelay,
-		GatewayAddresses: addresses,
-		GatewayService:   service,
-		LeaderElection:   le,
-		StatusWorkers:    o.statusWorkers,
+		Kube:           kc,
+		Gateway:        gc,
+		Metadata:       md,
+		Translator:     tr,
+		Runtime:        rt,
+		Log:            log.Named("cluster"),
+		Holdoff:        holdoff,
+		MaxDelay:       maxDelay,
+		LeaderElection: le,
+		StatusWorkers:  o.statusWorkers,
 		OnApply: func(r kube.ApplyReport) {
 			m.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
 		},
