@@ -175,16 +175,21 @@ func (k portKey) String() string {
 func (p *Port) key() portKey { return portKey{p.Address, p.Number} }
 
 func comparePorts(a, b *Port) int {
-	if c := cmp.Compare(a.Address, b.Address); c != 0 {
+	return comparePortKey(a, portKey{b.Address, b.Number})
+}
+
+func comparePortKey(p *Port, k portKey) int {
+	if c := cmp.Compare(p.Address, k.address); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Number, b.Number)
+	return cmp.Compare(p.Number, k.number)
 }
 
 // port returns the config of one port, or nil. Ports are sorted by
-// comparePorts (Apply sorts them).
+// comparePorts (Apply sorts them). It runs for every request, and searches
+// by key so that it allocates nothing.
 func (c *Config) port(k portKey) *Port {
-	i, ok := slices.BinarySearchFunc(c.Ports, &Port{Address: k.address, Number: k.number}, comparePorts)
+	i, ok := slices.BinarySearchFunc(c.Ports, k, comparePortKey)
 	if !ok {
 		return nil
 	}
