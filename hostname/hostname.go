@@ -198,7 +198,9 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 // and looks it up again.
 func (t *Table[V]) lookupFolded(name string) (v V, ok bool) {
 	if len(name) > maxStackName {
-		name = Normalize(name)
+		// Not Normalize: the trailing dot is already gone, and a second
+		// one belongs to the name.
+		name = lowerASCII(name)
 	} else {
 		var buf [maxStackName]byte
 		b := buf[:len(name)]
@@ -928,16 +930,22 @@ func Normalize(name string) string {
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; 'A' <= c && c <= 'Z' {
-			b := []byte(name)
+	return lowerASCII(name)
+}
+
+// lowerASCII lowercases ASCII letters, and returns s itself when it has
+// none.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			b := []byte(s)
 			for j := i; j < len(b); j++ {
 				b[j] = lower(b[j])
 			}
 			return string(b)
 		}
 	}
-	return name
+	return s
 }
 
 // IsWildcard reports whether pattern is a wildcard pattern ("*." followed by

@@ -99,13 +99,58 @@ func TestDomainFilter(t *testing.T) {
 		t.Errorf("with fallback: Lookup(svc-1.ns-1.example.org) = %q, %v; want fallback", got, ok)
 	}
 
-	// A wildcard suffix under 8 bytes matches names of any ending: no filter.
-	short := NewTable(append(patterns, "*.a.io"), []string{"svc", "wild", "short", "net", "io"})
-	if short.domains != nil {
-		t.Fatal("filter on with the wildcard *.a.io")
+	// A wildcard suffix under 8 bytes matches names of any ending: no
+	// filter. At 8 bytes the filter covers it.
+	for _, tt := range []struct {
+		wildcard, name string
+		filtered       bool
+	}{
+		{"*.a.io", "svc.b.a.io", false},
+		{"*.abc.def", "svc.x.abc.def", false}, // 7 bytes
+		{"*.abcd.efg", "svc.x.abcd.efg", true},
+	} {
+		tab := NewTable(append(patterns, tt.wildcard), []string{"svc", "wild", "short", "net", "new"})
+		if (tab.domains != nil) != tt.filtered {
+			t.Errorf("with %s: filter on = %v, want %v", tt.wildcard, tab.domains != nil, tt.filtered)
+		}
+		if got, ok := tab.Lookup(tt.name); !ok || got != "new" {
+			t.Errorf("with %s: Lookup(%q) = %q, %v; want new", tt.wildcard, tt.name, got, ok)
+		}
 	}
-	if got, ok := short.Lookup("svc.b.a.io"); !ok || got != "io" {
-		t.Errorf("Lookup(svc.b.a.io) = %q, %v; want io", got, ok)
+
+	// Keys longer than the hash indexes hold are in the filter too.
+	long := strings.Repeat("x", 300) + ".example.com"
+	longTab := NewTable(append(patterns, long), []string{"svc", "wild", "short", "net", "long"})
+	if longTab.domains == nil {
+		t.Fatal("filter off with a long key")
+	}
+	for _, name := range []string{long, strings.ToUpper(long) + "."} {
+		if got, ok := longTab.Lookup(name); !ok || got != "long" {
+			t.Errorf("Lookup(%d-byte name) = %q, %v; want long", len(name), got, ok)
+		}
+	}
+}
+
+// TestLongMixedCaseTrailingDots: past 256 bytes a mixed-case name is
+// lowercased on the heap; only one trailing dot is ignored there too.
+func TestLongMixedCaseTrailingDots(t *testing.T) {
+	key := strings.Repeat("a", 300)
+	// The short wildcard turns the domain filter off, which would turn
+	// the names with two dots away before the folded lookup.
+	patterns := []string{key, "*.io"}
+	tab := NewTable(patterns, []int{1, 2})
+	for name, want := range map[string]bool{
+		strings.Repeat("A", 300):        true,
+		strings.Repeat("A", 300) + ".":  true,
+		strings.Repeat("A", 300) + "..": false,
+		key + "..":                      false,
+	} {
+		if _, ok := tab.Lookup(name); ok != want {
+			t.Errorf("Lookup(%q...%q) = %v, want %v", name[:3], name[len(name)-3:], ok, want)
+		}
+		if _, ref := refLookup(patterns, name); ref != want {
+			t.Errorf("reference for %q...%q = %v, want %v", name[:3], name[len(name)-3:], ref, want)
+		}
 	}
 }
 

@@ -2,12 +2,11 @@ package kube
 
 import (
 	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -105,7 +104,9 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // serves on the addresses it got, and one with none is not served.
 func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName][]string {
 	if len(t.AddressPool) == 0 {
-		t.reportSharedAddresses(res, st)
+		if t.Shared != nil {
+			t.reportSharedAddresses(res, st)
+		}
 		return nil
 	}
 	inPool := make(map[string]bool, len(t.AddressPool))
@@ -209,7 +210,7 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 // names (see sharedAddresses). They bind nothing: every Gateway is served on
 // Portico's listening addresses.
 func (t *Translator) reportSharedAddresses(res *Resources, st *Statuses) {
-	own := t.ownAddresses(res)
+	own := t.Shared.own(res)
 	for _, gw := range res.Gateways {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := st.Gateways[key]
@@ -227,14 +228,23 @@ func (t *Translator) reportSharedAddresses(res *Resources, st *Statuses) {
 	}
 }
 
-// ownAddresses are Portico's own addresses, which every Gateway is served
-// on without an address pool: the fixed ones, then those of the Service in
-// front of Portico.
-func (t *Translator) ownAddresses(res *Resources) []gwv1.GatewayStatusAddress {
-	out := slices.Clone(t.GatewayAddresses)
-	if t.GatewayService.Name != "" {
+// SharedAddresses are Portico's own addresses, on which every Gateway is
+// served without an address pool.
+type SharedAddresses struct {
+	// Addresses are reported as they are (--gateway-address).
+	Addresses []gwv1.GatewayStatusAddress
+	// Service, when set, is the Service in front of Portico
+	// (--gateway-service): its load balancer ingress addresses, else its
+	// cluster IPs, are reported after Addresses.
+	Service types.NamespacedName
+}
+
+// own lists the addresses: the fixed ones, then those of the Service.
+func (sh *SharedAddresses) own(res *Resources) []gwv1.GatewayStatusAddress {
+	out := slices.Clone(sh.Addresses)
+	if sh.Service.Name != "" {
 		for _, svc := range res.Services {
-			if svc.Namespace == t.GatewayService.Namespace && svc.Name == t.GatewayService.Name {
+			if svc.Namespace == sh.Service.Namespace && svc.Name == sh.Service.Name {
 				out = append(out, serviceAddresses(svc)...)
 				break
 			}

@@ -362,6 +362,7 @@ func TestSharedAddresses(t *testing.T) {
 // own addresses (flags, then the Service in front of it) in every accepted
 // Gateway's status, and a change of that Service's addresses is a change
 // translate sees, not one it serves from its endpoints-only shortcut.
+// Standalone, with no addresses of its own, reports none and checks none.
 func TestTranslateSharedAddresses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	if err := os.WriteFile(path, []byte(twoGateways+`---
@@ -381,8 +382,10 @@ spec:
 	res.Services = append(res.Services, svc)
 
 	tr := NewTranslator("")
-	tr.GatewayAddresses = []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")}
-	tr.GatewayService = types.NamespacedName{Namespace: "portico-system", Name: "portico"}
+	tr.Shared = &SharedAddresses{
+		Addresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
+		Service:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
+	}
 	values := func(st *Statuses, name string) []string {
 		var out []string
 		for _, a := range st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}].Addresses {
@@ -401,6 +404,14 @@ spec:
 	if c := meta.FindStatusCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed)); c == nil ||
 		c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonAddressNotUsable) || !strings.Contains(c.Message, "10.9.9.9") {
 		t.Errorf("elsewhere: Programmed %+v, want False/AddressNotUsable naming 10.9.9.9", c)
+	}
+
+	// Standalone (no Shared): no addresses to report, and none to check
+	// spec.addresses against.
+	_, st0 := NewTranslator("").Translate(res)
+	gs = st0.Gateways[types.NamespacedName{Namespace: "ns", Name: "elsewhere"}]
+	if !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionProgrammed)) || len(gs.Addresses) != 0 {
+		t.Errorf("standalone: elsewhere %+v, want programmed without addresses", gs)
 	}
 
 	// The load balancer gets an address: a new Service object, as from an

@@ -379,7 +379,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 
 	var applied atomic.Int64
 	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(c *Cluster) {
-		c.Translator.GatewayService = types.NamespacedName{Namespace: "portico-system", Name: "portico"}
+		c.Translator.Shared = &SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 		c.OnApply = func(r ApplyReport) {
 			if r.Err == nil {
 				applied.Store(r.Generation)

@@ -158,7 +158,7 @@ func TestDeployManifests(t *testing.T) {
 
 	sa := f.env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
 	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(c *Cluster) {
-		c.Translator.GatewayService = types.NamespacedName{Namespace: "portico-system", Name: "portico"}
+		c.Translator.Shared = &SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 	})
 	waitFor(t, 10*time.Second, "leading", func() error {
 		if !p.c.Leading() {

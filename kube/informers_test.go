@@ -65,15 +65,15 @@ func TestGatewayAddresses(t *testing.T) {
 		t.Errorf("headless Service: %+v", got)
 	}
 
-	tr := &Translator{
-		GatewayAddresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
-		GatewayService:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
+	shared := &SharedAddresses{
+		Addresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
+		Service:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
 	}
 	res := &Resources{Services: []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.99"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}},
 	}}
-	if got := tr.ownAddresses(res); len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
+	if got := shared.own(res); len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
 		t.Errorf("flag and Service addresses: %+v", got)
 	}
 }

@@ -59,13 +59,11 @@ type Translator struct {
 	// from this list, on which its ports are bound and which its status
 	// reports; without it all Gateways share Portico's addresses.
 	AddressPool []string
-	// GatewayAddresses are Portico's own addresses, reported by every
-	// Gateway when there is no AddressPool.
-	GatewayAddresses []gwv1.GatewayStatusAddress
-	// GatewayService, when set, is the Service in front of Portico: its load
-	// balancer ingress addresses, else its cluster IPs, are Portico's
-	// addresses too.
-	GatewayService types.NamespacedName
+	// Shared, without an AddressPool, says where Portico's own addresses
+	// come from: every accepted Gateway reports them, and its spec.addresses
+	// is checked against them. Nil in standalone mode, which writes no
+	// status and knows no addresses of its own: Gateways report none.
+	Shared *SharedAddresses
 
 	// caBundles are the parsed CA certificates of the ConfigMaps the last
 	// translation read, by object.

@@ -192,7 +192,7 @@ func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *ad
 
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
 		zap.String("controllerName", string(tr.ControllerName)))
-	tr.GatewayAddresses, tr.GatewayService = addresses, service
+	tr.Shared = &kube.SharedAddresses{Addresses: addresses, Service: service}
 	return &kube.Cluster{
 		Kube:           kc,
 		Gateway:        gc,
