@@ -82,6 +82,9 @@ func TestMetricsExposition(t *testing.T) {
 	m.SetLeader(true)
 	m.StatusWritten("Gateway", "ok")
 	m.StatusWritten("Gateway", "conflict")
+	m.ObserveHandshakeFailure("443", "unknown_server_name")
+	m.ObserveHandshakeFailure("443", "unknown_server_name")
+	m.ObserveHandshakeFailure("10.0.0.1:8443", "not_tls")
 
 	code, body := scrape(t, base, "/metrics")
 	if code != 200 {
@@ -101,6 +104,8 @@ func TestMetricsExposition(t *testing.T) {
 		`portico_apply_duration_seconds_count 2`,
 		`portico_leader 1`,
 		`portico_status_writes_total{kind="Gateway",result="conflict"} 1`,
+		`portico_tls_handshake_failures_total{port="443",reason="unknown_server_name"} 2`,
+		`portico_tls_handshake_failures_total{port="10.0.0.1:8443",reason="not_tls"} 1`,
 		`go_goroutines `,
 		`process_open_fds `,
 	} {
@@ -120,6 +125,7 @@ func TestNilMetricsIsOff(t *testing.T) {
 	m.ConfigApplied(1, 0, 0, 0, nil)
 	m.SetLeader(true)
 	m.StatusWritten("Gateway", "ok")
+	m.ObserveHandshakeFailure("443", "closed")
 }
 
 func BenchmarkObserveRequest(b *testing.B) {

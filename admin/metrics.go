@@ -27,6 +27,7 @@ type Metrics struct {
 	leader       prometheus.Gauge
 	statusWrites *prometheus.CounterVec
 	acme         *prometheus.CounterVec
+	handshakes   *prometheus.CounterVec
 
 	// counters caches the child counter of each (route, code): looking it
 	// up by label values on every request would hash the labels and
@@ -89,12 +90,17 @@ func NewMetrics() *Metrics {
 			Name: "portico_acme_events_total",
 			Help: "ACME certificate events: obtained, failed (an order), renewed, renew_failed.",
 		}, []string{"event"}),
+		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_tls_handshake_failures_total",
+			Help: "TLS handshakes that failed, by port and reason (unknown_server_name, not_tls, client_certificate, " +
+				"unsupported_parameters, timeout, closed, other).",
+		}, []string{"port", "reason"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.latency, m.generation, m.applies, m.translate, m.apply,
-		m.certificates, m.leader, m.statusWrites, m.acme,
+		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 	)
 	return m
 }
@@ -116,6 +122,16 @@ func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
 	}
 	c.(prometheus.Counter).Inc()
 	m.latency.Observe(d.Seconds())
+}
+
+// ObserveHandshakeFailure records a TLS handshake that failed on port
+// ("number" or "address:number") for reason (see proxy.HandshakeObserver).
+// Looking the labels up costs little next to the handshake itself.
+func (m *Metrics) ObserveHandshakeFailure(port, reason string) {
+	if m == nil {
+		return
+	}
+	m.handshakes.WithLabelValues(port, reason).Inc()
 }
 
 // ConfigApplied records a configuration handed to the data plane: its

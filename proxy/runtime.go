@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"slices"
@@ -42,6 +43,8 @@ type Options struct {
 	DialTimeout time.Duration
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
+	// Handshakes, when set, is told about every failed TLS handshake.
+	Handshakes HandshakeObserver
 	// Challenges, when set, may answer a request on a plain HTTP port
 	// before any route is matched (ACME HTTP-01 challenges).
 	Challenges ChallengeHandler
@@ -259,7 +262,7 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		IdleTimeout:       rt.opts.IdleTimeout,
 		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
 		ConnContext:       connContext,
-		ErrorLog:          zap.NewStdLog(ps.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.key().String(), obs: rt.opts.Handshakes}, "", 0),
 	}
 	ps.h2 = &http2.Server{
 		MaxConcurrentStreams:         rt.opts.MaxConcurrentStreams,

@@ -138,6 +138,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts.DrainTimeout = *drain
 	metrics := admin.NewMetrics()
 	opts.Observer = metrics
+	opts.Handshakes = metrics
 	var s *kube.Standalone // standalone mode
 	var manager *acme.Manager
 	// In a cluster the ACME storage needs the API client, made after the

@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/sni"
+	"portico.dev/portico/sni/snitest"
+)
+
+type handshakeFailures struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *handshakeFailures) ObserveHandshakeFailure(port, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, port+" "+reason)
+}
+
+func (h *handshakeFailures) wait(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		h.mu.Lock()
+		i := slices.Index(h.got, want)
+		if i >= 0 {
+			h.got = slices.Delete(h.got, i, i+1)
+		}
+		h.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Fatalf("no failure %q observed; got %q", want, h.got)
+}
+
+// TestHandshakeFailuresObserved: failed TLS handshakes on a real HTTPS
+// port are counted by reason, and a handshake that succeeds is not.
+func TestHandshakeFailuresObserved(t *testing.T) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(name string) *tls.Certificate {
+		pair, err := ca.Issue(snitest.ECDSA, int64(len(name)), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := sni.ParseKeyPair(pair.CertPEM, pair.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	open := &Listener{Key: "Gateway/ns/gw/open", Hostname: "open.example.com", Routes: routeTable(t, "svc")}
+	strict := &Listener{Key: "Gateway/ns/gw/strict", Hostname: "strict.example.com", Routes: routeTable(t, "svc"),
+		ClientAuth: &sni.ClientAuth{ID: "strict", CAs: ca.Pool}}
+	entries := []*sni.Entry{
+		{Hostname: open.Hostname, Certificates: []*tls.Certificate{leaf(open.Hostname)}, Value: open},
+		{Hostname: strict.Hostname, Certificates: []*tls.Certificate{leaf(strict.Hostname)}, Value: strict, ClientAuth: strict.ClientAuth},
+	}
+	all := []*Listener{open, strict}
+
+	failures := &handshakeFailures{}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.Handshakes = failures
+	rt := New(opts, zap.NewNop())
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
+	cfg.Ports[0].Protocol = HTTPS
+	cfg.Ports[0].All = all
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{open.Hostname, strict.Hostname}, all)
+	cfg.Ports[0].SNI = sni.NewTable(entries)
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	port := fmt.Sprint(p)
+
+	handshake := func(c *tls.Config) error {
+		conn, err := tls.Dial("tcp", addr, c)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		// A TLS 1.3 server checks the client certificate after the
+		// client has finished: a read tells whether it was refused.
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", c.ServerName)
+		_, err = conn.Read(make([]byte, 1))
+		return err
+	}
+
+	if err := handshake(&tls.Config{ServerName: "open.example.com", RootCAs: ca.Pool}); err != nil {
+		t.Fatalf("handshake with a served name: %v", err)
+	}
+	if err := handshake(&tls.Config{ServerName: "nobody.example.com", RootCAs: ca.Pool}); err == nil ||
+		!strings.Contains(err.Error(), "unrecognized name") {
+		t.Fatalf("unknown name: %v, want unrecognized name", err)
+	}
+	failures.wait(t, port+" "+HandshakeUnknownName)
+
+	if err := handshake(&tls.Config{ServerName: "strict.example.com", RootCAs: ca.Pool}); err == nil {
+		t.Fatal("no client certificate: served")
+	}
+	failures.wait(t, port+" "+HandshakeClientCertificate)
+
+	if err := handshake(&tls.Config{ServerName: "open.example.com", RootCAs: ca.Pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+		t.Fatal("TLS 1.1: served")
+	}
+	failures.wait(t, port+" "+HandshakeUnsupported)
+
+	plain, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(plain, "GET / HTTP/1.1\r\nHost: open.example.com\r\n\r\n")
+	answer, _ := io.ReadAll(plain)
+	plain.Close()
+	if !strings.Contains(string(answer), "400") {
+		t.Errorf("plain HTTP on the TLS port: %q", answer)
+	}
+	failures.wait(t, port+" "+HandshakeNotTLS)
+
+	gone, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	failures.wait(t, port+" "+HandshakeClosed)
+
+	time.Sleep(50 * time.Millisecond) // anything late would show now
+	failures.mu.Lock()
+	defer failures.mu.Unlock()
+	if len(failures.got) != 0 {
+		t.Errorf("more failures than handshakes that failed: %q", failures.got)
+	}
+}
+
+// TestServerLogLevels: what net/http reports goes to the log at a level
+// that fits it, and only handshake failures are counted.
+func TestServerLogLevels(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	failures := &handshakeFailures{}
+	l := &serverLog{log: zap.New(core), port: "443", obs: failures}
+	for _, line := range []string{
+		"http: TLS handshake error from [::1]:53211: tls: no certificates configured\n",
+		"http: TLS handshake error from 10.0.0.1:4000: EOF\n",
+		"http2: server: error reading preface from client 10.0.0.1:4001: read: connection reset by peer\n",
+		"http: Accept error: accept tcp [::]:443: accept4: too many open files; retrying in 5ms\n",
+		"http: panic serving 10.0.0.1:4002: boom\ngoroutine 1 [running]:\n",
+	} {
+		if _, err := l.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, e := range logs.All() {
+		remote, _ := e.ContextMap()["remote"].(string)
+		got = append(got, fmt.Sprintf("%s %s %s", e.Level, strings.SplitN(e.Message, ":", 2)[0], remote))
+	}
+	want := []string{
+		"debug TLS handshake failed [::1]:53211",
+		"debug TLS handshake failed 10.0.0.1:4000",
+		"debug http2 ",
+		"warn http ",
+		"error http ",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("log entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !slices.Equal(failures.got, []string{"443 " + HandshakeUnknownName, "443 " + HandshakeClosed}) {
+		t.Errorf("counted %q", failures.got)
+	}
+}
+
+// TestHandshakeReason: the error texts of crypto/tls and net/http map to
+// their reasons.
+func TestHandshakeReason(t *testing.T) {
+	for detail, want := range map[string]string{
+		"tls: no certificates configured":                                                    HandshakeUnknownName,
+		"client sent an HTTP request to an HTTPS server":                                     HandshakeNotTLS,
+		"tls: first record does not look like a TLS handshake":                               HandshakeNotTLS,
+		"tls: client didn't provide a certificate":                                           HandshakeClientCertificate,
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority":   HandshakeClientCertificate,
+		"tls: invalid signature by the client certificate: crypto/ecdsa: verification error": HandshakeClientCertificate,
+		"tls: client offered only unsupported versions: [302 301]":                           HandshakeUnsupported,
+		"tls: no cipher suite supported by both client and server; client offered: [a]":      HandshakeUnsupported,
+		"tls: client requested unsupported application protocols ([\"x\"])":                  HandshakeUnsupported,
+		"read tcp 127.0.0.1:443->127.0.0.1:5000: i/o timeout":                                HandshakeTimeout,
+		"EOF": HandshakeClosed,
+		"read tcp 127.0.0.1:443->127.0.0.1:5000: read: connection reset by peer": HandshakeClosed,
+		"local error: tls: bad record MAC":                                       HandshakeOther,
+	} {
+		if got := handshakeReason(detail); got != want {
+			t.Errorf("%q: %s, want %s", detail, got, want)
+		}
+	}
+}
