@@ -94,6 +94,10 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		ReadIdleTimeout: 30 * time.Second,
 		PingTimeout:     15 * time.Second,
 	}
+	// ReverseProxy logs only what the ErrorHandler does not see: a body
+	// copy cut short, by the client or the backend, after the answer
+	// started. That is routine; it goes to the debug log.
+	copyLog, _ := zap.NewStdLogAt(log, zap.DebugLevel) // fails only for levels above Fatal
 	f.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
 		Transport:      f,
@@ -101,7 +105,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   f.proxyError,
 		BufferPool:     &bufferPool{},
-		ErrorLog:       zap.NewStdLog(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		ErrorLog:       copyLog,
 	}
 	return f
 }
