@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // BenchmarkForward is one GET through a Portico port to a backend, over
@@ -14,8 +15,20 @@ import (
 // client and the backend too (same process), which stay the same from run
 // to run: the changes are Portico's.
 func BenchmarkForward(b *testing.B) {
+	benchmarkForward(b, DefaultOptions())
+}
+
+// BenchmarkForwardAccessLog is BenchmarkForward with the access log on,
+// JSON lines into a discarding writer.
+func BenchmarkForwardAccessLog(b *testing.B) {
+	opts := DefaultOptions()
+	opts.AccessLog = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	benchmarkForward(b, opts)
+}
+
+func benchmarkForward(b *testing.B, opts Options) {
 	backend := slowBackend(b, "backend")
-	rt := New(DefaultOptions(), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {

@@ -332,6 +332,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
 			return
 		}
+		if sw, ok := w.(*statusWriter); ok {
+			sw.upstream = x.addr // the last attempt's, for the access log
+		}
 		last := attempt >= attempts
 		if !last {
 			x.retryCodes = rule.Retry.Codes

@@ -18,8 +18,8 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if ch := ps.rt.opts.Challenges; ch != nil && r.TLS == nil && ch.HandleHTTPChallenge(w, r) {
 		return
 	}
-	obs := ps.rt.opts.Observer
-	if obs == nil {
+	obs, access := ps.rt.opts.Observer, ps.rt.opts.AccessLog
+	if obs == nil && access == nil {
 		ps.route(w, r)
 		return
 	}
@@ -30,7 +30,13 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if rule != nil {
 		route = rule.RouteName
 	}
-	obs.ObserveRequest(route, sw.code(), time.Since(start))
+	d := time.Since(start)
+	if obs != nil {
+		obs.ObserveRequest(route, sw.code(), d)
+	}
+	if access != nil {
+		logAccess(access, r, sw, route, d)
+	}
 }
 
 // route serves one request and returns the rule that matched, if any.
@@ -94,11 +100,15 @@ func requestHost(h string) string {
 	return h
 }
 
-// statusWriter remembers the status code for metrics. Unwrap lets
-// http.ResponseController reach the connection for flushes and upgrades.
+// statusWriter remembers the status code and the size of the answer for
+// metrics and the access log, and the forwarder leaves the endpoint it
+// chose there. Unwrap lets http.ResponseController reach the connection for
+// flushes and upgrades.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	bytes    int64
+	upstream string
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -112,7 +122,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) Flush() {

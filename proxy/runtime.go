@@ -45,6 +45,8 @@ type Options struct {
 	Observer RequestObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
 	Handshakes HandshakeObserver
+	// AccessLog, when set, gets one entry per request (see logAccess).
+	AccessLog *zap.Logger
 	// Challenges, when set, may answer a request on a plain HTTP port
 	// before any route is matched (ACME HTTP-01 challenges).
 	Challenges ChallengeHandler

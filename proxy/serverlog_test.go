@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -211,5 +212,66 @@ func TestHandshakeReason(t *testing.T) {
 		if got := handshakeReason(detail); got != want {
 			t.Errorf("%q: %s, want %s", detail, got, want)
 		}
+	}
+}
+
+// TestAccessLog: one entry per request, with what was asked, the answer,
+// the route and the endpoint; a request no route matched has neither.
+func TestAccessLog(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.AccessLog = zap.New(core)
+	rt := New(opts, zap.NewNop())
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	p := freePort(t)
+	backend := slowBackend(t, "backend-a")
+	cfg := httpPortConfig(t, p, "svc", backend)
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All)
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	get := func(host, path string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", p, path), nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // test
+		resp.Body.Close()
+	}
+	get("a.example.com", "/x?token=secret")
+	get("b.example.com", "/y")
+
+	var entries []map[string]any
+	for deadline := time.Now().Add(5 * time.Second); len(entries) < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		entries = entries[:0]
+		for _, e := range logs.All() {
+			entries = append(entries, e.ContextMap())
+		}
+	}
+	if len(entries) != 2 {
+		t.Fatalf("%d entries, want 2: %v", len(entries), entries)
+	}
+	slices.SortFunc(entries, func(a, b map[string]any) int { return strings.Compare(a["host"].(string), b["host"].(string)) })
+	served, missed := entries[0], entries[1]
+	for k, want := range map[string]any{
+		"method": "GET", "host": "a.example.com", "path": "/x", "proto": "HTTP/1.1",
+		"status": int64(200), "bytes": int64(len("backend-a")), "route": "ns/r", "upstream": backend,
+	} {
+		if served[k] != want {
+			t.Errorf("served %s = %v (%T), want %v", k, served[k], served[k], want)
+		}
+	}
+	if !strings.HasPrefix(served["remote"].(string), "127.0.0.1:") {
+		t.Errorf("remote %v", served["remote"])
+	}
+	if d, _ := served["duration"].(time.Duration); d <= 0 {
+		t.Errorf("duration %v", served["duration"])
+	}
+	if missed["status"] != int64(404) || missed["route"] != nil || missed["upstream"] != nil {
+		t.Errorf("unrouted request: %v", missed)
 	}
 }

@@ -93,6 +93,31 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
 }
 
+// newAccessLog opens the access log: JSON lines to path, or to standard
+// output for "-". Writes are buffered (256 KiB, flushed every second) so
+// that a request does not wait on a write to the file; close flushes.
+func newAccessLog(path string) (*zap.Logger, func(), error) {
+	var out zapcore.WriteSyncer = os.Stdout
+	if path != "-" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--access-log: %w", err)
+		}
+		out = f
+	}
+	buffered := &zapcore.BufferedWriteSyncer{WS: out, Size: 256 << 10, FlushInterval: time.Second}
+	cfg := zap.NewProductionEncoderConfig()
+	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.LevelKey, cfg.CallerKey, cfg.StacktraceKey = zapcore.OmitKey, zapcore.OmitKey, zapcore.OmitKey
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(cfg), buffered, zapcore.InfoLevel))
+	return log, func() {
+		_ = buffered.Stop() // flushes
+		if f, ok := out.(*os.File); ok && f != os.Stdout {
+			_ = f.Close()
+		}
+	}, nil
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -106,6 +131,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
+	accessLog := fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)")
 	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
 	cf := clusterFlags(fs)
 	af := newACMEFlags(fs)
@@ -139,6 +165,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	metrics := admin.NewMetrics()
 	opts.Observer = metrics
 	opts.Handshakes = metrics
+	if *accessLog != "" {
+		alog, closeLog, err := newAccessLog(*accessLog)
+		if err != nil {
+			return err
+		}
+		defer closeLog()
+		opts.AccessLog = alog
+	}
 	var s *kube.Standalone // standalone mode
 	var manager *acme.Manager
 	// In a cluster the ACME storage needs the API client, made after the

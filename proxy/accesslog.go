@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// logAccess writes the access log entry of one request, once it was
+// answered: who asked (remote, and the SNI name on TLS ports), what
+// (method, host, path without the query, which may carry secrets,
+// protocol), the answer (status, body bytes, time from the request's headers
+// to the end of the answer), and where it went (the HTTPRoute and the
+// endpoint of the last attempt, when there was one).
+func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string, d time.Duration) {
+	ce := log.Check(zapcore.InfoLevel, "request")
+	if ce == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 11)
+	fields = append(fields,
+		zap.String("remote", r.RemoteAddr),
+		zap.String("method", r.Method),
+		zap.String("host", r.Host),
+		zap.String("path", r.URL.Path),
+		zap.String("proto", r.Proto),
+		zap.Int("status", sw.code()),
+		zap.Int64("bytes", sw.bytes),
+		zap.Duration("duration", d),
+	)
+	if r.TLS != nil {
+		fields = append(fields, zap.String("sni", r.TLS.ServerName))
+	}
+	if route != "" {
+		fields = append(fields, zap.String("route", route))
+	}
+	if sw.upstream != "" {
+		fields = append(fields, zap.String("upstream", sw.upstream))
+	}
+	ce.Write(fields...)
+}
