@@ -38,6 +38,8 @@ type forwarder struct {
 	h2c *http2.Transport
 	// tls holds the transports of backends with a BackendTLSPolicy.
 	tls *backendTLSTransports
+	// down are the endpoints that failed to connect lately.
+	down downSet
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need.
@@ -57,7 +59,10 @@ type exchange struct {
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
 	retryCodes []int
-	retryable  error
+	// failover, when set, makes a failure to connect an error the handler
+	// retries on another endpoint instead of an answer.
+	failover  bool
+	retryable error
 }
 
 type exchangeKey struct{}
@@ -68,7 +73,8 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout}}
-	// Portico retries nothing on its own unless a rule says so. The
+	// Portico retries nothing on its own unless a rule says so, except a
+	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
 	// without a body) a second time when a reused keep-alive connection
 	// fails before any byte of an answer: that is what a backend closing an
@@ -178,7 +184,10 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
-	if x != nil && x.retryCodes != nil {
+	if x != nil && isDialError(err) {
+		f.down.mark(x.addr, time.Now())
+	}
+	if x != nil && (x.retryCodes != nil || x.failover && isDialError(err)) {
 		// The handler decides: retry, or answer after the last attempt.
 		x.retryable = err
 		return
@@ -320,13 +329,17 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	if replay && rule.Retry != nil {
 		attempts += max(rule.Retry.Attempts, 0)
 	}
+	// A request that can be sent again goes to another endpoint when its
+	// endpoint cannot be reached (see failover.go).
+	resendable := replay || out.ContentLength == 0
+	failovers := 0
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
 		// request's (the backend answered with a retryable code, or dropped
 		// that connection). Only an endpoint that cannot be reached at all
 		// is swapped for the next one.
 		if attempt == 1 || isDialError(x.retryable) {
-			x.addr = eps.pick()
+			x.addr = eps.pickUp(&f.down)
 		}
 		if x.addr == "" {
 			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
@@ -335,6 +348,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
 		}
+		x.failover = resendable && failovers < maxFailover && eps.hasUp(&f.down, x.addr)
 		last := attempt >= attempts
 		if !last {
 			x.retryCodes = rule.Retry.Codes
@@ -362,6 +376,18 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		}
 		if ctx.Err() != nil {
 			writeProxyError(f.log, w, r, x, ctx.Err())
+			return
+		}
+		if x.failover && isDialError(x.retryable) {
+			// Not an attempt of the retry policy: the request never
+			// reached a backend.
+			failovers++
+			attempt--
+			continue
+		}
+		if last {
+			// Only failover kept the error from being answered.
+			writeProxyError(f.log, w, r, x, x.retryable)
 			return
 		}
 		if rule.Retry.Backoff > 0 {

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An endpoint that refused a connection (or could not be reached at all) is
+// left out of the balancing for downFor, as long as its Service has others:
+// a pod that is gone stays in the EndpointSlice for a few seconds, and
+// without this every request picking it would fail. A request that can be
+// sent again (no body, or a body Portico kept) then goes to another
+// endpoint, at most maxFailover times, whatever the rule's retry policy.
+const (
+	downFor     = 5 * time.Second
+	maxFailover = 2
+)
+
+// downSet remembers endpoints that failed to connect, until when they are
+// left out. It is keyed by address, not by Endpoints: configs are rebuilt
+// whenever endpoints change, and the failure must outlive that.
+type downSet struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	// n is len(until), read without the lock by every request.
+	n atomic.Int32
+}
+
+func (d *downSet) mark(addr string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.until == nil {
+		d.until = map[string]time.Time{}
+	}
+	d.until[addr] = now.Add(downFor)
+	// Forget what expired, so the map does not grow with endpoints that
+	// have long been replaced.
+	for a, t := range d.until {
+		if !now.Before(t) {
+			delete(d.until, a)
+		}
+	}
+	d.n.Store(int32(len(d.until)))
+}
+
+// isDown reports whether addr is left out at now.
+func (d *downSet) isDown(addr string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.until[addr]
+	return ok && now.Before(t)
+}
+
+// any reports whether some endpoint may be down; when none is, requests
+// skip the checks and the lock.
+func (d *downSet) any() bool {
+	return d.n.Load() > 0
+}
+
+// pickUp returns the next address of e that is not down, or the next
+// address when all of them are (trying one beats failing every request),
+// or "" when e has none.
+func (e *Endpoints) pickUp(down *downSet) string {
+	addr := e.pick()
+	if addr == "" || len(e.Addrs) == 1 || !down.any() {
+		return addr
+	}
+	now := time.Now()
+	for range len(e.Addrs) {
+		if !down.isDown(addr, now) {
+			return addr
+		}
+		addr = e.pick()
+	}
+	return addr
+}
+
+// hasUp reports whether e has an address other than except that is not
+// down: somewhere to fail over to.
+func (e *Endpoints) hasUp(down *downSet, except string) bool {
+	if e == nil {
+		return false
+	}
+	now := time.Now()
+	for _, a := range e.Addrs {
+		if a != except && !down.isDown(a, now) {
+			return true
+		}
+	}
+	return false
+}

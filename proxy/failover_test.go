@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"portico.dev/portico/routing"
+)
+
+// deadAddr is a loopback address nothing listens on: connecting is refused.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestFailoverToLiveEndpoint: an endpoint that refuses connections costs a
+// request that can be sent again nothing (it goes to another endpoint), and
+// is left out for the requests after it, those with a body included.
+func TestFailoverToLiveEndpoint(t *testing.T) {
+	live := slowBackend(t, "live")
+	dead := deadAddr(t)
+	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	start := func() (*Runtime, string) {
+		rt := newRuntime(t)
+		p := freePort(t)
+		cfg := httpPortConfig(t, p, "svc", live)
+		cfg.Endpoints[key] = NewEndpoints(dead, live) // the dead one is picked first
+		if err := rt.Apply(cfg); err != nil {
+			t.Fatal(err)
+		}
+		return rt, fmt.Sprintf("http://127.0.0.1:%d/", p)
+	}
+	post := func(url string) (int, string) {
+		resp, err := http.Post(url, "text/plain", strings.NewReader("payload"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	rt, url := start()
+	for i := range 6 {
+		if code, got := body(t, url); code != 200 || got != "live" {
+			t.Fatalf("GET %d: %d %q, want 200 from the live endpoint", i, code, got)
+		}
+	}
+	if !rt.fwd.down.isDown(dead, time.Now()) || rt.fwd.down.isDown(live, time.Now()) {
+		t.Errorf("down: %v, want only %s", rt.fwd.down.until, dead)
+	}
+	for i := range 4 {
+		if code, got := post(url); code != 200 || got != "live" {
+			t.Fatalf("POST %d after the failure: %d %q", i, code, got)
+		}
+	}
+
+	// A body Portico did not keep cannot be sent twice: the first request
+	// to pick the dead endpoint fails, the ones after it do not.
+	_, url = start()
+	if code, _ := post(url); code != http.StatusBadGateway {
+		t.Errorf("first POST to the dead endpoint: %d, want 502", code)
+	}
+	for i := range 4 {
+		if code, got := post(url); code != 200 || got != "live" {
+			t.Fatalf("POST %d: %d %q", i, code, got)
+		}
+	}
+}
+
+// TestAllEndpointsDown: with nowhere to fail over to, a request is still
+// tried (one endpoint may be back) and answered 502.
+func TestAllEndpointsDown(t *testing.T) {
+	rt := newRuntime(t)
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", deadAddr(t))
+	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints[key] = NewEndpoints(deadAddr(t), deadAddr(t))
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", p)
+	for i := range 3 {
+		if code, _ := body(t, url); code != http.StatusBadGateway {
+			t.Fatalf("GET %d: %d, want 502", i, code)
+		}
+	}
+}
+
+// TestDownSetExpires: an endpoint is left out for downFor, and entries that
+// expired are dropped at the next mark.
+func TestDownSetExpires(t *testing.T) {
+	var d downSet
+	t0 := time.Now()
+	d.mark("10.0.0.1:80", t0)
+	if !d.any() || !d.isDown("10.0.0.1:80", t0.Add(downFor-time.Millisecond)) || d.isDown("10.0.0.1:80", t0.Add(downFor)) {
+		t.Fatal("10.0.0.1 not down for exactly downFor")
+	}
+	d.mark("10.0.0.2:80", t0.Add(downFor))
+	if len(d.until) != 1 || d.n.Load() != 1 {
+		t.Errorf("after expiry: %v (n=%d), want only 10.0.0.2", d.until, d.n.Load())
+	}
+
+	e := NewEndpoints("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
+	d.mark("10.0.0.1:80", time.Now())
+	for range 6 {
+		if a := e.pickUp(&d); a != "10.0.0.3:80" {
+			t.Fatalf("pickUp = %s, want the only endpoint up", a)
+		}
+	}
+	if !e.hasUp(&d, "10.0.0.2:80") || e.hasUp(&d, "10.0.0.3:80") {
+		t.Error("hasUp")
+	}
+}
