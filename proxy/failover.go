@@ -82,6 +82,15 @@ func (e *Endpoints) hasUp(down *downSet, except string) bool {
 	if e == nil {
 		return false
 	}
+	// Every request asks this: without endpoints down it costs no lock.
+	if !down.any() {
+		for _, a := range e.Addrs {
+			if a != except {
+				return true
+			}
+		}
+		return false
+	}
 	now := time.Now()
 	for _, a := range e.Addrs {
 		if a != except && !down.isDown(a, now) {
