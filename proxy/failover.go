@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +26,9 @@ const (
 type downSet struct {
 	mu    sync.Mutex
 	until map[string]time.Time
-	// n is len(until), read without the lock by every request.
-	n atomic.Int32
+	// latest is the last expiry in until (Unix nanoseconds), read
+	// without the lock by every request: past it, nothing is down.
+	latest atomic.Int64
 }
 
 func (d *downSet) mark(addr string, now time.Time) {
@@ -36,12 +40,15 @@ func (d *downSet) mark(addr string, now time.Time) {
 	d.until[addr] = now.Add(downFor)
 	// Forget what expired, so the map does not grow with endpoints that
 	// have long been replaced.
+	latest := int64(0)
 	for a, t := range d.until {
 		if !now.Before(t) {
 			delete(d.until, a)
+			continue
 		}
+		latest = max(latest, t.UnixNano())
 	}
-	d.n.Store(int32(len(d.until)))
+	d.latest.Store(latest)
 }
 
 // isDown reports whether addr is left out at now.
@@ -52,21 +59,20 @@ func (d *downSet) isDown(addr string, now time.Time) bool {
 	return ok && now.Before(t)
 }
 
-// any reports whether some endpoint may be down; when none is, requests
-// skip the checks and the lock.
-func (d *downSet) any() bool {
-	return d.n.Load() > 0
+// any reports whether some endpoint may be down at now; when none is,
+// requests skip the checks and the lock.
+func (d *downSet) any(now time.Time) bool {
+	return now.UnixNano() < d.latest.Load()
 }
 
 // pickUp returns the next address of e that is not down, or the next
 // address when all of them are (trying one beats failing every request),
 // or "" when e has none.
-func (e *Endpoints) pickUp(down *downSet) string {
+func (e *Endpoints) pickUp(down *downSet, now time.Time) string {
 	addr := e.pick()
-	if addr == "" || len(e.Addrs) == 1 || !down.any() {
+	if addr == "" || len(e.Addrs) == 1 || !down.any(now) {
 		return addr
 	}
-	now := time.Now()
 	for range len(e.Addrs) {
 		if !down.isDown(addr, now) {
 			return addr
@@ -78,12 +84,12 @@ func (e *Endpoints) pickUp(down *downSet) string {
 
 // hasUp reports whether e has an address other than except that is not
 // down: somewhere to fail over to.
-func (e *Endpoints) hasUp(down *downSet, except string) bool {
+func (e *Endpoints) hasUp(down *downSet, except string, now time.Time) bool {
 	if e == nil {
 		return false
 	}
 	// Every request asks this: without endpoints down it costs no lock.
-	if !down.any() {
+	if !down.any(now) {
 		for _, a := range e.Addrs {
 			if a != except {
 				return true
@@ -91,11 +97,18 @@ func (e *Endpoints) hasUp(down *downSet, except string) bool {
 		}
 		return false
 	}
-	now := time.Now()
 	for _, a := range e.Addrs {
 		if a != except && !down.isDown(a, now) {
 			return true
 		}
 	}
 	return false
+}
+
+// unreachable reports whether err, the error of r, says its endpoint could
+// not be connected to. A dial cut short because r's context ended (the
+// client left, a timeout of the route fired) says nothing of the endpoint.
+func unreachable(r *http.Request, err error) bool {
+	return isDialError(err) && r.Context().Err() == nil &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

@@ -1,15 +1,21 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/routing"
 )
@@ -106,22 +112,97 @@ func TestDownSetExpires(t *testing.T) {
 	var d downSet
 	t0 := time.Now()
 	d.mark("10.0.0.1:80", t0)
-	if !d.any() || !d.isDown("10.0.0.1:80", t0.Add(downFor-time.Millisecond)) || d.isDown("10.0.0.1:80", t0.Add(downFor)) {
+	if !d.any(t0) || !d.isDown("10.0.0.1:80", t0.Add(downFor-time.Millisecond)) || d.isDown("10.0.0.1:80", t0.Add(downFor)) {
 		t.Fatal("10.0.0.1 not down for exactly downFor")
 	}
 	d.mark("10.0.0.2:80", t0.Add(downFor))
-	if len(d.until) != 1 || d.n.Load() != 1 {
-		t.Errorf("after expiry: %v (n=%d), want only 10.0.0.2", d.until, d.n.Load())
+	if len(d.until) != 1 {
+		t.Errorf("after expiry: %v, want only 10.0.0.2", d.until)
+	}
+
+	if d.any(t0.Add(2 * downFor)) {
+		t.Error("something down after every entry expired")
 	}
 
 	e := NewEndpoints("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
-	d.mark("10.0.0.1:80", time.Now())
+	now := time.Now()
+	d.mark("10.0.0.1:80", now)
+	d.mark("10.0.0.2:80", now)
 	for range 6 {
-		if a := e.pickUp(&d); a != "10.0.0.3:80" {
+		if a := e.pickUp(&d, now); a != "10.0.0.3:80" {
 			t.Fatalf("pickUp = %s, want the only endpoint up", a)
 		}
 	}
-	if !e.hasUp(&d, "10.0.0.2:80") || e.hasUp(&d, "10.0.0.3:80") {
+	if !e.hasUp(&d, "10.0.0.2:80", now) || e.hasUp(&d, "10.0.0.3:80", now) {
 		t.Error("hasUp")
+	}
+	if a := e.pickUp(&d, now.Add(downFor)); a == "" || e.hasUp(&d, "10.0.0.3:80", now.Add(downFor)) != true {
+		t.Error("endpoints still left out after downFor")
+	}
+}
+
+// TestUnreachable: a dial cut short by the request's own context says
+// nothing of the endpoint.
+func TestUnreachable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	req := httptest.NewRequest("GET", "http://a.example/", nil)
+	if !unreachable(req, refused) {
+		t.Error("connection refused: not unreachable")
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	cancel()
+	if unreachable(req.WithContext(ctx), refused) {
+		t.Error("request canceled: unreachable")
+	}
+	if unreachable(req, &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}) {
+		t.Error("deadline of the request: unreachable")
+	}
+	if unreachable(req, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}) {
+		t.Error("reset after connecting: unreachable")
+	}
+}
+
+// TestFailoverDoesNotSpendRetries: a request that failed over to another
+// endpoint still has its retry policy's attempts for what that endpoint
+// answers.
+func TestFailoverDoesNotSpendRetries(t *testing.T) {
+	var calls atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "flaky")
+	}))
+	t.Cleanup(flaky.Close)
+	port := gwv1.PortNumber(80)
+	attempts := 1
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				Retry: &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{500}, Attempts: &attempts},
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+					BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &port},
+				}}},
+			}},
+		},
+	}
+	rt := newRuntime(t)
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", "")
+	cfg.Ports[0].All[0].Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
+		{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
+	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints[key] = NewEndpoints(deadAddr(t), flaky.Listener.Addr().String())
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if code, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p)); code != 200 || got != "flaky" {
+		t.Errorf("dead endpoint, then a 500, then the retry: %d %q, want 200", code, got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the live endpoint saw %d requests, want 2", n)
 	}
 }

@@ -63,6 +63,9 @@ type exchange struct {
 	// retries on another endpoint instead of an answer.
 	failover  bool
 	retryable error
+	// unreachable is set when the attempt's endpoint could not be
+	// connected to (see unreachable).
+	unreachable bool
 }
 
 type exchangeKey struct{}
@@ -184,10 +187,11 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
-	if x != nil && isDialError(err) {
+	if x != nil && unreachable(r, err) {
+		x.unreachable = true
 		f.down.mark(x.addr, time.Now())
 	}
-	if x != nil && (x.retryCodes != nil || x.failover && isDialError(err)) {
+	if x != nil && (x.retryCodes != nil || x.failover && x.unreachable) {
 		// The handler decides: retry, or answer after the last attempt.
 		x.retryable = err
 		return
@@ -338,8 +342,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		// request's (the backend answered with a retryable code, or dropped
 		// that connection). Only an endpoint that cannot be reached at all
 		// is swapped for the next one.
+		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			x.addr = eps.pickUp(&f.down)
+			x.addr = eps.pickUp(&f.down, now)
 		}
 		if x.addr == "" {
 			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
@@ -348,7 +353,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
 		}
-		x.failover = resendable && failovers < maxFailover && eps.hasUp(&f.down, x.addr)
+		x.failover = resendable && failovers < maxFailover && eps.hasUp(&f.down, x.addr, now)
 		last := attempt >= attempts
 		if !last {
 			x.retryCodes = rule.Retry.Codes
@@ -358,7 +363,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable = nil
+		x.retryable, x.unreachable = nil, false
 		actx := context.WithValue(ctx, exchangeKey{}, x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
@@ -378,7 +383,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 			writeProxyError(f.log, w, r, x, ctx.Err())
 			return
 		}
-		if x.failover && isDialError(x.retryable) {
+		if x.failover && x.unreachable {
 			// Not an attempt of the retry policy: the request never
 			// reached a backend.
 			failovers++

@@ -24,7 +24,7 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, upgrade: isUpgrade(r)}
 	rule := ps.route(sw, r)
 	route := ""
 	if rule != nil {
@@ -109,6 +109,7 @@ type statusWriter struct {
 	status   int
 	bytes    int64
 	upstream string
+	upgrade  bool // the request asked to switch protocols
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -136,10 +137,20 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// statusClientClosed is what metrics and the access log say of a request
+// whose client went away before it was answered (nothing was sent).
+const statusClientClosed = 499
+
 func (w *statusWriter) code() int {
-	if w.status == 0 {
-		// A hijacked connection (WebSocket) or a handler that wrote nothing.
+	switch {
+	case w.status != 0:
+		return w.status
+	case w.upgrade:
+		// The connection was hijacked: a WebSocket, say.
 		return http.StatusSwitchingProtocols
+	default:
+		// Every answer Portico gives writes a status; none was written
+		// only when the client left first.
+		return statusClientClosed
 	}
-	return w.status
 }

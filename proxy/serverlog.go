@@ -40,13 +40,27 @@ const handshakePrefix = "http: TLS handshake error from "
 // serverLog is the ErrorLog of a port's http.Server. net/http reports what
 // goes wrong on a connection only there, as text. Failed handshakes, at a
 // public port mostly scanners and clients asking for names nobody serves
-// here, are counted by reason and logged at debug level, as are HTTP/2
-// connection errors; anything else (accept errors, a panic in a handler)
-// is a warning or an error.
+// here, are counted by reason and logged at debug level. A panic in a
+// handler is an error, and the mistakes net/http reports of a handler (a
+// second WriteHeader, a write after a hijack, a bad Content-Length) and
+// accept errors are warnings. Everything else is about a client or a
+// connection (HTTP/2 protocol errors, a client that never sent its
+// SETTINGS, ...), which a client can repeat at will: debug level.
 type serverLog struct {
 	log  *zap.Logger
 	port string
 	obs  HandshakeObserver
+}
+
+// serverProblems start the messages of net/http that say something is
+// wrong on Portico's side.
+var serverProblems = [...]string{
+	"http: Accept error",
+	"http: superfluous response.WriteHeader",
+	"http: response.WriteHeader on hijacked connection",
+	"http: response.Write on hijacked connection",
+	"http: invalid Content-Length",
+	"http: WriteHeader called with both",
 }
 
 func (l *serverLog) Write(p []byte) (int, error) {
@@ -59,14 +73,23 @@ func (l *serverLog) Write(p []byte) (int, error) {
 			l.obs.ObserveHandshakeFailure(l.port, reason)
 		}
 		l.log.Debug("TLS handshake failed", zap.String("remote", remote), zap.String("reason", reason), zap.String("error", detail))
-	case strings.HasPrefix(msg, "http2: "):
-		l.log.Debug(msg)
-	case strings.HasPrefix(msg, "http: panic serving"):
+	case strings.Contains(msg, "panic serving"): // "http: " and "http2: "
 		l.log.Error(msg)
-	default:
+	case hasAnyPrefix(msg, serverProblems[:]):
 		l.log.Warn(msg)
+	default:
+		l.log.Debug(msg)
 	}
 	return len(p), nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // handshakeReason classifies the error text of a failed handshake, as
@@ -89,7 +112,8 @@ func handshakeReason(detail string) string {
 		return HandshakeNotTLS
 	case has("client didn't provide a certificate", "failed to verify certificate", "client certificate"):
 		return HandshakeClientCertificate
-	case has("unsupported", "no cipher suite", "inappropriate protocol fallback", "application protocol", "older than TLS 1.3"):
+	case has("offered only unsupported versions", "no cipher suite supported", "no key exchanges supported",
+		"incompatible point formats", "inappropriate protocol fallback", "application protocol", "older than TLS 1.3"):
 		return HandshakeUnsupported
 	case has("timeout", "deadline exceeded"):
 		return HandshakeTimeout

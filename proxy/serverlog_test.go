@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -166,6 +167,9 @@ func TestServerLogLevels(t *testing.T) {
 		"http2: server: error reading preface from client 10.0.0.1:4001: read: connection reset by peer\n",
 		"http: Accept error: accept tcp [::]:443: accept4: too many open files; retrying in 5ms\n",
 		"http: panic serving 10.0.0.1:4002: boom\ngoroutine 1 [running]:\n",
+		"http2: panic serving 10.0.0.1:4003: boom\ngoroutine 2 [running]:\n",
+		"timeout waiting for SETTINGS frames from 10.0.0.1:4004\n",
+		"http: superfluous response.WriteHeader call from example.com/pkg.handler (h.go:10)\n",
 	} {
 		if _, err := l.Write([]byte(line)); err != nil {
 			t.Fatal(err)
@@ -182,6 +186,9 @@ func TestServerLogLevels(t *testing.T) {
 		"debug http2 ",
 		"warn http ",
 		"error http ",
+		"error http2 ",
+		"debug timeout waiting for SETTINGS frames from 10.0.0.1 ",
+		"warn http ",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("log entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -208,6 +215,9 @@ func TestHandshakeReason(t *testing.T) {
 		"EOF": HandshakeClosed,
 		"read tcp 127.0.0.1:443->127.0.0.1:5000: read: connection reset by peer": HandshakeClosed,
 		"local error: tls: bad record MAC":                                       HandshakeOther,
+		"tls: no key exchanges supported by both client and server":              HandshakeUnsupported,
+		"tls: client offered only incompatible point formats":                    HandshakeUnsupported,
+		"remote error: tls: unsupported certificate":                             HandshakeOther,
 	} {
 		if got := handshakeReason(detail); got != want {
 			t.Errorf("%q: %s, want %s", detail, got, want)
@@ -273,5 +283,39 @@ func TestAccessLog(t *testing.T) {
 	}
 	if missed["status"] != int64(404) || missed["route"] != nil || missed["upstream"] != nil {
 		t.Errorf("unrouted request: %v", missed)
+	}
+}
+
+// TestClientGoneIs499: a request whose client leaves before the answer is
+// logged and counted with 499, not with a status nobody sent.
+func TestClientGoneIs499(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	obs := &observed{}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.AccessLog = zap.New(core)
+	opts.Observer = obs
+	rt := New(opts, zap.NewNop())
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	p := freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p, "svc", slowBackend(t, "slow"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://127.0.0.1:%d/?delay=2s", p), nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("answered before the client gave up")
+	}
+	for deadline := time.Now().Add(5 * time.Second); logs.Len() == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	if logs.Len() != 1 || logs.All()[0].ContextMap()["status"] != int64(statusClientClosed) {
+		t.Fatalf("access log %v, want one entry with 499", logs.All())
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !slices.Equal(obs.calls, []string{"ns/r 499"}) {
+		t.Errorf("observed %q", obs.calls)
 	}
 }
