@@ -39,7 +39,9 @@ type Cluster struct {
 	Translator *Translator
 	Runtime    *proxy.Runtime
 	Log        *zap.Logger
-	// Holdoff and MaxDelay debounce change events (see Debouncer).
+	// MinHoldoff, Holdoff and MaxDelay debounce change events (see
+	// Debouncer; MinHoldoff 0 keeps the holdoff fixed at Holdoff).
+	MinHoldoff     time.Duration
 	Holdoff        time.Duration
 	MaxDelay       time.Duration
 	LeaderElection LeaderElection
@@ -126,7 +128,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	if err := c.LeaderElection.validate(); err != nil {
 		return err
 	}
-	c.debouncer = NewDebouncer(c.Holdoff, c.MaxDelay)
+	c.debouncer = NewAdaptiveDebouncer(c.MinHoldoff, c.Holdoff, c.MaxDelay)
 	c.acmeMarker.Store(c.debouncer)
 	c.acmeWake = make(chan struct{}, 1)
 	// Status-only events (mostly the echo of Portico's own writes) are

@@ -90,7 +90,7 @@ func BenchmarkClusterNewHostname(b *testing.B) {
 
 	start = time.Now()
 	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(c *Cluster) {
-		c.Holdoff, c.MaxDelay = 100*time.Millisecond, time.Second
+		c.MinHoldoff, c.Holdoff, c.MaxDelay = 10*time.Millisecond, 100*time.Millisecond, time.Second
 	})
 	first := func(i int) error {
 		certsMu.Lock()

@@ -2,25 +2,44 @@ package kube
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
 // Debouncer coalesces bursts of change events into rebuilds: a rebuild runs
-// once events have been quiet for Holdoff, and never later than MaxDelay
-// after the first event of a burst, so a steady stream of events cannot
-// starve it.
+// once events have been quiet for the holdoff, and never later than
+// MaxDelay after the first event of a burst, so a steady stream of events
+// cannot starve it.
+//
+// With MinHoldoff set, the holdoff follows the time the last rebuild took,
+// between MinHoldoff and Holdoff: where a rebuild costs a few milliseconds
+// (hundreds or thousands of hostnames), a change is served a few
+// milliseconds after it, and where it costs more than Holdoff, bursts are
+// coalesced as with a fixed holdoff. Under a steady stream of changes that
+// spends at most about half the time rebuilding.
 type Debouncer struct {
-	Holdoff  time.Duration
-	MaxDelay time.Duration
-	events   chan struct{}
+	Holdoff    time.Duration
+	MinHoldoff time.Duration // 0: the holdoff is always Holdoff
+	MaxDelay   time.Duration
+	events     chan struct{}
+	// holdoff is the quiet wait of the next burst, in nanoseconds.
+	holdoff atomic.Int64
 }
 
-// NewDebouncer returns a Debouncer; Mark may be called from any goroutine.
+// NewDebouncer returns a Debouncer with a fixed holdoff; Mark may be called
+// from any goroutine.
 func NewDebouncer(holdoff, maxDelay time.Duration) *Debouncer {
-	if maxDelay < holdoff {
-		maxDelay = holdoff
-	}
-	return &Debouncer{Holdoff: holdoff, MaxDelay: maxDelay, events: make(chan struct{}, 1)}
+	return NewAdaptiveDebouncer(0, holdoff, maxDelay)
+}
+
+// NewAdaptiveDebouncer returns a Debouncer whose holdoff follows the
+// rebuilds, between minHoldoff and holdoff (see Debouncer). Until the first
+// rebuild it is holdoff.
+func NewAdaptiveDebouncer(minHoldoff, holdoff, maxDelay time.Duration) *Debouncer {
+	holdoff = max(holdoff, minHoldoff)
+	d := &Debouncer{Holdoff: holdoff, MinHoldoff: minHoldoff, MaxDelay: max(maxDelay, holdoff), events: make(chan struct{}, 1)}
+	d.holdoff.Store(int64(holdoff))
+	return d
 }
 
 // Mark records that something changed. It never blocks.
@@ -29,6 +48,19 @@ func (d *Debouncer) Mark() {
 	case d.events <- struct{}{}:
 	default:
 	}
+}
+
+// CurrentHoldoff is the quiet wait the next burst gets.
+func (d *Debouncer) CurrentHoldoff() time.Duration {
+	return time.Duration(d.holdoff.Load())
+}
+
+// holdoffAfter is the holdoff that follows a rebuild that took took.
+func (d *Debouncer) holdoffAfter(took time.Duration) time.Duration {
+	if d.MinHoldoff <= 0 {
+		return d.Holdoff
+	}
+	return min(max(took, d.MinHoldoff), d.Holdoff)
 }
 
 // Run calls rebuild for each burst of Marks until ctx ends. rebuild runs on
@@ -40,8 +72,9 @@ func (d *Debouncer) Run(ctx context.Context, rebuild func()) {
 			return
 		case <-d.events:
 		}
+		holdoff := d.CurrentHoldoff()
 		deadline := time.NewTimer(d.MaxDelay)
-		quiet := time.NewTimer(d.Holdoff)
+		quiet := time.NewTimer(holdoff)
 	burst:
 		for {
 			select {
@@ -50,7 +83,7 @@ func (d *Debouncer) Run(ctx context.Context, rebuild func()) {
 				quiet.Stop()
 				return
 			case <-d.events:
-				quiet.Reset(d.Holdoff)
+				quiet.Reset(holdoff)
 			case <-quiet.C:
 				break burst
 			case <-deadline.C:
@@ -59,6 +92,8 @@ func (d *Debouncer) Run(ctx context.Context, rebuild func()) {
 		}
 		deadline.Stop()
 		quiet.Stop()
+		start := time.Now()
 		rebuild()
+		d.holdoff.Store(int64(d.holdoffAfter(time.Since(start))))
 	}
 }

@@ -22,6 +22,9 @@ type Standalone struct {
 	Translator *Translator
 	Runtime    *proxy.Runtime
 	Log        *zap.Logger
+	// MinHoldoff, Holdoff and MaxDelay debounce file changes (see
+	// Debouncer; MinHoldoff 0 keeps the holdoff fixed at Holdoff).
+	MinHoldoff time.Duration
 	Holdoff    time.Duration
 	MaxDelay   time.Duration
 	// OnApply, when set, is told about every rebuild (metrics).
@@ -129,7 +132,7 @@ func (s *Standalone) Generation() int64 {
 // Run applies the files, then watches them until ctx ends. The first load
 // must succeed: starting on a broken config would serve nothing silently.
 func (s *Standalone) Run(ctx context.Context) error {
-	d := NewDebouncer(s.Holdoff, s.MaxDelay)
+	d := NewAdaptiveDebouncer(s.MinHoldoff, s.Holdoff, s.MaxDelay)
 	s.debouncer.Store(d)
 	// Watch before the first load so that no edit in between is missed.
 	if err := s.Source.Watch(ctx, d.Mark); err != nil {

@@ -127,7 +127,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	controller := fs.String("controller-name", string(kube.DefaultControllerName), "serve GatewayClasses with this controllerName")
 	bind := fs.String("bind-address", "", "IP address the listener ports bind to (default: all)")
 	pool := fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it")
-	holdoff := fs.Duration("holdoff", 100*time.Millisecond, "wait this long after the last change before rebuilding")
+	holdoff := fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding")
+	minHoldoff := fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took")
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
@@ -140,6 +141,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *minHoldoff > *holdoff {
+		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *minHoldoff, *holdoff)
 	}
 	if *configPath == "" && af.dataDirSet(fs) {
 		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
@@ -239,6 +243,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		c.MinHoldoff = *minHoldoff
 		storage, err := secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity})
 		if err != nil {
 			return err
@@ -270,7 +275,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		s.Translator = translator
 		s.Runtime = rt
 		s.Log = log.Named("standalone")
-		s.Holdoff, s.MaxDelay = *holdoff, *maxDelay
+		s.MinHoldoff, s.Holdoff, s.MaxDelay = *minHoldoff, *holdoff, *maxDelay
 		s.OnApply = func(r kube.ApplyReport) {
 			metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
 		}

@@ -1,0 +1,75 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestHoldoffFollowsRebuilds(t *testing.T) {
+	d := NewAdaptiveDebouncer(10*time.Millisecond, 100*time.Millisecond, time.Second)
+	for took, want := range map[time.Duration]time.Duration{
+		time.Millisecond:       10 * time.Millisecond,
+		30 * time.Millisecond:  30 * time.Millisecond,
+		100 * time.Millisecond: 100 * time.Millisecond,
+		2 * time.Second:        100 * time.Millisecond,
+	} {
+		if got := d.holdoffAfter(took); got != want {
+			t.Errorf("after a rebuild of %v: holdoff %v, want %v", took, got, want)
+		}
+	}
+	fixed := NewDebouncer(100*time.Millisecond, time.Second)
+	if got := fixed.holdoffAfter(time.Millisecond); got != 100*time.Millisecond {
+		t.Errorf("fixed: %v", got)
+	}
+}
+
+// TestDebouncerAdapts: the first burst waits the full holdoff; once a
+// rebuild has shown it is quick, the next bursts wait the minimum, and a
+// slow rebuild brings the wait back up.
+func TestDebouncerAdapts(t *testing.T) {
+	d := NewAdaptiveDebouncer(time.Millisecond, 50*time.Millisecond, time.Second)
+	if got := d.CurrentHoldoff(); got != 50*time.Millisecond {
+		t.Fatalf("before any rebuild: %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rebuilt := make(chan struct{})
+	slow := make(chan time.Duration, 1)
+	go d.Run(ctx, func() {
+		select {
+		case s := <-slow:
+			time.Sleep(s)
+		default:
+		}
+		rebuilt <- struct{}{}
+	})
+	wait := func() {
+		t.Helper()
+		select {
+		case <-rebuilt:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no rebuild")
+		}
+	}
+
+	d.Mark()
+	wait()
+	waitFor(t, 5*time.Second, "holdoff at the minimum", func() error {
+		if got := d.CurrentHoldoff(); got != time.Millisecond {
+			return fmt.Errorf("holdoff %v", got)
+		}
+		return nil
+	})
+
+	slow <- 20 * time.Millisecond
+	d.Mark()
+	wait()
+	waitFor(t, 5*time.Second, "holdoff after a slow rebuild", func() error {
+		if got := d.CurrentHoldoff(); got < 20*time.Millisecond || got > 50*time.Millisecond {
+			return fmt.Errorf("holdoff %v, want the rebuild time", got)
+		}
+		return nil
+	})
+}
