@@ -12,14 +12,15 @@ import (
 // answered: who asked (remote, and the SNI name on TLS ports), what
 // (method, host, path without the query, which may carry secrets,
 // protocol), the answer (status, body bytes, time from the request's headers
-// to the end of the answer), and where it went (the HTTPRoute and the
-// endpoint of the last attempt, when there was one).
+// to the end of the answer), where it went (the HTTPRoute and the endpoint
+// of the last attempt, when there was one), and its X-Request-Id when
+// Options.RequestID is on.
 func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string, d time.Duration) {
 	ce := log.Check(zapcore.InfoLevel, "request")
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 11)
+	fields := make([]zap.Field, 0, 12)
 	fields = append(fields,
 		zap.String("remote", r.RemoteAddr),
 		zap.String("method", r.Method),
@@ -38,6 +39,9 @@ func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string,
 	}
 	if sw.upstream != "" {
 		fields = append(fields, zap.String("upstream", sw.upstream))
+	}
+	if sw.requestID != "" {
+		fields = append(fields, zap.String("request_id", sw.requestID))
 	}
 	ce.Write(fields...)
 }

@@ -26,6 +26,13 @@ func BenchmarkForwardAccessLog(b *testing.B) {
 	benchmarkForward(b, opts)
 }
 
+// BenchmarkForwardRequestID is BenchmarkForward with request IDs on.
+func BenchmarkForwardRequestID(b *testing.B) {
+	opts := DefaultOptions()
+	opts.RequestID = true
+	benchmarkForward(b, opts)
+}
+
 func benchmarkForward(b *testing.B, opts Options) {
 	backend := slowBackend(b, "backend")
 	rt := New(opts, zap.NewNop())

@@ -18,13 +18,17 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if ch := ps.rt.opts.Challenges; ch != nil && r.TLS == nil && ch.HandleHTTPChallenge(w, r) {
 		return
 	}
+	var id string
+	if ps.rt.opts.RequestID {
+		id = setRequestID(r)
+	}
 	obs, access := ps.rt.opts.Observer, ps.rt.opts.AccessLog
 	if obs == nil && access == nil {
 		ps.route(w, r)
 		return
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, upgrade: isUpgrade(r)}
+	sw := &statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
 	rule := ps.route(sw, r)
 	route := ""
 	if rule != nil {
@@ -106,10 +110,11 @@ func requestHost(h string) string {
 // flushes and upgrades.
 type statusWriter struct {
 	http.ResponseWriter
-	status   int
-	bytes    int64
-	upstream string
-	upgrade  bool // the request asked to switch protocols
+	status    int
+	bytes     int64
+	upstream  string
+	upgrade   bool   // the request asked to switch protocols
+	requestID string // "" unless Options.RequestID
 }
 
 func (w *statusWriter) WriteHeader(code int) {

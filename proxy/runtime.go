@@ -47,6 +47,9 @@ type Options struct {
 	Handshakes HandshakeObserver
 	// AccessLog, when set, gets one entry per request (see logAccess).
 	AccessLog *zap.Logger
+	// RequestID gives every request an X-Request-Id for the backend and
+	// the access log, keeping a usable one the client sent.
+	RequestID bool
 	// Challenges, when set, may answer a request on a plain HTTP port
 	// before any route is matched (ACME HTTP-01 challenges).
 	Challenges ChallengeHandler

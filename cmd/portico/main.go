@@ -132,6 +132,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
+	requestID := fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log")
 	accessLog := fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)")
 	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
 	cf := clusterFlags(fs)
@@ -169,6 +170,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	metrics := admin.NewMetrics()
 	opts.Observer = metrics
 	opts.Handshakes = metrics
+	opts.RequestID = *requestID
 	if *accessLog != "" {
 		alog, closeLog, err := newAccessLog(*accessLog)
 		if err != nil {
