@@ -44,15 +44,22 @@ var (
 	reportDir     = flag.String("portico.report-dir", "reports", "where the report and the results table of a full run go")
 	version       = flag.String("portico.version", "dev", "the Portico version named in the report")
 	runTest       = flag.String("portico.run-test", "", "run only the test with this short name; no report is written")
+	channel       = flag.String("portico.channel", "standard", "the Gateway API release channel whose CRDs the run installs: standard or experimental")
 	extraFeatures = flag.String("portico.extra-features", "", "comma-separated features to run on top of the claimed ones, to try one before claiming it; no report is written")
 )
 
 const (
 	gatewayClass   = "portico"
 	controllerName = "portico.dev/gateway-controller"
-	reportName     = "standard-default-report.yaml"
-	resultsName    = "RESULTS.md"
 )
+
+// outputNames are the report and the results table of a run on channel.
+func outputNames(channel string) (report, results string) {
+	if channel == "standard" {
+		return "standard-default-report.yaml", "RESULTS.md"
+	}
+	return channel + "-default-report.yaml", "RESULTS-" + channel + ".md"
+}
 
 func TestConformance(t *testing.T) {
 	if *porticoBin == "" || *echoBasicBin == "" {
@@ -80,6 +87,7 @@ func TestConformance(t *testing.T) {
 		GatewayClass:   gatewayClass,
 		ControllerName: controllerName,
 		Logf:           t.Logf,
+		Channel:        *channel,
 	})
 	if err != nil {
 		t.Fatalf("%v\nlogs in %s", err, dir)
@@ -108,7 +116,8 @@ func TestConformance(t *testing.T) {
 		skips[name] = reason
 	}
 
-	claimed := sets.New(Claimed...)
+	claimedList, notClaimed := claims(*channel)
+	claimed := sets.New(claimedList...)
 	supported := claimed.Clone()
 	for _, f := range strings.Split(*extraFeatures, ",") {
 		if f = strings.TrimSpace(f); f != "" {
@@ -138,7 +147,7 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := &Results{Supported: supported, NotClaimed: NotClaimed, Skips: skips}
+	results := &Results{Supported: supported, NotClaimed: notClaimed, Skips: skips}
 	opts := suite.ConformanceOptions{
 		ConfigurableOptions: suite.ConfigurableOptions{
 			GatewayClassName: gatewayClass,
@@ -204,7 +213,7 @@ func TestConformance(t *testing.T) {
 			// A partial or exploratory run leaves the published results alone.
 			outDir = dir
 		}
-		if err := writeOutputs(outDir, report, profiles, ran, claimed, took); err != nil {
+		if err := writeOutputs(outDir, report, profiles, ran, claimed, notClaimed, took); err != nil {
 			t.Errorf("write results: %v", err)
 		}
 		summary := Summary(total)
@@ -221,7 +230,9 @@ func TestConformance(t *testing.T) {
 	ranAll = true
 }
 
-func writeOutputs(dir string, report *confv1.ConformanceReport, profiles []suite.ConformanceProfile, ran []TestResult, claimed sets.Set[features.FeatureName], took time.Duration) error {
+func writeOutputs(dir string, report *confv1.ConformanceReport, profiles []suite.ConformanceProfile, ran []TestResult,
+	claimed sets.Set[features.FeatureName], notClaimed map[features.FeatureName]string, took time.Duration) error {
+	reportName, resultsName := outputNames(*channel)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -236,7 +247,7 @@ func writeOutputs(dir string, report *confv1.ConformanceReport, profiles []suite
 		"Gateway API %s (%s channel), Portico %s, %s. Produced by `hack/conformance.sh` in %v; "+
 		"the upstream report is [%s](%s).\n",
 		report.GatewayAPIVersion, report.GatewayAPIChannel, report.Implementation.Version, report.Date, took, reportName, reportName)
-	md := Markdown(header, profiles, ran, claimed, NotClaimed)
+	md := Markdown(header, profiles, ran, claimed, notClaimed)
 	if err := os.WriteFile(filepath.Join(dir, resultsName), []byte(md), 0o644); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}

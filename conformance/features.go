@@ -5,6 +5,9 @@
 package conformance
 
 import (
+	"maps"
+	"slices"
+
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	"sigs.k8s.io/gateway-api/pkg/features"
 )
@@ -65,11 +68,34 @@ var NotClaimed = map[features.FeatureName]string{
 }
 
 // retryExperimental: HTTPRoute retry is an experimental-channel field, and
-// this run installs the standard-channel CRDs, whose schema prunes it: the
-// routes reach Portico without a retry policy. Portico implements retries
-// (kube/httproute_conformance_test.go runs the HTTPRouteRetry cases on its
-// data plane).
-const retryExperimental = "spec.rules[].retry is experimental-channel; the standard-channel CRDs of this run prune it"
+// the standard-channel CRDs prune it: the routes reach Portico without a
+// retry policy. The experimental-channel run claims it (ClaimedExperimental).
+const retryExperimental = "spec.rules[].retry is experimental-channel; the standard-channel CRDs of this run prune it. " +
+	"Claimed in the experimental-channel run"
+
+// ClaimedExperimental are claimed on top of Claimed in a run with the
+// experimental-channel CRDs (hack/conformance.sh --channel experimental),
+// the only ones that have their fields.
+var ClaimedExperimental = []features.FeatureName{
+	features.SupportHTTPRouteRetry,
+	features.SupportHTTPRouteRetryBackendTimeout,
+	features.SupportHTTPRouteRetryConnectionError,
+}
+
+// claims returns what a run with the CRDs of channel ("standard" or
+// "experimental") claims, and the reasons for the other extended features
+// of the claimed profiles.
+func claims(channel string) ([]features.FeatureName, map[features.FeatureName]string) {
+	if channel != "experimental" {
+		return Claimed, NotClaimed
+	}
+	claimed := append(slices.Clone(Claimed), ClaimedExperimental...)
+	notClaimed := maps.Clone(NotClaimed)
+	for _, f := range ClaimedExperimental {
+		delete(notClaimed, f)
+	}
+	return claimed, notClaimed
+}
 
 // SkippedTests are tests of claimed features that do not run, by name, with
 // the reason. Tests whose manifests need an image without a local binary

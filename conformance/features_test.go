@@ -12,9 +12,18 @@ import (
 // Every extended feature of a claimed profile is either claimed or has a
 // reason not to be, so a feature added upstream cannot go unnoticed.
 func TestEveryExtendedFeatureIsDecided(t *testing.T) {
-	claimed := sets.New(Claimed...)
-	if claimed.Len() != len(Claimed) {
-		t.Errorf("Claimed lists a feature twice: %v", Claimed)
+	for _, channel := range []string{"standard", "experimental"} {
+		t.Run(channel, func(t *testing.T) {
+			claimedList, notClaimed := claims(channel)
+			everyFeatureDecided(t, claimedList, notClaimed)
+		})
+	}
+}
+
+func everyFeatureDecided(t *testing.T, claimedList []features.FeatureName, notClaimed map[features.FeatureName]string) {
+	claimed := sets.New(claimedList...)
+	if claimed.Len() != len(claimedList) {
+		t.Errorf("Claimed lists a feature twice: %v", claimedList)
 	}
 	all := sets.New[features.FeatureName]()
 	for _, name := range Profiles {
@@ -24,21 +33,21 @@ func TestEveryExtendedFeatureIsDecided(t *testing.T) {
 		}
 		for _, f := range sets.List(p.ExtendedFeatures) {
 			all.Insert(f)
-			_, notClaimed := NotClaimed[f]
+			_, isNotClaimed := notClaimed[f]
 			switch {
-			case claimed.Has(f) && notClaimed:
+			case claimed.Has(f) && isNotClaimed:
 				t.Errorf("%s is both claimed and not claimed", f)
-			case !claimed.Has(f) && !notClaimed:
+			case !claimed.Has(f) && !isNotClaimed:
 				t.Errorf("%s (extended in %s) is neither claimed nor given a reason in NotClaimed", f, name)
 			}
 		}
 	}
-	for _, f := range Claimed {
+	for _, f := range claimedList {
 		if !all.Has(f) {
 			t.Errorf("claimed feature %s is no extended feature of the claimed profiles", f)
 		}
 	}
-	for f, reason := range NotClaimed {
+	for f, reason := range notClaimed {
 		if !all.Has(f) {
 			t.Errorf("NotClaimed names %s, which no claimed profile has", f)
 		}

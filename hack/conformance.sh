@@ -17,6 +17,9 @@
 #
 # Options:
 #   --run-test NAME         run one test (by short name); no report is written
+#   --channel NAME          the Gateway API release channel whose CRDs are
+#                           installed: standard (default) or experimental;
+#                           each writes a report of its own
 #   --extra-features A,B    also run the tests of features not claimed yet;
 #                           no report is written
 #   --keep-logs             keep the run directory (logs) after success
@@ -24,11 +27,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
 
-run_test="" extra="" keep=0
+run_test="" extra="" keep=0 channel=standard
 while (($#)); do
 	case "$1" in
 	--run-test) run_test="$2"; shift 2 ;;
 	--extra-features) extra="$2"; shift 2 ;;
+	--channel) channel="$2"; shift 2 ;;
 	--keep-logs) keep=1; shift ;;
 	*) echo "conformance: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -102,6 +106,7 @@ setsid "${run_dir}/conformance.test" -test.run '^TestConformance$' -test.v -test
 	-portico.version="$version" \
 	-portico.run-test="$run_test" \
 	-portico.extra-features="$extra" \
+	-portico.channel="$channel" \
 	>"${run_dir}/conformance.log" 2>&1 &
 test_pid=$!
 wait "$test_pid"

@@ -30,8 +30,10 @@ go mod tidy -diff >&2 || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >
 go vet "${pkgs[@]}"
 go test -race -count=1 -timeout 45m "${pkgs[@]}"
 
-# The upstream Gateway API conformance suite, on a real control plane; it
-# ends with the line "conformance: N passed, N failed, N skipped".
+# The upstream Gateway API conformance suite, on a real control plane, with
+# the standard-channel CRDs and then with the experimental-channel ones;
+# each run ends with the line "conformance: N passed, N failed, N skipped".
 if (($# == 0)); then
 	./hack/conformance.sh
+	./hack/conformance.sh --channel experimental
 fi

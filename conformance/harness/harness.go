@@ -70,6 +70,9 @@ type Options struct {
 	ControllerName string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// Channel is the Gateway API release channel whose CRDs the API server
+	// gets: "standard" (also when empty) or "experimental".
+	Channel string
 }
 
 // Cluster is a running control plane with a node and Portico.
@@ -133,6 +136,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	start := time.Now()
 	c.env, err = kubetest.StartEnv(ctx, kubetest.Options{
 		APIServerArgs: []string{"--service-cluster-ip-range=" + serviceRange},
+		Channel:       opts.Channel,
 	})
 	if err != nil {
 		return c, fmt.Errorf("harness: control plane: %w", err)

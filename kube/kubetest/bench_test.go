@@ -17,7 +17,7 @@ func BenchmarkStartEnv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	crdDir, err := gatewayAPICRDDir(context.Background(), root)
+	crdDir, err := gatewayAPICRDDir(context.Background(), root, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,10 +54,18 @@ func Binaries(ctx context.Context, repoRoot string) (string, error) {
 	return dir, nil
 }
 
-// gatewayAPICRDDir returns the standard-channel CRD directory of the
-// gateway-api module version that the Portico module itself requires, so
-// the API server serves exactly the types that Portico is compiled against.
-func gatewayAPICRDDir(ctx context.Context, repoRoot string) (string, error) {
+// gatewayAPICRDDir returns the CRD directory of a channel ("" is
+// "standard") of the gateway-api module version that the Portico module
+// itself requires, so the API server serves exactly the types that Portico
+// is compiled against.
+func gatewayAPICRDDir(ctx context.Context, repoRoot, channel string) (string, error) {
+	switch channel {
+	case "":
+		channel = "standard"
+	case "standard", "experimental":
+	default:
+		return "", fmt.Errorf("Gateway API channel %q: want standard or experimental", channel)
+	}
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "GOWORK=off")
@@ -71,5 +79,5 @@ func gatewayAPICRDDir(ctx context.Context, repoRoot string) (string, error) {
 	if modDir == "" {
 		return "", errors.New("locate sigs.k8s.io/gateway-api: module is not downloaded")
 	}
-	return filepath.Join(modDir, "config", "crd", "standard"), nil
+	return filepath.Join(modDir, "config", "crd", channel), nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ func ApplyManifests(ctx context.Context, cfg *rest.Config, dir string) error {
 	if err != nil {
 		return fmt.Errorf("manifests in %s: %w", dir, err)
 	}
+	// A kustomization (the experimental channel has one) lists the
+	// others; it is no object of its own.
+	paths = slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == "kustomization.yaml" })
 	if len(paths) == 0 {
 		return fmt.Errorf("manifests in %s: no *.yaml files", dir)
 	}

@@ -35,9 +35,13 @@ type Options struct {
 	// which builds them on first use and otherwise only finds them.
 	BinDir string
 	// CRDDir holds the manifests applied once the API server is ready.
-	// Empty: the standard channel of the sigs.k8s.io/gateway-api version in
+	// Empty: the Channel of the sigs.k8s.io/gateway-api version in
 	// Portico's go.mod.
 	CRDDir string
+	// Channel is the Gateway API release channel whose CRDs are applied
+	// when CRDDir is empty: "standard" (also when empty) or
+	// "experimental".
+	Channel string
 	// NoCRDs leaves the API server with built-in types only.
 	NoCRDs bool
 	// APIServerArgs are appended to the kube-apiserver flags; a later flag
@@ -105,7 +109,7 @@ func StartEnv(ctx context.Context, opts Options) (*Env, error) {
 			}
 		}
 		if opts.CRDDir == "" && !opts.NoCRDs {
-			if opts.CRDDir, err = gatewayAPICRDDir(ctx, root); err != nil {
+			if opts.CRDDir, err = gatewayAPICRDDir(ctx, root, opts.Channel); err != nil {
 				return nil, err
 			}
 		}

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/routing"
+)
+
+// retryRuntime serves one route to backend whose rule has retry and
+// timeouts, and returns the URL of its port.
+func retryRuntime(t *testing.T, backend string, retry *gwv1.HTTPRouteRetry, timeouts *gwv1.HTTPRouteTimeouts) string {
+	t.Helper()
+	port := gwv1.PortNumber(80)
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				Retry:    retry,
+				Timeouts: timeouts,
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+					BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &port},
+				}}},
+			}},
+		},
+	}
+	rt := newRuntime(t)
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", backend)
+	cfg.Ports[0].All[0].Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
+		{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/", p)
+}
+
+// TestRetryOnBackendTimeout (HTTPRouteRetryBackendTimeout): an attempt
+// that reaches timeouts.backendRequest is given up and retried, and the
+// retry's answer is the client's.
+func TestRetryOnBackendTimeout(t *testing.T) {
+	var calls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		io.WriteString(w, "second")
+	}))
+	t.Cleanup(backend.Close)
+	attempts := 1
+	backendTimeout := gwv1.Duration("200ms")
+	url := retryRuntime(t, backend.Listener.Addr().String(),
+		&gwv1.HTTPRouteRetry{Attempts: &attempts}, &gwv1.HTTPRouteTimeouts{BackendRequest: &backendTimeout})
+	if code, got := body(t, url); code != 200 || got != "second" {
+		t.Errorf("%d %q, want 200 from the second attempt", code, got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("backend saw %d attempts, want 2", n)
+	}
+
+	// Without a retry policy the timeout is the answer.
+	calls.Store(0)
+	url = retryRuntime(t, backend.Listener.Addr().String(), nil, &gwv1.HTTPRouteTimeouts{BackendRequest: &backendTimeout})
+	if code, _ := body(t, url); code != http.StatusGatewayTimeout {
+		t.Errorf("no retry policy: %d, want 504", code)
+	}
+}
+
+// TestRetryOnConnectionError (HTTPRouteRetryConnectionError): a backend
+// that drops the connection without answering is retried.
+func TestRetryOnConnectionError(t *testing.T) {
+	var calls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		io.WriteString(w, "second")
+	}))
+	t.Cleanup(backend.Close)
+	attempts := 1
+	url := retryRuntime(t, backend.Listener.Addr().String(), &gwv1.HTTPRouteRetry{Attempts: &attempts}, nil)
+	// A POST: the transport itself resends no request with a body.
+	resp, err := http.Post(url, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != "second" {
+		t.Errorf("%d %q, want 200 from the second attempt", resp.StatusCode, got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("backend saw %d attempts, want 2", n)
+	}
+}
