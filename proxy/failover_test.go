@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -175,31 +174,10 @@ func TestFailoverDoesNotSpendRetries(t *testing.T) {
 		io.WriteString(w, "flaky")
 	}))
 	t.Cleanup(flaky.Close)
-	port := gwv1.PortNumber(80)
 	attempts := 1
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1.HTTPRouteRule{{
-				Retry: &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{500}, Attempts: &attempts},
-				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-					BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &port},
-				}}},
-			}},
-		},
-	}
-	rt := newRuntime(t)
-	p := freePort(t)
-	cfg := httpPortConfig(t, p, "svc", "")
-	cfg.Ports[0].All[0].Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
-		{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
-	cfg.Endpoints[key] = NewEndpoints(deadAddr(t), flaky.Listener.Addr().String())
-	if err := rt.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if code, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p)); code != 200 || got != "flaky" {
+	url := retryRuntime(t, []string{deadAddr(t), flaky.Listener.Addr().String()},
+		&gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{500}, Attempts: &attempts}, nil)
+	if code, got := body(t, url); code != 200 || got != "flaky" {
 		t.Errorf("dead endpoint, then a 500, then the retry: %d %q, want 200", code, got)
 	}
 	if n := calls.Load(); n != 2 {

@@ -9,36 +9,22 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/routing"
 )
 
-// retryRuntime serves one route to backend whose rule has retry and
-// timeouts, and returns the URL of its port.
-func retryRuntime(t *testing.T, backend string, retry *gwv1.HTTPRouteRetry, timeouts *gwv1.HTTPRouteTimeouts) string {
+// retryRuntime serves one route to the endpoints of svc whose rule has
+// retry and timeouts, and returns the URL of its port.
+func retryRuntime(t *testing.T, endpoints []string, retry *gwv1.HTTPRouteRetry, timeouts *gwv1.HTTPRouteTimeouts) string {
 	t.Helper()
-	port := gwv1.PortNumber(80)
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1.HTTPRouteRule{{
-				Retry:    retry,
-				Timeouts: timeouts,
-				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-					BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &port},
-				}}},
-			}},
-		},
-	}
 	rt := newRuntime(t)
 	p := freePort(t)
-	cfg := httpPortConfig(t, p, "svc", backend)
-	cfg.Ports[0].All[0].Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
-		{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
+	cfg := httpPortConfig(t, p, "svc", "")
+	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints[key] = NewEndpoints(endpoints...)
+	cfg.Ports[0].All[0].Routes = ruleTable(t, "svc", gwv1.HTTPRouteRule{Retry: retry, Timeouts: timeouts})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +49,7 @@ func TestRetryOnBackendTimeout(t *testing.T) {
 	t.Cleanup(backend.Close)
 	attempts := 1
 	backendTimeout := gwv1.Duration("200ms")
-	url := retryRuntime(t, backend.Listener.Addr().String(),
+	url := retryRuntime(t, []string{backend.Listener.Addr().String()},
 		&gwv1.HTTPRouteRetry{Attempts: &attempts}, &gwv1.HTTPRouteTimeouts{BackendRequest: &backendTimeout})
 	if code, got := body(t, url); code != 200 || got != "second" {
 		t.Errorf("%d %q, want 200 from the second attempt", code, got)
@@ -74,7 +60,7 @@ func TestRetryOnBackendTimeout(t *testing.T) {
 
 	// Without a retry policy the timeout is the answer.
 	calls.Store(0)
-	url = retryRuntime(t, backend.Listener.Addr().String(), nil, &gwv1.HTTPRouteTimeouts{BackendRequest: &backendTimeout})
+	url = retryRuntime(t, []string{backend.Listener.Addr().String()}, nil, &gwv1.HTTPRouteTimeouts{BackendRequest: &backendTimeout})
 	if code, _ := body(t, url); code != http.StatusGatewayTimeout {
 		t.Errorf("no retry policy: %d, want 504", code)
 	}
@@ -96,7 +82,7 @@ func TestRetryOnConnectionError(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	attempts := 1
-	url := retryRuntime(t, backend.Listener.Addr().String(), &gwv1.HTTPRouteRetry{Attempts: &attempts}, nil)
+	url := retryRuntime(t, []string{backend.Listener.Addr().String()}, &gwv1.HTTPRouteRetry{Attempts: &attempts}, nil)
 	// A POST: the transport itself resends no request with a body.
 	resp, err := http.Post(url, "text/plain", nil)
 	if err != nil {

@@ -26,14 +26,22 @@ import (
 // listener to svc:80.
 func routeTable(t testing.TB, svc string) *routing.Table {
 	t.Helper()
+	return ruleTable(t, svc, gwv1.HTTPRouteRule{})
+}
+
+// ruleTable is routeTable with rule's other fields (retry, timeouts, ...)
+// in the one rule.
+func ruleTable(t testing.TB, svc string, rule gwv1.HTTPRouteRule) *routing.Table {
+	t.Helper()
 	port := gwv1.PortNumber(80)
+	rule.BackendRefs = []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port},
+	}}}
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
 		Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-				BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port},
-			}}}}},
+			Rules:           []gwv1.HTTPRouteRule{rule},
 		},
 	}
 	return compileRoute(t, route, map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: svc}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
