@@ -31,12 +31,17 @@ type downSet struct {
 	latest atomic.Int64
 }
 
-func (d *downSet) mark(addr string, now time.Time) {
+// mark leaves addr out until downFor from now. It reports whether addr was
+// up before, so that a failing endpoint is logged once per downFor, not
+// once per request.
+func (d *downSet) mark(addr string, now time.Time) (wasUp bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.until == nil {
 		d.until = map[string]time.Time{}
 	}
+	t, ok := d.until[addr]
+	wasUp = !ok || !now.Before(t)
 	d.until[addr] = now.Add(downFor)
 	// Forget what expired, so the map does not grow with endpoints that
 	// have long been replaced.
@@ -49,6 +54,7 @@ func (d *downSet) mark(addr string, now time.Time) {
 		latest = max(latest, t.UnixNano())
 	}
 	d.latest.Store(latest)
+	return wasUp
 }
 
 // isDown reports whether addr is left out at now.

@@ -110,16 +110,19 @@ func TestAllEndpointsDown(t *testing.T) {
 func TestDownSetExpires(t *testing.T) {
 	var d downSet
 	t0 := time.Now()
-	d.mark("10.0.0.1:80", t0)
-	if !d.any(t0) || !d.isDown("10.0.0.1:80", t0.Add(downFor-time.Millisecond)) || d.isDown("10.0.0.1:80", t0.Add(downFor)) {
-		t.Fatal("10.0.0.1 not down for exactly downFor")
+	if !d.mark("10.0.0.1:80", t0) || d.mark("10.0.0.1:80", t0.Add(time.Second)) {
+		t.Error("mark: only the first failure finds the endpoint up")
 	}
-	d.mark("10.0.0.2:80", t0.Add(downFor))
+	t1 := t0.Add(time.Second) // the second mark
+	if !d.any(t1) || !d.isDown("10.0.0.1:80", t1.Add(downFor-time.Millisecond)) || d.isDown("10.0.0.1:80", t1.Add(downFor)) {
+		t.Fatal("10.0.0.1 not down for exactly downFor after its last failure")
+	}
+	d.mark("10.0.0.2:80", t1.Add(downFor))
 	if len(d.until) != 1 {
 		t.Errorf("after expiry: %v, want only 10.0.0.2", d.until)
 	}
 
-	if d.any(t0.Add(2 * downFor)) {
+	if d.any(t1.Add(2 * downFor)) {
 		t.Error("something down after every entry expired")
 	}
 

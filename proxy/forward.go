@@ -189,7 +189,10 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	if x != nil && unreachable(r, err) {
 		x.unreachable = true
-		f.down.mark(x.addr, time.Now())
+		if f.down.mark(x.addr, time.Now()) {
+			f.log.Warn("endpoint cannot be reached; left out while its Service has others",
+				zap.String("endpoint", x.addr), zap.Duration("for", downFor), zap.Error(err))
+		}
 	}
 	if x != nil && (x.retryCodes != nil || x.failover && x.unreachable) {
 		// The handler decides: retry, or answer after the last attempt.
