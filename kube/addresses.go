@@ -90,10 +90,11 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // the pool (nil when there is no pool), in three passes, oldest Gateway
 // first in each:
 //
-//  1. A Gateway keeps the pool addresses its stored status reports, as far
-//     as it still asks for them (by value, or by an entry without one), so
-//     that addresses survive restarts, are the same on every replica, and
-//     are never taken from a Gateway serving on them.
+//  1. A Gateway keeps the pool addresses its stored status reports, then
+//     those the last translation gave it (its status may not say so yet),
+//     as far as it still asks for them (by value, or by an entry without
+//     one), so that addresses survive restarts, are the same on every
+//     replica, and are never taken from a Gateway serving on them.
 //  2. The addresses named in spec.addresses: a free pool address is given,
 //     one another Gateway holds or named first is refused.
 //  3. The remaining entries without a value (or a Gateway asking for
@@ -132,19 +133,32 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 				named[a.String()] = true
 			}
 		}
+		// The stored status first: it is what every replica reads, so
+		// replicas that saw different snapshots agree once it is written.
+		var held []string
 		for _, a := range r.gw.Status.Addresses {
-			if addressType(a.Type) != gwv1.IPAddressType || !inPool[a.Value] || taken[a.Value] {
+			if addressType(a.Type) == gwv1.IPAddressType {
+				held = append(held, a.Value)
+			}
+		}
+		for _, a := range t.poolAssigned[r.key] {
+			if !slices.Contains(held, a) {
+				held = append(held, a)
+			}
+		}
+		for _, a := range held {
+			if !inPool[a] || taken[a] {
 				continue
 			}
 			switch {
-			case named[a.Value]:
+			case named[a]:
 			case r.dynamic > 0:
 				r.dynamic--
 			default:
 				continue // no longer asked for: released
 			}
-			r.assigned = append(r.assigned, a.Value)
-			taken[a.Value] = true
+			r.assigned = append(r.assigned, a)
+			taken[a] = true
 		}
 	}
 	for _, r := range reqs {
@@ -202,6 +216,7 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 			out[r.key] = r.assigned
 		}
 	}
+	t.poolAssigned = out
 	return out
 }
 

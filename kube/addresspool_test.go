@@ -424,3 +424,53 @@ spec:
 		t.Errorf("after the load balancer's address: %q", got)
 	}
 }
+
+// TestPoolAddressKeptBeforeStatus: a Gateway keeps the pool address it was
+// given while its status does not report it yet, also when a Gateway
+// created in the same second, whose name sorts first, appears; and once a
+// status is stored, it wins over what this replica gave.
+func TestPoolAddressKeptBeforeStatus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(twoGateways), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	both := loadFixture(t, path)
+	var second *gwv1.Gateway
+	for _, gw := range both.Gateways {
+		if gw.Name == "second" {
+			second = gw
+		}
+	}
+	for _, gw := range both.Gateways {
+		gw.CreationTimestamp = second.CreationTimestamp // same second; "first" sorts first
+	}
+	alone := *both
+	alone.Gateways = []*gwv1.Gateway{second}
+
+	tr := translatorWithPool([]string{"198.18.7.1", "198.18.7.2", "198.18.7.3"})
+	_, st := tr.Translate(&alone)
+	if got := gatewayAddress(st, "second"); got != "198.18.7.1" {
+		t.Fatalf("second alone: %q", got)
+	}
+	_, st = tr.Translate(both)
+	if a, b := gatewayAddress(st, "first"), gatewayAddress(st, "second"); b != "198.18.7.1" || a != "198.18.7.2" {
+		t.Errorf("after first appeared: first=%q second=%q, want second to keep 198.18.7.1", a, b)
+	}
+
+	// Another replica's leader stored 198.18.7.3 for second: the status wins.
+	addrType := gwv1.IPAddressType
+	stored := second.DeepCopy()
+	stored.Status.Addresses = []gwv1.GatewayStatusAddress{{Type: &addrType, Value: "198.18.7.3"}}
+	withStatus := *both
+	withStatus.Gateways = nil
+	for _, gw := range both.Gateways {
+		if gw.Name == "second" {
+			gw = stored
+		}
+		withStatus.Gateways = append(withStatus.Gateways, gw)
+	}
+	_, st = tr.Translate(&withStatus)
+	if got := gatewayAddress(st, "second"); got != "198.18.7.3" {
+		t.Errorf("with a stored status: second=%q, want 198.18.7.3", got)
+	}
+}

@@ -69,6 +69,13 @@ type Translator struct {
 	// translation read, by object.
 	caBundles map[*corev1.ConfigMap]caBundle
 
+	// poolAssigned are the pool addresses the last translation gave each
+	// Gateway. Until its status reports them (written a second or more
+	// later), they are what keeps a Gateway on its address when another
+	// Gateway, created in the same second with a name that sorts first,
+	// appears.
+	poolAssigned map[types.NamespacedName][]string
+
 	// last is the previous full translation, reused when only
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
 	// must not recompile every route and certificate table.
