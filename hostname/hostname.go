@@ -163,12 +163,9 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
 	}
-	if f := t.domains; f != nil && len(name) >= 8 {
-		// domainFilter.mayHave, written out: it is not inlined.
-		b := domainBit(word(unsafe.StringData(name), len(name)-8))
-		if f[b>>6]&(1<<(b&63)) == 0 {
-			return t.fallback, t.hasFallback
-		}
+	// A name under 8 bytes can match no key the filter knows of.
+	if f := t.domains; f != nil && len(name) >= 8 && !f.has(domainBit(word(unsafe.StringData(name), len(name)-8))) {
+		return t.fallback, t.hasFallback
 	}
 	var i int
 	if isShort(len(name)) {
@@ -286,15 +283,9 @@ func newDomainFilter(exact, wild []string) *domainFilter {
 	return f
 }
 
-// mayHave reports whether name may match a key: false only when name is at
-// least 8 bytes long and no key ends in its last 8 bytes. A nil filter
-// passes every name.
-func (f *domainFilter) mayHave(name string) bool {
-	n := len(name)
-	if f == nil || n < 8 {
-		return true
-	}
-	b := domainBit(word(unsafe.StringData(name), n-8))
+// has reports whether bit b (from domainBit) is set: false means no key
+// ends in the 8 bytes that hashed to it.
+func (f *domainFilter) has(b uint64) bool {
 	return f[b>>6]&(1<<(b&63)) != 0
 }
 

@@ -393,11 +393,8 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 			attempt--
 			continue
 		}
-		if last {
-			// Only failover kept the error from being answered.
-			writeProxyError(f.log, w, r, x, x.retryable)
-			return
-		}
+		// Only an attempt before the last one, with a retry policy, gets
+		// here: proxyError answers the last one unless it fails over.
 		if rule.Retry.Backoff > 0 {
 			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))
 			select {
