@@ -19,8 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/kube"
+	"portico.dev/portico/resources"
 	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/translate"
 )
 
 // translateSets is the number of ListenerSets (and hostnames, Secrets,
@@ -33,11 +34,11 @@ const setsPerNamespace = 100
 
 // translateWorkload builds the Resources once per test binary: issuing 5,000
 // certificates takes longer than the translate being measured.
-var translateWorkload = sync.OnceValues(func() (*kube.Resources, error) {
+var translateWorkload = sync.OnceValues(func() (*resources.Resources, error) {
 	return buildTranslateWorkload(translateSets)
 })
 
-func buildTranslateWorkload(n int) (*kube.Resources, error) {
+func buildTranslateWorkload(n int) (*resources.Resources, error) {
 	ca, err := snitest.NewCA()
 	if err != nil {
 		return nil, err
@@ -56,10 +57,10 @@ func buildTranslateWorkload(n int) (*kube.Resources, error) {
 		return metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(created.Add(time.Duration(i) * time.Second))}
 	}
 	from := gwv1.NamespacesFromAll
-	res := &kube.Resources{
+	res := &resources.Resources{
 		GatewayClasses: []*gwv1.GatewayClass{{
 			ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
-			Spec:       gwv1.GatewayClassSpec{ControllerName: kube.DefaultControllerName},
+			Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
 		}},
 		Gateways: []*gwv1.Gateway{{
 			ObjectMeta: objectMeta("knative-serving", "gw", -1),
@@ -133,9 +134,12 @@ func buildTranslateWorkload(n int) (*kube.Resources, error) {
 
 // checkTranslated fails unless every hostname is served: a fast translate
 // of a config that serves nothing measures nothing.
-func checkTranslated(b testing.TB, tr *kube.Translator, res *kube.Resources) {
+// It returns the memory that translation leaves, as a running instance has
+// it after its first translate.
+func checkTranslated(b testing.TB, res *resources.Resources) translate.Memory {
 	b.Helper()
-	cfg, st := tr.Translate(res)
+	out, mem := translate.Translate(translate.Settings{}, res, translate.Memory{})
+	cfg, st := out.Config, out.Statuses
 	served := 0
 	for _, p := range cfg.Ports {
 		if p.Number == 443 {
@@ -159,6 +163,7 @@ func checkTranslated(b testing.TB, tr *kube.Translator, res *kube.Resources) {
 			b.Fatalf("HTTPRoute %s is not accepted: %v", key, parents)
 		}
 	}
+	return mem
 }
 
 // TestTranslateWorkload checks, at a small size, that the benchmark's
@@ -168,10 +173,10 @@ func TestTranslateWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTranslated(t, kube.NewTranslator(""), res)
+	checkTranslated(t, res)
 }
 
-// BenchmarkTranslate5000 is a steady-state rebuild: the Translator has
+// BenchmarkTranslate5000 is a steady-state rebuild: the memory has
 // parsed every certificate before, as it has after the first translate of a
 // running instance, and each iteration replaces one HTTPRoute with a new
 // object, as an informer does on an update. A change to anything but
@@ -186,15 +191,14 @@ func BenchmarkTranslate5000(b *testing.B) {
 	// shared with the other benchmarks and must not change under them.
 	res := *shared
 	res.HTTPRoutes = slices.Clone(shared.HTTPRoutes)
-	tr := kube.NewTranslator("")
-	checkTranslated(b, tr, &res)
+	mem := checkTranslated(b, &res)
 	startTiming(b)
 	start := processCPU()
 	for i := 0; b.Loop(); i++ {
 		k := i % len(res.HTTPRoutes)
 		changed := *shared.HTTPRoutes[k]
 		res.HTTPRoutes[k] = &changed
-		tr.Translate(&res)
+		_, mem = translate.Translate(translate.Settings{}, &res, mem)
 	}
 	reportCPU(b, start)
 }
@@ -209,15 +213,14 @@ func BenchmarkTranslate5000Endpoints(b *testing.B) {
 	}
 	res := *shared
 	res.EndpointSlices = slices.Clone(shared.EndpointSlices)
-	tr := kube.NewTranslator("")
-	checkTranslated(b, tr, &res)
+	mem := checkTranslated(b, &res)
 	startTiming(b)
 	start := processCPU()
 	for i := 0; b.Loop(); i++ {
 		k := i % len(res.EndpointSlices)
 		changed := *shared.EndpointSlices[k]
 		res.EndpointSlices[k] = &changed
-		tr.Translate(&res)
+		_, mem = translate.Translate(translate.Settings{}, &res, mem)
 	}
 	reportCPU(b, start)
 }
@@ -229,11 +232,11 @@ func BenchmarkTranslate5000Cold(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	checkTranslated(b, kube.NewTranslator(""), res)
+	checkTranslated(b, res)
 	startTiming(b)
 	start := processCPU()
 	for b.Loop() {
-		kube.NewTranslator("").Translate(res)
+		translate.Translate(translate.Settings{}, res, translate.Memory{})
 	}
 	reportCPU(b, start)
 }
@@ -287,11 +290,10 @@ func BenchmarkTranslateHeap(b *testing.B) {
 	var translator uint64
 	for b.Loop() {
 		before := heap()
-		tr := kube.NewTranslator("")
-		cfg, _ := tr.Translate(res)
+		out, mem := translate.Translate(translate.Settings{}, res, translate.Memory{})
 		translator = heap() - before
-		runtime.KeepAlive(tr)
-		runtime.KeepAlive(cfg)
+		runtime.KeepAlive(mem)
+		runtime.KeepAlive(out)
 	}
 	b.ReportMetric(float64(objects)/n, "objB/hostname")
 	b.ReportMetric(float64(translator)/n, "translatorB/hostname")

@@ -24,6 +24,8 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/acme/acmetest"
+	"portico.dev/portico/filesource"
+	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 )
 
@@ -95,7 +97,8 @@ func (e *acmeEvents) get(event string) int {
 
 // acmeStandalone is Portico standalone with an ACME manager.
 type acmeStandalone struct {
-	s      *Standalone
+	s      *pipeline.Loop
+	rt     *proxy.Runtime
 	mgr    *acme.Manager
 	events *acmeEvents
 	stop   func()
@@ -106,20 +109,13 @@ type acmeStandalone struct {
 func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, storage certmagic.Storage, tune ...func(*acme.Options)) *acmeStandalone {
 	log := zaptest.NewLogger(t)
 	a := &acmeStandalone{events: &acmeEvents{counts: map[string]int{}}}
-	a.s = &Standalone{
-		Source:     NewFileSource(dir, log.Named("config")),
-		Translator: NewTranslator(""),
-		Log:        log.Named("standalone"),
-		Holdoff:    20 * time.Millisecond,
-		MaxDelay:   200 * time.Millisecond,
-	}
 	mopts := acme.Options{
 		Directory:    pebble.DirectoryURL,
 		Email:        "acme@portico.test",
 		TrustedRoots: pebble.DirectoryRoots,
 		Storage:      storage,
 		MinBackoff:   time.Second,
-		OnChange:     a.s.Changed,
+		OnChange:     func() { a.s.Changed() },
 		Observer:     a.events,
 		Logger:       log.Named("acme"),
 	}
@@ -131,12 +127,13 @@ func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, stor
 		t.Fatal(err)
 	}
 	a.mgr = mgr
-	a.s.ACME = mgr
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 5 * time.Second
 	opts.Challenges = mgr
-	a.s.Runtime = proxy.New(opts, log.Named("proxy"))
+	a.rt = proxy.New(opts, log.Named("proxy"))
+	a.s = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, ACMESecrets: true},
+		filesource.New(dir, log.Named("config")), a.rt, mgr, pipeline.Outputs{}, log.Named("standalone"))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -151,7 +148,7 @@ func startACMEStandalone(t *testing.T, dir string, pebble *acmetest.Server, stor
 			mgr.Close()
 			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 			defer c()
-			_ = a.s.Runtime.Close(sctx)
+			_ = a.rt.Close(sctx)
 		})
 	}
 	t.Cleanup(a.stop)

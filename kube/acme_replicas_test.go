@@ -24,6 +24,7 @@ import (
 	"portico.dev/portico/kube/kubetest"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/translate"
 )
 
 // answering counts the challenge requests a replica answered.
@@ -57,7 +58,8 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 	events := &acmeEvents{counts: map[string]int{}}
 	challenges := &answering{}
 	log := zaptest.NewLogger(t).Named(identity)
-	inst := f.startPortico(f.env.Config, bind, identity, func(c *Cluster) {
+	inst := f.startPortico(f.env.Config, bind, identity, func(s *replicaSetup) {
+		c := s.c
 		storage, err := secretstorage.New(c.Kube, secretstorage.Options{Namespace: "portico-system", Identity: identity})
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +70,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 			TrustedRoots: pebble.DirectoryRoots,
 			Storage:      storage,
 			MinBackoff:   time.Second,
-			OnChange:     c.ACMEChanged,
+			OnChange:     s.changed,
 			Observer:     events,
 			OnEvent:      recorder.Record,
 			Logger:       log.Named("acme"),
@@ -76,14 +78,14 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.ACME = mgr
+		s.acme = mgr
 		challenges.Manager = mgr
 		opts := proxy.DefaultOptions()
 		opts.BindAddress = bind
 		opts.DrainTimeout = 2 * time.Second
 		opts.Challenges = challenges
 		rt := proxy.New(opts, log.Named("proxy"))
-		c.Runtime = rt
+		s.rt = rt
 		// Registered before startPortico registers the replica's stop,
 		// so it runs after it.
 		t.Cleanup(func() {
@@ -126,7 +128,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	gws := f.gc.GatewayV1()
 	createClassAndGateway(t, f.gc, httpPort)
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{ACMEAnnotation: ACMEHTTP01}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{translate.ACMEAnnotation: translate.ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
 			Listeners: []gwv1.ListenerEntry{{

@@ -21,6 +21,7 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/translate"
 )
 
 // acmeSecretTimeout bounds one Secret write.
@@ -33,7 +34,7 @@ const acmeSecretTimeout = 10 * time.Second
 // against the same snapshot). The informer then brings the Secret to
 // translate like any other. Every replica may write: they hold the same
 // certificate from the shared storage, and a lost race is harmless.
-func writeACMESecrets(ctx context.Context, client kubernetes.Interface, mgr *acme.Manager, wanted []ACMECertificate, secrets []*corev1.Secret, log *zap.Logger) {
+func writeACMESecrets(ctx context.Context, client kubernetes.Interface, mgr *acme.Manager, wanted []translate.ACMECertificate, secrets []*corev1.Secret, log *zap.Logger) {
 	if len(wanted) == 0 {
 		return
 	}
@@ -57,10 +58,10 @@ func writeACMESecrets(ctx context.Context, client kubernetes.Interface, mgr *acm
 	}
 }
 
-func writeACMESecret(ctx context.Context, client kubernetes.Interface, c ACMECertificate, cert acme.Certificate, cur *corev1.Secret) error {
+func writeACMESecret(ctx context.Context, client kubernetes.Interface, c translate.ACMECertificate, cert acme.Certificate, cur *corev1.Secret) error {
 	ctx, cancel := context.WithTimeout(ctx, acmeSecretTimeout)
 	defer cancel()
-	want := ManagedSecret(c, cert.CertPEM, cert.KeyPEM)
+	want := translate.ManagedSecret(c, cert.CertPEM, cert.KeyPEM)
 	secrets := client.CoreV1().Secrets(c.Secret.Namespace)
 	if cur == nil {
 		_, err := secrets.Create(ctx, want, metav1.CreateOptions{FieldManager: "portico"})
@@ -72,22 +73,22 @@ func writeACMESecret(ctx context.Context, client kubernetes.Interface, c ACMECer
 		}
 		return nil
 	}
-	if !IsManaged(cur) {
+	if !translate.IsManaged(cur) {
 		return nil
 	}
 	if bytes.Equal(cur.Data[corev1.TLSCertKey], cert.CertPEM) && bytes.Equal(cur.Data[corev1.TLSPrivateKeyKey], cert.KeyPEM) &&
-		cur.Annotations[ACMEHostnameAnnotation] == c.Hostname {
+		cur.Annotations[translate.ACMEHostnameAnnotation] == c.Hostname {
 		return nil
 	}
 	next := cur.DeepCopy()
 	next.Data = want.Data
 	next.Labels = maps.Clone(cur.Labels)
-	next.Labels[ManagedByLabel] = ManagedByValue
+	next.Labels[translate.ManagedByLabel] = translate.ManagedByValue
 	next.Annotations = maps.Clone(cur.Annotations)
 	if next.Annotations == nil {
 		next.Annotations = map[string]string{}
 	}
-	next.Annotations[ACMEHostnameAnnotation] = c.Hostname
+	next.Annotations[translate.ACMEHostnameAnnotation] = c.Hostname
 	// The resourceVersion of the snapshot makes a write over a newer
 	// Secret fail rather than clobber it; the next rebuild looks again.
 	if _, err := secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: "portico"}); err != nil && !apierrors.IsConflict(err) {
@@ -220,7 +221,7 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 		}
 		for i := range lss.Items {
 			ls := &lss.Items[i]
-			if ls.Annotations[ACMEAnnotation] == ACMEHTTP01 && slices.ContainsFunc(ls.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return declares(l.Protocol, l.Hostname) }) {
+			if ls.Annotations[translate.ACMEAnnotation] == translate.ACMEHTTP01 && slices.ContainsFunc(ls.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return declares(l.Protocol, l.Hostname) }) {
 				out = append(out, ref("ListenerSet", ls))
 			}
 		}
@@ -230,7 +231,7 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 		}
 		for i := range gws.Items {
 			gw := &gws.Items[i]
-			if gw.Annotations[ACMEAnnotation] == ACMEHTTP01 && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return declares(l.Protocol, l.Hostname) }) {
+			if gw.Annotations[translate.ACMEAnnotation] == translate.ACMEHTTP01 && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return declares(l.Protocol, l.Hostname) }) {
 				out = append(out, ref("Gateway", gw))
 			}
 		}

@@ -24,7 +24,9 @@ import (
 	"portico.dev/portico/acme/acmetest"
 	"portico.dev/portico/kube/kubetest"
 	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/translate"
 )
 
 // TestClusterACMEIssues runs Portico in cluster mode against a real API
@@ -55,25 +57,23 @@ func TestClusterACMEIssues(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Cluster{
-		Kube:       kc,
-		Gateway:    gc,
-		Translator: NewTranslator(""),
-		Log:        log,
-		Holdoff:    20 * time.Millisecond,
-		MaxDelay:   200 * time.Millisecond,
+		Kube:    kc,
+		Gateway: gc,
+		Log:     log,
 		LeaderElection: LeaderElection{
 			Namespace: "portico-system", Name: "portico", Identity: "replica-a",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
 			ReleaseOnCancel: true,
 		},
 	}
+	var loop *pipeline.Loop
 	events := &acmeEvents{counts: map[string]int{}}
 	mgr, err := acme.New(acme.Options{
 		Directory:    pebble.DirectoryURL,
 		TrustedRoots: pebble.DirectoryRoots,
 		Storage:      storage,
 		MinBackoff:   time.Second,
-		OnChange:     c.ACMEChanged,
+		OnChange:     func() { loop.Changed() },
 		Observer:     events,
 		Logger:       log.Named("acme"),
 	})
@@ -85,10 +85,13 @@ func TestClusterACMEIssues(t *testing.T) {
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 2 * time.Second
 	opts.Challenges = mgr
-	c.Runtime = proxy.New(opts, log.Named("proxy"))
+	rt := proxy.New(opts, log.Named("proxy"))
+	loop = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
+		Translate: translate.Settings{Shared: &translate.SharedAddresses{}}}, c, rt, mgr,
+		pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME}, log)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
+	go func() { done <- loop.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -97,7 +100,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		mgr.Close()
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
-		_ = c.Runtime.Close(sctx)
+		_ = rt.Close(sctx)
 	})
 
 	gws := gc.GatewayV1()
@@ -110,7 +113,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		}
 	}
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{ACMEAnnotation: ACMEHTTP01}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{translate.ACMEAnnotation: translate.ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
 			Listeners: []gwv1.ListenerEntry{entry("app", host, "app-tls"), entry("theirs", theirHost, "theirs-tls")},
@@ -129,7 +132,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		return nil
 	})
 	t.Logf("Secret with the certificate for %s written %v after the ListenerSet", host, time.Since(start).Round(time.Millisecond))
-	if secret.Type != corev1.SecretTypeTLS || !IsManaged(secret) || secret.Annotations[ACMEHostnameAnnotation] != host {
+	if secret.Type != corev1.SecretTypeTLS || !translate.IsManaged(secret) || secret.Annotations[translate.ACMEHostnameAnnotation] != host {
 		t.Errorf("Secret: type %q labels %v annotations %v; want kubernetes.io/tls, managed by Portico, for %s", secret.Type, secret.Labels, secret.Annotations, host)
 	}
 	verifyChain(t, secret.Data[corev1.TLSCertKey], host, pebble.Roots)
@@ -168,7 +171,7 @@ func TestClusterACMEIssues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ResourceVersion != theirs.ResourceVersion || IsManaged(got) {
+	if got.ResourceVersion != theirs.ResourceVersion || translate.IsManaged(got) {
 		t.Errorf("Secret apps/theirs-tls was written: resourceVersion %s -> %s, labels %v", theirs.ResourceVersion, got.ResourceVersion, got.Labels)
 	}
 	if got := mgr.Hostnames(); !slices.Equal(got, []string{host}) {

@@ -89,8 +89,8 @@ func BenchmarkClusterNewHostname(b *testing.B) {
 	b.Logf("created %d Secrets, ListenerSets and HTTPRoutes in %v", present, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(c *Cluster) {
-		c.MinHoldoff, c.Holdoff, c.MaxDelay = 10*time.Millisecond, 100*time.Millisecond, time.Second
+	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(s *replicaSetup) {
+		s.opts.MinHoldoff, s.opts.Holdoff, s.opts.MaxDelay = 10*time.Millisecond, 100*time.Millisecond, time.Second
 	})
 	first := func(i int) error {
 		certsMu.Lock()
@@ -112,10 +112,10 @@ func BenchmarkClusterNewHostname(b *testing.B) {
 	for n := 0; b.Loop(); n++ {
 		b.StopTimer()
 		i := present + n
-		gen := p.c.Generation()
+		gen := p.loop.Generation()
 		secret(i)
 		waitFor(b, 10*time.Second, "Secret seen", func() error {
-			if p.c.Generation() == gen {
+			if p.loop.Generation() == gen {
 				return errors.New("no rebuild yet")
 			}
 			return nil

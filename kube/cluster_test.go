@@ -32,8 +32,12 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/acme"
 	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/status"
+	"portico.dev/portico/translate"
 )
 
 // clusterFixture is a real API server with the Gateway API CRDs, admin
@@ -137,9 +141,11 @@ func tlsSecret(namespace, name string, c testCert) *corev1.Secret {
 	}
 }
 
-// clusterInstance is one Portico replica in cluster mode, in process.
+// clusterInstance is one Portico replica in cluster mode, in process: the
+// cluster source and outputs, and the run loop over them.
 type clusterInstance struct {
 	c      *Cluster
+	loop   *pipeline.Loop
 	rt     *proxy.Runtime
 	bind   string
 	cancel context.CancelFunc
@@ -147,9 +153,22 @@ type clusterInstance struct {
 	once   sync.Once
 }
 
+// replicaSetup is what a test may change before a replica runs.
+type replicaSetup struct {
+	c    *Cluster
+	opts pipeline.Options
+	// applied is the loop's Outputs.Applied.
+	applied func(pipeline.ApplyReport)
+	acme    *acme.Manager
+	rt      *proxy.Runtime
+	// changed asks the replica's loop for a rebuild (an ACME manager's
+	// OnChange).
+	changed func()
+}
+
 // startPortico runs a replica with cfg's identity, binding listener ports
-// on bind (a loopback address). mod adjusts the Cluster before it runs.
-func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, mod func(*Cluster)) *clusterInstance {
+// on bind (a loopback address). mod adjusts the setup before it runs.
+func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, mod func(*replicaSetup)) *clusterInstance {
 	f.t.Helper()
 	kc, gc := clusterClients(f.t, cfg)
 	md, err := metadata.NewForConfig(cfg)
@@ -160,39 +179,48 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = bind
 	opts.DrainTimeout = 2 * time.Second
-	rt := proxy.New(opts, log.Named("proxy"))
-	c := &Cluster{
-		Kube:       kc,
-		Gateway:    gc,
-		Metadata:   md,
-		Translator: NewTranslator(""),
-		Runtime:    rt,
-		Log:        log,
-		Holdoff:    20 * time.Millisecond,
-		MaxDelay:   200 * time.Millisecond,
-		LeaderElection: LeaderElection{
-			Namespace: "portico-system", Name: "portico", Identity: identity,
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
-			ReleaseOnCancel: true,
+	var loop *pipeline.Loop
+	setup := &replicaSetup{
+		c: &Cluster{
+			Kube:     kc,
+			Gateway:  gc,
+			Metadata: md,
+			Log:      log,
+			LeaderElection: LeaderElection{
+				Namespace: "portico-system", Name: "portico", Identity: identity,
+				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
+				ReleaseOnCancel: true,
+			},
 		},
-		retryAfter: 500 * time.Millisecond,
+		opts: pipeline.Options{
+			Holdoff:    20 * time.Millisecond,
+			MaxDelay:   200 * time.Millisecond,
+			RetryAfter: 500 * time.Millisecond,
+			Translate:  translate.Settings{Shared: &translate.SharedAddresses{}},
+		},
+		rt:      proxy.New(opts, log.Named("proxy")),
+		changed: func() { loop.Changed() },
 	}
 	if mod != nil {
-		mod(c)
+		mod(setup)
 	}
+	c := setup.c
+	c.ACME = setup.acme
+	loop = pipeline.New(setup.opts, c, setup.rt, setup.acme,
+		pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME, Applied: setup.applied}, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	inst := &clusterInstance{c: c, rt: rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
-	go func() { inst.done <- c.Run(ctx) }()
+	inst := &clusterInstance{c: c, loop: loop, rt: setup.rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
+	go func() { inst.done <- loop.Run(ctx) }()
 	f.t.Cleanup(inst.stop)
 	deadline := time.Now().Add(30 * time.Second)
-	for c.Ready() != nil {
+	for loop.Ready() != nil {
 		select {
 		case err := <-inst.done:
 			f.t.Fatalf("Portico %s stopped before it was ready: %v", identity, err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("Portico %s not ready: %v", identity, c.Ready())
+			f.t.Fatalf("Portico %s not ready: %v", identity, loop.Ready())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -378,9 +406,9 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 	}
 
 	var applied atomic.Int64
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(c *Cluster) {
-		c.Translator.Shared = &SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
-		c.OnApply = func(r ApplyReport) {
+	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) {
+		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
+		s.applied = func(r pipeline.ApplyReport) {
 			if r.Err == nil {
 				applied.Store(r.Generation)
 			}
@@ -455,7 +483,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, DefaultControllerName, parent)
+			ours := routeParent(r, translate.DefaultControllerName, parent)
 			if ours == nil {
 				return fmt.Errorf("no parent entry of Portico for %s: %+v", parent, r.Status.Parents)
 			}
@@ -464,7 +492,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 					return err
 				}
 			}
-			if routeParent(r, DefaultControllerName, "other-gw") != nil {
+			if routeParent(r, translate.DefaultControllerName, "other-gw") != nil {
 				return errors.New("Portico wrote an entry for another controller's Gateway")
 			}
 			if other := routeParent(r, otherController, "other-gw"); wantOther && (other == nil || other.Conditions[0].ObservedGeneration != 1) {
@@ -629,7 +657,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		computed := []gwv1.RouteParentStatus{*routeParent(stale, DefaultControllerName, "gw")}
+		computed := []gwv1.RouteParentStatus{*routeParent(stale, translate.DefaultControllerName, "gw")}
 		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
 		computed[0].Conditions[0].Message = "rewritten by the conflict test"
 		var conflicts atomic.Int64
@@ -645,7 +673,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				return gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
 			},
 			func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-				return mergeHTTPRoute(o, computed, DefaultControllerName, now)
+				return status.MergeHTTPRoute(o, computed, translate.DefaultControllerName, now)
 			},
 			func(ctx context.Context, o *gwv1.HTTPRoute) error {
 				_, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
@@ -667,7 +695,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				others++
 			}
 		}
-		ours := routeParent(got, DefaultControllerName, "gw")
+		ours := routeParent(got, translate.DefaultControllerName, "gw")
 		if others != 2 || ours == nil || ours.Conditions[0].Message != "rewritten by the conflict test" {
 			t.Errorf("after a conflict: %+v", got.Status.Parents)
 		}
@@ -853,7 +881,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if routeParent(r, DefaultControllerName, "gw") != nil {
+			if routeParent(r, translate.DefaultControllerName, "gw") != nil {
 				return errors.New("Portico's entry is still there")
 			}
 			if routeParent(r, otherController, "other-gw") == nil {
@@ -929,7 +957,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, DefaultControllerName, "gw")
+			ours := routeParent(r, translate.DefaultControllerName, "gw")
 			if ours == nil {
 				return fmt.Errorf("no entry: %+v", r.Status.Parents)
 			}
@@ -967,7 +995,7 @@ func createClassAndGateway(t testing.TB, gc gatewayclient.Interface, httpPort in
 	gws := gc.GatewayV1()
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
 	}, metav1.CreateOptions{}))
 	same := gwv1.NamespacesFromSame
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
@@ -992,7 +1020,10 @@ func mustCreate(t testing.TB) func(any, error) {
 // TestSetUnsupportedVersion: CRDs of another minor version make the
 // GatewayClass report SupportedVersion=False; it stays Accepted.
 func TestSetUnsupportedVersion(t *testing.T) {
-	st := &Statuses{GatewayClasses: map[string]gwv1.GatewayClassStatus{"a": gatewayClassStatus(&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Generation: 3}})}}
+	st := &status.Computed{GatewayClasses: map[string]gwv1.GatewayClassStatus{"a": {Conditions: []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3},
+		{Type: "SupportedVersion", Status: metav1.ConditionTrue, Reason: "SupportedVersion", ObservedGeneration: 3},
+	}}}}
 	setUnsupportedVersion(st, []string{"CRD gateways.gateway.networking.k8s.io is version v1.5.0"})
 	conds := st.GatewayClasses["a"].Conditions
 	if c := meta.FindStatusCondition(conds, "SupportedVersion"); c == nil || c.Status != "False" || c.Reason != "UnsupportedVersion" || c.ObservedGeneration != 3 || !strings.Contains(c.Message, "v1.5.0") {

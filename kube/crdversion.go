@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
+
+	"portico.dev/portico/conditions"
+	"portico.dev/portico/status"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -51,22 +53,11 @@ func minorVersion(v string) string {
 // condition False. Portico keeps serving the classes (Accepted stays True):
 // its support for other CRD versions is best effort, as the specification
 // allows.
-func setUnsupportedVersion(st *Statuses, problems []string) {
+func setUnsupportedVersion(st *status.Computed, problems []string) {
 	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", minorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
 	for name, gcs := range st.GatewayClasses {
-		gcs.Conditions = append([]metav1.Condition(nil), gcs.Conditions...)
-		prev := meta.FindStatusCondition(gcs.Conditions, string(gwv1.GatewayClassConditionStatusSupportedVersion))
-		var gen int64
-		if prev != nil {
-			gen = prev.ObservedGeneration
-		}
-		meta.SetStatusCondition(&gcs.Conditions, metav1.Condition{
-			Type:               string(gwv1.GatewayClassConditionStatusSupportedVersion),
-			Status:             metav1.ConditionFalse,
-			Reason:             string(gwv1.GatewayClassReasonUnsupportedVersion),
-			Message:            msg,
-			ObservedGeneration: gen,
-		})
+		gcs.Conditions = conditions.Set(gcs.Conditions, gwv1.GatewayClassConditionStatusSupportedVersion, metav1.ConditionFalse,
+			gwv1.GatewayClassReasonUnsupportedVersion, msg)
 		st.GatewayClasses[name] = gcs
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/translate"
 )
 
 // deployObjects reads the objects of the kustomize base in dir. The base
@@ -157,8 +158,8 @@ func TestDeployManifests(t *testing.T) {
 	}, metav1.CreateOptions{}))
 
 	sa := f.env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
-	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(c *Cluster) {
-		c.Translator.Shared = &SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
+	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(s *replicaSetup) {
+		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 	})
 	waitFor(t, 10*time.Second, "leading", func() error {
 		if !p.c.Leading() {
@@ -189,7 +190,7 @@ func TestDeployManifests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if ours := routeParent(r, DefaultControllerName, "gw"); ours == nil {
+		if ours := routeParent(r, translate.DefaultControllerName, "gw"); ours == nil {
 			return errors.New("no route status")
 		}
 		return nil
@@ -231,7 +232,7 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a Gateway's spec"] = gc.GatewayV1().Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
 	refused["delete an HTTPRoute"] = gc.GatewayV1().HTTPRoutes("apps").Delete(ctx, "r", metav1.DeleteOptions{})
 	_, refused["create a GatewayClass"] = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
 	}, metav1.CreateOptions{})
 	_, refused["create a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "portico"}}, metav1.CreateOptions{})
 	_, refused["update a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "apps"}}, metav1.UpdateOptions{})
@@ -273,7 +274,7 @@ func TestDeployManifests(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create an ACME Event on a ListenerSet: %v", err)
 	}
-	listenerSecret, err := kc.CoreV1().Secrets("apps").Create(ctx, ManagedSecret(ACMECertificate{Hostname: "x.example.com", Secret: nn("apps", "x-tls")}, nil, nil), metav1.CreateOptions{})
+	listenerSecret, err := kc.CoreV1().Secrets("apps").Create(ctx, translate.ManagedSecret(translate.ACMECertificate{Hostname: "x.example.com", Secret: nn("apps", "x-tls")}, nil, nil), metav1.CreateOptions{})
 	if err != nil {
 		t.Errorf("create a listener's ACME Secret: %v", err)
 	} else if _, err := kc.CoreV1().Secrets("apps").Update(ctx, listenerSecret, metav1.UpdateOptions{}); err != nil {

@@ -29,6 +29,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/filesource"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
+	"portico.dev/portico/translate"
 )
 
 // Namespaces of the conformance base manifests.
@@ -72,7 +77,7 @@ func targetPortOf(name string) string {
 type confEnv struct {
 	t     *testing.T
 	h     *harness
-	src   *FileSource
+	src   *filesource.Source
 	ports map[string]int
 	pods  map[string][]*echoPod // "namespace/service"
 	cert  testCert
@@ -102,7 +107,7 @@ func startConformance(t *testing.T, manifest string) *confEnv {
 	}
 	e.files["20-endpoints.yaml"] = e.endpointSlices()
 	e.h = startStandalone(t, e.files)
-	e.src = NewFileSource(e.h.dir, zap.NewNop())
+	e.src = filesource.New(e.h.dir, zap.NewNop())
 	return e
 }
 
@@ -241,14 +246,14 @@ func (e *confEnv) update(t testing.TB, name, content string) {
 }
 
 // statuses translates the files as they are now.
-func (e *confEnv) statuses(t testing.TB) (*Resources, *Statuses) {
+func (e *confEnv) statuses(t testing.TB) (*resources.Resources, *status.Computed) {
 	t.Helper()
-	res, err := e.src.Load()
+	res, err := e.src.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, st := NewTranslator("").Translate(res)
-	return res, st
+	out, _ := translate.Translate(translate.Settings{}, res, translate.Memory{})
+	return res, out.Statuses
 }
 
 // withoutObject drops the document of one kind and name from a manifest.
@@ -638,7 +643,7 @@ func runCases(t *testing.T, c *gwClient, cases []expect) {
 // Statuses.
 
 // parentStatus finds the status of a route for the Gateway it names.
-func parentStatus(t testing.TB, st *Statuses, route, gateway types.NamespacedName) gwv1.RouteParentStatus {
+func parentStatus(t testing.TB, st *status.Computed, route, gateway types.NamespacedName) gwv1.RouteParentStatus {
 	t.Helper()
 	for _, ps := range st.HTTPRoutes[route] {
 		ns := route.Namespace
@@ -660,10 +665,10 @@ func parentStatus(t testing.TB, st *Statuses, route, gateway types.NamespacedNam
 // mustHaveCondition asserts one condition of a route's status for a
 // Gateway; an empty reason accepts any. Every condition must be about the
 // route's current generation.
-func mustHaveCondition(t testing.TB, res *Resources, st *Statuses, route, gateway types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) {
+func mustHaveCondition(t testing.TB, res *resources.Resources, st *status.Computed, route, gateway types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	ps := parentStatus(t, st, route, gateway)
-	if ps.ControllerName != DefaultControllerName {
+	if ps.ControllerName != translate.DefaultControllerName {
 		t.Errorf("HTTPRoute %s: controllerName %q", route, ps.ControllerName)
 	}
 	c := meta.FindStatusCondition(ps.Conditions, typ)
@@ -681,7 +686,7 @@ func mustHaveCondition(t testing.TB, res *Resources, st *Statuses, route, gatewa
 	}
 }
 
-func routeGeneration(t testing.TB, res *Resources, route types.NamespacedName) int64 {
+func routeGeneration(t testing.TB, res *resources.Resources, route types.NamespacedName) int64 {
 	t.Helper()
 	for _, r := range res.HTTPRoutes {
 		if r.Namespace == route.Namespace && r.Name == route.Name {
@@ -715,7 +720,7 @@ func (e *confEnv) mustBeAccepted(t testing.TB, gateway string, routes ...string)
 
 // attachedRoutes returns the attachedRoutes count of each listener of a
 // Gateway in the infra namespace.
-func attachedRoutes(st *Statuses, gateway string) map[string]int32 {
+func attachedRoutes(st *status.Computed, gateway string) map[string]int32 {
 	out := map[string]int32{}
 	for _, l := range st.Gateways[types.NamespacedName{Namespace: infraNS, Name: gateway}].Listeners {
 		out[string(l.Name)] = l.AttachedRoutes

@@ -9,10 +9,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"portico.dev/portico/resources"
+	"portico.dev/portico/translate"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -164,9 +168,9 @@ func (in *informers) shutdown() {
 
 // snapshot lists every cache into one Resources. The objects are the
 // caches' own and must not be modified; translate only reads them.
-func (in *informers) snapshot() (*Resources, error) {
+func (in *informers) snapshot() (*resources.Resources, error) {
 	all := labels.Everything()
-	res := &Resources{}
+	res := &resources.Resources{}
 	var err error
 	if res.GatewayClasses, err = in.gatewayClasses.List(all); err != nil {
 		return nil, fmt.Errorf("list GatewayClasses: %w", err)
@@ -222,8 +226,8 @@ func keepCACertificate(obj any) (any, error) {
 		cm.SetManagedFields(nil)
 		cm.Annotations = nil
 		cm.BinaryData = nil
-		if ca, ok := cm.Data[caCertificateKey]; ok {
-			cm.Data = map[string]string{caCertificateKey: ca}
+		if ca, ok := cm.Data[translate.CACertificateKey]; ok {
+			cm.Data = map[string]string{translate.CACertificateKey: ca}
 		} else {
 			cm.Data = nil
 		}
@@ -241,7 +245,7 @@ func caHandler(h eventHandlers) cache.ResourceEventHandler {
 			obj = d.Obj
 		}
 		cm, ok := obj.(*corev1.ConfigMap)
-		return !ok || cm.Data[caCertificateKey] != ""
+		return !ok || cm.Data[translate.CACertificateKey] != ""
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -252,7 +256,7 @@ func caHandler(h eventHandlers) cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okOld := oldObj.(*corev1.ConfigMap)
 			n, okNew := newObj.(*corev1.ConfigMap)
-			if okOld && okNew && o.Data[caCertificateKey] == n.Data[caCertificateKey] {
+			if okOld && okNew && o.Data[translate.CACertificateKey] == n.Data[translate.CACertificateKey] {
 				return
 			}
 			h.changed()
@@ -308,4 +312,8 @@ func sameVersion(oldObj, newObj any) bool {
 	o, okOld := oldObj.(metav1.Object)
 	n, okNew := newObj.(metav1.Object)
 	return okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion()
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
 }

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/translate"
 )
 
 // TestClusterLeaderElection runs two replicas against one API server: both
@@ -28,7 +30,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	port := int32(freePort(t))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
 	}, metav1.CreateOptions{}))
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
@@ -51,7 +53,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}))
 
 	// a dies without releasing the lease, as a killed process would.
-	a := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(c *Cluster) { c.LeaderElection.ReleaseOnCancel = false })
+	a := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) { s.c.LeaderElection.ReleaseOnCancel = false })
 	waitFor(t, 10*time.Second, "a leads", func() error {
 		if !a.c.Leading() {
 			return errors.New("a does not lead")
@@ -95,7 +97,7 @@ func TestClusterLeaderElection(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, DefaultControllerName, "gw")
+			ours := routeParent(r, translate.DefaultControllerName, "gw")
 			if ours == nil {
 				return errors.New("no status entry")
 			}

@@ -342,9 +342,7 @@ func TestStandaloneBrokenEditKeepsServing(t *testing.T) {
 	e.h.write("broken.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: x\n")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		e.h.s.mu.Lock()
-		lastErr := e.h.s.lastErr
-		e.h.s.mu.Unlock()
+		lastErr := e.h.s.LastError()
 		if lastErr != nil {
 			if !strings.Contains(lastErr.Error(), "broken.yaml") {
 				t.Errorf("error does not name the file: %v", lastErr)

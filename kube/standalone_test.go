@@ -20,6 +20,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/filesource"
+	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 )
 
@@ -151,12 +153,12 @@ stringData:
 `, name, ns, indent(4, c.certPEM), indent(4, c.keyPEM))
 }
 
-// harness runs Standalone on a config directory, in process, with real
-// sockets.
+// harness runs standalone mode (the run loop over a file source) on a
+// config directory, in process, with real sockets.
 type harness struct {
 	t   testing.TB
 	dir string
-	s   *Standalone
+	s   *pipeline.Loop
 	rt  *proxy.Runtime
 }
 
@@ -172,14 +174,8 @@ func startStandalone(t testing.TB, files map[string]string) *harness {
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 5 * time.Second
 	h.rt = proxy.New(opts, log.Named("proxy"))
-	h.s = &Standalone{
-		Source:     NewFileSource(dir, log.Named("config")),
-		Translator: NewTranslator(""),
-		Runtime:    h.rt,
-		Log:        log.Named("standalone"),
-		Holdoff:    20 * time.Millisecond,
-		MaxDelay:   200 * time.Millisecond,
-	}
+	h.s = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, ACMESecrets: true},
+		filesource.New(dir, log.Named("config")), h.rt, nil, pipeline.Outputs{}, log.Named("standalone"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.s.Run(ctx) }()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +17,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
 )
 
 // statusFieldManager names Portico in the managedFields of what it writes.
@@ -25,7 +27,7 @@ const statusFieldManager = "portico"
 
 // statusBatch is the result of one translation for the status writer.
 type statusBatch struct {
-	st *Statuses
+	st *status.Computed
 	// versions holds the identity and generation of every object the
 	// statuses were computed from. A status computed for another generation
 	// (or another incarnation) than the object now has is not written: the
@@ -210,127 +212,78 @@ func (w *statusWriter) pass(ctx context.Context, b *statusBatch) {
 // The comparison against the cache is repeated against the API server's copy
 // when an update conflicts.
 func (w *statusWriter) jobs(b *statusBatch) []statusJob {
-	var jobs []statusJob
 	ts := metav1.NewTime(w.now().Truncate(time.Second))
 	gws := w.client.GatewayV1()
-
-	for name, computed := range b.st.GatewayClasses {
-		cached, err := w.in.gatewayClasses.Get(name)
-		if err != nil {
-			continue
-		}
-		key := statusKey{"GatewayClass", types.NamespacedName{Name: name}}
-		if _, changed := mergeGatewayClass(cached, computed, ts); !changed {
-			continue
-		}
-		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
-			return writeStatus(ctx, w, key, b.versions[key], cached,
-				func(ctx context.Context) (*gwv1.GatewayClass, error) {
-					return gws.GatewayClasses().Get(ctx, name, metav1.GetOptions{})
-				},
-				func(o *gwv1.GatewayClass) (*gwv1.GatewayClass, bool) { return mergeGatewayClass(o, computed, ts) },
-				func(ctx context.Context, o *gwv1.GatewayClass) error {
-					_, err := gws.GatewayClasses().UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
-				})
-		}})
-	}
-	for nn, computed := range b.st.Gateways {
-		cached, err := w.in.gateways.Gateways(nn.Namespace).Get(nn.Name)
-		if err != nil {
-			continue
-		}
-		key := statusKey{"Gateway", nn}
-		if _, changed := mergeGateway(cached, computed, ts); !changed {
-			continue
-		}
-		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
-			return writeStatus(ctx, w, key, b.versions[key], cached,
-				func(ctx context.Context) (*gwv1.Gateway, error) {
-					return gws.Gateways(nn.Namespace).Get(ctx, nn.Name, metav1.GetOptions{})
-				},
-				func(o *gwv1.Gateway) (*gwv1.Gateway, bool) { return mergeGateway(o, computed, ts) },
-				func(ctx context.Context, o *gwv1.Gateway) error {
-					_, err := gws.Gateways(nn.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
-				})
-		}})
-	}
-	for nn, computed := range b.st.ListenerSets {
-		cached, err := w.in.listenerSets.ListenerSets(nn.Namespace).Get(nn.Name)
-		if err != nil {
-			continue
-		}
-		key := statusKey{"ListenerSet", nn}
-		if _, changed := mergeListenerSet(cached, computed, ts); !changed {
-			continue
-		}
-		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
-			return writeStatus(ctx, w, key, b.versions[key], cached,
-				func(ctx context.Context) (*gwv1.ListenerSet, error) {
-					return gws.ListenerSets(nn.Namespace).Get(ctx, nn.Name, metav1.GetOptions{})
-				},
-				func(o *gwv1.ListenerSet) (*gwv1.ListenerSet, bool) { return mergeListenerSet(o, computed, ts) },
-				func(ctx context.Context, o *gwv1.ListenerSet) error {
-					_, err := gws.ListenerSets(nn.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
-				})
-		}})
-	}
+	opts := metav1.UpdateOptions{FieldManager: statusFieldManager}
+	jobs := kindJobs(w, b, ts, statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
+		name: "GatewayClass",
+		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.GatewayClass, error) {
+			return gws.GatewayClasses().Get(ctx, k.Name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *gwv1.GatewayClass) error {
+			_, err := gws.GatewayClasses().UpdateStatus(ctx, o, opts)
+			return err
+		},
+		merge: status.MergeGatewayClass,
+	}, fromComputed(classKeys(b.st.GatewayClasses), func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) }))
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
+		name: "Gateway",
+		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.Gateway, error) {
+			return gws.Gateways(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *gwv1.Gateway) error {
+			_, err := gws.Gateways(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		},
+		merge: status.MergeGateway,
+	}, fromComputed(b.st.Gateways, func(k types.NamespacedName) (*gwv1.Gateway, error) {
+		return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
+	}))...)
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
+		name: "ListenerSet",
+		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.ListenerSet, error) {
+			return gws.ListenerSets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *gwv1.ListenerSet) error {
+			_, err := gws.ListenerSets(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		},
+		merge: status.MergeListenerSet,
+	}, fromComputed(b.st.ListenerSets, func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
+		return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
+	}))...)
 	// Every route is visited, not only those with computed entries: a route
 	// that no longer attaches to Portico must lose the entries Portico wrote.
 	routes, _ := w.in.httpRoutes.List(labels.Everything())
-	for _, cached := range routes {
-		nn := types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}
-		computed, ours := b.st.HTTPRoutes[nn]
-		if !ours && !hasParentsOf(cached.Status.Parents, w.controller) {
-			continue
-		}
-		key := statusKey{"HTTPRoute", nn}
-		if _, changed := mergeHTTPRoute(cached, computed, w.controller, ts); !changed {
-			continue
-		}
-		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
-			return writeStatus(ctx, w, key, b.versions[key], cached,
-				func(ctx context.Context) (*gwv1.HTTPRoute, error) {
-					return gws.HTTPRoutes(nn.Namespace).Get(ctx, nn.Name, metav1.GetOptions{})
-				},
-				func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-					return mergeHTTPRoute(o, computed, w.controller, ts)
-				},
-				func(ctx context.Context, o *gwv1.HTTPRoute) error {
-					_, err := gws.HTTPRoutes(nn.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
-				})
-		}})
-	}
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
+		name: "HTTPRoute",
+		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.HTTPRoute, error) {
+			return gws.HTTPRoutes(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *gwv1.HTTPRoute) error {
+			_, err := gws.HTTPRoutes(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		},
+		merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
+			return status.MergeHTTPRoute(o, c, w.controller, now)
+		},
+	}, fromCache(routes, b.st.HTTPRoutes, func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
 	policies, _ := w.in.backendTLS.List(labels.Everything())
-	for _, cached := range policies {
-		nn := types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}
-		computed, ours := b.st.BackendTLSPolicies[nn]
-		if !ours && !hasAncestorsOf(cached.Status.Ancestors, w.controller) {
-			continue
-		}
-		key := statusKey{"BackendTLSPolicy", nn}
-		if _, changed := mergeBackendTLSPolicy(cached, computed, w.controller, ts); !changed {
-			continue
-		}
-		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
-			return writeStatus(ctx, w, key, b.versions[key], cached,
-				func(ctx context.Context) (*gwv1.BackendTLSPolicy, error) {
-					return gws.BackendTLSPolicies(nn.Namespace).Get(ctx, nn.Name, metav1.GetOptions{})
-				},
-				func(o *gwv1.BackendTLSPolicy) (*gwv1.BackendTLSPolicy, bool) {
-					return mergeBackendTLSPolicy(o, computed, w.controller, ts)
-				},
-				func(ctx context.Context, o *gwv1.BackendTLSPolicy) error {
-					_, err := gws.BackendTLSPolicies(nn.Namespace).UpdateStatus(ctx, o, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
-				})
-		}})
-	}
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.BackendTLSPolicy, []gwv1.PolicyAncestorStatus]{
+		name: "BackendTLSPolicy",
+		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.BackendTLSPolicy, error) {
+			return gws.BackendTLSPolicies(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *gwv1.BackendTLSPolicy) error {
+			_, err := gws.BackendTLSPolicies(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		},
+		merge: func(o *gwv1.BackendTLSPolicy, c []gwv1.PolicyAncestorStatus, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
+			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
+		},
+	}, fromCache(policies, b.st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
 	// Parents before children, so a watcher sees a Gateway programmed no
 	// later than the routes on it; ties in name order for stable logs.
 	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
@@ -340,6 +293,75 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 		}
 		return cmp.Compare(a.key.String(), b.key.String())
 	})
+	return jobs
+}
+
+// statusKind is how the writer reads, merges and writes the status of one
+// kind; T is the object, S its computed status.
+type statusKind[T metav1.Object, S any] struct {
+	name   string
+	get    func(context.Context, types.NamespacedName) (T, error)
+	update func(context.Context, T) error
+	merge  func(T, S, metav1.Time) (T, bool)
+}
+
+// pending is one cached object with the status computed for it.
+type pending[T, S any] struct {
+	key      types.NamespacedName
+	cached   T
+	computed S
+}
+
+// fromComputed pairs each computed status with its cached object; objects
+// gone from the cache are left out.
+func fromComputed[T, S any](computed map[types.NamespacedName]S, cached func(types.NamespacedName) (T, error)) []pending[T, S] {
+	out := make([]pending[T, S], 0, len(computed))
+	for key, c := range computed {
+		if obj, err := cached(key); err == nil {
+			out = append(out, pending[T, S]{key, obj, c})
+		}
+	}
+	return out
+}
+
+// fromCache pairs every cached object that has a computed status, or
+// entries of Portico's to remove, with its computed status.
+func fromCache[T metav1.Object, S any](cached []T, computed map[types.NamespacedName]S, hasOurs func(T) bool) []pending[T, S] {
+	var out []pending[T, S]
+	for _, obj := range cached {
+		key := nn(obj.GetNamespace(), obj.GetName())
+		c, ours := computed[key]
+		if ours || hasOurs(obj) {
+			out = append(out, pending[T, S]{key, obj, c})
+		}
+	}
+	return out
+}
+
+// classKeys keys GatewayClass statuses like those of namespaced kinds.
+func classKeys(in map[string]gwv1.GatewayClassStatus) map[types.NamespacedName]gwv1.GatewayClassStatus {
+	out := make(map[types.NamespacedName]gwv1.GatewayClassStatus, len(in))
+	for name, s := range in {
+		out[types.NamespacedName{Name: name}] = s
+	}
+	return out
+}
+
+// kindJobs lists the objects of one kind whose status must be written.
+func kindJobs[T metav1.Object, S any](w *statusWriter, b *statusBatch, ts metav1.Time, k statusKind[T, S], objs []pending[T, S]) []statusJob {
+	var jobs []statusJob
+	for _, o := range objs {
+		key := statusKey{k.name, o.key}
+		if _, changed := k.merge(o.cached, o.computed, ts); !changed {
+			continue
+		}
+		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
+			return writeStatus(ctx, w, key, b.versions[key], o.cached,
+				func(ctx context.Context) (T, error) { return k.get(ctx, o.key) },
+				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
+				k.update)
+		}})
+	}
 	return jobs
 }
 
@@ -399,102 +421,9 @@ func (w *statusWriter) report(kind, result string) {
 	}
 }
 
-// The merge functions return a copy of obj with the computed status merged
-// in, and whether that differs from obj's stored status.
-
-func mergeGatewayClass(obj *gwv1.GatewayClass, computed gwv1.GatewayClassStatus, now metav1.Time) (*gwv1.GatewayClass, bool) {
-	status := computed
-	status.Conditions = stampConditions(computed.Conditions, obj.Status.Conditions, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
-}
-
-func mergeGateway(obj *gwv1.Gateway, computed gwv1.GatewayStatus, now metav1.Time) (*gwv1.Gateway, bool) {
-	status := gatewayStatus(obj.Status, computed, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
-}
-
-func mergeListenerSet(obj *gwv1.ListenerSet, computed gwv1.ListenerSetStatus, now metav1.Time) (*gwv1.ListenerSet, bool) {
-	status := listenerSetStatus(obj.Status, computed, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
-}
-
-// mergeHTTPRoute replaces Portico's parent entries and keeps every other
-// controller's. Entries are compared regardless of order, so Portico never
-// rewrites a route only to move its entries after someone else's.
-func mergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.HTTPRoute, bool) {
-	status := routeStatus(obj.Status.RouteStatus, computed, controller, now)
-	if status.Parents == nil {
-		// The field is required: no entries left is an empty list, not null.
-		status.Parents = []gwv1.RouteParentStatus{}
-	}
-	if apiequality.Semantic.DeepEqual(sortedParents(status.Parents), sortedParents(obj.Status.Parents)) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status.RouteStatus = status
-	return out, true
-}
-
-func sortedParents(in []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
-	out := slices.Clone(in)
-	slices.SortStableFunc(out, func(a, b gwv1.RouteParentStatus) int {
-		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
-			return c
-		}
-		return cmp.Compare(parentRefKey(a.ParentRef), parentRefKey(b.ParentRef))
-	})
-	return out
-}
-
-// mergeBackendTLSPolicy replaces Portico's ancestor entries and keeps every
-// other controller's. It reports whether anything changed.
-func mergeBackendTLSPolicy(obj *gwv1.BackendTLSPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
-	status := ancestorStatus(obj.Status, computed, controller, now)
-	if apiequality.Semantic.DeepEqual(sortedAncestors(status.Ancestors), sortedAncestors(obj.Status.Ancestors)) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
-}
-
-func sortedAncestors(in []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
-	out := slices.Clone(in)
-	slices.SortStableFunc(out, func(a, b gwv1.PolicyAncestorStatus) int {
-		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
-			return c
-		}
-		return cmp.Compare(parentRefKey(a.AncestorRef), parentRefKey(b.AncestorRef))
-	})
-	return out
-}
-
-func hasAncestorsOf(ancestors []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController) bool {
-	return slices.ContainsFunc(ancestors, func(a gwv1.PolicyAncestorStatus) bool { return a.ControllerName == controller })
-}
-
-func hasParentsOf(parents []gwv1.RouteParentStatus, controller gwv1.GatewayController) bool {
-	return slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == controller })
-}
-
 // statusVersions records the identity and generation of every object a
 // batch may write, from the snapshot it was computed from.
-func statusVersions(res *Resources) map[statusKey]objectVersion {
+func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 	out := make(map[statusKey]objectVersion, len(res.GatewayClasses)+len(res.Gateways)+len(res.ListenerSets)+len(res.HTTPRoutes))
 	add := func(kind string, o metav1.Object) {
 		out[statusKey{kind, nn(o.GetNamespace(), o.GetName())}] = objectVersion{o.GetUID(), o.GetGeneration()}

@@ -7,6 +7,7 @@ package listeners
 
 import (
 	"crypto/x509"
+
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -105,8 +106,7 @@ func (l *Listener) Serves() bool { return l.Accepted && !l.Conflicted && l.Resol
 
 // Result is the merged list and every status Merge computed. AttachedRoutes
 // counts are zero here; the caller fills them after route attachment with
-// SetAttachedRoutes. If the data plane later fails to apply the listeners,
-// SetGatewayNotProgrammed turns the Programmed conditions False.
+// SetAttachedRoutes.
 //
 // Every condition carries the ObservedGeneration of its object and a zero
 // LastTransitionTime, which the status writer stamps when a condition

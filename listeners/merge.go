@@ -10,6 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/conditions"
+	"portico.dev/portico/internal/slab"
+	"portico.dev/portico/resources"
 )
 
 const (
@@ -81,9 +85,9 @@ type merger struct {
 	capacity int
 
 	// Backing store for the small slices of the result.
-	condSlab  slab[metav1.Condition]
-	entrySlab slab[gwv1.ListenerEntryStatus]
-	certSlab  slab[types.NamespacedName]
+	condSlab  slab.Slab[metav1.Condition]
+	entrySlab slab.Slab[gwv1.ListenerEntryStatus]
+	certSlab  slab.Slab[types.NamespacedName]
 
 	// grants indexes ReferenceGrants by namespace, built on first use.
 	grants map[string][]*gwv1.ReferenceGrant
@@ -133,27 +137,12 @@ func newMerger(in *Input) *merger {
 			m.capacity += len(ls.Spec.Listeners)
 		}
 	}
-	m.condSlab = make(slab[metav1.Condition], 0, 4*m.capacity+2*len(in.ListenerSets))
-	m.entrySlab = make(slab[gwv1.ListenerEntryStatus], 0, m.capacity)
-	m.certSlab = make(slab[types.NamespacedName], 0, m.capacity)
+	m.condSlab = slab.New[metav1.Condition](4*m.capacity + 2*len(in.ListenerSets))
+	m.entrySlab = slab.New[gwv1.ListenerEntryStatus](m.capacity)
+	m.certSlab = slab.New[types.NamespacedName](m.capacity)
 	m.ports = make(map[gwv1.PortNumber]portClaim, 4)
 	m.hosts = make(map[hostKey]claim, m.capacity)
 	return m
-}
-
-// slab hands out pieces of one large allocation, so that the many small
-// slices of a result (conditions, listener statuses, certificates) cost a
-// few allocations per Merge instead of several per ListenerSet. A piece has
-// capacity n: appending to it copies instead of overwriting a neighbour.
-type slab[T any] []T
-
-func (s *slab[T]) take(n int) []T {
-	if cap(*s)-len(*s) < n {
-		*s = make([]T, 0, max(n, 256))
-	}
-	l := len(*s)
-	*s = (*s)[:l+n]
-	return (*s)[l : l+n : l+n]
 }
 
 // mergeGateway validates the Gateway's own listeners, appends them to
@@ -192,7 +181,7 @@ func (m *merger) mergeGateway(res *Result) bool {
 		statuses = append(statuses, gwv1.ListenerStatus{
 			Name:           spec.Name,
 			SupportedKinds: l.SupportedKinds,
-			Conditions:     v.conditions(m.condSlab.take(4), gen),
+			Conditions:     v.conditions(m.condSlab.Take(4), gen),
 		})
 	}
 
@@ -221,8 +210,8 @@ func (m *merger) mergeGateway(res *Result) bool {
 		for i := first; i < len(res.Listeners); i++ {
 			res.Listeners[i].Accepted = false
 			st := &statuses[res.Listeners[i].statusIndex]
-			setCondition(st.Conditions, cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid,
-				"The Gateway is not accepted", gen))
+			st.Conditions = conditions.Set(st.Conditions, gwv1.ListenerConditionProgrammed, metav1.ConditionFalse,
+				gwv1.ListenerReasonInvalid, "The Gateway is not accepted")
 		}
 	}
 	res.Gateway.Conditions = []metav1.Condition{acc, prog, m.gatewayResolvedRefs(res, statuses, gen)}
@@ -272,7 +261,7 @@ func (m *merger) gatewayResolvedRefs(res *Result, statuses []gwv1.ListenerStatus
 func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet, gwAccepted bool) (gwv1.ListenerSetStatus, bool) {
 	gen := ls.Generation
 	if reason, msg := m.attachment(ls, gwAccepted); reason != "" {
-		conds := m.condSlab.take(2)
+		conds := m.condSlab.Take(2)
 		conds[0] = cond(gwv1.ListenerSetConditionAccepted, false, reason, msg, gen)
 		conds[1] = cond(gwv1.ListenerSetConditionProgrammed, false, reason, msg, gen)
 		return gwv1.ListenerSetStatus{Conditions: conds}, false
@@ -281,7 +270,7 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 	gw := m.in.Gateway
 	gwNN := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
 	src := Source{Kind: kindListenerSet, Namespace: ls.Namespace, Name: ls.Name}
-	statuses := m.entrySlab.take(len(ls.Spec.Listeners))[:0]
+	statuses := m.entrySlab.Take(len(ls.Spec.Listeners))[:0]
 	mark := len(res.Listeners)
 	valid := 0
 	var names map[gwv1.SectionName]struct{}
@@ -305,7 +294,7 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 		statuses = append(statuses, gwv1.ListenerEntryStatus{
 			Name:           spec.Name,
 			SupportedKinds: l.SupportedKinds,
-			Conditions:     v.conditions(m.condSlab.take(4), gen),
+			Conditions:     v.conditions(m.condSlab.Take(4), gen),
 		})
 		// statuses never grows past its capacity, so the entry stays put.
 		l.attachedRoutes = &statuses[len(statuses)-1].AttachedRoutes
@@ -318,7 +307,7 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 		// part of the merged list.
 		res.Listeners = res.Listeners[:mark]
 		msg := "No listener is valid; see status.listeners"
-		status.Conditions = m.condSlab.take(2)
+		status.Conditions = m.condSlab.Take(2)
 		status.Conditions[0] = cond(gwv1.ListenerSetConditionAccepted, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen)
 		status.Conditions[1] = cond(gwv1.ListenerSetConditionProgrammed, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen)
 		return status, false
@@ -327,7 +316,7 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 	if valid < len(statuses) {
 		accMsg = fmt.Sprintf("ListenerSet is accepted; %d of %d listeners are not valid, see status.listeners", len(statuses)-valid, len(statuses))
 	}
-	status.Conditions = m.condSlab.take(2)
+	status.Conditions = m.condSlab.Take(2)
 	status.Conditions[0] = cond(gwv1.ListenerSetConditionAccepted, true, gwv1.ListenerSetReasonAccepted, accMsg, gen)
 	status.Conditions[1] = cond(gwv1.ListenerSetConditionProgrammed, true, gwv1.ListenerSetReasonProgrammed, "ListenerSet is programmed", gen)
 	return status, true
@@ -409,7 +398,7 @@ func sortedListenerSets(in []*gwv1.ListenerSet) []*gwv1.ListenerSet {
 		if c := cmp.Compare(a.nsec, b.nsec); c != 0 {
 			return c
 		}
-		if c := compareJoined(a.ls.Namespace, a.ls.Name, b.ls.Namespace, b.ls.Name); c != 0 {
+		if c := resources.CompareNames(a.ls.Namespace, a.ls.Name, b.ls.Namespace, b.ls.Name); c != 0 {
 			return c
 		}
 		return a.pos - b.pos
@@ -419,31 +408,4 @@ func sortedListenerSets(in []*gwv1.ListenerSet) []*gwv1.ListenerSet {
 		out[i] = it.ls
 	}
 	return out
-}
-
-// compareJoined compares ans+"/"+an with bns+"/"+bn without building the
-// strings. The joined form matters: '-' sorts before '/', so "a-b/x"
-// precedes "a/x" although namespace "a" precedes "a-b".
-func compareJoined(ans, an, bns, bn string) int {
-	if ans == bns {
-		return strings.Compare(an, bn)
-	}
-	i, n := 0, min(len(ans), len(bns))
-	for i < n && ans[i] == bns[i] {
-		i++
-	}
-	// The namespaces differ at i, or one ends there and its '/' meets the
-	// other's next byte.
-	ca, cb := byte('/'), byte('/')
-	if i < len(ans) {
-		ca = ans[i]
-	}
-	if i < len(bns) {
-		cb = bns[i]
-	}
-	if ca != cb {
-		return cmp.Compare(ca, cb)
-	}
-	// Only reachable with a '/' inside a namespace, which Kubernetes forbids.
-	return strings.Compare(ans+"/"+an, bns+"/"+bn)
 }

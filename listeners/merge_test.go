@@ -1,7 +1,6 @@
 package listeners
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -588,44 +587,5 @@ func TestSetAttachedRoutes(t *testing.T) {
 	}
 	if want := []int32{10, 11, 12, 13}; !slices.Equal(got, want) {
 		t.Errorf("attachedRoutes %v, want %v", got, want)
-	}
-}
-
-func TestSetGatewayNotProgrammed(t *testing.T) {
-	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("a", "a.example.com", 80))
-	gw.Generation = 4
-	ok := newListenerSet("team", "ok", epoch, gw, entry(httpListener("x", "x.example.com", 80)))
-	bad := newListenerSet("team", "bad", epoch, gw, entry(httpListener("y", "a.example.com", 80)))
-	res := run(t, Input{Gateway: gw, ClassAccepted: true, ListenerSets: []*gwv1.ListenerSet{ok, bad}})
-	res.SetGatewayNotProgrammed("AddressNotUsable", "port 80 is in use")
-	checkInvariants(t, Input{Gateway: gw, ListenerSets: []*gwv1.ListenerSet{ok, bad}}, &res)
-
-	c := findCond(res.Gateway.Conditions, "Programmed")
-	if c.Status != metav1.ConditionFalse || c.Reason != "AddressNotUsable" || c.Message != "port 80 is in use" || c.ObservedGeneration != 4 {
-		t.Errorf("Gateway Programmed = %+v", c)
-	}
-	want{"Accepted", metav1.ConditionTrue, "Accepted"}.check(t, "Gateway", res.Gateway.Conditions)
-	want{"Programmed", metav1.ConditionFalse, "Pending"}.check(t, "Gateway listener", res.Gateway.Listeners[0].Conditions)
-	want{"Programmed", metav1.ConditionFalse, "ParentNotProgrammed"}.check(t, "team/ok", setStatus(t, res, "team", "ok").Conditions)
-	want{"Programmed", metav1.ConditionFalse, "Pending"}.check(t, "team/ok x", entryConds(t, setStatus(t, res, "team", "ok"), "x"))
-	// A ListenerSet that was not programmed keeps its own reason.
-	want{"Programmed", metav1.ConditionFalse, "ListenersNotValid"}.check(t, "team/bad", setStatus(t, res, "team", "bad").Conditions)
-	want{"Programmed", metav1.ConditionFalse, "HostnameConflict"}.check(t, "team/bad y", entryConds(t, setStatus(t, res, "team", "bad"), "y"))
-}
-
-func TestCompareJoined(t *testing.T) {
-	parts := []string{"", "a", "a-b", "a.b", "ab", "a0", "b", "team", "team-b", "teamb", "z"}
-	sign := func(c int) int { return cmp.Compare(c, 0) }
-	for _, ans := range parts {
-		for _, an := range parts {
-			for _, bns := range parts {
-				for _, bn := range parts {
-					want := strings.Compare(ans+"/"+an, bns+"/"+bn)
-					if got := compareJoined(ans, an, bns, bn); sign(got) != want {
-						t.Fatalf("compareJoined(%q, %q, %q, %q) = %d, want %d", ans, an, bns, bn, got, want)
-					}
-				}
-			}
-		}
 	}
 }

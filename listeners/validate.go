@@ -240,7 +240,7 @@ func (m *merger) certificates(src Source, tls *gwv1.ListenerTLSConfig) ([]types.
 	if tls == nil || len(tls.CertificateRefs) == 0 {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs at least one entry in tls.certificateRefs"
 	}
-	certs := m.certSlab.take(len(tls.CertificateRefs))[:0]
+	certs := m.certSlab.Take(len(tls.CertificateRefs))[:0]
 	var reason gwv1.ListenerConditionReason
 	var msgs []string
 	for i := range tls.CertificateRefs {
@@ -337,16 +337,6 @@ func cond[T, R ~string](typ T, ok bool, reason R, msg string, gen int64) metav1.
 		status = metav1.ConditionTrue
 	}
 	return metav1.Condition{Type: string(typ), Status: status, ObservedGeneration: gen, Reason: string(reason), Message: msg}
-}
-
-// setCondition replaces the condition of the same type in place.
-func setCondition(conds []metav1.Condition, c metav1.Condition) {
-	for i := range conds {
-		if conds[i].Type == c.Type {
-			conds[i] = c
-			return
-		}
-	}
 }
 
 // validHostname reports whether h is what the CRD schema admits as a

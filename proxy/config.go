@@ -134,7 +134,7 @@ func (e *Endpoints) pick() string {
 
 // validate checks what Apply relies on.
 func (c *Config) validate() error {
-	seen := map[portKey]bool{}
+	seen := map[PortKey]bool{}
 	for _, p := range c.Ports {
 		if p.Number < 1 || p.Number > 65535 {
 			return fmt.Errorf("port %d: out of range", p.Number)
@@ -142,10 +142,10 @@ func (c *Config) validate() error {
 		if p.Address != "" && net.ParseIP(p.Address) == nil {
 			return fmt.Errorf("port %d: address %q is not an IP address", p.Number, p.Address)
 		}
-		if seen[p.key()] {
-			return fmt.Errorf("port %s: listed twice", p.key())
+		if seen[p.Key()] {
+			return fmt.Errorf("port %s: listed twice", p.Key())
 		}
-		seen[p.key()] = true
+		seen[p.Key()] = true
 		if p.Protocol != HTTP && p.Protocol != HTTPS {
 			return fmt.Errorf("port %d: unknown protocol %v", p.Number, p.Protocol)
 		}
@@ -159,36 +159,39 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// portKey identifies a bound port: an address and a number.
-type portKey struct {
-	address string
-	number  int32
+// PortKey identifies a bound port: an address ("" for every address of the
+// host, or the bind address) and a number.
+type PortKey struct {
+	Address string
+	Number  int32
 }
 
-func (k portKey) String() string {
-	if k.address == "" {
-		return strconv.Itoa(int(k.number))
+// String is "address:number", or only the number for address "".
+func (k PortKey) String() string {
+	if k.Address == "" {
+		return strconv.Itoa(int(k.Number))
 	}
-	return net.JoinHostPort(k.address, strconv.Itoa(int(k.number)))
+	return net.JoinHostPort(k.Address, strconv.Itoa(int(k.Number)))
 }
 
-func (p *Port) key() portKey { return portKey{p.Address, p.Number} }
+// Key identifies the port.
+func (p *Port) Key() PortKey { return PortKey{p.Address, p.Number} }
 
 func comparePorts(a, b *Port) int {
-	return comparePortKey(a, portKey{b.Address, b.Number})
+	return comparePortKey(a, PortKey{b.Address, b.Number})
 }
 
-func comparePortKey(p *Port, k portKey) int {
-	if c := cmp.Compare(p.Address, k.address); c != 0 {
+func comparePortKey(p *Port, k PortKey) int {
+	if c := cmp.Compare(p.Address, k.Address); c != 0 {
 		return c
 	}
-	return cmp.Compare(p.Number, k.number)
+	return cmp.Compare(p.Number, k.Number)
 }
 
 // port returns the config of one port, or nil. Ports are sorted by
 // comparePorts (Apply sorts them). It runs for every request, and searches
 // by key so that it allocates nothing.
-func (c *Config) port(k portKey) *Port {
+func (c *Config) port(k PortKey) *Port {
 	i, ok := slices.BinarySearchFunc(c.Ports, k, comparePortKey)
 	if !ok {
 		return nil

@@ -108,7 +108,7 @@ type Runtime struct {
 	emptySNI *sni.Table
 
 	mu       sync.Mutex // serializes Apply and Close
-	ports    map[portKey]*portServer
+	ports    map[PortKey]*portServer
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
 }
@@ -121,7 +121,7 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		opts:     opts,
 		fwd:      newForwarder(opts, log),
 		emptySNI: sni.NewTable(nil),
-		ports:    map[portKey]*portServer{},
+		ports:    map[PortKey]*portServer{},
 		draining: map[*portServer]bool{},
 	}
 	rt.current.Store(&Config{})
@@ -155,9 +155,9 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	// before binding, accepting a brief gap on that port only.
 	var replaced []*portServer
 	for _, p := range cfg.Ports {
-		if ps, ok := rt.ports[p.key()]; ok && ps.protocol != p.Protocol {
+		if ps, ok := rt.ports[p.Key()]; ok && ps.protocol != p.Protocol {
 			replaced = append(replaced, ps)
-			delete(rt.ports, p.key())
+			delete(rt.ports, p.Key())
 		}
 	}
 	for _, ps := range replaced {
@@ -166,7 +166,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 
 	var added []*portServer
 	for _, p := range cfg.Ports {
-		if _, ok := rt.ports[p.key()]; ok {
+		if _, ok := rt.ports[p.Key()]; ok {
 			continue
 		}
 		ps, err := rt.bind(p)
@@ -214,7 +214,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 func (rt *Runtime) Addr(address string, number int32) net.Addr {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if ps, ok := rt.ports[portKey{address, number}]; ok {
+	if ps, ok := rt.ports[PortKey{address, number}]; ok {
 		return ps.ln.Addr()
 	}
 	return nil
@@ -231,7 +231,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for ps := range rt.draining {
 		ports = append(ports, ps)
 	}
-	rt.ports = map[portKey]*portServer{}
+	rt.ports = map[PortKey]*portServer{}
 	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ps := range ports {
@@ -252,11 +252,11 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 	addr := net.JoinHostPort(address, strconv.Itoa(int(p.Number)))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("bind port %s: %w", p.key(), err)
+		return nil, fmt.Errorf("bind port %s: %w", p.Key(), err)
 	}
 	ps := &portServer{
 		rt:       rt,
-		key:      p.key(),
+		key:      p.Key(),
 		protocol: p.Protocol,
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
@@ -267,7 +267,7 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		IdleTimeout:       rt.opts.IdleTimeout,
 		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
 		ConnContext:       connContext,
-		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.key().String(), obs: rt.opts.Handshakes}, "", 0),
+		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.Key().String(), obs: rt.opts.Handshakes}, "", 0),
 	}
 	ps.h2 = &http2.Server{
 		MaxConcurrentStreams:         rt.opts.MaxConcurrentStreams,

@@ -20,7 +20,7 @@ import (
 // portServer serves one bound port for as long as configs keep it.
 type portServer struct {
 	rt       *Runtime
-	key      portKey
+	key      PortKey
 	protocol Protocol
 	ln       net.Listener
 	srv      *http.Server

@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,8 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"portico.dev/portico/hostname"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/slab"
+	"portico.dev/portico/resources"
 )
 
 // Compile attaches every route to the listeners its parentRefs select and
@@ -101,11 +103,11 @@ type compiler struct {
 	cr         compiledRoute
 
 	// What compiled routes are made of, cut from a few large allocations.
-	conds     slab[metav1.Condition]
-	rules     slab[Rule]
-	matches   slab[Match]
-	matchPtrs slab[*Match]
-	backends  slab[Backend]
+	conds     slab.Slab[metav1.Condition]
+	rules     slab.Slab[Rule]
+	matches   slab.Slab[Match]
+	matchPtrs slab.Slab[*Match]
+	backends  slab.Slab[Backend]
 }
 
 // parentInfo is one of our parents and its listeners.
@@ -231,11 +233,11 @@ func (c *compiler) run() Output {
 		RouteParents:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(routes)),
 	}
 	c.attachedBy = make([]int, len(c.ls))
-	c.conds = newSlab[metav1.Condition](2 * len(routes))
-	c.rules = newSlab[Rule](len(routes))
-	c.matches = newSlab[Match](len(routes))
-	c.matchPtrs = newSlab[*Match](len(routes))
-	c.backends = newSlab[Backend](len(routes))
+	c.conds = slab.New[metav1.Condition](2 * len(routes))
+	c.rules = slab.New[Rule](len(routes))
+	c.matches = slab.New[Match](len(routes))
+	c.matchPtrs = slab.New[*Match](len(routes))
+	c.backends = slab.New[Backend](len(routes))
 	attached := make([]int32, len(c.ls))
 	hasTable := make([]bool, len(c.ls))
 	all := make([]placed, 0, len(routes)) // most routes have one match on one listener
@@ -356,27 +358,7 @@ func compareRoutes(a, b *gwv1.HTTPRoute) int {
 		}
 		return 1
 	}
-	return compareJoined(a.Namespace, a.Name, b.Namespace, b.Name)
-}
-
-// compareJoined compares aNS+"/"+aName with bNS+"/"+bName without building
-// them. The joined form is what the spec orders by, and it differs from
-// comparing namespaces first: '-' sorts before '/', so "a-b/x" comes
-// before "a/x".
-func compareJoined(aNS, aName, bNS, bName string) int {
-	if aNS == bNS {
-		return strings.Compare(aName, bName)
-	}
-	n := min(len(aNS), len(bNS))
-	if c := strings.Compare(aNS[:n], bNS[:n]); c != 0 {
-		return c
-	}
-	// One namespace is a prefix of the other; the shorter one goes on
-	// with the '/'.
-	if len(aNS) < len(bNS) {
-		return cmp.Compare('/', bNS[n])
-	}
-	return cmp.Compare(aNS[n], '/')
+	return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 }
 
 // ourRefs appends to refs the parentRefs of route that name one of our
@@ -680,11 +662,11 @@ func (c *compiler) conditions(gen int64, rejected *problem, cr *compiledRoute) [
 		resolved.Message = strings.Join(msgs, "; ")
 	}
 	if rejected != nil || len(cr.dropped) == 0 {
-		out := c.conds.take(2)
+		out := c.conds.Take(2)
 		out[0], out[1] = accepted, resolved
 		return out
 	}
-	out := c.conds.take(3)
+	out := c.conds.Take(3)
 	out[0], out[1] = accepted, resolved
 	out[2] = metav1.Condition{
 		Type:               string(gwv1.RouteConditionPartiallyInvalid),
@@ -749,7 +731,7 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 // keeps the rule from being served, if any; reference problems go to
 // cr.refs instead.
 func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spec *gwv1.HTTPRouteRule) (compiledRule, *problem) {
-	rule := c.rules.one()
+	rule := c.rules.One()
 	rule.Route, rule.RouteName, rule.Index = cr.nn, cr.nn.String(), index
 	if spec.Name != nil {
 		rule.Name = string(*spec.Name)
@@ -766,9 +748,9 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 	if len(specMatches) == 0 {
 		specMatches = []gwv1.HTTPRouteMatch{{}}
 	}
-	matches := c.matchPtrs.take(len(specMatches))
+	matches := c.matchPtrs.Take(len(specMatches))
 	for i := range specMatches {
-		m := c.matches.one()
+		m := c.matches.One()
 		if p := compileMatchInto(m, &specMatches[i]); p != nil {
 			fail(p)
 			matches = nil
@@ -791,7 +773,7 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 	out.perListener = fs.redirect
 
 	if len(spec.BackendRefs) > 0 {
-		rule.Backends = c.backends.take(len(spec.BackendRefs))[:0]
+		rule.Backends = c.backends.Take(len(spec.BackendRefs))[:0]
 	}
 	for i := range spec.BackendRefs {
 		ref := &spec.BackendRefs[i]

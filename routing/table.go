@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 
-	"portico.dev/portico/hostname"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/slab"
 )
 
 // Table holds the routes attached to one listener, compiled for lookup: a
@@ -235,12 +237,12 @@ func compareHostCandidates(a, b hostCandidate) int {
 // per listener. Every piece handed out has its capacity capped at its
 // length, so nothing appended to it can overwrite a neighbour.
 type tableBuilder struct {
-	entries slab[entry]
-	groups  slab[prefixGroup]
-	indexes slab[pathIndex]
-	hosts   slab[hostRoutes]
-	levels  slab[*pathIndex]
-	tables  slab[Table]
+	entries slab.Slab[entry]
+	groups  slab.Slab[prefixGroup]
+	indexes slab.Slab[pathIndex]
+	hosts   slab.Slab[hostRoutes]
+	levels  slab.Slab[*pathIndex]
+	tables  slab.Slab[Table]
 	own     []*pathIndex // scratch for build
 }
 
@@ -248,31 +250,14 @@ type tableBuilder struct {
 // candidates under hosts (listener, hostname) groups in all.
 func newTableBuilder(tables, hosts, candidates int) *tableBuilder {
 	return &tableBuilder{
-		entries: newSlab[entry](candidates),
-		groups:  newSlab[prefixGroup](hosts),
-		indexes: newSlab[pathIndex](hosts),
-		hosts:   newSlab[hostRoutes](hosts),
-		levels:  newSlab[*pathIndex](2 * hosts),
-		tables:  newSlab[Table](tables),
+		entries: slab.New[entry](candidates),
+		groups:  slab.New[prefixGroup](hosts),
+		indexes: slab.New[pathIndex](hosts),
+		hosts:   slab.New[hostRoutes](hosts),
+		levels:  slab.New[*pathIndex](2 * hosts),
+		tables:  slab.New[Table](tables),
 	}
 }
-
-// slab hands out pieces of one allocation, and allocates another when it
-// runs out. A piece's capacity is its length.
-type slab[T any] []T
-
-func newSlab[T any](n int) slab[T] { return make(slab[T], 0, n) }
-
-func (s *slab[T]) take(n int) []T {
-	if cap(*s)-len(*s) < n {
-		*s = make([]T, 0, max(n, 64, cap(*s)/2))
-	}
-	l := len(*s)
-	*s = (*s)[:l+n]
-	return (*s)[l : l+n : l+n]
-}
-
-func (s *slab[T]) one() *T { return &s.take(1)[0] }
 
 // build turns the candidates of one listener, ordered by
 // compareHostCandidates, into its Table.
@@ -283,7 +268,7 @@ func (b *tableBuilder) build(cs []hostCandidate) *Table {
 			n++
 		}
 	}
-	hosts := b.hosts.take(n)
+	hosts := b.hosts.Take(n)
 	own := b.own[:0] // own[k] is the index of hosts[k]
 	for i := 0; i < len(cs); {
 		j := i + 1
@@ -295,7 +280,7 @@ func (b *tableBuilder) build(cs []hostCandidate) *Table {
 		i = j
 	}
 	b.own = own
-	t := b.tables.one()
+	t := b.tables.One()
 	if n <= fewHosts {
 		b.levelsFew(hosts, own)
 		slices.SortFunc(hosts, compareSpecificity)
@@ -383,7 +368,7 @@ func (b *tableBuilder) levelsOf(own *pathIndex, h string, find func(wild bool, n
 			levels = append(levels, ix)
 		}
 	}
-	out := b.levels.take(len(levels))
+	out := b.levels.Take(len(levels))
 	copy(out, levels)
 	return out
 }
@@ -429,8 +414,8 @@ func buildIndex(cs []candidate) *pathIndex {
 // index builds the path index of one hostname from its candidates in
 // precedence order.
 func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
-	ix := b.indexes.one()
-	es := b.entries.take(len(cs))
+	ix := b.indexes.One()
+	es := b.entries.Take(len(cs))
 	for i := range cs {
 		es[i] = entry{rule: cs[i].rule, match: cs[i].match}
 	}
@@ -456,7 +441,7 @@ func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
 		}
 	}
 	if ngroups > 0 {
-		ix.prefixes = b.groups.take(ngroups)
+		ix.prefixes = b.groups.Take(ngroups)
 		g := 0
 		for i < len(es) && es[i].match.PathType == gwv1.PathMatchPathPrefix {
 			j := i + 1

@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -23,7 +22,7 @@ import (
 
 	"portico.dev/portico/admin"
 	"portico.dev/portico/kube"
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/translate"
 )
 
 // defaultNamespace is Portico's namespace when neither the flag, the
@@ -144,20 +143,24 @@ func ownIdentity(flagValue string) (string, error) {
 	return host, nil
 }
 
-// newCluster checks the cluster-mode flags and builds the clients. Flags are
-// checked before anything global changes.
-func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *admin.Metrics, holdoff, maxDelay time.Duration, log *zap.Logger) (*kube.Cluster, error) {
-	var service types.NamespacedName
+// sharedAddresses are the addresses every Gateway reports without an
+// address pool: --gateway-address, then those of --gateway-service.
+func (o *clusterOptions) sharedAddresses() (*translate.SharedAddresses, error) {
+	shared := &translate.SharedAddresses{}
 	if o.gatewayService != "" {
 		var err error
-		if service, err = kube.ParseNamespacedName(o.gatewayService); err != nil {
+		if shared.Service, err = kube.ParseNamespacedName(o.gatewayService); err != nil {
 			return nil, fmt.Errorf("--gateway-service: %w", err)
 		}
 	}
-	var addresses []gwv1.GatewayStatusAddress
 	for _, a := range o.addresses {
-		addresses = append(addresses, kube.GatewayAddress(a))
+		shared.Addresses = append(shared.Addresses, translate.GatewayAddress(a))
 	}
+	return shared, nil
+}
+
+// newCluster builds the clients and the cluster source of cluster mode.
+func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.Metrics, log *zap.Logger) (*kube.Cluster, error) {
 	identity, err := ownIdentity(o.identity)
 	if err != nil {
 		return nil, err
@@ -191,23 +194,16 @@ func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *ad
 	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = o.leaseDuration, o.renewDeadline, o.retryPeriod
 
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
-		zap.String("controllerName", string(tr.ControllerName)))
-	tr.Shared = &kube.SharedAddresses{Addresses: addresses, Service: service}
+		zap.String("controllerName", string(controller)))
 	return &kube.Cluster{
 		Kube:           kc,
 		Gateway:        gc,
 		Metadata:       md,
-		Translator:     tr,
-		Runtime:        rt,
+		ControllerName: controller,
 		Log:            log.Named("cluster"),
-		Holdoff:        holdoff,
-		MaxDelay:       maxDelay,
 		LeaderElection: le,
 		StatusWorkers:  o.statusWorkers,
-		OnApply: func(r kube.ApplyReport) {
-			m.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
-		},
-		OnLeader:      m.SetLeader,
-		OnStatusWrite: m.StatusWritten,
+		OnLeader:       m.SetLeader,
+		OnStatusWrite:  m.StatusWritten,
 	}, nil
 }

@@ -11,18 +11,25 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/admin"
+	"portico.dev/portico/filesource"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
+	"portico.dev/portico/translate"
 )
 
 const usage = `Portico: a Kubernetes Gateway API reverse proxy.
@@ -118,183 +125,148 @@ func newAccessLog(path string) (*zap.Logger, func(), error) {
 	}, nil
 }
 
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
+// serveFlags are the flags of serve.
+type serveFlags struct {
+	configPath, logFormat, logLevel, controller, bind, pool *string
+	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
+	echoAddr, accessLog, adminAddr                          *string
+	requestID                                               *bool
+	cluster                                                 *clusterOptions
+	acme                                                    acmeFlags
+}
+
+// parseServeFlags reads and checks the flags of serve.
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode")
-	logFormat := fs.String("log-format", "console", "log format: console or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	controller := fs.String("controller-name", string(kube.DefaultControllerName), "serve GatewayClasses with this controllerName")
-	bind := fs.String("bind-address", "", "IP address the listener ports bind to (default: all)")
-	pool := fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it")
-	holdoff := fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding")
-	minHoldoff := fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took")
-	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
-	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
-	requestID := fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log")
-	accessLog := fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)")
-	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
-	cf := clusterFlags(fs)
-	af := newACMEFlags(fs)
+	f := &serveFlags{
+		configPath: fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
+		logFormat:  fs.String("log-format", "console", "log format: console or json"),
+		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		controller: fs.String("controller-name", string(translate.DefaultControllerName), "serve GatewayClasses with this controllerName"),
+		bind:       fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
+		pool:       fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
+		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
+		minHoldoff: fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
+		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
+		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests"),
+		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
+		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
+		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
+		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
+		cluster:    clusterFlags(fs),
+		acme:       newACMEFlags(fs),
+	}
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case *f.minHoldoff > *f.holdoff:
+		return nil, fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
+	case *f.configPath == "" && f.acme.dataDirSet(fs):
+		return nil, errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+	case *f.configPath != "" && f.cluster.set(fs):
+		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
+	}
+	return f, nil
+}
+
+func (f *serveFlags) standalone() bool { return *f.configPath != "" }
+
+// pipelineOptions is where the flags become the run loop's options, for
+// both modes.
+func (f *serveFlags) pipelineOptions() (pipeline.Options, error) {
+	opts := pipeline.Options{
+		Translate:   translate.Settings{ControllerName: gwv1.GatewayController(*f.controller)},
+		MinHoldoff:  *f.minHoldoff,
+		Holdoff:     *f.holdoff,
+		MaxDelay:    *f.maxDelay,
+		ACMESecrets: f.standalone(),
+	}
+	var err error
+	if opts.Translate.AddressPool, err = parseAddressPool(*f.pool); err != nil {
+		return opts, err
+	}
+	if !f.standalone() {
+		if opts.Translate.Shared, err = f.cluster.sharedAddresses(); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+// proxyOptions are the data plane's options.
+func (f *serveFlags) proxyOptions(metrics *admin.Metrics) proxy.Options {
+	opts := proxy.DefaultOptions()
+	opts.BindAddress = *f.bind
+	opts.DrainTimeout = *f.drain
+	opts.Observer = metrics
+	opts.Handshakes = metrics
+	opts.RequestID = *f.requestID
+	return opts
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	popts, err := f.pipelineOptions()
+	if err != nil {
+		return err
 	}
-	if *minHoldoff > *holdoff {
-		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *minHoldoff, *holdoff)
-	}
-	if *configPath == "" && af.dataDirSet(fs) {
-		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
-	}
-	if *configPath != "" && cf.set(fs) {
-		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
-	}
-	log, err := newLogger(*logFormat, *logLevel, stderr)
+	log, err := newLogger(*f.logFormat, *f.logLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // best effort on exit
-	if *echoAddr != "" {
-		ln, err := listenEcho(*echoAddr)
+	if *f.echoAddr != "" {
+		ln, err := listenEcho(*f.echoAddr)
 		if err != nil {
 			return err
 		}
 		go serveEcho(ctx, ln, "example-backend", log.Named("echo"))
 	}
-	opts := proxy.DefaultOptions()
-	opts.BindAddress = *bind
-	opts.DrainTimeout = *drain
 	metrics := admin.NewMetrics()
-	opts.Observer = metrics
-	opts.Handshakes = metrics
-	opts.RequestID = *requestID
-	if *accessLog != "" {
-		alog, closeLog, err := newAccessLog(*accessLog)
+	opts := f.proxyOptions(metrics)
+	if *f.accessLog != "" {
+		alog, closeLog, err := newAccessLog(*f.accessLog)
 		if err != nil {
 			return err
 		}
 		defer closeLog()
 		opts.AccessLog = alog
 	}
-	var s *kube.Standalone // standalone mode
-	var manager *acme.Manager
-	// In a cluster the ACME storage needs the API client, made after the
-	// data plane: challenges reach the manager once it exists.
+	// Challenges reach the ACME manager once it exists, after the data
+	// plane (in a cluster its storage needs the API client).
 	challenges := &lateChallenges{}
 	opts.Challenges = challenges
-	if *configPath != "" {
-		s = &kube.Standalone{}
-		mopts, err := af.managerOptions(af.fileStorage(), log.Named("acme"))
-		if err != nil {
-			return err
-		}
-		mopts.OnChange = s.Changed
-		mopts.Observer = metrics
-		if manager, err = acme.New(mopts); err != nil {
-			return err
-		}
-		defer manager.Close()
-		challenges.set(manager)
-	}
 	rt := proxy.New(opts, log.Named("proxy"))
-	translator := kube.NewTranslator(gwv1.GatewayController(*controller))
-	if translator.AddressPool, err = parseAddressPool(*pool); err != nil {
+
+	m, err := f.newMode(popts, rt, metrics, challenges, log)
+	if err != nil {
 		return err
 	}
-
-	var ready func() error // set by the mode below
-	var runErr error
+	defer m.close()
+	adminAddr := *f.adminAddr
+	if adminAddr == "" && !f.standalone() {
+		adminAddr = ":9090"
+	}
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	// The admin server outlives runCtx: probes keep being answered while
 	// the data plane drains.
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adminDone := make(chan error, 1)
-	startAdmin := func(addr string) error {
-		if addr == "" {
-			adminDone <- nil
-			return nil
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("--admin-address: %w", err)
-		}
-		srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Ready: func() error {
-			// Unready as soon as shutdown starts, so that the Service stops
-			// sending new connections while in-flight requests drain.
-			if ctx.Err() != nil {
-				return errors.New("shutting down")
-			}
-			return ready()
-		}}
-		log.Info("admin endpoints listening", zap.Stringer("address", ln.Addr()))
-		go func() { adminDone <- srv.Serve(adminCtx, ln) }()
-		return nil
+	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, metrics, m.loop.Ready, log)
+	if err != nil {
+		return err
 	}
-
-	if *configPath == "" {
-		addr := *adminAddr
-		if addr == "" {
-			addr = ":9090"
-		}
-		c, err := newCluster(cf, translator, rt, metrics, *holdoff, *maxDelay, log)
-		if err != nil {
-			return err
-		}
-		c.MinHoldoff = *minHoldoff
-		storage, err := secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity})
-		if err != nil {
-			return err
-		}
-		mopts, err := af.managerOptions(storage, log.Named("acme"))
-		if err != nil {
-			return err
-		}
-		mopts.OnChange = c.ACMEChanged
-		mopts.Observer = metrics
-		// Outcomes become Events on the Gateways and ListenerSets that asked,
-		// recorded by the replica that placed the order.
-		events := kube.NewACMEEvents(c, c.LeaderElection.Identity)
-		defer events.Close()
-		mopts.OnEvent = events.Record
-		if manager, err = acme.New(mopts); err != nil {
-			return err
-		}
-		defer manager.Close()
-		c.ACME = manager
-		challenges.set(manager)
-		ready = c.Ready
-		if err := startAdmin(addr); err != nil {
-			return err
-		}
-		runErr = c.Run(runCtx)
-	} else {
-		s.Source = kube.NewFileSource(*configPath, log.Named("config"))
-		s.Translator = translator
-		s.Runtime = rt
-		s.Log = log.Named("standalone")
-		s.MinHoldoff, s.Holdoff, s.MaxDelay = *minHoldoff, *holdoff, *maxDelay
-		s.OnApply = func(r kube.ApplyReport) {
-			metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
-		}
-		s.ACME = manager
-		ready = func() error {
-			if s.Generation() == 0 {
-				return errors.New("no configuration applied yet")
-			}
-			return nil
-		}
-		if err := startAdmin(*adminAddr); err != nil {
-			return err
-		}
-		runErr = s.Run(runCtx)
-	}
+	runErr := m.loop.Run(runCtx)
 	cancelRun()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drain)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), *f.drain)
 	defer cancel()
 	log.Info("shutting down")
 	_ = rt.Close(shutdownCtx)
@@ -305,21 +277,118 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	return runErr
 }
 
+// mode is the run loop over the source of one mode, with what must be
+// closed when it ends.
+type mode struct {
+	loop    *pipeline.Loop
+	closers []func()
+}
+
+func (m *mode) close() {
+	for _, c := range slices.Backward(m.closers) {
+		c()
+	}
+}
+
+// newMode builds the source, the outputs and the ACME manager of the mode
+// the flags ask for, and the loop over them.
+func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics *admin.Metrics, challenges *lateChallenges, log *zap.Logger) (*mode, error) {
+	m := &mode{}
+	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
+		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+	}}
+	var source pipeline.Source
+	var storage certmagic.Storage
+	var c *kube.Cluster
+	if f.standalone() {
+		source = filesource.New(*f.configPath, log.Named("config"))
+		storage = f.acme.fileStorage()
+		out.Statuses = func(st *status.Computed, _ *resources.Resources) { pipeline.LogProblems(log.Named("standalone"), st) }
+	} else {
+		var err error
+		if c, err = newCluster(f.cluster, popts.Translate.ControllerName, metrics, log); err != nil {
+			return nil, err
+		}
+		if storage, err = secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity}); err != nil {
+			return nil, err
+		}
+		source, out.Statuses, out.ACME = c, c.WriteStatuses, c.WriteACME
+	}
+	mopts, err := f.acme.managerOptions(storage, log.Named("acme"))
+	if err != nil {
+		return nil, err
+	}
+	// The manager tells the loop about certificates, the loop tells the
+	// manager which it wants: the loop is made after the manager.
+	var loop *pipeline.Loop
+	mopts.OnChange = func() { loop.Changed() }
+	mopts.Observer = metrics
+	if c != nil {
+		// Outcomes become Events on the Gateways and ListenerSets that
+		// asked, recorded by the replica that placed the order.
+		events := kube.NewACMEEvents(c, c.LeaderElection.Identity)
+		m.closers = append(m.closers, events.Close)
+		mopts.OnEvent = events.Record
+	}
+	manager, err := acme.New(mopts)
+	if err != nil {
+		m.close()
+		return nil, err
+	}
+	m.closers = append(m.closers, manager.Close)
+	challenges.set(manager)
+	if c != nil {
+		c.ACME = manager
+	}
+	name := "cluster"
+	if f.standalone() {
+		name = "standalone"
+	}
+	loop = pipeline.New(popts, source, rt, manager, out, log.Named(name))
+	m.loop = loop
+	return m, nil
+}
+
+// startAdmin serves the admin endpoints on addr ("" for none) until
+// adminCtx ends; readiness fails as soon as ctx ends, so that the Service
+// stops sending new connections while in-flight requests drain.
+func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metrics, ready func() error, log *zap.Logger) (<-chan error, error) {
+	done := make(chan error, 1)
+	if addr == "" {
+		done <- nil
+		return done, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-address: %w", err)
+	}
+	srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Ready: func() error {
+		if ctx.Err() != nil {
+			return errors.New("shutting down")
+		}
+		return ready()
+	}}
+	log.Info("admin endpoints listening", zap.Stringer("address", ln.Addr()))
+	go func() { done <- srv.Serve(adminCtx, ln) }()
+	return done, nil
+}
+
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
-	controller := fs.String("controller-name", string(kube.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
+	controller := fs.String("controller-name", string(translate.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *configPath == "" {
 		return errors.New("--config is required")
 	}
-	res, err := kube.NewFileSource(*configPath, zap.NewNop()).Load()
+	res, err := filesource.New(*configPath, zap.NewNop()).Snapshot()
 	if err != nil {
 		return err
 	}
-	_, st := kube.NewTranslator(gwv1.GatewayController(*controller)).Translate(res)
-	return kube.WriteStatuses(stdout, res, st, gwv1.GatewayController(*controller), time.Now())
+	settings := translate.Settings{ControllerName: gwv1.GatewayController(*controller)}
+	out, _ := translate.Translate(settings, res, translate.Memory{})
+	return status.Write(stdout, res, out.Statuses, settings.ControllerName, time.Now())
 }

@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"reflect"
@@ -15,7 +15,7 @@ import (
 // tables; any other change translates everything again.
 func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	res := loadFixture(t, "../examples/standalone")
-	tr := NewTranslator("")
+	tr := newTranslator()
 	cfg1, st1 := tr.Translate(res)
 	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "demo", Name: "echo"}, Port: 80}
 	if got := cfg1.Endpoints[key].Addrs; len(got) != 1 || got[0] != "127.0.0.1:9090" {

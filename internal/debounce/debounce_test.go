@@ -1,4 +1,4 @@
-package kube
+package debounce
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestHoldoffFollowsRebuilds(t *testing.T) {
-	d := NewAdaptiveDebouncer(10*time.Millisecond, 100*time.Millisecond, time.Second)
+	d := NewAdaptive(10*time.Millisecond, 100*time.Millisecond, time.Second)
 	for took, want := range map[time.Duration]time.Duration{
 		time.Millisecond:       10 * time.Millisecond,
 		30 * time.Millisecond:  30 * time.Millisecond,
@@ -19,7 +19,7 @@ func TestHoldoffFollowsRebuilds(t *testing.T) {
 			t.Errorf("after a rebuild of %v: holdoff %v, want %v", took, got, want)
 		}
 	}
-	fixed := NewDebouncer(100*time.Millisecond, time.Second)
+	fixed := New(100*time.Millisecond, time.Second)
 	if got := fixed.holdoffAfter(time.Millisecond); got != 100*time.Millisecond {
 		t.Errorf("fixed: %v", got)
 	}
@@ -29,7 +29,7 @@ func TestHoldoffFollowsRebuilds(t *testing.T) {
 // rebuild has shown it is quick, the next bursts wait the minimum, and a
 // slow rebuild brings the wait back up.
 func TestDebouncerAdapts(t *testing.T) {
-	d := NewAdaptiveDebouncer(time.Millisecond, 50*time.Millisecond, time.Second)
+	d := NewAdaptive(time.Millisecond, 50*time.Millisecond, time.Second)
 	if got := d.CurrentHoldoff(); got != 50*time.Millisecond {
 		t.Fatalf("before any rebuild: %v", got)
 	}
@@ -72,4 +72,21 @@ func TestDebouncerAdapts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// waitFor polls check until it returns nil, failing the test with the last
+// error after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -1,4 +1,5 @@
-package kube
+// Package debounce coalesces bursts of change events into rebuilds.
+package debounce
 
 import (
 	"context"
@@ -26,16 +27,16 @@ type Debouncer struct {
 	holdoff atomic.Int64
 }
 
-// NewDebouncer returns a Debouncer with a fixed holdoff; Mark may be called
+// New returns a Debouncer with a fixed holdoff; Mark may be called
 // from any goroutine.
-func NewDebouncer(holdoff, maxDelay time.Duration) *Debouncer {
-	return NewAdaptiveDebouncer(0, holdoff, maxDelay)
+func New(holdoff, maxDelay time.Duration) *Debouncer {
+	return NewAdaptive(0, holdoff, maxDelay)
 }
 
-// NewAdaptiveDebouncer returns a Debouncer whose holdoff follows the
+// NewAdaptive returns a Debouncer whose holdoff follows the
 // rebuilds, between minHoldoff and holdoff (see Debouncer). Until the first
 // rebuild it is holdoff.
-func NewAdaptiveDebouncer(minHoldoff, holdoff, maxDelay time.Duration) *Debouncer {
+func NewAdaptive(minHoldoff, holdoff, maxDelay time.Duration) *Debouncer {
 	holdoff = max(holdoff, minHoldoff)
 	d := &Debouncer{Holdoff: holdoff, MinHoldoff: minHoldoff, MaxDelay: max(maxDelay, holdoff), events: make(chan struct{}, 1)}
 	d.holdoff.Store(int64(holdoff))

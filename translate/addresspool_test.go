@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"fmt"
@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/status"
 )
 
 const twoGateways = classYAML + `apiVersion: gateway.networking.k8s.io/v1
@@ -31,7 +33,7 @@ spec:
   listeners: [{name: http, port: 80, protocol: HTTP}]
 `
 
-func gatewayAddress(st *Statuses, name string) string {
+func gatewayAddress(st *status.Computed, name string) string {
 	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}]
 	if len(gs.Addresses) != 1 {
 		return ""
@@ -49,7 +51,7 @@ func TestAddressPoolGivesGatewaysTheirOwnPorts(t *testing.T) {
 	}
 	res := loadFixture(t, path)
 
-	tr := NewTranslator("")
+	tr := newTranslator()
 	tr.AddressPool = []string{"198.18.7.1", "198.18.7.2"}
 	cfg, st := tr.Translate(res)
 	if a, b := gatewayAddress(st, "first"), gatewayAddress(st, "second"); a != "198.18.7.1" || b != "198.18.7.2" {
@@ -92,8 +94,8 @@ func TestAddressPoolGivesGatewaysTheirOwnPorts(t *testing.T) {
 	}
 }
 
-func translatorWithPool(pool []string) *Translator {
-	tr := NewTranslator("")
+func translatorWithPool(pool []string) *translator {
+	tr := newTranslator()
 	tr.AddressPool = pool
 	return tr
 }
@@ -381,12 +383,12 @@ spec:
 		Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}}
 	res.Services = append(res.Services, svc)
 
-	tr := NewTranslator("")
+	tr := newTranslator()
 	tr.Shared = &SharedAddresses{
 		Addresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
 		Service:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
 	}
-	values := func(st *Statuses, name string) []string {
+	values := func(st *status.Computed, name string) []string {
 		var out []string
 		for _, a := range st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}].Addresses {
 			out = append(out, a.Value)
@@ -408,7 +410,7 @@ spec:
 
 	// Standalone (no Shared): no addresses to report, and none to check
 	// spec.addresses against.
-	_, st0 := NewTranslator("").Translate(res)
+	_, st0 := newTranslator().Translate(res)
 	gs = st0.Gateways[types.NamespacedName{Namespace: "ns", Name: "elsewhere"}]
 	if !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionProgrammed)) || len(gs.Addresses) != 0 {
 		t.Errorf("standalone: elsewhere %+v, want programmed without addresses", gs)

@@ -1,17 +1,55 @@
-package kube
+// Package status holds the statuses translate computes and how they merge
+// into the status an object has stored: Portico's conditions replace its
+// own, keep the transition time of a condition that did not change, and
+// leave other controllers' entries alone. It writes nothing itself: the
+// cluster's status writer and `portico check` both use it.
+package status
 
 import (
+	"cmp"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/resources"
 )
+
+// Computed is every status translate computed. Only objects Portico is
+// responsible for appear; route entries are only Portico's parent entries.
+type Computed struct {
+	GatewayClasses map[string]gwv1.GatewayClassStatus
+	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
+	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
+	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
+	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
+	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+}
+
+// Clone returns a copy whose maps may be changed without changing c's.
+// The statuses in them are shared: change their conditions with the
+// conditions package, which copies.
+func (c *Computed) Clone() *Computed {
+	return &Computed{
+		GatewayClasses:     maps.Clone(c.GatewayClasses),
+		Gateways:           maps.Clone(c.Gateways),
+		ListenerSets:       maps.Clone(c.ListenerSets),
+		HTTPRoutes:         maps.Clone(c.HTTPRoutes),
+		BackendTLSPolicies: maps.Clone(c.BackendTLSPolicies),
+	}
+}
+
+// MaxPolicyAncestors is the schema's bound on a policy's status.ancestors.
+const MaxPolicyAncestors = 16
 
 // stampConditions gives computed conditions (which translate leaves without
 // a time) their lastTransitionTime: the stored one when the status did not
@@ -95,7 +133,7 @@ func ancestorStatus(stored gwv1.PolicyStatus, computed []gwv1.PolicyAncestorStat
 		storedOurs[parentRefKey(a.AncestorRef)] = a.Conditions
 	}
 	for _, a := range computed {
-		if len(out.Ancestors) >= maxPolicyAncestors {
+		if len(out.Ancestors) >= MaxPolicyAncestors {
 			break
 		}
 		a.Conditions = stampConditions(a.Conditions, storedOurs[parentRefKey(a.AncestorRef)], now)
@@ -105,7 +143,7 @@ func ancestorStatus(stored gwv1.PolicyStatus, computed []gwv1.PolicyAncestorStat
 }
 
 func parentRefKey(r gwv1.ParentReference) string {
-	s := string(ptrValue(r.Group)) + "/" + string(ptrValue(r.Kind)) + "/" + string(ptrValue(r.Namespace)) + "/" + string(r.Name) + "/" + string(ptrValue(r.SectionName))
+	s := string(deref(r.Group)) + "/" + string(deref(r.Kind)) + "/" + string(deref(r.Namespace)) + "/" + string(r.Name) + "/" + string(deref(r.SectionName))
 	if r.Port != nil {
 		s += "/" + strconv.Itoa(int(*r.Port))
 	}
@@ -127,10 +165,10 @@ type statusMetadata struct {
 	Generation int64  `json:"generation,omitempty"`
 }
 
-// WriteStatuses prints every Gateway, ListenerSet, HTTPRoute and
+// Write prints every Gateway, ListenerSet, HTTPRoute and
 // BackendTLSPolicy of res with the status Portico computed, as a YAML
 // stream sorted by kind, namespace and name. Objects of other controllers keep the status they had.
-func WriteStatuses(w io.Writer, res *Resources, st *Statuses, controller gwv1.GatewayController, now time.Time) error {
+func Write(w io.Writer, res *resources.Resources, st *Computed, controller gwv1.GatewayController, now time.Time) error {
 	ts := metav1.NewTime(now.Truncate(time.Second))
 	var docs []statusDocument
 	md := func(o metav1.Object) statusMetadata {
@@ -159,7 +197,7 @@ func WriteStatuses(w io.Writer, res *Resources, st *Statuses, controller gwv1.Ga
 	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		status := p.Status
-		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || hasAncestorsOf(p.Status.Ancestors, controller) {
+		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || HasAncestorsOf(p.Status.Ancestors, controller) {
 			status = ancestorStatus(p.Status, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "BackendTLSPolicy", Metadata: md(p), Status: status})
@@ -199,4 +237,110 @@ func byName[T metav1.Object](in []T) []T {
 		return 0
 	})
 	return out
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// The Merge functions return a copy of obj with the computed status merged
+// in, and whether that differs from obj's stored status.
+
+// MergeGatewayClass merges a GatewayClass status.
+func MergeGatewayClass(obj *gwv1.GatewayClass, computed gwv1.GatewayClassStatus, now metav1.Time) (*gwv1.GatewayClass, bool) {
+	status := computed
+	status.Conditions = stampConditions(computed.Conditions, obj.Status.Conditions, now)
+	if apiequality.Semantic.DeepEqual(status, obj.Status) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status = status
+	return out, true
+}
+
+// MergeGateway merges a Gateway status.
+func MergeGateway(obj *gwv1.Gateway, computed gwv1.GatewayStatus, now metav1.Time) (*gwv1.Gateway, bool) {
+	status := gatewayStatus(obj.Status, computed, now)
+	if apiequality.Semantic.DeepEqual(status, obj.Status) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status = status
+	return out, true
+}
+
+// MergeListenerSet merges a ListenerSet status.
+func MergeListenerSet(obj *gwv1.ListenerSet, computed gwv1.ListenerSetStatus, now metav1.Time) (*gwv1.ListenerSet, bool) {
+	status := listenerSetStatus(obj.Status, computed, now)
+	if apiequality.Semantic.DeepEqual(status, obj.Status) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status = status
+	return out, true
+}
+
+// MergeHTTPRoute replaces Portico's parent entries and keeps every other
+// controller's. Entries are compared regardless of order, so Portico never
+// rewrites a route only to move its entries after someone else's.
+func MergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.HTTPRoute, bool) {
+	status := routeStatus(obj.Status.RouteStatus, computed, controller, now)
+	if status.Parents == nil {
+		// The field is required: no entries left is an empty list, not null.
+		status.Parents = []gwv1.RouteParentStatus{}
+	}
+	if apiequality.Semantic.DeepEqual(sortedParents(status.Parents), sortedParents(obj.Status.Parents)) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status.RouteStatus = status
+	return out, true
+}
+
+func sortedParents(in []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
+	out := slices.Clone(in)
+	slices.SortStableFunc(out, func(a, b gwv1.RouteParentStatus) int {
+		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
+			return c
+		}
+		return cmp.Compare(parentRefKey(a.ParentRef), parentRefKey(b.ParentRef))
+	})
+	return out
+}
+
+// MergeBackendTLSPolicy replaces Portico's ancestor entries and keeps every
+// other controller's. It reports whether anything changed.
+func MergeBackendTLSPolicy(obj *gwv1.BackendTLSPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	if apiequality.Semantic.DeepEqual(sortedAncestors(status.Ancestors), sortedAncestors(obj.Status.Ancestors)) {
+		return obj, false
+	}
+	out := obj.DeepCopy()
+	out.Status = status
+	return out, true
+}
+
+func sortedAncestors(in []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
+	out := slices.Clone(in)
+	slices.SortStableFunc(out, func(a, b gwv1.PolicyAncestorStatus) int {
+		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
+			return c
+		}
+		return cmp.Compare(parentRefKey(a.AncestorRef), parentRefKey(b.AncestorRef))
+	})
+	return out
+}
+
+// HasAncestorsOf reports whether a policy has entries of controller.
+func HasAncestorsOf(ancestors []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController) bool {
+	return slices.ContainsFunc(ancestors, func(a gwv1.PolicyAncestorStatus) bool { return a.ControllerName == controller })
+}
+
+// HasParentsOf reports whether a route has entries of controller.
+func HasParentsOf(parents []gwv1.RouteParentStatus, controller gwv1.GatewayController) bool {
+	return slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == controller })
 }

@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/filesource"
 )
 
 // FuzzTranslate feeds standalone YAML through decode, assemble and
@@ -48,16 +50,16 @@ func FuzzTranslate(f *testing.F) {
 				panic(fmt.Sprintf("over 20s on this input:\n%q", raw))
 			}
 		}()
-		docs, err := Decode("fuzz.yaml", bytes.NewReader(raw))
+		docs, err := filesource.Decode("fuzz.yaml", bytes.NewReader(raw))
 		if err != nil {
 			return
 		}
-		res, err := fixedSource("fuzz.yaml").assemble(docs)
+		res, err := fixedSource("fuzz.yaml").Assemble(docs)
 		if err != nil {
 			return
 		}
-		tr := NewTranslator("")
-		translate := func(tr *Translator) string {
+		tr := newTranslator()
+		translate := func(tr *translator) string {
 			out, err := yaml.Marshal(toGolden(tr.Translate(res)))
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +70,7 @@ func FuzzTranslate(f *testing.F) {
 		if again := translate(tr); again != first {
 			t.Fatalf("a second translate of the same input differs:\n%s", lineDiff(first, again))
 		}
-		if fresh := translate(NewTranslator("")); fresh != first {
+		if fresh := translate(newTranslator()); fresh != first {
 			t.Fatalf("a new translator's output differs:\n%s", lineDiff(first, fresh))
 		}
 	})

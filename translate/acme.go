@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"cmp"
@@ -12,6 +12,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
 )
 
 // ACME opt-in and ownership markers.
@@ -55,7 +57,7 @@ type acmeCandidate struct {
 // their spec alone, and records their Secrets in the index so that a
 // missing one reads as "waiting for a certificate". Whether they are
 // accepted is only known after the merge (acmeWanted).
-func (ix *index) acmeCandidates(res *Resources) []acmeCandidate {
+func (ix *index) acmeCandidates(res *resources.Resources) []acmeCandidate {
 	var out []acmeCandidate
 	add := func(kind string, obj metav1.Object, ls []gwv1.Listener) {
 		for i := range ls {
@@ -124,7 +126,11 @@ func (ix *index) acmeListener(namespace string, protocol gwv1.ProtocolType, host
 // list, which leaves out a ListenerSet none of whose listeners serves
 // yet, as is the case while its only listener waits for its certificate.
 // The result is sorted by hostname, then Secret.
-func acmeWanted(st *Statuses, candidates []acmeCandidate) []ACMECertificate {
+func (t *translation) acmeWanted() {
+	t.acme = acmeWanted(t.st, t.acmeListeners)
+}
+
+func acmeWanted(st *status.Computed, candidates []acmeCandidate) []ACMECertificate {
 	var out []ACMECertificate
 	for _, c := range candidates {
 		var conds []metav1.Condition
@@ -175,17 +181,4 @@ func ManagedSecret(c ACMECertificate, certPEM, keyPEM []byte) *corev1.Secret {
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 	}
-}
-
-// acmeHostnames lists the hostnames of cs once each, in order.
-func acmeHostnames(cs []ACMECertificate) []string {
-	seen := make(map[string]bool, len(cs))
-	out := make([]string, 0, len(cs))
-	for _, c := range cs {
-		if !seen[c.Hostname] {
-			seen[c.Hostname] = true
-			out = append(out, c.Hostname)
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"encoding/json"
@@ -15,6 +15,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
 )
 
 // The tests in this file translate the golden inputs of testdata/ and
@@ -27,15 +29,15 @@ import (
 // gepFixture is one translated golden input.
 type gepFixture struct {
 	t   *testing.T
-	res *Resources
+	res *resources.Resources
 	cfg *proxy.Config
-	st  *Statuses
+	st  *status.Computed
 }
 
 func gepTranslate(t *testing.T, name string) *gepFixture {
 	t.Helper()
 	res := loadFixture(t, filepath.Join("testdata", name+".in.yaml"))
-	cfg, st := NewTranslator("").Translate(res)
+	cfg, st := newTranslator().Translate(res)
 	return &gepFixture{t: t, res: res, cfg: cfg, st: st}
 }
 
@@ -788,7 +790,7 @@ func TestTranslateLeavesTransitionTimesUnset(t *testing.T) {
 	}
 	for _, in := range inputs {
 		res := loadFixture(t, in)
-		_, st := NewTranslator("").Translate(res)
+		_, st := newTranslator().Translate(res)
 		check := func(what string, conds []metav1.Condition) {
 			for _, c := range conds {
 				if !c.LastTransitionTime.IsZero() {
@@ -830,10 +832,10 @@ func TestGEP1713StatusDoesNotLeak(t *testing.T) {
 	checked := 0
 	for _, in := range inputs {
 		res := loadFixture(t, in)
-		_, st := NewTranslator("").Translate(res)
+		_, st := newTranslator().Translate(res)
 		siblings := map[types.NamespacedName][]*gwv1.ListenerSet{}
 		for _, ls := range res.ListenerSets {
-			if parent, ok := listenerSetParent(ls); ok {
+			if parent, ok := ListenerSetParent(ls); ok {
 				siblings[parent] = append(siblings[parent], ls)
 			}
 		}
@@ -842,7 +844,7 @@ func TestGEP1713StatusDoesNotLeak(t *testing.T) {
 			if !ok {
 				continue
 			}
-			parent, _ := listenerSetParent(ls)
+			parent, _ := ListenerSetParent(ls)
 			own := map[string]bool{ls.Name: true, ls.Namespace: true}
 			for _, l := range ls.Spec.Listeners {
 				own[string(l.Name)] = true
@@ -962,13 +964,13 @@ spec:
 	// Both loads within one second, as when a file is added right after a
 	// reload.
 	src := fixedSource(dir)
-	if _, err := src.Load(); err != nil {
+	if _, err := src.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	// "loser.yaml" sorts before "winner.yaml": file order must not matter
 	// across loads.
 	put("loser.yaml", listenerSet("ls-loser"))
-	res, err := src.Load()
+	res, err := src.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -981,7 +983,7 @@ spec:
 		t.Errorf("ls-loser, first seen in a later load, has creationTimestamp %s, not after ls-winner's %s",
 			loser.Format(time.RFC3339Nano), winner.Format(time.RFC3339Nano))
 	}
-	_, st := NewTranslator("").Translate(res)
+	_, st := newTranslator().Translate(res)
 	f := &gepFixture{t: t, res: res, st: st}
 	f.listenerSetListenerHas("apps/ls-winner", "web", gepAcceptedListener...)
 	f.listenerSetListenerHas("apps/ls-loser", "web", gepConflictedListener(gwv1.ListenerReasonHostnameConflict)...)

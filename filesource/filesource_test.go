@@ -1,4 +1,4 @@
-package kube
+package filesource
 
 import (
 	"os"
@@ -34,10 +34,10 @@ spec:
 	put("a.yaml", route("a", "/a"))
 	put("b.yaml", route("b", "/b"))
 	put("c.yaml", route("c", "/c"))
-	src := NewFileSource(dir, zap.NewNop())
+	src := New(dir, zap.NewNop())
 	byName := func() map[string]*gwv1.HTTPRoute {
 		t.Helper()
-		res, err := src.Load()
+		res, err := src.Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}

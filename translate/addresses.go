@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"fmt"
@@ -11,6 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/conditions"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
 )
 
 // A Gateway's spec.addresses.
@@ -86,7 +90,7 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 	return r
 }
 
-// assignAddresses gives each of our accepted Gateways its addresses from
+// gatewayAddresses gives each of our accepted Gateways its addresses from
 // the pool (nil when there is no pool), in three passes, oldest Gateway
 // first in each:
 //
@@ -103,19 +107,22 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // A Gateway with an address it cannot have is not programmed (reason
 // AddressNotUsable, or AddressNotAssigned when the pool ran out); it still
 // serves on the addresses it got, and one with none is not served.
-func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.NamespacedName][]string {
-	if len(t.AddressPool) == 0 {
-		if t.Shared != nil {
-			t.reportSharedAddresses(res, st)
+func (t *translation) gatewayAddresses() {
+	pool := t.settings.AddressPool
+	if len(pool) == 0 {
+		if t.settings.Shared != nil {
+			reportSharedAddresses(t.settings.Shared, t.res, t.st)
 		}
-		return nil
+		t.poolAssigned = nil
+		return
 	}
-	inPool := make(map[string]bool, len(t.AddressPool))
-	for _, a := range t.AddressPool {
+	res, st := t.res, t.st
+	inPool := make(map[string]bool, len(pool))
+	for _, a := range pool {
 		inPool[a] = true
 	}
 	var reqs []*addressRequest
-	for _, gw := range sortedByAge(res.Gateways) {
+	for _, gw := range resources.SortedByAge(res.Gateways) {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := st.Gateways[key]
 		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
@@ -141,7 +148,7 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 				held = append(held, a.Value)
 			}
 		}
-		for _, a := range t.poolAssigned[r.key] {
+		for _, a := range t.poolAssigned[r.key] { // the previous translation's
 			if !slices.Contains(held, a) {
 				held = append(held, a)
 			}
@@ -184,14 +191,14 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 	next := 0
 	for _, r := range reqs {
 		for ; r.dynamic > 0; r.dynamic-- {
-			for next < len(t.AddressPool) && taken[t.AddressPool[next]] {
+			for next < len(pool) && taken[pool[next]] {
 				next++
 			}
-			if next == len(t.AddressPool) {
+			if next == len(pool) {
 				break
 			}
-			r.assigned = append(r.assigned, t.AddressPool[next])
-			taken[t.AddressPool[next]] = true
+			r.assigned = append(r.assigned, pool[next])
+			taken[pool[next]] = true
 		}
 	}
 
@@ -201,11 +208,11 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 		gs := st.Gateways[r.key]
 		switch {
 		case len(r.problems) > 0:
-			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
-				string(gwv1.GatewayReasonAddressNotUsable), "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
+				gwv1.GatewayReasonAddressNotUsable, "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
 		case r.dynamic > 0:
-			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse,
-				string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("all %d addresses of the pool are in use", len(t.AddressPool)))
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
+				gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("all %d addresses of the pool are in use", len(pool)))
 		}
 		gs.Addresses = nil
 		for _, a := range r.assigned {
@@ -216,16 +223,16 @@ func (t *Translator) assignAddresses(res *Resources, st *Statuses) map[types.Nam
 			out[r.key] = r.assigned
 		}
 	}
+	t.addresses = out
 	t.poolAssigned = out
-	return out
 }
 
 // reportSharedAddresses sets, without an address pool, the addresses of
 // every accepted Gateway: Portico's own, or those of them its spec.addresses
 // names (see sharedAddresses). They bind nothing: every Gateway is served on
 // Portico's listening addresses.
-func (t *Translator) reportSharedAddresses(res *Resources, st *Statuses) {
-	own := t.Shared.own(res)
+func reportSharedAddresses(shared *SharedAddresses, res *resources.Resources, st *status.Computed) {
+	own := shared.own(res)
 	for _, gw := range res.Gateways {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := st.Gateways[key]
@@ -237,7 +244,7 @@ func (t *Translator) reportSharedAddresses(res *Resources, st *Statuses) {
 		var problem string
 		gs.Addresses, reason, problem = sharedAddresses(gw, own)
 		if problem != "" {
-			setCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(reason), problem)
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, reason, problem)
 		}
 		st.Gateways[key] = gs
 	}
@@ -255,7 +262,7 @@ type SharedAddresses struct {
 }
 
 // own lists the addresses: the fixed ones, then those of the Service.
-func (sh *SharedAddresses) own(res *Resources) []gwv1.GatewayStatusAddress {
+func (sh *SharedAddresses) own(res *resources.Resources) []gwv1.GatewayStatusAddress {
 	out := slices.Clone(sh.Addresses)
 	if sh.Service.Name != "" {
 		for _, svc := range res.Services {
@@ -359,4 +366,14 @@ func sameAddress(typ gwv1.AddressType, a, b string) bool {
 		return a == b
 	}
 	return x == y
+}
+
+// GatewayAddress is a status address: of type IPAddress when value parses
+// as an IP, else Hostname.
+func GatewayAddress(value string) gwv1.GatewayStatusAddress {
+	t := gwv1.HostnameAddressType
+	if _, err := netip.ParseAddr(value); err == nil {
+		t = gwv1.IPAddressType
+	}
+	return gwv1.GatewayStatusAddress{Type: &t, Value: value}
 }

@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"bytes"
@@ -14,7 +14,10 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/filesource"
 	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden *.out.yaml files of translate tests")
@@ -43,25 +46,23 @@ type goldenListener struct {
 	Certificates []string `json:"certificates,omitempty"`
 }
 
-// fixedSource is a FileSource whose clock stands still, so creation times
+// fixedSource is a file source whose clock stands still, so creation times
 // and the output are the same on every run.
-func fixedSource(path string) *FileSource {
-	src := NewFileSource(path, zap.NewNop())
-	src.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
-	return src
+func fixedSource(path string) *filesource.Source {
+	return filesource.NewWithClock(path, zap.NewNop(), func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) })
 }
 
 // loadFixture decodes one *.in.yaml with a fixed clock.
-func loadFixture(t testing.TB, path string) *Resources {
+func loadFixture(t testing.TB, path string) *resources.Resources {
 	t.Helper()
-	res, err := fixedSource(path).Load()
+	res, err := fixedSource(path).Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-func toGolden(cfg *proxy.Config, st *Statuses) golden {
+func toGolden(cfg *proxy.Config, st *status.Computed) golden {
 	g := golden{
 		Endpoints:      map[string][]string{},
 		GatewayClasses: st.GatewayClasses,
@@ -134,7 +135,7 @@ func TestTranslateGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
 			res := loadFixture(t, in)
-			cfg, st := NewTranslator("").Translate(res)
+			cfg, st := newTranslator().Translate(res)
 			got, err := yaml.Marshal(toGolden(cfg, st))
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,8 @@
-package kube
+// Package filesource is the standalone source: it reads Gateway API and
+// core objects from YAML files, gives them what the API server would
+// (namespace, creation time, generation), hands them out as
+// resources.Resources snapshots and tells when the files change.
+package filesource
 
 import (
 	"bytes"
@@ -20,6 +24,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/resources"
 )
 
 // namespaceNameLabel is set by the API server on every Namespace; selectors
@@ -40,12 +46,12 @@ type generation struct {
 	value    int64
 }
 
-// FileSource reads the objects of standalone mode from a YAML file or a
+// Source reads the objects of standalone mode from a YAML file or a
 // directory of them. It gives objects what the API server would: a default
 // namespace, a creation time (first seen, in file order) and a generation
 // that moves when the spec changes, so translate sees the same thing in both
 // modes.
-type FileSource struct {
+type Source struct {
 	path string
 	log  *zap.Logger
 	now  func() time.Time
@@ -63,13 +69,19 @@ type FileSource struct {
 	lastCreated time.Time
 }
 
-// NewFileSource reads path, a YAML file or a directory searched recursively
-// for *.yaml and *.yml.
-func NewFileSource(path string, log *zap.Logger) *FileSource {
-	return &FileSource{
+// New reads path, a YAML file or a directory searched recursively for
+// *.yaml and *.yml.
+func New(path string, log *zap.Logger) *Source {
+	return NewWithClock(path, log, time.Now)
+}
+
+// NewWithClock is New with the clock that gives creation times: a clock
+// that stands still makes a snapshot the same on every run (tests).
+func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
+	return &Source{
 		path:      path,
 		log:       log,
-		now:       time.Now,
+		now:       now,
 		decoded:   map[string]decodedFile{},
 		firstSeen: map[objectKey]time.Time{},
 		gens:      map[objectKey]generation{},
@@ -77,7 +89,7 @@ func NewFileSource(path string, log *zap.Logger) *FileSource {
 }
 
 // Files lists the YAML files the source reads, in the order it reads them.
-func (s *FileSource) Files() ([]string, error) {
+func (s *Source) Files() ([]string, error) {
 	info, err := os.Stat(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -108,13 +120,13 @@ func (s *FileSource) Files() ([]string, error) {
 	return files, nil
 }
 
-// Load reads every file and returns one snapshot. Any error (unreadable
+// Snapshot reads every file and returns one snapshot. Any error (unreadable
 // file, bad YAML, unknown kind, duplicate object) fails the whole load, so a
 // half-edited directory never replaces a good configuration.
 //
-// Objects of files whose bytes did not change since the last Load are the
+// Objects of files whose bytes did not change since the last Snapshot are the
 // same objects as then; callers must treat them as read-only.
-func (s *FileSource) Load() (*Resources, error) {
+func (s *Source) Snapshot() (*resources.Resources, error) {
 	files, err := s.Files()
 	if err != nil {
 		return nil, err
@@ -149,13 +161,21 @@ func (s *FileSource) Load() (*Resources, error) {
 	return s.assemble(docs)
 }
 
+// Assemble makes a snapshot of decoded documents, as Snapshot does with
+// those of the files (fuzzing decodes input itself).
+func (s *Source) Assemble(docs []Document) (*resources.Resources, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.assemble(docs)
+}
+
 // assemble runs with s.mu held. Objects reused from an earlier load went
 // through it before: every change it makes to them is already in place.
-func (s *FileSource) assemble(docs []Document) (*Resources, error) {
+func (s *Source) assemble(docs []Document) (*resources.Resources, error) {
 	loadTime := s.now().Truncate(time.Second)
 	seen := map[objectKey]Document{}
 	namespaces := map[string]*corev1.Namespace{}
-	res := &Resources{}
+	res := &resources.Resources{}
 	for _, d := range docs {
 		obj := d.Object
 		kind := kindOf(obj)
@@ -252,7 +272,7 @@ func (s *FileSource) assemble(docs []Document) (*Resources, error) {
 
 // generationOf bumps an object's generation when its spec changes, like the
 // API server does for objects with a status subresource.
-func (s *FileSource) generationOf(key objectKey, obj metav1.Object) int64 {
+func (s *Source) generationOf(key objectKey, obj metav1.Object) int64 {
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return 1
@@ -278,8 +298,8 @@ func (s *FileSource) generationOf(key objectKey, obj metav1.Object) int64 {
 
 // Watch starts watching the path and calls onChange, from another
 // goroutine, after anything under it changes, until ctx ends. The watch is
-// in place when Watch returns, so a Load after it misses no change.
-func (s *FileSource) Watch(ctx context.Context, onChange func()) error {
+// in place when Watch returns, so a Snapshot after it misses no change.
+func (s *Source) Watch(ctx context.Context, onChange func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch config: %w", err)
@@ -378,4 +398,16 @@ func cloneLabels(in map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Run watches the files until ctx ends (pipeline.Source): the watch is in
+// place before ready is called, so no edit after the first Snapshot is
+// missed.
+func (s *Source) Run(ctx context.Context, changed, ready func()) error {
+	if err := s.Watch(ctx, changed); err != nil {
+		return err
+	}
+	ready()
+	<-ctx.Done()
+	return nil
 }

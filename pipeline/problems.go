@@ -1,14 +1,16 @@
-package kube
+package pipeline
 
 import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"portico.dev/portico/status"
 )
 
 // LogProblems logs every False Accepted/ResolvedRefs/Programmed condition,
 // which in standalone mode is the only place a user sees why an object does
 // not serve.
-func LogProblems(log *zap.Logger, st *Statuses) {
+func LogProblems(log *zap.Logger, st *status.Computed) {
 	report := func(kind, name string, conds []metav1.Condition, extra ...zap.Field) {
 		for _, c := range conds {
 			if c.Status == metav1.ConditionTrue || c.Type == "Conflicted" {

@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"fmt"
@@ -158,7 +158,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := loadFixture(t, path)
-	tr := NewTranslator("")
+	tr := newTranslator()
 	cfg, st := tr.Translate(res)
 
 	// Only opted-in, qualifying, accepted, non-conflicted listeners whose
@@ -175,8 +175,8 @@ func TestTranslateACMEListeners(t *testing.T) {
 		{Hostname: "renamed.portico.test", Secret: nn("apps", "stale-tls")},
 		{Hostname: "solo.portico.test", Secret: nn("apps", "solo-tls")},
 	}
-	if !slices.Equal(st.ACME, want) {
-		t.Errorf("ACME certificates = %v, want %v", st.ACME, want)
+	if !slices.Equal(tr.acme, want) {
+		t.Errorf("ACME certificates = %v, want %v", tr.acme, want)
 	}
 
 	ls := st.ListenerSets[nn("apps", "acme-ls")]

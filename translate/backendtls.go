@@ -1,4 +1,4 @@
-package kube
+package translate
 
 import (
 	"cmp"
@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
+	"portico.dev/portico/status"
 )
 
 // BackendTLSPolicy.
@@ -32,11 +34,8 @@ import (
 // Status goes to every Gateway, as ancestor, that has an accepted route to
 // a port the policy targets.
 
-// caCertificateKey is the ConfigMap key of a CA bundle.
-const caCertificateKey = "ca.crt"
-
-// maxPolicyAncestors is the schema's bound on status.ancestors.
-const maxPolicyAncestors = 16
+// CACertificateKey is the ConfigMap key of a CA bundle.
+const CACertificateKey = "ca.crt"
 
 // tlsTarget is what a targetRef selects: a Service, and one port of it by
 // name or, with section "", every port.
@@ -75,10 +74,10 @@ type caSource struct {
 	prev, used map[*corev1.ConfigMap]caBundle
 }
 
-func (t *Translator) newCASource(res *Resources) *caSource {
+func newCASource(res *resources.Resources, prev map[*corev1.ConfigMap]caBundle) *caSource {
 	c := &caSource{
 		configMaps: make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps)),
-		prev:       t.caBundles,
+		prev:       prev,
 		used:       map[*corev1.ConfigMap]caBundle{},
 	}
 	for _, cm := range res.ConfigMaps {
@@ -143,8 +142,18 @@ func (b *backendTLS) ids() map[string]struct{} {
 	return out
 }
 
+// backendTLS decides which BackendTLSPolicy applies to each Service port.
+func (t *translation) backendTLS() {
+	t.tls = resolveBackendTLS(t.res, t.cas)
+}
+
+// policyStatuses computes the ancestor entries of every BackendTLSPolicy.
+func (t *translation) policyStatuses() {
+	t.st.BackendTLSPolicies = policyAncestors(t.res, t.st, t.tls, t.controller)
+}
+
 // resolveBackendTLS evaluates every BackendTLSPolicy, oldest first.
-func resolveBackendTLS(res *Resources, cas *caSource) *backendTLS {
+func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
 	out := &backendTLS{
 		byTarget: map[tlsTarget]*routing.BackendTLS{},
 		verdicts: make(map[types.NamespacedName]*policyVerdict, len(res.BackendTLSPolicies)),
@@ -153,7 +162,7 @@ func resolveBackendTLS(res *Resources, cas *caSource) *backendTLS {
 		return out
 	}
 	winner := map[tlsTarget]types.NamespacedName{}
-	for _, p := range sortedByAge(res.BackendTLSPolicies) {
+	for _, p := range resources.SortedByAge(res.BackendTLSPolicies) {
 		key := nn(p.Namespace, p.Name)
 		settings, v := evaluatePolicy(p, cas)
 		var conflicts []string
@@ -222,7 +231,7 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 	for _, ref := range val.CACertificateRefs {
 		if ref.Group != "" || ref.Kind != "ConfigMap" {
 			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
-				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), caCertificateKey))
+				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), CACertificateKey))
 			continue
 		}
 		b, ok := cas.get(p.Namespace, string(ref.Name))
@@ -301,7 +310,7 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 
 // referencedConfigMaps lists, in snapshot order, the ConfigMaps some
 // BackendTLSPolicy or Gateway (client certificate validation) names.
-func referencedConfigMaps(res *Resources) []*corev1.ConfigMap {
+func referencedConfigMaps(res *resources.Resources) []*corev1.ConfigMap {
 	named := map[types.NamespacedName]bool{}
 	for _, p := range res.BackendTLSPolicies {
 		for _, ref := range p.Spec.Validation.CACertificateRefs {
@@ -344,13 +353,13 @@ func referencedConfigMaps(res *Resources) []*corev1.ConfigMap {
 
 // parseCABundle reads the certificates of a ConfigMap's ca.crt.
 func parseCABundle(cm *corev1.ConfigMap) caBundle {
-	data, ok := cm.Data[caCertificateKey]
+	data, ok := cm.Data[CACertificateKey]
 	if !ok {
-		return caBundle{err: "no key " + caCertificateKey}
+		return caBundle{err: "no key " + CACertificateKey}
 	}
 	certs := pemCertificates(data)
 	if len(certs) == 0 {
-		return caBundle{err: "key " + caCertificateKey + " holds no PEM certificate that can be parsed"}
+		return caBundle{err: "key " + CACertificateKey + " holds no PEM certificate that can be parsed"}
 	}
 	pool := x509.NewCertPool()
 	for _, c := range certs {
@@ -397,8 +406,8 @@ func policyCondition(typ gwv1.PolicyConditionType, ok bool, reason gwv1.PolicyCo
 
 // policyAncestors writes the status of every BackendTLSPolicy: one entry
 // per Gateway of ours with an accepted route to a port the policy targets
-// (whether or not the policy won it), at most maxPolicyAncestors of them.
-func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
+// (whether or not the policy won it), at most status.MaxPolicyAncestors of them.
+func policyAncestors(res *resources.Resources, st *status.Computed, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
 	out := map[types.NamespacedName][]gwv1.PolicyAncestorStatus{}
 	if len(tls.verdicts) == 0 {
 		return out
@@ -420,7 +429,7 @@ func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller g
 	}
 	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
-		if parent, ok := listenerSetParent(ls); ok {
+		if parent, ok := ListenerSetParent(ls); ok {
 			lsParent[nn(ls.Namespace, ls.Name)] = parent
 		}
 	}
@@ -500,8 +509,8 @@ func policyAncestors(res *Resources, st *Statuses, tls *backendTLS, controller g
 		slices.SortFunc(list, func(a, b types.NamespacedName) int {
 			return cmp.Compare(a.String(), b.String())
 		})
-		if len(list) > maxPolicyAncestors {
-			list = list[:maxPolicyAncestors]
+		if len(list) > status.MaxPolicyAncestors {
+			list = list[:status.MaxPolicyAncestors]
 		}
 		entries := make([]gwv1.PolicyAncestorStatus, 0, len(list))
 		for _, gw := range list {

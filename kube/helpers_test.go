@@ -1,0 +1,31 @@
+package kube
+
+import (
+	"testing"
+
+	"go.uber.org/zap"
+
+	"portico.dev/portico/filesource"
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/status"
+	"portico.dev/portico/translate"
+)
+
+// translateFile translates the objects of a YAML file or directory.
+func translateFile(t testing.TB, path string) (*proxy.Config, *status.Computed) {
+	t.Helper()
+	res, err := filesource.New(path, zap.NewNop()).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := translate.Translate(translate.Settings{}, res, translate.Memory{})
+	return out.Config, out.Statuses
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,235 @@
+// Package pipeline is the run loop both modes share: it takes a snapshot
+// from a source (the cluster's informers, or YAML files), translates it,
+// applies the result to the data plane and hands the statuses and ACME
+// wants to their outputs; and again, debounced, whenever the source says
+// something changed. The failure rules are the same for every source: a
+// snapshot that cannot be taken leaves the running configuration as it
+// is, and a port that cannot be bound leaves out only the Gateways served
+// on it, which report Programmed=False until a retry binds it.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"portico.dev/portico/acme"
+	"portico.dev/portico/internal/debounce"
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
+	"portico.dev/portico/translate"
+)
+
+// Source gives snapshots and says when they change.
+type Source interface {
+	// Run watches until ctx ends, calling changed (which must not block)
+	// after every change and ready once, when a first Snapshot can be
+	// taken. It returns nil once ctx ended, and an error when the source
+	// cannot go on, which ends the loop.
+	Run(ctx context.Context, changed, ready func()) error
+	// Snapshot returns the objects as they are now.
+	Snapshot() (*resources.Resources, error)
+}
+
+// Options are the loop's settings. cmd builds them from the flags, in one
+// place.
+type Options struct {
+	Translate translate.Settings
+	// MinHoldoff, Holdoff and MaxDelay debounce changes (see debounce.Debouncer;
+	// MinHoldoff 0 keeps the holdoff fixed at Holdoff).
+	MinHoldoff time.Duration
+	Holdoff    time.Duration
+	MaxDelay   time.Duration
+	// RetryAfter is how long after a port failed to bind the loop tries
+	// again; 0 means 10 s.
+	RetryAfter time.Duration
+	// ACMESecrets puts the ACME manager's certificates into snapshots, as
+	// Portico-managed Secrets of the names the listeners ask for (a Secret
+	// of that name in the snapshot wins). For sources that have no Secret
+	// storage of their own (files); a cluster writes them into Secrets,
+	// which come back through its informers.
+	ACMESecrets bool
+}
+
+// Outputs are where a rebuild's results go besides the data plane. Each may
+// be nil; each runs on the loop's goroutine and must not block.
+type Outputs struct {
+	// Statuses gets the statuses of every rebuild, after apply failures
+	// were marked, with the snapshot they were computed from.
+	Statuses func(*status.Computed, *resources.Resources)
+	// ACME gets the certificates wanted, with the snapshot.
+	ACME func([]translate.ACMECertificate, *resources.Resources)
+	// Applied is told about every rebuild (metrics).
+	Applied func(ApplyReport)
+}
+
+// ApplyReport describes one rebuild.
+type ApplyReport struct {
+	Generation   int64
+	Translate    time.Duration
+	Apply        time.Duration
+	Certificates int
+	// Err is the error of applying the configuration; on a partial failure
+	// (some ports could not be bound) it describes the ports left out.
+	Err error
+}
+
+// Loop runs the stages. Build it with New.
+type Loop struct {
+	opts    Options
+	source  Source
+	runtime *proxy.Runtime
+	log     *zap.Logger
+	acme    *acme.Manager
+	out     Outputs
+
+	debouncer *debounce.Debouncer
+
+	mu         sync.Mutex
+	memory     translate.Memory
+	generation int64
+	applied    bool
+	lastErr    error
+	statuses   *status.Computed
+	acmeWanted []translate.ACMECertificate
+}
+
+// New returns a loop over source. manager may be nil (no ACME).
+func New(opts Options, source Source, rt *proxy.Runtime, manager *acme.Manager, out Outputs, log *zap.Logger) *Loop {
+	return &Loop{
+		opts:      opts,
+		source:    source,
+		runtime:   rt,
+		log:       log,
+		acme:      manager,
+		out:       out,
+		debouncer: debounce.NewAdaptive(opts.MinHoldoff, opts.Holdoff, opts.MaxDelay),
+	}
+}
+
+// Changed asks for a rebuild, as a change of the source does: the ACME
+// manager calls it when a certificate arrived or an order failed.
+func (l *Loop) Changed() { l.debouncer.Mark() }
+
+// Run serves the source until ctx ends. The first snapshot must be taken:
+// starting on a broken configuration would serve nothing silently. It
+// returns the source's error when the source stopped on one.
+func (l *Loop) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan struct{})
+	var once sync.Once
+	srcErr := make(chan error, 1)
+	go func() {
+		err := l.source.Run(ctx, l.debouncer.Mark, func() { once.Do(func() { close(ready) }) })
+		if err != nil {
+			cancel()
+		}
+		srcErr <- err
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		cancel()
+		return <-srcErr
+	}
+	if err := l.Rebuild(); err != nil {
+		cancel()
+		<-srcErr
+		return fmt.Errorf("initial config: %w", err)
+	}
+	l.debouncer.Run(ctx, func() { _ = l.Rebuild() })
+	cancel()
+	return <-srcErr
+}
+
+// Ready returns nil once a configuration was applied, and why not before.
+func (l *Loop) Ready() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.applied {
+		return errors.New("no configuration applied yet")
+	}
+	return nil
+}
+
+// Generation returns the number of rebuilds so far, counted once each was
+// applied (or failed to apply).
+func (l *Loop) Generation() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.generation
+}
+
+// LastError is the error of the last rebuild, nil when it applied in full.
+func (l *Loop) LastError() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
+}
+
+// Statuses returns the statuses of the last rebuild, nil before the first.
+func (l *Loop) Statuses() *status.Computed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.statuses
+}
+
+// Rebuild takes a snapshot, translates it, applies the result and hands
+// it to the outputs. Rebuilds must not overlap: Run calls it from one
+// goroutine. It returns the error that kept the configuration from being
+// applied in full.
+func (l *Loop) Rebuild() error {
+	start := time.Now()
+	res, err := l.source.Snapshot()
+	if err != nil {
+		l.mu.Lock()
+		l.lastErr = err
+		l.mu.Unlock()
+		l.log.Error("config not applied; the previous config keeps serving", zap.Error(err))
+		return err
+	}
+	res = l.withACME(res)
+	l.mu.Lock()
+	out, mem := translate.Translate(l.opts.Translate, res, l.memory)
+	l.memory = mem
+	// Generation moves once the configuration is on the data plane, so
+	// that whoever waits for it finds the ports bound.
+	gen := l.generation + 1
+	l.mu.Unlock()
+	translated := time.Since(start)
+	l.wantACME(out.ACME, res)
+
+	cfg := *out.Config
+	cfg.Generation = gen
+	st := out.Statuses.Clone()
+	applyStart := time.Now()
+	applied, applyErr := l.apply(&cfg, st, res)
+	applyTook := time.Since(applyStart)
+
+	l.mu.Lock()
+	l.generation = gen
+	l.applied = l.applied || applied
+	l.lastErr = applyErr
+	l.statuses = st
+	l.mu.Unlock()
+	if l.out.Applied != nil {
+		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), Err: applyErr})
+	}
+	fields := []zap.Field{zap.Int64("generation", gen), zap.Duration("translate", translated), zap.Duration("apply", applyTook),
+		zap.Int("gateways", len(res.Gateways)), zap.Int("listenerSets", len(res.ListenerSets)), zap.Int("httpRoutes", len(res.HTTPRoutes))}
+	if applyErr != nil {
+		l.log.Error("config not fully applied", append(fields, zap.Error(applyErr))...)
+	} else {
+		l.log.Info("config applied", fields...)
+	}
+	if l.out.Statuses != nil {
+		l.out.Statuses(st, res)
+	}
+	return applyErr
+}

@@ -1,0 +1,235 @@
+// Package translate is the pure stage between a snapshot of objects and
+// what Portico does with them: Translate turns a resources.Resources into
+// the data plane's proxy.Config, every status Portico reports and the
+// certificates to order over ACME. It starts no goroutine, reads no clock,
+// logs nothing and talks to no API server; what it carries from one call to
+// the next (parsed certificates and CA bundles, pool addresses handed out,
+// the previous result) is the Memory value it is given and returns. Every
+// rule of the Gateway API that decides a status or a route lives here or in
+// the packages it calls (listeners, routing).
+package translate
+
+import (
+	"reflect"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/listeners"
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/routing"
+	"portico.dev/portico/status"
+)
+
+// DefaultControllerName is the controllerName of GatewayClasses Portico
+// serves unless told otherwise.
+const DefaultControllerName gwv1.GatewayController = "portico.dev/gateway-controller"
+
+// Settings are what translate is told once, from the flags.
+type Settings struct {
+	// ControllerName selects the GatewayClasses Portico serves;
+	// DefaultControllerName when empty.
+	ControllerName gwv1.GatewayController
+	// AddressPool, when set, gives every Gateway an IP address of its own
+	// from this list, on which its ports are bound and which its status
+	// reports; without it all Gateways share Portico's addresses.
+	AddressPool []string
+	// Shared, without an AddressPool, says where Portico's own addresses
+	// come from: every accepted Gateway reports them, and its spec.addresses
+	// is checked against them. Nil in standalone mode, which writes no
+	// status and knows no addresses of its own: Gateways report none.
+	Shared *SharedAddresses
+}
+
+func (s Settings) controller() gwv1.GatewayController {
+	if s.ControllerName == "" {
+		return DefaultControllerName
+	}
+	return s.ControllerName
+}
+
+// Output is one translation's result. It shares memory with the Memory
+// returned next to it and with earlier outputs: treat it as read-only
+// (status.Computed.Clone and the conditions package copy what they change).
+type Output struct {
+	Config   *proxy.Config
+	Statuses *status.Computed
+	// ACME lists the certificates to obtain over ACME HTTP-01, one per
+	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
+	// hostname.
+	ACME []ACMECertificate
+}
+
+// Memory is what one translation hands the next. The zero value is a first
+// translation. A Memory is never changed once returned: passing the same
+// one twice gives the same Output twice.
+type Memory struct {
+	// certs are the parsed key pairs of the Secrets the last translation
+	// read, by Secret, with the bytes they were parsed from.
+	certs map[types.NamespacedName]parsedCert
+	// caBundles are the parsed CA certificates of the ConfigMaps the last
+	// translation read, by object.
+	caBundles map[*corev1.ConfigMap]caBundle
+	// poolAssigned are the pool addresses the last translation gave each
+	// Gateway. Until its status reports them (written a second or more
+	// later), they are what keeps a Gateway on its address when another
+	// Gateway, created in the same second with a name that sorts first,
+	// appears.
+	poolAssigned map[types.NamespacedName][]string
+	// last is the previous full translation, reused when only
+	// EndpointSlices changed: endpoints churn constantly in a cluster and
+	// must not recompile every route and certificate table.
+	last *fullTranslation
+}
+
+// Certificates is the number of parsed key pairs the memory holds.
+func (m Memory) Certificates() int { return len(m.certs) }
+
+type fullTranslation struct {
+	inputs []any // every object but EndpointSlices, in snapshot order
+	out    Output
+}
+
+// Translate computes the data plane Config, every status and the ACME
+// certificates wanted from res. When nothing but EndpointSlices changed
+// since the translation mem comes from, the route and certificate tables
+// are reused and only endpoints are resolved again.
+func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
+	inputs := routingInputs(res)
+	if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
+		return endpointsOnly(res, mem), mem
+	}
+	t := newTranslation(s, res, mem)
+	t.classes()
+	t.gatewaysAndListeners()
+	t.backendTLS()
+	t.routes()
+	t.policyStatuses()
+	t.acmeWanted()
+	t.gatewayAddresses()
+	t.portTables()
+	t.endpoints()
+	out := t.output()
+	next := Memory{certs: t.ix.certs.used, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
+		last: &fullTranslation{inputs: inputs, out: out}}
+	return out, next
+}
+
+// endpointsOnly is the previous Output with endpoints resolved again.
+func endpointsOnly(res *resources.Resources, mem Memory) Output {
+	out := mem.last.out
+	cfg := *out.Config
+	cfg.Endpoints = endpoints(res.Services, res.EndpointSlices)
+	out.Config = &cfg
+	return out
+}
+
+// translation is the state of one full translation: the lookups built
+// once, and what each step leaves for the next.
+type translation struct {
+	settings   Settings
+	controller gwv1.GatewayController
+	res        *resources.Resources
+	ix         *index
+	cas        *caSource
+
+	st            *status.Computed
+	acmeListeners []acmeCandidate
+	ourClasses    map[string]bool // ours -> accepted
+	// merged is every Gateway's merged listener list, oldest Gateway
+	// first; results are the Gateways' merge results in the same order.
+	merged      []listeners.Listener
+	results     []gatewayResult
+	parents     map[routing.Parent]bool
+	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
+	tls         *backendTLS
+	compiled    routing.Output
+	acme        []ACMECertificate
+	// addresses are the pool addresses of each Gateway, nil without a
+	// pool; poolAssigned is what the next translation remembers of them.
+	addresses    map[types.NamespacedName][]string
+	poolAssigned map[types.NamespacedName][]string
+	cfg          *proxy.Config
+}
+
+type gatewayResult struct {
+	key types.NamespacedName
+	*listeners.Result
+}
+
+func newTranslation(s Settings, res *resources.Resources, mem Memory) *translation {
+	t := &translation{
+		settings:   s,
+		controller: s.controller(),
+		res:        res,
+		ix:         newIndex(res, mem.certs),
+		cas:        newCASource(res, mem.caBundles),
+		st: &status.Computed{
+			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
+			Gateways:       make(map[types.NamespacedName]gwv1.GatewayStatus, len(res.Gateways)),
+			// ListenerSets, HTTPRoutes and BackendTLSPolicies are filled in
+			// by their steps.
+		},
+		poolAssigned: mem.poolAssigned,
+	}
+	// ACME listeners are found before the merge, which must read a
+	// missing Secret of theirs as "waiting for a certificate".
+	t.acmeListeners = t.ix.acmeCandidates(res)
+	return t
+}
+
+func (t *translation) output() Output {
+	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme}
+}
+
+// routingInputs lists the objects a full translation depends on besides
+// EndpointSlices. Informers hand out a new pointer for every changed object,
+// so comparing pointers tells whether anything but endpoints changed.
+func routingInputs(res *resources.Resources) []any {
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
+		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services)
+	in := make([]any, 0, n+10)
+	add := func(kind string, objs ...any) {
+		in = append(in, kind)
+		in = append(in, objs...)
+	}
+	add("GatewayClass", anys(res.GatewayClasses)...)
+	add("Gateway", anys(res.Gateways)...)
+	add("ListenerSet", anys(res.ListenerSets)...)
+	add("HTTPRoute", anys(res.HTTPRoutes)...)
+	add("ReferenceGrant", anys(res.ReferenceGrants)...)
+	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
+	// Only the ConfigMaps a policy names: the others, of which a cluster
+	// has many, change nothing here.
+	add("ConfigMap", anys(referencedConfigMaps(res))...)
+	add("Namespace", anys(res.Namespaces)...)
+	add("Secret", anys(res.Secrets)...)
+	add("Service", anys(res.Services)...)
+	// Replaced, never modified: its address tells whether it changed.
+	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
+	return in
+}
+
+func anys[T any](in []T) []any {
+	out := make([]any, len(in))
+	for i, v := range in {
+		out[i] = v
+	}
+	return out
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
