@@ -193,58 +193,15 @@ func (s *Source) assemble(docs []Document) (*resources.Resources, error) {
 		}
 		seen[key] = d
 		if ts := obj.GetCreationTimestamp(); ts.IsZero() {
-			first, ok := s.firstSeen[key]
-			if !ok {
-				// New objects keep file order and come after every object
-				// seen before: one nanosecond apart is enough for ordering
-				// and invisible in the second-precision times the API shows.
-				first = loadTime
-				if !first.After(s.lastCreated) {
-					first = s.lastCreated.Add(1)
-				}
-				s.lastCreated = first
-				s.firstSeen[key] = first
-			}
-			obj.SetCreationTimestamp(metav1.NewTime(first))
+			obj.SetCreationTimestamp(metav1.NewTime(s.createdAt(key, loadTime)))
 		}
 		if obj.GetGeneration() == 0 {
 			obj.SetGeneration(s.generationOf(key, obj))
 		}
-		switch o := obj.(type) {
-		case *gwv1.GatewayClass:
-			res.GatewayClasses = append(res.GatewayClasses, o)
-		case *gwv1.Gateway:
-			res.Gateways = append(res.Gateways, o)
-		case *gwv1.ListenerSet:
-			res.ListenerSets = append(res.ListenerSets, o)
-		case *gwv1.HTTPRoute:
-			res.HTTPRoutes = append(res.HTTPRoutes, o)
-		case *gwv1.ReferenceGrant:
-			res.ReferenceGrants = append(res.ReferenceGrants, o)
-		case *gwv1.BackendTLSPolicy:
-			res.BackendTLSPolicies = append(res.BackendTLSPolicies, o)
-		case *corev1.ConfigMap:
-			res.ConfigMaps = append(res.ConfigMaps, o)
-		case *corev1.Namespace:
-			namespaces[o.Name] = o
-		case *corev1.Secret:
-			// The API server folds stringData into data on write; do the same
-			// so YAML can carry readable PEM.
-			if len(o.StringData) > 0 {
-				data := make(map[string][]byte, len(o.Data)+len(o.StringData))
-				for k, v := range o.Data {
-					data[k] = v
-				}
-				for k, v := range o.StringData {
-					data[k] = []byte(v)
-				}
-				o.Data, o.StringData = data, nil
-			}
-			res.Secrets = append(res.Secrets, o)
-		case *corev1.Service:
-			res.Services = append(res.Services, o)
-		case *discoveryv1.EndpointSlice:
-			res.EndpointSlices = append(res.EndpointSlices, o)
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			namespaces[ns.Name] = ns
+		} else {
+			add(res, obj)
 		}
 	}
 	// Namespaces exist implicitly in standalone mode, as they must in a
@@ -268,6 +225,61 @@ func (s *Source) assemble(docs []Document) (*resources.Resources, error) {
 		}
 	}
 	return res, nil
+}
+
+// createdAt is the creation time of an object without one: when it was
+// first seen. New objects keep file order and come after every object seen
+// before: one nanosecond apart is enough for ordering and invisible in the
+// second-precision times the API shows.
+func (s *Source) createdAt(key objectKey, loadTime time.Time) time.Time {
+	first, ok := s.firstSeen[key]
+	if !ok {
+		first = loadTime
+		if !first.After(s.lastCreated) {
+			first = s.lastCreated.Add(1)
+		}
+		s.lastCreated = first
+		s.firstSeen[key] = first
+	}
+	return first
+}
+
+// add appends obj to the list of its kind in res.
+func add(res *resources.Resources, obj metav1.Object) {
+	switch o := obj.(type) {
+	case *gwv1.GatewayClass:
+		res.GatewayClasses = append(res.GatewayClasses, o)
+	case *gwv1.Gateway:
+		res.Gateways = append(res.Gateways, o)
+	case *gwv1.ListenerSet:
+		res.ListenerSets = append(res.ListenerSets, o)
+	case *gwv1.HTTPRoute:
+		res.HTTPRoutes = append(res.HTTPRoutes, o)
+	case *gwv1.ReferenceGrant:
+		res.ReferenceGrants = append(res.ReferenceGrants, o)
+	case *gwv1.BackendTLSPolicy:
+		res.BackendTLSPolicies = append(res.BackendTLSPolicies, o)
+	case *corev1.ConfigMap:
+		res.ConfigMaps = append(res.ConfigMaps, o)
+	case *corev1.Secret:
+		// The API server folds stringData into data on write; do the same
+		// so YAML can carry readable PEM.
+		if len(o.StringData) > 0 {
+			data := make(map[string][]byte, len(o.Data)+len(o.StringData))
+			for k, v := range o.Data {
+				data[k] = v
+			}
+			for k, v := range o.StringData {
+				data[k] = []byte(v)
+			}
+			o.Data, o.StringData = data, nil
+		}
+		res.Secrets = append(res.Secrets, o)
+	case *corev1.Service:
+		res.Services = append(res.Services, o)
+	case *discoveryv1.EndpointSlice:
+		res.EndpointSlices = append(res.EndpointSlices, o)
+	}
 }
 
 // generationOf bumps an object's generation when its spec changes, like the

@@ -17,6 +17,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"unsafe"
 )
 
@@ -947,4 +948,24 @@ func IsWildcard(pattern string) bool {
 
 func isWildcard(p string) bool {
 	return len(p) > 2 && p[0] == '*' && p[1] == '.'
+}
+
+// WithoutPort returns a Host header without its port, which the spec says to
+// ignore: "a.example.com:8080" is "a.example.com" and "[::1]:8080" is
+// "[::1]" (brackets kept, so that the result still joins with a port). A
+// bare IPv6 address, with more than one colon and no brackets, has no port.
+func WithoutPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	switch {
+	case i < 0:
+		return host
+	case host[0] == '[':
+		if j := strings.IndexByte(host, ']'); j >= 0 && j < i {
+			return host[:i]
+		}
+		return host
+	case strings.IndexByte(host, ':') != i:
+		return host
+	}
+	return host[:i]
 }

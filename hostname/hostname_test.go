@@ -542,3 +542,22 @@ func BenchmarkLookupWide(b *testing.B) {
 		})
 	}
 }
+
+func TestWithoutPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"a.example.com":      "a.example.com",
+		"a.example.com:8080": "a.example.com",
+		"a.example.com:":     "a.example.com",
+		"[::1]:8080":         "[::1]",
+		"[::1]":              "[::1]",
+		"[::1":               "[::1",
+		"::1":                "::1",
+		"2001:db8::1":        "2001:db8::1",
+		"192.0.2.1:80":       "192.0.2.1",
+		"":                   "",
+	} {
+		if got := WithoutPort(in); got != want {
+			t.Errorf("WithoutPort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

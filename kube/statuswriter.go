@@ -214,41 +214,22 @@ func (w *statusWriter) pass(ctx context.Context, b *statusBatch) {
 func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 	ts := metav1.NewTime(w.now().Truncate(time.Second))
 	gws := w.client.GatewayV1()
-	opts := metav1.UpdateOptions{FieldManager: statusFieldManager}
 	jobs := kindJobs(w, b, ts, statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
-		name: "GatewayClass",
-		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.GatewayClass, error) {
-			return gws.GatewayClasses().Get(ctx, k.Name, metav1.GetOptions{})
-		},
-		update: func(ctx context.Context, o *gwv1.GatewayClass) error {
-			_, err := gws.GatewayClasses().UpdateStatus(ctx, o, opts)
-			return err
-		},
-		merge: status.MergeGatewayClass,
+		name:   "GatewayClass",
+		client: func(string) statusClient[*gwv1.GatewayClass] { return gws.GatewayClasses() },
+		merge:  status.MergeGatewayClass,
 	}, fromComputed(classKeys(b.st.GatewayClasses), func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) }))
 	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
-		name: "Gateway",
-		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.Gateway, error) {
-			return gws.Gateways(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		},
-		update: func(ctx context.Context, o *gwv1.Gateway) error {
-			_, err := gws.Gateways(o.Namespace).UpdateStatus(ctx, o, opts)
-			return err
-		},
-		merge: status.MergeGateway,
+		name:   "Gateway",
+		client: func(ns string) statusClient[*gwv1.Gateway] { return gws.Gateways(ns) },
+		merge:  status.MergeGateway,
 	}, fromComputed(b.st.Gateways, func(k types.NamespacedName) (*gwv1.Gateway, error) {
 		return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
 	}))...)
 	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
-		name: "ListenerSet",
-		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.ListenerSet, error) {
-			return gws.ListenerSets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		},
-		update: func(ctx context.Context, o *gwv1.ListenerSet) error {
-			_, err := gws.ListenerSets(o.Namespace).UpdateStatus(ctx, o, opts)
-			return err
-		},
-		merge: status.MergeListenerSet,
+		name:   "ListenerSet",
+		client: func(ns string) statusClient[*gwv1.ListenerSet] { return gws.ListenerSets(ns) },
+		merge:  status.MergeListenerSet,
 	}, fromComputed(b.st.ListenerSets, func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
 		return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
 	}))...)
@@ -256,14 +237,8 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 	// that no longer attaches to Portico must lose the entries Portico wrote.
 	routes, _ := w.in.httpRoutes.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
-		name: "HTTPRoute",
-		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.HTTPRoute, error) {
-			return gws.HTTPRoutes(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		},
-		update: func(ctx context.Context, o *gwv1.HTTPRoute) error {
-			_, err := gws.HTTPRoutes(o.Namespace).UpdateStatus(ctx, o, opts)
-			return err
-		},
+		name:   "HTTPRoute",
+		client: func(ns string) statusClient[*gwv1.HTTPRoute] { return gws.HTTPRoutes(ns) },
 		merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
 			return status.MergeHTTPRoute(o, c, w.controller, now)
 		},
@@ -272,20 +247,20 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 	// entries for Gateways no longer routing to its targets go.
 	policies, _ := w.in.backendTLS.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.BackendTLSPolicy, []gwv1.PolicyAncestorStatus]{
-		name: "BackendTLSPolicy",
-		get: func(ctx context.Context, k types.NamespacedName) (*gwv1.BackendTLSPolicy, error) {
-			return gws.BackendTLSPolicies(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		},
-		update: func(ctx context.Context, o *gwv1.BackendTLSPolicy) error {
-			_, err := gws.BackendTLSPolicies(o.Namespace).UpdateStatus(ctx, o, opts)
-			return err
-		},
+		name:   "BackendTLSPolicy",
+		client: func(ns string) statusClient[*gwv1.BackendTLSPolicy] { return gws.BackendTLSPolicies(ns) },
 		merge: func(o *gwv1.BackendTLSPolicy, c []gwv1.PolicyAncestorStatus, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
 			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
 		},
 	}, fromCache(policies, b.st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
-	// Parents before children, so a watcher sees a Gateway programmed no
-	// later than the routes on it; ties in name order for stable logs.
+	sortJobs(jobs)
+	return jobs
+}
+
+// sortJobs puts parents before children, so a watcher sees a Gateway
+// programmed no later than the routes on it; ties in name order for stable
+// logs.
+func sortJobs(jobs []statusJob) {
 	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
@@ -293,16 +268,21 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 		}
 		return cmp.Compare(a.key.String(), b.key.String())
 	})
-	return jobs
 }
 
 // statusKind is how the writer reads, merges and writes the status of one
 // kind; T is the object, S its computed status.
 type statusKind[T metav1.Object, S any] struct {
-	name   string
-	get    func(context.Context, types.NamespacedName) (T, error)
-	update func(context.Context, T) error
+	name string
+	// client is the kind's typed client for a namespace.
+	client func(namespace string) statusClient[T]
 	merge  func(T, S, metav1.Time) (T, bool)
+}
+
+// statusClient is what the typed clients of every kind have in common.
+type statusClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
 // pending is one cached object with the status computed for it.
@@ -356,10 +336,14 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, b *statusBatch, ts metav1
 			continue
 		}
 		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
+			client := k.client(o.key.Namespace)
 			return writeStatus(ctx, w, key, b.versions[key], o.cached,
-				func(ctx context.Context) (T, error) { return k.get(ctx, o.key) },
+				func(ctx context.Context) (T, error) { return client.Get(ctx, o.key.Name, metav1.GetOptions{}) },
 				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
-				k.update)
+				func(ctx context.Context, obj T) error {
+					_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: statusFieldManager})
+					return err
+				})
 		}})
 	}
 	return jobs

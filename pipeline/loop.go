@@ -117,7 +117,8 @@ func New(opts Options, source Source, rt *proxy.Runtime, manager *acme.Manager, 
 func (l *Loop) Changed() { l.debouncer.Mark() }
 
 // Run serves the source until ctx ends. The first snapshot must be taken:
-// starting on a broken configuration would serve nothing silently. It
+// starting on a broken configuration would serve nothing silently. (A port
+// that cannot be bound is not a broken configuration: it is retried.) It
 // returns the source's error when the source stopped on one.
 func (l *Loop) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -138,12 +139,12 @@ func (l *Loop) Run(ctx context.Context) error {
 		cancel()
 		return <-srcErr
 	}
-	if err := l.Rebuild(); err != nil {
+	if err := l.rebuild(); err != nil {
 		cancel()
 		<-srcErr
 		return fmt.Errorf("initial config: %w", err)
 	}
-	l.debouncer.Run(ctx, func() { _ = l.Rebuild() })
+	l.debouncer.Run(ctx, func() { _ = l.rebuild() })
 	cancel()
 	return <-srcErr
 }
@@ -185,6 +186,15 @@ func (l *Loop) Statuses() *status.Computed {
 // goroutine. It returns the error that kept the configuration from being
 // applied in full.
 func (l *Loop) Rebuild() error {
+	if err := l.rebuild(); err != nil {
+		return err
+	}
+	return l.LastError()
+}
+
+// rebuild is Rebuild; it returns only the error of taking the snapshot,
+// the one that keeps Portico from starting.
+func (l *Loop) rebuild() error {
 	start := time.Now()
 	res, err := l.source.Snapshot()
 	if err != nil {
@@ -231,5 +241,5 @@ func (l *Loop) Rebuild() error {
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, res)
 	}
-	return applyErr
+	return nil
 }

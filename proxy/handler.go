@@ -1,11 +1,10 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
+	"portico.dev/portico/hostname"
 	"portico.dev/portico/routing"
 )
 
@@ -53,7 +52,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 			return nil
 		}
 	}
-	host := requestHost(r.Host)
+	host := hostname.WithoutPort(r.Host)
 	l, ok := port.Listeners.Lookup(host)
 	if port.Protocol == HTTPS {
 		if tc, _ := r.Context().Value(connKey{}).(*trackedConn); tc != nil {
@@ -84,24 +83,6 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 		return nil
 	}
 	return ps.rt.fwd.serve(w, r, cfg, l)
-}
-
-// requestHost returns the Host without port, lowercased lookups are left to
-// the tables (which ignore case and a trailing dot).
-func requestHost(h string) string {
-	if h == "" {
-		return h
-	}
-	if h[0] == '[' { // IPv6 literal
-		if host, _, err := net.SplitHostPort(h); err == nil {
-			return host
-		}
-		return strings.Trim(h, "[]")
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
-		return h[:i]
-	}
-	return h
 }
 
 // statusWriter remembers the status code and the size of the answer for

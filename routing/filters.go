@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/hostname"
 )
 
 // Filter is one compiled HTTPRouteFilter. Type says which one of the
@@ -145,7 +147,7 @@ func (f *Redirect) Location(r *http.Request, m *Match) string {
 	}
 	host := f.Hostname
 	if host == "" {
-		host = hostOnly(r.Host)
+		host = hostname.WithoutPort(r.Host)
 	}
 	port := f.Port
 	if port == 0 {

@@ -10,9 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"portico.dev/portico/hostname"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/hostname"
 )
 
 const testController = gwv1.GatewayController("portico.dev/gateway-controller")
@@ -172,7 +173,7 @@ func route(out Output, in Input, gateway types.NamespacedName, port gwv1.PortNum
 			ids = append(ids, l.ID)
 		}
 	}
-	id, ok := hostname.NewTable(patterns, ids).Lookup(hostOnly(r.Host))
+	id, ok := hostname.NewTable(patterns, ids).Lookup(hostname.WithoutPort(r.Host))
 	if !ok {
 		return nil, nil
 	}

@@ -78,7 +78,7 @@ func (t *Table) Match(r *http.Request) (*Rule, *Match) {
 	if t == nil {
 		return nil, nil
 	}
-	hr := t.lookup(hostOnly(r.Host))
+	hr := t.lookup(hostname.WithoutPort(r.Host))
 	if hr == nil {
 		return nil, nil
 	}
@@ -196,14 +196,6 @@ func firstMatching(es []entry, r *http.Request) *entry {
 		}
 	}
 	return nil
-}
-
-// hostOnly strips the port from a Host header; the spec says to ignore it.
-func hostOnly(host string) string {
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		return host[:i]
-	}
-	return host
 }
 
 // candidate is a match waiting for its place in a table.

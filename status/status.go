@@ -71,31 +71,35 @@ func gatewayStatus(stored, computed gwv1.GatewayStatus, now metav1.Time) gwv1.Ga
 	out := computed
 	out.Addresses = slices.Clone(computed.Addresses)
 	out.Conditions = stampConditions(computed.Conditions, stored.Conditions, now)
-	out.Listeners = slices.Clone(computed.Listeners)
-	for i := range out.Listeners {
-		var prev []metav1.Condition
-		for _, s := range stored.Listeners {
-			if s.Name == out.Listeners[i].Name {
-				prev = s.Conditions
-			}
-		}
-		out.Listeners[i].Conditions = stampConditions(out.Listeners[i].Conditions, prev, now)
-	}
+	out.Listeners = stampListeners(computed.Listeners, stored.Listeners, func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) {
+		return l.Name, &l.Conditions
+	}, now)
 	return out
 }
 
 func listenerSetStatus(stored, computed gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {
 	out := computed
 	out.Conditions = stampConditions(computed.Conditions, stored.Conditions, now)
-	out.Listeners = slices.Clone(computed.Listeners)
-	for i := range out.Listeners {
+	out.Listeners = stampListeners(computed.Listeners, stored.Listeners, func(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, *[]metav1.Condition) {
+		return l.Name, &l.Conditions
+	}, now)
+	return out
+}
+
+// stampListeners returns a copy of computed listener statuses with their
+// conditions stamped against those of the stored listener of the same
+// name. L is a Gateway's or a ListenerSet's listener status.
+func stampListeners[L any](computed, stored []L, fields func(*L) (gwv1.SectionName, *[]metav1.Condition), now metav1.Time) []L {
+	out := slices.Clone(computed)
+	for i := range out {
+		name, conds := fields(&out[i])
 		var prev []metav1.Condition
-		for _, s := range stored.Listeners {
-			if s.Name == out.Listeners[i].Name {
-				prev = s.Conditions
+		for j := range stored {
+			if n, c := fields(&stored[j]); n == name {
+				prev = *c
 			}
 		}
-		out.Listeners[i].Conditions = stampConditions(out.Listeners[i].Conditions, prev, now)
+		*conds = stampConditions(*conds, prev, now)
 	}
 	return out
 }
@@ -103,41 +107,46 @@ func listenerSetStatus(stored, computed gwv1.ListenerSetStatus, now metav1.Time)
 // routeStatus keeps other controllers' parent entries untouched and replaces
 // Portico's own with the computed ones.
 func routeStatus(stored gwv1.RouteStatus, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.RouteStatus {
-	var out gwv1.RouteStatus
-	storedOurs := map[string][]metav1.Condition{}
-	for _, p := range stored.Parents {
-		if p.ControllerName != controller {
-			out.Parents = append(out.Parents, p)
-			continue
-		}
-		storedOurs[parentRefKey(p.ParentRef)] = p.Conditions
-	}
-	for _, p := range computed {
-		p.Conditions = stampConditions(p.Conditions, storedOurs[parentRefKey(p.ParentRef)], now)
-		out.Parents = append(out.Parents, p)
-	}
-	return out
+	return gwv1.RouteStatus{Parents: mergeEntries(nil, stored.Parents, computed, controller, parentFields, len(stored.Parents)+len(computed), now)}
 }
 
 // ancestorStatus is routeStatus for a policy: other controllers' ancestor
 // entries stay, Portico's are replaced with the computed ones, as many as
 // fit within the schema's bound next to the others.
 func ancestorStatus(stored gwv1.PolicyStatus, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.PolicyStatus {
-	out := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{}}
+	return gwv1.PolicyStatus{Ancestors: mergeEntries([]gwv1.PolicyAncestorStatus{}, stored.Ancestors, computed, controller, ancestorFields, MaxPolicyAncestors, now)}
+}
+
+func parentFields(p *gwv1.RouteParentStatus) (gwv1.GatewayController, gwv1.ParentReference, *[]metav1.Condition) {
+	return p.ControllerName, p.ParentRef, &p.Conditions
+}
+
+func ancestorFields(a *gwv1.PolicyAncestorStatus) (gwv1.GatewayController, gwv1.ParentReference, *[]metav1.Condition) {
+	return a.ControllerName, a.AncestorRef, &a.Conditions
+}
+
+// mergeEntries appends to out the stored entries (route parents or policy
+// ancestors) of other controllers, then the computed ones, stamped against
+// Portico's stored entry for the same reference, up to limit entries in
+// all.
+func mergeEntries[E any](out, stored, computed []E, controller gwv1.GatewayController,
+	fields func(*E) (gwv1.GatewayController, gwv1.ParentReference, *[]metav1.Condition), limit int, now metav1.Time) []E {
 	storedOurs := map[string][]metav1.Condition{}
-	for _, a := range stored.Ancestors {
-		if a.ControllerName != controller {
-			out.Ancestors = append(out.Ancestors, a)
+	for i := range stored {
+		c, ref, conds := fields(&stored[i])
+		if c != controller {
+			out = append(out, stored[i])
 			continue
 		}
-		storedOurs[parentRefKey(a.AncestorRef)] = a.Conditions
+		storedOurs[parentRefKey(ref)] = *conds
 	}
-	for _, a := range computed {
-		if len(out.Ancestors) >= MaxPolicyAncestors {
+	for _, e := range computed {
+		if len(out) >= limit {
 			break
 		}
-		a.Conditions = stampConditions(a.Conditions, storedOurs[parentRefKey(a.AncestorRef)], now)
-		out.Ancestors = append(out.Ancestors, a)
+		_, ref, conds := fields(&e)
+		*conds = stampConditions(*conds, storedOurs[parentRefKey(ref)], now)
+		out = append(out, e)
 	}
 	return out
 }
@@ -254,34 +263,19 @@ func deref[T any](p *T) T {
 func MergeGatewayClass(obj *gwv1.GatewayClass, computed gwv1.GatewayClassStatus, now metav1.Time) (*gwv1.GatewayClass, bool) {
 	status := computed
 	status.Conditions = stampConditions(computed.Conditions, obj.Status.Conditions, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
+	return replaced(obj, apiequality.Semantic.DeepEqual(status, obj.Status), func(o *gwv1.GatewayClass) { o.Status = status })
 }
 
 // MergeGateway merges a Gateway status.
 func MergeGateway(obj *gwv1.Gateway, computed gwv1.GatewayStatus, now metav1.Time) (*gwv1.Gateway, bool) {
 	status := gatewayStatus(obj.Status, computed, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
+	return replaced(obj, apiequality.Semantic.DeepEqual(status, obj.Status), func(o *gwv1.Gateway) { o.Status = status })
 }
 
 // MergeListenerSet merges a ListenerSet status.
 func MergeListenerSet(obj *gwv1.ListenerSet, computed gwv1.ListenerSetStatus, now metav1.Time) (*gwv1.ListenerSet, bool) {
 	status := listenerSetStatus(obj.Status, computed, now)
-	if apiequality.Semantic.DeepEqual(status, obj.Status) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status = status
-	return out, true
+	return replaced(obj, apiequality.Semantic.DeepEqual(status, obj.Status), func(o *gwv1.ListenerSet) { o.Status = status })
 }
 
 // MergeHTTPRoute replaces Portico's parent entries and keeps every other
@@ -293,44 +287,40 @@ func MergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, cont
 		// The field is required: no entries left is an empty list, not null.
 		status.Parents = []gwv1.RouteParentStatus{}
 	}
-	if apiequality.Semantic.DeepEqual(sortedParents(status.Parents), sortedParents(obj.Status.Parents)) {
-		return obj, false
-	}
-	out := obj.DeepCopy()
-	out.Status.RouteStatus = status
-	return out, true
-}
-
-func sortedParents(in []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
-	out := slices.Clone(in)
-	slices.SortStableFunc(out, func(a, b gwv1.RouteParentStatus) int {
-		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
-			return c
-		}
-		return cmp.Compare(parentRefKey(a.ParentRef), parentRefKey(b.ParentRef))
-	})
-	return out
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Parents, parentFields), sortedEntries(obj.Status.Parents, parentFields))
+	return replaced(obj, same, func(o *gwv1.HTTPRoute) { o.Status.RouteStatus = status })
 }
 
 // MergeBackendTLSPolicy replaces Portico's ancestor entries and keeps every
-// other controller's. It reports whether anything changed.
+// other controller's, compared regardless of order too.
 func MergeBackendTLSPolicy(obj *gwv1.BackendTLSPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
 	status := ancestorStatus(obj.Status, computed, controller, now)
-	if apiequality.Semantic.DeepEqual(sortedAncestors(status.Ancestors), sortedAncestors(obj.Status.Ancestors)) {
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *gwv1.BackendTLSPolicy) { o.Status = status })
+}
+
+// replaced is obj when its status stays the same, else a copy of it that
+// set gave the new status.
+func replaced[O interface{ DeepCopy() O }](obj O, same bool, set func(O)) (O, bool) {
+	if same {
 		return obj, false
 	}
 	out := obj.DeepCopy()
-	out.Status = status
+	set(out)
 	return out, true
 }
 
-func sortedAncestors(in []gwv1.PolicyAncestorStatus) []gwv1.PolicyAncestorStatus {
+// sortedEntries sorts route parent or policy ancestor entries by
+// controller, then reference.
+func sortedEntries[E any](in []E, fields func(*E) (gwv1.GatewayController, gwv1.ParentReference, *[]metav1.Condition)) []E {
 	out := slices.Clone(in)
-	slices.SortStableFunc(out, func(a, b gwv1.PolicyAncestorStatus) int {
-		if c := cmp.Compare(a.ControllerName, b.ControllerName); c != 0 {
+	slices.SortStableFunc(out, func(a, b E) int {
+		ca, ra, _ := fields(&a)
+		cb, rb, _ := fields(&b)
+		if c := cmp.Compare(ca, cb); c != 0 {
 			return c
 		}
-		return cmp.Compare(parentRefKey(a.AncestorRef), parentRefKey(b.AncestorRef))
+		return cmp.Compare(parentRefKey(ra), parentRefKey(rb))
 	})
 	return out
 }

@@ -108,23 +108,17 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // AddressNotUsable, or AddressNotAssigned when the pool ran out); it still
 // serves on the addresses it got, and one with none is not served.
 func (t *translation) gatewayAddresses() {
-	pool := t.settings.AddressPool
-	if len(pool) == 0 {
+	if len(t.settings.AddressPool) == 0 {
 		if t.settings.Shared != nil {
 			reportSharedAddresses(t.settings.Shared, t.res, t.st)
 		}
 		t.poolAssigned = nil
 		return
 	}
-	res, st := t.res, t.st
-	inPool := make(map[string]bool, len(pool))
-	for _, a := range pool {
-		inPool[a] = true
-	}
 	var reqs []*addressRequest
-	for _, gw := range resources.SortedByAge(res.Gateways) {
+	for _, gw := range resources.SortedByAge(t.res.Gateways) {
 		key := nn(gw.Namespace, gw.Name)
-		gs, ours := st.Gateways[key]
+		gs, ours := t.st.Gateways[key]
 		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
 			// Not served: it holds no address, and its conditions
 			// already say why.
@@ -132,99 +126,138 @@ func (t *translation) gatewayAddresses() {
 		}
 		reqs = append(reqs, newAddressRequest(key, gw))
 	}
-	taken := make(map[string]bool, len(reqs))
+	p := newPoolState(t.settings.AddressPool, len(reqs))
 	for _, r := range reqs {
-		named := map[string]bool{}
-		for _, v := range r.static {
-			if a, err := netip.ParseAddr(v); err == nil {
-				named[a.String()] = true
-			}
-		}
-		// The stored status first: it is what every replica reads, so
-		// replicas that saw different snapshots agree once it is written.
-		var held []string
-		for _, a := range r.gw.Status.Addresses {
-			if addressType(a.Type) == gwv1.IPAddressType {
-				held = append(held, a.Value)
-			}
-		}
-		for _, a := range t.poolAssigned[r.key] { // the previous translation's
-			if !slices.Contains(held, a) {
-				held = append(held, a)
-			}
-		}
-		for _, a := range held {
-			if !inPool[a] || taken[a] {
-				continue
-			}
-			switch {
-			case named[a]:
-			case r.dynamic > 0:
-				r.dynamic--
-			default:
-				continue // no longer asked for: released
-			}
-			r.assigned = append(r.assigned, a)
-			taken[a] = true
-		}
+		p.keepHeld(r, t.poolAssigned[r.key])
 	}
 	for _, r := range reqs {
-		for _, v := range r.static {
-			a, err := netip.ParseAddr(v)
-			switch {
-			case err != nil:
-				r.problems = append(r.problems, fmt.Sprintf("%q is not an IP address", v))
-			case !inPool[a.String()]:
-				r.problems = append(r.problems, fmt.Sprintf("%s is not in Portico's address pool; "+
-					"ask for an address of --gateway-address-pool, or for none", v))
-			case slices.Contains(r.assigned, a.String()):
-				// Kept from its status, or listed twice (two spellings of
-				// one IPv6 address).
-			case taken[a.String()]:
-				r.problems = append(r.problems, fmt.Sprintf("%s is in use by another Gateway", v))
-			default:
-				r.assigned = append(r.assigned, a.String())
-				taken[a.String()] = true
-			}
-		}
+		p.giveNamed(r)
 	}
-	next := 0
 	for _, r := range reqs {
-		for ; r.dynamic > 0; r.dynamic-- {
-			for next < len(pool) && taken[pool[next]] {
-				next++
-			}
-			if next == len(pool) {
-				break
-			}
-			r.assigned = append(r.assigned, pool[next])
-			taken[pool[next]] = true
-		}
+		p.giveFree(r)
 	}
-
 	out := make(map[types.NamespacedName][]string, len(reqs))
-	addrType := gwv1.IPAddressType
 	for _, r := range reqs {
-		gs := st.Gateways[r.key]
-		switch {
-		case len(r.problems) > 0:
-			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
-				gwv1.GatewayReasonAddressNotUsable, "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
-		case r.dynamic > 0:
-			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
-				gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("all %d addresses of the pool are in use", len(pool)))
-		}
-		gs.Addresses = nil
-		for _, a := range r.assigned {
-			gs.Addresses = append(gs.Addresses, gwv1.GatewayStatusAddress{Type: &addrType, Value: a})
-		}
-		st.Gateways[r.key] = gs
+		r.report(t.st, len(p.pool))
 		if len(r.assigned) > 0 {
 			out[r.key] = r.assigned
 		}
 	}
 	t.addresses = out
 	t.poolAssigned = out
+}
+
+// poolState is the address pool while addresses are handed out.
+type poolState struct {
+	pool   []string
+	inPool map[string]bool
+	taken  map[string]bool
+	next   int // no address before it is free
+}
+
+func newPoolState(pool []string, gateways int) *poolState {
+	p := &poolState{pool: pool, inPool: make(map[string]bool, len(pool)), taken: make(map[string]bool, gateways)}
+	for _, a := range pool {
+		p.inPool[a] = true
+	}
+	return p
+}
+
+// keepHeld gives r the pool addresses its stored status reports, then
+// those the previous translation gave it (prev), as far as it still asks
+// for them.
+func (p *poolState) keepHeld(r *addressRequest, prev []string) {
+	named := map[string]bool{}
+	for _, v := range r.static {
+		if a, err := netip.ParseAddr(v); err == nil {
+			named[a.String()] = true
+		}
+	}
+	// The stored status first: it is what every replica reads, so
+	// replicas that saw different snapshots agree once it is written.
+	var held []string
+	for _, a := range r.gw.Status.Addresses {
+		if addressType(a.Type) == gwv1.IPAddressType {
+			held = append(held, a.Value)
+		}
+	}
+	for _, a := range prev {
+		if !slices.Contains(held, a) {
+			held = append(held, a)
+		}
+	}
+	for _, a := range held {
+		if !p.inPool[a] || p.taken[a] {
+			continue
+		}
+		switch {
+		case named[a]:
+		case r.dynamic > 0:
+			r.dynamic--
+		default:
+			continue // no longer asked for: released
+		}
+		r.assigned = append(r.assigned, a)
+		p.taken[a] = true
+	}
+}
+
+// giveNamed gives r the addresses its spec.addresses names, or records why
+// it cannot have them.
+func (p *poolState) giveNamed(r *addressRequest) {
+	for _, v := range r.static {
+		a, err := netip.ParseAddr(v)
+		switch {
+		case err != nil:
+			r.problems = append(r.problems, fmt.Sprintf("%q is not an IP address", v))
+		case !p.inPool[a.String()]:
+			r.problems = append(r.problems, fmt.Sprintf("%s is not in Portico's address pool; "+
+				"ask for an address of --gateway-address-pool, or for none", v))
+		case slices.Contains(r.assigned, a.String()):
+			// Kept from its status, or listed twice (two spellings of
+			// one IPv6 address).
+		case p.taken[a.String()]:
+			r.problems = append(r.problems, fmt.Sprintf("%s is in use by another Gateway", v))
+		default:
+			r.assigned = append(r.assigned, a.String())
+			p.taken[a.String()] = true
+		}
+	}
+}
+
+// giveFree gives r the lowest free addresses for its entries without a
+// value, as long as there are any.
+func (p *poolState) giveFree(r *addressRequest) {
+	for ; r.dynamic > 0; r.dynamic-- {
+		for p.next < len(p.pool) && p.taken[p.pool[p.next]] {
+			p.next++
+		}
+		if p.next == len(p.pool) {
+			return
+		}
+		r.assigned = append(r.assigned, p.pool[p.next])
+		p.taken[p.pool[p.next]] = true
+	}
+}
+
+// report puts r's addresses into its Gateway's status, and the reason it
+// is not programmed when it did not get all it asked for.
+func (r *addressRequest) report(st *status.Computed, poolSize int) {
+	gs := st.Gateways[r.key]
+	switch {
+	case len(r.problems) > 0:
+		gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
+			gwv1.GatewayReasonAddressNotUsable, "Cannot use the addresses asked for: "+strings.Join(r.problems, "; "))
+	case r.dynamic > 0:
+		gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse,
+			gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("all %d addresses of the pool are in use", poolSize))
+	}
+	addrType := gwv1.IPAddressType
+	gs.Addresses = nil
+	for _, a := range r.assigned {
+		gs.Addresses = append(gs.Addresses, gwv1.GatewayStatusAddress{Type: &addrType, Value: a})
+	}
+	st.Gateways[r.key] = gs
 }
 
 // reportSharedAddresses sets, without an address pool, the addresses of

@@ -224,36 +224,9 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 		settings.Invalid = msg
 	}
 
-	var badKind, badRef []string
-	var pools []*x509.CertPool
-	var certs []*x509.Certificate
-	var sums []string
-	for _, ref := range val.CACertificateRefs {
-		if ref.Group != "" || ref.Kind != "ConfigMap" {
-			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
-				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), CACertificateKey))
-			continue
-		}
-		b, ok := cas.get(p.Namespace, string(ref.Name))
-		if !ok {
-			badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
-			continue
-		}
-		if b.pool == nil {
-			badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
-			continue
-		}
-		pools = append(pools, b.pool)
-		certs = append(certs, b.certs...)
-		sums = append(sums, b.sum)
-	}
-	switch {
-	case len(badKind) > 0:
-		v.resolved = policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidKind,
-			strings.Join(append(badKind, badRef...), "; "), gen)
-	case len(badRef) > 0:
-		v.resolved = policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidCACertificateRef,
-			strings.Join(badRef, "; "), gen)
+	pools, certs, sums, resolved := policyCAs(p, cas)
+	if resolved != nil {
+		v.resolved = *resolved
 	}
 
 	wellKnown := ptrValue(val.WellKnownCACertificates)
@@ -293,19 +266,64 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 		}
 	}
 
-	// The ID is the identity check, so that the same check shares pooled
-	// connections across policies and rebuilds, and a changed one never
-	// reuses a connection made under the old one.
+	settings.ID = checkID(settings, sums)
+	return settings, v
+}
+
+// policyCAs loads the CA bundles a policy names: their pools, their
+// certificates, the sums of their PEM, and the ResolvedRefs condition when
+// some reference is not usable (nil when all are).
+func policyCAs(p *gwv1.BackendTLSPolicy, cas *caSource) ([]*x509.CertPool, []*x509.Certificate, []string, *metav1.Condition) {
+	var badKind, badRef []string
+	var pools []*x509.CertPool
+	var certs []*x509.Certificate
+	var sums []string
+	for _, ref := range p.Spec.Validation.CACertificateRefs {
+		if ref.Group != "" || ref.Kind != "ConfigMap" {
+			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
+				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), CACertificateKey))
+			continue
+		}
+		b, ok := cas.get(p.Namespace, string(ref.Name))
+		if !ok {
+			badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
+			continue
+		}
+		if b.pool == nil {
+			badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
+			continue
+		}
+		pools = append(pools, b.pool)
+		certs = append(certs, b.certs...)
+		sums = append(sums, b.sum)
+	}
+	var resolved *metav1.Condition
+	switch {
+	case len(badKind) > 0:
+		c := policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidKind,
+			strings.Join(append(badKind, badRef...), "; "), p.Generation)
+		resolved = &c
+	case len(badRef) > 0:
+		c := policyCondition(gwv1.BackendTLSPolicyConditionResolvedRefs, false, gwv1.BackendTLSPolicyReasonInvalidCACertificateRef,
+			strings.Join(badRef, "; "), p.Generation)
+		resolved = &c
+	}
+	return pools, certs, sums, resolved
+}
+
+// checkID identifies the identity check of settings, so that the same
+// check shares pooled connections across policies and rebuilds, and a
+// changed one never reuses a connection made under the old one.
+func checkID(settings *routing.BackendTLS, caSums []string) string {
 	h := sha256.New()
-	for _, part := range [][]string{{settings.ServerName}, settings.SANHostnames, settings.SANURIs, sums} {
+	for _, part := range [][]string{{settings.ServerName}, settings.SANHostnames, settings.SANURIs, caSums} {
 		for _, s := range part {
 			h.Write([]byte(s))
 			h.Write([]byte{0})
 		}
 		h.Write([]byte{1})
 	}
-	settings.ID = hex.EncodeToString(h.Sum(nil)[:12])
-	return settings, v
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // referencedConfigMaps lists, in snapshot order, the ConfigMaps some
@@ -427,13 +445,50 @@ func policyAncestors(res *resources.Resources, st *status.Computed, tls *backend
 		}
 		portNames[nn(svc.Namespace, svc.Name)] = names
 	}
+	ancestors := routedGateways(res, st, controller, wanted, portNames)
+
+	group := gwv1.Group(gwv1.GroupName)
+	kind := gwv1.Kind("Gateway")
+	for key, gws := range ancestors {
+		v := tls.verdicts[key]
+		list := make([]types.NamespacedName, 0, len(gws))
+		for gw := range gws {
+			if _, ours := st.Gateways[gw]; ours {
+				list = append(list, gw)
+			}
+		}
+		slices.SortFunc(list, func(a, b types.NamespacedName) int {
+			return cmp.Compare(a.String(), b.String())
+		})
+		if len(list) > status.MaxPolicyAncestors {
+			list = list[:status.MaxPolicyAncestors]
+		}
+		entries := make([]gwv1.PolicyAncestorStatus, 0, len(list))
+		for _, gw := range list {
+			ns := gwv1.Namespace(gw.Namespace)
+			entries = append(entries, gwv1.PolicyAncestorStatus{
+				AncestorRef:    gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(gw.Name)},
+				ControllerName: controller,
+				Conditions:     []metav1.Condition{v.accepted, v.resolved},
+			})
+		}
+		if len(entries) > 0 {
+			out[key] = entries
+		}
+	}
+	return out
+}
+
+// routedGateways finds, for each policy wanted, the Gateways with an
+// accepted route (of controller) to a port the policy targets.
+func routedGateways(res *resources.Resources, st *status.Computed, controller gwv1.GatewayController,
+	wanted map[tlsTarget][]types.NamespacedName, portNames map[types.NamespacedName]map[int32]string) map[types.NamespacedName]map[types.NamespacedName]bool {
 	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
 		if parent, ok := ListenerSetParent(ls); ok {
 			lsParent[nn(ls.Namespace, ls.Name)] = parent
 		}
 	}
-
 	ancestors := map[types.NamespacedName]map[types.NamespacedName]bool{}
 	for _, r := range res.HTTPRoutes {
 		var gateways []types.NamespacedName
@@ -495,35 +550,5 @@ func policyAncestors(res *resources.Resources, st *status.Computed, tls *backend
 			}
 		}
 	}
-
-	group := gwv1.Group(gwv1.GroupName)
-	kind := gwv1.Kind("Gateway")
-	for key, gws := range ancestors {
-		v := tls.verdicts[key]
-		list := make([]types.NamespacedName, 0, len(gws))
-		for gw := range gws {
-			if _, ours := st.Gateways[gw]; ours {
-				list = append(list, gw)
-			}
-		}
-		slices.SortFunc(list, func(a, b types.NamespacedName) int {
-			return cmp.Compare(a.String(), b.String())
-		})
-		if len(list) > status.MaxPolicyAncestors {
-			list = list[:status.MaxPolicyAncestors]
-		}
-		entries := make([]gwv1.PolicyAncestorStatus, 0, len(list))
-		for _, gw := range list {
-			ns := gwv1.Namespace(gw.Namespace)
-			entries = append(entries, gwv1.PolicyAncestorStatus{
-				AncestorRef:    gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(gw.Name)},
-				ControllerName: controller,
-				Conditions:     []metav1.Condition{v.accepted, v.resolved},
-			})
-		}
-		if len(entries) > 0 {
-			out[key] = entries
-		}
-	}
-	return out
+	return ancestors
 }

@@ -10,6 +10,7 @@ import (
 
 	"portico.dev/portico/conditions"
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/slab"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/sni"
@@ -23,146 +24,198 @@ import (
 // two Gateways want one port for different protocols, or the same hostname
 // on one port, the older one keeps it and the newer listener is reported as
 // not programmed.
-//
-// It is one function, longer than most, because its two passes over the
-// listeners (sizing, then filling one allocation per kind of piece) must
-// agree on which listeners serve where; split, they would each repeat the
-// other's walk.
 func (t *translation) portTables() {
-	ix, merged, out, st, addresses, clientCerts := t.ix, t.merged, t.compiled, t.st, t.addresses, t.clientCerts
-	type portBuild struct {
-		protocol  proxy.Protocol
-		patterns  []string
-		listeners []*proxy.Listener
-		entries   []*sni.Entry
-		hosts     map[string]bool
-	}
-	ports := map[proxy.PortKey]*portBuild{}
-	var order []proxy.PortKey
-	// Without an address pool every Gateway binds Portico's own address;
-	// with one, its own (none when it got none: its status says so).
-	shared := []string{""}
-	binds := func(m *listeners.Listener) []string {
-		if addresses == nil {
-			return shared
+	b := newPortsBuilder(t)
+	for i := range t.merged {
+		if t.merged[i].Serves() {
+			b.add(i)
 		}
-		return addresses[m.Gateway]
+	}
+	t.cfg = b.config()
+}
+
+// portsBuilder groups serving listeners by port. The listeners, SNI
+// entries and certificate lists of the Config are cut from one allocation
+// each instead of one per listener.
+type portsBuilder struct {
+	t       *translation
+	ports   map[proxy.PortKey]*portBuild
+	order   []proxy.PortKey
+	perPort map[proxy.PortKey]int // serving listeners, to size each port
+	// The listeners of a port share one ClientValidation, and so one
+	// sni.ClientAuth.
+	clientAuths map[*listeners.ClientValidation]*sni.ClientAuth
+	listeners   slab.Slab[proxy.Listener]
+	entries     slab.Slab[sni.Entry]
+	certs       slab.Slab[*tls.Certificate]
+	// shared is where every Gateway binds without an address pool:
+	// Portico's own address.
+	shared []string
+}
+
+// portBuild is one port being built.
+type portBuild struct {
+	protocol  proxy.Protocol
+	patterns  []string
+	listeners []*proxy.Listener
+	entries   []*sni.Entry
+	hosts     map[string]bool
+}
+
+func newPortsBuilder(t *translation) *portsBuilder {
+	b := &portsBuilder{
+		t:           t,
+		ports:       map[proxy.PortKey]*portBuild{},
+		perPort:     map[proxy.PortKey]int{},
+		clientAuths: map[*listeners.ClientValidation]*sni.ClientAuth{},
+		shared:      []string{""},
 	}
 	serving, certs := 0, 0
-	perPort := map[proxy.PortKey]int{}
-	for i := range merged {
-		m := &merged[i]
+	for i := range t.merged {
+		m := &t.merged[i]
 		if !m.Serves() {
 			continue
 		}
 		serving++
 		certs += len(m.Certificates)
-		for _, address := range binds(m) {
-			perPort[proxy.PortKey{Address: address, Number: int32(m.Port)}]++
+		for _, address := range b.binds(m) {
+			b.perPort[proxy.PortKey{Address: address, Number: int32(m.Port)}]++
 		}
 	}
-	// The listeners, SNI entries and certificate lists of the Config are
-	// cut from one allocation each instead of one per listener.
-	// The listeners of a port share one ClientValidation, and so one
-	// sni.ClientAuth.
-	clientAuths := map[*listeners.ClientValidation]*sni.ClientAuth{}
-	clientAuth := func(v *listeners.ClientValidation) *sni.ClientAuth {
-		if v == nil {
-			return nil
-		}
-		a, ok := clientAuths[v]
-		if !ok {
-			a = &sni.ClientAuth{ID: v.ID, CAs: v.CAs, Optional: v.Optional}
-			clientAuths[v] = a
-		}
-		return a
+	b.listeners = slab.New[proxy.Listener](serving)
+	b.entries = slab.New[sni.Entry](serving)
+	b.certs = slab.New[*tls.Certificate](certs)
+	return b
+}
+
+// binds lists the addresses a listener's Gateway binds: without an address
+// pool Portico's own, with one the Gateway's own (none when it got none:
+// its status says so).
+func (b *portsBuilder) binds(m *listeners.Listener) []string {
+	if b.t.addresses == nil {
+		return b.shared
 	}
-	listenerSlab := make([]proxy.Listener, serving)
-	entrySlab := make([]sni.Entry, serving)
-	certSlab := make([]*tls.Certificate, 0, certs)
-	for i := range merged {
-		m := &merged[i]
-		if !m.Serves() {
+	return b.t.addresses[m.Gateway]
+}
+
+// add puts the serving listener merged[i] on its port at every address of
+// its Gateway. One Listener and SNI entry serve all of them.
+func (b *portsBuilder) add(i int) {
+	m := &b.t.merged[i]
+	st := b.t.st
+	protocol := proxy.HTTP
+	if m.Protocol == gwv1.HTTPSProtocolType {
+		protocol = proxy.HTTPS
+	}
+	host := hostname.Normalize(m.Hostname)
+	bound := b.binds(m)
+	if len(bound) == 0 {
+		notProgrammed(st, m, gwv1.ListenerReasonPending, "The Gateway has no address to serve on; its conditions say why")
+		return
+	}
+	var l *proxy.Listener
+	var e *sni.Entry
+	for _, address := range bound {
+		pb := b.port(proxy.PortKey{Address: address, Number: int32(m.Port)}, protocol)
+		switch {
+		case pb.protocol != protocol:
+			// The message names no other Gateway: a ListenerSet's status
+			// must not reveal what lives elsewhere.
+			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
+				fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
+			continue
+		case pb.hosts[host]:
+			notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
+				fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
 			continue
 		}
-		protocol := proxy.HTTP
-		if m.Protocol == gwv1.HTTPSProtocolType {
-			protocol = proxy.HTTPS
+		pb.hosts[host] = true
+		if l == nil {
+			l = b.listener(i)
 		}
-		host := hostname.Normalize(m.Hostname)
-		bound := binds(m)
-		if len(bound) == 0 {
-			notProgrammed(st, m, gwv1.ListenerReasonPending, "The Gateway has no address to serve on; its conditions say why")
-			continue
-		}
-		// One Listener and SNI entry serve every address of the Gateway.
-		var l *proxy.Listener
-		var e *sni.Entry
-		for _, address := range bound {
-			pk := proxy.PortKey{Address: address, Number: int32(m.Port)}
-			pb, ok := ports[pk]
-			if !ok {
-				n := perPort[pk]
-				pb = &portBuild{
-					protocol:  protocol,
-					hosts:     make(map[string]bool, n),
-					patterns:  make([]string, 0, n),
-					listeners: make([]*proxy.Listener, 0, n),
-				}
-				if protocol == proxy.HTTPS {
-					pb.entries = make([]*sni.Entry, 0, n)
-				}
-				ports[pk] = pb
-				order = append(order, pk)
+		pb.patterns = append(pb.patterns, host)
+		pb.listeners = append(pb.listeners, l)
+		if protocol == proxy.HTTPS {
+			if e == nil {
+				e = b.entry(m, host, l)
 			}
-			switch {
-			case pb.protocol != protocol:
-				// The message names no other Gateway: a ListenerSet's status
-				// must not reveal what lives elsewhere.
-				notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
-					fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
-				continue
-			case pb.hosts[host]:
-				notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
-					fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
-				continue
-			}
-			pb.hosts[host] = true
-			if l == nil {
-				l = &listenerSlab[0]
-				listenerSlab = listenerSlab[1:]
-				*l = proxy.Listener{
-					Key:               m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
-					Hostname:          m.Hostname,
-					Routes:            out.Tables[i],
-					BackendClientCert: clientCerts[m.Gateway],
-					ClientAuth:        clientAuth(m.ClientValidation),
-				}
-			}
-			pb.patterns = append(pb.patterns, host)
-			pb.listeners = append(pb.listeners, l)
-			if protocol == proxy.HTTPS {
-				if e == nil {
-					e = &entrySlab[0]
-					entrySlab = entrySlab[1:]
-					*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
-					start := len(certSlab)
-					for _, ref := range m.Certificates {
-						if c := ix.parsed(ref); c != nil {
-							certSlab = append(certSlab, c)
-						}
-					}
-					if len(certSlab) > start {
-						e.Certificates = certSlab[start:len(certSlab):len(certSlab)]
-					}
-				}
-				pb.entries = append(pb.entries, e)
-			}
+			pb.entries = append(pb.entries, e)
 		}
 	}
+}
+
+// port returns the port being built at pk, starting it with protocol.
+func (b *portsBuilder) port(pk proxy.PortKey, protocol proxy.Protocol) *portBuild {
+	if pb, ok := b.ports[pk]; ok {
+		return pb
+	}
+	n := b.perPort[pk]
+	pb := &portBuild{
+		protocol:  protocol,
+		hosts:     make(map[string]bool, n),
+		patterns:  make([]string, 0, n),
+		listeners: make([]*proxy.Listener, 0, n),
+	}
+	if protocol == proxy.HTTPS {
+		pb.entries = make([]*sni.Entry, 0, n)
+	}
+	b.ports[pk] = pb
+	b.order = append(b.order, pk)
+	return pb
+}
+
+// listener is the data plane's listener for merged[i].
+func (b *portsBuilder) listener(i int) *proxy.Listener {
+	m := &b.t.merged[i]
+	l := b.listeners.One()
+	*l = proxy.Listener{
+		Key:               m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
+		Hostname:          m.Hostname,
+		Routes:            b.t.compiled.Tables[i],
+		BackendClientCert: b.t.clientCerts[m.Gateway],
+		ClientAuth:        b.clientAuth(m.ClientValidation),
+	}
+	return l
+}
+
+func (b *portsBuilder) clientAuth(v *listeners.ClientValidation) *sni.ClientAuth {
+	if v == nil {
+		return nil
+	}
+	a, ok := b.clientAuths[v]
+	if !ok {
+		a = &sni.ClientAuth{ID: v.ID, CAs: v.CAs, Optional: v.Optional}
+		b.clientAuths[v] = a
+	}
+	return a
+}
+
+// entry is the SNI entry of an HTTPS listener: its certificates that
+// resolved.
+func (b *portsBuilder) entry(m *listeners.Listener, host string, l *proxy.Listener) *sni.Entry {
+	e := b.entries.One()
+	*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
+	if len(m.Certificates) == 0 {
+		return e
+	}
+	certs := b.certs.Take(len(m.Certificates))[:0]
+	for _, ref := range m.Certificates {
+		if c := b.t.ix.parsed(ref); c != nil {
+			certs = append(certs, c)
+		}
+	}
+	if len(certs) > 0 {
+		e.Certificates = certs[:len(certs):len(certs)]
+	}
+	return e
+}
+
+// config builds each port's tables, in the order the ports were first
+// asked for.
+func (b *portsBuilder) config() *proxy.Config {
 	cfg := &proxy.Config{}
-	for _, pk := range order {
-		pb := ports[pk]
+	for _, pk := range b.order {
+		pb := b.ports[pk]
 		p := &proxy.Port{
 			Address:   pk.Address,
 			Number:    pk.Number,
@@ -175,12 +228,12 @@ func (t *translation) portTables() {
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
-	cfg.BackendTLSIDs = t.tls.ids()
-	cfg.BackendClientCertIDs = make(map[string]struct{}, len(clientCerts))
-	for _, c := range clientCerts {
+	cfg.BackendTLSIDs = b.t.tls.ids()
+	cfg.BackendClientCertIDs = make(map[string]struct{}, len(b.t.clientCerts))
+	for _, c := range b.t.clientCerts {
 		cfg.BackendClientCertIDs[c.ID] = struct{}{}
 	}
-	t.cfg = cfg
+	return cfg
 }
 
 // notProgrammed marks a listener that could not be put on a port, and a
