@@ -13,11 +13,6 @@ import (
 	"portico.dev/portico/routing"
 )
 
-// endpoints resolves every Service port to its ready endpoints.
-func (t *translation) endpoints() {
-	t.cfg.Endpoints = endpoints(t.res.Services, t.res.EndpointSlices)
-}
-
 // endpointSlices are a Service and its EndpointSlices. Most Services have
 // one, kept inline: a slice per Service would cost an allocation each.
 type endpointSlices struct {

@@ -94,13 +94,24 @@ type fullTranslation struct {
 }
 
 // Translate computes the data plane Config, every status and the ACME
-// certificates wanted from res. When nothing but EndpointSlices changed
-// since the translation mem comes from, the route and certificate tables
-// are reused and only endpoints are resolved again.
+// certificates wanted from res: Routes, then Endpoints.
 func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
+	out, next := Routes(s, res, mem)
+	cfg := *out.Config
+	cfg.Endpoints = Endpoints(res)
+	out.Config = &cfg
+	return out, next
+}
+
+// Routes is Translate without endpoints: the Config it returns has none.
+// Endpoints depend on Services and EndpointSlices alone, and nothing here
+// depends on them, so a caller with a core to spare resolves them with
+// Endpoints meanwhile. When nothing but EndpointSlices changed since the
+// translation mem comes from, its Output is returned as it was.
+func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	inputs := routingInputs(res)
 	if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
-		return endpointsOnly(res, mem), mem
+		return mem.last.out, mem
 	}
 	t := newTranslation(s, res, mem)
 	t.classes()
@@ -111,20 +122,16 @@ func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
-	t.endpoints()
 	out := t.output()
 	next := Memory{certs: t.ix.certs.used, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
 		last: &fullTranslation{inputs: inputs, out: out}}
 	return out, next
 }
 
-// endpointsOnly is the previous Output with endpoints resolved again.
-func endpointsOnly(res *resources.Resources, mem Memory) Output {
-	out := mem.last.out
-	cfg := *out.Config
-	cfg.Endpoints = endpoints(res.Services, res.EndpointSlices)
-	out.Config = &cfg
-	return out
+// Endpoints resolves every Service port of res to its ready endpoints
+// (endpoints.go).
+func Endpoints(res *resources.Resources) map[routing.BackendKey]*proxy.Endpoints {
+	return endpoints(res.Services, res.EndpointSlices)
 }
 
 // translation is the state of one full translation: the lookups built
