@@ -1,3 +1,8 @@
+// Package kube is Portico's side of a Kubernetes cluster: the informers
+// that make snapshots of every object translate reads, the status writer
+// (one generic path for every kind, leader only), leader election, the CRD
+// version check and the ACME certificates written into Secrets. With cmd,
+// it is the only package that imports client-go.
 package kube
 
 import (
