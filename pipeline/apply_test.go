@@ -203,3 +203,19 @@ spec:
 		t.Errorf("the translation's own listener status changed: %+v", c)
 	}
 }
+
+// TestRunNeedsAFirstSnapshot: a configuration that cannot be read at start
+// stops Portico with the file named, rather than serving nothing.
+func TestRunNeedsAFirstSnapshot(t *testing.T) {
+	src := fileSource(t, "apiVersion: v1\nkind: Service\nmetadata: {name: x\n")
+	l := New(Options{Holdoff: time.Millisecond, MaxDelay: time.Millisecond}, src, newRuntime(t), nil, Outputs{}, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := l.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "config.yaml") {
+		t.Fatalf("Run: %v, want an error naming the file", err)
+	}
+	if l.Ready() == nil || l.Generation() != 0 {
+		t.Errorf("ready %v at generation %d after a failed start", l.Ready(), l.Generation())
+	}
+}
