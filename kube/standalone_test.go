@@ -179,7 +179,10 @@ func startStandalone(t testing.TB, files map[string]string) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.s.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
+	// Generation moves once the first configuration is on the data plane;
+	// ten thousand certificates take a while to parse under the race
+	// detector.
+	deadline := time.Now().Add(60 * time.Second)
 	for h.s.Generation() < 1 {
 		select {
 		case err := <-done:
