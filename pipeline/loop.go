@@ -91,8 +91,9 @@ type Loop struct {
 
 	debouncer *debounce.Debouncer
 
+	memory translate.Memory // only the rebuild's goroutine uses it
+
 	mu         sync.Mutex
-	memory     translate.Memory
 	generation int64
 	applied    bool
 	lastErr    error
@@ -206,13 +207,13 @@ func (l *Loop) rebuild() error {
 		return err
 	}
 	res = l.withACME(res)
-	l.mu.Lock()
+	// Only rebuilds touch the memory, one at a time: no lock, so that
+	// readiness and metrics are answered during a long translation.
 	out, mem := TranslateConcurrently(l.opts.Translate, res, l.memory)
 	l.memory = mem
 	// Generation moves once the configuration is on the data plane, so
 	// that whoever waits for it finds the ports bound.
-	gen := l.generation + 1
-	l.mu.Unlock()
+	gen := l.Generation() + 1
 	translated := time.Since(start)
 	l.wantACME(out.ACME, res)
 
