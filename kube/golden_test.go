@@ -544,7 +544,12 @@ type goldenDumper struct {
 
 func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
 	out := goldenDataPlane{Endpoints: map[string][]string{}, BackendTLS: d.backendTLS}
-	for _, p := range cfg.Ports {
+	// The data plane sorts ports itself: their order here means nothing.
+	ports := slices.Clone(cfg.Ports)
+	slices.SortFunc(ports, func(a, b *proxy.Port) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Number, b.Number))
+	})
+	for _, p := range ports {
 		out.Ports = append(out.Ports, d.port(p))
 	}
 	for k, e := range cfg.Endpoints {
@@ -747,7 +752,7 @@ func (d *goldenDumper) tableProbes(l *proxy.Listener) []string {
 }
 
 // value renders the exported fields of a routing value, leaving out those
-// at their zero value.
+// at their zero value but for goldenAlwaysShown.
 func (d *goldenDumper) value(v reflect.Value) *yaml.Node {
 	switch x := v.Interface().(type) {
 	case routing.BackendKey:
@@ -792,7 +797,11 @@ func (d *goldenDumper) value(v reflect.Value) *yaml.Node {
 			if !f.IsExported() || goldenShownElsewhere(typ.Name()+"."+f.Name) {
 				continue
 			}
-			if c := d.value(v.Field(i)); c != nil {
+			c := d.value(v.Field(i))
+			if c == nil && goldenAlwaysShown(typ.Name()+"."+f.Name) {
+				c = scalar(v.Field(i).Interface())
+			}
+			if c != nil {
 				n.Content = append(n.Content, scalar(lowerCamel(f.Name)), c)
 			}
 		}
@@ -836,6 +845,12 @@ func (d *goldenDumper) value(v reflect.Value) *yaml.Node {
 	return scalar(v.Interface())
 }
 
+// goldenAlwaysShown tells the fields whose zero value matters to a
+// reader: a backend of weight 0 gets no request.
+func goldenAlwaysShown(field string) bool {
+	return field == "Backend.Weight" || field == "Rule.TotalWeight"
+}
+
 // goldenShownElsewhere tells the fields the dump shows elsewhere: a rule's
 // route and index make its ID.
 func goldenShownElsewhere(field string) bool {
@@ -855,17 +870,21 @@ func scalar(v any) *yaml.Node {
 }
 
 // lowerCamel turns a Go field name into a YAML key: "TotalWeight" ->
-// "totalWeight", "ID" -> "id", "SANHostnames" -> "sanHostnames".
+// "totalWeight", "ID" -> "id", "SANHostnames" -> "sanHostnames",
+// "SANURIs" -> "sanuris".
 func lowerCamel(s string) string {
 	r := []rune(s)
 	i := 0
 	for i < len(r) && unicode.IsUpper(r[i]) {
 		i++
 	}
-	if i > 1 && i < len(r) {
+	switch {
+	case i > 1 && string(r[i:]) == "s":
+		i++ // a plural acronym: "IDs" -> "ids"
+	case i > 1 && i < len(r):
 		i-- // the last capital starts the next word
 	}
-	for j := range i {
+	for j := range min(i, len(r)) {
 		r[j] = unicode.ToLower(r[j])
 	}
 	return string(r)
