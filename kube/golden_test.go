@@ -26,20 +26,26 @@ package kube
 //	  service: portico-system/portico   # "namespace/name"
 //	acmeErrors: {app.example.com: connection refused} # Resources.ACMEErrors
 //
-// Output: one YAML document of every status translate computes (no
-// timestamps), the ACME certificates it wants, and the data plane Config:
-// each port with its lookups (Host header and SNI server name to
-// listener), its listeners in precedence order with their certificates,
-// client certificate check and route table, and the endpoints and backend
-// TLS settings routes use. Route tables are listed per hostname pattern
-// as routing.Table.Tries gives them: the matches in the order the data
-// plane tries them, each naming its rule ("namespace/route #index"), and
-// the patterns tried after them ("then"). Rules, backends, filters and
-// matches are dumped from their exported fields; a field at its zero value
-// is left out. Lookups are made for probe names derived from the listener
+// Output: one YAML document of every status translate computes, each
+// condition on one line without its time ("Type=Status Reason (generation
+// N): message"), the ACME certificates it wants, and the data plane
+// Config: its ports sorted by address and number (the data plane sorts
+// them itself), each with its lookups (Host header and SNI server name to
+// listener) and its listeners in the Config's order with the certificates
+// of their SNI entry, their client certificate check and their route
+// table; then the endpoints, and the backend TLS settings rules refer to
+// by ID. Route tables are listed per hostname pattern as
+// routing.Table.Tries gives them: the matches in the order the data plane
+// tries them (Exact matches, of which one path at most applies, by path),
+// each naming its rule ("namespace/route #index"), and the patterns tried
+// after them ("then"). Rules, backends, filters and matches are dumped
+// from their exported fields; a field at its zero value is left out, but
+// for weights. Lookups are made for probe names derived from the listener
 // hostnames: an exact name itself, "golden-probe.example.com" for
 // "*.example.com", and "unknown.invalid", which only a listener without
 // hostname serves; the SNI lookup "" is a ClientHello without SNI.
+//
+// translateGolden is the only function that calls translate.
 
 import (
 	"bufio"
@@ -136,7 +142,11 @@ func loadGolden(t *testing.T, path string) (goldenOptions, *Resources) {
 	}
 	res, err := NewFileSource(tmp, zap.NewNop()).Load()
 	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+		msg := strings.ReplaceAll(err.Error(), tmp, path)
+		if opts.Kind != "" {
+			msg += " (documents are counted without the " + goldenOptionsKind + " one)"
+		}
+		t.Fatal(msg)
 	}
 	res.ACMEErrors = opts.ACMEErrors
 	return opts, res
