@@ -84,8 +84,9 @@ import (
 	"portico.dev/portico/sni"
 )
 
-// goldenDir holds the cases. The -update flag is declared with the older
-// golden test in translate_test.go.
+// goldenDir holds the cases. The -update flag (update) is declared with
+// the older golden test in translate_test.go; nothing else here comes
+// from there.
 const goldenDir = "testdata/golden"
 
 // goldenOptions is the optional first document of a case.
@@ -223,7 +224,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("translate output differs from %s (run with -update and review the diff):\n%s", out, lineDiff(string(want), string(got)))
+				t.Errorf("translate output differs from %s (- golden file, + output; run with -update and review the diff):\n%s", out, goldenDiff(string(want), string(got)))
 			}
 		})
 	}
@@ -251,7 +252,7 @@ func TestGoldenDeterministic(t *testing.T) {
 			check := func(what string, got []byte) {
 				t.Helper()
 				if !bytes.Equal(got, want) {
-					t.Errorf("%s: output differs:\n%s", what, lineDiff(string(want), string(got)))
+					t.Errorf("%s: output differs (- first translation, + this one):\n%s", what, goldenDiff(string(want), string(got)))
 				}
 			}
 			check("fresh translator", dump(res))
@@ -898,4 +899,60 @@ func lowerCamel(s string) string {
 		r[j] = unicode.ToLower(r[j])
 	}
 	return string(r)
+}
+
+// goldenDiff shows how got differs from want, line by line: lines only in
+// want with "-", lines only in got with "+", and two lines of context.
+func goldenDiff(want, got string) string {
+	a, b := strings.Split(want, "\n"), strings.Split(got, "\n")
+	// lcs[i][j] is the length of the longest common subsequence of a[i:]
+	// and b[j:].
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			lines = append(lines, line{' ', a[i]})
+			i, j = i+1, j+1
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
+			lines = append(lines, line{'-', a[i]})
+			i++
+		default:
+			lines = append(lines, line{'+', b[j]})
+			j++
+		}
+	}
+	const context = 2
+	var out strings.Builder
+	last := -1 // the last line written
+	for k, l := range lines {
+		if l.op == ' ' {
+			continue
+		}
+		for c := max(k-context, last+1); c <= min(k+context, len(lines)-1); c++ {
+			if c > last+1 && last >= 0 {
+				out.WriteString("  ...\n")
+			}
+			out.WriteString(string(lines[c].op) + " " + lines[c].text + "\n")
+			last = c
+		}
+	}
+	return out.String()
 }
