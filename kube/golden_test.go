@@ -715,7 +715,7 @@ func (d *goldenDumper) routes(l *proxy.Listener) ([]goldenHostRoutes, map[string
 	}
 	type level = []routing.RuleMatch
 	own := map[string]level{}
-	var chains = map[string][]level{}
+	chains := map[string][]level{}
 	for _, probe := range d.tableProbes(l) {
 		pattern, levels, ok := l.Routes.Tries(probe)
 		if !ok {
@@ -736,11 +736,23 @@ func (d *goldenDumper) routes(l *proxy.Listener) ([]goldenHostRoutes, map[string
 			m.Content = append([]*yaml.Node{scalar("rule"), scalar(ruleID(rm.Rule))}, m.Content...)
 			hr.Matches = append(hr.Matches, m)
 		}
+		// The lists only say which matches a level holds; its pattern is
+		// the most specific unused pattern covering this one whose own
+		// matches they are.
+		var covering []string
+		for p := range own {
+			if p != pattern && goldenCovers(p, pattern) {
+				covering = append(covering, p)
+			}
+		}
+		slices.SortFunc(covering, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), cmp.Compare(a, b)) })
+		used := map[string]bool{}
 		for _, lv := range chains[pattern] {
 			name := "unknown pattern"
-			for p, o := range own {
-				if slices.Equal(o, lv) {
-					name = p
+			for _, p := range covering {
+				if !used[p] && slices.Equal(own[p], lv) {
+					name, used[p] = p, true
+					break
 				}
 			}
 			hr.Then = append(hr.Then, name)
@@ -748,6 +760,13 @@ func (d *goldenDumper) routes(l *proxy.Listener) ([]goldenHostRoutes, map[string
 		out = append(out, hr)
 	}
 	return out, rules
+}
+
+// goldenCovers reports whether listener-style pattern p covers pattern q:
+// "" covers everything, "*.example.com" every name and wildcard below
+// example.com.
+func goldenCovers(p, q string) bool {
+	return p == "" || strings.HasPrefix(p, "*.") && len(q) > len(p)-1 && strings.HasSuffix(q, p[1:])
 }
 
 // tableProbes are names that select every hostname pattern a listener's
