@@ -85,8 +85,9 @@ import (
 )
 
 // goldenDir holds the cases. The -update flag (update) is declared with
-// the older golden test in translate_test.go; nothing else here comes
-// from there.
+// the older golden test in translate_test.go. Besides it, this file uses
+// only the exported API of the package: translateGolden (Translator),
+// loadGolden (FileSource) and dumpGolden (Statuses).
 const goldenDir = "testdata/golden"
 
 // goldenOptions is the optional first document of a case.
@@ -167,7 +168,7 @@ func splitOptions(raw []byte) (goldenOptions, []byte, error) {
 		if err != nil {
 			return opts, nil, err
 		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+		if goldenBlank(doc) {
 			continue
 		}
 		var head struct {
@@ -192,6 +193,17 @@ func splitOptions(raw []byte) (goldenOptions, []byte, error) {
 		out.Write(raw[i+len(doc):])
 		return opts, out.Bytes(), nil
 	}
+}
+
+// goldenBlank reports whether a YAML document holds nothing but comments
+// and blank lines.
+func goldenBlank(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // TestGolden runs every case of testdata/golden.
@@ -447,7 +459,11 @@ func dumpGolden(t *testing.T, res *Resources, cfg *proxy.Config, st *Statuses) [
 	for key, s := range st.Gateways {
 		g := goldenGateway{Conditions: goldenConditions(s.Conditions), AttachedListenerSets: s.AttachedListenerSets}
 		for _, a := range s.Addresses {
-			g.Addresses = append(g.Addresses, string(addressType(a.Type))+" "+a.Value)
+			typ := "(no type)"
+			if a.Type != nil {
+				typ = string(*a.Type)
+			}
+			g.Addresses = append(g.Addresses, typ+" "+a.Value)
 		}
 		for _, l := range s.Listeners {
 			g.Listeners = append(g.Listeners, goldenListenerStatus{Name: string(l.Name), SupportedKinds: goldenKinds(l.SupportedKinds),
