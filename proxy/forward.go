@@ -227,10 +227,10 @@ func (f *forwarder) close() {
 	f.tls.closeIdle()
 }
 
-// serve routes a request among the listener's routes, applies the rule's
-// filters and forwards it.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener) *routing.Rule {
-	rule, m := l.Routes.Match(r)
+// serve routes a request, whose path admit normalised to path, among the
+// listener's routes, applies the rule's filters and forwards it.
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path string) *routing.Rule {
+	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
 		http.NotFound(w, r)
 		return nil
