@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/routing"
@@ -40,6 +39,8 @@ type forwarder struct {
 	tls *backendTLSTransports
 	// down are the endpoints that failed to connect lately.
 	down downSet
+	// refusals limits the log lines of rules that cannot be served.
+	refusals logLimiter
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need.
@@ -49,8 +50,10 @@ type exchange struct {
 	tls  *routing.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
 	clientCert *BackendClientCert
-	// listener received the request.
+	// listener received the request, on port (the number, for
+	// X-Forwarded-Port).
 	listener *Listener
+	port     string
 	origHost string
 	// respFilters modify the backend's response headers.
 	respFilters []*routing.HeaderModifier
@@ -134,8 +137,8 @@ func (p *bufferPool) Get() []byte {
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // rewrite points the outbound request at the chosen endpoint. ReverseProxy
-// has already removed hop-by-hop headers and every client-sent Forwarded /
-// X-Forwarded-* header; SetXForwarded writes ours.
+// has already removed hop-by-hop headers; the client's forwarding headers
+// and any Upgrade but WebSocket go here, and Portico writes its own.
 func rewrite(pr *httputil.ProxyRequest) {
 	x := pr.In.Context().Value(exchangeKey{}).(*exchange)
 	pr.Out.URL.Scheme = "http"
@@ -144,8 +147,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.URL.Host = x.addr
 	pr.Out.Host = pr.In.Host
+	dropClientForwarding(pr.Out.Header)
+	dropUpgrade(pr.In, pr.Out.Header)
 	pr.SetXForwarded()
 	pr.Out.Header.Set("X-Forwarded-Host", x.origHost)
+	pr.Out.Header.Set("X-Forwarded-Port", x.port)
 	// Only Portico says which client certificate was verified.
 	pr.Out.Header.Del(clientCertHeader)
 	if x.listener != nil && x.listener.ClientAuth != nil {
@@ -228,27 +234,25 @@ func (f *forwarder) close() {
 }
 
 // serve routes a request, whose path admit normalised to path, among the
-// listener's routes, applies the rule's filters and forwards it.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path string) *routing.Rule {
+// routes of l, which received it on port, applies the rule's filters and
+// forwards it.
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path, port string) *routing.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
 		http.NotFound(w, r)
 		return nil
 	}
-	f.forward(w, r, cfg, rule, m, l)
+	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
 	return rule
 }
 
 // forward applies the matched rule: filters, backend choice, retries and
-// timeouts.
-// forward sends r, which l received, to a backend of rule.
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, l *Listener) {
-	clientCert := l.BackendClientCert
+// timeouts. x holds what is known of the request so far.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, x *exchange) {
 	if rule.Invalid != "" {
-		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
+		f.refuse(w, rule, "route rule is invalid", rule.Invalid)
 		return
 	}
-	x := &exchange{origHost: r.Host, in: r, clientCert: clientCert, listener: l}
 	out := r
 	var mirrors []*routing.Mirror
 	// apply runs one list of filters; it reports whether the request was
@@ -298,11 +302,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	}
 	b := pickBackend(rule)
 	if b == nil {
-		http.Error(w, "no backend", http.StatusInternalServerError)
+		writeError(w, http.StatusInternalServerError)
 		return
 	}
 	if b.Invalid != "" {
-		http.Error(w, "backend is invalid: "+b.Invalid, http.StatusInternalServerError)
+		f.refuse(w, rule, "backend is invalid", b.Invalid)
 		return
 	}
 	if apply(b.Filters) {
@@ -329,7 +333,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		}
 	}
 	for _, mi := range mirrors {
-		f.mirror(out, body, mi, cfg, x.origHost, clientCert)
+		f.mirror(out, body, mi, cfg, x)
 	}
 
 	attempts := 1
@@ -350,7 +354,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 			x.addr = eps.pickUp(&f.down, now)
 		}
 		if x.addr == "" {
-			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable)
 			return
 		}
 		if sw, ok := w.(*statusWriter); ok {
@@ -432,7 +436,7 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
-func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, origHost string, clientCert *BackendClientCert) {
+func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, x *exchange) {
 	addr := cfg.Endpoints[m.Backend].pick()
 	if addr == "" {
 		return
@@ -443,13 +447,13 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	req.URL.Scheme, req.URL.Host = "http", addr
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	req.Header = mirrorHeader(r, origHost)
+	req.Header = mirrorHeader(r, x)
 	h2 := m.AppProtocol == appProtocolH2C
 	transport := http.RoundTripper(f.h1)
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"
-		transport = f.tls.get(m.TLS, clientCert).roundTripper(h2, req)
+		transport = f.tls.get(m.TLS, x.clientCert).roundTripper(h2, req)
 	case h2:
 		transport = f.h2c
 	}
@@ -469,11 +473,11 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	}()
 }
 
-// mirrorHeader prepares the headers of a mirrored copy as ReverseProxy
-// prepares those of the forwarded request: hop-by-hop headers, those the
-// client listed in Connection and client-sent forwarding headers go, and
+// mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and
+// rewrite prepare those of the forwarded request: hop-by-hop headers, those
+// the client listed in Connection and client-sent forwarding headers go, and
 // Portico sets its own X-Forwarded-*.
-func mirrorHeader(r *http.Request, origHost string) http.Header {
+func mirrorHeader(r *http.Request, x *exchange) http.Header {
 	h := r.Header.Clone()
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
@@ -484,26 +488,22 @@ func mirrorHeader(r *http.Request, origHost string) http.Header {
 	}
 	for _, name := range [...]string{
 		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
 	} {
 		h.Del(name)
 	}
+	dropClientForwarding(h)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		h.Set("X-Forwarded-For", ip)
 	}
-	h.Set("X-Forwarded-Host", origHost)
+	h.Set("X-Forwarded-Host", x.origHost)
+	h.Set("X-Forwarded-Port", x.port)
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
 	h.Set("X-Forwarded-Proto", proto)
 	return h
-}
-
-// isUpgrade reports whether r asks to switch protocols (WebSocket).
-func isUpgrade(r *http.Request) bool {
-	return httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
 }
 
 // pickBackend chooses a backend by weight; nil when every weight is zero

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,7 +88,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 		http.NotFound(w, r)
 		return nil
 	}
-	return ps.rt.fwd.serve(w, r, cfg, l, path)
+	return ps.rt.fwd.serve(w, r, cfg, l, path, strconv.Itoa(int(ps.key.number)))
 }
 
 // requestHost returns the Host without port, lowercased lookups are left to
