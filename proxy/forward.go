@@ -69,6 +69,8 @@ type exchange struct {
 	// unreachable is set when the attempt's endpoint could not be
 	// connected to (see unreachable).
 	unreachable bool
+	// body is the client's request body, nil when it has none.
+	body *clientBody
 }
 
 type exchangeKey struct{}
@@ -193,6 +195,12 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if berr := x.bodyFailed(); berr != nil {
+		// Reading the client's body failed: neither the endpoint's fault
+		// nor something a retry could fix.
+		answerClientBodyError(f.log, w, r, berr)
+		return
+	}
 	if x != nil && unreachable(r, err) {
 		x.unreachable = true
 		if f.down.mark(x.addr, time.Now()) {
@@ -206,6 +214,14 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	writeProxyError(f.log, w, r, x, err)
+}
+
+// bodyFailed returns the error reading the client's body, if any.
+func (x *exchange) bodyFailed() error {
+	if x == nil {
+		return nil
+	}
+	return x.body.failed()
 }
 
 func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x *exchange, err error) {
@@ -253,6 +269,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		f.refuse(w, rule, "route rule is invalid", rule.Invalid)
 		return
 	}
+	x.body = watchBody(r)
 	out := r
 	var mirrors []*routing.Mirror
 	// apply runs one list of filters; it reports whether the request was
@@ -328,6 +345,10 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	if replay {
 		var ok bool
 		if body, ok = bufferBody(out); !ok {
+			if err := x.bodyFailed(); err != nil {
+				answerClientBodyError(f.log, w, r, err)
+				return
+			}
 			// Too large to keep: send it once, without retries or mirrors.
 			replay, mirrors = false, nil
 		}

@@ -8,11 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -418,5 +423,64 @@ func TestRefusalsLoggedOncePerInterval(t *testing.T) {
 	}
 	if !l.first("a", now.Add(refuseLogEvery)) {
 		t.Error("a key is let through again after the interval")
+	}
+}
+
+// TestReliabilityClientBodyErrors: a client that sends a malformed chunked
+// body gets 400 and one that leaves mid-upload is counted as 499, whether
+// the body is streamed or kept for a mirror; neither is a backend failure
+// (502 and a warning) in the metrics or the log.
+func TestReliabilityClientBodyErrors(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	obs := &observed{}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.Observer = obs
+	rt := New(opts, zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, core)
+	}))))
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	p := freePort(t)
+	err := rt.Apply(servicesConfig(t, p,
+		testService{name: "svc", addr: serveBackend(t, &recorder{})},
+		testService{name: "mirrored", addr: serveBackend(t, &recorder{}), mirrorTo: "mirror"},
+		testService{name: "mirror", addr: serveBackend(t, &recorder{})},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	for _, path := range []string{"/svc", "/mirrored"} {
+		resp, _ := exchange1(t, addr, "POST "+path+" HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\nzz\r\n")
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s malformed chunked body: %d, want 400", path, resp.StatusCode)
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 100\r\n\r\n0123456789")
+		_ = c.(*net.TCPConn).CloseWrite()
+		if b, _ := io.ReadAll(c); len(b) != 0 {
+			t.Errorf("%s aborted upload answered %q", path, b)
+		}
+		c.Close()
+	}
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		obs.mu.Lock()
+		got = slices.Clone(obs.calls)
+		obs.mu.Unlock()
+		if len(got) >= 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"ns/r 400", "ns/r 400", "ns/r 499", "ns/r 499"}; !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
+	if n := logs.FilterMessage("backend request failed").Len(); n != 0 {
+		t.Errorf("%d client body errors logged as backend failures", n)
 	}
 }
