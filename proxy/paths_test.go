@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/net/http2"
+
+	"portico.dev/portico/routing"
 )
 
 const secret = "SECRET-ADMIN-CONTENT"
@@ -223,5 +226,38 @@ func TestForwardedPathIsTheMatchedPath(t *testing.T) {
 				t.Errorf("%s %s: backend saw %q, want %q", proto, c.target, seen, c.seen)
 			}
 		}
+	}
+}
+
+// TestPathOptions: the escaped-slash action and slash merging are the
+// runtime's to choose; whatever the choice, the backend gets what was
+// matched.
+func TestPathOptions(t *testing.T) {
+	root := fileTree(t)
+	for _, c := range []struct {
+		opts         routing.PathOptions
+		target, seen string
+		code         int
+	}{
+		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashKeep}, "/pub/a%2fb%5C", "/pub/a%2Fb%5C", 404},
+		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashKeep}, `/pub/a\b`, "/pub/a%5Cb", 404},
+		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashUnescape}, "/pub/x%2f..%2ffile.txt", "/pub/file.txt", 200},
+		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashUnescape}, "/pub/..%2fadmin/secret.txt", "", 404},
+		{routing.PathOptions{KeepEmptySegments: true}, "/pub//file.txt", "/pub//file.txt", 200},
+		{routing.PathOptions{KeepEmptySegments: true}, "//pub/file.txt", "", 404},
+	} {
+		opts := DefaultOptions()
+		opts.BindAddress = "127.0.0.1"
+		opts.Paths = c.opts
+		rt := New(opts, zap.NewNop())
+		p := freePort(t)
+		if err := rt.Apply(servicesConfig(t, p, testService{name: "pub", addr: serveBackend(t, lenientFiles(root))})); err != nil {
+			t.Fatal(err)
+		}
+		code, _, seen := rawHTTP1(t, fmt.Sprintf("127.0.0.1:%d", p), c.target)
+		if code != c.code || seen != c.seen {
+			t.Errorf("%+v %s: %d, backend saw %q; want %d, %q", c.opts, c.target, code, seen, c.code, c.seen)
+		}
+		_ = rt.Close(t.Context())
 	}
 }
