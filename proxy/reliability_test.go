@@ -484,3 +484,26 @@ func TestReliabilityClientBodyErrors(t *testing.T) {
 		t.Errorf("%d client body errors logged as backend failures", n)
 	}
 }
+
+// TestRogueSwitchIsRefused: a backend that switches protocols although no
+// upgrade reached it gives the client a 502, not a tunnel.
+func TestRogueSwitchIsRefused(t *testing.T) {
+	rogue := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\nTUNNEL")
+		_ = brw.Flush()
+	})
+	rt := newRuntime(t)
+	p := freePort(t)
+	if err := rt.Apply(servicesConfig(t, p, testService{name: "svc", addr: serveBackend(t, rogue)})); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := exchange1(t, fmt.Sprintf("127.0.0.1:%d", p), "GET /svc HTTP/1.1\r\nHost: app.example.com\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "TUNNEL") {
+		t.Errorf("answer %d %q, want 502 and no tunnel", resp.StatusCode, body)
+	}
+}
