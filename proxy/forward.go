@@ -270,51 +270,8 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		return
 	}
 	x.body = watchBody(r)
-	out := r
-	var mirrors []*routing.Mirror
-	// apply runs one list of filters; it reports whether the request was
-	// answered (redirect, CORS preflight).
-	apply := func(filters []routing.Filter) bool {
-		for i := range filters {
-			fl := &filters[i]
-			switch {
-			case fl.RequestHeaders != nil:
-				if out == r {
-					out = r.Clone(r.Context())
-				}
-				fl.RequestHeaders.ApplyRequest(out)
-			case fl.ResponseHeaders != nil:
-				x.respFilters = append(x.respFilters, fl.ResponseHeaders)
-			case fl.Redirect != nil:
-				w.Header().Set("Location", fl.Redirect.Location(out, m))
-				for _, rf := range x.respFilters {
-					rf.Apply(w.Header())
-				}
-				w.WriteHeader(fl.Redirect.StatusCode)
-				return true
-			case fl.Rewrite != nil:
-				if out == r {
-					out = r.Clone(r.Context())
-				}
-				fl.Rewrite.Apply(out, m)
-			case fl.Mirror != nil:
-				// A copy of an Upgrade request would open a second
-				// long-lived connection that nobody reads.
-				if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
-					mirrors = append(mirrors, fl.Mirror)
-				}
-			case fl.CORS != nil:
-				x.cors = fl.CORS
-				if fl.CORS.Preflight(r) {
-					fl.CORS.Apply(r, w.Header())
-					w.WriteHeader(http.StatusNoContent)
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if apply(rule.Filters) {
+	fr := &filterRun{w: w, in: r, out: r, m: m, x: x}
+	if fr.apply(rule.Filters) {
 		return
 	}
 	b := pickBackend(rule)
@@ -326,10 +283,10 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		f.refuse(w, rule, "backend is invalid", b.Invalid)
 		return
 	}
-	if apply(b.Filters) {
+	if fr.apply(b.Filters) {
 		return
 	}
-	eps := cfg.Endpoints[b.Key]
+	out, mirrors := fr.out, fr.mirrors
 	x.h2c = b.AppProtocol == appProtocolH2C
 	x.tls = b.TLS
 
@@ -356,7 +313,67 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	for _, mi := range mirrors {
 		f.mirror(out, body, mi, cfg, x)
 	}
+	f.send(ctx, w, r, out, body, replay, rule, cfg.Endpoints[b.Key], x)
+}
 
+// filterRun applies the filters of one request, rule's then backend's.
+type filterRun struct {
+	w       http.ResponseWriter
+	in      *http.Request
+	out     *http.Request // in, or the copy the filters changed
+	m       *routing.Match
+	x       *exchange
+	mirrors []*routing.Mirror
+}
+
+// apply runs one list of filters; it reports whether the request was
+// answered (redirect, CORS preflight).
+func (fr *filterRun) apply(filters []routing.Filter) bool {
+	w, r, x := fr.w, fr.in, fr.x
+	for i := range filters {
+		fl := &filters[i]
+		switch {
+		case fl.RequestHeaders != nil:
+			if fr.out == r {
+				fr.out = r.Clone(r.Context())
+			}
+			fl.RequestHeaders.ApplyRequest(fr.out)
+		case fl.ResponseHeaders != nil:
+			x.respFilters = append(x.respFilters, fl.ResponseHeaders)
+		case fl.Redirect != nil:
+			w.Header().Set("Location", fl.Redirect.Location(fr.out, fr.m))
+			for _, rf := range x.respFilters {
+				rf.Apply(w.Header())
+			}
+			w.WriteHeader(fl.Redirect.StatusCode)
+			return true
+		case fl.Rewrite != nil:
+			if fr.out == r {
+				fr.out = r.Clone(r.Context())
+			}
+			fl.Rewrite.Apply(fr.out, fr.m)
+		case fl.Mirror != nil:
+			// A copy of an Upgrade request would open a second
+			// long-lived connection that nobody reads.
+			if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
+				fr.mirrors = append(fr.mirrors, fl.Mirror)
+			}
+		case fl.CORS != nil:
+			x.cors = fl.CORS
+			if fl.CORS.Preflight(r) {
+				fl.CORS.Apply(r, w.Header())
+				w.WriteHeader(http.StatusNoContent)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// send sends out, the request r after its filters, to an endpoint of eps
+// until an attempt is answered: retries as rule says (replay: the body, if
+// any, was kept in body), fail-over to another endpoint, backoff.
+func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *routing.Rule, eps *Endpoints, x *exchange) {
 	attempts := 1
 	if replay && rule.Retry != nil {
 		attempts += max(rule.Retry.Attempts, 0)
