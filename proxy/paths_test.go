@@ -193,6 +193,12 @@ func TestReliabilityDotSegments(t *testing.T) {
 					}
 				}
 			}
+			// The absolute form, which only HTTP/1.1 has.
+			for _, target := range []string{"http://app.example.com/pub/../admin/secret.txt", "http://app.example.com/pub/%2e%2e/admin/secret.txt"} {
+				if code, body, seen := rawHTTP1(t, addr, target); strings.Contains(body, secret) || code != 404 {
+					t.Errorf("HTTP/1.1 %s: %d %q (backend saw %q), want 404 and no secret", target, code, body, seen)
+				}
+			}
 		})
 	}
 }
