@@ -507,3 +507,16 @@ func TestRogueSwitchIsRefused(t *testing.T) {
 		t.Errorf("answer %d %q, want 502 and no tunnel", resp.StatusCode, body)
 	}
 }
+
+// TestReliabilityOversizeHeaders: a request whose header bytes pass the
+// limit gets 431 and nothing reaches a backend (Go's server enforces
+// Options.MaxHeaderBytes; this replays it).
+func TestReliabilityOversizeHeaders(t *testing.T) {
+	addr, rec, _, _ := recorderPort(t)
+	// Go's server reads 4 KiB past the limit before it gives up.
+	big := strings.Repeat("a", DefaultOptions().MaxHeaderBytes+8<<10)
+	resp, _ := exchange1(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\nX-Big: "+big+"\r\n\r\n")
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || len(rec.requests()) != 0 {
+		t.Errorf("%d bytes of headers: %d, %d forwarded; want 431 and none", len(big), resp.StatusCode, len(rec.requests()))
+	}
+}
