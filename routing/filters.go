@@ -74,8 +74,8 @@ type PathModifier struct {
 }
 
 // apply returns the new path, escaped, for the normalised path of a request
-// that matched m. The part of the path kept after a replaced prefix is kept
-// as it was sent, escapes included.
+// that matched m. The part kept after a replaced prefix stays in its normal
+// form, escapes included ("%3B" stays "%3B").
 func (p *PathModifier) apply(path string, m *Match) string {
 	if p.Type == gwv1.FullPathHTTPPathModifier {
 		return p.Value
