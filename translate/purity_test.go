@@ -16,7 +16,7 @@ import (
 // without a cluster, imports client-go, directly or through anything it
 // imports. Only kube and cmd may talk to an API server.
 func TestNoClientGo(t *testing.T) {
-	for _, pkg := range []string{"translate", "resources", "filesource", "status", "conditions", "pipeline", "listeners", "routing", "proxy"} {
+	for _, pkg := range []string{"translate", "resources", "filesource", "admission", "status", "conditions", "pipeline", "listeners", "routing", "proxy"} {
 		out, err := exec.Command("go", "list", "-deps", "portico.dev/portico/"+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", pkg, err, out)

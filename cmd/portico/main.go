@@ -133,6 +133,7 @@ type serveFlags struct {
 	requestID                                               *bool
 	cluster                                                 *clusterOptions
 	acme                                                    acmeFlags
+	request                                                 *requestFlags
 }
 
 // parseServeFlags reads and checks the flags of serve.
@@ -156,6 +157,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:    clusterFlags(fs),
 		acme:       newACMEFlags(fs),
+		request:    newRequestFlags(fs),
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -198,14 +200,17 @@ func (f *serveFlags) pipelineOptions() (pipeline.Options, error) {
 }
 
 // proxyOptions are the data plane's options.
-func (f *serveFlags) proxyOptions(metrics *admin.Metrics) proxy.Options {
+func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error) {
 	opts := proxy.DefaultOptions()
+	if err := f.request.apply(&opts); err != nil {
+		return opts, err
+	}
 	opts.BindAddress = *f.bind
 	opts.DrainTimeout = *f.drain
 	opts.Observer = metrics
 	opts.Handshakes = metrics
 	opts.RequestID = *f.requestID
-	return opts
+	return opts, nil
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -214,6 +219,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	popts, err := f.pipelineOptions()
+	if err != nil {
+		return err
+	}
+	metrics := admin.NewMetrics()
+	opts, err := f.proxyOptions(metrics)
 	if err != nil {
 		return err
 	}
@@ -229,8 +239,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		go serveEcho(ctx, ln, "example-backend", log.Named("echo"))
 	}
-	metrics := admin.NewMetrics()
-	opts := f.proxyOptions(metrics)
 	if *f.accessLog != "" {
 		alog, closeLog, err := newAccessLog(*f.accessLog)
 		if err != nil {
