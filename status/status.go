@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,7 +153,7 @@ func mergeEntries[E any](out, stored, computed []E, controller gwv1.GatewayContr
 }
 
 func parentRefKey(r gwv1.ParentReference) string {
-	s := string(deref(r.Group)) + "/" + string(deref(r.Kind)) + "/" + string(deref(r.Namespace)) + "/" + string(r.Name) + "/" + string(deref(r.SectionName))
+	s := string(ptr.Deref(r.Group, "")) + "/" + string(ptr.Deref(r.Kind, "")) + "/" + string(ptr.Deref(r.Namespace, "")) + "/" + string(r.Name) + "/" + string(ptr.Deref(r.SectionName, ""))
 	if r.Port != nil {
 		s += "/" + strconv.Itoa(int(*r.Port))
 	}
@@ -246,14 +247,6 @@ func byName[T metav1.Object](in []T) []T {
 		return 0
 	})
 	return out
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // The Merge functions return a copy of obj with the computed status merged

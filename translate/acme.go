@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
@@ -107,7 +108,7 @@ func (ix *index) acmeListener(namespace string, protocol gwv1.ProtocolType, host
 		return ACMECertificate{}, false
 	}
 	ref := tls.CertificateRefs[0]
-	if ptrValue(ref.Group) != "" || (ref.Kind != nil && *ref.Kind != "Secret") {
+	if ptr.Deref(ref.Group, "") != "" || (ref.Kind != nil && *ref.Kind != "Secret") {
 		return ACMECertificate{}, false
 	}
 	if ref.Namespace != nil && string(*ref.Namespace) != namespace {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/conditions"
@@ -306,7 +307,7 @@ func (sh *SharedAddresses) own(res *resources.Resources) []gwv1.GatewayStatusAdd
 		}
 	}
 	return slices.CompactFunc(out, func(a, b gwv1.GatewayStatusAddress) bool {
-		return ptrValue(a.Type) == ptrValue(b.Type) && a.Value == b.Value
+		return ptr.Deref(a.Type, "") == ptr.Deref(b.Type, "") && a.Value == b.Value
 	})
 }
 

@@ -183,8 +183,8 @@ func TestGatewayStaticAddresses(t *testing.T) {
 		gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: c.name}]
 		var got []string
 		for _, a := range gs.Addresses {
-			if ptrValue(a.Type) != gwv1.IPAddressType {
-				t.Errorf("%s: address %q has type %q", c.name, a.Value, ptrValue(a.Type))
+			if ptr.Deref(a.Type, "") != gwv1.IPAddressType {
+				t.Errorf("%s: address %q has type %q", c.name, a.Value, ptr.Deref(a.Type, ""))
 			}
 			got = append(got, a.Value)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/resources"
@@ -170,7 +171,7 @@ func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
 			if ref.Group != "" || ref.Kind != "Service" {
 				continue // reported by evaluatePolicy
 			}
-			target := tlsTarget{nn(p.Namespace, string(ref.Name)), string(ptrValue(ref.SectionName))}
+			target := tlsTarget{nn(p.Namespace, string(ref.Name)), string(ptr.Deref(ref.SectionName, ""))}
 			if slices.Contains(v.wants, target) {
 				continue // listed twice
 			}
@@ -229,7 +230,7 @@ func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTL
 		v.resolved = *resolved
 	}
 
-	wellKnown := ptrValue(val.WellKnownCACertificates)
+	wellKnown := ptr.Deref(val.WellKnownCACertificates, "")
 	switch {
 	case len(val.CACertificateRefs) > 0 && wellKnown != "":
 		invalid("caCertificateRefs and wellKnownCACertificates are both set; set one of them")
@@ -496,11 +497,11 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 			if ps.ControllerName != controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
 				continue
 			}
-			parent := nn(string(ptrValue(ps.ParentRef.Namespace)), string(ps.ParentRef.Name))
+			parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, "")), string(ps.ParentRef.Name))
 			if parent.Namespace == "" {
 				parent.Namespace = r.Namespace
 			}
-			if ptrValue(ps.ParentRef.Kind) == "ListenerSet" {
+			if ptr.Deref(ps.ParentRef.Kind, "") == "ListenerSet" {
 				gw, ok := lsParent[parent]
 				if !ok {
 					continue
@@ -513,10 +514,10 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 			continue
 		}
 		visit := func(ref gwv1.BackendObjectReference) {
-			if ptrValue(ref.Group) != "" || (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
+			if ptr.Deref(ref.Group, "") != "" || (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
 				return
 			}
-			svc := nn(string(ptrValue(ref.Namespace)), string(ref.Name))
+			svc := nn(string(ptr.Deref(ref.Namespace, "")), string(ref.Name))
 			if svc.Namespace == "" {
 				svc.Namespace = r.Namespace
 			}

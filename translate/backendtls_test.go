@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"portico.dev/portico/sni/snitest"
 )
@@ -170,7 +171,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 			continue
 		}
 		e := entries[0]
-		if ptrValue(e.AncestorRef.Kind) != "Gateway" || e.AncestorRef.Name != "gw" || ptrValue(e.AncestorRef.Namespace) != "apps" || e.ControllerName != DefaultControllerName {
+		if ptr.Deref(e.AncestorRef.Kind, "") != "Gateway" || e.AncestorRef.Name != "gw" || ptr.Deref(e.AncestorRef.Namespace, "") != "apps" || e.ControllerName != DefaultControllerName {
 			t.Errorf("%s: ancestor %+v by %s", c.policy, e.AncestorRef, e.ControllerName)
 		}
 		acc := meta.FindStatusCondition(e.Conditions, "Accepted")

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/routing"
@@ -130,7 +131,7 @@ func joinHostPort(host, portSuffix string) string {
 // way kube-proxy pairs them.
 func slicePort(es *discoveryv1.EndpointSlice, name string) (int32, bool) {
 	for _, p := range es.Ports {
-		if ptrValue(p.Name) == name && p.Port != nil {
+		if ptr.Deref(p.Name, "") == name && p.Port != nil {
 			return *p.Port, true
 		}
 	}

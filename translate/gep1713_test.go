@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/proxy"
@@ -180,7 +181,7 @@ func (f *gepFixture) gatewayHas(name string, want ...gepCond) {
 func (f *gepFixture) attachedListenerSets(name string, want int32) {
 	f.t.Helper()
 	_, st := f.gateway(name)
-	if got := ptrValue(st.AttachedListenerSets); got != want {
+	if got := ptr.Deref(st.AttachedListenerSets, 0); got != want {
 		f.t.Errorf("Gateway %s: attachedListenerSets %d, want %d", name, got, want)
 	}
 }
@@ -848,7 +849,7 @@ func TestGEP1713StatusDoesNotLeak(t *testing.T) {
 			own := map[string]bool{ls.Name: true, ls.Namespace: true}
 			for _, l := range ls.Spec.Listeners {
 				own[string(l.Name)] = true
-				own[string(ptrValue(l.Hostname))] = true
+				own[string(ptr.Deref(l.Hostname, ""))] = true
 				for _, s := range gepSecretNames(l.TLS) {
 					own[s] = true
 				}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/routing"
@@ -78,7 +79,7 @@ func (t *translation) services() map[types.NamespacedName]routing.Service {
 		start := len(ports)
 		key := nn(svc.Namespace, svc.Name)
 		for _, p := range svc.Spec.Ports {
-			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptrValue(p.AppProtocol),
+			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptr.Deref(p.AppProtocol, ""),
 				TLS: t.tls.forPort(key, p.Name)})
 		}
 		rs := routing.Service{}
