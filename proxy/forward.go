@@ -210,6 +210,12 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away; nobody reads this answer
 	}
+	if errors.Is(err, errClientTooSlow) {
+		// The client was cut (see pacer), not the backend's fault.
+		log.Debug("request body too slow", zap.String("host", r.Host), zap.Error(err))
+		w.WriteHeader(http.StatusRequestTimeout)
+		return
+	}
 	addr := ""
 	if x != nil {
 		addr = x.addr

@@ -39,7 +39,10 @@ var errClientTooSlow = errors.New("client too slow")
 // makes the forwarder give up the response and close the backend's. An
 // HTTP/1 connection is closed, an HTTP/2 stream reset.
 type pacer struct {
-	rc     *http.ResponseController
+	rc *http.ResponseController
+	// conn is the client's connection when it serves only this request
+	// (HTTP/1), nil for an HTTP/2 stream.
+	conn   *trackedConn
 	idle   time.Duration
 	rate   int64
 	window time.Duration
@@ -50,6 +53,8 @@ type pacer struct {
 	timer *time.Timer
 	done  bool
 	cut   atomic.Pointer[string] // why the request was cut
+	// bodyCut is set when the cut was of the request body.
+	bodyCut atomic.Bool
 }
 
 // paceOp is one direction of a request: the deadline of the read or write
@@ -126,10 +131,19 @@ func (p *pacer) cutLocked(read bool, why string) {
 	}
 	now := time.Now()
 	if read {
+		p.bodyCut.Store(true)
 		_ = p.rc.SetReadDeadline(now)
-	} else {
-		_ = p.rc.SetWriteDeadline(now)
+		return
 	}
+	if p.conn != nil {
+		// What the kernel still buffers for a client that does not read
+		// is dropped with a reset when the connection closes, instead of
+		// trickling out to it at its pace.
+		if tc, ok := p.conn.Conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	_ = p.rc.SetWriteDeadline(now)
 }
 
 func (p *pacer) cutNow(read bool, why string) {
@@ -187,6 +201,31 @@ type pacedWriter struct {
 	// pending are the bytes written since the last flush: what the next
 	// flush waits on the client to take.
 	pending int
+	// answered is set once a final status was written; discard when the
+	// client is told 408 instead of what was being answered.
+	answered, discard bool
+}
+
+// WriteHeader answers 408 to a request whose body was cut, whatever the
+// backend made of the truncated request (usually the forwarder's 502, or
+// a backend's own answer when it gave up on the body first).
+func (w *pacedWriter) WriteHeader(code int) {
+	if code < 200 || w.answered {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.answered = true
+	if !w.p.bodyCut.Load() || code == http.StatusRequestTimeout {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.discard = true
+	h := w.Header()
+	clear(h)
+	h.Set("Connection", "close")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.ResponseWriter.WriteHeader(http.StatusRequestTimeout)
+	_, _ = io.WriteString(w.ResponseWriter, "request body too slow\n")
 }
 
 func (w *pacedWriter) allowed(n int) time.Duration {
@@ -198,6 +237,12 @@ func (w *pacedWriter) allowed(n int) time.Duration {
 }
 
 func (w *pacedWriter) Write(b []byte) (int, error) {
+	if !w.answered {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(b), nil
+	}
 	w.pending += len(b)
 	start := time.Now()
 	w.p.write.begin(start, w.allowed(w.pending))
@@ -255,6 +300,7 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	defer p.stop()
 	h1 := r.ProtoMajor == 1
 	if h1 {
+		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 		// A write deadline left from the previous request on this
 		// connection must not cut this one.
 		_ = p.rc.SetWriteDeadline(time.Time{})
@@ -268,6 +314,11 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	}
 	pw := &pacedWriter{ResponseWriter: w, p: p, ps: ps}
 	ps.serveHTTP(pw, r)
+	if !pw.answered && p.bodyCut.Load() {
+		// Cutting an HTTP/1 body cancels the request's context, and the
+		// forwarder does not answer a request whose context ended.
+		pw.WriteHeader(http.StatusRequestTimeout)
+	}
 	if h1 && p.idle > 0 && p.cut.Load() == nil {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.

@@ -62,8 +62,11 @@ func (t *trackedConn) Close() error {
 type connKey struct{}
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	switch cc := c.(type) {
+	case *tls.Conn:
+		c = cc.NetConn()
+	case *peekedConn: // HTTP/1 on a plain HTTP port
+		c = cc.Conn
 	}
 	if t, ok := c.(*trackedConn); ok {
 		return context.WithValue(ctx, connKey{}, t)

@@ -1,0 +1,783 @@
+package proxy
+
+// The reliability suite: each TestReliability... test replays an attack on
+// a port over real sockets, with the limits scaled down through Options so
+// that it takes seconds, and asserts bounds on what it costs Portico: the
+// requests that reach the backend, the process's open file descriptors,
+// its resident memory and the time until the attacking connection is
+// closed. hack/reliability.sh runs them all.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/sni"
+	"portico.dev/portico/sni/snitest"
+)
+
+// relRuntime is a Runtime on loopback with opts changed by set.
+func relRuntime(t *testing.T, set func(*Options)) *Runtime {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = 2 * time.Second
+	if set != nil {
+		set(&opts)
+	}
+	rt := New(opts, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	return rt
+}
+
+// relBackend serves h on loopback and counts the requests that reach it.
+func relBackend(t *testing.T, h http.HandlerFunc) (string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h(w, r)
+	})}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), &n
+}
+
+// relHTTPPort applies a plain HTTP port routing everything to backend.
+func relHTTPPort(t *testing.T, rt *Runtime, backend string) string {
+	t.Helper()
+	p := freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p, "svc", backend)); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p)
+}
+
+// relHostname is the name the HTTPS port of relHTTPSPort serves.
+const relHostname = "app.example.com"
+
+// relHTTPSPort applies an HTTPS port serving relHostname, routing
+// everything to backend, and returns its address and a client config that
+// trusts it.
+func relHTTPSPort(t *testing.T, rt *Runtime, backend string) (string, *tls.Config) {
+	t.Helper()
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue(snitest.ECDSA, 2, relHostname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := sni.ParseKeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Listener{Key: "Gateway/ns/gw/https", Hostname: relHostname, Routes: routeTable(t, "svc")}
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", backend)
+	cfg.Ports[0].Protocol = HTTPS
+	cfg.Ports[0].All = []*Listener{l}
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{relHostname}, []*Listener{l})
+	cfg.Ports[0].SNI = sni.NewTable([]*sni.Entry{{Hostname: relHostname, Certificates: []*tls.Certificate{cert}, Value: l}})
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p), &tls.Config{ServerName: relHostname, RootCAs: ca.Pool}
+}
+
+// openFDs counts the file descriptors of the test process.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
+}
+
+// rssBytes is the resident memory of the test process.
+func rssBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS")
+	return 0
+}
+
+// resources is what an attack may cost the process: it is taken before
+// the attack and checked after.
+type resources struct {
+	fds int
+	rss int64
+}
+
+func takeResources(t *testing.T) resources { return resources{fds: openFDs(t), rss: rssBytes(t)} }
+
+// check asserts that, within a few seconds, the process holds at most
+// extraFDs more descriptors than before and grew by at most maxRSS.
+func (r resources) check(t *testing.T, extraFDs int, maxRSS int64) {
+	t.Helper()
+	var fds int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fds = openFDs(t); fds <= r.fds+extraFDs || time.Now().After(deadline) {
+			break
+		}
+	}
+	if fds > r.fds+extraFDs {
+		t.Errorf("file descriptors: %d after the attack, %d before (at most %d more allowed)", fds, r.fds, extraFDs)
+	}
+	if grown := rssBytes(t) - r.rss; grown > maxRSS {
+		t.Errorf("resident memory grew by %d MiB (at most %d MiB allowed)", grown>>20, maxRSS>>20)
+	}
+}
+
+// closedWithin reads c until it is closed by the other side and fails
+// the test if that takes longer than limit. It returns what was read.
+func closedWithin(t *testing.T, c net.Conn, limit time.Duration) string {
+	t.Helper()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(limit))
+	b, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatalf("connection still open after %v (read %d bytes)", limit, len(b))
+	}
+	t.Logf("connection closed after %v", time.Since(start).Round(time.Millisecond))
+	return string(b)
+}
+
+// waitFor polls cond for up to limit and reports whether it held.
+func waitFor(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// pacedOptions are limits scaled down so that the pacing tests take a
+// second or two: 500 ms idle, 64 KiB/s over 500 ms windows.
+func pacedOptions(o *Options) {
+	o.ClientIdleTimeout = 500 * time.Millisecond
+	o.ClientMinRate = 64 << 10
+	o.ClientRateWindow = 500 * time.Millisecond
+}
+
+// bodyReader is a backend that reads the whole request body and reports
+// how that ended.
+func bodyReader(t *testing.T) (string, *atomic.Int64, chan error) {
+	ended := make(chan error, 16)
+	addr, n := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.Copy(io.Discard, r.Body)
+		ended <- err
+		if err == nil {
+			io.WriteString(w, "got it")
+		}
+	})
+	return addr, n, ended
+}
+
+// TestReliabilitySlowBody: a request body that trickles in (slowhttptest
+// -B, R-U-Dead-Yet) or stops is cut by pace, not held forever, and the
+// backend's request is aborted with it.
+func TestReliabilitySlowBody(t *testing.T) {
+	cases := []struct {
+		name string
+		head string
+		drip string // sent one byte every 100 ms, far below 1 KiB/s
+	}{
+		{"trickle with Content-Length", "Content-Length: 100000\r\n", strings.Repeat("x", 1000)},
+		{"stalled with Content-Length", "Content-Length: 100000\r\n", ""},
+		{"stalled chunked", "Transfer-Encoding: chunked\r\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := relRuntime(t, pacedOptions)
+			backend, _, ended := bodyReader(t)
+			addr := relHTTPPort(t, rt, backend)
+			before := takeResources(t)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: a\r\n%s\r\n", tc.head)
+			if strings.Contains(tc.head, "chunked") {
+				io.WriteString(c, "10\r\n0123456789abcdef\r\n") // one chunk, then nothing
+			}
+			go func() {
+				for i := range len(tc.drip) {
+					if _, err := c.Write([]byte{tc.drip[i]}); err != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			// Window or idle timeout (500 ms) plus the time the backend
+			// request takes to fail, with room for a loaded machine.
+			answer := closedWithin(t, c, 3*time.Second)
+			if !strings.HasPrefix(answer, "HTTP/1.1 408") {
+				t.Errorf("answer %q, want 408", answer)
+			}
+			select {
+			case err := <-ended:
+				if err == nil {
+					t.Error("the backend read the whole body")
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the backend request was not aborted")
+			}
+			c.Close()
+			before.check(t, 2, 32<<20)
+		})
+	}
+}
+
+// TestReliabilitySlowRead: a client that never reads the answer to a large
+// download (slowhttptest -X) is cut, and the backend's response is
+// abandoned so its connection is freed.
+func TestReliabilitySlowRead(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "h2c"} {
+		t.Run(proto, func(t *testing.T) {
+			rt := relRuntime(t, pacedOptions)
+			ended := make(chan error, 1)
+			backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+				chunk := make([]byte, 64<<10)
+				for {
+					if _, err := w.Write(chunk); err != nil {
+						ended <- err
+						return
+					}
+				}
+			})
+			addr := relHTTPPort(t, rt, backend)
+			before := takeResources(t)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.(*net.TCPConn).SetReadBuffer(4096)
+			if proto == "h2c" {
+				h2Start(t, c, 0)
+			} else {
+				io.WriteString(c, "GET /download HTTP/1.1\r\nHost: a\r\n\r\n")
+			}
+			start := time.Now()
+			select {
+			case <-ended:
+				t.Logf("backend response abandoned after %v", time.Since(start).Round(time.Millisecond))
+			case <-time.After(5 * time.Second):
+				t.Fatal("the backend is still sending after 5s to a client that reads nothing")
+			}
+			if proto == "HTTP/1.1" {
+				// Reset, not left to trickle out what the kernel buffers.
+				closedWithin(t, c, 3*time.Second)
+			}
+			c.Close()
+			before.check(t, 2, 64<<20)
+		})
+	}
+}
+
+// TestReliabilitySlowButProgressing: what moves is never cut, however long
+// it lasts: an event stream whose backend pauses longer than the idle
+// timeout, and an upload above the minimum rate lasting several windows.
+func TestReliabilitySlowButProgressing(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			n, err := io.Copy(io.Discard, r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			fmt.Fprintf(w, "%d", n)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 4 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			http.NewResponseController(w).Flush() //nolint:errcheck // test backend
+			time.Sleep(700 * time.Millisecond)    // longer than the idle timeout
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+
+	t.Run("event stream", func(t *testing.T) {
+		c := &http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Get("http://" + addr + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || strings.Count(string(b), "data: ") != 4 {
+			t.Fatalf("stream cut: %q, %v", b, err)
+		}
+	})
+	t.Run("upload at twice the minimum rate", func(t *testing.T) {
+		const size = 256 << 10 // 2 s at 128 KiB/s: four windows
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
+		for range size / (8 << 10) {
+			c.Write(make([]byte, 8<<10))
+			time.Sleep(time.Second / 16)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != strconv.Itoa(size) {
+			t.Errorf("upload: %d %q", resp.StatusCode, b)
+		}
+	})
+}
+
+// TestReliabilityConnectionCap: at the cap of a port, a new connection is
+// reset at once, not queued; the connections already open go on working,
+// and a place freed is taken again.
+func TestReliabilityConnectionCap(t *testing.T) {
+	const limit = 4
+	rt := relRuntime(t, func(o *Options) { o.MaxConnsPerPort = limit })
+	backend, hits := relBackend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	addr := relHTTPPort(t, rt, backend)
+	get := func(c net.Conn, br *bufio.Reader) error {
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	type conn struct {
+		net.Conn
+		br *bufio.Reader
+	}
+	var open []conn
+	for range limit {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		open = append(open, conn{c, bufio.NewReader(c)})
+		if err := get(c, open[len(open)-1].br); err != nil {
+			t.Fatalf("connection under the cap: %v", err)
+		}
+	}
+	before := hits.Load()
+	start := time.Now()
+	for range 20 {
+		extra, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue // refused outright is fine too
+		}
+		if err := get(extra, bufio.NewReader(extra)); err == nil {
+			t.Fatal("a connection over the cap was served")
+		}
+		extra.Close()
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("20 connections over the cap took %v to be turned away", d)
+	}
+	if hits.Load() != before {
+		t.Errorf("%d requests over the cap reached the backend", hits.Load()-before)
+	}
+	for i, c := range open {
+		if err := get(c, c.br); err != nil {
+			t.Errorf("connection %d under the cap, after the refusals: %v", i, err)
+		}
+	}
+	open[0].Close()
+	if !waitFor(3*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return get(c, bufio.NewReader(c)) == nil
+	}) {
+		t.Error("a place freed under the cap was not taken again")
+	}
+}
+
+// h2Client speaks HTTP/2 frame by frame, as an attacker would.
+type h2Client struct {
+	c      net.Conn
+	fr     *http2.Framer
+	scheme string
+	mu     sync.Mutex // serializes writes
+	hbuf   bytes.Buffer
+	enc    *hpack.Encoder
+}
+
+// newH2Client sends the preface and SETTINGS on c.
+func newH2Client(t *testing.T, c net.Conn, scheme string, settings ...http2.Setting) *h2Client {
+	t.Helper()
+	h := &h2Client{c: c, fr: http2.NewFramer(c, c), scheme: scheme}
+	h.enc = hpack.NewEncoder(&h.hbuf)
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// get opens stream id with a GET of path.
+func (h *h2Client) get(id uint32, path string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", h.scheme}, {":authority", relHostname}, {":path", path}} {
+		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // writes to a buffer
+	}
+	return h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+}
+
+func (h *h2Client) write(f func(*http2.Framer) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return f(h.fr)
+}
+
+// h2Outcome is how the server ended an HTTP/2 connection.
+type h2Outcome struct {
+	goAway *http2.GoAwayFrame // nil: none received
+	closed time.Time          // when reading failed
+}
+
+// readUntilClosed reads frames (acknowledging SETTINGS) until the
+// connection fails, and reports the GOAWAY it saw.
+func (h *h2Client) readUntilClosed() <-chan h2Outcome {
+	out := make(chan h2Outcome, 1)
+	go func() {
+		var o h2Outcome
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				o.closed = time.Now()
+				out <- o
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() }) //nolint:errcheck // the server may be gone
+				}
+			case *http2.GoAwayFrame:
+				if o.goAway == nil {
+					o.goAway = f
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// h2Start opens a cleartext HTTP/2 connection on c with one GET of a large
+// download, whose answer is never read: the client's window stays shut.
+func h2Start(t *testing.T, c net.Conn, _ int) {
+	t.Helper()
+	h := newH2Client(t, c, "http")
+	if err := h.get(1, "/download"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReliabilityH2RapidReset: paced HEADERS+RST_STREAM pairs (50 every
+// 5 ms, as in CVE-2023-44487) end with GOAWAY(ENHANCE_YOUR_CALM) and a
+// closed connection, over TLS and cleartext, and only a bounded number of
+// the requests reach the backend.
+func TestReliabilityH2RapidReset(t *testing.T) {
+	const maxGlitches = 100
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			rt := relRuntime(t, func(o *Options) { o.H2MaxGlitches = maxGlitches })
+			backend, hits := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+				select { // some work, so a reset arrives before the answer
+				case <-time.After(50 * time.Millisecond):
+				case <-r.Context().Done():
+				}
+			})
+			before := takeResources(t)
+			var c net.Conn
+			var err error
+			if scheme == "http" {
+				c, err = net.Dial("tcp", relHTTPPort(t, rt, backend))
+			} else {
+				addr, cfg := relHTTPSPort(t, rt, backend)
+				cfg.NextProtos = []string{"h2"}
+				c, err = tls.Dial("tcp", addr, cfg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			h := newH2Client(t, c, scheme)
+			outcome := h.readUntilClosed()
+			start := time.Now()
+			id, sent := uint32(1), 0
+			var o h2Outcome
+		attack:
+			for time.Since(start) < 5*time.Second {
+				for range 50 {
+					if h.get(id, "/") != nil || h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }) != nil {
+						break
+					}
+					id += 2
+					sent++
+				}
+				select {
+				case o = <-outcome:
+					break attack
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if o.closed.IsZero() {
+				select {
+				case o = <-outcome:
+				case <-time.After(3 * time.Second):
+					t.Fatalf("connection still open after %d reset streams", sent)
+				}
+			}
+			t.Logf("%d streams sent and reset, %d reached the backend, closed after %v", sent, hits.Load(), o.closed.Sub(start).Round(time.Millisecond))
+			if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %+v, want ENHANCE_YOUR_CALM", o.goAway)
+			}
+			// The requests started before the limit, and those the
+			// server read in the same chunk as the one that passed it.
+			if n := hits.Load(); n > maxGlitches+20 {
+				t.Errorf("%d requests reached the backend, want at most %d", n, maxGlitches+20)
+			}
+			if d := o.closed.Sub(start); d > 3*time.Second {
+				t.Errorf("closed after %v", d)
+			}
+			c.Close()
+			before.check(t, 4, 64<<20)
+		})
+	}
+}
+
+// TestReliabilityH2ControlFlood: a connection that sends nothing but
+// PINGs, SETTINGS or empty DATA frames gets GOAWAY(ENHANCE_YOUR_CALM).
+func TestReliabilityH2ControlFlood(t *testing.T) {
+	floods := map[string]func(*http2.Framer) error{
+		"PING":     func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{1}) },
+		"SETTINGS": func(fr *http2.Framer) error { return fr.WriteSettings() },
+		"PRIORITY": func(fr *http2.Framer) error {
+			return fr.WritePriority(3, http2.PriorityParam{StreamDep: 1, Weight: 1})
+		},
+		"WINDOW_UPDATE": func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1) },
+	}
+	rt := relRuntime(t, func(o *Options) { o.H2MaxGlitches = 100 })
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+	addr := relHTTPPort(t, rt, backend)
+	for name, flood := range floods {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			h := newH2Client(t, c, "http")
+			outcome := h.readUntilClosed()
+			var o h2Outcome
+		flood:
+			for range 1000 {
+				for range 10 {
+					if h.write(flood) != nil {
+						break
+					}
+				}
+				select {
+				case o = <-outcome:
+					break flood
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if o.closed.IsZero() {
+				select {
+				case o = <-outcome:
+				case <-time.After(3 * time.Second):
+					t.Fatal("connection still open after 10,000 frames")
+				}
+			}
+			if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %+v, want ENHANCE_YOUR_CALM", o.goAway)
+			}
+		})
+	}
+}
+
+// TestReliabilityWebSocketDrains: an upgraded connection open when the
+// runtime shuts down keeps working until the drain deadline, is closed
+// then (and its backend connection with it), and a shutdown does not wait
+// longer than the upgraded connections last.
+func TestReliabilityWebSocketDrains(t *testing.T) {
+	backendClosed := make(chan struct{}, 4)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" {
+			http.Error(w, "upgrade only", http.StatusBadRequest)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		for {
+			line, err := brw.ReadString('\n')
+			if err != nil {
+				backendClosed <- struct{}{}
+				return
+			}
+			io.WriteString(c, line)
+		}
+	})
+	open := func(t *testing.T, addr string) (net.Conn, func(string) error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(c)
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		echo := func(s string) error {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			if _, err := io.WriteString(c, s+"\n"); err != nil {
+				return err
+			}
+			line, err := br.ReadString('\n')
+			if err == nil && line != s+"\n" {
+				err = fmt.Errorf("echo %q, want %q", line, s)
+			}
+			return err
+		}
+		if err := echo("hello"); err != nil {
+			t.Fatal(err)
+		}
+		return c, echo
+	}
+	close := func(rt *Runtime, d time.Duration) <-chan time.Duration {
+		done := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			_ = rt.Close(ctx)
+			done <- time.Since(start)
+		}()
+		return done
+	}
+
+	t.Run("cut at the deadline", func(t *testing.T) {
+		rt := relRuntime(t, nil)
+		c, echo := open(t, relHTTPPort(t, rt, backend))
+		closed := close(rt, 1500*time.Millisecond)
+		time.Sleep(800 * time.Millisecond)
+		if err := echo("still there"); err != nil {
+			t.Fatalf("WebSocket cut %v into a 1.5s drain: %v", 800*time.Millisecond, err)
+		}
+		select {
+		case d := <-closed:
+			t.Fatalf("shutdown returned after %v with a WebSocket open", d)
+		default:
+		}
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("WebSocket not closed at the deadline: %v", err)
+		}
+		select {
+		case d := <-closed:
+			if d < 1400*time.Millisecond || d > 3*time.Second {
+				t.Errorf("shutdown took %v, want about the 1.5s drain", d)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("shutdown did not return")
+		}
+		select {
+		case <-backendClosed:
+		case <-time.After(2 * time.Second):
+			t.Error("the backend's side of the WebSocket stayed open")
+		}
+	})
+	t.Run("done before the deadline", func(t *testing.T) {
+		rt := relRuntime(t, nil)
+		c, _ := open(t, relHTTPPort(t, rt, backend))
+		closed := close(rt, 5*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		c.Close()
+		select {
+		case d := <-closed:
+			if d > 2*time.Second {
+				t.Errorf("shutdown took %v after the last WebSocket closed at 300ms", d)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("shutdown still waiting after the WebSocket closed")
+		}
+	})
+}
