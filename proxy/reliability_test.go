@@ -18,7 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,10 +177,8 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) string {
 	b, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		t.Fatalf("connection still open after %v (read %d bytes)", limit, len(b))
 	}
-	t.Logf("connection closed after %v", time.Since(start).Round(time.Millisecond))
 	return string(b)
 }
 
@@ -256,7 +254,9 @@ func TestReliabilitySlowBody(t *testing.T) {
 			}()
 			// Window or idle timeout (500 ms) plus the time the backend
 			// request takes to fail, with room for a loaded machine.
+			start := time.Now()
 			answer := closedWithin(t, c, 3*time.Second)
+			t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
 			if !strings.HasPrefix(answer, "HTTP/1.1 408") {
 				t.Errorf("answer %q, want 408", answer)
 			}
@@ -281,7 +281,13 @@ func TestReliabilitySlowRead(t *testing.T) {
 	for _, proto := range []string{"HTTP/1.1", "h2c"} {
 		t.Run(proto, func(t *testing.T) {
 			rt := relRuntime(t, pacedOptions)
-			ended := make(chan error, 1)
+			// Over HTTP/2, several streams of one connection, each with a
+			// backend request of its own.
+			streams := 1
+			if proto == "h2c" {
+				streams = 20
+			}
+			ended := make(chan error, streams)
 			backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
 				chunk := make([]byte, 64<<10)
 				for {
@@ -300,17 +306,19 @@ func TestReliabilitySlowRead(t *testing.T) {
 			defer c.Close()
 			_ = c.(*net.TCPConn).SetReadBuffer(4096)
 			if proto == "h2c" {
-				h2Start(t, c, 0)
+				h2Start(t, c, streams)
 			} else {
 				io.WriteString(c, "GET /download HTTP/1.1\r\nHost: a\r\n\r\n")
 			}
 			start := time.Now()
-			select {
-			case <-ended:
-				t.Logf("backend response abandoned after %v", time.Since(start).Round(time.Millisecond))
-			case <-time.After(5 * time.Second):
-				t.Fatal("the backend is still sending after 5s to a client that reads nothing")
+			for i := range streams {
+				select {
+				case <-ended:
+				case <-time.After(5*time.Second - time.Since(start)):
+					t.Fatalf("the backend is still sending %d of %d responses after 5s to a client that reads nothing", streams-i, streams)
+				}
 			}
+			t.Logf("%d backend responses abandoned after %v", streams, time.Since(start).Round(time.Millisecond))
 			if proto == "HTTP/1.1" {
 				// Reset, not left to trickle out what the kernel buffers.
 				closedWithin(t, c, 3*time.Second)
@@ -532,13 +540,15 @@ func (h *h2Client) readUntilClosed() <-chan h2Outcome {
 	return out
 }
 
-// h2Start opens a cleartext HTTP/2 connection on c with one GET of a large
-// download, whose answer is never read: the client's window stays shut.
-func h2Start(t *testing.T, c net.Conn, _ int) {
+// h2Start opens a cleartext HTTP/2 connection on c with n GETs of a large
+// download, whose answers are never read: the client's windows stay shut.
+func h2Start(t *testing.T, c net.Conn, n int) {
 	t.Helper()
 	h := newH2Client(t, c, "http")
-	if err := h.get(1, "/download"); err != nil {
-		t.Fatal(err)
+	for i := range n {
+		if err := h.get(uint32(2*i+1), "/download"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -780,4 +790,292 @@ func TestReliabilityWebSocketDrains(t *testing.T) {
 			t.Fatal("shutdown still waiting after the WebSocket closed")
 		}
 	})
+}
+
+// pathRecorder is a backend that remembers the paths it was asked for.
+func pathRecorder(t *testing.T) (string, *atomic.Int64, func() []string) {
+	var mu sync.Mutex
+	var paths []string
+	addr, n := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})
+	return addr, n, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(paths)
+	}
+}
+
+// TestReliabilitySlowlorisHeaders: connections that send their headers a
+// byte at a time are closed at the read-header timeout, and none of them
+// reaches the backend.
+func TestReliabilitySlowlorisHeaders(t *testing.T) {
+	const conns = 50
+	rt := relRuntime(t, func(o *Options) { o.ReadHeaderTimeout = 500 * time.Millisecond })
+	backend, hits, _ := pathRecorder(t)
+	addr := relHTTPPort(t, rt, backend)
+	before := takeResources(t)
+	var wg sync.WaitGroup
+	start := time.Now()
+	var late atomic.Int64
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Go(func() {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+			for _, b := range []byte("X-Slow: 0123456789012345678901234567890123456789\r\n") {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			late.Add(1) // sent everything without being cut
+		})
+	}
+	wg.Wait()
+	t.Logf("%d connections cut after %v", conns, time.Since(start).Round(time.Millisecond))
+	if late.Load() > 0 {
+		t.Errorf("%d slow connections were never closed", late.Load())
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d slow requests reached the backend", hits.Load())
+	}
+	before.check(t, conns+2, 32<<20)
+}
+
+// TestReliabilityStalledClientHello: TLS connections that send nothing, or
+// the first bytes of a ClientHello and no more, are closed at the
+// handshake timeout (the read-header timeout).
+func TestReliabilityStalledClientHello(t *testing.T) {
+	const conns = 50
+	rt := relRuntime(t, func(o *Options) { o.ReadHeaderTimeout = 500 * time.Millisecond })
+	backend, hits, _ := pathRecorder(t)
+	addr, _ := relHTTPSPort(t, rt, backend)
+	before := takeResources(t)
+	var cs []net.Conn
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i%2 == 1 {
+			c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01}) // a record header and one byte of 512
+		}
+		cs = append(cs, c)
+	}
+	start := time.Now()
+	for _, c := range cs {
+		closedWithin(t, c, 3*time.Second)
+	}
+	t.Logf("%d stalled handshakes closed after %v", conns, time.Since(start).Round(time.Millisecond))
+	if hits.Load() != 0 {
+		t.Errorf("%d requests reached the backend", hits.Load())
+	}
+	before.check(t, conns+2, 32<<20)
+}
+
+// TestReliabilityUnknownSNIFlood: handshakes for names no listener serves
+// fail at once with unrecognized_name, leave nothing behind, and the
+// served name goes on working. (ACME is not part of the proxy package:
+// certificates are looked up in the port's SNI table and a name missing
+// there never reaches an ACME manager, so the flood is the same with ACME
+// on.)
+func TestReliabilityUnknownSNIFlood(t *testing.T) {
+	const handshakes = 400
+	rt := relRuntime(t, nil)
+	backend, hits, _ := pathRecorder(t)
+	addr, cfg := relHTTPSPort(t, rt, backend)
+	before := takeResources(t)
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				c := cfg.Clone()
+				c.ServerName = fmt.Sprintf("nobody-%d.example.com", i)
+				conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, c)
+				if err == nil {
+					accepted.Add(1)
+					conn.Close()
+				} else if !strings.Contains(err.Error(), "unrecognized name") {
+					t.Errorf("handshake %d: %v, want unrecognized name", i, err)
+				}
+			}
+		})
+	}
+	for i := range handshakes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if accepted.Load() != 0 {
+		t.Errorf("%d handshakes for unknown names succeeded", accepted.Load())
+	}
+	before.check(t, 4, 64<<20)
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/", nil)
+	req.Host = relHostname
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("served name after the flood: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || hits.Load() != 1 {
+		t.Errorf("served name after the flood: %d, %d requests at the backend", resp.StatusCode, hits.Load())
+	}
+}
+
+// TestReliabilityContinuationFlood: an HTTP/2 header block that never ends
+// (CONTINUATION frames without END_HEADERS, CVE-2024-27316) is refused
+// once it passes the header size limit; it neither reaches the backend nor
+// makes the process grow.
+func TestReliabilityContinuationFlood(t *testing.T) {
+	rt := relRuntime(t, nil)
+	backend, hits, _ := pathRecorder(t)
+	addr := relHTTPPort(t, rt, backend)
+	before := takeResources(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newH2Client(t, c, "http")
+	outcome := h.readUntilClosed()
+	var field bytes.Buffer
+	enc := hpack.NewEncoder(&field)
+	// Never indexed: every copy is decoded again, none shrinks to an index.
+	enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("a", 4000), Sensitive: true}) //nolint:errcheck // to a buffer
+	block := bytes.Repeat(field.Bytes(), 4)
+	start := time.Now()
+	sent := 0
+	err = h.write(func(fr *http2.Framer) error {
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true})
+	})
+	var o h2Outcome
+flood:
+	for err == nil && sent < 64<<20 {
+		err = h.write(func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, block) })
+		sent += len(block)
+		select {
+		case o = <-outcome:
+			break flood
+		default:
+		}
+	}
+	if o.closed.IsZero() {
+		select {
+		case o = <-outcome:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("connection still open after %d MiB of header block", sent>>20)
+		}
+	}
+	t.Logf("closed after %d KiB of header block, %v", sent>>10, o.closed.Sub(start).Round(time.Millisecond))
+	// What the kernel buffers on both sides, a few MiB, is written
+	// whether the server reads it or not.
+	if sent > 16<<20 {
+		t.Errorf("%d MiB of one header block were taken before the connection closed", sent>>20)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d requests reached the backend", hits.Load())
+	}
+	c.Close()
+	before.check(t, 2, 32<<20)
+}
+
+// TestReliabilitySmugglingFramings: request framings that could make the
+// proxy and a backend disagree on where a request ends are refused, or
+// end the connection, so the request hidden in the body never reaches the
+// backend. (Content-Length together with Transfer-Encoding is tested with
+// the request handling.)
+func TestReliabilitySmugglingFramings(t *testing.T) {
+	const hidden = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+	cases := map[string]string{
+		"invalid chunk size":         "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + hidden,
+		"chunk size overflow":        "Transfer-Encoding: chunked\r\n\r\n10000000000000000" + strings.Repeat("0", 8) + "5\r\nhello\r\n0\r\n\r\n" + hidden,
+		"chunk without CRLF":         "Transfer-Encoding: chunked\r\n\r\n5\r\nhelloX0\r\n\r\n" + hidden,
+		"two Content-Lengths":        "Content-Length: 0\r\nContent-Length: 37\r\n\r\n" + hidden,
+		"Content-Length list":        "Content-Length: 0, 37\r\n\r\n" + hidden,
+		"negative Content-Length":    "Content-Length: -1\r\n\r\n" + hidden,
+		"Content-Length with sign":   "Content-Length: +37\r\n\r\n" + hidden,
+		"unknown transfer coding":    "Transfer-Encoding: identity\r\n\r\n" + hidden,
+		"chunked not last":           "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" + hidden,
+		"space before colon":         "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n" + hidden,
+		"bare LF in chunk extension": "Transfer-Encoding: chunked\r\n\r\n0;a\nb\r\n\r\n" + hidden,
+	}
+	rt := relRuntime(t, nil)
+	backend, _, paths := pathRecorder(t)
+	addr := relHTTPPort(t, rt, backend)
+	before := takeResources(t)
+	for name, rest := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "POST /front HTTP/1.1\r\nHost: a\r\n"+rest)
+			answer := closedWithin(t, c, 3*time.Second)
+			if n := strings.Count(answer, "HTTP/1.1 "); n > 1 {
+				t.Errorf("%d answers on the connection: %q", n, answer)
+			}
+		})
+	}
+	if got := paths(); slices.Contains(got, "/smuggled") {
+		t.Errorf("a hidden request reached the backend: %q", got)
+	}
+	before.check(t, 2, 32<<20)
+}
+
+// TestReliabilityOversizeHeaders: headers beyond MaxHeaderBytes are
+// answered 431 without reaching the backend, and many at once leave
+// nothing behind.
+func TestReliabilityOversizeHeaders(t *testing.T) {
+	const conns = 20
+	rt := relRuntime(t, func(o *Options) { o.MaxHeaderBytes = 16 << 10 })
+	backend, hits, _ := pathRecorder(t)
+	addr := relHTTPPort(t, rt, backend)
+	before := takeResources(t)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			go func() {
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+				for range 64 { // 1 MiB of headers
+					if _, err := fmt.Fprintf(c, "X-Big: %s\r\n", strings.Repeat("b", 16<<10)); err != nil {
+						return
+					}
+				}
+			}()
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Errorf("oversize headers: %v", err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("oversize headers: %d, want 431", resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	if hits.Load() != 0 {
+		t.Errorf("%d requests reached the backend", hits.Load())
+	}
+	before.check(t, 2, 32<<20)
 }
