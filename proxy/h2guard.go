@@ -51,7 +51,8 @@ type h2Limits struct {
 //     happens when the client breaks the protocol on that stream;
 //   - SETTINGS after the first, every PING and PRIORITY, DATA frames that
 //     are empty and do not end the stream, frames of unknown types, and
-//     WINDOW_UPDATEs beyond two per DATA frame the server sent.
+//     WINDOW_UPDATEs beyond two per DATA frame and per 512 bytes the
+//     server sent.
 //
 // Past the limit the next read fails with ENHANCE_YOUR_CALM as a
 // connection error: the HTTP/2 server then sends GOAWAY itself, at a frame
@@ -184,11 +185,14 @@ func (g *h2Guard) inbound(typ, flags byte, length int, id uint32) bool {
 }
 
 // outbound looks at one frame header the server sends.
-func (g *h2Guard) outbound(typ, _ byte, _ int, id uint32) bool {
+func (g *h2Guard) outbound(typ, _ byte, length int, id uint32) bool {
 	switch typ {
 	case frameData:
+		// Clients return window as they consume, in steps as small as a
+		// few KiB, for the stream and the connection each: two updates
+		// per 512 bytes sent is generous and still ties them to data.
 		g.mu.Lock()
-		g.windowCredit = min(g.windowCredit+2, 1<<20)
+		g.windowCredit = min(g.windowCredit+2+length/256, 1<<20)
 		g.mu.Unlock()
 	case frameHeaders:
 		g.mu.Lock()
