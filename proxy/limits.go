@@ -39,7 +39,7 @@ var errClientTooSlow = errors.New("client too slow")
 // makes the forwarder give up the response and close the backend's. An
 // HTTP/1 connection is closed, an HTTP/2 stream reset.
 type pacer struct {
-	rc *http.ResponseController
+	rc http.ResponseController
 	// conn is the client's connection when it serves only this request
 	// (HTTP/1), nil for an HTTP/2 stream.
 	conn   *trackedConn
@@ -84,15 +84,16 @@ func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) b
 	return slow
 }
 
-func newPacer(w http.ResponseWriter, opts *Options) *pacer {
-	p := &pacer{rc: http.NewResponseController(w), idle: opts.ClientIdleTimeout, window: opts.ClientRateWindow}
+// start begins pacing the request answered through w.
+func (p *pacer) start(w http.ResponseWriter, opts *Options) {
+	p.rc = *http.NewResponseController(w)
+	p.idle, p.window = opts.ClientIdleTimeout, opts.ClientRateWindow
 	if opts.ClientMinRate > 0 {
 		p.rate = int64(opts.ClientMinRate)
 	}
 	if p.idle > 0 {
 		p.timer = time.AfterFunc(p.idle, p.watch)
 	}
-	return p
 }
 
 // watch runs on a timer: it cuts the operation that overstayed its
@@ -198,6 +199,8 @@ type pacedWriter struct {
 	http.ResponseWriter
 	p  *pacer
 	ps *portServer
+	// pacer is p, allocated with the writer.
+	pacer pacer
 	// pending are the bytes written since the last flush: what the next
 	// flush waits on the client to take.
 	pending int
@@ -296,7 +299,10 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		ps.untracked.begin()
 		defer ps.untracked.end()
 	}
-	p := newPacer(w, opts)
+	pw := &pacedWriter{ResponseWriter: w, ps: ps}
+	p := &pw.pacer
+	pw.p = p
+	p.start(w, opts)
 	defer p.stop()
 	h1 := r.ProtoMajor == 1
 	if h1 {
@@ -312,7 +318,6 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = b
 	}
-	pw := &pacedWriter{ResponseWriter: w, p: p, ps: ps}
 	ps.serveHTTP(pw, r)
 	if !pw.answered && p.bodyCut.Load() {
 		// Cutting an HTTP/1 body cancels the request's context, and the
