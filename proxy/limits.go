@@ -49,11 +49,12 @@ type pacer struct {
 
 	read, write paceOp
 
-	mu    sync.Mutex // guards timer, done and cut against the watchdog
-	timer *time.Timer
-	done  bool
-	cut   atomic.Pointer[string] // why the request was cut
-	// bodyCut is set when the cut was of the request body.
+	mu       sync.Mutex // guards timer, done and writeCut against the watchdog
+	timer    *time.Timer
+	done     bool
+	writeCut bool
+	cut      atomic.Pointer[string] // why the request was first cut
+	// bodyCut is set once the request body was cut.
 	bodyCut atomic.Bool
 }
 
@@ -88,7 +89,7 @@ func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) b
 func (p *pacer) start(w http.ResponseWriter, opts *Options) {
 	p.rc = *http.NewResponseController(w)
 	p.idle, p.window = opts.ClientIdleTimeout, opts.ClientRateWindow
-	if opts.ClientMinRate > 0 {
+	if opts.ClientMinRate > 0 && p.window > 0 {
 		p.rate = int64(opts.ClientMinRate)
 	}
 	if p.idle > 0 {
@@ -115,8 +116,10 @@ func (p *pacer) watch() {
 			continue
 		}
 		if now.UnixNano() >= d {
+			// The other direction stays watched: the answer to a cut
+			// body is written under the same rules.
 			p.cutLocked(op.read, "idle")
-			return
+			continue
 		}
 		if t := time.Unix(0, d); t.Before(next) {
 			next = t
@@ -127,15 +130,21 @@ func (p *pacer) watch() {
 
 // cutLocked makes the read or write waiting on the client fail now.
 func (p *pacer) cutLocked(read bool, why string) {
-	if p.done || !p.cut.CompareAndSwap(nil, &why) {
+	if p.done {
 		return
 	}
+	p.cut.CompareAndSwap(nil, &why)
 	now := time.Now()
 	if read {
-		p.bodyCut.Store(true)
-		_ = p.rc.SetReadDeadline(now)
+		if !p.bodyCut.Swap(true) {
+			_ = p.rc.SetReadDeadline(now)
+		}
 		return
 	}
+	if p.writeCut {
+		return
+	}
+	p.writeCut = true
 	if p.conn != nil {
 		// What the kernel still buffers for a client that does not read
 		// is dropped with a reset when the connection closes, instead of
@@ -324,11 +333,11 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		// forwarder does not answer a request whose context ended.
 		pw.WriteHeader(http.StatusRequestTimeout)
 	}
-	if h1 && p.idle > 0 && p.cut.Load() == nil {
+	if h1 && p.idle > 0 {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.
 		p.mu.Lock()
-		if !p.done {
+		if !p.done && !p.writeCut {
 			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
 		}
 		p.mu.Unlock()
