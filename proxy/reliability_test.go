@@ -1079,3 +1079,129 @@ func TestReliabilityOversizeHeaders(t *testing.T) {
 	}
 	before.check(t, 2, 32<<20)
 }
+
+// TestReliabilityH2SlowBody: over HTTP/2 a request body that trickles in
+// is cut as over HTTP/1: the stream is answered 408, the backend request
+// aborted, and the connection serves on.
+func TestReliabilityH2SlowBody(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	backend, _, ended := bodyReader(t)
+	addr := relHTTPPort(t, rt, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newH2Client(t, c, "http")
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	statuses := make(chan string, 4)
+	go func() {
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				close(statuses)
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() }) //nolint:errcheck // test client
+				}
+			case *http2.MetaHeadersFrame:
+				statuses <- fmt.Sprintf("%d %s", f.StreamID, f.PseudoValue("status"))
+			}
+		}
+	}()
+	post := func(id uint32) error {
+		return h.write(func(fr *http2.Framer) error {
+			h.hbuf.Reset()
+			for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", relHostname}, {":path", "/upload"}, {"content-length", "100000"}} {
+				h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // to a buffer
+			}
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hbuf.Bytes(), EndHeaders: true})
+		})
+	}
+	if err := post(1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if h.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, []byte{'x'}) }) != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case s := <-statuses:
+		t.Logf("answered %q after %v", s, time.Since(start).Round(time.Millisecond))
+		if s != "1 408" {
+			t.Errorf("stream answered %q, want 1 408", s)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a trickling stream is still open after 3s")
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the backend read the whole body")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the backend request was not aborted")
+	}
+	// The connection is fine: another stream gets its answer.
+	if err := h.get(3, "/"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-statuses:
+		if s != "3 200" {
+			t.Errorf("next stream answered %q", s)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no answer to the next stream")
+	}
+}
+
+// TestReliabilityH2RefusedStreams: a client that opens streams far beyond
+// the concurrency the server advertised gets them refused, and past the
+// abuse limit GOAWAY(ENHANCE_YOUR_CALM); only the streams the server
+// accepted reach the backend.
+func TestReliabilityH2RefusedStreams(t *testing.T) {
+	const streams = 10
+	rt := relRuntime(t, func(o *Options) { o.MaxConcurrentStreams = streams; o.H2MaxGlitches = 50 })
+	backend, hits := relBackend(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	addr := relHTTPPort(t, rt, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newH2Client(t, c, "http")
+	outcome := h.readUntilClosed()
+	time.Sleep(50 * time.Millisecond) // the server's SETTINGS are acknowledged
+	for i := range 500 {
+		if h.get(uint32(2*i+1), "/") != nil {
+			break
+		}
+	}
+	var o h2Outcome
+	select {
+	case o = <-outcome:
+	case <-time.After(3 * time.Second):
+		t.Fatal("connection still open after 500 streams over a limit of 10")
+	}
+	if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("GOAWAY %+v, want ENHANCE_YOUR_CALM", o.goAway)
+	}
+	if n := hits.Load(); n > streams {
+		t.Errorf("%d requests reached the backend over a connection allowed %d at once", n, streams)
+	}
+}
