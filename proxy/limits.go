@@ -43,6 +43,8 @@ type pacer struct {
 	// conn is the client's connection when it serves only this request
 	// (HTTP/1), nil for an HTTP/2 stream.
 	conn   *trackedConn
+	log    *zap.Logger
+	remote string
 	idle   time.Duration
 	rate   int64
 	window time.Duration
@@ -134,6 +136,11 @@ func (p *pacer) cutLocked(read bool, why string) {
 		return
 	}
 	p.cut.CompareAndSwap(nil, &why)
+	dir := "response"
+	if read {
+		dir = "request body"
+	}
+	p.log.Debug("client too slow, cutting the request", zap.String("remote", p.remote), zap.String("direction", dir), zap.String("why", why))
 	now := time.Now()
 	if read {
 		if !p.bodyCut.Swap(true) {
@@ -311,6 +318,7 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	pw := &pacedWriter{ResponseWriter: w, ps: ps}
 	p := &pw.pacer
 	pw.p = p
+	p.log, p.remote = ps.log, r.RemoteAddr
 	p.start(w, opts)
 	defer p.stop()
 	h1 := r.ProtoMajor == 1

@@ -136,7 +136,9 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			if n := ps.untracked.closeAll(); n > 0 {
 				ps.log.Info("drain deadline reached, closing upgraded and cleartext HTTP/2 connections", zap.Int("connections", n))
 			}
-			closed, cancel := context.WithTimeout(context.Background(), time.Second)
+			// Their handlers end as soon as they notice, closing the
+			// backend side; a port being replaced must not wait long.
+			closed, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			ps.untracked.wait(closed)
 			cancel()
 		}
