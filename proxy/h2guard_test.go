@@ -97,3 +97,42 @@ func TestH2GuardSparesWellBehavedClients(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameScannerAcrossChunks: frame headers are found whatever chunks
+// the bytes come in, down to one byte at a time, and a stop cuts the
+// chunk just after the frame that asked for it.
+func TestFrameScannerAcrossChunks(t *testing.T) {
+	var buf bytes.Buffer
+	buf.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&buf, nil)
+	fr.WriteSettings()
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("abc"), EndHeaders: true})
+	fr.WriteData(1, false, bytes.Repeat([]byte("d"), 1000))
+	fr.WriteData(1, true, nil)
+	fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	fr.WritePing(false, [8]byte{})
+	want := []string{"4/0/0/0", "1/4/3/1", "0/0/1000/1", "0/1/0/1", "3/0/4/3", "6/0/8/0"}
+	wire := buf.Bytes()
+	for _, size := range []int{1, 2, 7, 9, 10, 64, len(wire)} {
+		var got []string
+		s := frameScanner{skip: len(http2.ClientPreface)}
+		for p := wire; len(p) > 0; {
+			n := min(size, len(p))
+			s.scan(p[:n], func(typ, flags byte, length int, id uint32) bool {
+				got = append(got, fmt.Sprintf("%d/%d/%d/%d", typ, flags, length, id))
+				return false
+			})
+			p = p[n:]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("chunks of %d: %q, want %q", size, got, want)
+		}
+	}
+	// Stopping at the DATA frame of 1000 bytes cuts just past it.
+	s := frameScanner{skip: len(http2.ClientPreface)}
+	cut, stop := s.scan(wire, func(typ, _ byte, length int, _ uint32) bool { return typ == frameData && length == 1000 })
+	end := len(http2.ClientPreface) + 9 + 9 + 3 + 9 + 1000
+	if !stop || cut != end {
+		t.Errorf("stop at the DATA frame: cut %d (stop %v), want %d", cut, stop, end)
+	}
+}
