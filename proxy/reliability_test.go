@@ -365,6 +365,30 @@ func TestReliabilitySlowButProgressing(t *testing.T) {
 			t.Fatalf("stream cut: %q, %v", b, err)
 		}
 	})
+	t.Run("keep-alive connection idle longer than the idle timeout", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for i := range 2 {
+			if i > 0 {
+				time.Sleep(800 * time.Millisecond)
+			}
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nab")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("request %d: %d", i, resp.StatusCode)
+			}
+		}
+	})
 	t.Run("upload at twice the minimum rate", func(t *testing.T) {
 		const size = 256 << 10 // 2 s at 128 KiB/s: four windows
 		c, err := net.Dial("tcp", addr)
