@@ -341,22 +341,12 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	if h1 && p.idle > 0 {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.
-		// The deadline is lifted when the connection turns idle
-		// (liftWriteDeadline).
+		// net/http lifts the deadline once it has finished the response.
 		p.mu.Lock()
 		if !p.done && !p.writeCut {
 			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
 		}
 		p.mu.Unlock()
-	}
-}
-
-// liftWriteDeadline is the ConnState hook of a port: the write deadline set
-// for the end of a response must not cut what net/http writes later on the
-// connection (an error answer to the next request, say).
-func liftWriteDeadline(c net.Conn, s http.ConnState) {
-	if s == http.StateIdle {
-		_ = c.SetWriteDeadline(time.Time{})
 	}
 }
 

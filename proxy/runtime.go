@@ -298,7 +298,6 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		IdleTimeout:       rt.opts.IdleTimeout,
 		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
 		ConnContext:       connContext,
-		ConnState:         liftWriteDeadline,
 		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.key().String(), obs: rt.opts.Handshakes}, "", 0),
 	}
 	ps.h2 = &http2.Server{
