@@ -49,10 +49,16 @@ type h2Limits struct {
 //     (Rapid Reset: each such stream started a request for nothing);
 //   - a stream the server refused or reset before answering it, which
 //     happens when the client breaks the protocol on that stream;
-//   - SETTINGS after the first, every PING and PRIORITY, DATA frames that
-//     are empty and do not end the stream, frames of unknown types, and
-//     WINDOW_UPDATEs beyond two per DATA frame and per 512 bytes the
-//     server sent.
+//   - SETTINGS after the first and DATA frames that are empty and do not
+//     end their stream;
+//   - frames that well-behaved clients send in proportion to something,
+//     beyond that proportion (and a small allowance at the start):
+//     WINDOW_UPDATEs beyond two per DATA frame and per 512 bytes the server
+//     sent; PINGs beyond one per DATA frame the server sent (clients
+//     measuring the bandwidth-delay product ping as data arrives; a
+//     keep-alive ping now and then is forgiven with time); PRIORITY,
+//     PRIORITY_UPDATE and frames of unknown types beyond two per stream
+//     the client opened.
 //
 // Past the limit the next read fails with ENHANCE_YOUR_CALM as a
 // connection error: the HTTP/2 server then sends GOAWAY itself, at a frame
@@ -71,6 +77,9 @@ type h2Guard struct {
 	in       frameScanner
 	settings int
 	maxID    uint32
+	// priorityCredit is how many PRIORITY, PRIORITY_UPDATE and unknown
+	// frames the client may still send.
+	priorityCredit int
 
 	// tripped is set once the limit is passed; reads fail from then on.
 	tripped atomic.Bool
@@ -82,23 +91,26 @@ type h2Guard struct {
 	// unanswered are the client's streams that got no response header
 	// yet; bounded by maxUnanswered.
 	unanswered map[uint32]struct{}
-	// windowCredit is how many WINDOW_UPDATEs the client may still send.
-	windowCredit int
-	score        float64
-	scoredAt     time.Time
-	reason       string // what tripped the limit, for the log
+	// windowCredit and pingCredit are how many WINDOW_UPDATEs and PINGs
+	// the client may still send.
+	windowCredit, pingCredit int
+	score                    float64
+	scoredAt                 time.Time
+	reason                   string // what tripped the limit, for the log
 }
 
 // errEnhanceYourCalm is what a tripped guard's reads return; the HTTP/2
 // server answers a ConnectionError with a GOAWAY carrying its code.
 var errEnhanceYourCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 
-// initialWindowCredit covers the WINDOW_UPDATEs a client sends before any
-// DATA (enlarging the connection window, as browsers do at once).
-const initialWindowCredit = 16
+// initialCredit covers what a client sends before any stream or DATA:
+// WINDOW_UPDATEs enlarging the connection window, as browsers do at once,
+// PRIORITY frames building a dependency tree of idle streams, as some
+// browsers do, a ping to measure the round trip.
+const initialCredit = 16
 
 func newH2Guard(c net.Conn, limits h2Limits, log *zap.Logger) net.Conn {
-	g := &h2Guard{Conn: c, log: log, limits: limits, windowCredit: initialWindowCredit}
+	g := &h2Guard{Conn: c, log: log, limits: limits, windowCredit: initialCredit, pingCredit: initialCredit, priorityCredit: initialCredit}
 	g.in.skip = len(http2.ClientPreface)
 	if tc, ok := c.(*tls.Conn); ok {
 		// The HTTP/2 server reads the TLS state (r.TLS, cipher checks)
@@ -149,6 +161,7 @@ func (g *h2Guard) inbound(typ, flags byte, length int, id uint32) bool {
 	case frameHeaders:
 		if id > g.maxID && id%2 == 1 {
 			g.maxID = id
+			g.priorityCredit = min(g.priorityCredit+2, 1<<20)
 			return g.opened(id)
 		}
 	case frameRSTStream:
@@ -160,26 +173,21 @@ func (g *h2Guard) inbound(typ, flags byte, length int, id uint32) bool {
 			}
 		}
 	case framePing:
-		if flags&flagAck == 0 {
+		if flags&flagAck == 0 && !g.spend(&g.pingCredit) {
 			return g.glitch("PING frames")
 		}
-	case framePriority:
-		return g.glitch("PRIORITY frames")
 	case frameWindowUpdate:
-		g.mu.Lock()
-		ok := g.windowCredit > 0
-		if ok {
-			g.windowCredit--
-		}
-		g.mu.Unlock()
-		if !ok {
+		if !g.spend(&g.windowCredit) {
 			return g.glitch("WINDOW_UPDATE frames")
 		}
 	case frameContinuation, frameGoAway, framePushPromise:
 		// The server bounds header blocks itself; a GOAWAY ends the
 		// connection; a client's PUSH_PROMISE is a protocol error.
-	default:
-		return g.glitch("frames of unknown types")
+	default: // PRIORITY, PRIORITY_UPDATE (RFC 9218, 0x10), unknown types
+		if g.priorityCredit == 0 {
+			return g.glitch("PRIORITY and unknown frames")
+		}
+		g.priorityCredit--
 	}
 	return false
 }
@@ -193,6 +201,7 @@ func (g *h2Guard) outbound(typ, _ byte, length int, id uint32) bool {
 		// per 512 bytes sent is generous and still ties them to data.
 		g.mu.Lock()
 		g.windowCredit = min(g.windowCredit+2+length/256, 1<<20)
+		g.pingCredit = min(g.pingCredit+1, 1<<20)
 		g.mu.Unlock()
 	case frameHeaders:
 		g.mu.Lock()
@@ -204,6 +213,18 @@ func (g *h2Guard) outbound(typ, _ byte, length int, id uint32) bool {
 		}
 	}
 	return false
+}
+
+// spend takes one from a credit shared with the write side; it reports
+// false when there was none.
+func (g *h2Guard) spend(credit *int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if *credit == 0 {
+		return false
+	}
+	*credit--
+	return true
 }
 
 // opened records a new stream of the client.

@@ -136,3 +136,85 @@ func TestFrameScannerAcrossChunks(t *testing.T) {
 		t.Errorf("stop at the DATA frame: cut %d (stop %v), want %d", cut, stop, end)
 	}
 }
+
+// TestH2GuardSparesBrowserPatterns: frames browsers and gRPC clients send
+// in proportion to their traffic (PRIORITY_UPDATE and PRIORITY per stream,
+// a WINDOW_UPDATE pair and a bandwidth-measuring PING per DATA frame
+// received) stay below a strict limit however long the traffic goes on.
+func TestH2GuardSparesBrowserPatterns(t *testing.T) {
+	const streams = 60
+	rt := relRuntime(t, func(o *Options) { o.H2MaxGlitches = 20; o.H2GlitchesForgiven = 1 })
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(bytes.Repeat([]byte("x"), 100000))
+	})
+	c, err := net.Dial("tcp", relHTTPPort(t, rt, backend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newH2Client(t, c, "http")
+	done := make(chan error, 1)
+	go func() {
+		finished := 0
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				done <- err
+				return
+			}
+			var werr error
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					werr = h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+				}
+			case *http2.GoAwayFrame:
+				done <- fmt.Errorf("GOAWAY %v after %d streams", f.ErrCode, finished)
+				return
+			case *http2.DataFrame:
+				n := uint32(len(f.Data()))
+				werr = h.write(func(fr *http2.Framer) error {
+					if n > 0 {
+						fr.WriteWindowUpdate(0, n)
+						fr.WriteWindowUpdate(f.StreamID, n)
+					}
+					return fr.WritePing(false, [8]byte{byte(n)})
+				})
+				if f.StreamEnded() {
+					if finished++; finished == streams {
+						done <- nil
+						return
+					}
+				}
+			}
+			if werr != nil {
+				done <- werr
+				return
+			}
+		}
+	}()
+	for i := range streams {
+		id := uint32(2*i + 1)
+		err := h.write(func(fr *http2.Framer) error {
+			return fr.WritePriority(id, http2.PriorityParam{Weight: 100})
+		})
+		if err == nil {
+			err = h.get(id, "/")
+		}
+		if err == nil {
+			err = h.write(func(fr *http2.Framer) error { return fr.WritePriorityUpdate(id, "u=2") })
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("responses did not complete")
+	}
+}
