@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/routing"
@@ -40,6 +39,8 @@ type forwarder struct {
 	tls *backendTLSTransports
 	// down are the endpoints that failed to connect lately.
 	down downSet
+	// refusals limits the log lines of rules that cannot be served.
+	refusals logLimiter
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need.
@@ -49,8 +50,10 @@ type exchange struct {
 	tls  *routing.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
 	clientCert *BackendClientCert
-	// listener received the request.
+	// listener received the request, on port (the number, for
+	// X-Forwarded-Port).
 	listener *Listener
+	port     string
 	origHost string
 	// respFilters modify the backend's response headers.
 	respFilters []*routing.HeaderModifier
@@ -66,6 +69,8 @@ type exchange struct {
 	// unreachable is set when the attempt's endpoint could not be
 	// connected to (see unreachable).
 	unreachable bool
+	// body is the client's request body, nil when it has none.
+	body *clientBody
 }
 
 type exchangeKey struct{}
@@ -134,8 +139,8 @@ func (p *bufferPool) Get() []byte {
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // rewrite points the outbound request at the chosen endpoint. ReverseProxy
-// has already removed hop-by-hop headers and every client-sent Forwarded /
-// X-Forwarded-* header; SetXForwarded writes ours.
+// has already removed hop-by-hop headers; the client's forwarding headers
+// and any Upgrade but WebSocket go here, and Portico writes its own.
 func rewrite(pr *httputil.ProxyRequest) {
 	x := pr.In.Context().Value(exchangeKey{}).(*exchange)
 	pr.Out.URL.Scheme = "http"
@@ -144,8 +149,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.URL.Host = x.addr
 	pr.Out.Host = pr.In.Host
+	dropClientForwarding(pr.Out.Header)
+	dropUpgrade(pr.In, pr.Out.Header)
 	pr.SetXForwarded()
 	pr.Out.Header.Set("X-Forwarded-Host", x.origHost)
+	pr.Out.Header.Set("X-Forwarded-Port", x.port)
 	// Only Portico says which client certificate was verified.
 	pr.Out.Header.Del(clientCertHeader)
 	if x.listener != nil && x.listener.ClientAuth != nil {
@@ -187,6 +195,12 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if berr := x.bodyFailed(); berr != nil {
+		// Reading the client's body failed: neither the endpoint's fault
+		// nor something a retry could fix.
+		answerClientBodyError(f.log, w, r, berr)
+		return
+	}
 	if x != nil && unreachable(r, err) {
 		x.unreachable = true
 		if f.down.mark(x.addr, time.Now()) {
@@ -202,6 +216,14 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	writeProxyError(f.log, w, r, x, err)
 }
 
+// bodyFailed returns the error reading the client's body, if any.
+func (x *exchange) bodyFailed() error {
+	if x == nil {
+		return nil
+	}
+	return x.body.failed()
+}
+
 func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x *exchange, err error) {
 	status := http.StatusBadGateway
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -209,12 +231,6 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away; nobody reads this answer
-	}
-	if errors.Is(err, errClientTooSlow) {
-		// The client was cut (see pacer), not the backend's fault.
-		log.Debug("request body too slow", zap.String("host", r.Host), zap.Error(err))
-		w.WriteHeader(http.StatusRequestTimeout)
-		return
 	}
 	addr := ""
 	if x != nil {
@@ -233,88 +249,44 @@ func (f *forwarder) close() {
 	f.tls.closeIdle()
 }
 
-// serve routes a request among the listener's routes, applies the rule's
-// filters and forwards it.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener) *routing.Rule {
-	rule, m := l.Routes.Match(r)
+// serve routes a request, whose path admit normalised to path, among the
+// routes of l, which received it on port, applies the rule's filters and
+// forwards it.
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path, port string) *routing.Rule {
+	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
 		http.NotFound(w, r)
 		return nil
 	}
-	f.forward(w, r, cfg, rule, m, l)
+	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
 	return rule
 }
 
 // forward applies the matched rule: filters, backend choice, retries and
-// timeouts.
-// forward sends r, which l received, to a backend of rule.
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, l *Listener) {
-	clientCert := l.BackendClientCert
+// timeouts. x holds what is known of the request so far.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, x *exchange) {
 	if rule.Invalid != "" {
-		http.Error(w, "route rule is invalid: "+rule.Invalid, http.StatusInternalServerError)
+		f.refuse(w, rule, "route rule is invalid", rule.Invalid)
 		return
 	}
-	x := &exchange{origHost: r.Host, in: r, clientCert: clientCert, listener: l}
-	out := r
-	var mirrors []*routing.Mirror
-	// apply runs one list of filters; it reports whether the request was
-	// answered (redirect, CORS preflight).
-	apply := func(filters []routing.Filter) bool {
-		for i := range filters {
-			fl := &filters[i]
-			switch {
-			case fl.RequestHeaders != nil:
-				if out == r {
-					out = r.Clone(r.Context())
-				}
-				fl.RequestHeaders.ApplyRequest(out)
-			case fl.ResponseHeaders != nil:
-				x.respFilters = append(x.respFilters, fl.ResponseHeaders)
-			case fl.Redirect != nil:
-				w.Header().Set("Location", fl.Redirect.Location(out, m))
-				for _, rf := range x.respFilters {
-					rf.Apply(w.Header())
-				}
-				w.WriteHeader(fl.Redirect.StatusCode)
-				return true
-			case fl.Rewrite != nil:
-				if out == r {
-					out = r.Clone(r.Context())
-				}
-				fl.Rewrite.Apply(out, m)
-			case fl.Mirror != nil:
-				// A copy of an Upgrade request would open a second
-				// long-lived connection that nobody reads.
-				if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
-					mirrors = append(mirrors, fl.Mirror)
-				}
-			case fl.CORS != nil:
-				x.cors = fl.CORS
-				if fl.CORS.Preflight(r) {
-					fl.CORS.Apply(r, w.Header())
-					w.WriteHeader(http.StatusNoContent)
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if apply(rule.Filters) {
+	x.body = watchBody(r)
+	fr := &filterRun{w: w, in: r, out: r, m: m, x: x}
+	if fr.apply(rule.Filters) {
 		return
 	}
 	b := pickBackend(rule)
 	if b == nil {
-		http.Error(w, "no backend", http.StatusInternalServerError)
+		writeError(w, http.StatusInternalServerError)
 		return
 	}
 	if b.Invalid != "" {
-		http.Error(w, "backend is invalid: "+b.Invalid, http.StatusInternalServerError)
+		f.refuse(w, rule, "backend is invalid", b.Invalid)
 		return
 	}
-	if apply(b.Filters) {
+	if fr.apply(b.Filters) {
 		return
 	}
-	eps := cfg.Endpoints[b.Key]
+	out, mirrors := fr.out, fr.mirrors
 	x.h2c = b.AppProtocol == appProtocolH2C
 	x.tls = b.TLS
 
@@ -330,14 +302,78 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	if replay {
 		var ok bool
 		if body, ok = bufferBody(out); !ok {
+			if err := x.bodyFailed(); err != nil {
+				answerClientBodyError(f.log, w, r, err)
+				return
+			}
 			// Too large to keep: send it once, without retries or mirrors.
 			replay, mirrors = false, nil
 		}
 	}
 	for _, mi := range mirrors {
-		f.mirror(out, body, mi, cfg, x.origHost, clientCert)
+		f.mirror(out, body, mi, cfg, x)
 	}
+	f.send(ctx, w, r, out, body, replay, rule, cfg.Endpoints[b.Key], x)
+}
 
+// filterRun applies the filters of one request, rule's then backend's.
+type filterRun struct {
+	w       http.ResponseWriter
+	in      *http.Request
+	out     *http.Request // in, or the copy the filters changed
+	m       *routing.Match
+	x       *exchange
+	mirrors []*routing.Mirror
+}
+
+// apply runs one list of filters; it reports whether the request was
+// answered (redirect, CORS preflight).
+func (fr *filterRun) apply(filters []routing.Filter) bool {
+	w, r, x := fr.w, fr.in, fr.x
+	for i := range filters {
+		fl := &filters[i]
+		switch {
+		case fl.RequestHeaders != nil:
+			if fr.out == r {
+				fr.out = r.Clone(r.Context())
+			}
+			fl.RequestHeaders.ApplyRequest(fr.out)
+		case fl.ResponseHeaders != nil:
+			x.respFilters = append(x.respFilters, fl.ResponseHeaders)
+		case fl.Redirect != nil:
+			w.Header().Set("Location", fl.Redirect.Location(fr.out, fr.m))
+			for _, rf := range x.respFilters {
+				rf.Apply(w.Header())
+			}
+			w.WriteHeader(fl.Redirect.StatusCode)
+			return true
+		case fl.Rewrite != nil:
+			if fr.out == r {
+				fr.out = r.Clone(r.Context())
+			}
+			fl.Rewrite.Apply(fr.out, fr.m)
+		case fl.Mirror != nil:
+			// A copy of an Upgrade request would open a second
+			// long-lived connection that nobody reads.
+			if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
+				fr.mirrors = append(fr.mirrors, fl.Mirror)
+			}
+		case fl.CORS != nil:
+			x.cors = fl.CORS
+			if fl.CORS.Preflight(r) {
+				fl.CORS.Apply(r, w.Header())
+				w.WriteHeader(http.StatusNoContent)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// send sends out, the request r after its filters, to an endpoint of eps
+// until an attempt is answered: retries as rule says (replay: the body, if
+// any, was kept in body), fail-over to another endpoint, backoff.
+func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *routing.Rule, eps *Endpoints, x *exchange) {
 	attempts := 1
 	if replay && rule.Retry != nil {
 		attempts += max(rule.Retry.Attempts, 0)
@@ -356,7 +392,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 			x.addr = eps.pickUp(&f.down, now)
 		}
 		if x.addr == "" {
-			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable)
 			return
 		}
 		if sw, ok := w.(*statusWriter); ok {
@@ -438,7 +474,7 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
-func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, origHost string, clientCert *BackendClientCert) {
+func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, x *exchange) {
 	addr := cfg.Endpoints[m.Backend].pick()
 	if addr == "" {
 		return
@@ -449,13 +485,13 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	req.URL.Scheme, req.URL.Host = "http", addr
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	req.Header = mirrorHeader(r, origHost)
+	req.Header = mirrorHeader(r, x)
 	h2 := m.AppProtocol == appProtocolH2C
 	transport := http.RoundTripper(f.h1)
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"
-		transport = f.tls.get(m.TLS, clientCert).roundTripper(h2, req)
+		transport = f.tls.get(m.TLS, x.clientCert).roundTripper(h2, req)
 	case h2:
 		transport = f.h2c
 	}
@@ -475,11 +511,11 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 	}()
 }
 
-// mirrorHeader prepares the headers of a mirrored copy as ReverseProxy
-// prepares those of the forwarded request: hop-by-hop headers, those the
-// client listed in Connection and client-sent forwarding headers go, and
+// mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and
+// rewrite prepare those of the forwarded request: hop-by-hop headers, those
+// the client listed in Connection and client-sent forwarding headers go, and
 // Portico sets its own X-Forwarded-*.
-func mirrorHeader(r *http.Request, origHost string) http.Header {
+func mirrorHeader(r *http.Request, x *exchange) http.Header {
 	h := r.Header.Clone()
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
@@ -490,26 +526,22 @@ func mirrorHeader(r *http.Request, origHost string) http.Header {
 	}
 	for _, name := range [...]string{
 		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
 	} {
 		h.Del(name)
 	}
+	dropClientForwarding(h)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		h.Set("X-Forwarded-For", ip)
 	}
-	h.Set("X-Forwarded-Host", origHost)
+	h.Set("X-Forwarded-Host", x.origHost)
+	h.Set("X-Forwarded-Port", x.port)
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
 	h.Set("X-Forwarded-Proto", proto)
 	return h
-}
-
-// isUpgrade reports whether r asks to switch protocols (WebSocket).
-func isUpgrade(r *http.Request) bool {
-	return httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
 }
 
 // pickBackend chooses a backend by weight; nil when every weight is zero

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,10 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // route serves one request and returns the rule that matched, if any.
 func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rule {
+	path, ok := ps.rt.admit(w, r)
+	if !ok {
+		return nil
+	}
 	cfg := ps.rt.current.Load()
 	port := cfg.port(ps.key)
 	if port == nil {
@@ -71,7 +76,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 						// HTTP/1 client is told to open another.
 						w.Header().Set("Connection", "close")
 					}
-					http.Error(w, "misdirected request", http.StatusMisdirectedRequest)
+					writeError(w, http.StatusMisdirectedRequest)
 				} else {
 					http.NotFound(w, r)
 				}
@@ -83,7 +88,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 		http.NotFound(w, r)
 		return nil
 	}
-	return ps.rt.fwd.serve(w, r, cfg, l)
+	return ps.rt.fwd.serve(w, r, cfg, l, path, strconv.Itoa(int(ps.key.number)))
 }
 
 // requestHost returns the Host without port, lowercased lookups are left to

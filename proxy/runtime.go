@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 )
 
@@ -71,6 +72,12 @@ type Options struct {
 	// Challenges, when set, may answer a request on a plain HTTP port
 	// before any route is matched (ACME HTTP-01 challenges).
 	Challenges ChallengeHandler
+	// Paths are the choices of request path normalisation (see
+	// routing.NormalizePath); the zero value is the default.
+	Paths routing.PathOptions
+	// MaxHeaderCount bounds the header fields of a request (each value of
+	// a repeated name counts); a request with more gets 431.
+	MaxHeaderCount int
 }
 
 // ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
@@ -98,6 +105,7 @@ func DefaultOptions() Options {
 		MaxUploadBufferConn:  4 << 20,
 		MaxUploadBufferStrm:  1 << 20,
 		DialTimeout:          5 * time.Second,
+		MaxHeaderCount:       100,
 		MaxConnsPerPort:      10000,
 		ClientIdleTimeout:    60 * time.Second,
 		ClientMinRate:        512,
@@ -118,6 +126,7 @@ func (o Options) withDefaults() Options {
 	o.MaxUploadBufferConn = cmp.Or(o.MaxUploadBufferConn, d.MaxUploadBufferConn)
 	o.MaxUploadBufferStrm = cmp.Or(o.MaxUploadBufferStrm, d.MaxUploadBufferStrm)
 	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
+	o.MaxHeaderCount = cmp.Or(o.MaxHeaderCount, d.MaxHeaderCount)
 	o.MaxConnsPerPort = cmp.Or(o.MaxConnsPerPort, d.MaxConnsPerPort)
 	o.ClientIdleTimeout = cmp.Or(o.ClientIdleTimeout, d.ClientIdleTimeout)
 	o.ClientMinRate = cmp.Or(o.ClientMinRate, d.ClientMinRate)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -884,13 +883,13 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 		if !strings.HasPrefix(m.Path, "/") {
 			return unsupportedf("path %q does not start with '/'", m.Path)
 		}
-		dec, err := url.PathUnescape(m.Path)
+		c, err := CanonicalPathValue(m.Path)
 		if err != nil {
 			return unsupportedf("path %q: %v", m.Path, err)
 		}
-		m.path = dec
+		m.path = c
 		if m.PathType == gwv1.PathMatchPathPrefix {
-			m.path = normalizePrefix(dec)
+			m.path = normalizePrefix(c)
 		}
 	case gwv1.PathMatchRegularExpression:
 		re, err := anchored(m.Path)

@@ -67,56 +67,44 @@ func (f *HeaderModifier) ApplyRequest(r *http.Request) {
 // PathModifier replaces a request path, fully or the matched prefix.
 type PathModifier struct {
 	Type gwv1.HTTPPathModifierType
-	// Value is the replacement: the full path, or the new prefix (decoded,
-	// without a trailing slash; "" replaces the prefix with "/").
+	// Value is the replacement in normal escaped form (CanonicalPathValue):
+	// the full path, or the new prefix without a trailing slash ("" replaces
+	// the prefix with "/").
 	Value string
 }
 
-// apply returns the new decoded path for a request path that matched m,
-// and the part of the original path kept at its end.
-func (p *PathModifier) apply(path string, m *Match) (out, kept string) {
+// apply returns the new path, escaped, for the normalised path of a request
+// that matched m. The part kept after a replaced prefix stays in its normal
+// form, escapes included ("%3B" stays "%3B").
+func (p *PathModifier) apply(path string, m *Match) string {
 	if p.Type == gwv1.FullPathHTTPPathModifier {
-		return p.Value, ""
+		return p.Value
 	}
-	kept = path
+	kept := path
 	if m != nil && m.PathType == gwv1.PathMatchPathPrefix && pathHasPrefix(path, m.path) {
 		kept = path[len(m.path):]
 	}
-	out = p.Value + kept
+	out := p.Value + kept
 	if out == "" || out[0] != '/' {
 		out = "/" + out
 	}
-	return out, kept
+	return out
 }
 
-// modifiedPath returns the new path of u, decoded, and its escaped form
-// when the default escaping would lose the original encoding of the part
-// that is kept (an encoded slash, say); rawPath is "" otherwise.
-func (p *PathModifier) modifiedPath(u *url.URL, m *Match) (path, rawPath string) {
-	path, kept := p.apply(u.Path, m)
-	if u.RawPath == "" || kept == "" {
-		return path, ""
+// setEscapedPath makes the escaped path of u exactly p, which is in normal
+// form (valid escapes only). RawPath is left empty when Go's own escaping
+// of the decoded path gives p, as url.Parse leaves it.
+func setEscapedPath(u *url.URL, p string) {
+	dec, err := url.PathUnescape(p)
+	if err != nil {
+		// Not reached with a normal form; keep the URL as it was rather
+		// than send something else.
+		return
 	}
-	// The kept part starts with '/', so its raw form starts at a '/' of
-	// the raw path; decoded suffixes only grow as the cut moves left.
-	for i := len(u.RawPath) - 1; i >= 0; i-- {
-		if u.RawPath[i] != '/' {
-			continue
-		}
-		dec, err := url.PathUnescape(u.RawPath[i:])
-		if err != nil || len(dec) > len(kept) {
-			break
-		}
-		if dec != kept {
-			continue
-		}
-		raw := (&url.URL{Path: path[:len(path)-len(kept)]}).EscapedPath() + u.RawPath[i:]
-		if full, err := url.PathUnescape(raw); err == nil && full == path {
-			return path, raw
-		}
-		break
+	u.Path, u.RawPath = dec, ""
+	if u.EscapedPath() != p {
+		u.RawPath = p
 	}
-	return path, ""
 }
 
 // Redirect answers a request with a redirection.
@@ -132,7 +120,8 @@ type Redirect struct {
 	ListenerPort   int32
 }
 
-// Location computes the Location header for a request that matched m:
+// Location computes the Location header for a request that matched m, whose
+// path the data plane has normalised:
 // scheme, host, port and path from the filter where set, otherwise from the
 // request and listener. Without an explicit port, a scheme change implies
 // that scheme's well-known port and no scheme change means the listener's
@@ -156,18 +145,12 @@ func (f *Redirect) Location(r *http.Request, m *Match) string {
 			port = f.ListenerPort
 		}
 	}
-	var path string
+	path := r.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
 	if f.Path != nil {
-		p, raw := f.Path.modifiedPath(r.URL, m)
-		if raw == "" {
-			raw = (&url.URL{Path: p}).EscapedPath()
-		}
-		path = raw
-	} else {
-		path = r.URL.EscapedPath()
-		if path == "" {
-			path = "/"
-		}
+		path = f.Path.apply(path, m)
 	}
 	var b strings.Builder
 	b.WriteString(scheme)
@@ -202,13 +185,18 @@ type Rewrite struct {
 }
 
 // Apply rewrites r in place; m is the match the request was routed by (a
-// prefix replacement needs the matched prefix).
+// prefix replacement needs the matched prefix), and r's path is in normal
+// form, as the data plane leaves it.
 func (f *Rewrite) Apply(r *http.Request, m *Match) {
 	if f.Hostname != "" {
 		r.Host = f.Hostname
 	}
 	if f.Path != nil {
-		r.URL.Path, r.URL.RawPath = f.Path.modifiedPath(r.URL, m)
+		p := r.URL.EscapedPath()
+		if p == "" {
+			p = "/"
+		}
+		setEscapedPath(r.URL, f.Path.apply(p, m))
 	}
 }
 

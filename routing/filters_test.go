@@ -127,7 +127,7 @@ func TestRedirectLocation(t *testing.T) {
 		{"gw.test", "/full/path/original", "http://gw.test/full-path-replacement", 302},
 		{"gw.test", "/path-and-host", "http://example.org/replacement-prefix", 302},
 		{"gw.test", "/strip/a%20b", "http://gw.test/a%20b", 302},
-		{"gw.test", "/strip/a%2Fb", "http://gw.test/a%2Fb", 302},
+		{"gw.test", "/strip/a%3Bb", "http://gw.test/a%3Bb", 302},
 		{"[::1]:80", "/ipv6-host-keeps-brackets", "http://[::1]/ipv6-host-keeps-brackets", 302},
 	} {
 		got, status := location(t, tb, c.host, c.target)
@@ -187,7 +187,7 @@ func TestRewrite(t *testing.T) {
 	}{
 		{"host", Rewrite{Hostname: "one.example.org"}, prefix("/one"), "/one", "one.example.org", "/one", "", "/one"},
 		{"full path", Rewrite{Path: full}, prefix("/full/one"), "/full/one/two?x=1", "rewrite.example", "/one", "", "/one?x=1"},
-		{"prefix keeps encoded slash", Rewrite{Path: strip}, prefix("/old"), "/old/a%2Fb", "rewrite.example", "/new/a/b", "/new/a%2Fb", "/new/a%2Fb"},
+		{"prefix keeps an encoded delimiter", Rewrite{Path: strip}, prefix("/old"), "/old/a%3Bb", "rewrite.example", "/new/a;b", "/new/a%3Bb", "/new/a%3Bb"},
 		{"prefix re-escapes", Rewrite{Path: strip}, prefix("/old"), "/old/a%20b", "rewrite.example", "/new/a b", "", "/new/a%20b"},
 	}
 	for _, c := range cases {

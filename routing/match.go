@@ -12,18 +12,20 @@ import (
 // Match is one compiled HTTPRouteMatch: every condition in it must hold for
 // its rule to apply.
 //
-// Paths are compared with the request path as Go's server decoded it
-// (r.URL.Path), and path values from the route are percent-decoded once at
-// compile time, so "/a%20b" in a route and "/a b" on the wire agree. One
-// consequence: an encoded slash (%2F) in a request counts as a segment
-// separator. Dot segments are not resolved; "/a/../b" is matched as written.
+// Paths are compared in their normal escaped form (see NormalizePath): the
+// data plane normalises the request path before matching and forwards that
+// same form, and path values from the route are brought to the same form
+// at compile time, so "/%7Ea%20b" in a route and "/~a%20b" on the wire
+// agree. A regular expression sees the normal form too: escapes stay
+// escaped ("%20", not a space). An encoded slash that is kept
+// (EscapedSlashKeep) is part of its segment, never a separator.
 type Match struct {
 	PathType gwv1.PathMatchType
 	// Path is the path value as written in the route.
 	Path string
-	// path is what the request path is compared with: decoded, and for
-	// PathPrefix without a trailing slash ("" for "/", which matches any
-	// path).
+	// path is what the request path is compared with: in normal form, and
+	// for PathPrefix without a trailing slash ("" for "/", which matches
+	// any path).
 	path string
 	re   *regexp.Regexp // RegularExpression paths, anchored at both ends
 
@@ -58,9 +60,11 @@ func (m *Match) Prefix() string {
 	return m.path
 }
 
-// Matches reports whether the request satisfies every condition of m.
+// Matches reports whether the request satisfies every condition of m; its
+// path is normalised with the default options first.
 func (m *Match) Matches(r *http.Request) bool {
-	return m.matchesPath(requestPath(r)) && m.matchesRest(r)
+	path, ok := requestPath(r)
+	return ok && m.matchesPath(path) && m.matchesRest(r)
 }
 
 func (m *Match) matchesPath(path string) bool {
@@ -184,12 +188,19 @@ func needsQueryUnescape(s string) bool {
 	return strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0
 }
 
-// requestPath is the path routes are matched against.
-func requestPath(r *http.Request) string {
-	if r.URL == nil || r.URL.Path == "" {
-		return "/"
+// requestPath is the normal form of r's path with the default options, for
+// callers that match a request the data plane has not normalised (tests,
+// tools); ok is false when the path is rejected.
+func requestPath(r *http.Request) (path string, ok bool) {
+	if r.URL == nil {
+		return "/", true
 	}
-	return r.URL.Path
+	p := r.URL.EscapedPath()
+	if p == "" {
+		return "/", true
+	}
+	p, err := NormalizePath(p, PathOptions{})
+	return p, err == nil
 }
 
 // pathHasPrefix reports whether path lies under prefix, element by element:

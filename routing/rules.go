@@ -3,7 +3,6 @@ package routing
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -220,7 +219,7 @@ func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*PathModif
 	if value == nil {
 		return nil, unsupportedf("path modifier %s has no value", spec.Type)
 	}
-	dec, err := url.PathUnescape(*value)
+	dec, err := CanonicalPathValue(*value)
 	if err != nil {
 		return nil, unsupportedf("path modifier value %q: %v", *value, err)
 	}

@@ -69,10 +69,20 @@ const manyPrefixes = 8
 // path, longest PathPrefix, RegularExpression (longest pattern first), then
 // method, most header matches, most query matches, oldest route, route
 // namespace/name, rule order and match order. It returns nil when no rule
-// matches (the data plane answers 404). It does not allocate, except to
-// unescape escaped query parameters or to join repeated headers for a
-// regular expression.
+// matches (the data plane answers 404). The path is r's, normalised with the
+// default options; a path that is rejected matches nothing.
 func (t *Table) Match(r *http.Request) (*Rule, *Match) {
+	path, ok := requestPath(r)
+	if !ok {
+		return nil, nil
+	}
+	return t.MatchPath(r, path)
+}
+
+// MatchPath is Match for a request whose path the caller has normalised
+// (NormalizePath) to path. It does not allocate, except to unescape escaped
+// query parameters or to join repeated headers for a regular expression.
+func (t *Table) MatchPath(r *http.Request, path string) (*Rule, *Match) {
 	if t == nil {
 		return nil, nil
 	}
@@ -80,7 +90,6 @@ func (t *Table) Match(r *http.Request) (*Rule, *Match) {
 	if hr == nil {
 		return nil, nil
 	}
-	path := requestPath(r)
 	for _, ix := range hr.levels {
 		if e := ix.find(r, path); e != nil {
 			return e.rule, e.match

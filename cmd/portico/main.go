@@ -137,6 +137,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	adminAddr := fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)")
 	cf := clusterFlags(fs)
 	af := newACMEFlags(fs)
+	rf := newRequestFlags(fs)
 	setLimits := limitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -166,6 +167,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		go serveEcho(ctx, ln, "example-backend", log.Named("echo"))
 	}
 	opts := proxy.DefaultOptions()
+	if err := rf.apply(&opts); err != nil {
+		return err
+	}
 	opts.BindAddress = *bind
 	opts.DrainTimeout = *drain
 	setLimits(&opts)

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"portico.dev/portico/routing"
+)
+
+// admit checks what every request must satisfy before a route sees it, and
+// answers the ones that fail itself. It returns the request's path in normal
+// form (routing.NormalizePath), which it also makes the path r is forwarded
+// with, so the route decision and the backend's path never disagree.
+func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, ok bool) {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+		// RFC 9112 section 6.1: after a request with both Content-Length
+		// and Transfer-Encoding, or an HTTP/1.0 request with
+		// Transfer-Encoding, the connection must not carry another request:
+		// a proxy in front may have framed the body differently, and the
+		// bytes it thought were body would be read as the next request.
+		// Go's server removes both headers before a handler runs, so the
+		// two cannot be told apart from a plain chunked (or HTTP/1.0)
+		// request: every such request closes its connection.
+		w.Header().Set("Connection", "close")
+	}
+	if n := headerCount(r.Header, rt.opts.MaxHeaderCount); n > rt.opts.MaxHeaderCount {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestHeaderFieldsTooLarge)
+		return "", false
+	}
+	path, ok = normalizeRequestPath(r, rt.opts.Paths)
+	if !ok {
+		writeError(w, http.StatusBadRequest)
+		return "", false
+	}
+	return path, true
+}
+
+// headerCount counts the header fields of h (each value of a repeated
+// name), stopping early once past max.
+func headerCount(h http.Header, max int) int {
+	n := 0
+	for _, vs := range h {
+		if n += len(vs); n > max {
+			break
+		}
+	}
+	return n
+}
+
+// normalizeRequestPath brings r's path to normal form and makes r.URL
+// carry exactly that form. It reports false for a path that is rejected. A
+// request without a path (OPTIONS *, CONNECT) is left as it is.
+func normalizeRequestPath(r *http.Request, o routing.PathOptions) (string, bool) {
+	raw, ok := targetPath(r)
+	if !ok {
+		if r.URL.Path == "" {
+			return "/", true
+		}
+		return r.URL.Path, true
+	}
+	path, err := routing.NormalizePath(raw, o)
+	if err != nil {
+		return "", false
+	}
+	if path != raw {
+		dec, err := url.PathUnescape(path)
+		if err != nil {
+			return "", false // a normal form always unescapes
+		}
+		r.URL.Path, r.URL.RawPath = dec, path
+	}
+	return path, true
+}
+
+// targetPath returns the path of r's request target as the client sent it,
+// escapes and all: r.URL.Path is decoded and r.URL.RawPath is not always
+// kept, so neither tells "%2F" from "/". ok is false when the target has no
+// path.
+func targetPath(r *http.Request) (string, bool) {
+	u := r.RequestURI
+	switch {
+	case u == "":
+		// Not a request a server read: only r.URL is known.
+		if p := r.URL.EscapedPath(); p != "" {
+			return p, p[0] == '/'
+		}
+		return "/", true
+	case u[0] == '/':
+	case strings.Contains(u, "://"):
+		// Absolute form: the path starts after the authority.
+		rest := u[strings.Index(u, "://")+3:]
+		i := strings.IndexAny(rest, "/?")
+		if i < 0 || rest[i] == '?' {
+			return "/", true
+		}
+		u = rest[i:]
+	default:
+		return "", false
+	}
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	return u, true
+}
+
+// writeError answers with code and its generic status text: what went wrong
+// in detail goes to the log and the route status, never to the client.
+func writeError(w http.ResponseWriter, code int) {
+	http.Error(w, http.StatusText(code), code)
+}
