@@ -297,11 +297,12 @@ func (w *pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // bounds how many there are. The connection is tracked so that a port
 // shutting down waits for it and closes it at the drain deadline.
 func (w *pacedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.p.stop()
 	c, brw, err := w.p.rc.Hijack()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, err // HTTP/2: the request goes on, still paced
 	}
+	// A cut the watchdog made in between is undone with the deadlines.
+	w.p.stop()
 	_ = c.SetDeadline(time.Time{})
 	return w.ps.untracked.add(c), brw, nil
 }
