@@ -223,6 +223,7 @@ type pacedWriter struct {
 	// answered is set once a final status was written; discard when the
 	// client is told 408 instead of what was being answered.
 	answered, discard bool
+	h1, hijacked      bool
 }
 
 // WriteHeader answers 408 to a request whose body was cut, whatever the
@@ -241,7 +242,9 @@ func (w *pacedWriter) WriteHeader(code int) {
 	w.discard = true
 	h := w.Header()
 	clear(h)
-	h.Set("Connection", "close")
+	if w.h1 { // the rest of the body is not on the connection
+		h.Set("Connection", "close")
+	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.ResponseWriter.WriteHeader(http.StatusRequestTimeout)
 	_, _ = io.WriteString(w.ResponseWriter, "request body too slow\n")
@@ -303,6 +306,7 @@ func (w *pacedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	// A cut the watchdog made in between is undone with the deadlines.
 	w.p.stop()
+	w.hijacked = true
 	_ = c.SetDeadline(time.Time{})
 	return w.ps.untracked.add(c), brw, nil
 }
@@ -324,6 +328,7 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	defer p.stop()
 	h1 := r.ProtoMajor == 1
 	if h1 {
+		pw.h1 = true
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -334,9 +339,9 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		r.Body = b
 	}
 	ps.serveHTTP(pw, r)
-	if !pw.answered && p.bodyCut.Load() {
-		// Cutting an HTTP/1 body cancels the request's context, and the
-		// forwarder does not answer a request whose context ended.
+	if !pw.answered && !pw.hijacked && p.bodyCut.Load() {
+		// Whatever gave up on the cut body without answering, the client
+		// is told why; net/http would send a 200.
 		pw.WriteHeader(http.StatusRequestTimeout)
 	}
 	if h1 && p.idle > 0 {
