@@ -134,6 +134,9 @@ type serveFlags struct {
 	cluster                                                 *clusterOptions
 	acme                                                    acmeFlags
 	request                                                 *requestFlags
+	// limits sets the flags of connection and client limits in proxy
+	// options.
+	limits func(*proxy.Options)
 }
 
 // parseServeFlags reads and checks the flags of serve.
@@ -150,7 +153,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
 		minHoldoff: fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
 		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
-		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests"),
+		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
 		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
@@ -158,6 +161,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		cluster:    clusterFlags(fs),
 		acme:       newACMEFlags(fs),
 		request:    newRequestFlags(fs),
+		limits:     limitFlags(fs),
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -207,6 +211,7 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	}
 	opts.BindAddress = *f.bind
 	opts.DrainTimeout = *f.drain
+	f.limits(&opts)
 	opts.Observer = metrics
 	opts.Handshakes = metrics
 	opts.RequestID = *f.requestID
