@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Cache memoizes parsed key pairs across configuration rebuilds, keyed by
@@ -59,7 +60,12 @@ func (c *Cache) Load(key string, certPEM, keyPEM []byte) (*tls.Certificate, erro
 
 	// Parsing happens outside the lock so that loads of different Secrets
 	// run in parallel.
-	e.once.Do(func() { e.cert, e.err = ParseKeyPair(certPEM, keyPEM) })
+	return e.parsed()
+}
+
+// parsed parses the entry's pair on first use and returns the result.
+func (e *cacheEntry) parsed() (*tls.Certificate, error) {
+	e.once.Do(func() { e.cert, e.err = ParseKeyPair(e.certPEM, e.keyPEM) })
 	return e.cert, e.err
 }
 
@@ -126,6 +132,29 @@ func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
+}
+
+// EarliestExpiry returns the earliest NotAfter of the certificates in the
+// cache (the zero time when it holds none that parsed), so one number tells
+// how soon a served certificate expires, whatever their count.
+func (c *Cache) EarliestExpiry() time.Time {
+	c.mu.Lock()
+	entries := make([]*cacheEntry, 0, len(c.entries))
+	for _, e := range c.entries {
+		entries = append(entries, e)
+	}
+	c.mu.Unlock()
+	var earliest time.Time
+	for _, e := range entries {
+		cert, err := e.parsed()
+		if err != nil || cert.Leaf == nil {
+			continue
+		}
+		if earliest.IsZero() || cert.Leaf.NotAfter.Before(earliest) {
+			earliest = cert.Leaf.NotAfter
+		}
+	}
+	return earliest
 }
 
 // ParseKeyPair parses a PEM certificate chain (leaf first) and a PEM private

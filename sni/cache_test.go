@@ -3,12 +3,16 @@ package sni
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"portico.dev/portico/sni/snitest"
 )
@@ -195,5 +199,58 @@ func TestParseKeyPairEncodings(t *testing.T) {
 	rsaPair := issuePEM(t, snitest.RSA, "r.example.com")
 	if _, err := ParseKeyPair(rsaPair.CertPEM, rsaPair.KeyPEM); err != nil {
 		t.Errorf("RSA pair: %v", err)
+	}
+}
+
+// selfSigned returns a PEM pair whose certificate expires at notAfter.
+func selfSigned(t *testing.T, name string, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+func TestCacheEarliestExpiry(t *testing.T) {
+	c := NewCache()
+	if got := c.EarliestExpiry(); !got.IsZero() {
+		t.Fatalf("empty cache: %v", got)
+	}
+	soon := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second).UTC()
+	later := soon.Add(90 * 24 * time.Hour)
+	soonCert, soonKey := selfSigned(t, "soon.example.com", soon)
+	laterCert, laterKey := selfSigned(t, "later.example.com", later)
+	load := func(key string, certPEM, keyPEM []byte) {
+		t.Helper()
+		if _, err := c.Load(key, certPEM, keyPEM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("apps/later", laterCert, laterKey)
+	load("apps/soon", soonCert, soonKey)
+	// A Secret that does not parse has no expiry and is left out.
+	if _, err := c.Load("apps/broken", []byte("junk"), soonKey); err == nil {
+		t.Fatal("junk certificate loaded")
+	}
+	c.Sweep()
+	if got := c.EarliestExpiry(); !got.Equal(soon) {
+		t.Errorf("earliest expiry %v, want %v", got, soon)
+	}
+	// Once the Secret expiring soon is no longer used, the next one counts.
+	load("apps/later", laterCert, laterKey)
+	c.Sweep()
+	if got := c.EarliestExpiry(); !got.Equal(later) {
+		t.Errorf("after the sweep: earliest expiry %v, want %v", got, later)
 	}
 }

@@ -206,6 +206,7 @@ func newCluster(o *clusterOptions, tr *kube.Translator, rt *proxy.Runtime, m *ad
 		StatusWorkers:  o.statusWorkers,
 		OnApply: func(r kube.ApplyReport) {
 			m.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+			m.SetCertificatesExpiry(tr.Certs.EarliestExpiry())
 		},
 		OnLeader:      m.SetLeader,
 		OnStatusWrite: m.StatusWritten,

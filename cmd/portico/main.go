@@ -34,6 +34,7 @@ Usage:
   portico check --config PATH   print the status Portico would write for every Gateway,
                                 ListenerSet and HTTPRoute in PATH
   portico echo  --listen ADDR   run a small HTTP backend that echoes requests as JSON
+  portico version               print the version, commit and Go release of this build
 
 Run "portico COMMAND -h" for a command's flags.
 `
@@ -57,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = check(args[1:], stdout, stderr)
 	case "echo":
 		err = echo(ctx, args[1:], stderr)
+	case "version":
+		err = printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -284,6 +287,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		s.MinHoldoff, s.Holdoff, s.MaxDelay = *minHoldoff, *holdoff, *maxDelay
 		s.OnApply = func(r kube.ApplyReport) {
 			metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+			metrics.SetCertificatesExpiry(translator.Certs.EarliestExpiry())
 		}
 		s.ACME = manager
 		ready = func() error {
@@ -314,16 +318,25 @@ func check(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
 	controller := fs.String("controller-name", string(kube.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
+	output := fs.String("o", "yaml", "output format: yaml (a stream of objects) or json (one List of them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *configPath == "" {
 		return errors.New("--config is required")
 	}
+	if *output != "yaml" && *output != "json" {
+		return fmt.Errorf("-o: %q is neither yaml nor json", *output)
+	}
 	res, err := kube.NewFileSource(*configPath, zap.NewNop()).Load()
 	if err != nil {
 		return err
 	}
 	_, st := kube.NewTranslator(gwv1.GatewayController(*controller)).Translate(res)
+	if *output == "json" {
+		return writeStatusesJSON(stdout, func(w io.Writer) error {
+			return kube.WriteStatuses(w, res, st, gwv1.GatewayController(*controller), time.Now())
+		})
+	}
 	return kube.WriteStatuses(stdout, res, st, gwv1.GatewayController(*controller), time.Now())
 }
