@@ -118,6 +118,9 @@ func TestMetricsExposition(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	if !strings.Contains(body, `portico_acme_events_total{event="renew_failed"} 0`) {
+		t.Error("ACME events are not exported at 0 before the first one")
+	}
 	build := buildinfo.Read()
 	if want := fmt.Sprintf(`portico_build_info{commit=%q,goversion=%q,version=%q} 1`, build.Commit, build.GoVersion, build.Version); !strings.Contains(body, want) {
 		t.Errorf("/metrics lacks %q", want)

@@ -107,6 +107,15 @@ func NewMetrics() *Metrics {
 			Help: "Expiry (Unix time) of the certificate that expires first among those loaded; 0 when none is loaded.",
 		}),
 	}
+	// Series with known label values exist from the start at 0, so that
+	// increase() and alerts see the first failure rather than a series
+	// appearing at 1.
+	for _, e := range []string{"obtained", "failed", "renewed", "renew_failed"} {
+		m.acme.WithLabelValues(e)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.applies.WithLabelValues(r)
+	}
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "portico_build_info",
