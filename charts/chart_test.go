@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -486,6 +488,31 @@ func TestChartSchemaRejects(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v\nwant it to say %q", values, err, want)
+		}
+	}
+}
+
+// TestChartLint runs Helm's own linter ("helm lint"): Chart.yaml, values
+// against the schema, templates rendered and checked as Kubernetes objects
+// (names, deprecated APIs), for the defaults and with every option on.
+func TestChartLint(t *testing.T) {
+	for _, values := range []string{"", `
+namespace: {create: true}
+hostNetwork: true
+gatewayAddressPool: [192.0.2.0/28]
+acme: {email: ops@example.com, caBundle: {configMap: ca}, eab: {secretName: eab}}
+monitoring: {dashboard: {enabled: true}, prometheusRule: {enabled: true}, podMonitor: {enabled: true}}
+`} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		result := lint.RunAll(chartDir, v, "portico-system")
+		for _, m := range result.Messages {
+			// INFO is advice such as "icon is recommended".
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint with %q: %s", values, m)
+			}
 		}
 	}
 }
