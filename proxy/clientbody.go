@@ -86,7 +86,12 @@ func answerClientBodyError(log *zap.Logger, w http.ResponseWriter, r *http.Reque
 		}
 		return
 	}
-	// The rest of the body, if any, cannot be found on the connection.
-	w.Header().Set("Connection", "close")
+	// The rest of the body, if any, cannot be found on an HTTP/1
+	// connection. An HTTP/2 stream ends alone: there, the header would make
+	// the server close the whole connection, with the client's other
+	// streams.
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 	writeError(w, status)
 }

@@ -42,6 +42,24 @@ type Options struct {
 	MaxUploadBufferStrm  int32
 	// DialTimeout bounds connecting to a backend.
 	DialTimeout time.Duration
+	// MaxConnsPerPort caps the open connections of each port; past it new
+	// connections are reset at once. Negative: no cap.
+	MaxConnsPerPort int
+	// ClientIdleTimeout bounds how long a request body read or a response
+	// write may wait on the client without progress; ClientMinRate (bytes
+	// per second) is the pace the client must keep, averaged over
+	// ClientRateWindow of time spent waiting on it (see pacer). Negative
+	// values turn the rule off.
+	ClientIdleTimeout time.Duration
+	ClientMinRate     int
+	ClientRateWindow  time.Duration
+	// H2MaxGlitches is how many abusive frames (resets before a response,
+	// surplus SETTINGS, PING, PRIORITY, empty DATA, WINDOW_UPDATE) an
+	// HTTP/2 connection may send in a burst before it gets GOAWAY
+	// (ENHANCE_YOUR_CALM); H2GlitchesForgiven of them are forgotten per
+	// second (see h2Guard). Negative H2MaxGlitches: no guard.
+	H2MaxGlitches      int
+	H2GlitchesForgiven float64
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
@@ -88,6 +106,12 @@ func DefaultOptions() Options {
 		MaxUploadBufferStrm:  1 << 20,
 		DialTimeout:          5 * time.Second,
 		MaxHeaderCount:       100,
+		MaxConnsPerPort:      10000,
+		ClientIdleTimeout:    60 * time.Second,
+		ClientMinRate:        512,
+		ClientRateWindow:     30 * time.Second,
+		H2MaxGlitches:        200,
+		H2GlitchesForgiven:   20,
 	}
 }
 
@@ -103,6 +127,12 @@ func (o Options) withDefaults() Options {
 	o.MaxUploadBufferStrm = cmp.Or(o.MaxUploadBufferStrm, d.MaxUploadBufferStrm)
 	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
 	o.MaxHeaderCount = cmp.Or(o.MaxHeaderCount, d.MaxHeaderCount)
+	o.MaxConnsPerPort = cmp.Or(o.MaxConnsPerPort, d.MaxConnsPerPort)
+	o.ClientIdleTimeout = cmp.Or(o.ClientIdleTimeout, d.ClientIdleTimeout)
+	o.ClientMinRate = cmp.Or(o.ClientMinRate, d.ClientMinRate)
+	o.ClientRateWindow = cmp.Or(o.ClientRateWindow, d.ClientRateWindow)
+	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
+	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	return o
 }
 
@@ -270,8 +300,9 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
 	}
+	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), log: ps.log}
 	ps.srv = &http.Server{
-		Handler:           http.HandlerFunc(ps.serveHTTP),
+		Handler:           http.HandlerFunc(ps.serveLimited),
 		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
 		IdleTimeout:       rt.opts.IdleTimeout,
 		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
@@ -284,6 +315,8 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		MaxUploadBufferPerConnection: rt.opts.MaxUploadBufferConn,
 		MaxUploadBufferPerStream:     rt.opts.MaxUploadBufferStrm,
 		IdleTimeout:                  rt.opts.IdleTimeout,
+		// A client that stops reading the connection altogether.
+		WriteByteTimeout: max(rt.opts.ClientIdleTimeout, 0),
 	}
 	if p.Protocol == HTTPS {
 		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -292,5 +325,6 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("port %d: configure HTTP/2: %w", p.Number, err)
 	}
+	ps.srv.TLSNextProto[http2.NextProtoTLS] = ps.serveTLSH2
 	return ps, nil
 }

@@ -30,9 +30,12 @@ type portServer struct {
 	// arrive while it drains.
 	last atomic.Pointer[Port]
 
-	h2c      sync.WaitGroup // cleartext HTTP/2 connections, which srv does not track
-	served   chan struct{}  // closed when the accept loop returns
-	stopOnce sync.Once
+	// untracked are the connections srv does not track: cleartext
+	// HTTP/2 and upgraded ones.
+	untracked untrackedConns
+	conns     connLimit
+	served    chan struct{} // closed when the accept loop returns
+	stopOnce  sync.Once
 }
 
 // trackedConn remembers the listener its TLS handshake selected, so a
@@ -44,13 +47,26 @@ type trackedConn struct {
 	// connection chains to its listener's CAs, when the handshake did not
 	// require that: 0 not checked yet, 1 yes, 2 no.
 	clientVerified atomic.Int32
+	limit          *connLimit
+	closed         atomic.Bool
+}
+
+// Close releases the connection's place under the port's cap, once.
+func (t *trackedConn) Close() error {
+	if !t.closed.Swap(true) {
+		t.limit.release()
+	}
+	return t.Conn.Close()
 }
 
 type connKey struct{}
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	switch cc := c.(type) {
+	case *tls.Conn:
+		c = cc.NetConn()
+	case *peekedConn: // HTTP/1 on a plain HTTP port
+		c = cc.Conn
 	}
 	if t, ok := c.(*trackedConn); ok {
 		return context.WithValue(ctx, connKey{}, t)
@@ -60,7 +76,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 func (ps *portServer) start() {
 	ps.served = make(chan struct{})
-	var ln net.Listener = &trackingListener{Listener: ps.ln}
+	var ln net.Listener = &trackingListener{Listener: ps.ln, limit: &ps.conns}
 	if ps.protocol == HTTPS {
 		base := ps.srv.TLSConfig.Clone()
 		ln = tls.NewListener(ln, sni.ServerConfig(base, ps.sniTable, rememberListener))
@@ -113,25 +129,43 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
 			ps.srv.Close()
 		}
-		done := make(chan struct{})
-		go func() { ps.h2c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
+		// Upgraded connections (WebSockets) and cleartext HTTP/2 ones
+		// drain too, up to the deadline; then they are closed, which ends
+		// their requests and so their backend connections.
+		if !ps.untracked.wait(ctx) {
+			if n := ps.untracked.closeAll(); n > 0 {
+				ps.log.Info("drain deadline reached, closing upgraded and cleartext HTTP/2 connections", zap.Int("connections", n))
+			}
+			// Their handlers end as soon as they notice, closing the
+			// backend side; a port being replaced must not wait long.
+			closed, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			ps.untracked.wait(closed)
+			cancel()
 		}
 		<-ps.served
 		ps.log.Info("port closed")
 	})
 }
 
-type trackingListener struct{ net.Listener }
+type trackingListener struct {
+	net.Listener
+	limit *connLimit
+}
 
 func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.limit.admit() {
+			return &trackedConn{Conn: c, limit: l.limit}, nil
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset: the client learns at once
+		}
+		c.Close()
 	}
-	return &trackedConn{Conn: c}, nil
 }
 
 // h2cPreface is what an HTTP/2 client with prior knowledge sends first.
@@ -193,13 +227,35 @@ func (s *h2cSniffer) classify(c net.Conn) {
 		}
 		return
 	}
-	s.ps.h2c.Add(1)
-	defer s.ps.h2c.Done()
+	s.ps.untracked.begin()
+	defer s.ps.untracked.end()
 	ctx := context.Background()
 	if t, ok := c.(*trackedConn); ok {
 		ctx = context.WithValue(ctx, connKey{}, t)
 	}
-	s.ps.h2.ServeConn(pc, &http2.ServeConnOpts{Context: ctx, BaseConfig: s.ps.srv, Handler: s.ps.srv.Handler})
+	s.ps.serveH2(s.ps.untracked.add(pc), ctx, s.ps.srv.Handler)
+}
+
+// serveH2 serves an HTTP/2 connection, TLS or cleartext, behind the
+// guard against abusive frame patterns.
+func (ps *portServer) serveH2(c net.Conn, ctx context.Context, h http.Handler) {
+	o := &ps.rt.opts
+	if o.H2MaxGlitches > 0 {
+		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
+	}
+	ps.h2.ServeConn(c, &http2.ServeConnOpts{Context: ctx, BaseConfig: ps.srv, Handler: h})
+}
+
+// serveTLSH2 is the port's TLSNextProto for "h2": TLS connections that
+// chose HTTP/2 get the same guard as cleartext ones.
+func (ps *portServer) serveTLSH2(_ *http.Server, c *tls.Conn, h http.Handler) {
+	// net/http hands the connection's base context (with connKey) over
+	// through this method of h, as to the HTTP/2 server's own TLSNextProto.
+	ctx := context.Background()
+	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
+		ctx = bc.BaseContext()
+	}
+	ps.serveH2(c, ctx, h)
 }
 
 func (s *h2cSniffer) Accept() (net.Conn, error) {

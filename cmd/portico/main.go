@@ -133,7 +133,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	holdoff := fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding")
 	minHoldoff := fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took")
 	maxDelay := fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them")
 	echoAddr := fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)")
 	requestID := fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log")
 	accessLog := fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)")
@@ -141,6 +141,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cf := clusterFlags(fs)
 	af := newACMEFlags(fs)
 	rf := newRequestFlags(fs)
+	setLimits := limitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -174,6 +175,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	opts.BindAddress = *bind
 	opts.DrainTimeout = *drain
+	setLimits(&opts)
 	metrics := admin.NewMetrics()
 	opts.Observer = metrics
 	opts.Handshakes = metrics

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"portico.dev/portico/proxy"
+)
+
+// TestLimitFlags: the limit flags reach the proxy options, and left out
+// they keep the proxy's defaults.
+func TestLimitFlags(t *testing.T) {
+	parse := func(args ...string) proxy.Options {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		set := limitFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := proxy.DefaultOptions()
+		o.MaxConnsPerPort, o.ClientIdleTimeout = 1, time.Nanosecond // overwritten by set
+		set(&o)
+		return o
+	}
+	if got, want := parse(), proxy.DefaultOptions(); got.MaxConnsPerPort != want.MaxConnsPerPort || got.ClientIdleTimeout != want.ClientIdleTimeout ||
+		got.ClientMinRate != want.ClientMinRate || got.ClientRateWindow != want.ClientRateWindow ||
+		got.H2MaxGlitches != want.H2MaxGlitches || got.H2GlitchesForgiven != want.H2GlitchesForgiven {
+		t.Errorf("no flags: %+v, want the defaults %+v", got, want)
+	}
+	o := parse("--max-connections-per-port=-1", "--client-idle-timeout=5s", "--client-min-rate=100",
+		"--client-rate-window=10s", "--http2-max-glitches=50", "--http2-glitches-forgiven=2.5")
+	if o.MaxConnsPerPort != -1 || o.ClientIdleTimeout != 5*time.Second || o.ClientMinRate != 100 ||
+		o.ClientRateWindow != 10*time.Second || o.H2MaxGlitches != 50 || o.H2GlitchesForgiven != 2.5 {
+		t.Errorf("flags not applied: %+v", o)
+	}
+}

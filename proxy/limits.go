@@ -1,0 +1,470 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// errClientTooSlow is what a request body read or response write returns
+// when the client was cut for not keeping pace (see pacer).
+var errClientTooSlow = errors.New("client too slow")
+
+// pacer bounds how long one request waits on its client, by progress
+// rather than in total, so that long uploads, downloads and streams live as
+// long as they move:
+//   - idle: a body read or a response write waiting on the client for
+//     longer than this is cut (for a write of n bytes, this plus n at the
+//     minimum rate);
+//   - minimum rate: once the time spent waiting on the client adds up to a
+//     window, the bytes moved during those waits must average the rate, or
+//     the request is cut. Time the proxy spends waiting on the backend does
+//     not count: an SSE stream that sends an event a minute waits on its
+//     backend, not on its client. The rule applies to response writes and
+//     to request bodies of a declared length; a body streamed without one
+//     (chunked, gRPC) may pause for as long as the idle timeout allows.
+//
+// Cutting a read fails the body the backend request is reading, which
+// aborts that request and closes its backend connection; cutting a write
+// makes the forwarder give up the response and close the backend's. An
+// HTTP/1 connection is closed, an HTTP/2 stream reset.
+type pacer struct {
+	rc http.ResponseController
+	// conn is the client's connection when it serves only this request
+	// (HTTP/1), nil for an HTTP/2 stream.
+	conn   *trackedConn
+	log    *zap.Logger
+	remote string
+	idle   time.Duration
+	rate   int64
+	window time.Duration
+
+	read, write paceOp
+
+	mu       sync.Mutex // guards timer, done and writeCut against the watchdog
+	timer    *time.Timer
+	done     bool
+	writeCut bool
+	cut      atomic.Pointer[string] // why the request was first cut
+	// bodyCut is set once the request body was cut.
+	bodyCut atomic.Bool
+}
+
+// paceOp is one direction of a request: the deadline of the read or write
+// in progress for the watchdog, and the accounting of the rate window,
+// touched only by the goroutine doing the reads or writes.
+type paceOp struct {
+	deadline atomic.Int64 // UnixNano; 0 when nothing is in progress
+	waited   time.Duration
+	moved    int64
+}
+
+func (o *paceOp) begin(now time.Time, allowed time.Duration) {
+	o.deadline.Store(now.Add(allowed).UnixNano())
+}
+
+// end records an operation that started at start and moved n bytes; it
+// reports whether the window closed below the rate (rate 0: no rule).
+func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) bool {
+	o.deadline.Store(0)
+	o.waited += time.Since(start)
+	o.moved += int64(n)
+	if o.waited < window {
+		return false
+	}
+	slow := rate > 0 && float64(o.moved) < float64(rate)*o.waited.Seconds()
+	o.waited, o.moved = 0, 0
+	return slow
+}
+
+// start begins pacing the request answered through w.
+func (p *pacer) start(w http.ResponseWriter, opts *Options) {
+	p.rc = *http.NewResponseController(w)
+	p.idle, p.window = opts.ClientIdleTimeout, opts.ClientRateWindow
+	if opts.ClientMinRate > 0 && p.window > 0 {
+		p.rate = int64(opts.ClientMinRate)
+	}
+	if p.idle > 0 {
+		p.timer = time.AfterFunc(p.idle, p.watch)
+	}
+}
+
+// watch runs on a timer: it cuts the operation that overstayed its
+// deadline, or sleeps until the next one could.
+func (p *pacer) watch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	now := time.Now()
+	next := now.Add(p.idle)
+	for _, op := range [...]struct {
+		o    *paceOp
+		read bool
+	}{{&p.read, true}, {&p.write, false}} {
+		d := op.o.deadline.Load()
+		if d == 0 {
+			continue
+		}
+		if now.UnixNano() >= d {
+			// The other direction stays watched: the answer to a cut
+			// body is written under the same rules.
+			p.cutLocked(op.read, "idle")
+			continue
+		}
+		if t := time.Unix(0, d); t.Before(next) {
+			next = t
+		}
+	}
+	p.timer.Reset(next.Sub(now))
+}
+
+// cutLocked makes the read or write waiting on the client fail now.
+func (p *pacer) cutLocked(read bool, why string) {
+	if p.done {
+		return
+	}
+	p.cut.CompareAndSwap(nil, &why)
+	dir := "response"
+	if read {
+		dir = "request body"
+	}
+	p.log.Debug("client too slow, cutting the request", zap.String("remote", p.remote), zap.String("direction", dir), zap.String("why", why))
+	now := time.Now()
+	if read {
+		if !p.bodyCut.Swap(true) {
+			_ = p.rc.SetReadDeadline(now)
+		}
+		return
+	}
+	if p.writeCut {
+		return
+	}
+	p.writeCut = true
+	if p.conn != nil {
+		// What the kernel still buffers for a client that does not read
+		// is dropped with a reset when the connection closes, instead of
+		// trickling out to it at its pace.
+		if tc, ok := p.conn.Conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	_ = p.rc.SetWriteDeadline(now)
+}
+
+func (p *pacer) cutNow(read bool, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutLocked(read, why)
+}
+
+// stop ends the watch; the handler is about to return or hand the
+// connection over (upgrade).
+func (p *pacer) stop() {
+	p.mu.Lock()
+	p.done = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
+}
+
+// failed turns the error of a cut operation into errClientTooSlow.
+func (p *pacer) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if why := p.cut.Load(); why != nil {
+		return fmt.Errorf("%w (%s): %w", errClientTooSlow, *why, err)
+	}
+	return err
+}
+
+// pacedBody is a request body read under a pacer.
+type pacedBody struct {
+	io.ReadCloser
+	p    *pacer
+	rate int64 // 0 for a body of unknown length
+}
+
+func (b *pacedBody) Read(buf []byte) (int, error) {
+	start := time.Now()
+	b.p.read.begin(start, b.p.idle)
+	n, err := b.ReadCloser.Read(buf)
+	if b.p.read.end(start, n, b.rate, b.p.window) && err == nil {
+		b.p.cutNow(true, "below the minimum rate")
+		return n, b.p.failed(os.ErrDeadlineExceeded)
+	}
+	return n, b.p.failed(err)
+}
+
+// pacedWriter is a response written under a pacer. It also tracks the
+// connection of an upgraded request, which it hands over when hijacked.
+type pacedWriter struct {
+	http.ResponseWriter
+	p  *pacer
+	ps *portServer
+	// pacer is p, allocated with the writer.
+	pacer pacer
+	// pending are the bytes written since the last flush: what the next
+	// flush waits on the client to take.
+	pending int
+	// answered is set once a final status was written; discard when the
+	// client is told 408 instead of what was being answered.
+	answered, discard bool
+	h1, hijacked      bool
+}
+
+// WriteHeader answers 408 to a request whose body was cut, whatever the
+// backend made of the truncated request (usually the forwarder's 502, or
+// a backend's own answer when it gave up on the body first).
+func (w *pacedWriter) WriteHeader(code int) {
+	if code < 200 || w.answered {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.answered = true
+	if !w.p.bodyCut.Load() || code == http.StatusRequestTimeout {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.discard = true
+	h := w.Header()
+	clear(h)
+	if w.h1 { // the rest of the body is not on the connection
+		h.Set("Connection", "close")
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.ResponseWriter.WriteHeader(http.StatusRequestTimeout)
+	_, _ = io.WriteString(w.ResponseWriter, "request body too slow\n")
+}
+
+func (w *pacedWriter) allowed(n int) time.Duration {
+	d := w.p.idle
+	if w.p.rate > 0 {
+		d += time.Duration(int64(n) * int64(time.Second) / w.p.rate)
+	}
+	return d
+}
+
+func (w *pacedWriter) Write(b []byte) (int, error) {
+	if !w.answered {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(b), nil
+	}
+	w.pending += len(b)
+	start := time.Now()
+	w.p.write.begin(start, w.allowed(w.pending))
+	n, err := w.ResponseWriter.Write(b)
+	return n, w.ended(start, n, err)
+}
+
+func (w *pacedWriter) FlushError() error {
+	start := time.Now()
+	w.p.write.begin(start, w.allowed(w.pending))
+	err := w.p.rc.Flush()
+	w.pending = 0
+	return w.ended(start, 0, err)
+}
+
+// Flush is for handlers that look for http.Flusher rather than using a
+// ResponseController.
+func (w *pacedWriter) Flush() { _ = w.FlushError() }
+
+func (w *pacedWriter) ended(start time.Time, n int, err error) error {
+	if w.p.write.end(start, n, w.p.rate, w.p.window) && err == nil {
+		w.p.cutNow(false, "below the minimum rate")
+		return w.p.failed(os.ErrDeadlineExceeded)
+	}
+	return w.p.failed(err)
+}
+
+func (w *pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection of an upgraded request (a WebSocket) over.
+// From then on no pacing applies: an open WebSocket may be silent for as
+// long as its application likes, and only the connection cap of the port
+// bounds how many there are. The connection is tracked so that a port
+// shutting down waits for it and closes it at the drain deadline.
+func (w *pacedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := w.p.rc.Hijack()
+	if err != nil {
+		return nil, nil, err // HTTP/2: the request goes on, still paced
+	}
+	// A cut the watchdog made in between is undone with the deadlines.
+	w.p.stop()
+	w.hijacked = true
+	_ = c.SetDeadline(time.Time{})
+	return w.ps.untracked.add(c), brw, nil
+}
+
+// serveLimited serves a request under the port's pacing limits.
+func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
+	opts := &ps.rt.opts
+	if isUpgrade(r) {
+		// Counted from the start, not from the hijack, so that a shutdown
+		// beginning in between waits for it.
+		ps.untracked.begin()
+		defer ps.untracked.end()
+	}
+	pw := &pacedWriter{ResponseWriter: w, ps: ps}
+	p := &pw.pacer
+	pw.p = p
+	p.log, p.remote = ps.log, r.RemoteAddr
+	p.start(w, opts)
+	defer p.stop()
+	h1 := r.ProtoMajor == 1
+	if h1 {
+		pw.h1 = true
+		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		b := &pacedBody{ReadCloser: r.Body, p: p}
+		if r.ContentLength > 0 {
+			b.rate = p.rate
+		}
+		r.Body = b
+	}
+	ps.serveHTTP(pw, r)
+	if !pw.answered && !pw.hijacked && p.bodyCut.Load() {
+		// Whatever gave up on the cut body without answering, the client
+		// is told why; net/http would send a 200.
+		pw.WriteHeader(http.StatusRequestTimeout)
+	}
+	if h1 && p.idle > 0 {
+		// net/http writes the end of the response after the handler
+		// returns; a client that stopped reading must not hold it forever.
+		// net/http lifts the deadline once it has finished the response.
+		p.mu.Lock()
+		if !p.done && !p.writeCut {
+			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
+		}
+		p.mu.Unlock()
+	}
+}
+
+// untrackedConns are the connections of a port that its http.Server does
+// not track: cleartext HTTP/2 connections and hijacked (upgraded) ones. A
+// shutdown waits for them until its deadline, then closes them.
+type untrackedConns struct {
+	mu sync.Mutex
+	// active counts what is being served: cleartext HTTP/2 connections
+	// and the handlers of upgraded requests.
+	active int
+	conns  map[*untrackedConn]struct{}
+}
+
+func (s *untrackedConns) begin() {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+}
+
+func (s *untrackedConns) end() {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+}
+
+// wait reports whether everything ended before ctx did.
+func (s *untrackedConns) wait(ctx context.Context) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n := s.active
+		s.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+type untrackedConn struct {
+	net.Conn
+	set  *untrackedConns
+	once sync.Once
+}
+
+func (c *untrackedConn) Close() error {
+	c.once.Do(func() {
+		c.set.mu.Lock()
+		delete(c.set.conns, c)
+		c.set.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// add tracks c until it is closed.
+func (s *untrackedConns) add(c net.Conn) *untrackedConn {
+	uc := &untrackedConn{Conn: c, set: s}
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[*untrackedConn]struct{}{}
+	}
+	s.conns[uc] = struct{}{}
+	s.mu.Unlock()
+	return uc
+}
+
+// closeAll closes every tracked connection and returns how many.
+func (s *untrackedConns) closeAll() int {
+	s.mu.Lock()
+	conns := make([]*untrackedConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return len(conns)
+}
+
+// connLimit caps the open connections of a port. Past the cap a new
+// connection is closed at once (with a reset): the client fails fast, and
+// the kernel's accept queue does not fill with connections nobody serves,
+// while established connections go on as before.
+type connLimit struct {
+	max    int64 // <= 0: no cap
+	open   atomic.Int64
+	logged atomic.Int64 // UnixNano of the last log of a refusal
+	log    *zap.Logger
+}
+
+// connLimitLogEvery spaces the warnings of a port at its cap.
+const connLimitLogEvery = 5 * time.Second
+
+// admit reports whether a new connection may be served; if so, release
+// must be called once when it closes.
+func (l *connLimit) admit() bool {
+	if l.open.Add(1) <= l.max || l.max <= 0 {
+		return true
+	}
+	l.open.Add(-1)
+	now := time.Now().UnixNano()
+	if last := l.logged.Load(); now-last >= int64(connLimitLogEvery) && l.logged.CompareAndSwap(last, now) {
+		l.log.Warn("connection cap of the port reached; refusing new connections", zap.Int64("max", l.max))
+	}
+	return false
+}
+
+func (l *connLimit) release() { l.open.Add(-1) }
