@@ -54,7 +54,7 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 		case map[string]any:
 			out := map[string]any{}
 			for k, e := range v {
-				if !contains(helmOnlyLabels, k) {
+				if !slices.Contains(helmOnlyLabels, k) {
 					out[k] = strip(e)
 				}
 			}
@@ -69,15 +69,6 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 		return v
 	}
 	return strip(o.DeepCopy().Object).(map[string]any)
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // normalized makes numbers of both sources compare equal (YAML decoding
