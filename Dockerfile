@@ -4,7 +4,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/portico ./cmd/portico \
+# What "portico version" and portico_build_info report: the image has no
+# .git to read them from (docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD)).
+ARG VERSION=""
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X portico.dev/portico/internal/buildinfo.version=${VERSION} -X portico.dev/portico/internal/buildinfo.commit=${COMMIT}" \
+      -o /out/portico ./cmd/portico \
  && mkdir -p /out/etc /out/tmp \
  && echo 'portico:x:65532:65532:portico:/nonexistent:/sbin/nologin' > /out/etc/passwd \
  && echo 'portico:x:65532:' > /out/etc/group

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/buildinfo"
 )
 
 func scrape(t *testing.T, base, path string) (int, string) {
@@ -85,6 +88,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.ObserveHandshakeFailure("443", "unknown_server_name")
 	m.ObserveHandshakeFailure("443", "unknown_server_name")
 	m.ObserveHandshakeFailure("10.0.0.1:8443", "not_tls")
+	m.SetCertificatesExpiry(time.Unix(1900000000, 0))
 
 	code, body := scrape(t, base, "/metrics")
 	if code != 200 {
@@ -106,6 +110,7 @@ func TestMetricsExposition(t *testing.T) {
 		`portico_status_writes_total{kind="Gateway",result="conflict"} 1`,
 		`portico_tls_handshake_failures_total{port="443",reason="unknown_server_name"} 2`,
 		`portico_tls_handshake_failures_total{port="10.0.0.1:8443",reason="not_tls"} 1`,
+		`portico_certificates_earliest_expiry_timestamp_seconds 1.9e+09`,
 		`go_goroutines `,
 		`process_open_fds `,
 	} {
@@ -113,9 +118,21 @@ func TestMetricsExposition(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	if !strings.Contains(body, `portico_acme_events_total{event="renew_failed"} 0`) {
+		t.Error("ACME events are not exported at 0 before the first one")
+	}
+	build := buildinfo.Read()
+	if want := fmt.Sprintf(`portico_build_info{commit=%q,goversion=%q,version=%q} 1`, build.Commit, build.GoVersion, build.Version); !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 	m.SetLeader(false)
-	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, "portico_leader 0") {
+	m.SetCertificatesExpiry(time.Time{})
+	_, body = scrape(t, base, "/metrics")
+	if !strings.Contains(body, "portico_leader 0") {
 		t.Error("leader gauge did not drop")
+	}
+	if !strings.Contains(body, "portico_certificates_earliest_expiry_timestamp_seconds 0") {
+		t.Error("certificate expiry did not drop to 0 with no certificate loaded")
 	}
 }
 
@@ -126,6 +143,7 @@ func TestNilMetricsIsOff(t *testing.T) {
 	m.SetLeader(true)
 	m.StatusWritten("Gateway", "ok")
 	m.ObserveHandshakeFailure("443", "closed")
+	m.SetCertificatesExpiry(time.Now())
 }
 
 func BenchmarkObserveRequest(b *testing.B) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"portico.dev/portico/internal/buildinfo"
 )
 
 // Metrics holds every metric Portico exports. Its methods are safe for
@@ -28,6 +30,7 @@ type Metrics struct {
 	statusWrites *prometheus.CounterVec
 	acme         *prometheus.CounterVec
 	handshakes   *prometheus.CounterVec
+	certExpiry   prometheus.Gauge
 
 	// counters caches the child counter of each (route, code): looking it
 	// up by label values on every request would hash the labels and
@@ -95,12 +98,36 @@ func NewMetrics() *Metrics {
 			Help: "TLS handshakes that failed, by port and reason (unknown_server_name, not_tls, client_certificate, " +
 				"unsupported_parameters, timeout, closed, other).",
 		}, []string{"port", "reason"}),
+		// One number rather than one series per certificate: with a
+		// hundred thousand hostnames a series each would be too many, and
+		// the alert only needs the first to expire (its name is in the
+		// listener's status and the log).
+		certExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "portico_certificates_earliest_expiry_timestamp_seconds",
+			Help: "Expiry (Unix time) of the certificate that expires first among those loaded; 0 when none is loaded.",
+		}),
 	}
+	// Series with known label values exist from the start at 0, so that
+	// increase() and alerts see the first failure rather than a series
+	// appearing at 1.
+	for _, e := range []string{"obtained", "failed", "renewed", "renew_failed"} {
+		m.acme.WithLabelValues(e)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.applies.WithLabelValues(r)
+	}
+	build := buildinfo.Read()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "portico_build_info",
+		Help: "Always 1; its labels say which build of Portico runs (version, commit, Go release).",
+	}, []string{"version", "commit", "goversion"})
+	buildInfo.WithLabelValues(build.Version, build.Commit, build.GoVersion).Set(1)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.latency, m.generation, m.applies, m.translate, m.apply,
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
+		m.certExpiry, buildInfo,
 	)
 	return m
 }
@@ -151,6 +178,19 @@ func (m *Metrics) ConfigApplied(generation int64, translate, apply time.Duration
 	m.applies.WithLabelValues("ok").Inc()
 	m.generation.Set(float64(generation))
 	m.certificates.Set(float64(certificates))
+}
+
+// SetCertificatesExpiry records when the first of the loaded certificates
+// expires (the zero time when none is loaded).
+func (m *Metrics) SetCertificatesExpiry(earliest time.Time) {
+	if m == nil {
+		return
+	}
+	if earliest.IsZero() {
+		m.certExpiry.Set(0)
+		return
+	}
+	m.certExpiry.Set(float64(earliest.Unix()))
 }
 
 // SetLeader records whether this replica leads.

@@ -9,7 +9,8 @@
 #     control plane, a process kubelet that runs the suite's Pods in network
 #     namespaces on a bridge, Portico in cluster mode, and the suite;
 #   - writes the upstream ConformanceReport and a results table to
-#     conformance/reports/, and ends with one line:
+#     build/conformance/reports/ (conformance/reports/, the published ones,
+#     with --update-reports), and ends with one line:
 #       conformance: N passed, N failed, N skipped
 #
 # Exits non-zero when a test fails. Every process, namespace and the bridge
@@ -23,17 +24,22 @@
 #   --extra-features A,B    also run the tests of features not claimed yet;
 #                           no report is written
 #   --keep-logs             keep the run directory (logs) after success
+#   --update-reports        write the report and results table of a full run
+#                           over the committed ones in conformance/reports/
+#                           (by default they go to build/conformance/reports/,
+#                           so that a test run leaves the tree as it was)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
 
-run_test="" extra="" keep=0 channel=standard
+run_test="" extra="" keep=0 channel=standard report_dir="${root}/build/conformance/reports"
 while (($#)); do
 	case "$1" in
 	--run-test) run_test="$2"; shift 2 ;;
 	--extra-features) extra="$2"; shift 2 ;;
 	--channel) channel="$2"; shift 2 ;;
 	--keep-logs) keep=1; shift ;;
+	--update-reports) report_dir="${root}/conformance/reports"; shift ;;
 	*) echo "conformance: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -102,7 +108,7 @@ setsid "${run_dir}/conformance.test" -test.run '^TestConformance$' -test.v -test
 	-portico.binary="${run_dir}/portico" \
 	-portico.echo-basic="$echo_basic" \
 	-portico.run-dir="$run_dir" \
-	-portico.report-dir="${root}/conformance/reports" \
+	-portico.report-dir="$report_dir" \
 	-portico.version="$version" \
 	-portico.run-test="$run_test" \
 	-portico.extra-features="$extra" \

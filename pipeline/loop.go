@@ -75,6 +75,9 @@ type ApplyReport struct {
 	Translate    time.Duration
 	Apply        time.Duration
 	Certificates int
+	// CertificatesExpire is when the first of those certificates expires
+	// (zero when there is none).
+	CertificatesExpire time.Time
 	// Err is the error of applying the configuration; on a partial failure
 	// (some ports could not be bound) it describes the ports left out.
 	Err error
@@ -231,7 +234,7 @@ func (l *Loop) rebuild() error {
 	l.statuses = st
 	l.mu.Unlock()
 	if l.out.Applied != nil {
-		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), Err: applyErr})
+		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), CertificatesExpire: mem.EarliestExpiry(), Err: applyErr})
 	}
 	fields := []zap.Field{zap.Int64("generation", gen), zap.Duration("translate", translated), zap.Duration("apply", applyTook),
 		zap.Int("gateways", len(res.Gateways)), zap.Int("listenerSets", len(res.ListenerSets)), zap.Int("httpRoutes", len(res.HTTPRoutes))}

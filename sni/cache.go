@@ -59,7 +59,12 @@ func (c *Cache) Load(key string, certPEM, keyPEM []byte) (*tls.Certificate, erro
 
 	// Parsing happens outside the lock so that loads of different Secrets
 	// run in parallel.
-	e.once.Do(func() { e.cert, e.err = ParseKeyPair(certPEM, keyPEM) })
+	return e.parsed()
+}
+
+// parsed parses the entry's pair on first use and returns the result.
+func (e *cacheEntry) parsed() (*tls.Certificate, error) {
+	e.once.Do(func() { e.cert, e.err = ParseKeyPair(e.certPEM, e.keyPEM) })
 	return e.cert, e.err
 }
 

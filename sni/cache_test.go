@@ -3,12 +3,16 @@ package sni
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"portico.dev/portico/sni/snitest"
 )
@@ -196,4 +200,24 @@ func TestParseKeyPairEncodings(t *testing.T) {
 	if _, err := ParseKeyPair(rsaPair.CertPEM, rsaPair.KeyPEM); err != nil {
 		t.Errorf("RSA pair: %v", err)
 	}
+}
+
+// selfSigned returns a PEM pair whose certificate expires at notAfter.
+func selfSigned(t *testing.T, name string, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }

@@ -12,6 +12,7 @@ package translate
 import (
 	"reflect"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,6 +88,21 @@ type Memory struct {
 
 // Certificates is the number of parsed key pairs the memory holds.
 func (m Memory) Certificates() int { return len(m.certs) }
+
+// EarliestExpiry is when the first of the key pairs the memory holds
+// expires; the zero time when it holds none.
+func (m Memory) EarliestExpiry() time.Time {
+	var earliest time.Time
+	for _, p := range m.certs {
+		if p.cert == nil || p.cert.Leaf == nil {
+			continue
+		}
+		if earliest.IsZero() || p.cert.Leaf.NotAfter.Before(earliest) {
+			earliest = p.cert.Leaf.NotAfter
+		}
+	}
+	return earliest
+}
 
 type fullTranslation struct {
 	inputs []any // every object but EndpointSlices, in snapshot order

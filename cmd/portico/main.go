@@ -41,6 +41,7 @@ Usage:
   portico check --config PATH   print the status Portico would write for every Gateway,
                                 ListenerSet and HTTPRoute in PATH
   portico echo  --listen ADDR   run a small HTTP backend that echoes requests as JSON
+  portico version               print the version, commit and Go release of this build
 
 Run "portico COMMAND -h" for a command's flags.
 `
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = check(args[1:], stdout, stderr)
 	case "echo":
 		err = echo(ctx, args[1:], stderr)
+	case "version":
+		err = printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -309,6 +312,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 	m := &mode{}
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 	}}
 	var source pipeline.Source
 	var storage certmagic.Storage
@@ -391,11 +395,15 @@ func check(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
 	controller := fs.String("controller-name", string(translate.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
+	output := fs.String("o", "yaml", "output format: yaml (a stream of objects) or json (one List of them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *configPath == "" {
 		return errors.New("--config is required")
+	}
+	if *output != "yaml" && *output != "json" {
+		return fmt.Errorf("-o: %q is neither yaml nor json", *output)
 	}
 	res, err := filesource.New(*configPath, zap.NewNop()).Snapshot()
 	if err != nil {
@@ -403,5 +411,11 @@ func check(args []string, stdout, stderr io.Writer) error {
 	}
 	settings := translate.Settings{ControllerName: gwv1.GatewayController(*controller)}
 	out, _ := translate.Translate(settings, res, translate.Memory{})
-	return status.Write(stdout, res, out.Statuses, settings.ControllerName, time.Now())
+	write := func(w io.Writer) error {
+		return status.Write(w, res, out.Statuses, settings.ControllerName, time.Now())
+	}
+	if *output == "json" {
+		return writeStatusesJSON(stdout, write)
+	}
+	return write(stdout)
 }

@@ -1,0 +1,509 @@
+// Tests of the Helm chart in portico/: what it renders for several value
+// sets, what its schema refuses, and that with default values it installs
+// exactly what the kustomize base in deploy/ does.
+package charts_test
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/charts/charttest"
+)
+
+const chartDir = "portico"
+
+var release = charttest.Release{Name: "portico", Namespace: "portico-system"}
+
+func render(t *testing.T, values string) []*unstructured.Unstructured {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := charttest.Render(chartDir, release, v)
+	if err != nil {
+		t.Fatalf("render with %s: %v", values, err)
+	}
+	return objs
+}
+
+// helmOnlyLabels are the labels the chart adds for Helm's bookkeeping;
+// deploy/ has no release to name.
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+
+// withoutHelmLabels returns a copy of o without helmOnlyLabels in any map
+// (labels, selectors, label selectors).
+func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
+	var strip func(v any) any
+	strip = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			out := map[string]any{}
+			for k, e := range v {
+				if !slices.Contains(helmOnlyLabels, k) {
+					out[k] = strip(e)
+				}
+			}
+			return out
+		case []any:
+			out := make([]any, len(v))
+			for i, e := range v {
+				out[i] = strip(e)
+			}
+			return out
+		}
+		return v
+	}
+	return strip(o.DeepCopy().Object).(map[string]any)
+}
+
+// normalized makes numbers of both sources compare equal (YAML decoding
+// gives int64 in one and float64 in the other).
+func normalized(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestChartMatchesKustomizeBase is what keeps the chart and deploy/ from
+// drifting apart: with default values (and namespace.create, which
+// deploy/ always does) the chart renders the same objects, field for
+// field, apart from Helm's own labels.
+func TestChartMatchesKustomizeBase(t *testing.T) {
+	base, err := charttest.Kustomize("../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := render(t, "namespace: {create: true}")
+	keys := func(objs []*unstructured.Unstructured) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, charttest.Key(o))
+		}
+		return out
+	}
+	if !reflect.DeepEqual(keys(base), keys(chart)) {
+		t.Fatalf("objects differ:\ndeploy/: %v\nchart:   %v", keys(base), keys(chart))
+	}
+	for i := range base {
+		b, c := normalized(t, base[i].Object), normalized(t, withoutHelmLabels(chart[i]))
+		if !reflect.DeepEqual(b, c) {
+			by, _ := yaml.Marshal(b)
+			cy, _ := yaml.Marshal(c)
+			t.Errorf("%s differs:\n--- deploy/\n%s\n--- chart\n%s", charttest.Key(base[i]), by, cy)
+		}
+	}
+	// Without namespace.create (the default, for helm install
+	// --create-namespace) the Namespace is the one object left out.
+	defaults := render(t, "")
+	if len(defaults) != len(chart)-1 || charttest.Find(defaults, "Namespace", "portico-system") != nil {
+		t.Errorf("default values render %v", keys(defaults))
+	}
+}
+
+func renderErr(values string) error {
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+		return err
+	}
+	_, err := charttest.Render(chartDir, release, v)
+	return err
+}
+
+// typed converts o into out, refusing fields the Go type does not have, so
+// that a misspelt field in a template fails here rather than be dropped.
+func typed(t *testing.T, o *unstructured.Unstructured, out any) {
+	t.Helper()
+	if o == nil {
+		t.Fatal("object not rendered")
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+		t.Fatalf("%s: %v", charttest.Key(o), err)
+	}
+}
+
+// rendered holds the objects of one value set, typed where tests look.
+type rendered struct {
+	objs []*unstructured.Unstructured
+	dep  appsv1.Deployment
+	svc  corev1.Service
+	args []string
+}
+
+func renderTyped(t *testing.T, name, values string) rendered {
+	t.Helper()
+	r := rendered{objs: render(t, values)}
+	typed(t, charttest.Find(r.objs, "Deployment", name), &r.dep)
+	typed(t, charttest.Find(r.objs, "Service", name), &r.svc)
+	if n := len(r.dep.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("%d containers", n)
+	}
+	r.args = r.dep.Spec.Template.Spec.Containers[0].Args
+	return r
+}
+
+func (r rendered) env(name string) *corev1.EnvVar {
+	for _, e := range r.dep.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return &e
+		}
+	}
+	return nil
+}
+
+// flag returns the value of --name in the container's args, and whether
+// it is there.
+func (r rendered) flag(name string) (string, bool) {
+	for _, a := range r.args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func TestChartACMEWithEABSecret(t *testing.T) {
+	r := renderTyped(t, "portico", `
+acme:
+  directory: https://acme.example.net/directory
+  email: ops@example.com
+  concurrency: 2
+  caBundle: {configMap: acme-ca, key: roots.pem}
+  eab: {secretName: acme-eab, keyIDKey: kid, hmacKeyKey: hmac}
+`)
+	for name, want := range map[string]string{
+		"acme-directory":    "https://acme.example.net/directory",
+		"acme-email":        "ops@example.com",
+		"acme-concurrency":  "2",
+		"acme-ca-bundle":    "/etc/portico/acme-ca/roots.pem",
+		"acme-eab-key-id":   "$(ACME_EAB_KEY_ID)",
+		"acme-eab-hmac-key": "$(ACME_EAB_HMAC_KEY)",
+	} {
+		if got, _ := r.flag(name); got != want {
+			t.Errorf("--%s=%q, want %q", name, got, want)
+		}
+	}
+	// The key comes from the Secret at container start; it is never in the
+	// pod spec.
+	for env, key := range map[string]string{"ACME_EAB_KEY_ID": "kid", "ACME_EAB_HMAC_KEY": "hmac"} {
+		e := r.env(env)
+		if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "acme-eab" || e.ValueFrom.SecretKeyRef.Key != key || e.Value != "" {
+			t.Errorf("env %s = %+v, want key %s of Secret acme-eab", env, e, key)
+		}
+	}
+	spec := r.dep.Spec.Template.Spec
+	mounted := false
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == "acme-ca" && m.MountPath == "/etc/portico/acme-ca" && m.ReadOnly {
+			mounted = true
+		}
+	}
+	hasVolume := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "acme-ca" && v.ConfigMap != nil && v.ConfigMap.Name == "acme-ca"
+	})
+	if !mounted || !hasVolume {
+		t.Errorf("CA bundle ConfigMap not mounted: volumes %+v", spec.Volumes)
+	}
+	// Without ACME values, none of it.
+	d := renderTyped(t, "portico", "")
+	for _, a := range d.args {
+		if strings.HasPrefix(a, "--acme") {
+			t.Errorf("default values pass %s", a)
+		}
+	}
+	if d.env("ACME_EAB_HMAC_KEY") != nil {
+		t.Error("default values reference an EAB Secret")
+	}
+}
+
+func TestChartAddresses(t *testing.T) {
+	pool := renderTyped(t, "portico", `
+namespace: {create: true}
+hostNetwork: true
+gatewayAddressPool: [192.0.2.0/28, "2001:db8::7"]
+`)
+	if got, _ := pool.flag("gateway-address-pool"); got != "192.0.2.0/28,2001:db8::7" {
+		t.Errorf("--gateway-address-pool=%q", got)
+	}
+	spec := pool.dep.Spec.Template.Spec
+	if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostNetwork %v, dnsPolicy %q", spec.HostNetwork, spec.DNSPolicy)
+	}
+	// The kubelet refuses namespaced sysctls with host networking.
+	if len(spec.SecurityContext.Sysctls) != 0 {
+		t.Errorf("sysctls with hostNetwork: %+v", spec.SecurityContext.Sysctls)
+	}
+	ns := charttest.Find(pool.objs, "Namespace", "portico-system")
+	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("Namespace for host networking: %v", ns)
+	}
+
+	fixed := renderTyped(t, "portico", "gatewayAddresses: [203.0.113.9, lb.example.net]")
+	if got, _ := fixed.flag("gateway-address"); got != "203.0.113.9,lb.example.net" {
+		t.Errorf("--gateway-address=%q", got)
+	}
+	if v, ok := fixed.flag("gateway-service"); ok {
+		t.Errorf("--gateway-service=%s next to --gateway-address", v)
+	}
+	if got, _ := renderTyped(t, "portico", "").flag("gateway-service"); got != "$(POD_NAMESPACE)/portico" {
+		t.Errorf("default --gateway-service=%q", got)
+	}
+}
+
+func TestChartDisruptionBudget(t *testing.T) {
+	if objs := render(t, "podDisruptionBudget: {enabled: false}"); charttest.Find(objs, "PodDisruptionBudget", "portico") != nil {
+		t.Error("PodDisruptionBudget rendered while disabled")
+	}
+	var pdb policyv1.PodDisruptionBudget
+	typed(t, charttest.Find(render(t, "podDisruptionBudget: {maxUnavailable: 50%}"), "PodDisruptionBudget", "portico"), &pdb)
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.String() != "50%" || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PDB spec %+v", pdb.Spec)
+	}
+}
+
+func TestChartService(t *testing.T) {
+	r := renderTyped(t, "portico", `
+service:
+  type: NodePort
+  annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}
+  labels: {team: edge}
+  externalTrafficPolicy: Local
+  ports:
+  - {name: http, port: 80, targetPort: http, nodePort: 30080}
+  - {name: alt, port: 8443}
+`)
+	s := r.svc
+	if s.Spec.Type != corev1.ServiceTypeNodePort || s.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		t.Errorf("type %s, externalTrafficPolicy %s", s.Spec.Type, s.Spec.ExternalTrafficPolicy)
+	}
+	if s.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] != "nlb" || s.Labels["team"] != "edge" {
+		t.Errorf("annotations %v, labels %v", s.Annotations, s.Labels)
+	}
+	if len(s.Spec.Ports) != 2 || s.Spec.Ports[0].NodePort != 30080 || s.Spec.Ports[1].Port != 8443 || s.Spec.Ports[1].TargetPort.IntValue() != 8443 {
+		t.Errorf("ports %+v", s.Spec.Ports)
+	}
+	if !reflect.DeepEqual(s.Spec.Selector, r.dep.Spec.Selector.MatchLabels) {
+		t.Errorf("Service selects %v, Deployment's pods are %v", s.Spec.Selector, r.dep.Spec.Selector.MatchLabels)
+	}
+}
+
+func TestChartNodePlacement(t *testing.T) {
+	r := renderTyped(t, "portico", `
+nodeSelector: {node-role.kubernetes.io/edge: ""}
+tolerations: [{key: dedicated, operator: Equal, value: edge, effect: NoSchedule}]
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector: {matchLabels: {app.kubernetes.io/name: portico}}
+priorityClassName: system-cluster-critical
+spreadAcrossNodes: false
+topologySpreadConstraints:
+- {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app.kubernetes.io/name: portico}}}
+replicas: 3
+resources: {requests: {cpu: "1", memory: 2Gi}, limits: {memory: 3Gi}}
+`)
+	spec := r.dep.Spec.Template.Spec
+	if _, ok := spec.NodeSelector["node-role.kubernetes.io/edge"]; !ok {
+		t.Errorf("nodeSelector %v", spec.NodeSelector)
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Value != "edge" {
+		t.Errorf("tolerations %+v", spec.Tolerations)
+	}
+	if spec.Affinity == nil || spec.Affinity.PodAntiAffinity == nil || len(spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("affinity %+v", spec.Affinity)
+	}
+	if spec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priorityClassName %q", spec.PriorityClassName)
+	}
+	if len(spec.TopologySpreadConstraints) != 1 || spec.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("topologySpreadConstraints %+v", spec.TopologySpreadConstraints)
+	}
+	if *r.dep.Spec.Replicas != 3 || spec.Containers[0].Resources.Limits.Memory().String() != "3Gi" {
+		t.Errorf("replicas %d, resources %+v", *r.dep.Spec.Replicas, spec.Containers[0].Resources)
+	}
+}
+
+// A release of another name names every object after itself, and every
+// reference between them follows.
+func TestChartReleaseName(t *testing.T) {
+	objs, err := charttest.Render(chartDir, charttest.Release{Name: "edge", Namespace: "gateways"}, map[string]any{
+		"gatewayClass": map[string]any{"name": "edge", "controllerName": "example.net/edge"},
+		"log":          map[string]any{"level": "debug", "format": "console"},
+		"image":        map[string]any{"repository": "registry.example.com/portico", "digest": "sha256:" + strings.Repeat("ab", 32)},
+		"extraArgs":    []any{"--request-id", "--holdoff=200ms"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "GatewayClass" && o.GetName() != "edge-portico" {
+			t.Errorf("%s: not named after the release", charttest.Key(o))
+		}
+		if ns := o.GetNamespace(); ns != "" && ns != "gateways" {
+			t.Errorf("%s: outside the release namespace", charttest.Key(o))
+		}
+	}
+	var dep appsv1.Deployment
+	typed(t, charttest.Find(objs, "Deployment", "edge-portico"), &dep)
+	c := dep.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--gateway-service=$(POD_NAMESPACE)/edge-portico", "--controller-name=example.net/edge", "--log-level=debug",
+		"--log-format=console", "--request-id", "--holdoff=200ms"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %v lack %s", c.Args, want)
+		}
+	}
+	if c.Image != "registry.example.com/portico@sha256:"+strings.Repeat("ab", 32) {
+		t.Errorf("image %s", c.Image)
+	}
+	if dep.Spec.Template.Spec.ServiceAccountName != "edge-portico" {
+		t.Errorf("serviceAccountName %s", dep.Spec.Template.Spec.ServiceAccountName)
+	}
+	gc := charttest.Find(objs, "GatewayClass", "edge")
+	if gc == nil {
+		t.Fatal("no GatewayClass edge")
+	}
+	if got, _, _ := unstructured.NestedString(gc.Object, "spec", "controllerName"); got != "example.net/edge" {
+		t.Errorf("GatewayClass controllerName %q", got)
+	}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		b := charttest.Find(objs, kind, "edge-portico")
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		sa, _ := subjects[0].(map[string]any)
+		if sa["name"] != "edge-portico" || sa["namespace"] != "gateways" {
+			t.Errorf("%s subject %v", kind, sa)
+		}
+	}
+}
+
+func TestChartMonitoring(t *testing.T) {
+	objs := render(t, `
+monitoring:
+  dashboard: {enabled: true, namespace: grafana}
+  prometheusRule: {enabled: true, labels: {release: prometheus}}
+  podMonitor: {enabled: true, interval: 15s}
+`)
+	var cm corev1.ConfigMap
+	typed(t, charttest.Find(objs, "ConfigMap", "portico-dashboard"), &cm)
+	dashboard, err := os.ReadFile("portico/monitoring/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Namespace != "grafana" || cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap in %q with labels %v", cm.Namespace, cm.Labels)
+	}
+	if strings.TrimSpace(cm.Data["portico.json"]) != strings.TrimSpace(string(dashboard)) {
+		t.Error("the dashboard ConfigMap does not hold monitoring/dashboard.json")
+	}
+	rule := charttest.Find(objs, "PrometheusRule", "portico")
+	if rule == nil || rule.GetLabels()["release"] != "prometheus" {
+		t.Fatalf("PrometheusRule %v", rule)
+	}
+	raw, err := os.ReadFile("portico/monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(rule.Object, "spec")
+	if !reflect.DeepEqual(normalized(t, spec), normalized(t, file)) {
+		t.Error("the PrometheusRule's spec is not monitoring/alerts.yaml")
+	}
+	pm := charttest.Find(objs, "PodMonitor", "portico")
+	endpoints, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "admin" || endpoints[0].(map[string]any)["interval"] != "15s" {
+		t.Errorf("PodMonitor endpoints %v", endpoints)
+	}
+	for _, kind := range []string{"ConfigMap", "PrometheusRule", "PodMonitor"} {
+		for _, o := range render(t, "") {
+			if o.GetKind() == kind {
+				t.Errorf("%s rendered by default", kind)
+			}
+		}
+	}
+}
+
+// The schema refuses values that would make a broken install, saying
+// which value and why.
+func TestChartSchemaRejects(t *testing.T) {
+	for values, want := range map[string]string{
+		"replicas: two":                                   "at '/replicas': got string, want integer",
+		"replica: 3":                                      "additional properties 'replica' not allowed",
+		"log: {format: xml}":                              "at '/log/format': value must be one of 'console', 'json'",
+		"log: {level: verbose}":                           "at '/log/level'",
+		"service: {type: Ingress}":                        "at '/service/type'",
+		"service: {ports: []}":                            "at '/service/ports'",
+		"service: {ports: [{name: http}]}":                "missing property 'port'",
+		"image: {digest: md5:abc}":                        "at '/image/digest'",
+		"image: {repository: ''}":                         "at '/image/repository'",
+		"drainTimeout: 30 seconds":                        "at '/drainTimeout'",
+		"gatewayAddressPool: [10.0.0.0/24]":               "at '/hostNetwork': value must be true",
+		"{hostNetwork: true, gatewayAddressPool: [pool]}": "at '/gatewayAddressPool/0'",
+		"acme: {directory: ftp://acme.example.net}":       "at '/acme/directory'",
+		"acme: {concurrency: 0}":                          "at '/acme/concurrency'",
+		"acme: {email: ops}":                              "at '/acme/email'",
+		"acme: {eab: {secretName: Not_A_Name}}":           "at '/acme/eab/secretName'",
+		"podDisruptionBudget: {minAvailable: half}":       "at '/podDisruptionBudget/minAvailable'",
+		"admin: {port: 70000}":                            "at '/admin/port'",
+		"gatewayClass: {controllerName: portico}":         "at '/gatewayClass/controllerName'",
+		"extraArgs: [serve]":                              "at '/extraArgs/0'",
+		"monitoring: {dashboard: {enable: true}}":         "additional properties 'enable' not allowed",
+	} {
+		err := renderErr(values)
+		if err == nil {
+			t.Errorf("%s: accepted", values)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v\nwant it to say %q", values, err, want)
+		}
+	}
+}
+
+// TestChartLint runs Helm's own linter ("helm lint"): Chart.yaml, values
+// against the schema, templates rendered and checked as Kubernetes objects
+// (names, deprecated APIs), for the defaults and with every option on.
+func TestChartLint(t *testing.T) {
+	for _, values := range []string{"", `
+namespace: {create: true}
+hostNetwork: true
+gatewayAddressPool: [192.0.2.0/28]
+acme: {email: ops@example.com, caBundle: {configMap: ca}, eab: {secretName: eab}}
+monitoring: {dashboard: {enabled: true}, prometheusRule: {enabled: true}, podMonitor: {enabled: true}}
+`} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		result := lint.RunAll(chartDir, v, "portico-system")
+		for _, m := range result.Messages {
+			// INFO is advice such as "icon is recommended".
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint with %q: %s", values, m)
+			}
+		}
+	}
+}

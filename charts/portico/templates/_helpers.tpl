@@ -1,0 +1,90 @@
+{{/* The chart's name, "portico" unless overridden. */}}
+{{- define "portico.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name of every object: the release's name when it contains the chart's
+("portico" for a release called portico, as in deploy/), else both.
+*/}}
+{{- define "portico.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "portico.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: never change them after install (selectors are immutable). */}}
+{{- define "portico.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "portico.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "portico.labels" -}}
+{{ include "portico.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "portico.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag }}
+{{- end }}
+{{- end }}
+
+{{/* The flags of "portico serve". Only those that differ from Portico's defaults are given. */}}
+{{- define "portico.args" -}}
+- serve
+- {{ print "--log-format=" .Values.log.format | quote }}
+{{- if ne .Values.log.level "info" }}
+- {{ print "--log-level=" .Values.log.level | quote }}
+{{- end }}
+- --admin-address=:{{ .Values.admin.port }}
+{{- if .Values.gatewayAddresses }}
+- {{ print "--gateway-address=" (join "," .Values.gatewayAddresses) | quote }}
+{{- else }}
+- --gateway-service=$(POD_NAMESPACE)/{{ include "portico.fullname" . }}
+{{- end }}
+{{- if .Values.gatewayAddressPool }}
+- {{ print "--gateway-address-pool=" (join "," .Values.gatewayAddressPool) | quote }}
+{{- end }}
+- {{ print "--drain-timeout=" .Values.drainTimeout | quote }}
+{{- if ne .Values.gatewayClass.controllerName "portico.dev/gateway-controller" }}
+- {{ print "--controller-name=" .Values.gatewayClass.controllerName | quote }}
+{{- end }}
+{{- if .Values.log.accessLog }}
+- --access-log=-
+{{- end }}
+{{- with .Values.acme }}
+{{- if .directory }}
+- {{ print "--acme-directory=" .directory | quote }}
+{{- end }}
+{{- if .email }}
+- {{ print "--acme-email=" .email | quote }}
+{{- end }}
+{{- if .concurrency }}
+- {{ print "--acme-concurrency=" .concurrency | quote }}
+{{- end }}
+{{- if .caBundle.configMap }}
+- {{ print "--acme-ca-bundle=/etc/portico/acme-ca/" .caBundle.key | quote }}
+{{- end }}
+{{- if .eab.secretName }}
+{{- /* Expanded by the kubelet from the Secret: the key is never in the pod spec. */}}
+- --acme-eab-key-id=$(ACME_EAB_KEY_ID)
+- --acme-eab-hmac-key=$(ACME_EAB_HMAC_KEY)
+{{- end }}
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"portico.dev/portico/charts/charttest"
+	"portico.dev/portico/kube/kubetest"
+)
+
+// containerArgs returns the args and environment of the chart's container
+// as the kubelet would start it: the downward API and Secret references
+// resolved against the API server, every $(VAR) of the args expanded.
+func containerArgs(t *testing.T, ctx context.Context, kc kubernetes.Interface, dep *appsv1.Deployment, podName string) ([]string, map[string]string) {
+	t.Helper()
+	c := dep.Spec.Template.Spec.Containers[0]
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.namespace":
+				vars[e.Name] = dep.Namespace
+			case "metadata.name":
+				vars[e.Name] = podName
+			}
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			s, err := kc.CoreV1().Secrets(dep.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			vars[e.Name] = string(s.Data[ref.Key])
+		}
+	}
+	var args []string
+	for _, a := range c.Args {
+		for name, v := range vars {
+			a = strings.ReplaceAll(a, "$("+name+")", v)
+		}
+		if strings.Contains(a, "$(") {
+			t.Fatalf("arg %q refers to a variable the container does not have", a)
+		}
+		args = append(args, a)
+	}
+	return args, vars
+}
+
+// writeTokenKubeconfig writes a kubeconfig that authenticates as cfg does
+// (a ServiceAccount's token).
+func writeTokenKubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "x"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestChartInstallRunsPortico installs the Helm chart on a real API server
+// (rendered with the Helm SDK, applied server-side, twice) and runs
+// "portico serve" with the container args it renders, as its
+// ServiceAccount, whose token carries exactly the chart's RBAC: Portico
+// leads, serves the Gateway's port and writes status with the Service's
+// address.
+func TestChartInstallRunsPortico(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx := t.Context()
+	kc, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := gatewayclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "portico-system"
+	objs, err := charttest.Render("../../charts/portico", charttest.Release{Name: "portico", Namespace: ns}, map[string]any{
+		"namespace":  map[string]any{"create": true},
+		"acme":       map[string]any{"email": "ops@example.com", "eab": map[string]any{"secretName": "acme-eab"}},
+		"monitoring": map[string]any{"dashboard": map[string]any{"enabled": true}},
+		"extraArgs":  []any{"--request-id"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := charttest.Apply(ctx, env.Config, "portico-chart-test", objs); err != nil {
+		t.Fatal(err)
+	}
+	// What the user creates next to the chart: the EAB Secret.
+	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "acme-eab"},
+		StringData: map[string]string{"keyID": "kid-1", "hmacKey": "c2VjcmV0LWhtYWMta2V5LTMyLWJ5dGVzLWxvbmctLS0"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An upgrade with the same values changes nothing and is accepted.
+	if err := charttest.Apply(ctx, env.Config, "portico-chart-test", objs); err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(charttest.Find(objs, "Deployment", "portico").Object, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "portico-dashboard", metav1.GetOptions{}); err != nil {
+		t.Errorf("dashboard ConfigMap: %v", err)
+	}
+	front, err := kc.CoreV1().Services(ns).Get(ctx, "portico", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, port := freeAddr(t)
+	if _, err := gc.GatewayV1().Gateways("apps").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{
+			{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	sa, err := env.ServiceAccountConfig(ctx, ns, dep.Spec.Template.Spec.ServiceAccountName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, vars := containerArgs(t, ctx, kc, &dep, "portico-0")
+	for name, v := range vars {
+		t.Setenv(name, v) // POD_NAME and POD_NAMESPACE are read from there
+	}
+	if args[0] != "serve" {
+		t.Fatalf("container args %v", args)
+	}
+	for _, want := range []string{"--acme-eab-key-id=kid-1", "--gateway-service=portico-system/portico", "--request-id"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("container args %v lack %s", args, want)
+		}
+	}
+	adminAddr, _ := freeAddr(t)
+	// Only what a test on loopback must change; a later flag wins.
+	args = append(args[1:], "--kubeconfig", writeTokenKubeconfig(t, sa), "--admin-address", adminAddr,
+		"--bind-address", "127.0.0.1", "--drain-timeout", "1s")
+	logs := &lockedBuffer{}
+	serveCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(serveCtx, args, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("serve did not stop")
+		}
+		if t.Failed() {
+			t.Logf("portico log:\n%s", logs.String())
+		}
+	})
+
+	admin := "http://" + adminAddr
+	waitUntil(t, "ready and leading", func() error {
+		if code, body, err := httpGet(admin+"/readyz", ""); err != nil || code != 200 {
+			return fmt.Errorf("/readyz %d %s %v", code, body, err)
+		}
+		_, body, err := httpGet(admin+"/metrics", "")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, "portico_leader 1") {
+			return fmt.Errorf("not leading")
+		}
+		return nil
+	})
+	if code, _, err := httpGet("http://127.0.0.1:"+strconv.Itoa(port)+"/", "nothing.example.com"); err != nil || code != 404 {
+		t.Errorf("Gateway port: %d, %v; want 404", code, err)
+	}
+	waitUntil(t, "statuses", func() error {
+		class, err := gc.GatewayV1().GatewayClasses().Get(ctx, "portico", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(class.Status.Conditions, "Accepted") {
+			return fmt.Errorf("GatewayClass not accepted: %+v", class.Status.Conditions)
+		}
+		gw, err := gc.GatewayV1().Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(gw.Status.Conditions, "Programmed") {
+			return fmt.Errorf("Gateway not programmed: %+v", gw.Status.Conditions)
+		}
+		if len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != front.Spec.ClusterIP {
+			return fmt.Errorf("Gateway addresses %+v, want the Service's %s", gw.Status.Addresses, front.Spec.ClusterIP)
+		}
+		return nil
+	})
+	lease, err := kc.CoordinationV1().Leases(ns).Get(ctx, "portico", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "portico-0" {
+		t.Errorf("leader Lease %v, %v", lease, err)
+	}
+}
