@@ -3,6 +3,7 @@ package filesource
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/admission"
 )
 
 // Document is one object read from a YAML stream, with where it came from.
@@ -71,8 +75,11 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 }
 
 // Decode reads a multi-document YAML stream. Empty documents are skipped;
-// unknown fields are errors.
-func Decode(file string, r io.Reader) ([]Document, error) {
+// unknown fields are errors. Every object is admitted as the API server
+// would: it gets its kind's schema defaults and is refused when it breaks a
+// rule the API server enforces (admission), so standalone mode serves what a
+// cluster would hold and nothing a cluster would refuse.
+func Decode(file string, r io.Reader, admit *admission.Checker) ([]Document, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var docs []Document
 	for index := 1; ; index++ {
@@ -87,7 +94,7 @@ func Decode(file string, r io.Reader) ([]Document, error) {
 			index--
 			continue
 		}
-		obj, err := decodeOne(raw)
+		obj, err := decodeOne(raw, admit)
 		if err != nil {
 			return nil, &DecodeError{File: file, Index: index, Err: err}
 		}
@@ -95,7 +102,7 @@ func Decode(file string, r io.Reader) ([]Document, error) {
 	}
 }
 
-func decodeOne(raw []byte) (metav1.Object, error) {
+func decodeOne(raw []byte, admit *admission.Checker) (metav1.Object, error) {
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
@@ -112,6 +119,37 @@ func decodeOne(raw []byte) (metav1.Object, error) {
 	}
 	if obj.GetName() == "" {
 		return nil, fmt.Errorf("%s: metadata.name is required", tm.Kind)
+	}
+	return admitted(raw, &tm, admit)
+}
+
+// admitted decodes raw again after giving it the defaults of its kind, as
+// the API server stores it, and checks it. raw has passed the strict typed
+// decoding, so its fields are all known.
+func admitted(raw []byte, tm *metav1.TypeMeta, admit *admission.Checker) (metav1.Object, error) {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	var fields map[string]any
+	if err := utiljson.Unmarshal(js, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
+		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
+	}
+	if js, err = utiljson.Marshal(fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(js, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if err := admit.Check(tm.APIVersion, tm.Kind, fields, obj); err != nil {
+		return nil, err
 	}
 	return obj, nil
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/admission"
 	"portico.dev/portico/resources"
 )
 
@@ -55,6 +57,16 @@ type Source struct {
 	path string
 	log  *zap.Logger
 	now  func() time.Time
+	// MaxBytes bounds the bytes of all files together: decoding holds
+	// every object in memory several times over, and a configuration that
+	// grew by mistake (a generated file gone wild, a log written into the
+	// directory) must be refused, not take the process's memory with it.
+	MaxBytes int64
+
+	// admit holds every object to the API server's rules; admitErr is set
+	// when the rules themselves could not be read, which fails every load.
+	admit    *admission.Checker
+	admitErr error
 
 	mu sync.Mutex
 	// decoded keeps each file's documents with the hash of its bytes: a
@@ -69,6 +81,10 @@ type Source struct {
 	lastCreated time.Time
 }
 
+// DefaultMaxConfigBytes is Source.MaxBytes unless told otherwise: ten
+// thousand hostnames with a certificate each fit several times over.
+const DefaultMaxConfigBytes = 64 << 20
+
 // New reads path, a YAML file or a directory searched recursively for
 // *.yaml and *.yml.
 func New(path string, log *zap.Logger) *Source {
@@ -78,10 +94,14 @@ func New(path string, log *zap.Logger) *Source {
 // NewWithClock is New with the clock that gives creation times: a clock
 // that stands still makes a snapshot the same on every run (tests).
 func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
+	admit, err := admission.New()
 	return &Source{
 		path:      path,
 		log:       log,
 		now:       now,
+		MaxBytes:  DefaultMaxConfigBytes,
+		admit:     admit,
+		admitErr:  err,
 		decoded:   map[string]decodedFile{},
 		firstSeen: map[objectKey]time.Time{},
 		gens:      map[objectKey]generation{},
@@ -127,6 +147,9 @@ func (s *Source) Files() ([]string, error) {
 // Objects of files whose bytes did not change since the last Snapshot are the
 // same objects as then; callers must treat them as read-only.
 func (s *Source) Snapshot() (*resources.Resources, error) {
+	if s.admitErr != nil {
+		return nil, fmt.Errorf("config: the API server's rules are unusable: %w", s.admitErr)
+	}
 	files, err := s.Files()
 	if err != nil {
 		return nil, err
@@ -135,18 +158,20 @@ func (s *Source) Snapshot() (*resources.Resources, error) {
 	defer s.mu.Unlock()
 	var docs []Document
 	listed := make(map[string]bool, len(files))
+	var total int64
 	for _, f := range files {
 		listed[f] = true
-		raw, err := os.ReadFile(f)
+		raw, err := readAtMost(f, s.MaxBytes-total)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
+		total += int64(len(raw))
 		sum := sha256.Sum256(raw)
 		if c, ok := s.decoded[f]; ok && c.sum == sum {
 			docs = append(docs, c.docs...)
 			continue
 		}
-		d, err := Decode(f, bytes.NewReader(raw))
+		d, err := Decode(f, bytes.NewReader(raw), s.admit)
 		if err != nil {
 			return nil, err
 		}
@@ -167,6 +192,24 @@ func (s *Source) Assemble(docs []Document) (*resources.Resources, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.assemble(docs)
+}
+
+// readAtMost reads file, failing without reading it all when it holds more
+// than limit bytes.
+func readAtMost(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, max(limit, 0)+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("%s: the configuration is larger than its limit of %d bytes (--max-config-bytes)", file, limit)
+	}
+	return raw, nil
 }
 
 // assemble runs with s.mu held. Objects reused from an earlier load went

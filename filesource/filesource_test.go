@@ -1,8 +1,10 @@
 package filesource
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -87,5 +89,30 @@ spec:
 	put("c.yaml", route("c", "/c"))
 	if c := byName()["c"]; c == nil || c == first["c"] {
 		t.Error("a file put back after its removal was served from the old decode")
+	}
+}
+
+// TestFileSourceSizeLimit: files holding more than MaxBytes together are
+// refused before they are decoded, naming the file that crossed the limit;
+// a configuration at the limit loads.
+func TestFileSourceSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	class := "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: %s}\nspec: {controllerName: portico.dev/gateway-controller}\n"
+	padding := "# " + strings.Repeat("x", 4096) + "\n"
+	for _, f := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dir, f+".yaml"), []byte(fmt.Sprintf(class, f)+padding), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := New(dir, zap.NewNop())
+	one := int64(len(fmt.Sprintf(class, "a") + padding))
+	src.MaxBytes = 2 * one
+	if _, err := src.Snapshot(); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	src.MaxBytes = 2*one - 1
+	_, err := src.Snapshot()
+	if err == nil || !strings.Contains(err.Error(), "b.yaml") || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("over the limit: got %v, want an error naming b.yaml and the limit", err)
 	}
 }

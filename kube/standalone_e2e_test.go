@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -334,30 +335,85 @@ spec:
 	t.Logf("%d requests ok across %d config swaps", ok.Load(), rounds+1)
 }
 
-// TestStandaloneBrokenEditKeepsServing: a config that does not parse is
-// reported and the last good one stays.
+// TestStandaloneBrokenEditKeepsServing: a config that does not parse, or
+// holds an object the API server would refuse (a port out of range, a
+// hostname no listener could have), is reported with its file and document,
+// and the last good one keeps serving: not one request fails meanwhile.
 func TestStandaloneBrokenEditKeepsServing(t *testing.T) {
-	e := newE2E(t)
-	gen := e.h.s.Generation()
-	e.h.write("broken.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: x\n")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lastErr := e.h.s.LastError()
-		if lastErr != nil {
-			if !strings.Contains(lastErr.Error(), "broken.yaml") {
-				t.Errorf("error does not name the file: %v", lastErr)
+	httpPort := func(port int) func(e *e2eSetup) string {
+		return func(e *e2eSetup) string {
+			return render(t, gatewayTmpl, map[string]int{"HTTP": port, "HTTPS": e.ports["HTTPS"]})
+		}
+	}
+	for _, tc := range []struct {
+		name, file string
+		content    func(e *e2eSetup) string
+		names      []string // what the error must say
+	}{
+		{"bad YAML", "broken.yaml", func(*e2eSetup) string { return "apiVersion: v1\nkind: Service\nmetadata: {name: x\n" },
+			[]string{"broken.yaml"}},
+		{"listener port 70000", "gateway.yaml", httpPort(70000), []string{"gateway.yaml: document 2", "spec.listeners[0].port"}},
+		{"listener port 0", "gateway.yaml", httpPort(0), []string{"gateway.yaml: document 2", "spec.listeners[0].port"}},
+		{"two wildcards", "gateway.yaml", func(e *e2eSetup) string {
+			return strings.Replace(httpPort(e.ports["HTTP"])(e), "hostname: a.example.com", "hostname: '*.*.example.com'", 1)
+		}, []string{"gateway.yaml: document 3", "spec.listeners[0].hostname"}},
+		{"service port 70000", "more.yaml", func(*e2eSetup) string {
+			return "apiVersion: v1\nkind: Service\nmetadata: {name: svc-x, namespace: apps}\nspec: {ports: [{name: http, port: 70000}]}\n"
+		}, []string{"more.yaml: document 1", "spec.ports[0].port"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newE2E(t)
+			gen := e.h.s.Generation()
+			stop := make(chan struct{})
+			var served, failed atomic.Int64
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c := httpClient(e.httpAddr)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					resp, err := c.Get("http://plain.example.com/api/x")
+					if err != nil || resp.StatusCode != 200 {
+						failed.Add(1)
+					} else {
+						served.Add(1)
+					}
+					if resp != nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}()
+			e.h.write(tc.file, tc.content(e))
+			deadline := time.Now().Add(5 * time.Second)
+			var lastErr error
+			for lastErr == nil {
+				lastErr = e.h.s.LastError()
+				if time.Now().After(deadline) {
+					t.Fatal("broken edit was never reported")
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("broken edit was never reported")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if e.h.s.Generation() != gen {
-		t.Errorf("a broken config was applied")
-	}
-	if status, _, hdr := get(t, httpClient(e.httpAddr), "http://plain.example.com/api/x"); status != 200 || hdr.Get("X-Backend") != "backend-a" {
-		t.Errorf("after a broken edit: %d from %q", status, hdr.Get("X-Backend"))
+			// Requests keep flowing a little after the report, when a
+			// wrongly applied configuration would have closed the port.
+			time.Sleep(200 * time.Millisecond)
+			close(stop)
+			<-done
+			for _, want := range tc.names {
+				if !strings.Contains(lastErr.Error(), want) {
+					t.Errorf("error does not say %q: %v", want, lastErr)
+				}
+			}
+			if e.h.s.Generation() != gen {
+				t.Errorf("a broken config was applied")
+			}
+			if failed.Load() != 0 || served.Load() == 0 {
+				t.Errorf("around the broken edit: %d requests served, %d failed", served.Load(), failed.Load())
+			}
+		})
 	}
 }

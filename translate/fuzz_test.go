@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"portico.dev/portico/admission"
 	"testing"
 	"time"
 
@@ -38,6 +39,10 @@ func FuzzTranslate(f *testing.F) {
 		}
 		f.Add(raw)
 	}
+	admit, err := admission.New()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		// A slow input is a finding too: crash the worker, which makes the
 		// fuzzer keep the input.
@@ -50,7 +55,7 @@ func FuzzTranslate(f *testing.F) {
 				panic(fmt.Sprintf("over 20s on this input:\n%q", raw))
 			}
 		}()
-		docs, err := filesource.Decode("fuzz.yaml", bytes.NewReader(raw))
+		docs, err := filesource.Decode("fuzz.yaml", bytes.NewReader(raw), admit)
 		if err != nil {
 			return
 		}

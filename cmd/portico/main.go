@@ -134,6 +134,7 @@ type serveFlags struct {
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
 	echoAddr, accessLog, adminAddr                          *string
 	requestID                                               *bool
+	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
 	acme                                                    acmeFlags
 	request                                                 *requestFlags
@@ -156,6 +157,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
 		minHoldoff: fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
 		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
+		maxConfig:  fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
 		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
 		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
@@ -318,7 +320,9 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 	var storage certmagic.Storage
 	var c *kube.Cluster
 	if f.standalone() {
-		source = filesource.New(*f.configPath, log.Named("config"))
+		fsrc := filesource.New(*f.configPath, log.Named("config"))
+		fsrc.MaxBytes = *f.maxConfig
+		source = fsrc
 		storage = f.acme.fileStorage()
 		out.Statuses = func(st *status.Computed, _ *resources.Resources) { pipeline.LogProblems(log.Named("standalone"), st) }
 	} else {
@@ -396,6 +400,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
 	controller := fs.String("controller-name", string(translate.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
 	output := fs.String("o", "yaml", "output format: yaml (a stream of objects) or json (one List of them)")
+	maxConfig := fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a configuration whose files hold more bytes than this together")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -405,7 +410,9 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if *output != "yaml" && *output != "json" {
 		return fmt.Errorf("-o: %q is neither yaml nor json", *output)
 	}
-	res, err := filesource.New(*configPath, zap.NewNop()).Snapshot()
+	src := filesource.New(*configPath, zap.NewNop())
+	src.MaxBytes = *maxConfig
+	res, err := src.Snapshot()
 	if err != nil {
 		return err
 	}
