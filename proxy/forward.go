@@ -113,9 +113,16 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	// started. That is routine; it goes to the debug log.
 	copyLog, _ := zap.NewStdLogAt(log, zap.DebugLevel) // fails only for levels above Fatal
 	f.rp = &httputil.ReverseProxy{
-		Rewrite:        rewrite,
-		Transport:      f,
-		FlushInterval:  -1, // stream: gRPC, SSE and long polls must not wait on a buffer
+		Rewrite:   rewrite,
+		Transport: f,
+		// Streams are flushed as they come: ReverseProxy flushes every
+		// write of a body of unknown length (chunked HTTP/1.1, HTTP/2
+		// without Content-Length: gRPC, streamed long polls) and of
+		// text/event-stream, whatever this says. A body of known length
+		// goes through the server's buffer and leaves with its headers:
+		// -1 here would flush the headers alone from a timer goroutine
+		// first, two writes and a wake-up for every small answer.
+		FlushInterval:  0,
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   f.proxyError,
 		BufferPool:     &bufferPool{},
