@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -88,7 +87,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 		http.NotFound(w, r)
 		return nil
 	}
-	return ps.rt.fwd.serve(w, r, cfg, l, path, strconv.Itoa(int(ps.key.number)))
+	return ps.rt.fwd.serve(w, r, cfg, l, path, ps.portText)
 }
 
 // requestHost returns the Host without port, lowercased lookups are left to
