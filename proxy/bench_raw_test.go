@@ -34,7 +34,7 @@ func BenchmarkForwardOnlyAccessLog(b *testing.B) {
 }
 
 func benchmarkForwardOnly(b *testing.B, opts Options) {
-	backend := rawBackend(b)
+	backend, accepted := rawBackend(b)
 	rt := New(opts, zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
@@ -52,6 +52,9 @@ func benchmarkForwardOnly(b *testing.B, opts Options) {
 		// which do little) per request: unlike ns/op, it does not count
 		// the time other processes hold the cores.
 		b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+		// Connections Portico opened to the backend: as many as requests
+		// in flight when its pool keeps them, more when it closes some.
+		b.ReportMetric(float64(accepted()), "backend-conns")
 	}()
 	b.RunParallel(func(pb *testing.PB) {
 		c, err := net.Dial("tcp", addr)
@@ -128,7 +131,8 @@ func readRawResponse(br *bufio.Reader) (int, error) {
 
 // rawBackend answers every request on a connection with the same 200 and a
 // 7-byte body, from fixed bytes. It reads requests without bodies only.
-func rawBackend(t testing.TB) string {
+// accepted tells how many connections it has accepted so far.
+func rawBackend(t testing.TB) (addr string, accepted func() int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -181,7 +185,11 @@ func rawBackend(t testing.TB) string {
 		mu.Unlock()
 		wg.Wait()
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
 }
 
 // discardAccessLog is an access log that encodes JSON lines and drops them.
