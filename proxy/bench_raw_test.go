@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
@@ -41,10 +42,39 @@ func benchmarkForwardOnly(b *testing.B, opts Options) {
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {
 		b.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	b.Cleanup(func() {
+		// Connections Portico opened to the backend: as many as requests
+		// in flight when its pool keeps them, more when it closes some.
+		b.ReportMetric(float64(accepted()), "backend-conns")
+	})
+	rawLoad(b, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// BenchmarkServerFloor is the same load against net/http's server alone,
+// whose handler answers what the raw backend does: no proxying, no
+// backend. What it costs per request is the part of BenchmarkForwardOnly
+// that belongs to the server Portico is built on.
+func BenchmarkServerFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = []string{"text/plain"}
+		w.Header()["Content-Length"] = []string{"7"}
+		io.WriteString(w, "backend")
+	})}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	b.Cleanup(func() { srv.Close() })
+	rawLoad(b, ln.Addr().String())
+}
+
+// rawLoad sends GETs to addr from fixed bytes over 16 kept-alive
+// connections (as the side-by-side harness's kept-alive runs), and reports
+// the process's CPU time per request besides allocations.
+func rawLoad(b *testing.B, addr string) {
 	req := []byte("GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
 	b.ReportAllocs()
-	// 16 connections, as the side-by-side harness's kept-alive runs.
 	b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
 	start := processCPU(b)
 	defer func() {
@@ -52,9 +82,6 @@ func benchmarkForwardOnly(b *testing.B, opts Options) {
 		// which do little) per request: unlike ns/op, it does not count
 		// the time other processes hold the cores.
 		b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
-		// Connections Portico opened to the backend: as many as requests
-		// in flight when its pool keeps them, more when it closes some.
-		b.ReportMetric(float64(accepted()), "backend-conns")
 	}()
 	b.RunParallel(func(pb *testing.PB) {
 		c, err := net.Dial("tcp", addr)
