@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // BenchmarkForward is one GET through a Portico port to a backend, over
@@ -22,7 +21,7 @@ func BenchmarkForward(b *testing.B) {
 // JSON lines into a discarding writer.
 func BenchmarkForwardAccessLog(b *testing.B) {
 	opts := DefaultOptions()
-	opts.AccessLog = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	opts.AccessLog = discardAccessLog()
 	benchmarkForward(b, opts)
 }
 

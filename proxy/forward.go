@@ -43,8 +43,12 @@ type forwarder struct {
 	refusals logLimiter
 }
 
-// exchange is the per-request state the ReverseProxy callbacks need.
+// exchange is the per-request state the ReverseProxy callbacks need. It
+// is the context of the first attempt too, the one its callbacks find it
+// in (see Value): one allocation less than a context.WithValue per request.
 type exchange struct {
+	// Context is the request's context, set once before the first attempt.
+	context.Context
 	addr string
 	h2c  bool
 	tls  *routing.BackendTLS // nil: plain text
@@ -74,6 +78,15 @@ type exchange struct {
 }
 
 type exchangeKey struct{}
+
+// Value finds the exchange itself under exchangeKey, everything else in
+// the request's context.
+func (x *exchange) Value(key any) any {
+	if _, ok := key.(exchangeKey); ok {
+		return x
+	}
+	return x.Context.Value(key)
+}
 
 // errRetryableStatus marks a backend answer the rule's retry policy retries.
 var errRetryableStatus = errors.New("retryable response status")
@@ -113,9 +126,16 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	// started. That is routine; it goes to the debug log.
 	copyLog, _ := zap.NewStdLogAt(log, zap.DebugLevel) // fails only for levels above Fatal
 	f.rp = &httputil.ReverseProxy{
-		Rewrite:        rewrite,
-		Transport:      f,
-		FlushInterval:  -1, // stream: gRPC, SSE and long polls must not wait on a buffer
+		Rewrite:   rewrite,
+		Transport: f,
+		// Streams are flushed as they come: ReverseProxy flushes every
+		// write of a body of unknown length (chunked HTTP/1.1, HTTP/2
+		// without Content-Length: gRPC, streamed long polls) and of
+		// text/event-stream, whatever this says. A body of known length
+		// goes through the server's buffer and leaves with its headers:
+		// -1 here would flush the headers alone from a timer goroutine
+		// first, two writes and a wake-up for every small answer.
+		FlushInterval:  0,
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   f.proxyError,
 		BufferPool:     &bufferPool{},
@@ -126,17 +146,25 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 
 // bufferPool lends ReverseProxy the buffers it copies bodies through;
 // without one it allocates 32 KiB for every request, most of the garbage a
-// small request makes.
+// small request makes. The pool holds array pointers, which a slice of the
+// full length converts back to without an allocation (a *[]byte would be
+// one more per request).
 type bufferPool struct{ pool sync.Pool }
 
+const copyBufferSize = 32 << 10
+
 func (p *bufferPool) Get() []byte {
-	if b, ok := p.pool.Get().(*[]byte); ok {
-		return *b
+	if b, ok := p.pool.Get().(*[copyBufferSize]byte); ok {
+		return b[:]
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, copyBufferSize)
 }
 
-func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+func (p *bufferPool) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		p.pool.Put((*[copyBufferSize]byte)(b))
+	}
+}
 
 // rewrite points the outbound request at the chosen endpoint. ReverseProxy
 // has already removed hop-by-hop headers; the client's forwarding headers
@@ -382,6 +410,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	// endpoint cannot be reached (see failover.go).
 	resendable := replay || out.ContentLength == 0
 	failovers := 0
+	x.Context = ctx
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
 		// request's (the backend answered with a retryable code, or dropped
@@ -409,7 +438,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			x.retryCodes = nil
 		}
 		x.retryable, x.unreachable = nil, false
-		actx := context.WithValue(ctx, exchangeKey{}, x)
+		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
 			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)

@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"net/http"
-	"strconv"
+
 	"time"
 
 	"portico.dev/portico/hostname"
@@ -87,7 +87,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 		http.NotFound(w, r)
 		return nil
 	}
-	return ps.rt.fwd.serve(w, r, cfg, l, path, strconv.Itoa(int(ps.key.Number)))
+	return ps.rt.fwd.serve(w, r, cfg, l, path, ps.portText)
 }
 
 // statusWriter remembers the status code and the size of the answer for

@@ -296,6 +296,7 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 	ps := &portServer{
 		rt:       rt,
 		key:      p.Key(),
+		portText: strconv.Itoa(int(p.Number)),
 		protocol: p.Protocol,
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),

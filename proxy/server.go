@@ -19,8 +19,10 @@ import (
 
 // portServer serves one bound port for as long as configs keep it.
 type portServer struct {
-	rt       *Runtime
-	key      PortKey
+	rt  *Runtime
+	key PortKey
+	// portText is the port's number in decimal, for X-Forwarded-Port.
+	portText string
 	protocol Protocol
 	ln       net.Listener
 	srv      *http.Server

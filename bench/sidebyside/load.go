@@ -237,38 +237,11 @@ func drive(conns int, d time.Duration, op func(context.Context, *rand.Rand) erro
 // descendants in bytes: forked workers share pages with their master, and
 // PSS counts each shared page once in all.
 func memoryOf(pid int) (int64, error) {
-	children := map[int][]int{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name is in parentheses and may hold spaces; the
-		// parent pid is the second field after it.
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-	}
 	var total int64
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = append(queue[1:], children[p]...)
+	for i, p := range processTree(pid) {
 		pss, err := pssOf(p)
 		if err != nil {
-			if p == pid {
+			if i == 0 {
 				return 0, err
 			}
 			continue // exited meanwhile
@@ -276,6 +249,65 @@ func memoryOf(pid int) (int64, error) {
 		total += pss
 	}
 	return total, nil
+}
+
+// clockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ),
+// 100 on every Linux architecture Go runs on.
+const clockTicks = 100
+
+// cpuOf returns the user and system CPU time pid and all its descendants
+// have used (the threads of each, not the children they waited for).
+func cpuOf(pid int) (time.Duration, error) {
+	var total time.Duration
+	for i, p := range processTree(pid) {
+		fields, err := statFields(p)
+		if err != nil || len(fields) < 13 {
+			if i == 0 {
+				return 0, fmt.Errorf("cpu of %d: %v", pid, err)
+			}
+			continue
+		}
+		// utime and stime, fields 14 and 15 of stat, 12 and 13 after the
+		// command name.
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		total += time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	return total, nil
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name,
+// which is in parentheses and may hold spaces.
+func statFields(pid int) ([]string, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil, err
+	}
+	s := string(stat)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:]), nil
+}
+
+// processTree returns pid and its descendants, pid first.
+func processTree(pid int) []int {
+	children := map[int][]int{}
+	if entries, err := os.ReadDir("/proc"); err == nil {
+		for _, e := range entries {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			// The parent pid is the second field after the name.
+			if fields, err := statFields(p); err == nil && len(fields) >= 2 {
+				ppid, _ := strconv.Atoi(fields[1])
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	tree := []int{pid}
+	for i := 0; i < len(tree); i++ {
+		tree = append(tree, children[tree[i]]...)
+	}
+	return tree
 }
 
 func pssOf(pid int) (int64, error) {

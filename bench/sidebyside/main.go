@@ -9,7 +9,9 @@
 //     runs;
 //   - handshakes: new TLS connections per second, each one full handshake
 //     (no resumption) with a random hostname's SNI and one GET;
-//   - requests: GETs per second over kept-alive TLS connections;
+//   - requests: GETs per second over kept-alive TLS connections, and the
+//     CPU time the proxy used for 100,000 of them (user and system, all its
+//     processes and threads);
 //   - new hostname: from adding one more hostname the way the proxy takes it
 //     (a new file for Portico, a reload for the others) until it is served
 //     with its certificate, and the requests to the other hostnames that
@@ -111,9 +113,12 @@ type result struct {
 	Memory        int64
 	Handshakes    loadResult
 	Requests      loadResult
-	Adds          []time.Duration
-	AddFailures   int // requests to other hostnames that failed during the adds
-	AddRequests   int
+	// RequestsCPU is the CPU time the proxy's processes used during the
+	// kept-alive run.
+	RequestsCPU time.Duration
+	Adds        []time.Duration
+	AddFailures int // requests to other hostnames that failed during the adds
+	AddRequests int
 }
 
 // runAll prepares the sites and the backend and measures each peer in turn.
@@ -216,7 +221,11 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 
 	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
 	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
+	cpuBefore, cpuErr := cpuOf(pr.cmd.Process.Pid)
 	r.Requests = c.requests(hosts, o.Conns, o.Duration)
+	if cpuAfter, err := cpuOf(pr.cmd.Process.Pid); err == nil && cpuErr == nil {
+		r.RequestsCPU = cpuAfter - cpuBefore
+	}
 	logf("%s: %.0f requests/s kept alive, %d failed", p.Name, r.Requests.rate(), r.Requests.Failed)
 	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
 		logf("%s: memory: %v", p.Name, err)
@@ -354,11 +363,11 @@ func freePort() (int, error) {
 func report(o options, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d hostnames, one ECDSA P-256 certificate each; load runs of %v with %d connections; %d cores\n\n", o.N, o.Duration, o.Conns, runtime.NumCPU())
-	b.WriteString("| peer | version | ready | memory (PSS) | handshakes/s (p50 / p99) | kept-alive req/s (p50 / p99) | new hostname served after (median / worst) | failed during adds |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| peer | version | ready | memory (PSS) | handshakes/s (p50 / p99) | kept-alive req/s (p50 / p99) | CPU s / 100k kept-alive | new hostname served after (median / worst) | failed during adds |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		if r.Ready == 0 {
-			fmt.Fprintf(&b, "| %s | %s | failed: %v | | | | | |\n", r.Peer, r.Version, r.Err)
+			fmt.Fprintf(&b, "| %s | %s | failed: %v | | | | | | |\n", r.Peer, r.Version, r.Err)
 			continue
 		}
 		adds := "-"
@@ -370,9 +379,13 @@ func report(o options, results []result) string {
 		if r.Err != nil {
 			adds += fmt.Sprintf(" (then failed: %v)", r.Err)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %v | %.1f MiB | %s | %s | %s | %d of %d |\n",
+		cpu := "-"
+		if n := r.Requests.OK; n > 0 && r.RequestsCPU > 0 {
+			cpu = fmt.Sprintf("%.2f", r.RequestsCPU.Seconds()*100000/float64(n))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %v | %.1f MiB | %s | %s | %s | %s | %d of %d |\n",
 			r.Peer, r.Version, r.Ready.Round(time.Millisecond), float64(r.Memory)/(1<<20),
-			loadCell(r.Handshakes), loadCell(r.Requests), adds, r.AddFailures, r.AddRequests)
+			loadCell(r.Handshakes), loadCell(r.Requests), cpu, adds, r.AddFailures, r.AddRequests)
 	}
 	return b.String()
 }
