@@ -417,3 +417,27 @@ func TestStandaloneBrokenEditKeepsServing(t *testing.T) {
 		})
 	}
 }
+
+// TestStandaloneBrokenCertificateUpdateKeepsServing: a Secret updated with
+// data that is no key pair (here a certificate that does not match its key)
+// leaves its hostname with the certificate it had, over real handshakes,
+// instead of taking the listener down or falling back to another one.
+func TestStandaloneBrokenCertificateUpdateKeepsServing(t *testing.T) {
+	e := newE2E(t)
+	gen := e.h.s.Generation()
+	mismatched := testCert{certPEM: e.certB.certPEM, keyPEM: e.certA.keyPEM}
+	e.h.write("backends.yaml", strings.Replace(e.backendsConfig,
+		secretYAML("apps", "cert-a", e.certA), secretYAML("apps", "cert-a", mismatched), 1))
+	e.h.waitGeneration(gen + 1)
+	for _, h2 := range []bool{false, true} {
+		resp, err := tlsClient(e.httpsAddr, e.roots, h2).Get("https://a.example.com/x")
+		if err != nil {
+			t.Fatalf("h2=%v: after a broken certificate update: %v", h2, err)
+		}
+		resp.Body.Close()
+		if leaf := resp.TLS.PeerCertificates[0]; resp.StatusCode != 200 || !leaf.Equal(e.certA.leaf) {
+			t.Errorf("h2=%v: %d with the certificate of %q, want 200 with the previous certificate of a.example.com",
+				h2, resp.StatusCode, leaf.Subject.CommonName)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package listeners
 
 import (
 	"crypto/x509"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -24,6 +25,13 @@ type Source struct {
 // holds a parseable key pair; otherwise an error whose message goes into the
 // listener's ResolvedRefs condition.
 type CertificateCheck func(namespace, name string) error
+
+// ErrServingPrevious is wrapped by the error a CertificateCheck returns for
+// a Secret whose data is unusable now while the key pair it held before
+// still serves: an update that breaks a certificate must not take its
+// hostname down. The listener stays programmed with the previous key pair
+// and its ResolvedRefs condition says what is wrong with the Secret.
+var ErrServingPrevious = errors.New("serving the certificate the Secret held before")
 
 // Input is everything Merge needs for one Gateway.
 type Input struct {
@@ -70,6 +78,10 @@ type Listener struct {
 	Port     gwv1.PortNumber
 	Protocol gwv1.ProtocolType
 	Hostname string // "" when the listener has none
+	// ServesPrevious is set when the only unresolved references are Secrets
+	// whose update broke them (ErrServingPrevious): the listener serves
+	// with the key pairs they held before, although ResolvedRefs is false.
+	ServesPrevious bool
 	// Certificates are the resolved Secrets of tls.certificateRefs, in order
 	// (HTTPS only; empty when they did not resolve).
 	Certificates []types.NamespacedName
@@ -102,7 +114,9 @@ type Listener struct {
 }
 
 // Serves reports whether the listener is put on the data plane.
-func (l *Listener) Serves() bool { return l.Accepted && !l.Conflicted && l.ResolvedRefs }
+func (l *Listener) Serves() bool {
+	return l.Accepted && !l.Conflicted && (l.ResolvedRefs || l.ServesPrevious)
+}
 
 // Result is the merged list and every status Merge computed. AttachedRoutes
 // counts are zero here; the caller fills them after route attachment with

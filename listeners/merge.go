@@ -230,10 +230,13 @@ func (m *merger) gatewayResolvedRefs(res *Result, statuses []gwv1.ListenerStatus
 	gw := m.in.Gateway
 	if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
 		src := Source{Kind: kindGateway, Namespace: gw.Namespace, Name: gw.Name}
-		nn, reason, msg := m.certificate(src, gw.Spec.TLS.Backend.ClientCertificateRef)
+		nn, reason, msg, previous := m.certificate(src, gw.Spec.TLS.Backend.ClientCertificateRef)
+		if reason == "" || previous {
+			// A broken update leaves the previous key pair presented.
+			res.BackendClientCertificate = &nn
+		}
 		switch reason {
 		case "":
-			res.BackendClientCertificate = &nn
 		case gwv1.ListenerReasonRefNotPermitted:
 			return cond(gwv1.GatewayConditionResolvedRefs, false, gwv1.GatewayReasonRefNotPermitted, "Backend client certificate: "+msg, gen)
 		default:

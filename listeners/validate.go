@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -24,6 +25,9 @@ type verdict struct {
 	resolved       bool
 	resolvedReason gwv1.ListenerConditionReason
 	resolvedMsg    string
+	// servesPrevious: unresolved only because updates broke Secrets that
+	// still serve their previous key pairs.
+	servesPrevious bool
 }
 
 // conditions renders the verdict into out (length 4) as Accepted,
@@ -40,6 +44,9 @@ func (v *verdict) conditions(out []metav1.Condition, gen int64) []metav1.Conditi
 		switch {
 		case !v.accepted:
 			out[1] = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid, v.acceptedMsg, gen)
+		case !v.resolved && v.servesPrevious:
+			out[1] = cond(gwv1.ListenerConditionProgrammed, true, gwv1.ListenerReasonProgrammed,
+				"Listener is programmed with the certificates its Secrets held before; see ResolvedRefs", gen)
 		case !v.resolved:
 			out[1] = cond(gwv1.ListenerConditionProgrammed, false, gwv1.ListenerReasonInvalid,
 				"Listener cannot be served until its references resolve", gen)
@@ -102,9 +109,13 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 
 	var refReason gwv1.ListenerConditionReason
 	var refMsg string
+	var previous bool
 	if https && v.acceptedReason != gwv1.ListenerReasonUnsupportedValue {
-		l.Certificates, refReason, refMsg = m.certificates(src, spec.TLS)
+		l.Certificates, refReason, refMsg, previous = m.certificates(src, spec.TLS)
 	}
+	// Only broken Secret updates may keep a listener serving: any other
+	// unresolved reference still takes it off the data plane.
+	v.servesPrevious = previous && (front == nil || front.reason == "") && kindsMsg == ""
 	if front != nil && front.reason != "" {
 		if refReason == "" {
 			refReason, refMsg = front.reason, front.msg
@@ -127,6 +138,7 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	l.Accepted = v.accepted && !v.conflicted
 	l.Conflicted = v.conflicted
 	l.ResolvedRefs = v.resolved
+	l.ServesPrevious = !v.resolved && v.servesPrevious
 	return l, v
 }
 
@@ -235,32 +247,40 @@ func (m *merger) allowedRoutes(spec *gwv1.Listener, kinds []gwv1.RouteGroupKind)
 
 // certificates resolves tls.certificateRefs of an HTTPS listener declared by
 // src. On failure it returns no certificates, the reason of the first
-// failing reference and a message covering all of them.
-func (m *merger) certificates(src Source, tls *gwv1.ListenerTLSConfig) ([]types.NamespacedName, gwv1.ListenerConditionReason, string) {
+// failing reference and a message covering all of them; unless every
+// failing reference still serves its previous key pair (previous), when
+// the certificates come back with the reason and message.
+func (m *merger) certificates(src Source, tls *gwv1.ListenerTLSConfig) (certs []types.NamespacedName, reason gwv1.ListenerConditionReason, msg string, previous bool) {
 	if tls == nil || len(tls.CertificateRefs) == 0 {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs at least one entry in tls.certificateRefs"
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs at least one entry in tls.certificateRefs", false
 	}
-	certs := m.certSlab.Take(len(tls.CertificateRefs))[:0]
-	var reason gwv1.ListenerConditionReason
+	certs = m.certSlab.Take(len(tls.CertificateRefs))[:0]
 	var msgs []string
+	broken := false
 	for i := range tls.CertificateRefs {
-		nn, r, msg := m.certificate(src, &tls.CertificateRefs[i])
+		nn, r, msg, prev := m.certificate(src, &tls.CertificateRefs[i])
 		if r != "" {
 			if reason == "" {
 				reason = r
 			}
 			msgs = append(msgs, msg)
-			continue
+			if !prev {
+				broken = true
+				continue
+			}
 		}
 		certs = append(certs, nn)
 	}
-	if reason != "" {
-		return nil, reason, strings.Join(msgs, "; ")
+	switch {
+	case reason == "":
+		return certs, "", "", false
+	case broken:
+		return nil, reason, strings.Join(msgs, "; "), false
 	}
-	return certs, "", ""
+	return certs, reason, strings.Join(msgs, "; "), true
 }
 
-func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types.NamespacedName, gwv1.ListenerConditionReason, string) {
+func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types.NamespacedName, gwv1.ListenerConditionReason, string, bool) {
 	nn := types.NamespacedName{Namespace: src.Namespace, Name: string(ref.Name)}
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		nn.Namespace = string(*ref.Namespace)
@@ -274,19 +294,19 @@ func (m *merger) certificate(src Source, ref *gwv1.SecretObjectReference) (types
 			kind = string(*ref.Kind)
 		}
 		return nn, gwv1.ListenerReasonInvalidCertificateRef,
-			fmt.Sprintf("certificateRef %q refers to %s in group %q; only Secrets of the core group are supported", ref.Name, kind, group)
+			fmt.Sprintf("certificateRef %q refers to %s in group %q; only Secrets of the core group are supported", ref.Name, kind, group), false
 	}
 	if nn.Namespace != src.Namespace && !m.granted(src, "Secret", nn) {
 		return nn, gwv1.ListenerReasonRefNotPermitted,
-			fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant there allows this %s to use it", nn, src.Kind)
+			fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant there allows this %s to use it", nn, src.Kind), false
 	}
 	if m.in.Certificates == nil {
-		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s not found", nn)
+		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s not found", nn), false
 	}
 	if err := m.in.Certificates(nn.Namespace, nn.Name); err != nil {
-		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s: %v", nn, err)
+		return nn, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s: %v", nn, err), errors.Is(err, ErrServingPrevious)
 	}
-	return nn, "", ""
+	return nn, "", "", false
 }
 
 // granted reports whether a ReferenceGrant in the target's namespace lets

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/listeners"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/sni"
 )
@@ -61,8 +62,15 @@ func (c *certSource) load(key types.NamespacedName, certPEM, keyPEM []byte) pars
 	}
 	p, ok := c.prev[key]
 	if !ok || !bytes.Equal(p.certPEM, certPEM) || !bytes.Equal(p.keyPEM, keyPEM) {
-		p = parsedCert{certPEM: certPEM, keyPEM: keyPEM}
-		p.cert, p.err = sni.ParseKeyPair(certPEM, keyPEM)
+		next := parsedCert{certPEM: certPEM, keyPEM: keyPEM}
+		next.cert, next.err = sni.ParseKeyPair(certPEM, keyPEM)
+		if next.err != nil && ok && p.cert != nil {
+			// An update broke a Secret that served: its hostname keeps
+			// the key pair it had until the Secret is mended or deleted.
+			next.cert = p.cert
+			next.err = fmt.Errorf("%w; %w", next.err, listeners.ErrServingPrevious)
+		}
+		p = next
 	}
 	c.used[key] = p
 	return p
