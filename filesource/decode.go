@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -81,11 +84,12 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 // cluster would hold and nothing a cluster would refuse.
 func Decode(file string, r io.Reader, admit *admission.Checker) ([]Document, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	var docs []Document
+	var raws [][]byte
+	var indexes []int
 	for index := 1; ; index++ {
 		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return docs, nil
+			break
 		}
 		if err != nil {
 			return nil, &DecodeError{File: file, Index: index, Err: err}
@@ -94,12 +98,39 @@ func Decode(file string, r io.Reader, admit *admission.Checker) ([]Document, err
 			index--
 			continue
 		}
-		obj, err := decodeOne(raw, admit)
-		if err != nil {
-			return nil, &DecodeError{File: file, Index: index, Err: err}
-		}
-		docs = append(docs, Document{File: file, Index: index, Object: obj})
+		raws = append(raws, raw)
+		indexes = append(indexes, index)
 	}
+	objs, errs := decodeAll(raws, admit)
+	docs := make([]Document, len(raws))
+	for i := range raws {
+		// The first failing document in file order is reported, whichever
+		// worker got to it first.
+		if errs[i] != nil {
+			return nil, &DecodeError{File: file, Index: indexes[i], Err: errs[i]}
+		}
+		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i]}
+	}
+	return docs, nil
+}
+
+// decodeAll decodes and admits documents on every core: admission (the
+// CRDs' schema and CEL rules) costs far more than parsing, and a file of
+// thousands of objects is the common case of a large configuration.
+func decodeAll(raws [][]byte, admit *admission.Checker) ([]metav1.Object, []error) {
+	objs := make([]metav1.Object, len(raws))
+	errs := make([]error, len(raws))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(raws)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(raws); i = int(next.Add(1) - 1) {
+				objs[i], errs[i] = decodeOne(raws[i], admit)
+			}
+		})
+	}
+	wg.Wait()
+	return objs, errs
 }
 
 func decodeOne(raw []byte, admit *admission.Checker) (metav1.Object, error) {
@@ -120,31 +151,35 @@ func decodeOne(raw []byte, admit *admission.Checker) (metav1.Object, error) {
 	if obj.GetName() == "" {
 		return nil, fmt.Errorf("%s: metadata.name is required", tm.Kind)
 	}
-	return admitted(raw, &tm, admit)
+	return admitted(obj, &tm, admit)
 }
 
 // admitted decodes raw again after giving it the defaults of its kind, as
 // the API server stores it, and checks it. raw has passed the strict typed
 // decoding, so its fields are all known.
-func admitted(raw []byte, tm *metav1.TypeMeta, admit *admission.Checker) (metav1.Object, error) {
-	js, err := yaml.YAMLToJSON(raw)
+func admitted(obj metav1.Object, tm *metav1.TypeMeta, admit *admission.Checker) (metav1.Object, error) {
+	// The fields come from the typed object rather than from the YAML:
+	// the strict typed decoding already read each scalar by its field's
+	// type (a listener named "on" is a name, not YAML 1.1's true).
+	js, err := json.Marshal(obj)
 	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
 	var fields map[string]any
 	if err := utiljson.Unmarshal(js, &fields); err != nil {
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
+	// The API server neither defaults nor checks the status of an object
+	// it creates; whatever status the file holds stays as it is.
+	delete(fields, "status")
 	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
 		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
 	}
 	if js, err = utiljson.Marshal(fields); err != nil {
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
-	obj, err := newObject(tm.APIVersion, tm.Kind)
-	if err != nil {
-		return nil, err
-	}
+	// Defaults only add fields: decoding them over the object gives the
+	// defaulted object.
 	if err := json.Unmarshal(js, obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}

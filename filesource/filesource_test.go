@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/admission"
 )
 
 // TestFileSourceReusesUnchangedFiles: a reload decodes only the files whose
@@ -115,4 +117,35 @@ func TestFileSourceSizeLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "b.yaml") || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("over the limit: got %v, want an error naming b.yaml and the limit", err)
 	}
+}
+
+// TestDecodeAdmitsWhatTheTypedDecodingRead: admission sees what the typed
+// decoding read (a YAML 1.1 boolean in a string field is that field's
+// string, as before admission, not a refused type), and a Gateway written
+// without defaults gets them.
+func TestDecodeAdmitsWhatTheTypedDecodingRead(t *testing.T) {
+	doc := "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw}\n" +
+		"spec:\n  gatewayClassName: portico\n  listeners: [{name: on, port: 80, protocol: HTTP}]\n"
+	docs, err := Decode("gw.yaml", strings.NewReader(doc), mustAdmission(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := docs[0].Object.(*gwv1.Gateway)
+	l := gw.Spec.Listeners[0]
+	if l.Name != "true" {
+		t.Errorf("listener name %q, want the typed decoding's \"true\"", l.Name)
+	}
+	if l.AllowedRoutes == nil || l.AllowedRoutes.Namespaces == nil || l.AllowedRoutes.Namespaces.From == nil ||
+		*l.AllowedRoutes.Namespaces.From != gwv1.NamespacesFromSame {
+		t.Errorf("allowedRoutes %+v, want the schema default (namespaces from Same)", l.AllowedRoutes)
+	}
+}
+
+func mustAdmission(t *testing.T) *admission.Checker {
+	t.Helper()
+	c, err := admission.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

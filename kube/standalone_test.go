@@ -180,9 +180,9 @@ func startStandalone(t testing.TB, files map[string]string) *harness {
 	done := make(chan error, 1)
 	go func() { done <- h.s.Run(ctx) }()
 	// Generation moves once the first configuration is on the data plane;
-	// ten thousand certificates take a while to parse under the race
-	// detector.
-	deadline := time.Now().Add(60 * time.Second)
+	// ten thousand objects take a while to admit and their certificates
+	// to parse under the race detector.
+	deadline := time.Now().Add(3 * time.Minute)
 	for h.s.Generation() < 1 {
 		select {
 		case err := <-done:
