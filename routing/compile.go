@@ -903,13 +903,35 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 
 // compileMatchInto compiles spec into m, which must be zero.
 func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
-	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
-	if spec.Path != nil {
-		if spec.Path.Type != nil {
-			m.PathType = *spec.Path.Type
+	if p := compilePathMatch(m, spec.Path); p != nil {
+		return p
+	}
+	if spec.Method != nil {
+		switch *spec.Method {
+		case gwv1.HTTPMethodGet, gwv1.HTTPMethodHead, gwv1.HTTPMethodPost, gwv1.HTTPMethodPut,
+			gwv1.HTTPMethodDelete, gwv1.HTTPMethodConnect, gwv1.HTTPMethodOptions,
+			gwv1.HTTPMethodTrace, gwv1.HTTPMethodPatch:
+			m.Method = string(*spec.Method)
+		default:
+			return unsupportedf("unsupported method %q", *spec.Method)
 		}
-		if spec.Path.Value != nil {
-			m.Path = *spec.Path.Value
+	}
+	if p := compileHeaderMatches(m, spec.Headers); p != nil {
+		return p
+	}
+	return compileQueryParamMatches(m, spec.QueryParams)
+}
+
+// compilePathMatch sets m's path match from spec, a prefix match on "/"
+// when spec leaves it out.
+func compilePathMatch(m *Match, spec *gwv1.HTTPPathMatch) *problem {
+	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
+	if spec != nil {
+		if spec.Type != nil {
+			m.PathType = *spec.Type
+		}
+		if spec.Value != nil {
+			m.Path = *spec.Value
 		}
 	}
 	switch m.PathType {
@@ -934,17 +956,12 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 	default:
 		return unsupportedf("unsupported path match type %q", m.PathType)
 	}
-	if spec.Method != nil {
-		switch *spec.Method {
-		case gwv1.HTTPMethodGet, gwv1.HTTPMethodHead, gwv1.HTTPMethodPost, gwv1.HTTPMethodPut,
-			gwv1.HTTPMethodDelete, gwv1.HTTPMethodConnect, gwv1.HTTPMethodOptions,
-			gwv1.HTTPMethodTrace, gwv1.HTTPMethodPatch:
-			m.Method = string(*spec.Method)
-		default:
-			return unsupportedf("unsupported method %q", *spec.Method)
-		}
-	}
-	for _, h := range spec.Headers {
+	return nil
+}
+
+// compileHeaderMatches appends specs to m.Headers, names canonicalized.
+func compileHeaderMatches(m *Match, specs []gwv1.HTTPHeaderMatch) *problem {
+	for _, h := range specs {
 		name := http.CanonicalHeaderKey(string(h.Name))
 		if slices.ContainsFunc(m.Headers, func(x HeaderMatch) bool { return x.Name == name }) {
 			continue // the spec says only the first entry for a name counts
@@ -967,10 +984,15 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 		}
 		m.Headers = append(m.Headers, hm)
 	}
-	for _, q := range spec.QueryParams {
+	return nil
+}
+
+// compileQueryParamMatches appends specs to m.QueryParams.
+func compileQueryParamMatches(m *Match, specs []gwv1.HTTPQueryParamMatch) *problem {
+	for _, q := range specs {
 		name := string(q.Name)
 		if slices.ContainsFunc(m.QueryParams, func(x QueryParamMatch) bool { return x.Name == name }) {
-			continue
+			continue // as for headers, the first entry for a name counts
 		}
 		qm := QueryParamMatch{Name: name, Value: q.Value}
 		typ := gwv1.QueryParamMatchExact
