@@ -219,7 +219,9 @@ type placed struct {
 }
 
 func (c *compiler) run() Output {
-	routes := c.routesInOrder()
+	// The scratch slices of run are made here, not in the steps that fill
+	// them, so that small ones can stay on the stack.
+	routes := c.routesInOrder(make([]*gwv1.HTTPRoute, 0, len(c.in.Routes)))
 	c.reset(len(routes))
 	out := Output{
 		AttachedRoutes: make(map[int]int32, len(c.in.Listeners)),
@@ -248,7 +250,8 @@ func (c *compiler) run() Output {
 		}
 	}
 
-	grouped, start := groupBySlot(all, len(c.ls))
+	grouped, start := make([]hostCandidate, len(all)), make([]int, len(c.ls)+1)
+	groupBySlot(all, grouped, start)
 	tables := 0
 	for i := range c.ls {
 		if hasTable[i] {
@@ -267,10 +270,9 @@ func (c *compiler) run() Output {
 	return out
 }
 
-// routesInOrder returns the routes of the input in precedence order,
+// routesInOrder appends to routes those of the input in precedence order,
 // without the nil entries.
-func (c *compiler) routesInOrder() []*gwv1.HTTPRoute {
-	routes := make([]*gwv1.HTTPRoute, 0, len(c.in.Routes))
+func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
 	for _, r := range c.in.Routes {
 		if r != nil {
 			routes = append(routes, r)
@@ -294,23 +296,23 @@ func (c *compiler) reset(n int) {
 
 // groupBySlot gathers the candidates of each listener slot into one
 // stretch of grouped, keeping their order: slot i's are
-// grouped[start[i]:start[i+1]]. A counting sort, because the candidates
-// of every listener together can number in the hundreds of thousands.
-func groupBySlot(all []placed, slots int) (grouped []hostCandidate, start []int) {
-	start = make([]int, slots+1)
+// grouped[start[i]:start[i+1]]. grouped has len(all) elements and start
+// one per slot and one more, all zero. A counting sort, because the
+// candidates of every listener together can number in the hundreds of
+// thousands.
+func groupBySlot(all []placed, grouped []hostCandidate, start []int) {
+	slots := len(start) - 1
 	for _, p := range all {
 		start[p.slot+1]++
 	}
 	for i := range slots {
 		start[i+1] += start[i]
 	}
-	grouped = make([]hostCandidate, len(all))
 	next := slices.Clone(start[:slots])
 	for _, p := range all {
 		grouped[next[p.slot]] = p.hostCandidate
 		next[p.slot]++
 	}
-	return grouped, start
 }
 
 // sortHostGroups sorts each slot's candidates by hostname and precedence
