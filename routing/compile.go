@@ -219,24 +219,14 @@ type placed struct {
 }
 
 func (c *compiler) run() Output {
-	routes := make([]*gwv1.HTTPRoute, 0, len(c.in.Routes))
-	for _, r := range c.in.Routes {
-		if r != nil {
-			routes = append(routes, r)
-		}
-	}
-	slices.SortStableFunc(routes, compareRoutes)
-
+	// The scratch slices of run are made here, not in the steps that fill
+	// them, so that small ones can stay on the stack.
+	routes := c.routesInOrder(make([]*gwv1.HTTPRoute, 0, len(c.in.Routes)))
+	c.reset(len(routes))
 	out := Output{
 		AttachedRoutes: make(map[int]int32, len(c.in.Listeners)),
 		RouteParents:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(routes)),
 	}
-	c.attachedBy = make([]int, len(c.ls))
-	c.conds = slab.New[metav1.Condition](2 * len(routes))
-	c.rules = slab.New[Rule](len(routes))
-	c.matches = slab.New[Match](len(routes))
-	c.matchPtrs = slab.New[*Match](len(routes))
-	c.backends = slab.New[Backend](len(routes))
 	attached := make([]int32, len(c.ls))
 	hasTable := make([]bool, len(c.ls))
 	all := make([]placed, 0, len(routes)) // most routes have one match on one listener
@@ -260,27 +250,77 @@ func (c *compiler) run() Output {
 		}
 	}
 
-	// Group the candidates by listener, keeping their order, then sort
-	// each listener's by hostname and precedence.
-	start := make([]int, len(c.ls)+1)
-	for _, p := range all {
-		start[p.slot+1]++
-	}
+	grouped, start := make([]hostCandidate, len(all)), make([]int, len(c.ls)+1)
+	groupBySlot(all, grouped, start)
 	tables := 0
 	for i := range c.ls {
-		start[i+1] += start[i]
 		if hasTable[i] {
 			tables++
 		}
 	}
-	grouped := make([]hostCandidate, len(all))
-	next := slices.Clone(start[:len(c.ls)])
+	out.Tables = make(map[int]*Table, tables)
+	b := newTableBuilder(tables, sortHostGroups(grouped, start), len(all))
+	for i := range c.ls {
+		id := c.ls[i].ID
+		out.AttachedRoutes[id] = attached[i]
+		if hasTable[i] {
+			out.Tables[id] = b.build(grouped[start[i]:start[i+1]])
+		}
+	}
+	return out
+}
+
+// routesInOrder appends to routes those of the input in precedence order,
+// without the nil entries.
+func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
+	for _, r := range c.in.Routes {
+		if r != nil {
+			routes = append(routes, r)
+		}
+	}
+	slices.SortStableFunc(routes, compareRoutes)
+	return routes
+}
+
+// reset sizes the per-run state for n routes. The slabs are cut for the
+// common route (one rule, one match, one backend, two conditions); a
+// larger one makes them allocate again.
+func (c *compiler) reset(n int) {
+	c.attachedBy = make([]int, len(c.ls))
+	c.conds = slab.New[metav1.Condition](2 * n)
+	c.rules = slab.New[Rule](n)
+	c.matches = slab.New[Match](n)
+	c.matchPtrs = slab.New[*Match](n)
+	c.backends = slab.New[Backend](n)
+}
+
+// groupBySlot gathers the candidates of each listener slot into one
+// stretch of grouped, keeping their order: slot i's are
+// grouped[start[i]:start[i+1]]. grouped has len(all) elements and start
+// one per slot and one more, all zero. A counting sort, because the
+// candidates of every listener together can number in the hundreds of
+// thousands.
+func groupBySlot(all []placed, grouped []hostCandidate, start []int) {
+	slots := len(start) - 1
+	for _, p := range all {
+		start[p.slot+1]++
+	}
+	for i := range slots {
+		start[i+1] += start[i]
+	}
+	next := slices.Clone(start[:slots])
 	for _, p := range all {
 		grouped[next[p.slot]] = p.hostCandidate
 		next[p.slot]++
 	}
+}
+
+// sortHostGroups sorts each slot's candidates by hostname and precedence
+// and returns how many (slot, hostname) groups there are, which sizes the
+// table builder.
+func sortHostGroups(grouped []hostCandidate, start []int) int {
 	hostGroups := 0
-	for i := range c.ls {
+	for i := range len(start) - 1 {
 		cs := grouped[start[i]:start[i+1]]
 		if len(cs) > 1 {
 			slices.SortFunc(cs, compareHostCandidates)
@@ -291,17 +331,7 @@ func (c *compiler) run() Output {
 			}
 		}
 	}
-
-	out.Tables = make(map[int]*Table, tables)
-	b := newTableBuilder(tables, hostGroups, len(all))
-	for i := range c.ls {
-		id := c.ls[i].ID
-		out.AttachedRoutes[id] = attached[i]
-		if hasTable[i] {
-			out.Tables[id] = b.build(grouped[start[i]:start[i+1]])
-		}
-	}
-	return out
+	return hostGroups
 }
 
 // attachRoute evaluates each parentRef in c.refs. It returns the statuses
@@ -396,47 +426,22 @@ func parentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {
 
 // attach appends to c.hits the listeners of parent p that ref selects and
 // that accept the route, each with the hostnames the route serves there,
-// or returns the reason there are none. A parent that is not accepted
-// takes no route; the reason says so unless the listeners ref selects
-// could not take an HTTPRoute anyway (a Gateway whose only listener is for
-// TLSRoutes, say), which is the more useful thing to know.
+// or returns the reason there are none.
 func (c *compiler) attach(cr *compiledRoute, routeNS string, r parentRef) *problem {
-	ref, p, pi, parentAccepted := r.ref, r.parent, r.info, r.info.accepted
-	portOK := func(l *listenerInfo) bool { return ref.Port == nil || *ref.Port == 0 || l.Port == *ref.Port }
+	ref, pi := r.ref, r.info
 	selected := c.selected[:0]
 	defer func() { c.selected = selected[:0] }()
 	switch {
 	case ref.SectionName != nil && *ref.SectionName != "":
-		if l := pi.section(*ref.SectionName); l != nil && portOK(l) {
+		if l := pi.section(*ref.SectionName); l != nil && onPort(ref, l) {
 			selected = append(selected, l)
 		}
-	case parentAccepted && pi.byHost != nil && exactNames(cr.hostnames):
-		// Only listeners whose hostname is one of the route's, a wildcard
-		// covering one, or empty can take the route. When none of them
-		// does, the full scan below finds out why. (A parent with few
-		// listeners is scanned right away: the listeners that take the
-		// route are the same either way.)
-		add := func(k hostKey) {
-			for _, l := range pi.byHost[k] {
-				if portOK(l) && !slices.Contains(selected, l) {
-					selected = append(selected, l)
-				}
-			}
-		}
-		for _, h := range cr.hostnames {
-			// The wildcards covering h, most specific first, then the
-			// catch-all, then h itself.
-			for rest := h; ; {
-				i := strings.IndexByte(rest, '.')
-				if i < 0 {
-					break
-				}
-				rest = rest[i+1:]
-				add(hostKey{wildcard: true, hostname: rest})
-			}
-			add(hostKey{})
-			add(hostKey{hostname: h})
-		}
+	case pi.accepted && pi.byHost != nil && exactNames(cr.hostnames):
+		// When none of the listeners that could take the route does, the
+		// full scan below finds out why. (A parent with few listeners is
+		// scanned right away: the listeners that take the route are the
+		// same either way.)
+		selected = byRouteHostnames(selected, pi, ref, cr.hostnames)
 		if c.accepting(selected, cr, routeNS) > 0 {
 			return nil
 		}
@@ -444,34 +449,65 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, r parentRef) *probl
 		fallthrough
 	default:
 		for _, l := range pi.listeners {
-			if portOK(l) {
+			if onPort(ref, l) {
 				selected = append(selected, l)
 			}
 		}
 	}
-	notAccepted := func() *problem {
-		return &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
-	}
-	if len(selected) == 0 && !parentAccepted {
-		return notAccepted()
-	}
-	if len(selected) == 0 {
-		what := "no listeners"
-		switch {
-		case ref.SectionName != nil && *ref.SectionName != "" && ref.Port != nil && *ref.Port != 0:
-			what = fmt.Sprintf("no listener named %q on port %d", *ref.SectionName, *ref.Port)
-		case ref.SectionName != nil && *ref.SectionName != "":
-			what = fmt.Sprintf("no listener named %q", *ref.SectionName)
-		case ref.Port != nil && *ref.Port != 0:
-			what = fmt.Sprintf("no listener on port %d", *ref.Port)
+	return c.attachSelected(selected, cr, routeNS, r)
+}
+
+// onPort reports whether l is on the port ref names, if it names one.
+func onPort(ref *gwv1.ParentReference, l *listenerInfo) bool {
+	return ref.Port == nil || *ref.Port == 0 || l.Port == *ref.Port
+}
+
+// byRouteHostnames appends to selected the listeners of pi on ref's port
+// that could take a route with the exact names hosts: those whose hostname
+// is one of them, a wildcard covering one, or empty. It looks them up in
+// pi.byHost rather than scanning every listener.
+func byRouteHostnames(selected []*listenerInfo, pi *parentInfo, ref *gwv1.ParentReference, hosts []string) []*listenerInfo {
+	add := func(k hostKey) {
+		for _, l := range pi.byHost[k] {
+			if onPort(ref, l) && !slices.Contains(selected, l) {
+				selected = append(selected, l)
+			}
 		}
-		return &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has %s", p.Kind, p.Namespace, p.Name, what)}
+	}
+	for _, h := range hosts {
+		// The wildcards covering h, most specific first, then the
+		// catch-all, then h itself.
+		for rest := h; ; {
+			i := strings.IndexByte(rest, '.')
+			if i < 0 {
+				break
+			}
+			rest = rest[i+1:]
+			add(hostKey{wildcard: true, hostname: rest})
+		}
+		add(hostKey{})
+		add(hostKey{hostname: h})
+	}
+	return selected
+}
+
+// attachSelected appends to c.hits the listeners among selected that
+// accept the route, or returns the reason there are none. A parent that
+// is not accepted takes no route; the reason says so unless the listeners
+// ref selects could not take an HTTPRoute anyway (a Gateway whose only
+// listener is for TLSRoutes, say), which is the more useful thing to know.
+func (c *compiler) attachSelected(selected []*listenerInfo, cr *compiledRoute, routeNS string, r parentRef) *problem {
+	if len(selected) == 0 {
+		if !r.info.accepted {
+			return notAccepted(r.parent)
+		}
+		return noListener(r.parent, r.ref)
 	}
 	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return carriesHTTPRoutes(l.Listener) }) {
 		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes HTTPRoutes"}
 	}
-	if !parentAccepted {
-		return notAccepted()
+	if !r.info.accepted {
+		return notAccepted(r.parent)
 	}
 	if c.accepting(selected, cr, routeNS) > 0 {
 		return nil
@@ -480,6 +516,24 @@ func (c *compiler) attach(cr *compiledRoute, routeNS string, r parentRef) *probl
 		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows HTTPRoutes from namespace " + routeNS}
 	}
 	return &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
+}
+
+func notAccepted(p Parent) *problem {
+	return &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+}
+
+// noListener says which listener ref names that p lacks.
+func noListener(p Parent, ref *gwv1.ParentReference) *problem {
+	what := "no listeners"
+	switch {
+	case ref.SectionName != nil && *ref.SectionName != "" && ref.Port != nil && *ref.Port != 0:
+		what = fmt.Sprintf("no listener named %q on port %d", *ref.SectionName, *ref.Port)
+	case ref.SectionName != nil && *ref.SectionName != "":
+		what = fmt.Sprintf("no listener named %q", *ref.SectionName)
+	case ref.Port != nil && *ref.Port != 0:
+		what = fmt.Sprintf("no listener on port %d", *ref.Port)
+	}
+	return &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has %s", p.Kind, p.Namespace, p.Name, what)}
 }
 
 // accepting appends to c.hits the listeners among ls that allow the route
@@ -851,13 +905,35 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 
 // compileMatchInto compiles spec into m, which must be zero.
 func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
-	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
-	if spec.Path != nil {
-		if spec.Path.Type != nil {
-			m.PathType = *spec.Path.Type
+	if p := compilePathMatch(m, spec.Path); p != nil {
+		return p
+	}
+	if spec.Method != nil {
+		switch *spec.Method {
+		case gwv1.HTTPMethodGet, gwv1.HTTPMethodHead, gwv1.HTTPMethodPost, gwv1.HTTPMethodPut,
+			gwv1.HTTPMethodDelete, gwv1.HTTPMethodConnect, gwv1.HTTPMethodOptions,
+			gwv1.HTTPMethodTrace, gwv1.HTTPMethodPatch:
+			m.Method = string(*spec.Method)
+		default:
+			return unsupportedf("unsupported method %q", *spec.Method)
 		}
-		if spec.Path.Value != nil {
-			m.Path = *spec.Path.Value
+	}
+	if p := compileHeaderMatches(m, spec.Headers); p != nil {
+		return p
+	}
+	return compileQueryParamMatches(m, spec.QueryParams)
+}
+
+// compilePathMatch sets m's path match from spec, a prefix match on "/"
+// when spec leaves it out.
+func compilePathMatch(m *Match, spec *gwv1.HTTPPathMatch) *problem {
+	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
+	if spec != nil {
+		if spec.Type != nil {
+			m.PathType = *spec.Type
+		}
+		if spec.Value != nil {
+			m.Path = *spec.Value
 		}
 	}
 	switch m.PathType {
@@ -882,17 +958,12 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 	default:
 		return unsupportedf("unsupported path match type %q", m.PathType)
 	}
-	if spec.Method != nil {
-		switch *spec.Method {
-		case gwv1.HTTPMethodGet, gwv1.HTTPMethodHead, gwv1.HTTPMethodPost, gwv1.HTTPMethodPut,
-			gwv1.HTTPMethodDelete, gwv1.HTTPMethodConnect, gwv1.HTTPMethodOptions,
-			gwv1.HTTPMethodTrace, gwv1.HTTPMethodPatch:
-			m.Method = string(*spec.Method)
-		default:
-			return unsupportedf("unsupported method %q", *spec.Method)
-		}
-	}
-	for _, h := range spec.Headers {
+	return nil
+}
+
+// compileHeaderMatches appends specs to m.Headers, names canonicalized.
+func compileHeaderMatches(m *Match, specs []gwv1.HTTPHeaderMatch) *problem {
+	for _, h := range specs {
 		name := http.CanonicalHeaderKey(string(h.Name))
 		if slices.ContainsFunc(m.Headers, func(x HeaderMatch) bool { return x.Name == name }) {
 			continue // the spec says only the first entry for a name counts
@@ -915,10 +986,15 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 		}
 		m.Headers = append(m.Headers, hm)
 	}
-	for _, q := range spec.QueryParams {
+	return nil
+}
+
+// compileQueryParamMatches appends specs to m.QueryParams.
+func compileQueryParamMatches(m *Match, specs []gwv1.HTTPQueryParamMatch) *problem {
+	for _, q := range specs {
 		name := string(q.Name)
 		if slices.ContainsFunc(m.QueryParams, func(x QueryParamMatch) bool { return x.Name == name }) {
-			continue
+			continue // as for headers, the first entry for a name counts
 		}
 		qm := QueryParamMatch{Name: name, Value: q.Value}
 		typ := gwv1.QueryParamMatchExact

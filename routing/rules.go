@@ -21,116 +21,150 @@ type compiledFilters struct {
 	redirect     bool
 }
 
+// fail records p as the reason the filters cannot be used, unless an
+// earlier problem already is: the first one found is the one reported.
+func (out *compiledFilters) fail(p *problem) {
+	if out.unsupported == nil && p != nil {
+		out.unsupported = p
+	}
+}
+
 // compileFilters compiles a rule's or a backendRef's filters. prefixOK says
 // whether the rule has the single PathPrefix match a ReplacePrefixMatch
 // needs. Mirror backends that do not resolve are dropped and reported in
 // cr.refs, as the spec asks.
 func (c *compiler) compileFilters(cr *compiledRoute, routeNS string, specs []gwv1.HTTPRouteFilter, prefixOK bool) compiledFilters {
 	var out compiledFilters
-	fail := func(p *problem) {
-		if out.unsupported == nil && p != nil {
-			out.unsupported = p
-		}
-	}
-	seen := map[gwv1.HTTPRouteFilterType]int{}
-	for _, f := range specs {
-		seen[f.Type]++
-		if seen[f.Type] == 2 && f.Type != gwv1.HTTPRouteFilterRequestMirror && f.Type != gwv1.HTTPRouteFilterExtensionRef {
-			fail(incompatiblef("filter %s is repeated", f.Type))
-		}
-	}
-	if seen[gwv1.HTTPRouteFilterRequestRedirect] > 0 && seen[gwv1.HTTPRouteFilterURLRewrite] > 0 {
-		fail(incompatiblef("RequestRedirect and URLRewrite filters cannot be combined"))
-	}
+	out.fail(combinationProblem(specs))
 	for i := range specs {
 		f := &specs[i]
-		missing := func() *problem { return unsupportedf("filter %s has no configuration", f.Type) }
+		if !configured(f) {
+			out.fail(unsupportedf("filter %s has no configuration", f.Type))
+			continue
+		}
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
-			if f.RequestHeaderModifier == nil {
-				fail(missing())
-				continue
-			}
 			hm, p := compileHeaderModifier(f.RequestHeaderModifier)
-			fail(p)
+			out.fail(p)
 			out.filters = append(out.filters, Filter{Type: f.Type, RequestHeaders: hm})
 		case gwv1.HTTPRouteFilterResponseHeaderModifier:
-			if f.ResponseHeaderModifier == nil {
-				fail(missing())
-				continue
-			}
 			hm, p := compileHeaderModifier(f.ResponseHeaderModifier)
-			fail(p)
+			out.fail(p)
 			out.filters = append(out.filters, Filter{Type: f.Type, ResponseHeaders: hm})
 		case gwv1.HTTPRouteFilterRequestRedirect:
-			if f.RequestRedirect == nil {
-				fail(missing())
-				continue
-			}
 			rd, p := compileRedirect(f.RequestRedirect, prefixOK)
-			fail(p)
+			out.fail(p)
 			out.filters = append(out.filters, Filter{Type: f.Type, Redirect: rd})
 			out.redirect = true
 		case gwv1.HTTPRouteFilterURLRewrite:
-			if f.URLRewrite == nil {
-				fail(missing())
-				continue
-			}
-			rw := &Rewrite{}
-			if f.URLRewrite.Hostname != nil {
-				rw.Hostname = string(*f.URLRewrite.Hostname)
-			}
-			if f.URLRewrite.Path != nil {
-				pm, p := compilePathModifier(f.URLRewrite.Path, prefixOK)
-				fail(p)
-				rw.Path = pm
-			}
+			rw, p := compileRewrite(f.URLRewrite, prefixOK)
+			out.fail(p)
 			out.filters = append(out.filters, Filter{Type: f.Type, Rewrite: rw})
 		case gwv1.HTTPRouteFilterRequestMirror:
-			if f.RequestMirror == nil {
-				fail(missing())
-				continue
+			mr, p := c.compileMirror(cr, routeNS, f.RequestMirror)
+			out.fail(p)
+			if mr != nil {
+				out.filters = append(out.filters, Filter{Type: f.Type, Mirror: mr})
 			}
-			mr, p := compileMirrorShare(f.RequestMirror)
-			if p != nil {
-				fail(p)
-				continue
-			}
-			b, rp := c.resolveBackend(routeNS, f.RequestMirror.BackendRef)
-			if rp != nil {
-				rp.msg = "mirror: " + rp.msg
-				cr.refs = append(cr.refs, *rp)
-				continue
-			}
-			if b.Invalid != "" {
-				// A mirror that cannot be trusted is not sent.
-				continue
-			}
-			mr.Backend, mr.AppProtocol, mr.TLS = b.Key, b.AppProtocol, b.TLS
-			out.filters = append(out.filters, Filter{Type: f.Type, Mirror: mr})
 		case gwv1.HTTPRouteFilterCORS:
-			if f.CORS == nil {
-				fail(missing())
-				continue
-			}
 			cors, p := compileCORS(f.CORS)
-			fail(p)
+			out.fail(p)
 			out.filters = append(out.filters, Filter{Type: f.Type, CORS: cors})
 		case gwv1.HTTPRouteFilterExtensionRef:
-			what := "ExtensionRef filter"
-			if e := f.ExtensionRef; e != nil {
-				what = fmt.Sprintf("ExtensionRef filter %s/%s %q", e.Group, e.Kind, e.Name)
-			}
-			msg := what + " is not supported"
+			msg := extensionRefProblem(f.ExtensionRef)
 			cr.refs = append(cr.refs, problem{gwv1.RouteReasonInvalidKind, msg})
 			if out.extensionRef == "" {
 				out.extensionRef = msg
 			}
 		default:
-			fail(unsupportedf("unsupported filter type %q", f.Type))
+			out.fail(unsupportedf("unsupported filter type %q", f.Type))
 		}
 	}
 	return out
+}
+
+// combinationProblem returns the first reason specs cannot be combined:
+// a filter type repeated where only mirrors and extensions may be, or a
+// redirect together with a rewrite.
+func combinationProblem(specs []gwv1.HTTPRouteFilter) *problem {
+	seen := map[gwv1.HTTPRouteFilterType]int{}
+	for _, f := range specs {
+		seen[f.Type]++
+		if seen[f.Type] == 2 && f.Type != gwv1.HTTPRouteFilterRequestMirror && f.Type != gwv1.HTTPRouteFilterExtensionRef {
+			return incompatiblef("filter %s is repeated", f.Type)
+		}
+	}
+	if seen[gwv1.HTTPRouteFilterRequestRedirect] > 0 && seen[gwv1.HTTPRouteFilterURLRewrite] > 0 {
+		return incompatiblef("RequestRedirect and URLRewrite filters cannot be combined")
+	}
+	return nil
+}
+
+// configured reports whether f carries the configuration its type needs.
+// An ExtensionRef without one, or a type Portico does not know, is
+// reported for what it is rather than as missing configuration.
+func configured(f *gwv1.HTTPRouteFilter) bool {
+	switch f.Type {
+	case gwv1.HTTPRouteFilterRequestHeaderModifier:
+		return f.RequestHeaderModifier != nil
+	case gwv1.HTTPRouteFilterResponseHeaderModifier:
+		return f.ResponseHeaderModifier != nil
+	case gwv1.HTTPRouteFilterRequestRedirect:
+		return f.RequestRedirect != nil
+	case gwv1.HTTPRouteFilterURLRewrite:
+		return f.URLRewrite != nil
+	case gwv1.HTTPRouteFilterRequestMirror:
+		return f.RequestMirror != nil
+	case gwv1.HTTPRouteFilterCORS:
+		return f.CORS != nil
+	}
+	return true
+}
+
+func compileRewrite(spec *gwv1.HTTPURLRewriteFilter, prefixOK bool) (*Rewrite, *problem) {
+	rw := &Rewrite{}
+	if spec.Hostname != nil {
+		rw.Hostname = string(*spec.Hostname)
+	}
+	if spec.Path == nil {
+		return rw, nil
+	}
+	pm, p := compilePathModifier(spec.Path, prefixOK)
+	rw.Path = pm
+	return rw, p
+}
+
+// compileMirror returns the mirror spec asks for, or nil with the reason
+// it is unusable. A mirror whose backend does not resolve is dropped, not
+// a problem with the filters: its reason goes to cr.refs. One whose
+// backend is invalid is dropped silently: a mirror that cannot be trusted
+// is not sent.
+func (c *compiler) compileMirror(cr *compiledRoute, routeNS string, spec *gwv1.HTTPRequestMirrorFilter) (*Mirror, *problem) {
+	mr, p := compileMirrorShare(spec)
+	if p != nil {
+		return nil, p
+	}
+	b, rp := c.resolveBackend(routeNS, spec.BackendRef)
+	if rp != nil {
+		rp.msg = "mirror: " + rp.msg
+		cr.refs = append(cr.refs, *rp)
+		return nil, nil
+	}
+	if b.Invalid != "" {
+		return nil, nil
+	}
+	mr.Backend, mr.AppProtocol, mr.TLS = b.Key, b.AppProtocol, b.TLS
+	return mr, nil
+}
+
+// extensionRefProblem says that the ExtensionRef filter naming e is not
+// supported, naming it when it can.
+func extensionRefProblem(e *gwv1.LocalObjectReference) string {
+	what := "ExtensionRef filter"
+	if e != nil {
+		what = fmt.Sprintf("ExtensionRef filter %s/%s %q", e.Group, e.Kind, e.Name)
+	}
+	return what + " is not supported"
 }
 
 func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*HeaderModifier, *problem) {

@@ -131,40 +131,70 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return s, err
 	}
-	acmeAddr := loopback(ports[0])
-	mgmtAddr := loopback(ports[1])
+	a := pebbleAddrs{
+		acme:      loopback(ports[0]),
+		mgmt:      loopback(ports[1]),
+		challMgmt: loopback(ports[3]),
+		// Pebble needs a TLS-ALPN-01 port even though Portico only answers
+		// HTTP-01; nothing listens there.
+		tlsALPNPort: ports[4],
+	}
 	s.DNSAddr = loopback(ports[2])
-	challMgmtAddr := loopback(ports[3])
-	// Pebble needs a TLS-ALPN-01 port even though Portico only answers
-	// HTTP-01; nothing listens there.
-	tlsALPNPort := ports[4]
-
-	caPEM, certFile, keyFile, err := writeServingCert(dir)
+	cfgFile, err := s.writePebbleConfig(opts, a)
 	if err != nil {
 		return s, err
+	}
+	if err := s.startChallengeServer(ctx, opts.BinDir, a.challMgmt); err != nil {
+		return s, err
+	}
+	if err := s.startPebble(ctx, opts.BinDir, cfgFile, a); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// pebbleAddrs are the loopback addresses Pebble and its challenge server
+// listen on, besides the DNS server's.
+type pebbleAddrs struct {
+	acme, mgmt, challMgmt string
+	tlsALPNPort           int
+}
+
+// writePebbleConfig writes Pebble's serving certificate and configuration to
+// s.Dir, trusts the certificate in s.DirectoryRoots and returns the
+// configuration's file.
+func (s *Server) writePebbleConfig(opts Options, a pebbleAddrs) (string, error) {
+	caPEM, certFile, keyFile, err := writeServingCert(s.Dir)
+	if err != nil {
+		return "", err
 	}
 	s.DirectoryRoots = x509.NewCertPool()
 	s.DirectoryRoots.AppendCertsFromPEM(caPEM)
 
-	cfgFile := filepath.Join(dir, "pebble.json")
+	cfgFile := filepath.Join(s.Dir, "pebble.json")
 	if err := writeConfig(cfgFile, pebbleConfig{
-		ListenAddress:                  acmeAddr,
-		ManagementListenAddress:        mgmtAddr,
+		ListenAddress:                  a.acme,
+		ManagementListenAddress:        a.mgmt,
 		Certificate:                    certFile,
 		PrivateKey:                     keyFile,
 		HTTPPort:                       opts.HTTPPort,
-		TLSPort:                        tlsALPNPort,
+		TLSPort:                        a.tlsALPNPort,
 		ExternalAccountBindingRequired: len(opts.EAB) > 0,
 		ExternalAccountMACKeys:         opts.EAB,
 		KeyAlgorithm:                   "ecdsa",
 		RetryAfter:                     retryAfter{Authz: 1, Order: 1},
 		Profiles:                       profiles(opts.CertificateValidity),
 	}); err != nil {
-		return s, err
+		return "", err
 	}
+	return cfgFile, nil
+}
 
+// startChallengeServer starts the DNS server Pebble resolves names with,
+// managed at challMgmtAddr, and waits until it answers.
+func (s *Server) startChallengeServer(ctx context.Context, binDir, challMgmtAddr string) error {
 	s.DNSManagementURL = "http://" + challMgmtAddr
-	chall, err := s.start(opts.BinDir, "pebble-challtestsrv", nil,
+	chall, err := s.start(binDir, "pebble-challtestsrv", nil,
 		"-dnsserver", s.DNSAddr,
 		"-management", challMgmtAddr,
 		"-defaultIPv4", "127.0.0.1",
@@ -173,13 +203,15 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 		"-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", "",
 	)
 	if err != nil {
-		return s, err
+		return err
 	}
-	if err := proc.WaitReady(ctx, chall, 50*time.Millisecond, func(ctx context.Context) error { return dial(ctx, s.DNSAddr) }); err != nil {
-		return s, err
-	}
+	return proc.WaitReady(ctx, chall, 50*time.Millisecond, func(ctx context.Context) error { return dial(ctx, s.DNSAddr) })
+}
 
-	pebble, err := s.start(opts.BinDir, "pebble", []string{
+// startPebble starts Pebble with cfgFile, waits until its directory
+// answers and fetches the root it issues under into s.RootPEM and s.Roots.
+func (s *Server) startPebble(ctx context.Context, binDir, cfgFile string, a pebbleAddrs) error {
+	pebble, err := s.start(binDir, "pebble", []string{
 		// Validate at once, with real requests, and never reject a nonce:
 		// a test waits for nothing but Portico.
 		"PEBBLE_VA_NOSLEEP=1",
@@ -187,28 +219,28 @@ func startOnce(ctx context.Context, opts Options) (_ *Server, err error) {
 		"PEBBLE_WFE_NONCEREJECT=0",
 	}, "-config", cfgFile, "-dnsserver", s.DNSAddr)
 	if err != nil {
-		return s, err
+		return err
 	}
 	client := &http.Client{
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.DirectoryRoots}},
 		Timeout:   5 * time.Second,
 	}
 	defer client.CloseIdleConnections()
-	s.DirectoryURL = "https://" + acmeAddr + "/dir"
+	s.DirectoryURL = "https://" + a.acme + "/dir"
 	if err := proc.WaitReady(ctx, pebble, 50*time.Millisecond, func(ctx context.Context) error {
 		_, err := get(ctx, client, s.DirectoryURL)
 		return err
 	}); err != nil {
-		return s, err
+		return err
 	}
-	if s.RootPEM, err = get(ctx, client, "https://"+mgmtAddr+"/roots/0"); err != nil {
-		return s, fmt.Errorf("pebble root: %w", err)
+	if s.RootPEM, err = get(ctx, client, "https://"+a.mgmt+"/roots/0"); err != nil {
+		return fmt.Errorf("pebble root: %w", err)
 	}
 	s.Roots = x509.NewCertPool()
 	if !s.Roots.AppendCertsFromPEM(s.RootPEM) {
-		return s, fmt.Errorf("pebble root: no certificate in %q", s.RootPEM)
+		return fmt.Errorf("pebble root: no certificate in %q", s.RootPEM)
 	}
-	return s, nil
+	return nil
 }
 
 // SetA makes host resolve to addrs (IPv4) instead of 127.0.0.1, e.g. to an

@@ -137,25 +137,53 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 	if env.pki, err = newPKI(dir); err != nil {
 		return env, err
 	}
-	token, err := randomToken()
+	token, tokenFile, err := writeTokenFile(dir)
 	if err != nil {
 		return env, err
 	}
-	tokenFile := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokenFile, []byte(token+`,portico-admin,portico-admin,"system:masters"`+"\n"), 0o600); err != nil {
-		return env, fmt.Errorf("token file: %w", err)
-	}
-
 	ports, err := freePorts(3)
 	if err != nil {
 		return env, err
 	}
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	env.EtcdURL = clientURL
-	etcd, err := env.start("etcd",
+	if err := env.startEtcd(ctx, ports[0], ports[1]); err != nil {
+		return env, err
+	}
+	if err := env.startAPIServer(ctx, ports[2], token, tokenFile, opts.APIServerArgs); err != nil {
+		return env, err
+	}
+	if err := env.writeKubeconfig(token); err != nil {
+		return env, err
+	}
+	if !opts.NoCRDs {
+		if err := ApplyManifests(ctx, env.Config, opts.CRDDir); err != nil {
+			return env, fmt.Errorf("install CRDs: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// writeTokenFile makes up a bearer token for a cluster admin and writes
+// the API server's token file for it to dir.
+func writeTokenFile(dir string) (token, file string, err error) {
+	if token, err = randomToken(); err != nil {
+		return "", "", err
+	}
+	file = filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(file, []byte(token+`,portico-admin,portico-admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("token file: %w", err)
+	}
+	return token, file, nil
+}
+
+// startEtcd starts etcd on clientPort and peerPort, sets e.EtcdURL and
+// waits until etcd is healthy.
+func (e *Env) startEtcd(ctx context.Context, clientPort, peerPort int) error {
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	e.EtcdURL = clientURL
+	etcd, err := e.start("etcd",
 		"--name=default",
-		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--data-dir="+filepath.Join(e.Dir, "etcd"),
 		"--listen-client-urls="+clientURL,
 		"--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL,
@@ -165,27 +193,29 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--unsafe-no-fsync",
 	)
 	if err != nil {
-		return env, err
+		return err
 	}
-	if err := proc.WaitReady(ctx, etcd, 100*time.Millisecond, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) }); err != nil {
-		return env, err
-	}
+	return proc.WaitReady(ctx, etcd, 100*time.Millisecond, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) })
+}
 
-	host := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+// startAPIServer starts the API server on port, backed by e.EtcdURL and
+// taking token as a cluster admin's, sets e.Config to reach it and waits
+// until it is ready for tests.
+func (e *Env) startAPIServer(ctx context.Context, port int, token, tokenFile string, extraArgs []string) error {
 	args := []string{
-		"--etcd-servers=" + clientURL,
+		"--etcd-servers=" + e.EtcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[2]),
-		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file=" + env.pki.servingCert,
-		"--tls-private-key-file=" + env.pki.servingKey,
-		"--client-ca-file=" + env.pki.caCertFile,
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + e.pki.servingCert,
+		"--tls-private-key-file=" + e.pki.servingKey,
+		"--client-ca-file=" + e.pki.caCertFile,
 		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + env.pki.saPublicKey,
-		"--service-account-signing-key-file=" + env.pki.saKeyFile,
+		"--service-account-key-file=" + e.pki.saPublicKey,
+		"--service-account-signing-key-file=" + e.pki.saKeyFile,
 		// ClusterIPs are only ever data here; nothing routes to them.
 		"--service-cluster-ip-range=198.19.0.0/16",
 		// The endpoints of the "kubernetes" Service would be 127.0.0.1,
@@ -195,25 +225,24 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 	}
-	apiserver, err := env.start("kube-apiserver", append(args, opts.APIServerArgs...)...)
+	apiserver, err := e.start("kube-apiserver", append(args, extraArgs...)...)
 	if err != nil {
-		return env, err
+		return err
 	}
-
-	env.Config = &rest.Config{
-		Host:            host,
+	e.Config = &rest.Config{
+		Host:            "https://127.0.0.1:" + strconv.Itoa(port),
 		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: env.pki.caCertPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caCertPEM},
 		// Tests and benchmarks create objects by the thousand; the default
 		// client-side limit (5 QPS) would measure the limiter.
 		QPS:   1000,
 		Burst: 2000,
 	}
-	client, err := kubernetes.NewForConfig(env.Config)
+	client, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
-		return env, fmt.Errorf("client: %w", err)
+		return fmt.Errorf("client: %w", err)
 	}
-	if err := proc.WaitReady(ctx, apiserver, 100*time.Millisecond, func(ctx context.Context) error {
+	return proc.WaitReady(ctx, apiserver, 100*time.Millisecond, func(ctx context.Context) error {
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, body)
@@ -222,19 +251,7 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 		// inside the API server creates it a little after start-up.
 		_, err = client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
 		return err
-	}); err != nil {
-		return env, err
-	}
-	if err := env.writeKubeconfig(token); err != nil {
-		return env, err
-	}
-
-	if !opts.NoCRDs {
-		if err := ApplyManifests(ctx, env.Config, opts.CRDDir); err != nil {
-			return env, fmt.Errorf("install CRDs: %w", err)
-		}
-	}
-	return env, nil
+	})
 }
 
 // start runs one of the Env's binaries, logging to Dir/<name>.log.
