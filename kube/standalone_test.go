@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"text/template"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/filesource"
+	"portico.dev/portico/internal/testyaml"
 	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 )
@@ -36,33 +36,13 @@ func newTestCert(t testing.TB, host string) testCert {
 	return newTestCertFor(t, host)
 }
 
-// indent prefixes every line, for PEM inside YAML block scalars.
-func indent(n int, s string) string {
-	pad := strings.Repeat(" ", n)
-	return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad)
-}
+// indent is testyaml.Indent, short for the many fixtures that use it.
+func indent(n int, s string) string { return testyaml.Indent(n, s) }
 
-// classYAML is the GatewayClass "portico" every standalone configuration
-// of the tests starts with, and the separator after it.
-const classYAML = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-`
+const classYAML = testyaml.Class
 
-// gatewayYAML starts the configuration of most standalone tests: the
-// GatewayClass and the Gateway apps/gw, which ListenerSets of its own
-// namespace may attach to, up to its list of listeners, which each test
-// writes.
-const gatewayYAML = classYAML + `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-`
+// gatewayYAML is testyaml.Gateway: the class and apps/gw up to its listeners.
+const gatewayYAML = testyaml.Gateway
 
 // freePort returns a loopback port nothing listens on right now.
 func freePort(t testing.TB) int {
@@ -141,16 +121,7 @@ endpoints:
 }
 
 func secretYAML(ns, name string, c testCert) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: %s, namespace: %s}
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-%s
-  tls.key: |
-%s
-`, name, ns, indent(4, c.certPEM), indent(4, c.keyPEM))
+	return testyaml.Secret(ns, name, c.certPEM, c.keyPEM)
 }
 
 // harness runs standalone mode (the run loop over a file source) on a

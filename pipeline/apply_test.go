@@ -19,18 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/filesource"
+	"portico.dev/portico/internal/testyaml"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
 )
 
-const classYAML = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-`
+const classYAML = testyaml.Class
 
 // fileSource writes yaml to a file and returns a source over it.
 func fileSource(t *testing.T, yaml string) *filesource.Source {

@@ -7,12 +7,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
-	"strings"
 	"testing"
 	"time"
 
+	"portico.dev/portico/internal/testyaml"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
@@ -67,45 +66,17 @@ func newTestCert(t testing.TB, host string) testCert {
 	}
 }
 
-// indent prefixes every line, for PEM inside YAML block scalars.
-func indent(n int, s string) string {
-	pad := strings.Repeat(" ", n)
-	return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad)
-}
+// indent is testyaml.Indent, short for the many fixtures that use it.
+func indent(n int, s string) string { return testyaml.Indent(n, s) }
 
-// classYAML is the GatewayClass "portico" most fixtures start with, and
-// the separator after it.
-const classYAML = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-`
+const classYAML = testyaml.Class
 
 func secretYAML(ns, name string, c testCert) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: %s, namespace: %s}
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-%s
-  tls.key: |
-%s
-`, name, ns, indent(4, c.certPEM), indent(4, c.keyPEM))
+	return testyaml.Secret(ns, name, c.certPEM, c.keyPEM)
 }
 
-// gatewayYAML is the GatewayClass and the Gateway apps/gw, which
-// ListenerSets of its own namespace may attach to, up to its list of
-// listeners, which each test writes.
-const gatewayYAML = classYAML + `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-`
+// gatewayYAML is testyaml.Gateway: the class and apps/gw up to its listeners.
+const gatewayYAML = testyaml.Gateway
 
 func caConfigMapYAML(name string, caPEM []byte) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: apps}\ndata:\n  ca.crt: |\n" +

@@ -1,0 +1,51 @@
+// Package testyaml holds the YAML pieces the tests of several packages
+// build standalone configurations from, so that a fixture means the same
+// thing in translate's tests as in the end-to-end ones.
+package testyaml
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Class is the GatewayClass "portico" of Portico's default controller
+// name, and the document separator after it.
+const Class = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+`
+
+// Gateway is Class and the Gateway apps/gw, which ListenerSets of its own
+// namespace may attach to, up to its list of listeners, which each test
+// writes.
+const Gateway = Class + `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+`
+
+// Indent prefixes every line with n spaces, for PEM inside YAML block
+// scalars.
+func Indent(n int, s string) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad)
+}
+
+// Secret is a kubernetes.io/tls Secret holding a PEM key pair.
+func Secret(namespace, name, certPEM, keyPEM string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: %s, namespace: %s}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+%s
+  tls.key: |
+%s
+`, name, namespace, Indent(4, certPEM), Indent(4, keyPEM))
+}
