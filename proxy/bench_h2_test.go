@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,22 +35,7 @@ func benchmarkForwardH2C(b *testing.B, opts Options) {
 			return d.DialContext(ctx, network, addr)
 		},
 	}}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := c.Get(url)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
-				return
-			}
-		}
-	})
+	getInParallel(b, c, url)
 }
 
 // BenchmarkH2Guard is the guard's own work for one request on a long-lived

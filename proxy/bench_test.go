@@ -42,6 +42,12 @@ func benchmarkForward(b *testing.B, opts Options) {
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	getInParallel(b, c, url)
+}
+
+// getInParallel GETs url with c from every benchmark goroutine until the
+// benchmark ends, failing on any answer but 200.
+func getInParallel(b *testing.B, c *http.Client, url string) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

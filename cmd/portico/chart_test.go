@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/charts/charttest"
 	"portico.dev/portico/kube/kubetest"
@@ -91,14 +90,7 @@ func writeTokenKubeconfig(t *testing.T, cfg *rest.Config) string {
 func TestChartInstallRunsPortico(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx := t.Context()
-	kc, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc, err := gatewayclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc, gc := apiClients(t, env)
 	const ns = "portico-system"
 	objs, err := charttest.Render("../../charts/portico", charttest.Release{Name: "portico", Namespace: ns}, map[string]any{
 		"namespace":  map[string]any{"create": true},

@@ -76,14 +76,7 @@ func httpGet(url, host string) (int, string, error) {
 func TestServeClusterMode(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx := t.Context()
-	kc, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc, err := gatewayclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc, gc := apiClients(t, env)
 	for _, ns := range []string{"portico-system", "apps"} {
 		if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -240,4 +233,18 @@ func waitUntil(t *testing.T, what string, check func() error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// apiClients are the core and Gateway API clients of env's API server.
+func apiClients(t *testing.T, env *kubetest.Env) (*kubernetes.Clientset, *gatewayclient.Clientset) {
+	t.Helper()
+	kc, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := gatewayclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc, gc
 }
