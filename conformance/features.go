@@ -38,6 +38,7 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteBackendRequestHeaderModification,
 	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteCORS,
 	features.SupportHTTPRouteDestinationPortMatching,
 	features.SupportHTTPRouteHostRewrite,
@@ -66,8 +67,6 @@ var NotClaimed = map[features.FeatureName]string{
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
 	features.SupportGatewayRouteHostnameIntersectionPrecedence: "routes that tie on the listener/route hostname " +
 		"intersection are ordered by that intersection, not by the routes' own hostnames",
-	features.SupportHTTPRouteBackendURLRewrite: "URLRewrite is served as a rule filter; as a backendRef filter it is " +
-		"rejected with UnsupportedValue",
 	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
 	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
 	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
