@@ -30,6 +30,7 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayPort8080,
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -65,8 +66,6 @@ var Claimed = []features.FeatureName{
 var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
-	features.SupportGatewayRouteHostnameIntersectionPrecedence: "routes that tie on the listener/route hostname " +
-		"intersection are ordered by that intersection, not by the routes' own hostnames",
 	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
 	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
 	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
