@@ -195,3 +195,9 @@ type HTTP01Challenge struct {
 	ServiceNamespace string             `json:"serviceNamespace,omitempty"`
 	ServicePort      intstr.IntOrString `json:"servicePort,omitempty"`
 }
+
+// PorticoProbe, as ProbeHeader's value with a HashHeader of HashOverride,
+// is the probe of Portico's own leader: the replica answers it itself with
+// the hash of the version it serves, whatever the backend's state, since
+// what the probe asks is whether this replica serves that version.
+const PorticoProbe = "portico"
