@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/internal/debounce"
@@ -67,6 +68,9 @@ type Outputs struct {
 	ACME func([]translate.ACMECertificate, *resources.Resources)
 	// Applied is told about every rebuild (metrics).
 	Applied func(ApplyReport)
+	// KIngresses gets what translate says of the KIngresses of Portico's
+	// class, once their configuration is applied, with the snapshot.
+	KIngresses func(map[types.NamespacedName]translate.KIngressResult, *resources.Resources)
 }
 
 // ApplyReport describes one rebuild.
@@ -245,6 +249,9 @@ func (l *Loop) rebuild() error {
 	}
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, res)
+	}
+	if l.out.KIngresses != nil && out.KIngresses != nil {
+		l.out.KIngresses(out.KIngresses, res)
 	}
 	return nil
 }

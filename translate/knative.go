@@ -209,8 +209,9 @@ func claim(owners map[string]*knative.Ingress, ing *knative.Ingress, spec *knati
 // returns the hosts to probe on each and what does not resolve.
 func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSpec, hash string) (external, local, problems []string) {
 	certs, problems := k.certificates(ing, spec)
+	probe := probeEntry(ing, hash)
 	for ri, rule := range spec.Rules {
-		var entries []routing.OrderedEntry
+		entries := []routing.OrderedEntry{probe}
 		if rule.HTTP != nil {
 			for pi := range rule.HTTP.Paths {
 				e, p := k.path(ing, ri, pi, &rule.HTTP.Paths[pi], hash)
@@ -218,7 +219,7 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 				problems = append(problems, p...)
 			}
 		}
-		redirect := []routing.OrderedEntry{redirectEntry(ing, ri, hash)}
+		redirect := []routing.OrderedEntry{probe, redirectEntry(ing, ri, hash)}
 		for _, h := range rule.Hosts {
 			h = strings.ToLower(h)
 			k.local.add(h, entries)
@@ -269,6 +270,16 @@ func (k *knativeTranslation) certificates(ing *knative.Ingress, spec *knative.In
 }
 
 func routeName(ing *knative.Ingress) string { return ing.Namespace + "/" + ing.Name }
+
+// probeEntry catches the probe of Portico's leader on every path of a
+// host, whatever header conditions its paths have; the data plane answers
+// it with the hash (proxy.answerProbe).
+func probeEntry(ing *knative.Ingress, hash string) routing.OrderedEntry {
+	m, _ := routing.PrefixMatch("/", map[string]string{ // valid: "/" and non-empty values
+		knative.ProbeHeader: knative.PorticoProbe, knative.HashHeader: knative.HashOverride})
+	return routing.OrderedEntry{Match: m, Rule: &routing.Rule{
+		Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: -1, Name: "probe", NetworkHash: hash}}
+}
 
 // redirectEntry answers plain HTTP requests for a host Redirected to HTTPS.
 func redirectEntry(ing *knative.Ingress, ri int, hash string) routing.OrderedEntry {
@@ -436,3 +447,6 @@ func (k *knativeTranslation) ports() []string {
 	}
 	return problems
 }
+
+// IngressClassOrDefault is the class of the KIngresses Portico serves.
+func (s *KnativeSettings) IngressClassOrDefault() string { return s.class() }
