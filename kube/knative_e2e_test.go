@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"slices"
@@ -93,6 +95,20 @@ spec:
       - splits: [{serviceNamespace: serving, serviceName: hello-1, servicePort: 80}]
 `, name, annotations, name)
 }
+
+const knSecure = `apiVersion: networking.internal.knative.dev/v1alpha1
+kind: Ingress
+metadata:
+  name: secure
+  namespace: serving
+  annotations: {networking.knative.dev/ingress.class: portico.ingress.networking.knative.dev}
+spec:
+  httpOption: Redirected
+  tls: [{hosts: [secure.example.com], secretName: secure-tls, secretNamespace: serving}]
+  rules:
+  - hosts: [secure.example.com]
+    http: {paths: [{splits: [{serviceNamespace: serving, serviceName: hello-1, servicePort: 80}]}]}
+`
 
 const knConflict = `apiVersion: networking.internal.knative.dev/v1alpha1
 kind: Ingress
@@ -390,6 +406,27 @@ func TestKnativeEndToEnd(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("TLS by SNI and Redirected", func(t *testing.T) {
+		cert := newTestCertFor(t, "secure.example.com")
+		if _, err := f.kc.CoreV1().Secrets("serving").Create(ctx, tlsSecret("serving", "secure-tls", cert), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.apply(knSecure)
+		f.waitReady("serving", "secure")
+		roots := x509.NewCertPool()
+		roots.AddCert(cert.leaf)
+		tc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "secure.example.com"}}}
+		for _, r := range f.replicas {
+			resp, _ := do(t, c, http.MethodGet, ext(r), "secure.example.com", "/p?q=1", nil)
+			if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "https://secure.example.com/p?q=1" {
+				t.Errorf("plain HTTP of a Redirected host: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if e := echoGet(t, tc, r.addr(f.settings.ExternalHTTPSPort), "secure.example.com", "/p", nil); e.Backend != "hello-1" {
+				t.Errorf("HTTPS: %+v", e)
+			}
+		}
 	})
 
 	t.Run("owner deleted: the conflicting KIngress takes the host", func(t *testing.T) {

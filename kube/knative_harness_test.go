@@ -311,7 +311,11 @@ func (f *knFixture) waitReady(namespace, name string) *knative.Ingress {
 // do sends a request to a replica's port, with Host host.
 func do(t testing.TB, c *http.Client, method, addr, host, path string, header http.Header) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+addr+path, nil)
+	scheme := "http://"
+	if tr, ok := c.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequest(method, scheme+addr+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
