@@ -171,6 +171,7 @@ func (f *knFixture) backend(name, portName string) *knBackend {
 	}
 	b := &knBackend{name: name}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h2c.NewHandler(b, &http2.Server{})}
+	b.srv = srv
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	f.t.Cleanup(func() { srv.Close() })
 	port := int32(ln.Addr().(*net.TCPAddr).Port)
@@ -185,6 +186,7 @@ func (f *knFixture) backend(name, portName string) *knBackend {
 // waits ?d= first.
 type knBackend struct {
 	name string
+	srv  *http.Server
 	hits atomic.Int64
 }
 
