@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -63,10 +64,10 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 			o, n := oldObj.(*knative.Ingress), newObj.(*knative.Ingress)
 			// A status change (mostly Portico's own write) changes
 			// nothing served; the writer looks at it again.
-			if o.Generation != n.Generation || !maps2Equal(o.Annotations, n.Annotations) {
+			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) {
 				changed()
 			}
-			k.writer.poke()
+			k.writer.markDirty(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
 		},
 	})
 	if err != nil {
@@ -81,18 +82,6 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 	}
 	go k.writer.run(ctx)
 	return k.Cluster.Run(ctx, changed, ready)
-}
-
-func maps2Equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for key, v := range a {
-		if w, ok := b[key]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Snapshot is the Cluster's snapshot with the KIngresses, in

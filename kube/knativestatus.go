@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -49,6 +50,12 @@ type kingressWriter struct {
 	replicas []string // the ready replicas' addresses
 	probed   map[types.NamespacedName]string
 	probing  map[types.NamespacedName]string
+	// dirty are the KIngresses to look at again: a new result, a probe
+	// done, an update seen, a write that failed. Only they are compared,
+	// so that one change among thousands of KIngresses costs one.
+	dirty map[types.NamespacedName]struct{}
+	// all asks for every KIngress to be looked at (leadership gained).
+	all bool
 }
 
 func newKIngressWriter(k *Knative, log *zap.Logger) *kingressWriter {
@@ -64,7 +71,8 @@ func newKIngressWriter(k *Knative, log *zap.Logger) *kingressWriter {
 		opts.Parallel = 64
 	}
 	return &kingressWriter{k: k, log: log, opts: opts, sem: make(chan struct{}, opts.Parallel),
-		wake: make(chan struct{}, 1), probed: map[types.NamespacedName]string{}, probing: map[types.NamespacedName]string{}}
+		wake: make(chan struct{}, 1), probed: map[types.NamespacedName]string{}, probing: map[types.NamespacedName]string{},
+		dirty: map[types.NamespacedName]struct{}{}}
 }
 
 func (w *kingressWriter) poke() {
@@ -78,6 +86,14 @@ func (w *kingressWriter) poke() {
 func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngressResult, res *resources.Resources) {
 	replicas := readyAddresses(res, w.k.Settings.LocalService)
 	w.mu.Lock()
+	if !slices.Equal(replicas, w.replicas) {
+		w.all = true
+	}
+	for key, r := range results {
+		if old, ok := w.results[key]; !ok || !sameResult(old, r) {
+			w.dirty[key] = struct{}{}
+		}
+	}
 	w.results, w.replicas = results, replicas
 	// A version probed before counts only while it is still the one
 	// served: a KIngress deleted and created again is probed again.
@@ -88,6 +104,19 @@ func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngr
 	}
 	w.mu.Unlock()
 	w.poke()
+}
+
+// markDirty asks for one KIngress to be looked at again.
+func (w *kingressWriter) markDirty(key types.NamespacedName) {
+	w.mu.Lock()
+	w.dirty[key] = struct{}{}
+	w.mu.Unlock()
+	w.poke()
+}
+
+func sameResult(a, b translate.KIngressResult) bool {
+	return a.Generation == b.Generation && a.Hash == b.Hash && a.Conflict == b.Conflict &&
+		slices.Equal(a.Problems, b.Problems) && slices.Equal(a.External, b.External) && slices.Equal(a.Local, b.Local)
 }
 
 // readyAddresses lists the ready endpoint addresses of a Service, sorted.
@@ -113,6 +142,7 @@ func readyAddresses(res *resources.Resources, svc types.NamespacedName) []string
 func (w *kingressWriter) run(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
+	leading := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,20 +150,41 @@ func (w *kingressWriter) run(ctx context.Context) {
 		case <-w.wake:
 		case <-t.C:
 		}
-		if w.k.Cluster.Leading() {
-			w.pass(ctx)
+		if !w.k.Cluster.Leading() {
+			leading = false
+			continue
 		}
+		if !leading {
+			leading = true
+			w.mu.Lock()
+			w.all = true
+			w.mu.Unlock()
+		}
+		w.pass(ctx)
 	}
 }
 
-// pass compares every KIngress of Portico's class with the status it
-// should have, starts the probes it needs and writes what differs.
+// pass compares the KIngresses marked dirty with the status they should
+// have, starts the probes they need and writes what differs.
 func (w *kingressWriter) pass(ctx context.Context) {
 	w.mu.Lock()
 	results, replicas := w.results, w.replicas
+	dirty := w.dirty
+	if w.all {
+		dirty = make(map[types.NamespacedName]struct{}, len(results))
+		for key := range results {
+			dirty[key] = struct{}{}
+		}
+		w.all = false
+	}
+	w.dirty = map[types.NamespacedName]struct{}{}
 	w.mu.Unlock()
 	now := metav1.Now()
-	for key, r := range results {
+	for key := range dirty {
+		r, ok := results[key]
+		if !ok {
+			continue
+		}
 		obj, ok, err := w.k.informer.GetStore().GetByKey(key.String())
 		if err != nil || !ok {
 			continue
@@ -155,9 +206,27 @@ func (w *kingressWriter) pass(ctx context.Context) {
 			sameLoadBalancer(ing.Status.PrivateLoadBalancer, want.PrivateLoadBalancer) {
 			continue
 		}
-		if err := w.write(ctx, ing, want); err != nil {
+		err = w.write(ctx, ing, want)
+		w.report(err)
+		if err != nil {
 			w.log.Warn("KIngress status not written; will retry", zap.String("kingress", key.String()), zap.Error(err))
+			w.mu.Lock()
+			w.dirty[key] = struct{}{} // on the next tick
+			w.mu.Unlock()
 		}
+	}
+}
+
+func (w *kingressWriter) report(err error) {
+	if obs := w.k.Cluster.OnStatusWrite; obs != nil {
+		result := "ok"
+		switch {
+		case apierrors.IsConflict(err):
+			result = "conflict"
+		case err != nil:
+			result = "error"
+		}
+		obs("KIngress", result)
 	}
 }
 
@@ -217,7 +286,7 @@ func (w *kingressWriter) startProbe(ctx context.Context, key types.NamespacedNam
 			w.probed[key] = r.Hash
 		}
 		w.mu.Unlock()
-		w.poke()
+		w.markDirty(key)
 	}()
 }
 

@@ -28,7 +28,7 @@ type OrderedHost struct {
 // NewOrderedTable builds a table of exact hostnames whose entries are tried
 // in the order given, the first whose match holds winning: Knative's rule
 // for a KIngress's paths, where the Gateway API orders by specificity
-// instead. Every match must come from PrefixMatch. A hostname listed twice
+// instead. Every match must come from a PrefixMatcher. A hostname listed twice
 // keeps its first entry list.
 func NewOrderedTable(hosts []OrderedHost) *Table {
 	seen := make(map[string]bool, len(hosts))
@@ -64,13 +64,36 @@ func NewOrderedTable(hosts []OrderedHost) *Table {
 	return t
 }
 
-// PrefixMatch matches paths that begin with prefix as written, not by
-// segment ("/foo" covers "/foobar"; "" covers every path), and requests
-// that carry every header of headers with exactly its value, "" meaning
-// only that the header is present.
-func PrefixMatch(prefix string, headers map[string]string) (*Match, error) {
+// PrefixMatcher makes the matches of ordered tables. Matches are
+// immutable: one is made per distinct prefix and headers and shared, so
+// that thousands of KIngresses on "/" compile one expression.
+type PrefixMatcher struct {
+	made map[string]*Match
+}
+
+// Match matches paths that begin with prefix as written, not by segment
+// ("/foo" covers "/foobar"; "" covers every path), and requests that carry
+// every header of headers with exactly its value, "" meaning only that
+// the header is present.
+func (pm *PrefixMatcher) Match(prefix string, headers map[string]string) (*Match, error) {
 	if prefix == "" {
 		prefix = "/"
+	}
+	names := make([]string, 0, len(headers))
+	for name := range headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var key strings.Builder
+	key.WriteString(prefix)
+	for _, name := range names {
+		key.WriteByte(0)
+		key.WriteString(name)
+		key.WriteByte(0)
+		key.WriteString(headers[name])
+	}
+	if m, ok := pm.made[key.String()]; ok {
+		return m, nil
 	}
 	if !strings.HasPrefix(prefix, "/") {
 		return nil, fmt.Errorf("path %q does not start with '/'", prefix)
@@ -81,11 +104,6 @@ func PrefixMatch(prefix string, headers map[string]string) (*Match, error) {
 	}
 	m := &Match{PathType: gwv1.PathMatchRegularExpression, Path: prefix}
 	m.re = regexp.MustCompile(`^` + regexp.QuoteMeta(c) + `(?s:.*)$`)
-	names := make([]string, 0, len(headers))
-	for name := range headers {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	for _, name := range names {
 		hm := HeaderMatch{Name: http.CanonicalHeaderKey(name), Value: headers[name]}
 		if hm.Value == "" {
@@ -93,6 +111,10 @@ func PrefixMatch(prefix string, headers map[string]string) (*Match, error) {
 		}
 		m.Headers = append(m.Headers, hm)
 	}
+	if pm.made == nil {
+		pm.made = map[string]*Match{}
+	}
+	pm.made[key.String()] = m
 	return m, nil
 }
 

@@ -114,6 +114,7 @@ type knativeTranslation struct {
 	services map[types.NamespacedName]*corev1.Service
 	external knativeGateway
 	local    knativeGateway
+	matches  routing.PrefixMatcher
 }
 
 // knative serves the KIngresses of Portico's class: oldest first, each
@@ -209,7 +210,7 @@ func claim(owners map[string]*knative.Ingress, ing *knative.Ingress, spec *knati
 // returns the hosts to probe on each and what does not resolve.
 func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSpec, hash string) (external, local, problems []string) {
 	certs, problems := k.certificates(ing, spec)
-	probe := probeEntry(ing, hash)
+	probe := k.probeEntry(ing, hash)
 	for ri, rule := range spec.Rules {
 		entries := []routing.OrderedEntry{probe}
 		if rule.HTTP != nil {
@@ -219,7 +220,7 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 				problems = append(problems, p...)
 			}
 		}
-		redirect := []routing.OrderedEntry{probe, redirectEntry(ing, ri, hash)}
+		redirect := []routing.OrderedEntry{probe, k.redirectEntry(ing, ri, hash)}
 		for _, h := range rule.Hosts {
 			h = strings.ToLower(h)
 			k.local.add(h, entries)
@@ -274,16 +275,16 @@ func routeName(ing *knative.Ingress) string { return ing.Namespace + "/" + ing.N
 // probeEntry catches the probe of Portico's leader on every path of a
 // host, whatever header conditions its paths have; the data plane answers
 // it with the hash (proxy.answerProbe).
-func probeEntry(ing *knative.Ingress, hash string) routing.OrderedEntry {
-	m, _ := routing.PrefixMatch("/", map[string]string{ // valid: "/" and non-empty values
+func (k *knativeTranslation) probeEntry(ing *knative.Ingress, hash string) routing.OrderedEntry {
+	m, _ := k.matches.Match("/", map[string]string{ // valid: "/" and non-empty values
 		knative.ProbeHeader: knative.PorticoProbe, knative.HashHeader: knative.HashOverride})
 	return routing.OrderedEntry{Match: m, Rule: &routing.Rule{
 		Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: -1, Name: "probe", NetworkHash: hash}}
 }
 
 // redirectEntry answers plain HTTP requests for a host Redirected to HTTPS.
-func redirectEntry(ing *knative.Ingress, ri int, hash string) routing.OrderedEntry {
-	m, _ := routing.PrefixMatch("/", nil) // "/" is always valid
+func (k *knativeTranslation) redirectEntry(ing *knative.Ingress, ri int, hash string) routing.OrderedEntry {
+	m, _ := k.matches.Match("/", nil) // "/" is always valid
 	return routing.OrderedEntry{Match: m, Rule: &routing.Rule{
 		Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: ri, NetworkHash: hash,
 		Filters: []routing.Filter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
@@ -299,10 +300,10 @@ func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.H
 	for name, h := range p.Headers {
 		headers[name] = h.Exact
 	}
-	m, err := routing.PrefixMatch(p.Path, headers)
+	m, err := k.matches.Match(p.Path, headers)
 	if err != nil {
 		// Matches nothing: the path is written so that no request has it.
-		m, _ = routing.PrefixMatch("/", map[string]string{"K-Portico-Invalid-Path": "never"})
+		m, _ = k.matches.Match("/", map[string]string{"K-Portico-Invalid-Path": "never"})
 		return routing.OrderedEntry{Rule: rule, Match: m}, []string{err.Error()}
 	}
 	if f := setHeaders(p.AppendHeaders); f != nil {
