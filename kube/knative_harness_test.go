@@ -19,12 +19,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -49,6 +51,9 @@ type knFixture struct {
 	external types.NamespacedName
 	replicas []*knReplica
 	backends map[string]*knBackend
+	// client is what replicas reach the API server with; the admin's
+	// unless a test runs them as a ServiceAccount.
+	client *rest.Config
 }
 
 type knReplica struct {
@@ -63,6 +68,7 @@ type knReplica struct {
 func newKnFixture(t *testing.T) *knFixture {
 	t.Helper()
 	f := &knFixture{clusterFixture: newClusterFixture(t), backends: map[string]*knBackend{}}
+	f.client = f.env.Config
 	ctx := context.Background()
 	if err := kubetest.ApplyManifests(ctx, f.env.Config, "testdata/knative"); err != nil {
 		t.Fatal(err)
@@ -100,7 +106,11 @@ func (f *knFixture) startReplicas(n int) {
 
 func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	f.t.Helper()
-	kc, gc := clusterClients(f.t, f.env.Config)
+	kc, gc := clusterClients(f.t, f.client)
+	dyn, err := dynamic.NewForConfig(f.client)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	log := zaptest.NewLogger(f.t).Named(identity)
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = ip
@@ -109,7 +119,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	c := &Cluster{Kube: kc, Gateway: gc, Log: log,
 		LeaderElection: LeaderElection{Namespace: "portico-system", Name: "portico", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
-	kn := &Knative{Cluster: c, Dynamic: f.dyn, Settings: f.settings, ExternalService: f.external,
+	kn := &Knative{Cluster: c, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
 		Probe: ProbeOptions{Interval: 20 * time.Millisecond}}
 	settings := f.settings
 	r.loop = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
@@ -142,7 +152,7 @@ func (f *knFixture) coreService(namespace, name, portName string, targetPort int
 	ctx := context.Background()
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: 80, TargetPort: intstr.FromInt32(targetPort)}}}}
-	if _, err := f.kc.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := f.kc.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		f.t.Fatalf("create Service %s/%s: %v", namespace, name, err)
 	}
 	if len(ips) == 0 {
