@@ -120,7 +120,7 @@ func (k *knBench) start() {
 	opts.BindAddress = k.ip
 	rt := proxy.New(opts, log)
 	c := &kube.Cluster{Kube: kc, Gateway: gc, Log: log, OnStatusWrite: func(kind, _ string) {
-		if kind == "KIngress" {
+		if kind == "Knative" {
 			k.writes.Add(1)
 		}
 	}, LeaderElection: kube.LeaderElection{Namespace: "portico-system", Name: "portico", Identity: "bench",
@@ -130,7 +130,7 @@ func (k *knBench) start() {
 	settings := k.settings
 	loop := pipeline.New(pipeline.Options{MinHoldoff: 10 * time.Millisecond, Holdoff: 100 * time.Millisecond, MaxDelay: time.Second,
 		Translate: translate.Settings{Shared: &translate.SharedAddresses{}, Knative: &settings}},
-		kn, rt, nil, pipeline.Outputs{Statuses: c.WriteStatuses, KIngresses: kn.WriteKIngresses}, log)
+		kn, rt, nil, pipeline.Outputs{Statuses: c.WriteStatuses, Knative: kn.WriteKnative}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()

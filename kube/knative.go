@@ -40,8 +40,10 @@ type Knative struct {
 	// Probe tunes the readiness probing; zero values take defaults.
 	Probe ProbeOptions
 
-	informer cache.SharedIndexInformer
-	writer   *kingressWriter
+	informer   cache.SharedIndexInformer
+	certs      cache.SharedIndexInformer
+	writer     *kingressWriter
+	certWriter *kcertWriter
 }
 
 // Run watches KIngresses beside the Cluster's kinds until ctx ends
@@ -53,11 +55,30 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 	log := k.Cluster.Log.Named("knative")
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(k.Dynamic, 0)
 	k.informer = factory.ForResource(knative.IngressResource).Informer()
-	if err := k.informer.SetTransform(toIngress(log)); err != nil {
+	if err := k.informer.SetTransform(toTyped[knative.Ingress](log, "KIngress")); err != nil {
+		return fmt.Errorf("knative: %w", err)
+	}
+	k.certs = factory.ForResource(knative.CertificateResource).Informer()
+	if err := k.certs.SetTransform(toTyped[knative.Certificate](log, "Certificate")); err != nil {
 		return fmt.Errorf("knative: %w", err)
 	}
 	k.writer = newKIngressWriter(k, log)
-	_, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	k.certWriter = &kcertWriter{k: k, log: log, wake: make(chan struct{}, 1), dirty: map[types.NamespacedName]struct{}{}}
+	_, err := k.certs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		DeleteFunc: func(any) { changed() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := oldObj.(*knative.Certificate), newObj.(*knative.Certificate)
+			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) {
+				changed()
+			}
+			k.certWriter.markDirty(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("knative: %w", err)
+	}
+	_, err = k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { changed() },
 		DeleteFunc: func(any) { changed() },
 		UpdateFunc: func(oldObj, newObj any) {
@@ -77,10 +98,11 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 	defer cancel()
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), k.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), k.informer.HasSynced, k.certs.HasSynced) {
 		return nil // ctx ended first
 	}
 	go k.writer.run(ctx)
+	go k.certWriter.run(ctx)
 	return k.Cluster.Run(ctx, changed, ready)
 }
 
@@ -102,35 +124,50 @@ func (k *Knative) Snapshot() (*resources.Resources, error) {
 	slices.SortFunc(out.KIngresses, func(a, b *knative.Ingress) int {
 		return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
+	certs := k.certs.GetStore().List()
+	out.KCertificates = make([]*knative.Certificate, 0, len(certs))
+	for _, obj := range certs {
+		if c, ok := obj.(*knative.Certificate); ok {
+			out.KCertificates = append(out.KCertificates, c)
+		}
+	}
+	slices.SortFunc(out.KCertificates, func(a, b *knative.Certificate) int {
+		return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
 	return &out, nil
 }
 
-// WriteKIngresses hands what translate says of the KIngresses of
-// Portico's class to the status writer (pipeline.Outputs.KIngresses).
-func (k *Knative) WriteKIngresses(results map[types.NamespacedName]translate.KIngressResult, res *resources.Resources) {
-	k.writer.submit(results, res)
+// WriteKnative hands what translate says of the KIngresses and
+// Certificates of Portico's classes to their status writers
+// (pipeline.Outputs.Knative).
+func (k *Knative) WriteKnative(out *translate.KnativeOutput, res *resources.Resources) {
+	k.writer.submit(out.Ingresses, res)
+	k.certWriter.submit(out.Certificates)
 }
 
-// toIngress turns the dynamic informer's objects into Portico's type
+// toTyped turns the dynamic informer's objects into Portico's type T
 // before they are cached. An object that does not decode (the CRD's schema
-// makes that rare) is kept with its metadata alone: it serves nothing.
-func toIngress(log *zap.Logger) cache.TransformFunc {
+// makes that rare) is kept with its metadata alone: nothing is done for it.
+func toTyped[T any, PT interface {
+	*T
+	metav1.Object
+}](log *zap.Logger, kind string) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return obj, nil // a tombstone
 		}
-		ing := &knative.Ingress{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ing); err != nil {
-			log.Warn("KIngress does not decode; serving nothing of it", zap.String("namespace", u.GetNamespace()),
+		typed := PT(new(T))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			log.Warn(kind+" does not decode; nothing is done for it", zap.String("namespace", u.GetNamespace()),
 				zap.String("name", u.GetName()), zap.Error(err))
-			ing = &knative.Ingress{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"metadata": u.Object["metadata"]}, ing); err != nil {
-				return nil, fmt.Errorf("KIngress %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+			typed = PT(new(T))
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"metadata": u.Object["metadata"]}, typed); err != nil {
+				return nil, fmt.Errorf("%s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
 			}
 		}
-		ing.ManagedFields = nil
-		return ing, nil
+		typed.SetManagedFields(nil)
+		return typed, nil
 	}
 }
 

@@ -124,7 +124,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	settings := f.settings
 	r.loop = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
 		Translate: translate.Settings{Shared: &translate.SharedAddresses{}, Knative: &settings}},
-		kn, r.rt, nil, pipeline.Outputs{Statuses: c.WriteStatuses, KIngresses: kn.WriteKIngresses}, log)
+		kn, r.rt, nil, pipeline.Outputs{Statuses: c.WriteStatuses, Knative: kn.WriteKnative}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()

@@ -2,8 +2,6 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -195,6 +193,12 @@ func (w *kingressWriter) pass(ctx context.Context) {
 		}
 		w.mu.Lock()
 		probed := w.probed[key] == r.Hash
+		if !probed && r.Conflict == "" && alreadyReady(ing) {
+			// A leader probed this generation already (before a restart
+			// or a change of leader): it stays Ready, and is not
+			// written again.
+			w.probed[key], probed = r.Hash, true
+		}
 		probing := w.probing[key] == r.Hash
 		w.mu.Unlock()
 		if !probed && !probing && r.Conflict == "" && len(replicas) > 0 {
@@ -207,7 +211,7 @@ func (w *kingressWriter) pass(ctx context.Context) {
 			continue
 		}
 		err = w.write(ctx, ing, want)
-		w.report(err)
+		w.k.report(err)
 		if err != nil {
 			w.log.Warn("KIngress status not written; will retry", zap.String("kingress", key.String()), zap.Error(err))
 			w.mu.Lock()
@@ -217,8 +221,9 @@ func (w *kingressWriter) pass(ctx context.Context) {
 	}
 }
 
-func (w *kingressWriter) report(err error) {
-	if obs := w.k.Cluster.OnStatusWrite; obs != nil {
+// report tells the Cluster's OnStatusWrite about a Knative status write.
+func (k *Knative) report(err error) {
+	if obs := k.Cluster.OnStatusWrite; obs != nil {
 		result := "ok"
 		switch {
 		case apierrors.IsConflict(err):
@@ -226,8 +231,22 @@ func (w *kingressWriter) report(err error) {
 		case err != nil:
 			result = "error"
 		}
-		obs("KIngress", result)
+		obs("Knative", result)
 	}
+}
+
+// alreadyReady reports whether ing's stored status says its current
+// generation is served everywhere.
+func alreadyReady(ing *knative.Ingress) bool {
+	if ing.Status.ObservedGeneration != ing.Generation {
+		return false
+	}
+	for _, c := range ing.Status.Conditions {
+		if c.Type == knative.ConditionLoadBalancerReady {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // status is the status ing should have.
@@ -243,25 +262,15 @@ func (w *kingressWriter) status(ing *knative.Ingress, r translate.KIngressResult
 	return st
 }
 
-// write patches the status of ing: a merge patch of the whole status, in
-// which an absent load balancer is removed (null).
+// write patches the status of ing: the whole status, in which an absent
+// load balancer is removed.
 func (w *kingressWriter) write(ctx context.Context, ing *knative.Ingress, st knative.IngressStatus) error {
-	patch := map[string]any{
-		"metadata": map[string]any{"resourceVersion": ing.ResourceVersion},
-		"status": map[string]any{
-			"observedGeneration":  st.ObservedGeneration,
-			"conditions":          st.Conditions,
-			"publicLoadBalancer":  st.PublicLoadBalancer,
-			"privateLoadBalancer": st.PrivateLoadBalancer,
-		},
-	}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return fmt.Errorf("encoding status patch: %w", err)
-	}
-	_, err = w.k.Dynamic.Resource(knative.IngressResource).Namespace(ing.Namespace).
-		Patch(ctx, ing.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
-	return err
+	return patchStatus(ctx, w.k, knative.IngressResource, ing.Namespace, ing.Name, ing.ResourceVersion, map[string]any{
+		"observedGeneration":  st.ObservedGeneration,
+		"conditions":          st.Conditions,
+		"publicLoadBalancer":  st.PublicLoadBalancer,
+		"privateLoadBalancer": st.PrivateLoadBalancer,
+	})
 }
 
 // startProbe probes, off the writer's goroutine, every replica for every

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/internal/debounce"
@@ -68,9 +67,10 @@ type Outputs struct {
 	ACME func([]translate.ACMECertificate, *resources.Resources)
 	// Applied is told about every rebuild (metrics).
 	Applied func(ApplyReport)
-	// KIngresses gets what translate says of the KIngresses of Portico's
-	// class, once their configuration is applied, with the snapshot.
-	KIngresses func(map[types.NamespacedName]translate.KIngressResult, *resources.Resources)
+	// Knative gets what translate says of the KIngresses and Certificates
+	// of Portico's classes, once their configuration is applied, with the
+	// snapshot.
+	Knative func(*translate.KnativeOutput, *resources.Resources)
 }
 
 // ApplyReport describes one rebuild.
@@ -250,8 +250,8 @@ func (l *Loop) rebuild() error {
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, res)
 	}
-	if l.out.KIngresses != nil && out.KIngresses != nil {
-		l.out.KIngresses(out.KIngresses, res)
+	if l.out.Knative != nil && out.Knative != nil {
+		l.out.Knative(out.Knative, res)
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type Resources struct {
 	// KIngresses are Knative Serving's Ingresses of every class; translate
 	// serves those of Portico's (Settings.Knative).
 	KIngresses []*knative.Ingress
+	// KCertificates are Knative's Certificates of every class; translate
+	// orders those of Portico's certificate class over ACME.
+	KCertificates []*knative.Certificate
 	// ACMEErrors is the ACME manager's last error per hostname, shown in
 	// the ResolvedRefs condition of listeners still waiting for their
 	// certificate. It is replaced, never modified, when it changes.

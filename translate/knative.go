@@ -32,6 +32,11 @@ type KnativeSettings struct {
 	// networking.knative.dev/ingress.class annotation;
 	// knative.DefaultIngressClass when empty.
 	IngressClass string
+	// CertificateClass selects Certificates by their
+	// networking.knative.dev/certificate.class annotation;
+	// knative.DefaultCertificateClass when empty. They are ordered over
+	// ACME HTTP-01, answered on the external gateway.
+	CertificateClass string
 	// The gateways' ports on Portico's bind address.
 	ExternalHTTPPort, ExternalHTTPSPort int32
 	LocalHTTPPort, LocalHTTPSPort       int32
@@ -44,6 +49,13 @@ type KnativeSettings struct {
 
 func (s *KnativeSettings) class() string {
 	return cmp.Or(s.IngressClass, knative.DefaultIngressClass)
+}
+
+// KnativeOutput is what translate says of Knative's objects of Portico's
+// classes.
+type KnativeOutput struct {
+	Ingresses    map[types.NamespacedName]KIngressResult
+	Certificates map[types.NamespacedName]KCertificateResult
 }
 
 // KIngressResult is what translate says of one KIngress of Portico's class.
@@ -451,3 +463,7 @@ func (k *knativeTranslation) ports() []string {
 
 // IngressClassOrDefault is the class of the KIngresses Portico serves.
 func (s *KnativeSettings) IngressClassOrDefault() string { return s.class() }
+
+// CertificateClassOrDefault is the class of the Certificates Portico
+// issues.
+func (s *KnativeSettings) CertificateClassOrDefault() string { return s.certificateClass() }

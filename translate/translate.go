@@ -66,9 +66,9 @@ type Output struct {
 	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
 	// hostname.
 	ACME []ACMECertificate
-	// KIngresses holds what translate says of every KIngress of Portico's
-	// class (knative.go); nil without Settings.Knative.
-	KIngresses map[types.NamespacedName]KIngressResult
+	// Knative holds what translate says of every KIngress and Certificate
+	// of Portico's classes (knative.go); nil without Settings.Knative.
+	Knative *KnativeOutput
 }
 
 // Memory is what one translation hands the next. The zero value is a first
@@ -149,6 +149,7 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	t.gatewayAddresses()
 	t.portTables()
 	t.knative(mem.kingressHashes)
+	t.knativeCertificates()
 	out := t.output()
 	next := Memory{certs: t.ix.certs.used, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
 		last: &fullTranslation{inputs: inputs, out: out}, kingressHashes: t.kingressHashes}
@@ -190,6 +191,7 @@ type translation struct {
 	// kingresses and kingressHashes are the knative step's results.
 	kingresses     map[types.NamespacedName]KIngressResult
 	kingressHashes map[*knative.Ingress]string
+	kcertificates  map[types.NamespacedName]KCertificateResult
 }
 
 type gatewayResult struct {
@@ -219,7 +221,11 @@ func newTranslation(s Settings, res *resources.Resources, mem Memory) *translati
 }
 
 func (t *translation) output() Output {
-	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, KIngresses: t.kingresses}
+	var kn *KnativeOutput
+	if t.settings.Knative != nil {
+		kn = &KnativeOutput{Ingresses: t.kingresses, Certificates: t.kcertificates}
+	}
+	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, Knative: kn}
 }
 
 // routingInputs lists the objects a full translation depends on besides
@@ -228,7 +234,7 @@ func (t *translation) output() Output {
 func routingInputs(res *resources.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
-		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses)
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -247,6 +253,7 @@ func routingInputs(res *resources.Resources) []any {
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
 	add("KIngress", anys(res.KIngresses)...)
+	add("KCertificate", anys(res.KCertificates)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
 	return in

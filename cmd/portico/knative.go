@@ -17,7 +17,7 @@ import (
 // Serving's KIngresses of its class besides the Gateway API.
 type knativeOptions struct {
 	enabled                       bool
-	class                         string
+	class, certificateClass       string
 	externalService, localService string
 	clusterDomain                 string
 	externalHTTP, externalHTTPS   int
@@ -28,6 +28,7 @@ func knativeFlags(fs *flag.FlagSet) *knativeOptions {
 	o := &knativeOptions{}
 	fs.BoolVar(&o.enabled, "knative", false, "serve Knative Serving's KIngresses (networking.internal.knative.dev) of --knative-ingress-class (cluster mode)")
 	fs.StringVar(&o.class, "knative-ingress-class", knative.DefaultIngressClass, "networking.knative.dev/ingress.class of the KIngresses Portico serves (config-network's ingress-class)")
+	fs.StringVar(&o.certificateClass, "knative-certificate-class", knative.DefaultCertificateClass, "networking.knative.dev/certificate.class of the Certificates Portico issues over ACME HTTP-01 (config-network's certificate-class)")
 	fs.StringVar(&o.externalService, "knative-external-service", "portico-system/portico-external", "namespace/name of the external gateway's Service (its name is the KIngresses' public domainInternal)")
 	fs.StringVar(&o.localService, "knative-local-service", "portico-system/portico-internal", "namespace/name of the cluster-local gateway's Service: its ready endpoints are the replicas probed, its name the private domainInternal, and ExternalName Services naming it are served in process")
 	fs.StringVar(&o.clusterDomain, "knative-cluster-domain", "cluster.local", "the cluster's DNS domain")
@@ -74,6 +75,7 @@ func (o *knativeOptions) settings() (*translate.KnativeSettings, error) {
 	}
 	return &translate.KnativeSettings{
 		IngressClass:     o.class,
+		CertificateClass: o.certificateClass,
 		ExternalHTTPPort: int32(o.externalHTTP), ExternalHTTPSPort: int32(o.externalHTTPS),
 		LocalHTTPPort: int32(o.localHTTP), LocalHTTPSPort: int32(o.localHTTPS),
 		LocalService: local, ClusterDomain: o.clusterDomain,

@@ -342,7 +342,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 			if err != nil {
 				return nil, err
 			}
-			source, out.KIngresses = kn, kn.WriteKIngresses
+			source, out.Knative = kn, kn.WriteKnative
 		}
 	}
 	mopts, err := f.acme.managerOptions(storage, log.Named("acme"))
