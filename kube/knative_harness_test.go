@@ -33,8 +33,11 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 
+	"portico.dev/portico/acme"
+	"portico.dev/portico/acme/acmetest"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -54,6 +57,8 @@ type knFixture struct {
 	// client is what replicas reach the API server with; the admin's
 	// unless a test runs them as a ServiceAccount.
 	client *rest.Config
+	// pebble, when set, gives replicas an ACME manager that orders there.
+	pebble *acmetest.Server
 }
 
 type knReplica struct {
@@ -122,9 +127,25 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	kn := &Knative{Cluster: c, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
 		Probe: ProbeOptions{Interval: 20 * time.Millisecond}}
 	settings := f.settings
+	var mgr *acme.Manager
+	if f.pebble != nil {
+		storage, err := secretstorage.New(kc, secretstorage.Options{Namespace: "portico-system", Identity: identity})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		mgr, err = acme.New(acme.Options{Directory: f.pebble.DirectoryURL, TrustedRoots: f.pebble.DirectoryRoots, Storage: storage,
+			MinBackoff: time.Second, OnChange: func() { r.loop.Changed() }, Logger: log.Named("acme")})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(mgr.Close)
+		c.ACME = mgr
+		opts.Challenges = mgr
+		r.rt = proxy.New(opts, log.Named("proxy"))
+	}
 	r.loop = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
 		Translate: translate.Settings{Shared: &translate.SharedAddresses{}, Knative: &settings}},
-		kn, r.rt, nil, pipeline.Outputs{Statuses: c.WriteStatuses, Knative: kn.WriteKnative}, log)
+		kn, r.rt, mgr, pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME, Knative: kn.WriteKnative}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()
