@@ -197,3 +197,52 @@ rules:
 		t.Errorf("Enabled: plain HTTP must be served, got %+v", r)
 	}
 }
+
+func TestKnativeCertificates(t *testing.T) {
+	issued := newTestCert(t, "ok.example.com")
+	cert := func(name, class string, names ...string) *knative.Certificate {
+		return &knative.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Generation: 3,
+			Annotations: map[string]string{knative.CertificateClassAnnotation: class}},
+			Spec: knative.CertificateSpec{DNSNames: names, SecretName: name + "-tls"}}
+	}
+	ours := knative.DefaultCertificateClass
+	res := &resources.Resources{
+		KCertificates: []*knative.Certificate{
+			cert("ok", ours, "OK.example.com"), cert("failing", ours, "failing.example.com"), cert("waiting", ours, "waiting.example.com"),
+			cert("two", ours, "a.example.com", "b.example.com"), cert("none", ours), cert("foreign", "other", "f.example.com"),
+		},
+		Secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ok-tls",
+			Annotations: map[string]string{ACMEHostnameAnnotation: "ok.example.com"}}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: []byte(issued.certPEM), corev1.TLSPrivateKeyKey: []byte(issued.keyPEM)}}},
+		ACMEErrors: map[string]string{"failing.example.com": "rate limited"},
+	}
+	out, _ := Translate(Settings{Knative: knSettings}, res, Memory{})
+	var wanted []string
+	for _, c := range out.ACME {
+		wanted = append(wanted, c.Hostname+" "+c.Secret.String())
+	}
+	if want := []string{"failing.example.com ns/failing-tls", "ok.example.com ns/ok-tls", "waiting.example.com ns/waiting-tls"}; !slices.Equal(wanted, want) {
+		t.Errorf("ACME wants %q, want %q", wanted, want)
+	}
+	got := out.Knative.Certificates
+	if len(got) != 5 {
+		t.Errorf("results for %d Certificates, want 5 (not the foreign one)", len(got))
+	}
+	for name, want := range map[string]struct {
+		ready  metav1.ConditionStatus
+		reason string
+	}{
+		"ok": {metav1.ConditionTrue, ""}, "failing": {metav1.ConditionFalse, "IssuanceFailed"}, "waiting": {metav1.ConditionUnknown, "Issuing"},
+		"two": {metav1.ConditionFalse, "UnsupportedSpec"}, "none": {metav1.ConditionFalse, "InvalidSpec"},
+	} {
+		if r := got[nn("ns", name)]; r.Ready != want.ready || r.Reason != want.reason || r.Generation != 3 {
+			t.Errorf("%s: %+v, want %s %s", name, r, want.ready, want.reason)
+		}
+	}
+	if r := got[nn("ns", "ok")]; r.NotAfter == nil || r.NotAfter.After(time.Now().Add(25*time.Hour)) {
+		t.Errorf("ok: notAfter %v", r.NotAfter)
+	}
+	if !strings.Contains(got[nn("ns", "failing")].Message, "rate limited") {
+		t.Errorf("failing: %+v", got[nn("ns", "failing")])
+	}
+}
