@@ -429,6 +429,24 @@ func TestKnativeEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("missing backend: NetworkConfigured=False, then Ready once it exists", func(t *testing.T) {
+		f.apply(strings.ReplaceAll(knForeign("later", "networking.knative.dev/ingress.class: portico.ingress.networking.knative.dev"), "hello-1", "later-svc"))
+		waitFor(t, 20*time.Second, "NetworkConfigured=False", func() error {
+			_, ing := f.get("serving", "later")
+			c := condition(ing, knative.ConditionNetworkConfigured)
+			if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Service serving/later-svc not found") ||
+				condition(ing, knative.ConditionReady).Status != metav1.ConditionFalse {
+				return fmt.Errorf("NetworkConfigured %+v", c)
+			}
+			return nil
+		})
+		f.backend("later-svc", "http")
+		f.waitReady("serving", "later")
+		if e := echoGet(t, c, ext(f.replicas[0]), "later.example.com", "/", nil); e.Backend != "later-svc" {
+			t.Errorf("served by %s", e.Backend)
+		}
+	})
+
 	t.Run("owner deleted: the conflicting KIngress takes the host", func(t *testing.T) {
 		if err := f.dyn.Resource(knative.IngressResource).Namespace("serving").Delete(ctx, "hello", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
