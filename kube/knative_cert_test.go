@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/acme"
 	"portico.dev/portico/acme/acmetest"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/translate"
@@ -123,5 +124,66 @@ func TestKnativeCertificateOnPebble(t *testing.T) {
 	}
 	if _, err := f.kc.CoreV1().Secrets("serving").Get(t.Context(), "foreign-tls", metav1.GetOptions{}); err == nil {
 		t.Error("a Secret was written for a Certificate of another class")
+	}
+}
+
+// TestKnativeCertificateRenews has Pebble issue certificates valid for 40
+// seconds, renewed in the second half of their lifetime: the Secret gets
+// the renewed certificate and the Certificate's notAfter follows, Ready
+// all along.
+func TestKnativeCertificateRenews(t *testing.T) {
+	const host = "renew.portico.test"
+	const validity = 40 * time.Second
+	f := newKnFixture(t)
+	f.settings.ExternalHTTPPort = int32(fixedPort(t))
+	f.pebble = acmetest.Start(t, acmetest.Options{HTTPPort: int(f.settings.ExternalHTTPPort), CertificateValidity: validity})
+	f.tuneACME = func(o *acme.Options) {
+		o.RenewalWindowRatio = 0.5
+		o.RenewCheckInterval = time.Second
+		o.DisableARI = true // Pebble would suggest any time in a short lifetime
+	}
+	f.coreService("portico-system", "portico-internal", "http", f.settings.LocalHTTPPort, nil)
+	f.replicas = append(f.replicas, f.startReplica("127.0.0.1", "portico-0"))
+	f.applyCertificate(knCertificate("renew", knative.DefaultCertificateClass, host))
+
+	notAfter := func() (*metav1.Time, bool) {
+		_, c := f.getCertificate("renew")
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == knative.ConditionReady {
+				return c.Status.NotAfter, cond.Status == metav1.ConditionTrue
+			}
+		}
+		return nil, false
+	}
+	var first *metav1.Time
+	waitFor(t, 60*time.Second, "issued", func() error {
+		na, ready := notAfter()
+		if !ready || na == nil {
+			return fmt.Errorf("not Ready yet")
+		}
+		first = na
+		return nil
+	})
+	waitFor(t, validity+10*time.Second, "renewed", func() error {
+		na, ready := notAfter()
+		if !ready {
+			t.Fatalf("Ready lost during renewal")
+		}
+		if na == nil || !na.After(first.Time) {
+			return fmt.Errorf("notAfter still %v", na)
+		}
+		return nil
+	})
+	secret, err := f.kc.CoreV1().Secrets("serving").Get(t.Context(), "renew-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.NotAfter.After(first.Time) {
+		t.Errorf("Secret still holds the first certificate (notAfter %v)", leaf.NotAfter)
 	}
 }

@@ -57,8 +57,10 @@ type knFixture struct {
 	// client is what replicas reach the API server with; the admin's
 	// unless a test runs them as a ServiceAccount.
 	client *rest.Config
-	// pebble, when set, gives replicas an ACME manager that orders there.
-	pebble *acmetest.Server
+	// pebble, when set, gives replicas an ACME manager that orders there;
+	// tuneACME adjusts its options.
+	pebble   *acmetest.Server
+	tuneACME func(*acme.Options)
 }
 
 type knReplica struct {
@@ -133,8 +135,12 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		mgr, err = acme.New(acme.Options{Directory: f.pebble.DirectoryURL, TrustedRoots: f.pebble.DirectoryRoots, Storage: storage,
-			MinBackoff: time.Second, OnChange: func() { r.loop.Changed() }, Logger: log.Named("acme")})
+		mopts := acme.Options{Directory: f.pebble.DirectoryURL, TrustedRoots: f.pebble.DirectoryRoots, Storage: storage,
+			MinBackoff: time.Second, OnChange: func() { r.loop.Changed() }, Logger: log.Named("acme")}
+		if f.tuneACME != nil {
+			f.tuneACME(&mopts)
+		}
+		mgr, err = acme.New(mopts)
 		if err != nil {
 			f.t.Fatal(err)
 		}
