@@ -86,9 +86,6 @@ type knativeGateway struct {
 	at      map[string]int // host -> index in hosts
 	certs   []*sni.Entry
 	certFor map[string]bool
-	// redirect holds the routes of plain HTTP on the external gateway
-	// for hosts that are Redirected to HTTPS.
-	redirect []routing.OrderedHost
 }
 
 func (g *knativeGateway) add(host string, entries []routing.OrderedEntry) {
@@ -125,8 +122,11 @@ type knativeTranslation struct {
 	results  map[types.NamespacedName]KIngressResult
 	services map[types.NamespacedName]*corev1.Service
 	external knativeGateway
-	local    knativeGateway
-	matches  routing.PrefixMatcher
+	// externalPlain is the external gateway's plain HTTP: the same routes
+	// but for hosts Redirected to HTTPS, which are answered 301.
+	externalPlain knativeGateway
+	local         knativeGateway
+	matches       routing.PrefixMatcher
 }
 
 // knative serves the KIngresses of Portico's class: oldest first, each
@@ -249,9 +249,9 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 				k.external.addCert(h, c)
 			}
 			if c != nil && spec.HTTPOption == knative.HTTPOptionRedirected {
-				k.external.redirect = append(k.external.redirect, routing.OrderedHost{Hostname: h, Entries: redirect})
+				k.externalPlain.add(h, redirect)
 			} else {
-				k.external.redirect = append(k.external.redirect, routing.OrderedHost{Hostname: h, Entries: entries})
+				k.externalPlain.add(h, entries)
 			}
 			k.external.add(h, entries)
 		}
@@ -452,7 +452,7 @@ func (k *knativeTranslation) ports() []string {
 		}
 		k.t.cfg.Ports = append(k.t.cfg.Ports, p)
 	}
-	add(k.s.ExternalHTTPPort, proxy.HTTP, KnativeExternalKey, k.external.redirect, nil)
+	add(k.s.ExternalHTTPPort, proxy.HTTP, KnativeExternalKey, k.externalPlain.hosts, nil)
 	add(k.s.ExternalHTTPSPort, proxy.HTTPS, KnativeExternalKey, k.external.hosts, k.external.certs)
 	add(k.s.LocalHTTPPort, proxy.HTTP, KnativeLocalKey, k.local.hosts, nil)
 	if len(k.local.certs) > 0 {

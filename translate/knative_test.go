@@ -246,3 +246,26 @@ func TestKnativeCertificates(t *testing.T) {
 		t.Errorf("failing: %+v", got[nn("ns", "failing")])
 	}
 }
+
+// TestKnativeHostInTwoRules serves the paths of both rules that name a
+// host, in order, on plain HTTP and on TLS.
+func TestKnativeHostInTwoRules(t *testing.T) {
+	res := &resources.Resources{
+		Services: []*corev1.Service{knService("one", corev1.ServicePort{Name: "http", Port: 80})},
+		KIngresses: []*knative.Ingress{kingress(t, "a", 0, `
+rules:
+- hosts: [a.example.com]
+  http: {paths: [{path: /a, splits: [{serviceName: one, servicePort: 80}]}]}
+- hosts: [a.example.com]
+  http: {paths: [{path: /b, splits: [{serviceName: one, servicePort: 80}]}]}
+`)},
+	}
+	out, _ := Translate(Settings{Knative: knSettings}, res, Memory{})
+	for _, port := range []int32{8080, 8443} {
+		for _, path := range []string{"/a", "/b"} {
+			if r := knRoute(t, out.Config, port, "a.example.com", path, nil); r == nil {
+				t.Errorf("port %d: %s not served", port, path)
+			}
+		}
+	}
+}
