@@ -79,6 +79,12 @@ func (pm *PrefixMatcher) Match(prefix string, headers map[string]string) (*Match
 	if prefix == "" {
 		prefix = "/"
 	}
+	if len(headers) == 0 {
+		// The usual path: no header to put in the key.
+		if m, ok := pm.made[prefix]; ok {
+			return m, nil
+		}
+	}
 	names := make([]string, 0, len(headers))
 	for name := range headers {
 		names = append(names, name)

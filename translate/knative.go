@@ -86,11 +86,13 @@ type knativeGateway struct {
 	at      map[string]int // host -> index in hosts
 	certs   []*sni.Entry
 	certFor map[string]bool
+	// size is the number of hosts expected, to size the maps once.
+	size int
 }
 
 func (g *knativeGateway) add(host string, entries []routing.OrderedEntry) {
 	if g.at == nil {
-		g.at = map[string]int{}
+		g.at = make(map[string]int, g.size)
 	}
 	if i, ok := g.at[host]; ok {
 		// Another rule of the same KIngress with the same host: its paths
@@ -146,7 +148,11 @@ func (t *translation) knative(prevHashes map[*knative.Ingress]string) {
 	for _, svc := range t.res.Services {
 		k.services[nn(svc.Namespace, svc.Name)] = svc
 	}
-	owners := map[string]*knative.Ingress{} // "gateway/host" -> owner
+	// Serving writes one external and three cluster-local hosts per
+	// KIngress: sizing the maps for that saves growing them.
+	n := len(t.res.KIngresses)
+	k.external.size, k.externalPlain.size, k.local.size = n, n, 4*n
+	owners := make(map[gatewayHost]*knative.Ingress, 5*n)
 	for _, ing := range resources.SortedByAge(ours(t.res.KIngresses, s.class())) {
 		spec := knative.Defaulted(&ing.Spec)
 		r := KIngressResult{Generation: ing.Generation, Hash: k.hash(ing)}
@@ -187,24 +193,31 @@ func (k *knativeTranslation) hash(ing *knative.Ingress) string {
 	return h
 }
 
-// gatewaysOf names the gateways serving a rule's hosts: cluster-local
-// hosts only on the cluster-local gateway, external ones on both (clients
-// in the cluster reach external hosts through the cluster-local Service).
-func gatewaysOf(v knative.Visibility) []string {
-	if v == knative.VisibilityClusterLocal {
-		return []string{"local"}
-	}
-	return []string{"external", "local"}
+// onGateway reports whether a rule's hosts are served on gateway:
+// cluster-local hosts only on the cluster-local gateway, external ones on
+// both (clients in the cluster reach external hosts through the
+// cluster-local Service).
+func onGateway(v knative.Visibility, gateway string) bool {
+	return gateway == "local" || v != knative.VisibilityClusterLocal
+}
+
+// gatewayHost is a host on one of the two gateways.
+type gatewayHost struct {
+	gateway, host string
 }
 
 // claim gives ing every (gateway, host) of its rules unless one is owned
 // already; it returns why not, and then claims nothing.
-func claim(owners map[string]*knative.Ingress, ing *knative.Ingress, spec *knative.IngressSpec) string {
-	var keys []string
+func claim(owners map[gatewayHost]*knative.Ingress, ing *knative.Ingress, spec *knative.IngressSpec) string {
+	var buf [8]gatewayHost
+	keys := buf[:0]
 	for _, rule := range spec.Rules {
-		for _, gw := range gatewaysOf(rule.Visibility) {
+		for _, gw := range [...]string{"external", "local"} {
+			if !onGateway(rule.Visibility, gw) {
+				continue
+			}
 			for _, h := range rule.Hosts {
-				key := gw + "/" + strings.ToLower(h)
+				key := gatewayHost{gw, strings.ToLower(h)}
 				if o := owners[key]; o != nil && o != ing {
 					return fmt.Sprintf("host %s is already served for KIngress %s/%s", h, o.Namespace, o.Name)
 				}
@@ -264,6 +277,9 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 
 // certificates loads the key pair of every TLS entry of ing, by host.
 func (k *knativeTranslation) certificates(ing *knative.Ingress, spec *knative.IngressSpec) (map[string]*tls.Certificate, []string) {
+	if len(spec.TLS) == 0 {
+		return nil, nil
+	}
 	var problems []string
 	out := map[string]*tls.Certificate{}
 	for _, e := range spec.TLS {
@@ -308,9 +324,12 @@ func (k *knativeTranslation) redirectEntry(ing *knative.Ingress, ri int, hash st
 func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.HTTPIngressPath, hash string) (routing.OrderedEntry, []string) {
 	rule := &routing.Rule{Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: pi,
 		Name: fmt.Sprintf("rule%d/path%d", ri, pi), NetworkHash: hash}
-	headers := make(map[string]string, len(p.Headers))
-	for name, h := range p.Headers {
-		headers[name] = h.Exact
+	var headers map[string]string
+	if len(p.Headers) > 0 {
+		headers = make(map[string]string, len(p.Headers))
+		for name, h := range p.Headers {
+			headers[name] = h.Exact
+		}
 	}
 	m, err := k.matches.Match(p.Path, headers)
 	if err != nil {
