@@ -77,6 +77,7 @@ func TestKnativeRollouts(t *testing.T) {
 		})
 	}
 
+	var stopping sync.WaitGroup
 	for i := 1; i <= 20; i++ {
 		name, old := fmt.Sprintf("rev-%d", i), fmt.Sprintf("rev-%d", i-1)
 		f.backend(name, "http")
@@ -92,8 +93,16 @@ func TestKnativeRollouts(t *testing.T) {
 				t.Errorf("rollout %d, replica %s, first request after Ready: backend %s, X-Rollout %v, hash %v", i, r.ip, e.Backend, e.Headers["X-Rollout"], e.Headers[knative.HashHeader])
 			}
 		}
-		f.deleteBackend(old)
+		// As a pod would: its endpoints go at once, it stops a moment
+		// later, once requests routed before the swap are answered.
+		f.deleteBackendObjects(old)
+		srv := f.backends[old].srv
+		stopping.Go(func() {
+			time.Sleep(time.Second)
+			stopServer(srv)
+		})
 	}
+	stopping.Wait()
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	wg.Wait()
@@ -120,9 +129,8 @@ func (f *knFixture) waitEndpoints(name string) {
 	})
 }
 
-// deleteBackend deletes a backend's Service and EndpointSlice and then
-// stops it, letting requests in flight finish.
-func (f *knFixture) deleteBackend(name string) {
+// deleteBackendObjects deletes a backend's Service and EndpointSlice.
+func (f *knFixture) deleteBackendObjects(name string) {
 	f.t.Helper()
 	ctx := context.Background()
 	if err := f.kc.CoreV1().Services("serving").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -131,11 +139,15 @@ func (f *knFixture) deleteBackend(name string) {
 	if err := f.kc.DiscoveryV1().EndpointSlices("serving").Delete(ctx, name+"-1", metav1.DeleteOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// stopServer stops a backend, letting requests in flight finish.
+func stopServer(srv *http.Server) {
 	// A connection the proxy opened and never used keeps Shutdown waiting
 	// for seconds: it is closed after one.
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := f.backends[name].srv.Shutdown(sctx); err != nil {
-		f.backends[name].srv.Close()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
 	}
 }
