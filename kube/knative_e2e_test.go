@@ -40,6 +40,10 @@ spec:
         path: /present
         splits:
         - {serviceNamespace: serving, serviceName: hello-2, servicePort: http}
+      - path: /grpc.reflection.v1.ServerReflection/
+        splits:
+        - {serviceNamespace: serving, serviceName: rpc-1, servicePort: 80, percent: 50}
+        - {serviceNamespace: serving, serviceName: rpc-2, servicePort: 80, percent: 50}
       - path: /stream
         splits:
         - {serviceNamespace: serving, serviceName: grpc-1, servicePort: 80, percent: 50}
@@ -176,6 +180,8 @@ func TestKnativeEndToEnd(t *testing.T) {
 	}
 	f.backend("grpc-1", "http2")
 	f.backend("grpc-2", "h2c")
+	f.grpcBackend("rpc-1", "http2")
+	f.grpcBackend("rpc-2", "h2c")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := f.kc.CoreV1().Services("serving").Create(ctx, &corev1.Service{
@@ -353,6 +359,13 @@ func TestKnativeEndToEnd(t *testing.T) {
 		}
 		if !seen["grpc-1"] || !seen["grpc-2"] {
 			t.Errorf("streams reached %v, want both h2c splits (port names http2 and h2c)", seen)
+		}
+		seen = map[string]bool{}
+		for i := range 20 {
+			seen[grpcBidi(t, ext(f.replicas[i%2]), host)] = true
+		}
+		if !seen["rpc-1"] || !seen["rpc-2"] {
+			t.Errorf("gRPC streams reached %v, want both splits", seen)
 		}
 	})
 

@@ -32,6 +32,11 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/acme/acmetest"
@@ -476,4 +481,69 @@ func echoGet(t testing.TB, c *http.Client, addr, host, path string, header http.
 	t.Helper()
 	resp, body := do(t, c, http.MethodGet, addr, host, path, header)
 	return echoOf(t, resp, body)
+}
+
+// grpcBackend starts a gRPC server (reflection, whose one method is a
+// bidirectional stream) in the network namespace behind Service
+// serving/name, port named portName; every stream's header names it.
+func (f *knFixture) grpcBackend(name, portName string) {
+	f.t.Helper()
+	ln, err := f.netns.Listen("tcp", f.netns.AddrPort(0))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := ss.SetHeader(metadata.Pairs("x-backend", name)); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}))
+	reflection.Register(srv)
+	go srv.Serve(ln) //nolint:errcheck // ends with Stop
+	f.t.Cleanup(srv.Stop)
+	f.coreService("serving", name, portName, int32(ln.Addr().(*net.TCPAddr).Port), []string{f.netns.Addr.String()})
+}
+
+// grpcBidi runs one bidirectional gRPC stream through addr with authority
+// host: three requests, each sent after the previous answer came back. It
+// returns the backend's name.
+func grpcBidi(t testing.TB, addr, host string) string {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if resp.GetListServicesResponse() == nil {
+			t.Fatalf("answer %d: %v", i, resp)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+	md, err := stream.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := md.Get("x-backend"); len(v) == 1 {
+		return v[0]
+	}
+	return ""
 }
