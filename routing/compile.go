@@ -201,7 +201,7 @@ type compiledRoute struct {
 	nn        types.NamespacedName
 	kind      routeKind
 	grpc      *grpcRoute // set for a GRPCRoute
-	hostnames []string // normalized, deduplicated; empty means any
+	hostnames []string   // normalized, deduplicated; empty means any
 	rules     []compiledRule
 	// usable is false when every rule has an unsupported value; the route
 	// is then not accepted anywhere and rejected says why.
