@@ -25,7 +25,10 @@ import (
 //   - service and method, Exact: Exact path "/service/method";
 //   - service only, Exact: PathPrefix "/service", after every Exact path;
 //   - anything with a RegularExpression, or a method without a service:
-//     a RegularExpression path, after every prefix.
+//     a RegularExpression path, after every prefix;
+//   - no method match: the RegularExpression "/.*", shorter than any of
+//     the others, so tried after all of them (regular expressions are
+//     tried longest first).
 //
 // Two matches that can both match one call are ordered as GRPCRoute asks,
 // except among regular expressions (implementation-specific), which keep
@@ -73,9 +76,13 @@ func httpRouteOf(g *gwv1.GRPCRoute) (*gwv1.HTTPRoute, *grpcRoute) {
 	for i := range rules {
 		r, hr := &rules[i], &h.Spec.Rules[i]
 		hr.Name = r.Name
-		hr.Matches = make([]gwv1.HTTPRouteMatch, max(len(r.Matches), 1))
-		for j := range r.Matches {
-			if p := grpcMatch(&hr.Matches[j], &r.Matches[j]); p != nil && info.invalid[i] == nil {
+		matches := r.Matches
+		if len(matches) == 0 {
+			matches = []gwv1.GRPCRouteMatch{{}}
+		}
+		hr.Matches = make([]gwv1.HTTPRouteMatch, len(matches))
+		for j := range matches {
+			if p := grpcMatch(&hr.Matches[j], &matches[j]); p != nil && info.invalid[i] == nil {
 				if info.invalid == nil {
 					info.invalid = map[int]*problem{}
 				}
@@ -112,10 +119,13 @@ var (
 	pathRegex  = gwv1.PathMatchRegularExpression
 )
 
+// anyCall is the path expression of a match without a method match.
+var anyCall = "/.*"
+
 // grpcPath is the path match of a method match; nil matches every call.
 func grpcPath(mm *gwv1.GRPCMethodMatch) (*gwv1.HTTPPathMatch, *problem) {
 	if mm == nil {
-		return nil, nil
+		return &gwv1.HTTPPathMatch{Type: &pathRegex, Value: &anyCall}, nil
 	}
 	typ := gwv1.GRPCMethodMatchExact
 	if mm.Type != nil {
