@@ -21,54 +21,29 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/grpctest"
 	"portico.dev/portico/routing"
 )
 
-// rawCodec carries messages as they are: the test services exchange
-// strings as bytes, with no generated code.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(*[]byte); ok {
-		return *b, nil
-	}
-	return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
-}
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
-	}
-	*b = append((*b)[:0], data...)
-	return nil
-}
-
-func (rawCodec) Name() string { return "raw" }
-
-// grpcBackend serves, under each of services, the methods Echo (unary:
-// "name:message:x-tenant"), Fail (NotFound, with the name as message),
-// Sum (client stream: the messages joined with "+"), Count (server
-// stream: "name:1".."name:N" for the message N) and Chat (bidi: each
-// message back as "name:message" as soon as it arrives). It speaks h2c,
-// or TLS with cert when given one. It returns its address.
+// grpcBackend serves grpctest.EchoService as name under each of
+// services, over h2c, or TLS with cert when given one. It returns its
+// address.
 func grpcBackend(t *testing.T, name string, cert *tls.Certificate, services ...string) string {
 	t.Helper()
 	var opts []grpc.ServerOption
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})))
 	}
-	opts = append(opts, grpc.ForceServerCodec(rawCodec{})) //nolint:staticcheck // the raw codec has no V2 form
+	opts = append(opts, grpc.ForceServerCodec(grpctest.RawCodec{})) //nolint:staticcheck // the raw codec has no V2 form
 	srv := grpc.NewServer(opts...)
 	for _, svc := range services {
-		srv.RegisterService(echoServiceDesc(svc, name), nil)
+		srv.RegisterService(grpctest.EchoService(svc, name), nil)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,82 +52,6 @@ func grpcBackend(t *testing.T, name string, cert *tls.Certificate, services ...s
 	go srv.Serve(ln) //nolint:errcheck // ends with Stop
 	t.Cleanup(srv.Stop)
 	return ln.Addr().String()
-}
-
-func echoServiceDesc(service, name string) *grpc.ServiceDesc {
-	recv := func(s grpc.ServerStream) (string, error) {
-		var b []byte
-		err := s.RecvMsg(&b)
-		return string(b), err
-	}
-	send := func(s grpc.ServerStream, msg string) error {
-		b := []byte(msg)
-		return s.SendMsg(&b)
-	}
-	return &grpc.ServiceDesc{
-		ServiceName: service,
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{
-			{MethodName: "Echo", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var in []byte
-				if err := dec(&in); err != nil {
-					return nil, err
-				}
-				md, _ := metadata.FromIncomingContext(ctx)
-				out := []byte(name + ":" + string(in) + ":" + strings.Join(md.Get("x-tenant"), ","))
-				return &out, nil
-			}},
-			{MethodName: "Fail", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var in []byte
-				if err := dec(&in); err != nil {
-					return nil, err
-				}
-				return nil, status.Error(codes.NotFound, name)
-			}},
-		},
-		Streams: []grpc.StreamDesc{
-			{StreamName: "Sum", ClientStreams: true, Handler: func(_ any, s grpc.ServerStream) error {
-				var parts []string
-				for {
-					m, err := recv(s)
-					if errors.Is(err, io.EOF) {
-						return send(s, name+":"+strings.Join(parts, "+"))
-					}
-					if err != nil {
-						return err
-					}
-					parts = append(parts, m)
-				}
-			}},
-			{StreamName: "Count", ServerStreams: true, Handler: func(_ any, s grpc.ServerStream) error {
-				m, err := recv(s)
-				if err != nil {
-					return err
-				}
-				n, _ := strconv.Atoi(m)
-				for i := 1; i <= n; i++ {
-					if err := send(s, fmt.Sprintf("%s:%d", name, i)); err != nil {
-						return err
-					}
-				}
-				return nil
-			}},
-			{StreamName: "Chat", ClientStreams: true, ServerStreams: true, Handler: func(_ any, s grpc.ServerStream) error {
-				for {
-					m, err := recv(s)
-					if errors.Is(err, io.EOF) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					if err := send(s, name+":"+m); err != nil {
-						return err
-					}
-				}
-			}},
-		},
-	}
 }
 
 // grpcTestRoute is the GRPCRoute of the tests: service test.Echo goes to
@@ -239,21 +138,12 @@ func grpcClient(t *testing.T, port int) *grpc.ClientConn {
 	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("grpc.example.com"),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}))) //nolint:staticcheck // the raw codec has no V2 form
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(grpctest.RawCodec{}))) //nolint:staticcheck // the raw codec has no V2 form
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
 	return cc
-}
-
-func unary(ctx context.Context, cc *grpc.ClientConn, method, msg string, md ...string) (string, error) {
-	in, out := []byte(msg), []byte(nil)
-	if len(md) > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, md...)
-	}
-	err := cc.Invoke(ctx, method, &in, &out)
-	return string(out), err
 }
 
 // TestGRPCRouting: calls are routed by service, method and header with
@@ -285,7 +175,7 @@ func TestGRPCRouting(t *testing.T) {
 		{"backend missing", "/broken.Svc/Echo", nil, "", codes.Unavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := unary(ctx, cc, c.method, "hi", c.md...)
+			got, err := grpctest.Unary(ctx, cc, c.method, "hi", c.md...)
 			st := status.Convert(err)
 			if st.Code() != c.code {
 				t.Fatalf("%s: code %v (%v), want %v", c.method, st.Code(), err, c.code)
@@ -409,7 +299,7 @@ func TestGRPCStatusObserved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, m := range []string{"/test.Echo/Echo", "/test.Echo/Fail", "/other.Svc/Echo", "/broken.Svc/Echo"} {
-		_, _ = unary(ctx, cc, m, "hi")
+		_, _ = grpctest.Unary(ctx, cc, m, "hi")
 	}
 	count, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Count")
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"portico.dev/portico/internal/grpctest"
 )
 
 // The gRPC run (-grpc) measures unary calls per second through each proxy
@@ -26,33 +28,13 @@ import (
 // cluster's internal gRPC traffic does.
 
 // grpcService and grpcMethod name the one method of the backend: it
-// answers each message with the message itself.
+// answers each message with the message itself. Messages travel as raw
+// bytes (grpctest.RawCodec), so that neither the backend nor the client
+// spends time on protobuf: what is measured is the proxy.
 const (
 	grpcService = "bench.Echo"
 	grpcMethod  = "/" + grpcService + "/Echo"
 )
-
-// rawCodec passes messages as bytes, so that neither the backend nor the
-// client spends time on protobuf: what is measured is the proxy.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(*[]byte); ok {
-		return *b, nil
-	}
-	return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
-}
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
-	}
-	*b = append((*b)[:0], data...)
-	return nil
-}
-
-func (rawCodec) Name() string { return "raw" }
 
 // startGRPCBackend serves grpcMethod on loopback until stop is called.
 func startGRPCBackend() (addr string, stop func(), err error) {
@@ -60,7 +42,7 @@ func startGRPCBackend() (addr string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{})) //nolint:staticcheck // the raw codec has no V2 form
+	srv := grpc.NewServer(grpc.ForceServerCodec(grpctest.RawCodec{})) //nolint:staticcheck // the raw codec has no V2 form
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: grpcService,
 		HandlerType: (*any)(nil),
@@ -225,7 +207,7 @@ func measureGRPC(ctx context.Context, o options, p peer, configure grpcConfigure
 	conns := make(chan *grpc.ClientConn, o.Conns+1)
 	dial := func() error {
 		cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", e.Port), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}))) //nolint:staticcheck // the raw codec has no V2 form
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(grpctest.RawCodec{}))) //nolint:staticcheck // the raw codec has no V2 form
 		if err == nil {
 			conns <- cc
 		}
