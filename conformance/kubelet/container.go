@@ -186,8 +186,9 @@ func (c *container) stop(grace time.Duration) {
 	<-c.stopped
 }
 
-// listening reports whether the process has a TCP socket listening in the
-// pod's namespace. It reads the socket tables through the process itself,
+// listening reports whether the process has a TCP socket listening, or a
+// UDP socket bound to a port (the suite's UDP echo server), in the pod's
+// namespace. It reads the socket tables through the process itself,
 // but only once the process has entered the namespace: until "ip netns exec"
 // has switched, /proc/<pid>/net shows the host's sockets.
 func listening(pid int, netns string) bool {
@@ -204,16 +205,18 @@ func listening(pid int, netns string) bool {
 	if want.Ino != got.Ino || want.Dev != got.Dev {
 		return false
 	}
-	for _, table := range []string{"tcp", "tcp6"} {
-		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table)) {
+	for _, table := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table), strings.HasPrefix(table, "udp")) {
 			return true
 		}
 	}
 	return false
 }
 
-// hasListener scans a /proc/net/tcp table for a socket in state LISTEN (0A).
-func hasListener(path string) bool {
+// hasListener scans a /proc/net/tcp table for a socket in state LISTEN
+// (0A), or a /proc/net/udp table (udp) for one bound to a port: UDP has
+// no listening state, a server's socket is unconnected (07).
+func hasListener(path string, udp bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -223,7 +226,11 @@ func hasListener(path string) bool {
 	s.Scan() // header
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 3 && fields[3] == "0A" {
+		switch {
+		case len(fields) <= 3:
+		case !udp && fields[3] == "0A":
+			return true
+		case udp && fields[3] == "07" && !strings.HasSuffix(fields[1], ":0000"):
 			return true
 		}
 	}
