@@ -29,6 +29,8 @@ import (
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/grpctest"
 	"portico.dev/portico/routing"
+	"portico.dev/portico/sni"
+	"portico.dev/portico/sni/snitest"
 )
 
 // grpcBackend serves grpctest.EchoService as name under each of
@@ -348,4 +350,60 @@ func TestGRPCStatusObserved(t *testing.T) {
 	if !slices.Equal(calls, wantCalls) {
 		t.Errorf("observed %q, want %q", calls, wantCalls)
 	}
+}
+
+// TestGRPCOverHTTPS: on an HTTPS listener a gRPC client negotiates HTTP/2
+// with ALPN and its calls, unary and bidirectional, are routed as on h2c.
+func TestGRPCOverHTTPS(t *testing.T) {
+	const host = "grpc.example.com"
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue(snitest.ECDSA, 2, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := sni.ParseKeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t)
+	p := freePort(t)
+	cfg := grpcTestConfig(t, p)
+	port := cfg.Ports[0]
+	l := port.All[0]
+	l.Hostname = host
+	port.Protocol = HTTPS
+	port.Listeners = hostname.NewTable([]string{host}, []*Listener{l})
+	port.SNI = sni.NewTable([]*sni.Entry{{Hostname: host, Certificates: []*tls.Certificate{cert}, Value: l}})
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", p),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{ServerName: host, RootCAs: ca.Pool, MinVersion: tls.VersionTLS12})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(grpctest.RawCodec{}))) //nolint:staticcheck // RawCodec has no V2 form
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := grpctest.Unary(ctx, cc, "/test.Echo/Echo", "hi", "x-tenant", "b"); err != nil || got != "b:hi:b" {
+		t.Fatalf("unary over TLS: %q, %v", got, err)
+	}
+	chat, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/tls.Echo/Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		b := []byte(strconv.Itoa(i))
+		if err := chat.SendMsg(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.RecvMsg(&b); err != nil || string(b) != "tls:"+strconv.Itoa(i) {
+			t.Fatalf("bidi message %d: %q, %v", i, b, err)
+		}
+	}
+	_ = chat.CloseSend()
 }
