@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -69,11 +70,24 @@ func stampConditions(conds, stored []metav1.Condition, now metav1.Time) []metav1
 	return out
 }
 
+// withForeign appends to conds the conditions of stored whose type another
+// controller owns, unchanged: domain-qualified types ("example.com/Ready"),
+// which is how Kubernetes asks controllers to name condition types of
+// their own. Portico sets only the Gateway API's unqualified types.
+func withForeign(conds, stored []metav1.Condition) []metav1.Condition {
+	for _, c := range stored {
+		if strings.Contains(c.Type, "/") && meta.FindStatusCondition(conds, c.Type) == nil {
+			conds = append(conds, c)
+		}
+	}
+	return conds
+}
+
 // gatewayStatus merges Portico's computed status into what is stored.
 func gatewayStatus(stored, computed gwv1.GatewayStatus, now metav1.Time) gwv1.GatewayStatus {
 	out := computed
 	out.Addresses = slices.Clone(computed.Addresses)
-	out.Conditions = stampConditions(computed.Conditions, stored.Conditions, now)
+	out.Conditions = withForeign(stampConditions(computed.Conditions, stored.Conditions, now), stored.Conditions)
 	out.Listeners = stampListeners(computed.Listeners, stored.Listeners, func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) {
 		return l.Name, &l.Conditions
 	}, now)
@@ -82,7 +96,7 @@ func gatewayStatus(stored, computed gwv1.GatewayStatus, now metav1.Time) gwv1.Ga
 
 func listenerSetStatus(stored, computed gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {
 	out := computed
-	out.Conditions = stampConditions(computed.Conditions, stored.Conditions, now)
+	out.Conditions = withForeign(stampConditions(computed.Conditions, stored.Conditions, now), stored.Conditions)
 	out.Listeners = stampListeners(computed.Listeners, stored.Listeners, func(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, *[]metav1.Condition) {
 		return l.Name, &l.Conditions
 	}, now)
@@ -102,7 +116,7 @@ func stampListeners[L any](computed, stored []L, fields func(*L) (gwv1.SectionNa
 				prev = *c
 			}
 		}
-		*conds = stampConditions(*conds, prev, now)
+		*conds = withForeign(stampConditions(*conds, prev, now), prev)
 	}
 	return out
 }

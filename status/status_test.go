@@ -2,9 +2,12 @@ package status
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -60,3 +63,48 @@ func TestAncestorStatusKeepsOthers(t *testing.T) {
 const ourController gwv1.GatewayController = "portico.dev/gateway-controller"
 
 const otherController gwv1.GatewayController = "example.net/other-controller"
+
+// TestMergeGatewayKeepsForeignConditions: a condition type another
+// controller added (domain-qualified) survives Portico's writes, on the
+// Gateway and on its listeners, unchanged; Portico's own types are
+// replaced, and one it no longer computes goes.
+func TestMergeGatewayKeepsForeignConditions(t *testing.T) {
+	then := metav1.NewTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(then.Add(time.Hour))
+	foreign := metav1.Condition{Type: "example.com/Audited", Status: metav1.ConditionTrue, Reason: "Seeded", ObservedGeneration: 1, LastTransitionTime: then}
+	stored := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 1, LastTransitionTime: then},
+			{Type: "Conflicted", Status: metav1.ConditionTrue, Reason: "Old", ObservedGeneration: 1, LastTransitionTime: then},
+			foreign,
+		},
+		Listeners: []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{foreign}}},
+	}}
+	computed := gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 2}},
+		Listeners:  []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 2}}}},
+	}
+	got, changed := MergeGateway(stored, computed, now)
+	if !changed {
+		t.Fatal("merge reports no change")
+	}
+	types := func(cs []metav1.Condition) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Type)
+		}
+		return out
+	}
+	if want := []string{"Accepted", "example.com/Audited"}; !slices.Equal(types(got.Status.Conditions), want) {
+		t.Errorf("Gateway conditions %v, want %v", types(got.Status.Conditions), want)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, foreign.Type); c == nil || !reflect.DeepEqual(*c, foreign) {
+		t.Errorf("foreign Gateway condition %+v, want it unchanged", c)
+	}
+	if want := []string{"Programmed", "example.com/Audited"}; !slices.Equal(types(got.Status.Listeners[0].Conditions), want) {
+		t.Errorf("listener conditions %v, want %v", types(got.Status.Listeners[0].Conditions), want)
+	}
+	if _, again := MergeGateway(got, computed, now); again {
+		t.Error("merging the same computed status again reports a change")
+	}
+}
