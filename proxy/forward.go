@@ -287,7 +287,11 @@ func (f *forwarder) close() {
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path, port string) *routing.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
-		writeErrorFor(w, r, http.StatusNotFound)
+		if isGRPC(r) {
+			writeGRPCError(w, grpcUnimplemented, http.StatusText(http.StatusNotFound))
+		} else {
+			http.NotFound(w, r)
+		}
 		return nil
 	}
 	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
