@@ -36,6 +36,9 @@ type Metrics struct {
 	// up by label values on every request would hash the labels and
 	// allocate for the variadic call.
 	counters sync.Map // requestKey -> prometheus.Counter
+	// grpcCounters is counters for grpcRequests.
+	grpcCounters sync.Map // requestKey -> prometheus.Counter
+	grpcRequests *prometheus.CounterVec
 }
 
 type requestKey struct {
@@ -52,6 +55,10 @@ func NewMetrics() *Metrics {
 			Name: "portico_http_requests_total",
 			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched) and status code.",
 		}, []string{"route", "code"}),
+		grpcRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_grpc_requests_total",
+			Help: "gRPC calls served, by route (namespace/name; empty when no route matched) and gRPC status code.",
+		}, []string{"route", "grpc_status"}),
 		// No route label: with one route per hostname and thousands of
 		// hostnames, a histogram per route would be too many series.
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -125,7 +132,7 @@ func NewMetrics() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.latency, m.generation, m.applies, m.translate, m.apply,
+		m.requests, m.grpcRequests, m.latency, m.generation, m.applies, m.translate, m.apply,
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 		m.certExpiry, buildInfo,
 	)
@@ -149,6 +156,20 @@ func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
 	}
 	c.(prometheus.Counter).Inc()
 	m.latency.Observe(d.Seconds())
+}
+
+// ObserveGRPC records the gRPC status of one finished gRPC call, which
+// ObserveRequest also records as a request.
+func (m *Metrics) ObserveGRPC(route string, status int) {
+	if m == nil {
+		return
+	}
+	key := requestKey{route, status}
+	c, ok := m.grpcCounters.Load(key)
+	if !ok {
+		c, _ = m.grpcCounters.LoadOrStore(key, m.grpcRequests.WithLabelValues(route, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // ObserveHandshakeFailure records a TLS handshake that failed on port

@@ -255,10 +255,15 @@ func writeOutputs(dir string, report *confv1.ConformanceReport, profiles []suite
 }
 
 func profileByName(name suite.ConformanceProfileName) (suite.ConformanceProfile, error) {
+	// The suite's GATEWAY-GRPC profile leaves out GRPCRoute's own extended
+	// features, whose tests need GRPCRoute and nothing else of another
+	// profile: they are counted with it here.
+	grpc := suite.GatewayGRPCConformanceProfile
+	grpc.ExtendedFeatures = grpc.ExtendedFeatures.Clone().Insert(features.SetsToNamesSet(features.GRPCRouteExtendedFeatures).UnsortedList()...)
 	for _, p := range []suite.ConformanceProfile{
 		suite.GatewayHTTPConformanceProfile,
 		suite.GatewayTLSConformanceProfile,
-		suite.GatewayGRPCConformanceProfile,
+		grpc,
 		suite.GatewayTCPConformanceProfile,
 		suite.GatewayUDPConformanceProfile,
 	} {

@@ -13,8 +13,12 @@ import (
 )
 
 // Profiles are the conformance profiles Portico claims. A profile brings
-// its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant).
-var Profiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
+// its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant;
+// for GATEWAY-GRPC: Gateway, GRPCRoute, ReferenceGrant).
+var Profiles = []suite.ConformanceProfileName{
+	suite.GatewayHTTPConformanceProfileName,
+	suite.GatewayGRPCConformanceProfileName,
+}
 
 // Claimed are the extended features Portico claims. Every test of a claimed
 // feature runs, and a claimed feature has no failing test.
@@ -58,6 +62,9 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteRetryCodes,
 	features.SupportHTTPRouteRetryConnectionError,
 	features.SupportHTTPRouteSchemeRedirect,
+
+	features.SupportGRPCRouteNamedRouteRule,
+	features.SupportGRPCRouteRequestHeaderModifier,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed

@@ -243,6 +243,14 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 			return status.MergeHTTPRoute(o, c, w.controller, now)
 		},
 	}, fromCache(routes, b.st.HTTPRoutes, func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+	grpcRoutes, _ := w.in.grpcRoutes.List(labels.Everything())
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.GRPCRoute, []gwv1.RouteParentStatus]{
+		name:   "GRPCRoute",
+		client: func(ns string) statusClient[*gwv1.GRPCRoute] { return gws.GRPCRoutes(ns) },
+		merge: func(o *gwv1.GRPCRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.GRPCRoute, bool) {
+			return status.MergeGRPCRoute(o, c, w.controller, now)
+		},
+	}, fromCache(grpcRoutes, b.st.GRPCRoutes, func(r *gwv1.GRPCRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
 	policies, _ := w.in.backendTLS.List(labels.Everything())
@@ -261,7 +269,7 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 // programmed no later than the routes on it; ties in name order for stable
 // logs.
 func sortJobs(jobs []statusJob) {
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "BackendTLSPolicy": 4}
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "BackendTLSPolicy": 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -423,6 +431,9 @@ func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.HTTPRoutes {
 		add("HTTPRoute", o)
+	}
+	for _, o := range res.GRPCRoutes {
+		add("GRPCRoute", o)
 	}
 	for _, o := range res.BackendTLSPolicies {
 		add("BackendTLSPolicy", o)

@@ -13,7 +13,12 @@ import (
 
 const infra = "gateway-conformance-infra"
 
-var httpRouteKind = []string{"gateway.networking.k8s.io/HTTPRoute"}
+// httpRouteKind are the kinds an HTTP or HTTPS listener supports by
+// default; onlyHTTPRoute those of a listener that allows HTTPRoutes only.
+var (
+	httpRouteKind = []string{"gateway.networking.k8s.io/HTTPRoute", "gateway.networking.k8s.io/GRPCRoute"}
+	onlyHTTPRoute = []string{"gateway.networking.k8s.io/HTTPRoute"}
+)
 
 func gateway(name string, wants ...want) expect {
 	return expect{kind: "Gateway", ns: infra, name: name, wants: wants}
@@ -241,7 +246,7 @@ func TestGatewayConformance(t *testing.T) {
 			expects: []expect{
 				gatewayListener("gateway-only-invalid-route-kind", "http", []string{},
 					want{"ResolvedRefs", metav1.ConditionFalse, "InvalidRouteKinds"}),
-				gatewayListener("gateway-supported-and-invalid-route-kind", "http", httpRouteKind,
+				gatewayListener("gateway-supported-and-invalid-route-kind", "http", onlyHTTPRoute,
 					want{"ResolvedRefs", metav1.ConditionFalse, "InvalidRouteKinds"}),
 			},
 		},
@@ -291,9 +296,9 @@ func TestGatewayConformance(t *testing.T) {
 		{
 			file: "gateway-with-attached-routes",
 			expects: []expect{
-				gatewayListener("gateway-with-one-attached-route", "http", httpRouteKind,
+				gatewayListener("gateway-with-one-attached-route", "http", onlyHTTPRoute,
 					want{"Accepted", metav1.ConditionTrue, ""}, want{"ResolvedRefs", metav1.ConditionTrue, ""}),
-				gatewayListener("unresolved-gateway-with-one-attached-unresolved-route", "tls", httpRouteKind,
+				gatewayListener("unresolved-gateway-with-one-attached-unresolved-route", "tls", onlyHTTPRoute,
 					want{"Programmed", metav1.ConditionFalse, ""}, want{"ResolvedRefs", metav1.ConditionFalse, ""}),
 			},
 		},

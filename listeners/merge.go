@@ -128,7 +128,9 @@ func newMerger(in *Input) *merger {
 		gatewayGroup:   &group,
 		sameNamespaces: &gwv1.RouteNamespaces{From: &from},
 	}
-	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}}
+	// HTTP and HTTPS listeners take GRPCRoutes too: both serve HTTP/2
+	// with prior knowledge (h2c) and over ALPN, as GRPCRoute requires.
+	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}, {Group: m.gatewayGroup, Kind: "GRPCRoute"}}
 	if in.Gateway != nil {
 		m.capacity = len(in.Gateway.Spec.Listeners)
 	}

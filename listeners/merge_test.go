@@ -533,7 +533,8 @@ func TestAllowedRoutesDefaults(t *testing.T) {
 		if ns == nil || ns.From == nil || *ns.From != wantFrom {
 			t.Errorf("%s: namespaces %+v, want from %s", l.Name, ns, wantFrom)
 		}
-		if len(l.AllowedRoutes.Kinds) != 1 || l.AllowedRoutes.Kinds[0].Kind != "HTTPRoute" || *l.AllowedRoutes.Kinds[0].Group != gwv1.GroupName {
+		if len(l.AllowedRoutes.Kinds) != 2 || l.AllowedRoutes.Kinds[0].Kind != "HTTPRoute" || l.AllowedRoutes.Kinds[1].Kind != "GRPCRoute" ||
+			*l.AllowedRoutes.Kinds[0].Group != gwv1.GroupName {
 			t.Errorf("%s: kinds %+v", l.Name, l.AllowedRoutes.Kinds)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,15 +209,15 @@ func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string)
 		}
 		return nil, ""
 	}
-	valid := false
+	var valid [2]bool // HTTPRoute, GRPCRoute
 	var bad []string
 	for _, k := range spec.AllowedRoutes.Kinds {
 		group := gwv1.GroupName
 		if k.Group != nil {
 			group = string(*k.Group)
 		}
-		if httpish && group == gwv1.GroupName && k.Kind == "HTTPRoute" {
-			valid = true
+		if i := slices.IndexFunc(m.httpKinds, func(h gwv1.RouteGroupKind) bool { return h.Kind == k.Kind }); httpish && group == gwv1.GroupName && i >= 0 {
+			valid[i] = true
 			continue
 		}
 		if group == "" {
@@ -226,8 +227,13 @@ func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string)
 		}
 	}
 	var kinds []gwv1.RouteGroupKind
-	if valid {
+	switch {
+	case valid[0] && valid[1]:
 		kinds = m.httpKinds
+	case valid[0]:
+		kinds = m.httpKinds[0:1:1]
+	case valid[1]:
+		kinds = m.httpKinds[1:2:2]
 	}
 	if len(bad) == 0 {
 		return kinds, ""

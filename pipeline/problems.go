@@ -37,4 +37,9 @@ func LogProblems(log *zap.Logger, st *status.Computed) {
 			report("HTTPRoute", key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
 		}
 	}
+	for key, parents := range st.GRPCRoutes {
+		for _, p := range parents {
+			report("GRPCRoute", key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
+		}
+	}
 }

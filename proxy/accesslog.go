@@ -13,14 +13,15 @@ import (
 // (method, host, path without the query, which may carry secrets,
 // protocol), the answer (status, body bytes, time from the request's headers
 // to the end of the answer), where it went (the HTTPRoute and the endpoint
-// of the last attempt, when there was one), and its X-Request-Id when
-// Options.RequestID is on.
-func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string, d time.Duration) {
+// of the last attempt, when there was one), its X-Request-Id when
+// Options.RequestID is on, and the gRPC status of a gRPC call (grpcStatus,
+// -1 for other requests).
+func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string, d time.Duration, grpcStatus int) {
 	ce := log.Check(zapcore.InfoLevel, "request")
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 12)
+	fields := make([]zap.Field, 0, 13)
 	fields = append(fields,
 		zap.String("remote", r.RemoteAddr),
 		zap.String("method", r.Method),
@@ -42,6 +43,9 @@ func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string,
 	}
 	if sw.requestID != "" {
 		fields = append(fields, zap.String("request_id", sw.requestID))
+	}
+	if grpcStatus >= 0 {
+		fields = append(fields, zap.Int("grpc_status", grpcStatus))
 	}
 	ce.Write(fields...)
 }

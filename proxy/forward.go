@@ -268,6 +268,10 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 		}
 	}
 	log.Warn("backend request failed", zap.String("host", r.Host), zap.String("path", r.URL.Path), zap.String("endpoint", addr), zap.Error(err))
+	if isGRPC(r) {
+		writeGRPCError(w, grpcFromHTTP(status), http.StatusText(status))
+		return
+	}
 	w.WriteHeader(status)
 }
 
@@ -283,7 +287,11 @@ func (f *forwarder) close() {
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path, port string) *routing.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
-		http.NotFound(w, r)
+		if isGRPC(r) {
+			writeGRPCError(w, grpcUnimplemented, http.StatusText(http.StatusNotFound))
+		} else {
+			http.NotFound(w, r)
+		}
 		return nil
 	}
 	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
@@ -294,7 +302,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 // timeouts. x holds what is known of the request so far.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, x *exchange) {
 	if rule.Invalid != "" {
-		f.refuse(w, rule, "route rule is invalid", rule.Invalid)
+		f.refuse(w, r, rule, "route rule is invalid", rule.Invalid)
 		return
 	}
 	if answerProbe(w, r, rule) {
@@ -307,11 +315,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	}
 	b := pickBackend(rule)
 	if b == nil {
-		writeError(w, http.StatusInternalServerError)
+		writeErrorFor(w, r, http.StatusInternalServerError)
 		return
 	}
 	if b.Invalid != "" {
-		f.refuse(w, rule, "backend is invalid", b.Invalid)
+		f.refuse(w, r, rule, "backend is invalid", b.Invalid)
 		return
 	}
 	if fr.apply(b.Filters) {
@@ -432,7 +440,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			x.addr = eps.pickUp(&f.down, now)
 		}
 		if x.addr == "" {
-			writeError(w, http.StatusServiceUnavailable)
+			writeErrorFor(w, r, http.StatusServiceUnavailable)
 			return
 		}
 		if sw, ok := w.(*statusWriter); ok {

@@ -40,11 +40,18 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		route = rule.RouteName
 	}
 	d := time.Since(start)
+	grpcStatus := -1
+	if isGRPC(r) {
+		grpcStatus = grpcStatusOf(sw)
+	}
 	if obs != nil {
 		obs.ObserveRequest(route, sw.code(), d)
+		if grpcStatus >= 0 {
+			obs.ObserveGRPC(route, grpcStatus)
+		}
 	}
 	if access != nil {
-		logAccess(access, r, sw, route, d)
+		logAccess(access, r, sw, route, d, grpcStatus)
 	}
 	if tracer != nil {
 		tracer.End(span, tracing.Outcome{Route: route, Upstream: sw.upstream, Status: sw.code()})

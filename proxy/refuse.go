@@ -14,14 +14,15 @@ import (
 // a broken rule would otherwise log one line.
 const refuseLogEvery = 10 * time.Second
 
-// refuse answers 500 for a rule or backend that cannot be served (what),
-// and logs why. The reason names namespaces, Services and references, so
-// it goes to the log and the route's status, never to the client.
-func (f *forwarder) refuse(w http.ResponseWriter, rule *routing.Rule, what, why string) {
+// refuse answers 500 (a gRPC call: UNAVAILABLE) for a rule or backend that
+// cannot be served (what), and logs why. The reason names namespaces,
+// Services and references, so it goes to the log and the route's status,
+// never to the client.
+func (f *forwarder) refuse(w http.ResponseWriter, r *http.Request, rule *routing.Rule, what, why string) {
 	if f.refusals.first(rule.RouteName+"\x00"+what+"\x00"+why, time.Now()) {
 		f.log.Warn("request refused: "+what, zap.String("route", rule.RouteName), zap.Int("rule", rule.Index), zap.String("reason", why))
 	}
-	writeError(w, http.StatusInternalServerError)
+	writeErrorFor(w, r, http.StatusInternalServerError)
 }
 
 // logLimiter lets a message through once per refuseLogEvery per key.

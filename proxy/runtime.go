@@ -91,9 +91,11 @@ type ChallengeHandler interface {
 }
 
 // RequestObserver records finished requests (metrics). route is the
-// HTTPRoute as "namespace/name", "" when no route matched.
+// HTTPRoute or GRPCRoute as "namespace/name", "" when no route matched.
+// A gRPC call is observed twice: as a request, and by its gRPC status.
 type RequestObserver interface {
 	ObserveRequest(route string, code int, d time.Duration)
+	ObserveGRPC(route string, status int)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could

@@ -237,6 +237,12 @@ func (o *observed) ObserveRequest(route string, code int, _ time.Duration) {
 	o.calls = append(o.calls, fmt.Sprintf("%s %d", route, code))
 }
 
+func (o *observed) ObserveGRPC(route string, status int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, fmt.Sprintf("%s grpc-status %d", route, status))
+}
+
 // TestObserverSeesRouteAndStatus: metrics get the matched route and the
 // status code actually sent, also for requests no route matched.
 func TestObserverSeesRouteAndStatus(t *testing.T) {

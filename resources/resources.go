@@ -26,6 +26,7 @@ type Resources struct {
 	Gateways        []*gwv1.Gateway
 	ListenerSets    []*gwv1.ListenerSet
 	HTTPRoutes      []*gwv1.HTTPRoute
+	GRPCRoutes      []*gwv1.GRPCRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
 	// hold their CA certificates and those of Gateways' client certificate

@@ -81,6 +81,7 @@ type Input struct {
 	// is one of them; the value says whether that parent is accepted.
 	Parents         map[Parent]bool
 	Routes          []*gwv1.HTTPRoute // any order; Compile sorts by creation time, then namespace/name
+	GRPCRoutes      []*gwv1.GRPCRoute // the same, compiled into the same tables (grpc.go)
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]Service
 	ReferenceGrants []*gwv1.ReferenceGrant
@@ -94,6 +95,8 @@ type Output struct {
 	// parentRefs that name one of our Parents (other controllers' entries are
 	// not ours to compute).
 	RouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
+	// GRPCRouteParents is RouteParents for GRPCRoutes.
+	GRPCRouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
 }
 
 // BackendKey names the endpoints of one Service port.

@@ -88,6 +88,11 @@ type compiler struct {
 	parents   map[Parent]*parentInfo  // in.Parents with their listeners
 	selectors map[int]labels.Selector // listener ID -> compiled namespace selector
 	grants    map[string][]*gwv1.ReferenceGrant
+	// grpc holds the GRPCRoutes rewritten as HTTPRoutes (grpc.go).
+	grpc map[*gwv1.HTTPRoute]*grpcRoute
+	// hostsByKind[slot] are the hostnames each kind of route serves on the
+	// listener so far; nil when there are no GRPCRoutes.
+	hostsByKind []kindHosts
 
 	// Scratch space reused from one route to the next.
 	refs     []parentRef
@@ -192,7 +197,9 @@ type problem struct {
 
 type compiledRoute struct {
 	nn        types.NamespacedName
-	hostnames []string // normalized, deduplicated; empty means any
+	kind      routeKind
+	grpc      *grpcRoute // set for a GRPCRoute
+	hostnames []string   // normalized, deduplicated; empty means any
 	rules     []compiledRule
 	// usable is false when every rule has an unsupported value; the route
 	// is then not accepted anywhere and rejected says why.
@@ -219,11 +226,12 @@ type placed struct {
 func (c *compiler) run() Output {
 	// The scratch slices of run are made here, not in the steps that fill
 	// them, so that small ones can stay on the stack.
-	routes := c.routesInOrder(make([]*gwv1.HTTPRoute, 0, len(c.in.Routes)))
+	routes := c.routesInOrder(make([]*gwv1.HTTPRoute, 0, len(c.in.Routes)+len(c.in.GRPCRoutes)))
 	c.reset(len(routes))
 	out := Output{
-		AttachedRoutes: make(map[int]int32, len(c.in.Listeners)),
-		RouteParents:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(routes)),
+		AttachedRoutes:   make(map[int]int32, len(c.in.Listeners)),
+		RouteParents:     make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(routes)-len(c.grpc)),
+		GRPCRouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(c.grpc)),
 	}
 	attached := make([]int32, len(c.ls))
 	hasTable := make([]bool, len(c.ls))
@@ -235,9 +243,17 @@ func (c *compiler) run() Output {
 		cr := c.compileRoute(route)
 		statuses := c.attachRoute(route, cr)
 		if len(statuses) > 0 {
-			out.RouteParents[cr.nn] = statuses
+			parents := out.RouteParents
+			if cr.kind == kindGRPCRoute {
+				parents = out.GRPCRouteParents
+			}
+			parents[cr.nn] = statuses
 		}
 		for _, h := range c.hits {
+			if c.hostsByKind != nil {
+				kh := &c.hostsByKind[h.l.slot]
+				kh[cr.kind] = append(kh[cr.kind], h.hosts...)
+			}
 			if c.attachedBy[h.l.slot] == order+1 {
 				continue // the same listener through another parentRef
 			}
@@ -276,6 +292,19 @@ func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
 			routes = append(routes, r)
 		}
 	}
+	if len(c.in.GRPCRoutes) > 0 {
+		c.grpc = make(map[*gwv1.HTTPRoute]*grpcRoute, len(c.in.GRPCRoutes))
+		c.hostsByKind = make([]kindHosts, len(c.ls))
+	}
+	for _, g := range c.in.GRPCRoutes {
+		if g != nil {
+			r, info := httpRouteOf(g)
+			c.grpc[r] = info
+			routes = append(routes, r)
+		}
+	}
+	// The kinds share one order: the spec breaks ties between an HTTPRoute
+	// and a GRPCRoute as it does between two routes of one kind.
 	slices.SortStableFunc(routes, compareRoutes)
 	return routes
 }
@@ -344,6 +373,9 @@ func (c *compiler) attachRoute(route *gwv1.HTTPRoute, cr *compiledRoute) []gwv1.
 		if rejected == nil && !cr.usable {
 			rejected = &cr.rejected
 		}
+		if rejected == nil && c.hostsByKind != nil {
+			rejected = c.dropMixedKinds(cr, mark)
+		}
 		if rejected != nil {
 			c.hits = c.hits[:mark]
 		}
@@ -353,6 +385,27 @@ func (c *compiler) attachRoute(route *gwv1.HTTPRoute, cr *compiledRoute) []gwv1.
 		st.Conditions = c.conditions(route.Generation, rejected, cr)
 	}
 	return statuses
+}
+
+// dropMixedKinds removes from c.hits[mark:] the listeners where the route
+// would share a hostname with a route of the other kind, and returns why
+// when it removed them all.
+func (c *compiler) dropMixedKinds(cr *compiledRoute, mark int) *problem {
+	var first *problem
+	kept := c.hits[:mark]
+	for _, h := range c.hits[mark:] {
+		host, mixed := c.hostsByKind[h.l.slot].mixedKinds(cr.kind, h.hosts)
+		if !mixed {
+			kept = append(kept, h)
+		} else if first == nil {
+			first = mixedKindsProblem(cr.kind, h.l, host)
+		}
+	}
+	c.hits = kept
+	if len(kept) > mark {
+		return nil
+	}
+	return first
 }
 
 // addCandidates adds every match of a route's servable rules, under each
@@ -501,8 +554,8 @@ func (c *compiler) attachSelected(selected []*listenerInfo, cr *compiledRoute, r
 		}
 		return noListener(r.parent, r.ref)
 	}
-	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return carriesHTTPRoutes(l.Listener) }) {
-		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes HTTPRoutes"}
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return carries(l.Listener, cr.kind) }) {
+		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes " + cr.kind.String() + "s"}
 	}
 	if !r.info.accepted {
 		return notAccepted(r.parent)
@@ -510,8 +563,8 @@ func (c *compiler) attachSelected(selected []*listenerInfo, cr *compiledRoute, r
 	if c.accepting(selected, cr, routeNS) > 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return c.allows(l.Listener, routeNS) }) {
-		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows HTTPRoutes from namespace " + routeNS}
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return c.allows(l.Listener, routeNS, cr.kind) }) {
+		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows " + cr.kind.String() + "s from namespace " + routeNS}
 	}
 	return &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
 }
@@ -540,7 +593,7 @@ func noListener(p Parent, ref *gwv1.ParentReference) *problem {
 func (c *compiler) accepting(ls []*listenerInfo, cr *compiledRoute, routeNS string) int {
 	n := 0
 	for _, l := range ls {
-		if !c.allows(l.Listener, routeNS) {
+		if !c.allows(l.Listener, routeNS, cr.kind) {
 			continue
 		}
 		if hosts := tableHosts(l.hostname, cr.hostnames, c.anyHost); len(hosts) > 0 {
@@ -564,21 +617,22 @@ func exactNames(hosts []string) bool {
 	return len(hosts) > 0 && !slices.ContainsFunc(hosts, hostname.IsWildcard)
 }
 
-// carriesHTTPRoutes reports whether listener l is of a kind that takes
-// HTTPRoutes at all: its protocol and allowed kinds, acceptance aside.
-func carriesHTTPRoutes(l *Listener) bool {
+// carries reports whether listener l is of a kind that takes routes of
+// kind k at all: its protocol and allowed kinds, acceptance aside.
+func carries(l *Listener, k routeKind) bool {
 	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
 		return false
 	}
-	if len(l.AllowedRoutes.Kinds) > 0 && !hasHTTPRoute(l.AllowedRoutes.Kinds) {
+	if len(l.AllowedRoutes.Kinds) > 0 && !hasKind(l.AllowedRoutes.Kinds, k) {
 		return false
 	}
-	return len(l.SupportedKinds) == 0 || hasHTTPRoute(l.SupportedKinds)
+	return len(l.SupportedKinds) == 0 || hasKind(l.SupportedKinds, k)
 }
 
-// allows reports whether listener l accepts HTTPRoutes from namespace ns.
-func (c *compiler) allows(l *Listener, ns string) bool {
-	if !l.Accepted || !carriesHTTPRoutes(l) {
+// allows reports whether listener l accepts routes of kind k from
+// namespace ns.
+func (c *compiler) allows(l *Listener, ns string, k routeKind) bool {
+	if !l.Accepted || !carries(l, k) {
 		return false
 	}
 	from := gwv1.NamespacesFromSame
@@ -615,9 +669,10 @@ func (c *compiler) allows(l *Listener, ns string) bool {
 	return false
 }
 
-func hasHTTPRoute(kinds []gwv1.RouteGroupKind) bool {
+func hasKind(kinds []gwv1.RouteGroupKind, kind routeKind) bool {
+	name := gwv1.Kind(kind.String())
 	for _, k := range kinds {
-		if k.Kind == "HTTPRoute" && (k.Group == nil || *k.Group == gwv1.GroupName) {
+		if k.Kind == name && (k.Group == nil || *k.Group == gwv1.GroupName) {
 			return true
 		}
 	}
@@ -723,8 +778,12 @@ func (c *compiler) compileRoute(route *gwv1.HTTPRoute) *compiledRoute {
 	cr := &c.cr
 	*cr = compiledRoute{
 		nn:        types.NamespacedName{Namespace: route.Namespace, Name: route.Name},
+		grpc:      c.grpc[route],
 		hostnames: cr.hostnames[:0],
 		rules:     cr.rules[:0],
+	}
+	if cr.grpc != nil {
+		cr.kind = kindGRPCRoute
 	}
 	for _, h := range route.Spec.Hostnames {
 		n := hostname.Normalize(string(h))
@@ -787,6 +846,10 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 		specMatches = []gwv1.HTTPRouteMatch{{}}
 	}
 	matches := c.matchPtrs.Take(len(specMatches))
+	if cr.grpc != nil && cr.grpc.invalid[index] != nil {
+		fail(cr.grpc.invalid[index])
+		specMatches, matches = nil, nil
+	}
 	for i := range specMatches {
 		m := c.matches.One()
 		if p := compileMatchInto(m, &specMatches[i]); p != nil {

@@ -367,8 +367,8 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 	if group != "" || kind != "Service" {
 		return b, &problem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backend %s: unsupported kind %s.%s", ref.Name, kind, group)}
 	}
-	if ns != routeNS && !c.granted(routeNS, svc) {
-		return b, &problem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("backend %s: no ReferenceGrant allows HTTPRoutes in %s to use it", svc, routeNS)}
+	if ns != routeNS && !c.granted(routeNS, svc, c.cr.kind) {
+		return b, &problem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("backend %s: no ReferenceGrant allows %ss in %s to use it", svc, c.cr.kind, routeNS)}
 	}
 	s, ok := c.in.Services[svc]
 	if !ok {
@@ -392,12 +392,15 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 			"which says how to verify the backend", svc, *ref.Port, b.AppProtocol)}
 	}
 	if !httpAppProtocol(b.AppProtocol) && !tlsAppProtocol(b.AppProtocol) {
-		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q is not supported for HTTPRoute", svc, *ref.Port, b.AppProtocol)}
+		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q is not supported for %s", svc, *ref.Port, b.AppProtocol, c.cr.kind)}
 	}
 	if b.TLS != nil && b.TLS.Invalid != "" {
 		// The route is fine; its requests to this backend fail, as the
 		// policy's status explains.
 		b.Invalid = fmt.Sprintf("BackendTLSPolicy %s: %s", b.TLS.Policy, b.TLS.Invalid)
+	}
+	if c.cr.kind == kindGRPCRoute {
+		b.AppProtocol = grpcAppProtocol
 	}
 	return b, nil
 }
@@ -425,12 +428,12 @@ func tlsAppProtocol(p string) bool {
 }
 
 // granted reports whether a ReferenceGrant in the Service's namespace lets
-// HTTPRoutes from namespace from refer to it.
-func (c *compiler) granted(from string, svc types.NamespacedName) bool {
+// routes of kind k from namespace from refer to it.
+func (c *compiler) granted(from string, svc types.NamespacedName, k routeKind) bool {
 	for _, g := range c.grants[svc.Namespace] {
 		fromOK := false
 		for _, f := range g.Spec.From {
-			if f.Group == gwv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from {
+			if f.Group == gwv1.GroupName && f.Kind == gwv1.Kind(k.String()) && string(f.Namespace) == from {
 				fromOK = true
 				break
 			}

@@ -33,6 +33,7 @@ type Computed struct {
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
 	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
+	GRPCRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
@@ -46,6 +47,7 @@ func (c *Computed) Clone() *Computed {
 		Gateways:           maps.Clone(c.Gateways),
 		ListenerSets:       maps.Clone(c.ListenerSets),
 		HTTPRoutes:         maps.Clone(c.HTTPRoutes),
+		GRPCRoutes:         maps.Clone(c.GRPCRoutes),
 		BackendTLSPolicies: maps.Clone(c.BackendTLSPolicies),
 	}
 }
@@ -224,6 +226,13 @@ func Write(w io.Writer, res *resources.Resources, st *Computed, controller gwv1.
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute", Metadata: md(r), Status: status})
 	}
+	for _, r := range byName(res.GRPCRoutes) {
+		status := r.Status.RouteStatus
+		if computed, ok := st.GRPCRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]; ok {
+			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
+		}
+		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "GRPCRoute", Metadata: md(r), Status: status})
+	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		status := p.Status
 		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || HasAncestorsOf(p.Status.Ancestors, controller) {
@@ -301,6 +310,16 @@ func MergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, cont
 	}
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Parents, parentFields), sortedEntries(obj.Status.Parents, parentFields))
 	return replaced(obj, same, func(o *gwv1.HTTPRoute) { o.Status.RouteStatus = status })
+}
+
+// MergeGRPCRoute is MergeHTTPRoute for a GRPCRoute.
+func MergeGRPCRoute(obj *gwv1.GRPCRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.GRPCRoute, bool) {
+	status := routeStatus(obj.Status.RouteStatus, computed, controller, now)
+	if status.Parents == nil {
+		status.Parents = []gwv1.RouteParentStatus{}
+	}
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Parents, parentFields), sortedEntries(obj.Status.Parents, parentFields))
+	return replaced(obj, same, func(o *gwv1.GRPCRoute) { o.Status.RouteStatus = status })
 }
 
 // MergeBackendTLSPolicy replaces Portico's ancestor entries and keeps every

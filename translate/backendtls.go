@@ -491,15 +491,15 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 		}
 	}
 	ancestors := map[types.NamespacedName]map[types.NamespacedName]bool{}
-	for _, r := range res.HTTPRoutes {
+	for _, r := range routeBackends(res, st) {
 		var gateways []types.NamespacedName
-		for _, ps := range st.HTTPRoutes[nn(r.Namespace, r.Name)] {
+		for _, ps := range r.parents {
 			if ps.ControllerName != controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
 				continue
 			}
 			parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, "")), string(ps.ParentRef.Name))
 			if parent.Namespace == "" {
-				parent.Namespace = r.Namespace
+				parent.Namespace = r.namespace
 			}
 			if ptr.Deref(ps.ParentRef.Kind, "") == "ListenerSet" {
 				gw, ok := lsParent[parent]
@@ -519,7 +519,7 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 			}
 			svc := nn(string(ptr.Deref(ref.Namespace, "")), string(ref.Name))
 			if svc.Namespace == "" {
-				svc.Namespace = r.Namespace
+				svc.Namespace = r.namespace
 			}
 			targets := []tlsTarget{{svc, ""}}
 			if name := portNames[svc][*ref.Port]; name != "" {
@@ -536,20 +536,42 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 				}
 			}
 		}
-		visitFilters := func(filters []gwv1.HTTPRouteFilter) {
-			for _, f := range filters {
-				if f.RequestMirror != nil {
-					visit(f.RequestMirror.BackendRef)
-				}
-			}
-		}
-		for _, rule := range r.Spec.Rules {
-			visitFilters(rule.Filters)
-			for _, b := range rule.BackendRefs {
-				visit(b.BackendObjectReference)
-				visitFilters(b.Filters)
-			}
+		for _, ref := range r.refs {
+			visit(ref)
 		}
 	}
 	return ancestors
+}
+
+// routedBackends are the backends (mirrors included) a route names, with
+// its computed parent statuses.
+type routedBackends struct {
+	namespace string
+	parents   []gwv1.RouteParentStatus
+	refs      []gwv1.BackendObjectReference
+}
+
+// routeBackends lists the backends of every HTTPRoute and GRPCRoute.
+func routeBackends(res *resources.Resources, st *status.Computed) []routedBackends {
+	out := make([]routedBackends, 0, len(res.HTTPRoutes)+len(res.GRPCRoutes))
+	for _, r := range res.HTTPRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.HTTPRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			rb.refs = appendMirrors(rb.refs, rule.Filters)
+			for _, b := range rule.BackendRefs {
+				rb.refs = appendMirrors(append(rb.refs, b.BackendObjectReference), b.Filters)
+			}
+		}
+		out = append(out, rb)
+	}
+	return append(out, grpcRouteBackends(res, st)...)
+}
+
+func appendMirrors(refs []gwv1.BackendObjectReference, filters []gwv1.HTTPRouteFilter) []gwv1.BackendObjectReference {
+	for _, f := range filters {
+		if f.RequestMirror != nil {
+			refs = append(refs, f.RequestMirror.BackendRef)
+		}
+	}
+	return refs
 }

@@ -285,6 +285,7 @@ func shuffledCopy(res *resources.Resources, seed uint64) *resources.Resources {
 		Gateways:           shuffle(rnd, res.Gateways),
 		ListenerSets:       shuffle(rnd, res.ListenerSets),
 		HTTPRoutes:         shuffle(rnd, res.HTTPRoutes),
+		GRPCRoutes:         shuffle(rnd, res.GRPCRoutes),
 		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
 		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
 		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
@@ -315,6 +316,7 @@ type goldenOut struct {
 	Gateways           map[string]goldenGateway    `yaml:"gateways,omitempty"`
 	ListenerSets       map[string]goldenLS         `yaml:"listenerSets,omitempty"`
 	HTTPRoutes         map[string][]goldenParent   `yaml:"httpRoutes,omitempty"`
+	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	DataPlane          goldenDataPlane             `yaml:"dataPlane"`
@@ -442,11 +444,17 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 			d.routeHostnames = append(d.routeHostnames, string(h))
 		}
 	}
+	for _, r := range res.GRPCRoutes {
+		for _, h := range r.Spec.Hostnames {
+			d.routeHostnames = append(d.routeHostnames, string(h))
+		}
+	}
 	out := goldenOut{
 		GatewayClasses:     map[string]goldenClass{},
 		Gateways:           map[string]goldenGateway{},
 		ListenerSets:       map[string]goldenLS{},
 		HTTPRoutes:         map[string][]goldenParent{},
+		GRPCRoutes:         map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses {
@@ -482,6 +490,12 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 	for key, parents := range st.HTTPRoutes {
 		for _, p := range parents {
 			out.HTTPRoutes[key.String()] = append(out.HTTPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
+				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
+		}
+	}
+	for key, parents := range st.GRPCRoutes {
+		for _, p := range parents {
+			out.GRPCRoutes[key.String()] = append(out.GRPCRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"portico.dev/portico/routing"
 )
 
-// routes attaches every HTTPRoute to the merged listeners and compiles each
+// routes attaches every HTTPRoute and GRPCRoute to the merged listeners and compiles each
 // listener's route table (package routing), then records the routes'
 // statuses and each listener's attachedRoutes.
 func (t *translation) routes() {
@@ -18,6 +18,7 @@ func (t *translation) routes() {
 		Listeners:       make([]routing.Listener, len(t.merged)),
 		Parents:         t.parents,
 		Routes:          res.HTTPRoutes,
+		GRPCRoutes:      res.GRPCRoutes,
 		NamespaceLabels: t.ix.nsLabels,
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
@@ -45,6 +46,7 @@ func (t *translation) routes() {
 	// The maps of the compiled output and of a single result are ours
 	// alone: they become the statuses without a copy.
 	t.st.HTTPRoutes = t.compiled.RouteParents
+	t.st.GRPCRoutes = t.compiled.GRPCRouteParents
 	if len(t.results) == 1 {
 		t.st.ListenerSets = t.results[0].ListenerSets
 	} else {

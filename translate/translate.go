@@ -232,7 +232,7 @@ func (t *translation) output() Output {
 // EndpointSlices. Informers hand out a new pointer for every changed object,
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *resources.Resources) []any {
-	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates)
 	in := make([]any, 0, n+10)
@@ -244,6 +244,7 @@ func routingInputs(res *resources.Resources) []any {
 	add("Gateway", anys(res.Gateways)...)
 	add("ListenerSet", anys(res.ListenerSets)...)
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
+	add("GRPCRoute", anys(res.GRPCRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
 	// Only the ConfigMaps a policy names: the others, of which a cluster

@@ -17,6 +17,8 @@
 //     with its certificate, and the requests to the other hostnames that
 //     failed meanwhile.
 //
+// With -grpc it measures gRPC unary calls per second instead (grpc.go).
+//
 // The load generator runs in this process, on the same cores as the proxy
 // under test; it checks every answer (status 200, the hostname's own
 // certificate). Results go to stdout as a markdown table. bench/README.md
@@ -72,6 +74,7 @@ func run() int {
 	flag.IntVar(&o.Adds, "adds", 5, "hostnames added one at a time, each timed until served")
 	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
 	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
+	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 
@@ -91,12 +94,30 @@ func run() int {
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	if *grpcRun {
+		return runGRPCReport(ctx, o)
+	}
 	results, err := runAll(ctx, o, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sidebyside:", err)
 		return 1
 	}
 	fmt.Print(report(o, results))
+	for _, r := range results {
+		if r.Peer == "portico" && r.Err != nil {
+			return 1
+		}
+	}
+	return 0
+}
+
+func runGRPCReport(ctx context.Context, o options) int {
+	results, err := runGRPC(ctx, o, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sidebyside:", err)
+		return 1
+	}
+	fmt.Print(grpcReport(o, results))
 	for _, r := range results {
 		if r.Peer == "portico" && r.Err != nil {
 			return 1

@@ -231,32 +231,14 @@ func nginxPeer() peer {
 	conf := func(e env) string { return filepath.Join(e.Dir, "nginx.conf") }
 	write := func(e env, sites []site) error {
 		var b strings.Builder
-		user := ""
-		if os.Geteuid() == 0 {
-			// Workers would run as nobody and could not use the
-			// temporary directories below.
-			user = "user root;"
-		}
-		fmt.Fprintf(&b, `%s
-worker_processes auto;
-daemon off;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path %[2]s/tmp/body;
-  proxy_temp_path %[2]s/tmp/proxy;
-  fastcgi_temp_path %[2]s/tmp/fastcgi;
-  uwsgi_temp_path %[2]s/tmp/uwsgi;
-  scgi_temp_path %[2]s/tmp/scgi;
-  server_names_hash_max_size 262144;
+		b.WriteString(nginxHead(e))
+		fmt.Fprintf(&b, `  server_names_hash_max_size 262144;
   server_names_hash_bucket_size 128;
   ssl_protocols TLSv1.2 TLSv1.3;
   ssl_session_tickets off;
   ssl_session_cache off;
-  upstream backend { server %[3]s; keepalive 64; }
-`, user, e.Dir, e.Backend)
+  upstream backend { server %s; keepalive 64; }
+`, e.Backend)
 		for _, s := range sites {
 			fmt.Fprintf(&b, `  server {
     listen 127.0.0.1:%d ssl http2;
@@ -297,6 +279,31 @@ http {
 			return nil
 		},
 	}
+}
+
+// nginxHead is the start of an nginx configuration, up to the first
+// directive of the http block: workers, files under e.Dir, no access log.
+func nginxHead(e env) string {
+	user := ""
+	if os.Geteuid() == 0 {
+		// Workers would run as nobody and could not use the
+		// temporary directories below.
+		user = "user root;"
+	}
+	return fmt.Sprintf(`%s
+worker_processes auto;
+daemon off;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[2]s/tmp/body;
+  proxy_temp_path %[2]s/tmp/proxy;
+  fastcgi_temp_path %[2]s/tmp/fastcgi;
+  uwsgi_temp_path %[2]s/tmp/uwsgi;
+  scgi_temp_path %[2]s/tmp/scgi;
+`, user, e.Dir)
 }
 
 // haproxy: one frontend with a crt-list of every site; a new site is a
