@@ -27,7 +27,7 @@ import (
 func (t *translation) portTables() {
 	b := newPortsBuilder(t)
 	for i := range t.merged {
-		if t.merged[i].Serves() {
+		if t.merged[i].Serves() && t.servesHere(t.merged[i].Gateway) {
 			b.add(i)
 		}
 	}
@@ -73,7 +73,7 @@ func newPortsBuilder(t *translation) *portsBuilder {
 	serving, certs := 0, 0
 	for i := range t.merged {
 		m := &t.merged[i]
-		if !m.Serves() {
+		if !m.Serves() || !t.servesHere(m.Gateway) {
 			continue
 		}
 		serving++

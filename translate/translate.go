@@ -19,6 +19,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/listeners"
+	"portico.dev/portico/parameters"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -43,6 +45,12 @@ type Settings struct {
 	// is checked against them. Nil in standalone mode, which writes no
 	// status and knows no addresses of its own: Gateways report none.
 	Shared *SharedAddresses
+	// Gateway, when set, makes this the translation of that Gateway's own
+	// data plane (GEP-1762): its Config serves that Gateway and its
+	// ListenerSets only. Unset, the Config serves every Gateway whose
+	// class shares Portico's data plane, and none of those that have
+	// their own.
+	Gateway *types.NamespacedName
 }
 
 func (s Settings) controller() gwv1.GatewayController {
@@ -62,6 +70,9 @@ type Output struct {
 	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
 	// hostname.
 	ACME []ACMECertificate
+	// DataPlanes are the Gateways of classes that give each Gateway a
+	// data plane of its own, oldest first: what provisioning renders.
+	DataPlanes []provision.Input
 }
 
 // Memory is what one translation hands the next. The zero value is a first
@@ -162,6 +173,14 @@ type translation struct {
 	st            *status.Computed
 	acmeListeners []acmeCandidate
 	ourClasses    map[string]bool // ours -> accepted
+	// classParams are the parameters of each class of ours; params
+	// indexes res.Parameters once a parametersRef needs it.
+	classParams map[string]parameters.Spec
+	params      map[types.NamespacedName]*parameters.PorticoParameters
+	// dataPlanes are the Gateways with data planes of their own, and
+	// perGateway the same by key.
+	dataPlanes []provision.Input
+	perGateway map[types.NamespacedName]bool
 	// merged is every Gateway's merged listener list, oldest Gateway
 	// first; results are the Gateways' merge results in the same order.
 	merged      []listeners.Listener
@@ -205,7 +224,7 @@ func newTranslation(s Settings, res *resources.Resources, mem Memory) *translati
 }
 
 func (t *translation) output() Output {
-	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme}
+	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, DataPlanes: t.dataPlanes}
 }
 
 // routingInputs lists the objects a full translation depends on besides
@@ -214,7 +233,7 @@ func (t *translation) output() Output {
 func routingInputs(res *resources.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
-		len(res.Namespaces) + len(res.Secrets) + len(res.Services)
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.Parameters) + len(res.Deployments)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -232,6 +251,8 @@ func routingInputs(res *resources.Resources) []any {
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
+	add("PorticoParameters", anys(res.Parameters)...)
+	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
 	return in
