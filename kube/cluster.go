@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -26,6 +27,7 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/internal/debounce"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
@@ -49,6 +51,13 @@ type Cluster struct {
 	// ACME, when set, holds the certificates that WriteACME writes into
 	// listeners' Secrets.
 	ACME *acme.Manager
+	// Dynamic reads PorticoParameters; nil: none are read, and every
+	// parametersRef to them is InvalidParameters.
+	Dynamic dynamic.Interface
+	// DataPlanes, when set, provisions the data planes of Gateways whose
+	// class gives each Gateway its own (GEP-1762), while this replica
+	// leads (provision.go).
+	DataPlanes *provision.Settings
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.
@@ -63,6 +72,7 @@ type Cluster struct {
 	crdProblems []string
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
+	provisioner *provisioner
 }
 
 // acmeBatch is what the ACME Secret writer works from: the wanted
@@ -94,7 +104,14 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err != nil {
 		return err
 	}
+	if err := in.addDataPlaneInformers(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
+		eventHandlers{changed: changed, statusChanged: statusDebouncer.Mark}, c.Log); err != nil {
+		return err
+	}
 	c.informers = in
+	if c.DataPlanes != nil {
+		c.provisioner = newProvisioner(c.Kube, *c.DataPlanes, c.Leading, c.Log.Named("provision"))
+	}
 	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
 	if c.StatusWorkers > 0 {
@@ -127,6 +144,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	if c.ACME != nil {
 		wg.Go(func() { c.acmeWriter(ctx) })
+	}
+	if c.provisioner != nil {
+		wg.Go(func() { c.provisioner.run(ctx) })
 	}
 	wg.Wait()
 	return <-electErr
@@ -199,6 +219,9 @@ func (c *Cluster) startLeading(ctx context.Context) {
 		c.OnLeader(true)
 	}
 	c.writer.leading(ctx)
+	if c.provisioner != nil {
+		c.provisioner.startLeading()
+	}
 }
 
 func (c *Cluster) stopLeading() {

@@ -19,6 +19,7 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/internal/debounce"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -67,6 +68,9 @@ type Outputs struct {
 	ACME func([]translate.ACMECertificate, *resources.Resources)
 	// Applied is told about every rebuild (metrics).
 	Applied func(ApplyReport)
+	// DataPlanes gets the Gateways that have data planes of their own
+	// (GEP-1762), with the snapshot, after Statuses.
+	DataPlanes func([]provision.Input, *resources.Resources)
 }
 
 // ApplyReport describes one rebuild.
@@ -245,6 +249,9 @@ func (l *Loop) rebuild() error {
 	}
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, res)
+	}
+	if l.out.DataPlanes != nil {
+		l.out.DataPlanes(out.DataPlanes, res)
 	}
 	return nil
 }

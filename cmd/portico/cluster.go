@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,7 @@ type clusterOptions struct {
 	qps            float64
 	burst          int
 	statusWorkers  int
+	dataPlanes     *dataPlaneOptions // provision.go
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterOptions {
@@ -63,6 +65,7 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server (status writes, leader election)")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVar(&o.statusWorkers, "status-workers", 8, "status updates in flight at once")
+	o.dataPlanes = dataPlaneFlags(fs)
 	return o
 }
 
@@ -71,7 +74,8 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
-		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers"}
+		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers",
+		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller"}
 	found := false
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(clusterOnly, f.Name) {
@@ -189,6 +193,14 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	dataPlanes, err := o.dataPlanes.settings()
+	if err != nil {
+		return nil, err
+	}
 	le := kube.DefaultLeaderElection(ownNamespace(o.namespace), identity)
 	le.Name = o.leaseName
 	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = o.leaseDuration, o.renewDeadline, o.retryPeriod
@@ -199,6 +211,8 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 		Kube:           kc,
 		Gateway:        gc,
 		Metadata:       md,
+		Dynamic:        dyn,
+		DataPlanes:     dataPlanes,
 		ControllerName: controller,
 		Log:            log.Named("cluster"),
 		LeaderElection: le,

@@ -333,7 +333,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		if storage, err = secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity}); err != nil {
 			return nil, err
 		}
-		source, out.Statuses, out.ACME = c, c.WriteStatuses, c.WriteACME
+		source, out.Statuses, out.ACME, out.DataPlanes = c, c.WriteStatuses, c.WriteACME, c.WriteDataPlanes
 	}
 	mopts, err := f.acme.managerOptions(storage, log.Named("acme"))
 	if err != nil {
