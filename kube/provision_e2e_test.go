@@ -122,9 +122,12 @@ func (f *provisionFixture) gone(ns, name string, timeout time.Duration) {
 	ctx := context.Background()
 	waitFor(f.t, timeout, "data plane "+ns+"/"+name+" removed", func() error {
 		for kind, get := range map[string]func() error{
-			"Deployment":     func() error { _, err := f.kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); return err },
-			"Service":        func() error { _, err := f.kc.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
-			"ServiceAccount": func() error { _, err := f.kc.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); return err },
+			"Deployment": func() error { _, err := f.kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); return err },
+			"Service":    func() error { _, err := f.kc.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
+			"ServiceAccount": func() error {
+				_, err := f.kc.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
 			"PodDisruptionBudget": func() error {
 				_, err := f.kc.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 				return err
