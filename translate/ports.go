@@ -230,8 +230,10 @@ func (b *portsBuilder) config() *proxy.Config {
 	}
 	cfg.BackendTLSIDs = b.t.tls.ids()
 	cfg.BackendClientCertIDs = make(map[string]struct{}, len(b.t.clientCerts))
-	for _, c := range b.t.clientCerts {
-		cfg.BackendClientCertIDs[c.ID] = struct{}{}
+	for key, c := range b.t.clientCerts {
+		if b.t.servesHere(key) {
+			cfg.BackendClientCertIDs[c.ID] = struct{}{}
+		}
 	}
 	return cfg
 }
