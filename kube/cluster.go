@@ -26,6 +26,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/acme"
+	"portico.dev/portico/dataplane"
 	"portico.dev/portico/internal/debounce"
 	"portico.dev/portico/provision"
 	"portico.dev/portico/resources"
@@ -58,6 +59,12 @@ type Cluster struct {
 	// class gives each Gateway its own (GEP-1762), while this replica
 	// leads (provision.go).
 	DataPlanes *provision.Settings
+	// DataPlaneListen, with DataPlanes, is where this replica serves the
+	// provisioned data planes their configuration (dataplaneserver.go),
+	// over TLS with the certificate of the Secret DataPlaneTLSSecret of
+	// Portico's namespace (created when missing).
+	DataPlaneListen    string
+	DataPlaneTLSSecret string
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.
@@ -73,6 +80,8 @@ type Cluster struct {
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
 	provisioner *provisioner
+	hub         *dataplane.Hub
+	hubServe    func(context.Context)
 }
 
 // acmeBatch is what the ACME Secret writer works from: the wanted
@@ -109,8 +118,8 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 		return err
 	}
 	c.informers = in
-	if c.DataPlanes != nil {
-		c.provisioner = newProvisioner(c.Kube, *c.DataPlanes, c.Leading, c.Log.Named("provision"))
+	if err := c.setUpDataPlanes(ctx); err != nil {
+		return err
 	}
 	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
@@ -147,6 +156,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	if c.provisioner != nil {
 		wg.Go(func() { c.provisioner.run(ctx) })
+	}
+	if c.hubServe != nil {
+		wg.Go(func() { c.hubServe(ctx) })
 	}
 	wg.Wait()
 	return <-electErr

@@ -16,8 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/dataplane"
 	"portico.dev/portico/provision"
 	"portico.dev/portico/resources"
+	"portico.dev/portico/translate"
 )
 
 // FieldManager is the server-side apply field manager of what Portico
@@ -242,6 +244,25 @@ func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resou
 	if c.provisioner != nil {
 		c.provisioner.submit(&dataPlaneBatch{inputs: inputs, res: res})
 	}
+	if c.hub != nil {
+		c.hub.Publish(planes(inputs, res))
+	}
+}
+
+// planes are the snapshots of every data plane. A Gateway that is not
+// accepted keeps what its data plane was sent before: a typo must not take
+// it down.
+func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plane {
+	out := make([]dataplane.Plane, 0, len(inputs))
+	for _, in := range inputs {
+		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
+		p := dataplane.Plane{Gateway: key, ServiceAccount: provision.Name(in.Gateway.Name, in.ClassName), Keep: !in.Accepted}
+		if in.Accepted {
+			p.Resources = translate.Scope(res, key)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }

@@ -102,10 +102,12 @@ func labelValue(v string) string {
 
 // SelectorLabels select the pods of a data plane. They are derived from
 // the Gateway's and class's names only: a Deployment's selector cannot
-// change, so it never holds infrastructure labels.
+// change, so it never holds infrastructure labels. Their name is not
+// Portico's own controller's (app.kubernetes.io/name: portico), whose
+// Service and Deployment must never select a data plane's pods.
 func SelectorLabels(gateway, class string) map[string]string {
 	return map[string]string{
-		nameLabel:     "portico",
+		nameLabel:     "portico-data-plane",
 		instanceLabel: Name(gateway, class),
 	}
 }

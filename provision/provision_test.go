@@ -23,7 +23,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
-var settings = Settings{Image: "portico:test", ImagePullPolicy: corev1.PullIfNotPresent, Controller: "portico.portico-system.svc:9443"}
+var settings = Settings{Image: "portico:test", ImagePullPolicy: corev1.PullIfNotPresent, Controller: "portico-controller.portico-system.svc:9443", ControllerCA: "-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-----\n"}
 
 func gateway(ns, name string, infra *gwv1.GatewayInfrastructure, addrs ...gwv1.GatewaySpecAddress) *gwv1.Gateway {
 	return &gwv1.Gateway{

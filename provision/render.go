@@ -22,9 +22,14 @@ type Settings struct {
 	Image           string
 	ImagePullPolicy corev1.PullPolicy
 	// Controller is the host:port data planes connect to for their
-	// configuration.
-	Controller string
+	// configuration; ControllerCA the PEM certificate they verify it with.
+	Controller   string
+	ControllerCA string
 }
+
+// ControllerCAEnv is the environment variable that hands a data plane the
+// controller's certificate.
+const ControllerCAEnv = "PORTICO_CONTROLLER_CA"
 
 // TokenAudience is the audience of the ServiceAccount token a data plane
 // presents to the controller: a token meant for the API server or for
@@ -116,6 +121,10 @@ func deploymentSpec(s Settings, in *Input, name string, labels, annotations map[
 			"--drain-timeout=" + drain.String(),
 			"--log-level=" + level,
 			"--log-format=json",
+		},
+		Env: []corev1.EnvVar{
+			{Name: ControllerCAEnv, Value: s.ControllerCA},
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		},
 		Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{

@@ -75,7 +75,7 @@ func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
 		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers",
-		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller"}
+		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller", "data-plane-listen", "data-plane-tls-secret"}
 	found := false
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(clusterOnly, f.Name) {
@@ -208,16 +208,18 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
 		zap.String("controllerName", string(controller)))
 	return &kube.Cluster{
-		Kube:           kc,
-		Gateway:        gc,
-		Metadata:       md,
-		Dynamic:        dyn,
-		DataPlanes:     dataPlanes,
-		ControllerName: controller,
-		Log:            log.Named("cluster"),
-		LeaderElection: le,
-		StatusWorkers:  o.statusWorkers,
-		OnLeader:       m.SetLeader,
-		OnStatusWrite:  m.StatusWritten,
+		Kube:               kc,
+		Gateway:            gc,
+		Metadata:           md,
+		Dynamic:            dyn,
+		DataPlanes:         dataPlanes,
+		DataPlaneListen:    o.dataPlanes.listen,
+		DataPlaneTLSSecret: o.dataPlanes.tlsSecret,
+		ControllerName:     controller,
+		Log:                log.Named("cluster"),
+		LeaderElection:     le,
+		StatusWorkers:      o.statusWorkers,
+		OnLeader:           m.SetLeader,
+		OnStatusWrite:      m.StatusWritten,
 	}, nil
 }
