@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -277,7 +276,3 @@ func (h *Hub) ack(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// ErrNoConfiguration is what a data plane's Snapshot returns before its
-// first update.
-var ErrNoConfiguration = errors.New("no configuration received from the controller yet")

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,10 @@ import (
 
 	"portico.dev/portico/resources"
 )
+
+// ErrNoConfiguration is what a data plane's Snapshot returns before its
+// first update.
+var ErrNoConfiguration = errors.New("no configuration received from the controller yet")
 
 // Source is a data plane's pipeline.Source: the snapshots its controller
 // pushes. It keeps the last one while the controller is unreachable, so
