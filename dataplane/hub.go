@@ -41,6 +41,10 @@ type Hub struct {
 	// token) so that a token is never trusted long after it was reviewed.
 	Heartbeat      time.Duration
 	StreamLifetime time.Duration
+	// OnAck, when set, is told of every acknowledgement, with the name of
+	// the plane's ServiceAccount (and so of its Deployment). It must not
+	// block.
+	OnAck func(gw types.NamespacedName, serviceAccount string, a Ack)
 
 	mu     sync.Mutex
 	planes map[types.NamespacedName]*plane
@@ -263,13 +267,16 @@ func (h *Hub) ack(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad acknowledgement", http.StatusBadRequest)
 		return
 	}
-	key, _, ok := h.authorize(w, r, a.Gateway)
+	key, p, ok := h.authorize(w, r, a.Gateway)
 	if !ok {
 		return
 	}
 	h.mu.Lock()
 	h.acks[key] = a
 	h.mu.Unlock()
+	if h.OnAck != nil {
+		h.OnAck(key, p.serviceAccount, a)
+	}
 	if a.Error != "" {
 		h.log.Warn("data plane could not apply everything", zap.Stringer("gateway", key), zap.String("pod", a.Pod),
 			zap.String("version", a.Version), zap.String("error", a.Error))

@@ -186,6 +186,7 @@ func (c *Cluster) WriteStatuses(st *status.Computed, res *resources.Resources) {
 	if len(problems) > 0 {
 		setUnsupportedVersion(st, problems)
 	}
+	c.demoteUnacknowledged(st, res)
 	c.writer.submit(&statusBatch{st: st, versions: statusVersions(res)})
 }
 

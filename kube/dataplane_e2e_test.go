@@ -148,6 +148,14 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 		if current == "" || acked.Version != current {
 			return fmt.Errorf("current %q, acknowledged %+v", current, acked)
 		}
+		// ... and recorded it where the leader of any replica reads it.
+		d, err := f.deployment("apps", "web-dedicated")
+		if err != nil {
+			return err
+		}
+		if got := d.Annotations[AppliedVersionAnnotation]; got != current {
+			return fmt.Errorf("Deployment says version %q applied, want %q", got, current)
+		}
 		return nil
 	})
 
