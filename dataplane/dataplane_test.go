@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,5 +219,47 @@ func TestStreamRefusesOthers(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("unknown Gateway: %d", resp.StatusCode)
+	}
+}
+
+type fakeACME map[string]string // host/token -> key authorization
+
+func (f fakeACME) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
+	token, _ := strings.CutPrefix(r.URL.Path, "/.well-known/acme-challenge/")
+	answer, ok := f[r.Host+"/"+token]
+	if ok {
+		_, _ = io.WriteString(w, answer)
+	}
+	return ok
+}
+
+// TestChallenges: the CA's HTTP-01 request reaching a data plane is
+// answered with what the controller's ACME manager holds for that host and
+// token; an unknown token, a token of another host and any other path go
+// on to routing.
+func TestChallenges(t *testing.T) {
+	h := NewHub(testAuth, zaptest.NewLogger(t))
+	h.Challenges = fakeACME{"a.example.com/tok-1": "tok-1.thumbprint"}
+	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: snapshot("v1")}})
+	srv, roots := hubServer(t, h, "127.0.0.1:0")
+	r := startSource(t, srv.Listener.Addr().String(), "web-token", roots)
+	ask := func(host, path string) (bool, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "http://"+host+path, nil)
+		handled := r.src.HandleHTTPChallenge(rec, req)
+		return handled, rec.Body.String()
+	}
+	if ok, body := ask("a.example.com", "/.well-known/acme-challenge/tok-1"); !ok || body != "tok-1.thumbprint" {
+		t.Errorf("challenge: handled %v, %q", ok, body)
+	}
+	for _, c := range [][2]string{
+		{"a.example.com", "/.well-known/acme-challenge/tok-2"},
+		{"b.example.com", "/.well-known/acme-challenge/tok-1"},
+		{"a.example.com", "/.well-known/acme-challenge/../../v1/stream"},
+		{"a.example.com", "/hello"},
+	} {
+		if ok, _ := ask(c[0], c[1]); ok {
+			t.Errorf("%s%s was answered", c[0], c[1])
+		}
 	}
 }

@@ -45,6 +45,9 @@ type Hub struct {
 	// the plane's ServiceAccount (and so of its Deployment). It must not
 	// block.
 	OnAck func(gw types.NamespacedName, serviceAccount string, a Ack)
+	// Challenges, when set, answers the ACME HTTP-01 challenges data
+	// planes ask about (ChallengePath).
+	Challenges ChallengeHandler
 
 	mu     sync.Mutex
 	planes map[types.NamespacedName]*plane
@@ -160,13 +163,15 @@ func objectsOf(r *resources.Resources) []any {
 	return out
 }
 
-// ServeHTTP serves StreamPath and AckPath.
+// ServeHTTP serves StreamPath, AckPath and ChallengePath.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == StreamPath && r.Method == http.MethodGet:
 		h.stream(w, r)
 	case r.URL.Path == AckPath && r.Method == http.MethodPost:
 		h.ack(w, r)
+	case r.URL.Path == ChallengePath && r.Method == http.MethodGet:
+		h.challenge(w, r)
 	default:
 		http.NotFound(w, r)
 	}

@@ -65,6 +65,9 @@ type Cluster struct {
 	// Portico's namespace (created when missing).
 	DataPlaneListen    string
 	DataPlaneTLSSecret string
+	// Challenges answer the ACME HTTP-01 challenges data planes are sent
+	// (the ACME manager); nil answers none.
+	Challenges dataplane.ChallengeHandler
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.

@@ -74,9 +74,9 @@ func (g *gatewayFlags) roots() (*x509.CertPool, error) {
 
 // newGatewayMode is the loop of a data plane: the controller's stream as
 // its source, translation for its one Gateway, acknowledgements of what
-// was applied. It writes no status and orders no certificate (its
-// controller does both).
-func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, metrics *admin.Metrics, log *zap.Logger) (*mode, error) {
+// was applied, ACME challenges answered by asking the controller. It
+// writes no status and orders no certificate (its controller does both).
+func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, metrics *admin.Metrics, challenges *lateChallenges, log *zap.Logger) (*mode, error) {
 	key, err := kube.ParseNamespacedName(f.gateway.gateway)
 	if err != nil {
 		return nil, err
@@ -87,6 +87,7 @@ func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, m
 	}
 	src := &dataplane.Source{Gateway: key, Controller: f.gateway.controller, TokenFile: f.gateway.token,
 		RootCAs: roots, Pod: os.Getenv("POD_NAME"), Log: log.Named("stream")}
+	challenges.set(src)
 	popts.Translate.Gateway = &key
 	popts.Translate.Shared = nil
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {

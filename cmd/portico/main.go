@@ -317,7 +317,7 @@ func (m *mode) close() {
 // the flags ask for, and the loop over them.
 func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics *admin.Metrics, challenges *lateChallenges, log *zap.Logger) (*mode, error) {
 	if f.gateway.enabled() {
-		return f.newGatewayMode(popts, rt, metrics, log)
+		return f.newGatewayMode(popts, rt, metrics, challenges, log)
 	}
 	m := &mode{}
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
@@ -342,6 +342,8 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 			return nil, err
 		}
 		source, out.Statuses, out.ACME, out.DataPlanes = c, c.WriteStatuses, c.WriteACME, c.WriteDataPlanes
+		// Data planes ask the controller about challenges the CA sends them.
+		c.Challenges = challenges
 	}
 	mopts, err := f.acme.managerOptions(storage, log.Named("acme"))
 	if err != nil {
