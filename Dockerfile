@@ -1,5 +1,8 @@
 # Portico: a static binary on an empty base image, running as a non-root user.
 FROM golang:1.26 AS build
+# Portico needs Go 1.27: the go command of the image fetches this toolchain
+# like a module on first use.
+ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

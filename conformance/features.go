@@ -30,6 +30,7 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayPort8080,
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -38,6 +39,7 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteBackendRequestHeaderModification,
 	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteCORS,
 	features.SupportHTTPRouteDestinationPortMatching,
 	features.SupportHTTPRouteHostRewrite,
@@ -53,6 +55,8 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteRetryCodes,
+	features.SupportHTTPRouteRetryConnectionError,
 	features.SupportHTTPRouteSchemeRedirect,
 }
 
@@ -62,25 +66,18 @@ var Claimed = []features.FeatureName{
 var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayInfrastructure: "in shared mode Portico runs as one deployment and provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations; claimed in the per-Gateway run",
-	features.SupportHTTPRouteRetry:                retryExperimental,
-	features.SupportHTTPRouteRetryBackendTimeout:  retryExperimental,
-	features.SupportHTTPRouteRetryConnectionError: retryExperimental,
+	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
+	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
+	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
+	features.SupportClusterTrustBundle:               "CA certificates are read from ConfigMaps and Secrets only",
 }
-
-// retryExperimental: HTTPRoute retry is an experimental-channel field, and
-// the standard-channel CRDs prune it: the routes reach Portico without a
-// retry policy. The experimental-channel run claims it (ClaimedExperimental).
-const retryExperimental = "spec.rules[].retry is experimental-channel; the standard-channel CRDs of this run prune it. " +
-	"Claimed in the experimental-channel run"
 
 // ClaimedExperimental are claimed on top of Claimed in a run with the
 // experimental-channel CRDs (hack/conformance.sh --channel experimental),
-// the only ones that have their fields.
-var ClaimedExperimental = []features.FeatureName{
-	features.SupportHTTPRouteRetry,
-	features.SupportHTTPRouteRetryBackendTimeout,
-	features.SupportHTTPRouteRetryConnectionError,
-}
+// the only ones that have their fields. Empty since v1.7 moved HTTPRoute
+// retries to the standard channel; kept so that an experimental-only field
+// Portico serves has a place to be claimed.
+var ClaimedExperimental = []features.FeatureName{}
 
 // claims returns what a run with the CRDs of channel ("standard" or
 // "experimental") claims, and the reasons for the other extended features

@@ -12,10 +12,10 @@ import (
 	"portico.dev/portico/conformance/kubelet"
 )
 
-var echoOnly = kubelet.Images{"registry.k8s.io/gateway-api/echo-basic": "/bin/echo-basic"}
+var echoOnly = kubelet.Images{"registry.k8s.io/gateway-api/conformance/echo-basic": "/bin/echo-basic"}
 
-// The suite's base manifests lose the DNS server (only UDPRoute tests use
-// it, and its image has no binary here) and keep every echo backend.
+// The suite's base manifests keep every echo backend: with echo-basic mapped,
+// nothing is left out.
 func TestBaseManifestsOfTheSuite(t *testing.T) {
 	before, err := upstream.Manifests.ReadFile(upstreamBase)
 	if err != nil {
@@ -25,18 +25,14 @@ func TestBaseManifestsOfTheSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left) != 1 || left[0].Kind != "Deployment" || left[0].Name != "coredns" ||
-		!strings.Contains(left[0].Reason, "registry.k8s.io/coredns/coredns") {
-		t.Fatalf("left out %+v, want only Deployment coredns for its image", left)
+	if len(left) != 0 {
+		t.Fatalf("left out %+v, want nothing", left)
 	}
-	if strings.Contains(string(got), "image: registry.k8s.io/coredns") {
-		t.Error("the coredns Deployment is still there")
-	}
-	wantEcho := strings.Count(string(before), "image: registry.k8s.io/gateway-api/echo-basic")
-	if n := strings.Count(string(got), "image: registry.k8s.io/gateway-api/echo-basic"); n != wantEcho || n == 0 {
+	wantEcho := strings.Count(string(before), "image: registry.k8s.io/gateway-api/conformance/echo-basic")
+	if n := strings.Count(string(got), "image: registry.k8s.io/gateway-api/conformance/echo-basic"); n != wantEcho || n == 0 {
 		t.Errorf("echo-basic workloads: %d, want all %d", n, wantEcho)
 	}
-	for _, keep := range []string{"name: same-namespace", "name: gateway-conformance-web-backend", "kind: ConfigMap\nmetadata:\n  name: coredns"} {
+	for _, keep := range []string{"name: same-namespace", "name: gateway-conformance-web-backend"} {
 		if !strings.Contains(string(got), keep) {
 			t.Errorf("filtered manifests lost %q", keep)
 		}
@@ -46,8 +42,8 @@ func TestBaseManifestsOfTheSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, _ := splitDocuments(before)
-	if len(docs) != len(all)-1 {
-		t.Errorf("%d documents, want %d (all but one)", len(docs), len(all)-1)
+	if len(docs) != len(all) {
+		t.Errorf("%d documents, want all %d", len(docs), len(all))
 	}
 }
 
@@ -65,8 +61,8 @@ func TestSplitDocuments(t *testing.T) {
 func TestImageSkips(t *testing.T) {
 	fsys := fstest.MapFS{
 		"tests/a.yaml": {Data: []byte("kind: Pod\nmetadata: {name: p, namespace: n}\nspec:\n  containers:\n  - image: other/image:v1\n")},
-		"tests/b.yaml": {Data: []byte("kind: Deployment\nmetadata: {name: d, namespace: n}\nspec:\n  template:\n    spec:\n      containers:\n      - image: registry.k8s.io/gateway-api/echo-basic:v1\n")},
-		"tests/c.yaml": {Data: []byte("kind: Deployment\nmetadata: {name: d, namespace: n}\nspec:\n  template:\n    spec:\n      initContainers:\n      - image: busybox\n      containers:\n      - image: registry.k8s.io/gateway-api/echo-basic:v1\n")},
+		"tests/b.yaml": {Data: []byte("kind: Deployment\nmetadata: {name: d, namespace: n}\nspec:\n  template:\n    spec:\n      containers:\n      - image: registry.k8s.io/gateway-api/conformance/echo-basic:v1\n")},
+		"tests/c.yaml": {Data: []byte("kind: Deployment\nmetadata: {name: d, namespace: n}\nspec:\n  template:\n    spec:\n      initContainers:\n      - image: busybox\n      containers:\n      - image: registry.k8s.io/gateway-api/conformance/echo-basic:v1\n")},
 		"tests/d.yaml": {Data: []byte("kind: ConfigMap\nmetadata: {name: c}\ndata: {image: other}\n")},
 	}
 	skips, err := imageSkips(fsys, []suite.ConformanceTest{
@@ -97,7 +93,7 @@ func TestSuiteNeedsOnlyEchoBasic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(skips["TCPRouteWeightedRouting"], "registry.k8s.io/gateway-api/echo-basic") {
+	if !strings.Contains(skips["TCPRouteWeightedRouting"], "registry.k8s.io/gateway-api/conformance/echo-basic") {
 		t.Errorf("TCPRouteWeightedRouting runs echo-basic pods of its own; skips = %v", skips)
 	}
 	if _, ok := skips["HTTPRouteSimpleSameNamespace"]; ok {

@@ -9,6 +9,8 @@
 # The packages' services are not started: the harness runs each proxy itself,
 # on loopback, with a configuration of its own.
 set -euo pipefail
+# Portico needs Go 1.27; the go command fetches this toolchain itself.
+export GOTOOLCHAIN=go1.27.3
 . "$(dirname "$0")/lib/apt-missing.sh"
 
 apt_install_missing bench-peers 1 nginx=nginx haproxy=haproxy caddy=caddy

@@ -8,6 +8,8 @@
 # Go modules are not handled here: the go command fetches them, and
 # hack/kube-binaries.sh builds the Kubernetes control plane from them.
 set -euo pipefail
+# Portico needs Go 1.27; the go command fetches this toolchain itself.
+export GOTOOLCHAIN=go1.27.3
 . "$(dirname "$0")/lib/apt-missing.sh"
 
 apt_install_missing install-deps 0 ip=iproute2 flock=util-linux

@@ -9,6 +9,8 @@
 # well under a second. On success the last line on stdout is that directory;
 # progress goes to stderr.
 set -euo pipefail
+# Portico needs Go 1.27; the go command fetches this toolchain itself.
+export GOTOOLCHAIN=go1.27.3
 
 trap 'echo "kube-binaries: failed (line ${LINENO})" >&2' ERR
 

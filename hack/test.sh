@@ -5,6 +5,8 @@
 # tidiness, then runs every test with the race detector. Arguments replace
 # the default package pattern ./...
 set -euo pipefail
+# Portico needs Go 1.27; the go command fetches this toolchain itself.
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./hack/install-deps.sh

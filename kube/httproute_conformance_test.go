@@ -17,7 +17,7 @@ import (
 )
 
 // TestHTTPRouteConformance runs the HTTPRoute tests of the Gateway API
-// conformance suite (v1.6.3, GATEWAY-HTTP profile) against standalone
+// conformance suite (v1.7.0, GATEWAY-HTTP profile) against standalone
 // Portico: each subtest loads the test's manifest, adapted to loopback
 // ports, sends the same requests through real sockets to echo pods and
 // asserts what the suite asserts. Route and Gateway conditions come from

@@ -7,7 +7,7 @@ import (
 )
 
 // The cases below mirror the ListenerSet and Gateway tests of the Gateway
-// API conformance suite (v1.6.3): each testdata file holds the objects of
+// API conformance suite (v1.7.0): each testdata file holds the objects of
 // one test, and each case asserts what that test asserts about Gateway,
 // ListenerSet and listener status. Route status is not this package's.
 

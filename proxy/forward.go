@@ -404,7 +404,7 @@ func (fr *filterRun) apply(filters []routing.Filter) bool {
 func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *routing.Rule, eps *Endpoints, x *exchange) {
 	attempts := 1
 	if replay && rule.Retry != nil {
-		attempts += max(rule.Retry.Attempts, 0)
+		attempts += rule.Retry.Attempts
 	}
 	// A request that can be sent again goes to another endpoint when its
 	// endpoint cannot be reached (see failover.go).

@@ -97,3 +97,34 @@ func TestRetryOnConnectionError(t *testing.T) {
 		t.Errorf("backend saw %d attempts, want 2", n)
 	}
 }
+
+// TestRetryAttemptsZeroAndDefault: since v1.7 an explicit attempts of 0
+// disables retries even with codes listed, and an unset attempts (objects
+// that did not get the API's default) means one retry.
+func TestRetryAttemptsZeroAndDefault(t *testing.T) {
+	var calls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(backend.Close)
+	codes := []gwv1.HTTPRouteRetryStatusCode{503}
+	zero := 0
+	for _, c := range []struct {
+		name  string
+		retry *gwv1.HTTPRouteRetry
+		want  int32
+	}{
+		{"attempts 0", &gwv1.HTTPRouteRetry{Codes: codes, Attempts: &zero}, 1},
+		{"attempts unset", &gwv1.HTTPRouteRetry{Codes: codes}, 2},
+	} {
+		calls.Store(0)
+		url := retryRuntime(t, []string{backend.Listener.Addr().String()}, c.retry, nil)
+		if code, _ := body(t, url); code != http.StatusServiceUnavailable {
+			t.Errorf("%s: %d, want the backend's 503", c.name, code)
+		}
+		if n := calls.Load(); n != c.want {
+			t.Errorf("%s: backend saw %d attempts, want %d", c.name, n, c.want)
+		}
+	}
+}

@@ -132,7 +132,7 @@ type Rule struct {
 // Retry is a compiled HTTPRouteRetry.
 type Retry struct {
 	Codes    []int         // response codes to retry on
-	Attempts int           // 0: unset, the data plane's default applies
+	Attempts int           // retries after the first attempt; 0 disables them
 	Backoff  time.Duration // 0: unset
 }
 

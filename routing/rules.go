@@ -485,7 +485,9 @@ func compileRetry(rule *Rule, spec *gwv1.HTTPRouteRetry) *problem {
 	if spec == nil {
 		return nil
 	}
-	rt := &Retry{}
+	// One retry unless the route says otherwise: the API's default, which
+	// objects created before v1.7's CRDs (or without admission) lack.
+	rt := &Retry{Attempts: 1}
 	for _, code := range spec.Codes {
 		if code < 400 || code > 599 {
 			return unsupportedf("retry code %d is outside 400-599", code)
@@ -493,8 +495,8 @@ func compileRetry(rule *Rule, spec *gwv1.HTTPRouteRetry) *problem {
 		rt.Codes = append(rt.Codes, int(code))
 	}
 	if spec.Attempts != nil {
-		if *spec.Attempts < 1 {
-			return unsupportedf("retry attempts %d is below 1", *spec.Attempts)
+		if *spec.Attempts < 0 {
+			return unsupportedf("retry attempts %d is negative", *spec.Attempts)
 		}
 		rt.Attempts = *spec.Attempts
 	}

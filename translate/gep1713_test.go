@@ -21,7 +21,7 @@ import (
 )
 
 // The tests in this file translate the golden inputs of testdata/ and
-// assert, condition by condition, what the matching Gateway API v1.6.3
+// assert, condition by condition, what the matching Gateway API v1.7.0
 // conformance test asserts, so that the spec's expectations are visible
 // here and not only inside the golden snapshots. Where the conformance
 // test sends requests, the same requests are looked up in the compiled

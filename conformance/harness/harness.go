@@ -52,7 +52,7 @@ const (
 	// NodeName is the Node the process kubelet registers.
 	NodeName = "portico-conformance-node"
 	// EchoBasicImage is the repository of the suite's backend image.
-	EchoBasicImage = "registry.k8s.io/gateway-api/echo-basic"
+	EchoBasicImage = "registry.k8s.io/gateway-api/conformance/echo-basic"
 	// portico's own namespace, for its leader-election Lease.
 	porticoNamespace = "portico-system"
 )

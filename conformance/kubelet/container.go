@@ -204,16 +204,18 @@ func listening(pid int, netns string) bool {
 	if want.Ino != got.Ino || want.Dev != got.Dev {
 		return false
 	}
-	for _, table := range []string{"tcp", "tcp6"} {
-		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table)) {
+	// A TCP socket listening (state 0A), or a UDP socket bound and
+	// unconnected (07): a UDP server has nothing else to show.
+	for _, t := range []struct{ table, state string }{{"tcp", "0A"}, {"tcp6", "0A"}, {"udp", "07"}, {"udp6", "07"}} {
+		if hasSocket(fmt.Sprintf("/proc/%d/net/%s", pid, t.table), t.state) {
 			return true
 		}
 	}
 	return false
 }
 
-// hasListener scans a /proc/net/tcp table for a socket in state LISTEN (0A).
-func hasListener(path string) bool {
+// hasSocket scans a /proc/net/{tcp,udp} table for a socket in state.
+func hasSocket(path, state string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -223,7 +225,7 @@ func hasListener(path string) bool {
 	s.Scan() // header
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 3 && fields[3] == "0A" {
+		if len(fields) > 3 && fields[3] == state {
 			return true
 		}
 	}
