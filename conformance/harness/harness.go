@@ -85,8 +85,12 @@ type Options struct {
 }
 
 // PorticoImage is the image of provisioned data planes in a per-Gateway
-// run, mapped to the Portico binary under test.
-const PorticoImage = "portico.dev/portico:conformance"
+// run; its repository (images are mapped without their tag) is mapped to
+// the Portico binary under test.
+const (
+	porticoRepository = "portico.dev/portico"
+	PorticoImage      = porticoRepository + ":conformance"
+)
 
 // Cluster is a running control plane with a node and Portico.
 type Cluster struct {
@@ -143,7 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Images: kubelet.Images{EchoBasicImage: opts.EchoBasic},
 	}
 	if opts.PerGateway {
-		c.Images[PorticoImage] = opts.Portico
+		c.Images[porticoRepository] = opts.Portico
 	}
 	defer func() {
 		if err != nil {
