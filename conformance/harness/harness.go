@@ -183,28 +183,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.gatewayPool, err = c.network.AddHostAddrs(ctx, gatewayPoolSize); err != nil {
 		return c, fmt.Errorf("harness: %w", err)
 	}
-	c.kubelet, err = kubelet.New(kubelet.Config{
-		Client:   client,
-		NodeName: NodeName,
-		Network:  c.network,
-		Images:   c.Images,
-		Dir:      filepath.Join(opts.Dir, "pods"),
-		Logf:     opts.Logf,
-	})
-	if err != nil {
+	if err := c.startKubelet(ctx, client); err != nil {
 		return c, err
 	}
-	klCtx, stop := context.WithCancel(context.Background())
-	c.stopKL = stop
-	c.klDone.Go(func() {
-		if err := c.kubelet.Run(klCtx); err != nil {
-			opts.Logf("harness: kubelet: %v", err)
-		}
-	})
-	if err := kubelet.WaitForNode(ctx, client, NodeName); err != nil {
-		return c, fmt.Errorf("harness: node never became Ready: %w", err)
-	}
-
 	if opts.PerGateway {
 		if err := c.startPerGateway(ctx, client); err != nil {
 			return c, err
@@ -219,6 +200,35 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	opts.Logf("harness: cluster with Portico ready in %v (gateway address %v, logs in %s)",
 		time.Since(start).Round(time.Millisecond), c.GatewayAddress, opts.Dir)
 	return c, nil
+}
+
+// startKubelet runs the process kubelet until Stop and waits for its Node.
+func (c *Cluster) startKubelet(ctx context.Context, client kubernetes.Interface) error {
+	opts := c.opts
+	var err error
+	c.kubelet, err = kubelet.New(kubelet.Config{
+		Client:   client,
+		NodeName: NodeName,
+		Network:  c.network,
+		Images:   c.Images,
+		Dir:      filepath.Join(opts.Dir, "pods"),
+		Logf:     opts.Logf,
+	})
+	if err != nil {
+		return err
+	}
+	klCtx, stop := context.WithCancel(context.Background())
+	c.stopKL = stop
+	c.klDone.Go(func() {
+		if err := c.kubelet.Run(klCtx); err != nil {
+			opts.Logf("harness: kubelet: %v", err)
+		}
+	})
+	if err := kubelet.WaitForNode(ctx, client, NodeName); err != nil {
+		return fmt.Errorf("harness: node never became Ready: %w", err)
+	}
+
+	return nil
 }
 
 // startPortico runs Portico in cluster mode as the administrator, with its
