@@ -309,6 +309,14 @@ func mountMap(c corev1.Container, volumes map[string]string) (mounts, error) {
 }
 
 func (m mounts) rewrite(s string) string {
+	// A flag's value: "--token-file=/var/run/..." names a path too.
+	if flag, value, ok := strings.Cut(s, "="); ok && strings.HasPrefix(flag, "-") {
+		return flag + "=" + m.rewritePath(value)
+	}
+	return m.rewritePath(s)
+}
+
+func (m mounts) rewritePath(s string) string {
 	for _, mt := range m {
 		if s == mt.path {
 			return mt.host
