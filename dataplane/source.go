@@ -51,6 +51,9 @@ type Source struct {
 	version string
 	taken   string // the version Snapshot last returned
 	client  *http.Client
+	// pendingAck waits while an acknowledgement is in flight (acking).
+	pendingAck *Ack
+	acking     bool
 }
 
 func (s *Source) httpClient() *http.Client {
@@ -181,23 +184,43 @@ func (s *Source) Snapshot() (*resources.Resources, error) {
 
 // Acknowledge tells the controller which version the last rebuild
 // applied, and what of it could not be (applyErr). It does not block the
-// caller; a failed acknowledgement is logged, and the next rebuild's is
-// sent anyway.
+// caller. One acknowledgement is in flight at a time, and the latest waiting
+// one replaces those before it: a burst of rebuilds costs the controller
+// one or two. A failed one is logged; the next rebuild's is sent anyway.
 func (s *Source) Acknowledge(applyErr error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	a := Ack{Gateway: s.Gateway.String(), Pod: s.Pod, Version: s.taken}
-	s.mu.Unlock()
 	if a.Version == "" {
 		return
 	}
 	if applyErr != nil {
 		a.Error = applyErr.Error()
 	}
-	go func() {
-		if err := s.postAck(a); err != nil {
+	s.pendingAck = &a
+	if s.acking {
+		return
+	}
+	s.acking = true
+	go s.sendAcks()
+}
+
+// sendAcks sends the waiting acknowledgement until none is left.
+func (s *Source) sendAcks() {
+	for {
+		s.mu.Lock()
+		a := s.pendingAck
+		s.pendingAck = nil
+		if a == nil {
+			s.acking = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		if err := s.postAck(*a); err != nil {
 			s.Log.Info("acknowledgement not delivered", zap.String("version", a.Version), zap.Error(err))
 		}
-	}()
+	}
 }
 
 func (s *Source) postAck(a Ack) error {

@@ -33,46 +33,71 @@ import (
 
 // TokenReviewer authenticates data planes: it has the API server review a
 // token for the data-plane audience and returns the ServiceAccount it
-// belongs to. Answers are kept for a minute, so that a data plane's
-// acknowledgements do not each cost a review.
+// belongs to. Answers are kept for a minute, and concurrent questions about
+// one token share one review, so that a data plane's acknowledgements do
+// not each cost a request.
 func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
 	type verdict struct {
 		ns, sa string
 		err    error
 		at     time.Time
+		done   chan struct{} // closed once the fields are set
 	}
 	var mu sync.Mutex
-	cache := map[[32]byte]verdict{}
+	cache := map[[32]byte]*verdict{}
 	return func(ctx context.Context, token string) (string, string, error) {
 		key := sha256.Sum256([]byte(token))
 		mu.Lock()
 		v, ok := cache[key]
-		mu.Unlock()
-		if ok && time.Since(v.at) < time.Minute {
-			return v.ns, v.sa, v.err
+		if ok {
+			select {
+			case <-v.done:
+				if time.Since(v.at) >= time.Minute || errors.Is(v.err, errReviewUnavailable) {
+					ok = false
+				}
+			default: // in flight: wait for it below
+			}
 		}
-		v = verdict{at: time.Now()}
-		v.ns, v.sa, v.err = reviewToken(ctx, kube, token)
-		if ctx.Err() == nil {
-			mu.Lock()
+		if !ok {
 			for k, old := range cache {
-				if time.Since(old.at) >= time.Minute {
-					delete(cache, k)
+				select {
+				case <-old.done:
+					if time.Since(old.at) >= time.Minute {
+						delete(cache, k)
+					}
+				default:
 				}
 			}
+			v = &verdict{done: make(chan struct{})}
 			cache[key] = v
 			mu.Unlock()
+			review, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			v.ns, v.sa, v.err = reviewToken(review, kube, token)
+			cancel()
+			v.at = time.Now()
+			close(v.done)
+		} else {
+			mu.Unlock()
 		}
-		return v.ns, v.sa, v.err
+		select {
+		case <-v.done:
+			return v.ns, v.sa, v.err
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
 	}
 }
+
+// errReviewUnavailable marks a review that could not be made (the API
+// server unreachable): it is not kept as a verdict on the token.
+var errReviewUnavailable = errors.New("token review unavailable")
 
 func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (string, string, error) {
 	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{provision.TokenAudience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return "", "", fmt.Errorf("token review: %w", err)
+		return "", "", fmt.Errorf("%w: %w", errReviewUnavailable, err)
 	}
 	st := tr.Status
 	if !st.Authenticated {
