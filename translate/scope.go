@@ -65,7 +65,41 @@ func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resourc
 		}
 	}
 	scopeBackends(res, out, services)
+	specOnly(out)
 	return out
+}
+
+// specOnly replaces the Gateway API objects of a scoped snapshot with
+// copies without their status and resource version, which translate does
+// not read for a data plane: a status write must not make a new snapshot
+// (the data plane's acknowledgement of it would move the status again).
+// The copies are shallow; nothing of them is modified.
+func specOnly(out *resources.Resources) {
+	for i, o := range out.GatewayClasses {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.GatewayClassStatus{}, ""
+		out.GatewayClasses[i] = &c
+	}
+	for i, o := range out.Gateways {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.GatewayStatus{}, ""
+		out.Gateways[i] = &c
+	}
+	for i, o := range out.ListenerSets {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.ListenerSetStatus{}, ""
+		out.ListenerSets[i] = &c
+	}
+	for i, o := range out.HTTPRoutes {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.HTTPRouteStatus{}, ""
+		out.HTTPRoutes[i] = &c
+	}
+	for i, o := range out.BackendTLSPolicies {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.PolicyStatus{}, ""
+		out.BackendTLSPolicies[i] = &c
+	}
 }
 
 // scopeClass adds g's class and the parameters it and g name.
