@@ -45,6 +45,7 @@ var (
 	version       = flag.String("portico.version", "dev", "the Portico version named in the report")
 	runTest       = flag.String("portico.run-test", "", "run only the test with this short name; no report is written")
 	channel       = flag.String("portico.channel", "standard", "the Gateway API release channel whose CRDs the run installs: standard or experimental")
+	perGateway    = flag.Bool("portico.per-gateway", false, "run with a GatewayClass whose Gateways each get a data plane of their own (PorticoParameters mode PerGateway); its report is per-gateway")
 	extraFeatures = flag.String("portico.extra-features", "", "comma-separated features to run on top of the claimed ones, to try one before claiming it; no report is written")
 )
 
@@ -53,12 +54,24 @@ const (
 	controllerName = "portico.dev/gateway-controller"
 )
 
-// outputNames are the report and the results table of a run on channel.
-func outputNames(channel string) (report, results string) {
+// outputNames are the report and the results table of a run on channel,
+// in shared or per-Gateway mode.
+func outputNames(channel string, perGateway bool) (report, results string) {
+	if perGateway {
+		return channel + "-per-gateway-report.yaml", "RESULTS-" + channel + "-per-gateway.md"
+	}
 	if channel == "standard" {
 		return "standard-default-report.yaml", "RESULTS.md"
 	}
 	return channel + "-default-report.yaml", "RESULTS-" + channel + ".md"
+}
+
+// suiteMode is the implementation mode the report names.
+func suiteMode(perGateway bool) string {
+	if perGateway {
+		return "per-gateway"
+	}
+	return "default"
 }
 
 func TestConformance(t *testing.T) {
@@ -88,6 +101,8 @@ func TestConformance(t *testing.T) {
 		ControllerName: controllerName,
 		Logf:           t.Logf,
 		Channel:        *channel,
+		PerGateway:     *perGateway,
+		ParametersCRD:  "../deploy/porticoparameters.yaml",
 	})
 	if err != nil {
 		t.Fatalf("%v\nlogs in %s", err, dir)
@@ -116,7 +131,7 @@ func TestConformance(t *testing.T) {
 		skips[name] = reason
 	}
 
-	claimedList, notClaimed := claims(*channel)
+	claimedList, notClaimed := claims(*channel, *perGateway)
 	claimed := sets.New(claimedList...)
 	supported := claimed.Clone()
 	for _, f := range strings.Split(*extraFeatures, ",") {
@@ -159,7 +174,7 @@ func TestConformance(t *testing.T) {
 			SupportedFeatures:    sets.List(supported),
 			SkipTests:            sets.List(sets.KeySet(skips)),
 			RunTest:              *runTest,
-			Mode:                 "default",
+			Mode:                 suiteMode(*perGateway),
 			TimeoutConfig:        Timeouts(),
 			// For GatewayStaticAddresses: a Gateway asking for an address
 			// of the pool gets it, one asking for any other is not
@@ -232,7 +247,7 @@ func TestConformance(t *testing.T) {
 
 func writeOutputs(dir string, report *confv1.ConformanceReport, profiles []suite.ConformanceProfile, ran []TestResult,
 	claimed sets.Set[features.FeatureName], notClaimed map[features.FeatureName]string, took time.Duration) error {
-	reportName, resultsName := outputNames(*channel)
+	reportName, resultsName := outputNames(*channel, *perGateway)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -71,8 +71,8 @@ var Claimed = []features.FeatureName{
 // profiles, the reason Portico does not claim it. Its tests are reported as
 // skipped.
 var NotClaimed = map[features.FeatureName]string{
-	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
-		"infrastructure to carry labels and annotations, and reads no parametersRef",
+	features.SupportGatewayInfrastructure: "in shared mode Portico runs as one deployment and provisions no per-Gateway " +
+		"infrastructure to carry labels and annotations; claimed in the per-Gateway run",
 	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
 	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
 	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
@@ -89,17 +89,25 @@ var ClaimedExperimental = []features.FeatureName{}
 // claims returns what a run with the CRDs of channel ("standard" or
 // "experimental") claims, and the reasons for the other extended features
 // of the claimed profiles.
-func claims(channel string) ([]features.FeatureName, map[features.FeatureName]string) {
-	if channel != "experimental" {
-		return Claimed, NotClaimed
+func claims(channel string, perGateway bool) ([]features.FeatureName, map[features.FeatureName]string) {
+	claimed, notClaimed := slices.Clone(Claimed), maps.Clone(NotClaimed)
+	var more []features.FeatureName
+	if channel == "experimental" {
+		more = append(more, ClaimedExperimental...)
 	}
-	claimed := append(slices.Clone(Claimed), ClaimedExperimental...)
-	notClaimed := maps.Clone(NotClaimed)
-	for _, f := range ClaimedExperimental {
+	if perGateway {
+		more = append(more, ClaimedPerGateway...)
+	}
+	for _, f := range more {
+		claimed = append(claimed, f)
 		delete(notClaimed, f)
 	}
 	return claimed, notClaimed
 }
+
+// ClaimedPerGateway are claimed in the run where every Gateway gets a data
+// plane of its own (a GatewayClass whose PorticoParameters say PerGateway).
+var ClaimedPerGateway = []features.FeatureName{features.SupportGatewayInfrastructure}
 
 // SkippedTests are tests of claimed features that do not run, by name, with
 // the reason. Tests whose manifests need an image without a local binary

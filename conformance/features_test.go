@@ -13,10 +13,16 @@ import (
 // reason not to be, so a feature added upstream cannot go unnoticed.
 func TestEveryExtendedFeatureIsDecided(t *testing.T) {
 	for _, channel := range []string{"standard", "experimental"} {
-		t.Run(channel, func(t *testing.T) {
-			claimedList, notClaimed := claims(channel)
-			everyFeatureDecided(t, claimedList, notClaimed)
-		})
+		for _, perGateway := range []bool{false, true} {
+			name := channel
+			if perGateway {
+				name += "-per-gateway"
+			}
+			t.Run(name, func(t *testing.T) {
+				claimedList, notClaimed := claims(channel, perGateway)
+				everyFeatureDecided(t, claimedList, notClaimed)
+			})
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/admission"
+	"portico.dev/portico/parameters"
 )
 
 // Document is one object read from a YAML stream, with where it came from.
@@ -75,6 +76,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		return &corev1.Service{}, nil
 	case "discovery.k8s.io/v1/EndpointSlice":
 		return &discoveryv1.EndpointSlice{}, nil
+	case parameters.APIVersion + "/" + parameters.Kind:
+		// Its rules beyond the schema's types are checked where it is
+		// used (parameters.Spec.Validate), as in a cluster.
+		return &parameters.PorticoParameters{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

@@ -27,6 +27,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/admission"
+	"portico.dev/portico/parameters"
 	"portico.dev/portico/resources"
 )
 
@@ -324,6 +325,8 @@ func add(res *resources.Resources, obj metav1.Object) {
 		res.Services = append(res.Services, o)
 	case *discoveryv1.EndpointSlice:
 		res.EndpointSlices = append(res.EndpointSlices, o)
+	case *parameters.PorticoParameters:
+		res.Parameters = append(res.Parameters, o)
 	}
 }
 
@@ -431,6 +434,8 @@ func kindOf(obj metav1.Object) string {
 		return "Service"
 	case *discoveryv1.EndpointSlice:
 		return "EndpointSlice"
+	case *parameters.PorticoParameters:
+		return parameters.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

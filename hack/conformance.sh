@@ -23,6 +23,12 @@
 #                           each writes a report of its own
 #   --extra-features A,B    also run the tests of features not claimed yet;
 #                           no report is written
+#   --per-gateway           run with a GatewayClass whose Gateways each get a
+#                           data plane of their own (PorticoParameters mode
+#                           PerGateway): the process kubelet runs Portico's
+#                           binary as their pods, a stand-in load balancer
+#                           serves their Services; its report is
+#                           <channel>-per-gateway-report.yaml
 #   --keep-logs             keep the run directory (logs) after success
 #   --update-reports        write the report and results table of a full run
 #                           over the committed ones in conformance/reports/
@@ -36,13 +42,14 @@ export GOFLAGS=-tags=http2legacy
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
 
-run_test="" extra="" keep=0 channel=standard report_dir="${root}/build/conformance/reports"
+run_test="" extra="" keep=0 channel=standard per_gateway=false report_dir="${root}/build/conformance/reports"
 while (($#)); do
 	case "$1" in
 	--run-test) run_test="$2"; shift 2 ;;
 	--extra-features) extra="$2"; shift 2 ;;
 	--channel) channel="$2"; shift 2 ;;
 	--keep-logs) keep=1; shift ;;
+	--per-gateway) per_gateway=true; shift ;;
 	--update-reports) report_dir="${root}/conformance/reports"; shift ;;
 	*) echo "conformance: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -119,6 +126,7 @@ setsid "${run_dir}/conformance.test" -test.run '^TestConformance$' -test.v -test
 	-portico.run-test="$run_test" \
 	-portico.extra-features="$extra" \
 	-portico.channel="$channel" \
+	-portico.per-gateway="$per_gateway" \
 	>"${run_dir}/conformance.log" 2>&1 &
 test_pid=$!
 wait "$test_pid"

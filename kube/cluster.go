@@ -19,13 +19,16 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/acme"
+	"portico.dev/portico/dataplane"
 	"portico.dev/portico/internal/debounce"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
@@ -49,6 +52,22 @@ type Cluster struct {
 	// ACME, when set, holds the certificates that WriteACME writes into
 	// listeners' Secrets.
 	ACME *acme.Manager
+	// Dynamic reads PorticoParameters; nil: none are read, and every
+	// parametersRef to them is InvalidParameters.
+	Dynamic dynamic.Interface
+	// DataPlanes, when set, provisions the data planes of Gateways whose
+	// class gives each Gateway its own (GEP-1762), while this replica
+	// leads (provision.go).
+	DataPlanes *provision.Settings
+	// DataPlaneListen, with DataPlanes, is where this replica serves the
+	// provisioned data planes their configuration (dataplaneserver.go),
+	// over TLS with the certificate of the Secret DataPlaneTLSSecret of
+	// Portico's namespace (created when missing).
+	DataPlaneListen    string
+	DataPlaneTLSSecret string
+	// Challenges answer the ACME HTTP-01 challenges data planes are sent
+	// (the ACME manager); nil answers none.
+	Challenges dataplane.ChallengeHandler
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.
@@ -63,6 +82,9 @@ type Cluster struct {
 	crdProblems []string
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
+	provisioner *provisioner
+	hub         *dataplane.Hub
+	hubServe    func(context.Context)
 }
 
 // acmeBatch is what the ACME Secret writer works from: the wanted
@@ -94,7 +116,14 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err != nil {
 		return err
 	}
+	if err := in.addDataPlaneInformers(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
+		eventHandlers{changed: changed, statusChanged: statusDebouncer.Mark}, c.Log); err != nil {
+		return err
+	}
 	c.informers = in
+	if err := c.setUpDataPlanes(ctx); err != nil {
+		return err
+	}
 	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
 	if c.StatusWorkers > 0 {
@@ -128,6 +157,12 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if c.ACME != nil {
 		wg.Go(func() { c.acmeWriter(ctx) })
 	}
+	if c.provisioner != nil {
+		wg.Go(func() { c.provisioner.run(ctx) })
+	}
+	if c.hubServe != nil {
+		wg.Go(func() { c.hubServe(ctx) })
+	}
 	wg.Wait()
 	return <-electErr
 }
@@ -154,6 +189,7 @@ func (c *Cluster) WriteStatuses(st *status.Computed, res *resources.Resources) {
 	if len(problems) > 0 {
 		setUnsupportedVersion(st, problems)
 	}
+	c.demoteUnacknowledged(st, res)
 	c.writer.submit(&statusBatch{st: st, versions: statusVersions(res)})
 }
 
@@ -199,6 +235,9 @@ func (c *Cluster) startLeading(ctx context.Context) {
 		c.OnLeader(true)
 	}
 	c.writer.leading(ctx)
+	if c.provisioner != nil {
+		c.provisioner.startLeading()
+	}
 }
 
 func (c *Cluster) stopLeading() {

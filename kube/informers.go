@@ -45,6 +45,7 @@ type informers struct {
 	secrets         corelisters.SecretLister
 	services        corelisters.ServiceLister
 	endpointSlices  discoverylisters.EndpointSliceLister
+	dataPlanes      dataPlaneInformers // provisioninformers.go
 }
 
 // eventHandlers are what informer events turn into.
@@ -210,6 +211,9 @@ func (in *informers) snapshot() (*resources.Resources, error) {
 	}
 	if res.EndpointSlices, err = in.endpointSlices.List(all); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices: %w", err)
+	}
+	if err := in.snapshotDataPlanes(res); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -42,6 +42,10 @@ type Input struct {
 	// spec.addresses has a type Portico cannot serve: the Gateway is then
 	// not accepted (reason UnsupportedAddress), and nothing of it serves.
 	UnsupportedAddress string
+	// InvalidParameters, when set, says why the Gateway's
+	// spec.infrastructure.parametersRef cannot be used: the Gateway is then
+	// not accepted (reason InvalidParameters), and nothing of it serves.
+	InvalidParameters string
 	// ListenerSets are all ListenerSets whose parentRef names this Gateway, in
 	// any namespace and any order; Merge sorts them (creation time, then
 	// namespace/name) and decides which may attach.

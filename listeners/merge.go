@@ -187,12 +187,14 @@ func (m *merger) mergeGateway(res *Result) bool {
 		})
 	}
 
-	accepted := m.in.ClassAccepted && m.in.UnsupportedAddress == "" && (anyAccepted || len(gw.Spec.Listeners) == 0)
+	accepted := m.in.ClassAccepted && m.in.InvalidParameters == "" && m.in.UnsupportedAddress == "" && (anyAccepted || len(gw.Spec.Listeners) == 0)
 	var acc, prog metav1.Condition
 	switch {
 	case !m.in.ClassAccepted:
 		acc = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonInvalid,
 			fmt.Sprintf("GatewayClass %q is not accepted by this controller", gw.Spec.GatewayClassName), gen)
+	case m.in.InvalidParameters != "":
+		acc = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonInvalidParameters, m.in.InvalidParameters, gen)
 	case m.in.UnsupportedAddress != "":
 		acc = cond(gwv1.GatewayConditionAccepted, false, gwv1.GatewayReasonUnsupportedAddress, m.in.UnsupportedAddress, gen)
 	case !accepted:

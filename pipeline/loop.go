@@ -19,6 +19,7 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/internal/debounce"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -71,6 +72,9 @@ type Outputs struct {
 	// of Portico's classes, once their configuration is applied, with the
 	// snapshot.
 	Knative func(*translate.KnativeOutput, *resources.Resources)
+	// DataPlanes gets the Gateways that have data planes of their own
+	// (GEP-1762), with the snapshot, after Statuses.
+	DataPlanes func([]provision.Input, *resources.Resources)
 }
 
 // ApplyReport describes one rebuild.
@@ -252,6 +256,9 @@ func (l *Loop) rebuild() error {
 	}
 	if l.out.Knative != nil && out.Knative != nil {
 		l.out.Knative(out.Knative, res)
+	}
+	if l.out.DataPlanes != nil {
+		l.out.DataPlanes(out.DataPlanes, res)
 	}
 	return nil
 }

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/knative"
+	"portico.dev/portico/parameters"
 )
 
 // Resources is one immutable snapshot of every object translate reads. The
@@ -43,6 +45,12 @@ type Resources struct {
 	// KCertificates are Knative's Certificates of every class; translate
 	// orders those of Portico's certificate class over ACME.
 	KCertificates []*knative.Certificate
+	// Parameters are the PorticoParameters GatewayClasses and Gateways
+	// may name (parametersRef).
+	Parameters []*parameters.PorticoParameters
+	// Deployments are the data planes Portico provisioned (GEP-1762);
+	// their status tells whether a replica is available.
+	Deployments []*appsv1.Deployment
 	// ACMEErrors is the ACME manager's last error per hostname, shown in
 	// the ResolvedRefs condition of listeners still waiting for their
 	// certificate. It is replaced, never modified, when it changes.

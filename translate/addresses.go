@@ -109,9 +109,10 @@ func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressReque
 // AddressNotUsable, or AddressNotAssigned when the pool ran out); it still
 // serves on the addresses it got, and one with none is not served.
 func (t *translation) gatewayAddresses() {
+	t.dataPlaneStatuses()
 	if len(t.settings.AddressPool) == 0 {
 		if t.settings.Shared != nil {
-			reportSharedAddresses(t.settings.Shared, t.res, t.st)
+			reportSharedAddresses(t.settings.Shared, t.res, t.st, t.perGateway)
 		}
 		t.poolAssigned = nil
 		return
@@ -120,7 +121,7 @@ func (t *translation) gatewayAddresses() {
 	for _, gw := range resources.SortedByAge(t.res.Gateways) {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := t.st.Gateways[key]
-		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
+		if !ours || t.perGateway[key] || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
 			// Not served: it holds no address, and its conditions
 			// already say why.
 			continue
@@ -265,12 +266,12 @@ func (r *addressRequest) report(st *status.Computed, poolSize int) {
 // every accepted Gateway: Portico's own, or those of them its spec.addresses
 // names (see sharedAddresses). They bind nothing: every Gateway is served on
 // Portico's listening addresses.
-func reportSharedAddresses(shared *SharedAddresses, res *resources.Resources, st *status.Computed) {
+func reportSharedAddresses(shared *SharedAddresses, res *resources.Resources, st *status.Computed, perGateway map[types.NamespacedName]bool) {
 	own := shared.own(res)
 	for _, gw := range res.Gateways {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := st.Gateways[key]
-		if !ours || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
+		if !ours || perGateway[key] || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
 			(len(own) == 0 && len(gw.Spec.Addresses) == 0) {
 			continue
 		}

@@ -330,6 +330,22 @@ func checkID(settings *routing.BackendTLS, caSums []string) string {
 // referencedConfigMaps lists, in snapshot order, the ConfigMaps some
 // BackendTLSPolicy or Gateway (client certificate validation) names.
 func referencedConfigMaps(res *resources.Resources) []*corev1.ConfigMap {
+	named := configMapNames(res)
+	if len(named) == 0 {
+		return nil
+	}
+	var out []*corev1.ConfigMap
+	for _, cm := range res.ConfigMaps {
+		if named[nn(cm.Namespace, cm.Name)] {
+			out = append(out, cm)
+		}
+	}
+	return out
+}
+
+// configMapNames are the ConfigMaps res's BackendTLSPolicies and Gateways
+// name for CA certificates.
+func configMapNames(res *resources.Resources) map[types.NamespacedName]bool {
 	named := map[types.NamespacedName]bool{}
 	for _, p := range res.BackendTLSPolicies {
 		for _, ref := range p.Spec.Validation.CACertificateRefs {
@@ -358,16 +374,7 @@ func referencedConfigMaps(res *resources.Resources) []*corev1.ConfigMap {
 			}
 		}
 	}
-	if len(named) == 0 {
-		return nil
-	}
-	var out []*corev1.ConfigMap
-	for _, cm := range res.ConfigMaps {
-		if named[nn(cm.Namespace, cm.Name)] {
-			out = append(out, cm)
-		}
-	}
-	return out
+	return named
 }
 
 // parseCABundle reads the certificates of a ConfigMap's ca.crt.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
 	"portico.dev/portico/listeners"
+	"portico.dev/portico/parameters"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -20,24 +21,35 @@ import (
 // classes accepts every GatewayClass of Portico's controller.
 func (t *translation) classes() {
 	t.ourClasses = map[string]bool{}
+	t.classParams = map[string]parameters.Spec{}
 	for _, gc := range t.res.GatewayClasses {
 		if gc.Spec.ControllerName != t.controller {
 			continue
 		}
-		t.ourClasses[gc.Name] = true
-		t.st.GatewayClasses[gc.Name] = gatewayClassStatus(gc)
+		spec, invalid := t.classParameters(gc)
+		t.ourClasses[gc.Name] = invalid == ""
+		t.classParams[gc.Name] = spec
+		t.st.GatewayClasses[gc.Name] = gatewayClassStatus(gc, invalid)
 	}
 }
 
-func gatewayClassStatus(gc *gwv1.GatewayClass) gwv1.GatewayClassStatus {
+// gatewayClassStatus accepts gc unless its parameters are invalid (the
+// message says why).
+func gatewayClassStatus(gc *gwv1.GatewayClass, invalidParameters string) gwv1.GatewayClassStatus {
+	accepted := metav1.Condition{
+		Type:               string(gwv1.GatewayClassConditionStatusAccepted),
+		Status:             metav1.ConditionTrue,
+		Reason:             string(gwv1.GatewayClassReasonAccepted),
+		Message:            "Portico serves this class",
+		ObservedGeneration: gc.Generation,
+	}
+	if invalidParameters != "" {
+		accepted.Status = metav1.ConditionFalse
+		accepted.Reason = string(gwv1.GatewayClassReasonInvalidParameters)
+		accepted.Message = invalidParameters
+	}
 	return gwv1.GatewayClassStatus{Conditions: []metav1.Condition{
-		{
-			Type:               string(gwv1.GatewayClassConditionStatusAccepted),
-			Status:             metav1.ConditionTrue,
-			Reason:             string(gwv1.GatewayClassReasonAccepted),
-			Message:            "Portico serves this class",
-			ObservedGeneration: gc.Generation,
-		},
+		accepted,
 		{
 			Type:               string(gwv1.GatewayClassConditionStatusSupportedVersion),
 			Status:             metav1.ConditionTrue,
@@ -68,10 +80,18 @@ func (t *translation) gatewaysAndListeners() {
 			continue
 		}
 		key := nn(gw.Namespace, gw.Name)
+		gwParams, invalidParams := t.gatewayParameters(gw)
+		classParams := t.classParams[string(gw.Spec.GatewayClassName)]
+		perGateway := classParams.EffectiveMode() == parameters.ModePerGateway
+		unsupported := unsupportedAddress(gw, len(t.settings.AddressPool) > 0)
+		if perGateway {
+			unsupported = perGatewayUnsupportedAddress(gw)
+		}
 		r := listeners.Merge(listeners.Input{
 			Gateway:            gw,
 			ClassAccepted:      accepted,
-			UnsupportedAddress: unsupportedAddress(gw, len(t.settings.AddressPool) > 0),
+			InvalidParameters:  invalidParams,
+			UnsupportedAddress: unsupported,
 			ListenerSets:       lsByParent[key],
 			NamespaceLabels:    t.ix.nsLabels,
 			ReferenceGrants:    res.ReferenceGrants,
@@ -79,6 +99,9 @@ func (t *translation) gatewaysAndListeners() {
 			CACertificates:     t.cas.certificates,
 		})
 		t.results = append(t.results, gatewayResult{key, &r})
+		if perGateway {
+			t.addDataPlane(gw, &r, parameters.Merge(classParams, gwParams))
+		}
 		if c := t.backendClientCert(r.BackendClientCertificate); c != nil {
 			t.clientCerts[key] = c
 		}

@@ -55,6 +55,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +100,9 @@ type goldenOptions struct {
 	AddressPool    []string          `json:"addressPool,omitempty"`
 	Shared         *goldenShared     `json:"shared,omitempty"`
 	ACMEErrors     map[string]string `json:"acmeErrors,omitempty"`
+	// Gateway ("namespace/name") translates for that Gateway's own data
+	// plane (Settings.Gateway).
+	Gateway string `json:"gateway,omitempty"`
 }
 
 type goldenShared struct {
@@ -113,6 +117,9 @@ const goldenOptionsKind = "GoldenOptions"
 // before, from an empty Memory, and returns the last result.
 func translateGolden(opts goldenOptions, snapshots ...*resources.Resources) Output {
 	s := Settings{ControllerName: gwv1.GatewayController(opts.ControllerName), AddressPool: opts.AddressPool}
+	if ns, name, ok := strings.Cut(opts.Gateway, "/"); ok {
+		s.Gateway = &types.NamespacedName{Namespace: ns, Name: name}
+	}
 	if sh := opts.Shared; sh != nil {
 		s.Shared = &SharedAddresses{Addresses: sh.Addresses}
 		if ns, name, ok := strings.Cut(sh.Service, "/"); ok {
@@ -293,6 +300,8 @@ func shuffledCopy(res *resources.Resources, seed uint64) *resources.Resources {
 		Secrets:            shuffle(rnd, res.Secrets),
 		Services:           shuffle(rnd, res.Services),
 		EndpointSlices:     shuffle(rnd, res.EndpointSlices),
+		Parameters:         shuffle(rnd, res.Parameters),
+		Deployments:        shuffle(rnd, res.Deployments),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -319,7 +328,10 @@ type goldenOut struct {
 	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
-	DataPlane          goldenDataPlane             `yaml:"dataPlane"`
+	// Provisioned: "namespace/name class accepted|not-accepted ports
+	// parameters-as-JSON", one per Gateway with a data plane of its own.
+	Provisioned []string        `yaml:"provisioned,omitempty"`
+	DataPlane   goldenDataPlane `yaml:"dataPlane"`
 }
 
 // goldenCondition is a condition on one line, without its time:
@@ -507,6 +519,22 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 	}
 	for _, c := range translated.ACME {
 		out.ACME = append(out.ACME, c.Hostname+" -> "+c.Secret.String())
+	}
+	for _, dp := range translated.DataPlanes {
+		params, err := json.Marshal(dp.Parameters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc := "not-accepted"
+		if dp.Accepted {
+			acc = "accepted"
+		}
+		var ports []string
+		for _, p := range dp.Ports {
+			ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+		}
+		out.Provisioned = append(out.Provisioned, fmt.Sprintf("%s/%s %s %s [%s] %s", dp.Gateway.Namespace, dp.Gateway.Name,
+			dp.ClassName, acc, strings.Join(ports, " "), params))
 	}
 	out.DataPlane = d.dataPlane(cfg)
 

@@ -27,7 +27,7 @@ import (
 func (t *translation) portTables() {
 	b := newPortsBuilder(t)
 	for i := range t.merged {
-		if t.merged[i].Serves() {
+		if t.merged[i].Serves() && t.servesHere(t.merged[i].Gateway) {
 			b.add(i)
 		}
 	}
@@ -73,7 +73,7 @@ func newPortsBuilder(t *translation) *portsBuilder {
 	serving, certs := 0, 0
 	for i := range t.merged {
 		m := &t.merged[i]
-		if !m.Serves() {
+		if !m.Serves() || !t.servesHere(m.Gateway) {
 			continue
 		}
 		serving++
@@ -230,8 +230,10 @@ func (b *portsBuilder) config() *proxy.Config {
 	}
 	cfg.BackendTLSIDs = b.t.tls.ids()
 	cfg.BackendClientCertIDs = make(map[string]struct{}, len(b.t.clientCerts))
-	for _, c := range b.t.clientCerts {
-		cfg.BackendClientCertIDs[c.ID] = struct{}{}
+	for key, c := range b.t.clientCerts {
+		if b.t.servesHere(key) {
+			cfg.BackendClientCertIDs[c.ID] = struct{}{}
+		}
 	}
 	return cfg
 }

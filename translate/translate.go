@@ -20,6 +20,8 @@ import (
 
 	"portico.dev/portico/knative"
 	"portico.dev/portico/listeners"
+	"portico.dev/portico/parameters"
+	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -47,6 +49,12 @@ type Settings struct {
 	// Knative, when set, serves the KIngresses of its class on two
 	// gateways of their own (knative.go).
 	Knative *KnativeSettings
+	// Gateway, when set, makes this the translation of that Gateway's own
+	// data plane (GEP-1762): its Config serves that Gateway and its
+	// ListenerSets only. Unset, the Config serves every Gateway whose
+	// class shares Portico's data plane, and none of those that have
+	// their own.
+	Gateway *types.NamespacedName
 }
 
 func (s Settings) controller() gwv1.GatewayController {
@@ -69,6 +77,9 @@ type Output struct {
 	// Knative holds what translate says of every KIngress and Certificate
 	// of Portico's classes (knative.go); nil without Settings.Knative.
 	Knative *KnativeOutput
+	// DataPlanes are the Gateways of classes that give each Gateway a
+	// data plane of its own, oldest first: what provisioning renders.
+	DataPlanes []provision.Input
 }
 
 // Memory is what one translation hands the next. The zero value is a first
@@ -174,6 +185,14 @@ type translation struct {
 	st            *status.Computed
 	acmeListeners []acmeCandidate
 	ourClasses    map[string]bool // ours -> accepted
+	// classParams are the parameters of each class of ours; params
+	// indexes res.Parameters once a parametersRef needs it.
+	classParams map[string]parameters.Spec
+	params      map[types.NamespacedName]*parameters.PorticoParameters
+	// dataPlanes are the Gateways with data planes of their own, and
+	// perGateway the same by key.
+	dataPlanes []provision.Input
+	perGateway map[types.NamespacedName]bool
 	// merged is every Gateway's merged listener list, oldest Gateway
 	// first; results are the Gateways' merge results in the same order.
 	merged      []listeners.Listener
@@ -225,7 +244,7 @@ func (t *translation) output() Output {
 	if t.settings.Knative != nil {
 		kn = &KnativeOutput{Ingresses: t.kingresses, Certificates: t.kcertificates}
 	}
-	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, Knative: kn}
+	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, Knative: kn, DataPlanes: t.dataPlanes}
 }
 
 // routingInputs lists the objects a full translation depends on besides
@@ -234,7 +253,8 @@ func (t *translation) output() Output {
 func routingInputs(res *resources.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
-		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates)
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
+		len(res.Parameters) + len(res.Deployments)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -255,6 +275,8 @@ func routingInputs(res *resources.Resources) []any {
 	add("Service", anys(res.Services)...)
 	add("KIngress", anys(res.KIngresses)...)
 	add("KCertificate", anys(res.KCertificates)...)
+	add("PorticoParameters", anys(res.Parameters)...)
+	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
 	return in

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/acme"
+	"portico.dev/portico/proxy"
 )
 
 // acmeFlags are the ACME settings of serve.
@@ -41,17 +42,19 @@ func (f acmeFlags) dataDirSet(fs *flag.FlagSet) bool {
 	return given
 }
 
-// lateChallenges hands ACME challenge requests to a manager set after the
-// data plane was made; until then none is answered.
+// lateChallenges hands ACME challenge requests to a handler set after the
+// data plane was made (the ACME manager; a data plane's controller stream);
+// until then none is answered.
 type lateChallenges struct {
-	m atomic.Pointer[acme.Manager]
+	h atomic.Pointer[proxy.ChallengeHandler]
 }
 
-func (l *lateChallenges) set(m *acme.Manager) { l.m.Store(m) }
+// set is the ACME manager, or in a data plane the controller it asks.
+func (l *lateChallenges) set(h proxy.ChallengeHandler) { l.h.Store(&h) }
 
 func (l *lateChallenges) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
-	m := l.m.Load()
-	return m != nil && m.HandleHTTPChallenge(w, r)
+	h := l.h.Load()
+	return h != nil && (*h).HandleHTTPChallenge(w, r)
 }
 
 // managerOptions turns the flags into acme.Options over storage.

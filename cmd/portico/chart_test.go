@@ -157,9 +157,10 @@ func TestChartInstallRunsPortico(t *testing.T) {
 		}
 	}
 	adminAddr, _ := freeAddr(t)
+	dataPlanes, _ := freeAddr(t)
 	// Only what a test on loopback must change; a later flag wins.
 	args = append(args[1:], "--kubeconfig", writeTokenKubeconfig(t, sa), "--admin-address", adminAddr,
-		"--bind-address", "127.0.0.1", "--drain-timeout", "1s")
+		"--data-plane-listen", dataPlanes, "--bind-address", "127.0.0.1", "--drain-timeout", "1s")
 	logs := &lockedBuffer{}
 	serveCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -47,6 +48,7 @@ type clusterOptions struct {
 	burst          int
 	statusWorkers  int
 	knative        *knativeOptions
+	dataPlanes     *dataPlaneOptions // provision.go
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterOptions {
@@ -65,6 +67,7 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVar(&o.statusWorkers, "status-workers", 8, "status updates in flight at once")
 	o.knative = knativeFlags(fs)
+	o.dataPlanes = dataPlaneFlags(fs)
 	return o
 }
 
@@ -73,7 +76,8 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
-		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers"}
+		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers",
+		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller", "data-plane-listen", "data-plane-tls-secret"}
 	found := false
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(clusterOnly, f.Name) {
@@ -191,6 +195,14 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	dataPlanes, err := o.dataPlanes.settings()
+	if err != nil {
+		return nil, err
+	}
 	le := kube.DefaultLeaderElection(ownNamespace(o.namespace), identity)
 	le.Name = o.leaseName
 	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = o.leaseDuration, o.renewDeadline, o.retryPeriod
@@ -198,14 +210,18 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
 		zap.String("controllerName", string(controller)))
 	return &kube.Cluster{
-		Kube:           kc,
-		Gateway:        gc,
-		Metadata:       md,
-		ControllerName: controller,
-		Log:            log.Named("cluster"),
-		LeaderElection: le,
-		StatusWorkers:  o.statusWorkers,
-		OnLeader:       m.SetLeader,
-		OnStatusWrite:  m.StatusWritten,
+		Kube:               kc,
+		Gateway:            gc,
+		Metadata:           md,
+		Dynamic:            dyn,
+		DataPlanes:         dataPlanes,
+		DataPlaneListen:    o.dataPlanes.listen,
+		DataPlaneTLSSecret: o.dataPlanes.tlsSecret,
+		ControllerName:     controller,
+		Log:                log.Named("cluster"),
+		LeaderElection:     le,
+		StatusWorkers:      o.statusWorkers,
+		OnLeader:           m.SetLeader,
+		OnStatusWrite:      m.StatusWritten,
 	}, nil
 }

@@ -136,6 +136,7 @@ type serveFlags struct {
 	requestID                                               *bool
 	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
+	gateway                                                 *gatewayFlags // dataplane.go
 	acme                                                    acmeFlags
 	request                                                 *requestFlags
 	tracing                                                 *tracingFlags
@@ -165,6 +166,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
 		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:    clusterFlags(fs),
+		gateway:    newGatewayFlags(fs),
 		acme:       newACMEFlags(fs),
 		request:    newRequestFlags(fs),
 		tracing:    newTracingFlags(fs),
@@ -185,6 +187,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
 	case *f.configPath != "" && f.cluster.set(fs):
 		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
+	}
+	if err := f.gateway.check(f, fs); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -328,6 +333,9 @@ func (m *mode) close() {
 // newMode builds the source, the outputs and the ACME manager of the mode
 // the flags ask for, and the loop over them.
 func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics *admin.Metrics, challenges *lateChallenges, log *zap.Logger) (*mode, error) {
+	if f.gateway.enabled() {
+		return f.newGatewayMode(popts, rt, metrics, challenges, log)
+	}
 	m := &mode{}
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
@@ -350,7 +358,9 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		if storage, err = secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity}); err != nil {
 			return nil, err
 		}
-		source, out.Statuses, out.ACME = c, c.WriteStatuses, c.WriteACME
+		source, out.Statuses, out.ACME, out.DataPlanes = c, c.WriteStatuses, c.WriteACME, c.WriteDataPlanes
+		// Data planes ask the controller about challenges the CA sends them.
+		c.Challenges = challenges
 		if popts.Translate.Knative != nil {
 			kn, err := newKnative(c, f.cluster, popts.Translate.Knative)
 			if err != nil {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -73,7 +74,23 @@ type Options struct {
 	// Channel is the Gateway API release channel whose CRDs the API server
 	// gets: "standard" (also when empty) or "experimental".
 	Channel string
+	// PerGateway gives the GatewayClass PorticoParameters of mode
+	// PerGateway (the CRD of ParametersCRD is installed): every Gateway
+	// gets a Deployment and a LoadBalancer Service of its own, whose pods
+	// the process kubelet runs from the Portico binary (image
+	// PorticoImage), and a stand-in load balancer serves on pool
+	// addresses.
+	PerGateway    bool
+	ParametersCRD string
 }
+
+// PorticoImage is the image of provisioned data planes in a per-Gateway
+// run; its repository (images are mapped without their tag) is mapped to
+// the Portico binary under test.
+const (
+	porticoRepository = "portico.dev/portico"
+	PorticoImage      = porticoRepository + ":conformance"
+)
 
 // Cluster is a running control plane with a node and Portico.
 type Cluster struct {
@@ -94,6 +111,8 @@ type Cluster struct {
 	stopKL  context.CancelFunc
 	klDone  sync.WaitGroup
 	portico *proc.Proc
+	stopLB  context.CancelFunc
+	lbDone  sync.WaitGroup
 }
 
 // StaticAddress is a pool address for a Gateway that asks for one in
@@ -126,6 +145,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{
 		opts:   opts,
 		Images: kubelet.Images{EchoBasicImage: opts.EchoBasic},
+	}
+	if opts.PerGateway {
+		c.Images[porticoRepository] = opts.Portico
 	}
 	defer func() {
 		if err != nil {
@@ -161,28 +183,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.gatewayPool, err = c.network.AddHostAddrs(ctx, gatewayPoolSize); err != nil {
 		return c, fmt.Errorf("harness: %w", err)
 	}
-	c.kubelet, err = kubelet.New(kubelet.Config{
-		Client:   client,
-		NodeName: NodeName,
-		Network:  c.network,
-		Images:   c.Images,
-		Dir:      filepath.Join(opts.Dir, "pods"),
-		Logf:     opts.Logf,
-	})
-	if err != nil {
+	if err := c.startKubelet(ctx, client); err != nil {
 		return c, err
 	}
-	klCtx, stop := context.WithCancel(context.Background())
-	c.stopKL = stop
-	c.klDone.Go(func() {
-		if err := c.kubelet.Run(klCtx); err != nil {
-			opts.Logf("harness: kubelet: %v", err)
+	if opts.PerGateway {
+		if err := c.startPerGateway(ctx, client); err != nil {
+			return c, err
 		}
-	})
-	if err := kubelet.WaitForNode(ctx, client, NodeName); err != nil {
-		return c, fmt.Errorf("harness: node never became Ready: %w", err)
 	}
-
 	if err := c.startPortico(ctx, client); err != nil {
 		return c, err
 	}
@@ -194,12 +202,40 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// startKubelet runs the process kubelet until Stop and waits for its Node.
+func (c *Cluster) startKubelet(ctx context.Context, client kubernetes.Interface) error {
+	opts := c.opts
+	var err error
+	c.kubelet, err = kubelet.New(kubelet.Config{
+		Client:   client,
+		NodeName: NodeName,
+		Network:  c.network,
+		Images:   c.Images,
+		Dir:      filepath.Join(opts.Dir, "pods"),
+		Logf:     opts.Logf,
+	})
+	if err != nil {
+		return err
+	}
+	klCtx, stop := context.WithCancel(context.Background())
+	c.stopKL = stop
+	c.klDone.Go(func() {
+		if err := c.kubelet.Run(klCtx); err != nil {
+			opts.Logf("harness: kubelet: %v", err)
+		}
+	})
+	if err := kubelet.WaitForNode(ctx, client, NodeName); err != nil {
+		return fmt.Errorf("harness: node never became Ready: %w", err)
+	}
+
+	return nil
+}
+
 // startPortico runs Portico in cluster mode as the administrator, with its
 // listeners on the host's bridge address, and waits until it is ready.
 func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: porticoNamespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("harness: namespace %s: %w", porticoNamespace, err)
+	if err := c.ensureNamespace(ctx, client); err != nil {
+		return err
 	}
 	kubeconfig := filepath.Join(c.opts.Dir, "kubeconfig")
 	if err := writeKubeconfig(kubeconfig, c.Config); err != nil {
@@ -210,20 +246,29 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 		return err
 	}
 	addr := c.GatewayAddress.String()
-	c.portico, err = proc.Start("portico", filepath.Join(c.opts.Dir, "portico.log"), c.opts.Portico, nil,
+	args := []string{
 		"serve",
-		"--kubeconfig="+kubeconfig,
-		"--controller-name="+c.opts.ControllerName,
-		"--gateway-address-pool="+joinAddrs(c.gatewayPool),
+		"--kubeconfig=" + kubeconfig,
+		"--controller-name=" + c.opts.ControllerName,
 		// Only bridge addresses: the listener ports (80, 443, 8080, ...)
 		// stay free on every other address of the machine.
-		"--bind-address="+addr,
-		"--admin-address="+adminAddr,
-		"--namespace="+porticoNamespace,
+		"--bind-address=" + addr,
+		"--admin-address=" + adminAddr,
+		"--namespace=" + porticoNamespace,
 		"--identity=conformance",
 		"--drain-timeout=1s",
 		"--log-level=debug",
-	)
+	}
+	if c.opts.PerGateway {
+		// The data planes, in their pods, reach the controller on the
+		// host's bridge address.
+		controller := net.JoinHostPort(addr, "9443")
+		args = append(args, "--data-plane-image="+PorticoImage, "--data-plane-image-pull-policy=Never",
+			"--data-plane-listen="+controller, "--data-plane-controller="+controller)
+	} else {
+		args = append(args, "--gateway-address-pool="+joinAddrs(c.gatewayPool))
+	}
+	c.portico, err = proc.Start("portico", filepath.Join(c.opts.Dir, "portico.log"), c.opts.Portico, nil, args...)
 	if err != nil {
 		return fmt.Errorf("harness: %w", err)
 	}
@@ -248,6 +293,15 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 	return nil
 }
 
+// ensureNamespace creates Portico's namespace.
+func (c *Cluster) ensureNamespace(ctx context.Context, client kubernetes.Interface) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: porticoNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("harness: namespace %s: %w", porticoNamespace, err)
+	}
+	return nil
+}
+
 func (c *Cluster) createGatewayClass(ctx context.Context) error {
 	gc, err := gatewayclient.NewForConfig(c.Config)
 	if err != nil {
@@ -256,6 +310,10 @@ func (c *Cluster) createGatewayClass(ctx context.Context) error {
 	class := &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: c.opts.GatewayClass},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(c.opts.ControllerName)},
+	}
+	if c.opts.PerGateway {
+		class.Spec.ParametersRef = &gwv1.ParametersReference{Group: "portico.dev", Kind: "PorticoParameters",
+			Name: perGatewayParameters, Namespace: ptr.To(gwv1.Namespace(porticoNamespace))}
 	}
 	if _, err := gc.GatewayV1().GatewayClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("harness: GatewayClass: %w", err)
@@ -270,6 +328,10 @@ func (c *Cluster) Stop() error {
 	var errs []error
 	if c.portico != nil {
 		errs = append(errs, c.portico.Stop(10*time.Second))
+	}
+	if c.stopLB != nil {
+		c.stopLB()
+		c.lbDone.Wait()
 	}
 	if c.stopKL != nil {
 		if c.kubelet != nil {

@@ -3,7 +3,8 @@
 // registers a Node, schedules every pending Pod onto it, gives each Pod a
 // network namespace on a bridge (see Network), runs each container's image as
 // a local binary inside that namespace, and reports the Pod Running and Ready
-// once the process listens. Deleted Pods lose their processes and namespace.
+// once the process listens (or its readinessProbe's httpGet answers).
+// Deleted Pods lose their processes and namespace.
 //
 // A Pod that asks for something it cannot do (an image without a local
 // binary, an init container, a host-path volume, ...) stays Pending, with the
@@ -242,9 +243,9 @@ func (k *Kubelet) sync(ctx context.Context, key string) (time.Duration, error) {
 	}
 
 	ready := true
-	for _, c := range rt.containers {
+	for i, c := range rt.containers {
 		st := c.state()
-		if !listening(st.pid, rt.net.Netns) {
+		if !containerReady(pod.Spec.Containers[i], st.pid, rt.net.Netns, rt.net.Addr.String()) {
 			ready = false
 		}
 	}
@@ -288,7 +289,7 @@ func (k *Kubelet) startPod(ctx context.Context, key string, pod *corev1.Pod) (_ 
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	l := lookups{podIP: pn.Addr.String(), hostIP: k.hostIP(), secret: k.secrets, config: k.configs}
+	l := lookups{podIP: pn.Addr.String(), hostIP: k.hostIP(), secret: k.secrets, config: k.configs, token: k.serviceAccountToken}
 	volumes, err := writeVolumes(pod, filepath.Join(dir, "volumes"), l)
 	if err != nil {
 		return nil, &unsupported{"CreateContainerConfigError", err.Error()}

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,6 +51,9 @@ type lookups struct {
 	hostIP string
 	secret func(namespace, name string) (*corev1.Secret, error)
 	config func(namespace, name string) (*corev1.ConfigMap, error)
+	// token gives a projected serviceAccountToken's content; nil leaves
+	// those files out.
+	token func(pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection) (string, error)
 }
 
 // unsupported is why a pod cannot run here; the pod stays Pending with it.
@@ -91,9 +95,11 @@ func checkPod(pod *corev1.Pod, images Images) *unsupported {
 }
 
 // writeVolumes writes each volume of the pod into dir/<volume name>/ and
-// returns the host directory of every volume by name. Projected volumes (the
-// service-account token the API server adds to every pod) are left empty:
-// nothing mapped to a local binary reads them.
+// returns the host directory of every volume by name. Of projected volumes,
+// the ServiceAccount tokens (for the audience asked) and ConfigMap and
+// Secret keys are written; downward API files are not (nothing mapped to a
+// local binary reads them). Tokens are not renewed: a test run is shorter
+// than their lifetime.
 func writeVolumes(pod *corev1.Pod, dir string, l lookups) (map[string]string, error) {
 	paths := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
@@ -123,6 +129,11 @@ func writeVolumes(pod *corev1.Pod, dir string, l lookups) (map[string]string, er
 				data[k] = val
 			}
 			files = projectKeys(data, v.ConfigMap.Items)
+		case v.Projected != nil:
+			var err error
+			if files, err = projected(pod, v.Projected, l); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
 		}
 		for rel, data := range files {
 			path := filepath.Join(vdir, filepath.Clean("/"+rel))
@@ -135,6 +146,43 @@ func writeVolumes(pod *corev1.Pod, dir string, l lookups) (map[string]string, er
 		}
 	}
 	return paths, nil
+}
+
+func projected(pod *corev1.Pod, v *corev1.ProjectedVolumeSource, l lookups) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, src := range v.Sources {
+		switch {
+		case src.ServiceAccountToken != nil && l.token != nil:
+			tok, err := l.token(pod, src.ServiceAccountToken)
+			if err != nil {
+				return nil, err
+			}
+			files[src.ServiceAccountToken.Path] = []byte(tok)
+		case src.ConfigMap != nil:
+			cm, err := l.config(pod.Namespace, src.ConfigMap.Name)
+			if err != nil {
+				if src.ConfigMap.Optional != nil && *src.ConfigMap.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("config map %s: %w", src.ConfigMap.Name, err)
+			}
+			data := map[string][]byte{}
+			for k, val := range cm.Data {
+				data[k] = []byte(val)
+			}
+			maps.Copy(files, projectKeys(data, src.ConfigMap.Items))
+		case src.Secret != nil:
+			s, err := l.secret(pod.Namespace, src.Secret.Name)
+			if err != nil {
+				if src.Secret.Optional != nil && *src.Secret.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("secret %s: %w", src.Secret.Name, err)
+			}
+			maps.Copy(files, projectKeys(s.Data, src.Secret.Items))
+		}
+	}
+	return files, nil
 }
 
 // projectKeys maps keys to file names: every key under its own name, or only
@@ -261,6 +309,14 @@ func mountMap(c corev1.Container, volumes map[string]string) (mounts, error) {
 }
 
 func (m mounts) rewrite(s string) string {
+	// A flag's value: "--token-file=/var/run/..." names a path too.
+	if flag, value, ok := strings.Cut(s, "="); ok && strings.HasPrefix(flag, "-") {
+		return flag + "=" + m.rewritePath(value)
+	}
+	return m.rewritePath(s)
+}
+
+func (m mounts) rewritePath(s string) string {
 	for _, mt := range m {
 		if s == mt.path {
 			return mt.host

@@ -171,9 +171,9 @@ func TestPlanTLSBackend(t *testing.T) {
 			t.Errorf("env lacks %q: %q", w, procs[0].env)
 		}
 	}
-	// Only whole path elements under the mount move; "--cert=..." is not a
-	// path and stays as the pod spec has it.
-	wantArgs := []string{"--cert=/etc/secret-volume/crt", filepath.Join(vdir, "key"), "/etc/secret-volumes"}
+	// Only whole path elements under the mount move: a flag's value too
+	// ("--cert=..."), as a container would see the mount there.
+	wantArgs := []string{"--cert=" + filepath.Join(vdir, "crt"), filepath.Join(vdir, "key"), "/etc/secret-volumes"}
 	if !slices.Equal(procs[0].args, wantArgs) {
 		t.Errorf("args = %q, want %q", procs[0].args, wantArgs)
 	}
@@ -237,6 +237,10 @@ func TestMountRewriteNested(t *testing.T) {
 		"/conf/f":         "/h/sub/a/b/f",
 		"/database":       "/database",
 		"relative":        "relative",
+		// A flag's value names a path as well.
+		"--token=/data/certs/t": "--token=/h/inner/t",
+		"--mode=/database":      "--mode=/database",
+		"a=/data/x":             "a=/data/x",
 	} {
 		if got := m.rewrite(in); got != want {
 			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)

@@ -1,0 +1,194 @@
+package kube
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/dataplane"
+	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/pipeline"
+	"portico.dev/portico/provision"
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/translate"
+)
+
+// startDataPlane runs, in process, what the kubelet would run for a
+// provisioned Deployment: "portico serve --gateway" with the controller
+// address and certificate the Deployment names and a projected token of
+// its ServiceAccount for Portico's audience, binding the Gateway's ports
+// on 127.0.0.1.
+func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *clusterInstance {
+	t.Helper()
+	ctx := context.Background()
+	dep, err := f.deployment(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	var gateway, controller string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--gateway="); ok {
+			gateway = v
+		}
+		if v, ok := strings.CutPrefix(a, "--controller="); ok {
+			controller = v
+		}
+	}
+	var caPEM string
+	for _, e := range c.Env {
+		if e.Name == provision.ControllerCAEnv {
+			caPEM = e.Value
+		}
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(caPEM)) {
+		t.Fatalf("Deployment %s/%s carries no controller certificate", ns, name)
+	}
+	tr, err := f.kc.CoreV1().ServiceAccounts(ns).CreateToken(ctx, dep.Spec.Template.Spec.ServiceAccountName, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{provision.TokenAudience}, ExpirationSeconds: ptr.To(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gwNS, gwName, _ := strings.Cut(gateway, "/")
+	key := types.NamespacedName{Namespace: gwNS, Name: gwName}
+	log := zaptest.NewLogger(t).Named("dataplane")
+	src := &dataplane.Source{Gateway: key, Controller: controller, TokenFile: tokenFile, RootCAs: roots, Pod: name + "-0", Log: log, Silence: 2 * time.Second}
+	opts := proxy.DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = time.Second
+	rt := proxy.New(opts, log)
+	loop := pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
+		Translate: translate.Settings{Gateway: &key}}, src, rt, nil, pipeline.Outputs{Applied: func(r pipeline.ApplyReport) { src.Acknowledge(r.Err) }}, log)
+	runCtx, cancel := context.WithCancel(context.Background())
+	inst := &clusterInstance{loop: loop, rt: rt, bind: "127.0.0.1", cancel: cancel, done: make(chan error, 1)}
+	go func() { inst.done <- loop.Run(runCtx) }()
+	t.Cleanup(inst.stop)
+	return inst
+}
+
+func (f *provisionFixture) startController(identity string, listen string) *clusterInstance {
+	return f.clusterFixture.startPortico(f.env.Config, "127.0.0.1", identity, func(s *replicaSetup) {
+		s.c.Dynamic = f.dyn
+		s.c.DataPlanes = &provision.Settings{Image: "portico:test", ImagePullPolicy: corev1.PullNever, Controller: listen}
+		s.c.DataPlaneListen = listen
+	})
+}
+
+// TestDataPlaneServesProvisionedGateway: traffic through a provisioned
+// data plane that gets its configuration from the controller's stream.
+// The data plane becomes ready with its first configuration, serves the
+// Gateway's route, follows a route change, keeps serving while the
+// controller is stopped (a route changed meanwhile is not served yet), and
+// catches up when a controller is back. It logs the time from creating
+// the Gateway to its first 200 and from a route change to the data plane
+// serving it.
+func TestDataPlaneServesProvisionedGateway(t *testing.T) {
+	kubetest.NeedNetns(t)
+	f := newProvisionFixture(t)
+	f.netns = kubetest.NewNetns(t, "dataplane")
+	ctx := context.Background()
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	f.service("apps", "blue", f.backend("blue"))
+	f.service("apps", "green", f.backend("green"))
+	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
+	f.class("dedicated", "portico-system", "dedicated")
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctrl := f.startController("portico-0", listen)
+
+	port := freePort(t)
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "web"}}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "blue", Port: ptr.To(gwv1.PortNumber(80))}}}}}},
+		},
+	}
+	if _, err := f.gc.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.gateway(&gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}}},
+	})
+	waitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
+	dp := startDataPlane(t, f, "apps", "web-dedicated")
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	waitFor(t, 30*time.Second, "first 200 through the data plane", expectServed(client, url, 200, "blue"))
+	t.Logf("Gateway created -> first 200 through its data plane: %v", time.Since(start).Round(time.Millisecond))
+	if err := dp.loop.Ready(); err != nil {
+		t.Fatalf("data plane serving but not ready: %v", err)
+	}
+	// The controller was told what the data plane applied.
+	waitFor(t, 10*time.Second, "acknowledgement", func() error {
+		current, acked := ctrl.c.hub.Version(types.NamespacedName{Namespace: "apps", Name: "web"})
+		if current == "" || acked.Version != current {
+			return fmt.Errorf("current %q, acknowledged %+v", current, acked)
+		}
+		// ... and recorded it where the leader of any replica reads it.
+		d, err := f.deployment("apps", "web-dedicated")
+		if err != nil {
+			return err
+		}
+		if got := d.Annotations[AppliedVersionAnnotation]; got != current {
+			return fmt.Errorf("Deployment says version %q applied, want %q", got, current)
+		}
+		return nil
+	})
+
+	// A route change reaches the data plane.
+	setBackend := func(name string) {
+		waitFor(t, 10*time.Second, "route update", func() error {
+			r, err := f.gc.GatewayV1().HTTPRoutes("apps").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
+			_, err = f.gc.GatewayV1().HTTPRoutes("apps").Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	changed := time.Now()
+	setBackend("green")
+	waitFor(t, 20*time.Second, "route change served", expectServed(client, url, 200, "green"))
+	t.Logf("route changed -> served by the data plane: %v", time.Since(changed).Round(time.Millisecond))
+
+	// Without a controller the data plane keeps serving what it has.
+	ctrl.stop()
+	setBackend("blue")
+	for range 10 {
+		if err := expectServed(client, url, 200, "green")(); err != nil {
+			t.Fatalf("while the controller is away: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := dp.loop.Ready(); err != nil {
+		t.Fatalf("data plane not ready while the controller is away: %v", err)
+	}
+	// A controller again: the data plane catches up.
+	f.startController("portico-1", listen)
+	waitFor(t, 30*time.Second, "caught up after the controller came back", expectServed(client, url, 200, "blue"))
+}

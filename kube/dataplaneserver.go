@@ -1,0 +1,249 @@
+package kube
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"portico.dev/portico/dataplane"
+	"portico.dev/portico/provision"
+)
+
+// TokenReviewer authenticates data planes: it has the API server review a
+// token for the data-plane audience and returns the ServiceAccount it
+// belongs to. Answers are kept for a minute, and concurrent questions about
+// one token share one review, so that a data plane's acknowledgements do
+// not each cost a request.
+func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
+	type verdict struct {
+		ns, sa string
+		err    error
+		at     time.Time
+		done   chan struct{} // closed once the fields are set
+	}
+	var mu sync.Mutex
+	cache := map[[32]byte]*verdict{}
+	return func(ctx context.Context, token string) (string, string, error) {
+		key := sha256.Sum256([]byte(token))
+		mu.Lock()
+		v, ok := cache[key]
+		if ok {
+			select {
+			case <-v.done:
+				if time.Since(v.at) >= time.Minute || errors.Is(v.err, errReviewUnavailable) {
+					ok = false
+				}
+			default: // in flight: wait for it below
+			}
+		}
+		if !ok {
+			for k, old := range cache {
+				select {
+				case <-old.done:
+					if time.Since(old.at) >= time.Minute {
+						delete(cache, k)
+					}
+				default:
+				}
+			}
+			v = &verdict{done: make(chan struct{})}
+			cache[key] = v
+			mu.Unlock()
+			review, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			v.ns, v.sa, v.err = reviewToken(review, kube, token)
+			cancel()
+			v.at = time.Now()
+			close(v.done)
+		} else {
+			mu.Unlock()
+		}
+		select {
+		case <-v.done:
+			return v.ns, v.sa, v.err
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
+	}
+}
+
+// errReviewUnavailable marks a review that could not be made (the API
+// server unreachable): it is not kept as a verdict on the token.
+var errReviewUnavailable = errors.New("token review unavailable")
+
+func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (string, string, error) {
+	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{provision.TokenAudience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %w", errReviewUnavailable, err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		return "", "", fmt.Errorf("token not authenticated: %s", st.Error)
+	}
+	if !slices.Contains(st.Audiences, provision.TokenAudience) {
+		return "", "", errors.New("token not meant for Portico's data planes")
+	}
+	parts := strings.Split(st.User.Username, ":")
+	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
+		return "", "", fmt.Errorf("%q is not a ServiceAccount", st.User.Username)
+	}
+	return parts[2], parts[3], nil
+}
+
+// DataPlaneCertificate is the certificate the controller serves data
+// planes with, kept in the Secret ns/name so that every replica serves the
+// same one: it is created (self-signed, for the host of controllerAddr)
+// when it does not exist. The PEM of the certificate is what data planes
+// trust.
+func DataPlaneCertificate(ctx context.Context, kube kubernetes.Interface, ns, name, controllerAddr string) (tls.Certificate, []byte, error) {
+	secrets := kube.CoreV1().Secrets(ns)
+	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		var certPEM, keyPEM []byte
+		if certPEM, keyPEM, err = selfSigned(controllerAddr); err != nil {
+			return tls.Certificate{}, nil, err
+		}
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{provision.ManagedByLabel: provision.ManagedBy}},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+		}
+		created, cerr := secrets.Create(ctx, s, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsAlreadyExists(cerr): // another replica was first
+			s, err = secrets.Get(ctx, name, metav1.GetOptions{})
+		case cerr != nil:
+			err = cerr
+		default:
+			s, err = created, nil
+		}
+	}
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("data plane certificate %s/%s: %w", ns, name, err)
+	}
+	cert, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("data plane certificate %s/%s: %w", ns, name, err)
+	}
+	return cert, s.Data[corev1.TLSCertKey], nil
+}
+
+func selfSigned(controllerAddr string) ([]byte, []byte, error) {
+	host, _, err := net.SplitHostPort(controllerAddr)
+	if err != nil {
+		host = controllerAddr
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "portico data plane controller"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// serveDataPlanes serves the hub on c.DataPlaneListen over TLS until ctx
+// ends.
+func (c *Cluster) serveDataPlanes(ctx context.Context, ln net.Listener, cert tls.Certificate) {
+	srv := &http.Server{
+		Handler:           c.hub,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		// Streams are long; heartbeats keep them written.
+		IdleTimeout: 2 * time.Minute,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.Log.Error("data plane server stopped", zap.Error(err))
+		}
+	}()
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	_ = srv.Close() // streams do not end by themselves
+	<-done
+}
+
+// setUpDataPlanes prepares provisioning and, with DataPlaneListen, the
+// server of data planes: its certificate (whose PEM the provisioned
+// Deployments carry, to trust it) and its listener.
+func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
+	if c.DataPlanes == nil {
+		return nil
+	}
+	settings := *c.DataPlanes
+	if c.DataPlaneListen != "" {
+		secret := c.DataPlaneTLSSecret
+		if secret == "" {
+			secret = "portico-data-plane-tls"
+		}
+		cert, caPEM, err := DataPlaneCertificate(ctx, c.Kube, c.LeaderElection.Namespace, secret, settings.Controller)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", c.DataPlaneListen)
+		if err != nil {
+			return fmt.Errorf("data plane listener: %w", err)
+		}
+		settings.ControllerCA = string(caPEM)
+		c.hub = dataplane.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
+		c.hub.OnAck = c.recordAck
+		c.hub.Challenges = c.Challenges
+		c.hubServe = func(ctx context.Context) { c.serveDataPlanes(ctx, ln, cert) }
+		c.Log.Info("serving data planes", zap.Stringer("address", ln.Addr()))
+	}
+	c.provisioner = newProvisioner(c.Kube, settings, c.Leading, c.Log.Named("provision"))
+	return nil
+}

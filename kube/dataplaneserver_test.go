@@ -1,0 +1,49 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"portico.dev/portico/provision"
+)
+
+// TestTokenReviewerSharesReviews: a burst of questions about one token
+// (a data plane's acknowledgements) costs one TokenReview, whose answer is
+// the ServiceAccount; a token for another audience is refused.
+func TestTokenReviewerSharesReviews(t *testing.T) {
+	kc := fake.NewClientset()
+	var reviews atomic.Int64
+	kc.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews.Add(1)
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:apps:web-dedicated"}}
+		if tr.Spec.Token == "good" {
+			tr.Status.Audiences = []string{provision.TokenAudience}
+		}
+		return true, tr, nil
+	})
+	review := TokenReviewer(kc)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			ns, sa, err := review(context.Background(), "good")
+			if err != nil || ns != "apps" || sa != "web-dedicated" {
+				t.Errorf("review = %s/%s, %v", ns, sa, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := reviews.Load(); n != 1 {
+		t.Errorf("%d TokenReviews for one token", n)
+	}
+	if _, _, err := review(context.Background(), "other-audience"); err == nil {
+		t.Error("a token for another audience was accepted")
+	}
+}

@@ -1,0 +1,268 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/dataplane"
+	"portico.dev/portico/provision"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/translate"
+)
+
+// FieldManager is the server-side apply field manager of what Portico
+// provisions.
+const FieldManager = "portico"
+
+// provisioner applies the data planes of Gateways that have their own
+// (GEP-1762) while this replica leads: it renders each one (package
+// provision) and applies what changed with server-side apply, and removes
+// the objects of a Gateway that left its class. Objects of a deleted
+// Gateway are removed by the garbage collector (they are owned by it).
+type provisioner struct {
+	kube     kubernetes.Interface
+	settings provision.Settings
+	log      *zap.Logger
+	leading  func() bool
+
+	wake chan struct{}
+	// latest is the last batch submitted (mu); applied is, by object, a
+	// hash of what was last applied, so that an unchanged rendering costs
+	// no request (only the run goroutine touches it).
+	latest  latestBatch
+	applied map[string][32]byte
+}
+
+type dataPlaneBatch struct {
+	inputs []provision.Input
+	res    *resources.Resources
+}
+
+func newProvisioner(kube kubernetes.Interface, s provision.Settings, leading func() bool, log *zap.Logger) *provisioner {
+	return &provisioner{kube: kube, settings: s, leading: leading, log: log, wake: make(chan struct{}, 1), applied: map[string][32]byte{}}
+}
+
+func (p *provisioner) submit(b *dataPlaneBatch) {
+	p.latest.set(b)
+	p.poke()
+}
+
+func (p *provisioner) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// startLeading forgets what was applied: a new leader applies every data
+// plane once (a no-op on the server when nothing changed).
+func (p *provisioner) startLeading() {
+	p.latest.forget()
+	p.poke()
+}
+
+// run reconciles on every wake while leading, and again after a failure.
+func (p *provisioner) run(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-retry.C:
+		}
+		if p.latest.takeForget() {
+			clear(p.applied)
+		}
+		b := p.latest.get()
+		if b == nil || !p.leading() {
+			continue
+		}
+		if err := p.reconcile(ctx, b); err != nil && ctx.Err() == nil {
+			p.log.Warn("data planes not fully provisioned; retrying", zap.Error(err))
+			retry.Reset(2 * time.Second)
+		}
+	}
+}
+
+// reconcile applies every accepted Gateway's data plane and removes those
+// of Gateways that left a per-Gateway class. A Gateway that is not
+// accepted keeps what runs for it.
+func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
+	var errs []error
+	wanted := map[[2]string]bool{}
+	deployments := deploymentsByName(b.res.Deployments)
+	for _, in := range b.inputs {
+		key := [2]string{in.Gateway.Namespace, provision.Name(in.Gateway.Name, in.ClassName)}
+		wanted[key] = true
+		if !in.Accepted {
+			continue
+		}
+		if d := deployments[key]; d != nil && !ownedBy(d.OwnerReferences, in.Gateway.UID) {
+			errs = append(errs, fmt.Errorf("Deployment %s/%s belongs to another Gateway: not taken over", key[0], key[1]))
+			continue
+		}
+		if err := p.apply(ctx, provision.Render(p.settings, in)); err != nil {
+			errs = append(errs, fmt.Errorf("Gateway %s/%s: %w", in.Gateway.Namespace, in.Gateway.Name, err))
+		}
+	}
+	gateways := map[types.UID]*gwv1.Gateway{}
+	for _, gw := range b.res.Gateways {
+		gateways[gw.UID] = gw
+	}
+	for key, d := range deployments {
+		if wanted[key] {
+			continue
+		}
+		// Its Gateway is gone: the garbage collector removes it.
+		owner := controllerOf(d.OwnerReferences)
+		if owner == nil || gateways[owner.UID] == nil {
+			continue
+		}
+		if err := p.remove(ctx, key[0], key[1]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	c := controllerOf(refs)
+	return c != nil && c.UID == uid
+}
+
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if ptr.Deref(refs[i].Controller, false) {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// apply applies each object whose rendering changed since it was last
+// applied. The order lets the Deployment's pods find their
+// ServiceAccount.
+func (p *provisioner) apply(ctx context.Context, o provision.Objects) error {
+	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
+	ns, name := o.Deployment.Namespace, o.Deployment.Name
+	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
+	steps := []applyStep{
+		{"ServiceAccount", o.ServiceAccount, func(data []byte) error {
+			_, err := core.ServiceAccounts(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+			return err
+		}},
+		{"Service", o.Service, func(data []byte) error {
+			_, err := core.Services(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+			return err
+		}},
+		{"Deployment", o.Deployment, func(data []byte) error {
+			_, err := apps.Deployments(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+			return err
+		}},
+	}
+	if o.PodDisruptionBudget != nil {
+		steps = append(steps, applyStep{"PodDisruptionBudget", o.PodDisruptionBudget, func(data []byte) error {
+			_, err := policy.PodDisruptionBudgets(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+			return err
+		}})
+	} else if _, had := p.applied[objectKey("PodDisruptionBudget", ns, name)]; had {
+		// The parameters no longer ask for one.
+		err := policy.PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete PodDisruptionBudget %s/%s: %w", ns, name, err)
+		}
+		delete(p.applied, objectKey("PodDisruptionBudget", ns, name))
+	}
+	for _, s := range steps {
+		data, err := json.Marshal(s.obj)
+		if err != nil {
+			return fmt.Errorf("encode %s %s/%s: %w", s.kind, ns, name, err)
+		}
+		key, sum := objectKey(s.kind, ns, name), sha256.Sum256(data)
+		if p.applied[key] == sum {
+			continue
+		}
+		if err := s.patch(data); err != nil {
+			return fmt.Errorf("apply %s %s/%s: %w", s.kind, ns, name, err)
+		}
+		p.applied[key] = sum
+		p.log.Info("applied", zap.String("kind", s.kind), zap.String("namespace", ns), zap.String("name", name))
+	}
+	return nil
+}
+
+// remove deletes a data plane's objects (its Gateway moved to another
+// class or stopped being Portico's).
+func (p *provisioner) remove(ctx context.Context, ns, name string) error {
+	opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
+	var errs []error
+	for kind, del := range map[string]func() error{
+		"Deployment":          func() error { return apps.Deployments(ns).Delete(ctx, name, opts) },
+		"Service":             func() error { return core.Services(ns).Delete(ctx, name, opts) },
+		"ServiceAccount":      func() error { return core.ServiceAccounts(ns).Delete(ctx, name, opts) },
+		"PodDisruptionBudget": func() error { return policy.PodDisruptionBudgets(ns).Delete(ctx, name, opts) },
+	} {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", kind, ns, name, err))
+			continue
+		}
+		delete(p.applied, objectKey(kind, ns, name))
+	}
+	if len(errs) == 0 {
+		p.log.Info("removed a data plane whose Gateway left its class", zap.String("namespace", ns), zap.String("name", name))
+	}
+	return errors.Join(errs...)
+}
+
+// applyStep is one object to apply and the request that applies it.
+type applyStep struct {
+	kind  string
+	obj   any
+	patch func(data []byte) error
+}
+
+// WriteDataPlanes hands the Gateways with data planes of their own to the
+// provisioner, which applies them while this replica leads
+// (pipeline.Outputs.DataPlanes). Without Cluster.DataPlanes it does
+// nothing.
+func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resources) {
+	if c.provisioner != nil {
+		c.provisioner.submit(&dataPlaneBatch{inputs: inputs, res: res})
+	}
+	if c.hub != nil {
+		c.hub.Publish(planes(inputs, res))
+	}
+}
+
+// planes are the snapshots of every data plane. A Gateway that is not
+// accepted keeps what its data plane was sent before: a typo must not take
+// it down.
+func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plane {
+	out := make([]dataplane.Plane, 0, len(inputs))
+	for _, in := range inputs {
+		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
+		p := dataplane.Plane{Gateway: key, ServiceAccount: provision.Name(in.Gateway.Name, in.ClassName), Keep: !in.Accepted}
+		if in.Accepted {
+			p.Resources = translate.Scope(res, key)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }

@@ -1,0 +1,128 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"portico.dev/portico/parameters"
+	"portico.dev/portico/provision"
+	"portico.dev/portico/resources"
+)
+
+// ParametersResource is the resource of PorticoParameters.
+var ParametersResource = schema.GroupVersionResource{Group: parameters.Group, Version: parameters.Version, Resource: "porticoparameters"}
+
+// dataPlaneInformers are the caches provisioning adds to a snapshot.
+type dataPlaneInformers struct {
+	parameters  cache.Store // nil when the CRD is not installed
+	deployments appslisters.DeploymentLister
+}
+
+// dataPlaneSelector selects the Deployments Portico provisioned.
+var dataPlaneSelector = labels.SelectorFromSet(labels.Set{
+	provision.ManagedByLabel: provision.ManagedBy, "app.kubernetes.io/component": "data-plane",
+}).String()
+
+// addDataPlaneInformers watches PorticoParameters (when dyn is set and
+// their CRD is installed) and, when provisioning, the Deployments Portico
+// provisioned (their status says whether a data plane is available).
+func (in *informers) addDataPlaneInformers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, provisioning bool, h eventHandlers, log *zap.Logger) error {
+	if dyn != nil {
+		_, err := kube.Discovery().ServerResourcesForGroupVersion(parameters.APIVersion)
+		switch {
+		case apierrors.IsNotFound(err):
+			log.Warn("the PorticoParameters CRD is not installed: every parametersRef to PorticoParameters is InvalidParameters")
+		case err != nil:
+			return fmt.Errorf("discover %s: %w", parameters.APIVersion, err)
+		default:
+			f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+			inf := f.ForResource(ParametersResource).Informer()
+			if err := inf.SetTransform(toParameters(log)); err != nil {
+				return fmt.Errorf("PorticoParameters transform: %w", err)
+			}
+			if _, err := inf.AddEventHandler(anyHandler(h)); err != nil {
+				return fmt.Errorf("PorticoParameters informer event handler: %w", err)
+			}
+			in.factories = append(in.factories, f)
+			in.synced[parameters.Kind] = inf.HasSynced
+			in.dataPlanes.parameters = inf.GetStore()
+		}
+	}
+	if provisioning {
+		f := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithTransform(stripManagedFields),
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = dataPlaneSelector }))
+		inf := f.Apps().V1().Deployments().Informer()
+		if _, err := inf.AddEventHandler(anyHandler(h)); err != nil {
+			return fmt.Errorf("Deployment informer event handler: %w", err)
+		}
+		in.factories = append(in.factories, f)
+		in.synced["Deployment"] = inf.HasSynced
+		in.dataPlanes.deployments = f.Apps().V1().Deployments().Lister()
+	}
+	return nil
+}
+
+// toParameters turns the dynamic informer's objects into typed ones as
+// they enter the cache, so that a snapshot hands translate the same
+// pointer until the object changes. An object that does not decode (the
+// CRD's schema makes that unlikely) keeps its name with a mode that fails
+// validation, so that whoever names it is told InvalidParameters.
+func toParameters(log *zap.Logger) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil // a tombstone
+		}
+		p := &parameters.PorticoParameters{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			log.Warn("PorticoParameters does not decode", zap.String("namespace", u.GetNamespace()), zap.String("name", u.GetName()), zap.Error(err))
+			p = &parameters.PorticoParameters{Spec: parameters.Spec{Mode: "Undecodable"}}
+			p.Namespace, p.Name, p.UID, p.ResourceVersion = u.GetNamespace(), u.GetName(), u.GetUID(), u.GetResourceVersion()
+		}
+		p.ManagedFields = nil
+		return p, nil
+	}
+}
+
+// snapshotDataPlanes adds the PorticoParameters and provisioned
+// Deployments to res.
+func (in *informers) snapshotDataPlanes(res *resources.Resources) error {
+	if in.dataPlanes.parameters != nil {
+		for _, obj := range in.dataPlanes.parameters.List() {
+			if p, ok := obj.(*parameters.PorticoParameters); ok {
+				res.Parameters = append(res.Parameters, p)
+			}
+		}
+	}
+	if in.dataPlanes.deployments != nil {
+		var err error
+		if res.Deployments, err = in.dataPlanes.deployments.List(labels.Everything()); err != nil {
+			return fmt.Errorf("list Deployments: %w", err)
+		}
+	}
+	return nil
+}
+
+// deploymentsByName is a lookup of res.Deployments.
+func deploymentsByName(deps []*appsv1.Deployment) map[[2]string]*appsv1.Deployment {
+	out := make(map[[2]string]*appsv1.Deployment, len(deps))
+	for _, d := range deps {
+		out[[2]string{d.Namespace, d.Name}] = d
+	}
+	return out
+}

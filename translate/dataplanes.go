@@ -1,0 +1,136 @@
+package translate
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/conditions"
+	"portico.dev/portico/listeners"
+	"portico.dev/portico/parameters"
+	"portico.dev/portico/provision"
+)
+
+// addDataPlane records a Gateway of a class whose Gateways have data
+// planes of their own (GEP-1762), with the ports of every listener merged
+// into it (its own and its attached ListenerSets').
+func (t *translation) addDataPlane(gw *gwv1.Gateway, r *listeners.Result, params parameters.Spec) {
+	if t.perGateway == nil {
+		t.perGateway = map[types.NamespacedName]bool{}
+	}
+	t.perGateway[nn(gw.Namespace, gw.Name)] = true
+	ports := make([]provision.Port, 0, len(r.Listeners))
+	for _, l := range r.Listeners {
+		ports = append(ports, provision.Port{Port: int32(l.Port), Protocol: l.Protocol})
+	}
+	t.dataPlanes = append(t.dataPlanes, provision.Input{
+		Gateway:    gw,
+		ClassName:  string(gw.Spec.GatewayClassName),
+		Parameters: params,
+		Ports:      ports,
+		Accepted:   meta.IsStatusConditionTrue(r.Gateway.Conditions, string(gwv1.GatewayConditionAccepted)),
+	})
+}
+
+// servesHere says whether this translation's Config serves the Gateway
+// key: its own data plane serves one Gateway; the shared one every
+// Gateway that has none of its own.
+func (t *translation) servesHere(key types.NamespacedName) bool {
+	if t.settings.Gateway != nil {
+		return key == *t.settings.Gateway
+	}
+	return !t.perGateway[key]
+}
+
+// perGatewayUnsupportedAddress: a Gateway with its own data plane is
+// reached on the IP addresses of its Service; a Hostname address cannot be
+// asked of a Service.
+func perGatewayUnsupportedAddress(gw *gwv1.Gateway) string {
+	for _, a := range gw.Spec.Addresses {
+		if typ := addressType(a.Type); typ != gwv1.IPAddressType {
+			return fmt.Sprintf("address %q: type %q is not supported: a Gateway's own data plane is reached "+
+				"on the IP addresses of its Service", a.Value, typ)
+		}
+	}
+	return ""
+}
+
+// dataPlaneStatuses sets the addresses and Programmed condition of every
+// accepted Gateway with a data plane of its own: its addresses are those
+// of its Service (load balancer ingress, else cluster IPs), and it is
+// programmed once it has one and a replica of its Deployment is available.
+func (t *translation) dataPlaneStatuses() {
+	for _, dp := range t.dataPlanes {
+		if !dp.Accepted {
+			continue
+		}
+		key := nn(dp.Gateway.Namespace, dp.Gateway.Name)
+		gs := t.st.Gateways[key]
+		name := provision.Name(dp.Gateway.Name, dp.ClassName)
+		svc := findNamed(t.res.Services, key.Namespace, name)
+		dep := findNamed(t.res.Deployments, key.Namespace, name)
+		var own []gwv1.GatewayStatusAddress
+		if svc != nil {
+			own = serviceAddresses(svc)
+		}
+		var reason gwv1.GatewayConditionReason
+		var problem string
+		gs.Addresses, reason, problem = perGatewayAddresses(dp.Gateway, own)
+		switch {
+		case problem != "":
+		case len(gs.Addresses) == 0:
+			reason, problem = gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("waiting for Service %s/%s to get an address", key.Namespace, name)
+		case dep == nil || dep.Status.AvailableReplicas == 0:
+			reason, problem = gwv1.GatewayReasonPending, fmt.Sprintf("waiting for an available replica of Deployment %s/%s", key.Namespace, name)
+		}
+		if problem != "" {
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, reason, problem)
+		}
+		t.st.Gateways[key] = gs
+	}
+}
+
+// perGatewayAddresses maps spec.addresses onto what the Gateway's Service
+// got: an IPAddress value it did not get is AddressNotUsable.
+func perGatewayAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, gwv1.GatewayConditionReason, string) {
+	if len(own) == 0 {
+		return nil, "", "" // still waiting for the Service's address
+	}
+	out, reason, problem := sharedAddresses(gw, own)
+	if problem != "" {
+		problem = fmt.Sprintf("the Gateway's Service has %s; spec.addresses asks for others", addressList(own))
+	}
+	return out, reason, problem
+}
+
+func addressList(as []gwv1.GatewayStatusAddress) string {
+	s := ""
+	for i, a := range as {
+		if i > 0 {
+			s += ", "
+		}
+		s += a.Value
+	}
+	return s
+}
+
+type named interface {
+	*corev1.Service | *appsv1.Deployment
+	GetNamespace() string
+	GetName() string
+}
+
+func findNamed[T named](objs []T, namespace, name string) T {
+	for _, o := range objs {
+		if o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	var zero T
+	return zero
+}

@@ -1,0 +1,203 @@
+package translate
+
+import (
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/resources"
+)
+
+// Scope is the part of res that the data plane of one Gateway needs
+// (GEP-1762): translated with Settings.Gateway set to gw, it gives the same
+// Config as res does. It holds the Gateway, its class and their
+// parameters, its ListenerSets, the HTTPRoutes attached to either, the
+// Secrets their listeners and the Gateway's backend client certificate
+// name, the Services (and their EndpointSlices) routes send to, the
+// BackendTLSPolicies of those Services and the ConfigMaps they and the
+// Gateway's client validation name, every ReferenceGrant and Namespace
+// (small, and read by attachment and reference rules), and no other
+// Secret: a data plane never sees another Gateway's keys.
+func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resources {
+	out := &resources.Resources{ReferenceGrants: res.ReferenceGrants, Namespaces: res.Namespaces, ACMEErrors: res.ACMEErrors}
+	var g *gwv1.Gateway
+	for _, x := range res.Gateways {
+		if x.Namespace == gw.Namespace && x.Name == gw.Name {
+			g = x
+		}
+	}
+	if g == nil {
+		return out
+	}
+	out.Gateways = []*gwv1.Gateway{g}
+	secrets := map[types.NamespacedName]bool{}
+	addCerts := func(ns string, ls []gwv1.Listener) {
+		for _, l := range ls {
+			if l.TLS != nil {
+				for _, ref := range l.TLS.CertificateRefs {
+					secrets[nn(refNamespace(ns, ref.Namespace), string(ref.Name))] = true
+				}
+			}
+		}
+	}
+	addCerts(g.Namespace, g.Spec.Listeners)
+	if g.Spec.TLS != nil && g.Spec.TLS.Backend != nil && g.Spec.TLS.Backend.ClientCertificateRef != nil {
+		ref := g.Spec.TLS.Backend.ClientCertificateRef
+		secrets[nn(refNamespace(g.Namespace, ref.Namespace), string(ref.Name))] = true
+	}
+	parents := map[string]bool{"Gateway/" + gw.String(): true}
+	for _, ls := range res.ListenerSets {
+		if p, ok := ListenerSetParent(ls); ok && p == gw {
+			out.ListenerSets = append(out.ListenerSets, ls)
+			parents["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
+			lis := make([]gwv1.Listener, len(ls.Spec.Listeners))
+			for i, l := range ls.Spec.Listeners {
+				lis[i] = gwv1.Listener{TLS: l.TLS}
+			}
+			addCerts(ls.Namespace, lis)
+		}
+	}
+	scopeClass(res, out, g)
+	services := scopeRoutes(res, out, parents)
+	for _, s := range res.Secrets {
+		if secrets[nn(s.Namespace, s.Name)] {
+			out.Secrets = append(out.Secrets, s)
+		}
+	}
+	scopeBackends(res, out, services)
+	specOnly(out)
+	return out
+}
+
+// specOnly replaces the Gateway API objects of a scoped snapshot with
+// copies without their status and resource version, which translate does
+// not read for a data plane: a status write must not make a new snapshot
+// (the data plane's acknowledgement of it would move the status again).
+// The copies are shallow; nothing of them is modified.
+func specOnly(out *resources.Resources) {
+	for i, o := range out.GatewayClasses {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.GatewayClassStatus{}, ""
+		out.GatewayClasses[i] = &c
+	}
+	for i, o := range out.Gateways {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.GatewayStatus{}, ""
+		out.Gateways[i] = &c
+	}
+	for i, o := range out.ListenerSets {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.ListenerSetStatus{}, ""
+		out.ListenerSets[i] = &c
+	}
+	for i, o := range out.HTTPRoutes {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.HTTPRouteStatus{}, ""
+		out.HTTPRoutes[i] = &c
+	}
+	for i, o := range out.BackendTLSPolicies {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.PolicyStatus{}, ""
+		out.BackendTLSPolicies[i] = &c
+	}
+}
+
+// scopeClass adds g's class and the parameters it and g name.
+func scopeClass(res, out *resources.Resources, g *gwv1.Gateway) {
+	params := map[types.NamespacedName]bool{}
+	for _, c := range res.GatewayClasses {
+		if c.Name == string(g.Spec.GatewayClassName) {
+			out.GatewayClasses = append(out.GatewayClasses, c)
+			if r := c.Spec.ParametersRef; r != nil && r.Namespace != nil {
+				params[nn(string(*r.Namespace), r.Name)] = true
+			}
+		}
+	}
+	if g.Spec.Infrastructure != nil && g.Spec.Infrastructure.ParametersRef != nil {
+		params[nn(g.Namespace, g.Spec.Infrastructure.ParametersRef.Name)] = true
+	}
+	for _, p := range res.Parameters {
+		if params[nn(p.Namespace, p.Name)] {
+			out.Parameters = append(out.Parameters, p)
+		}
+	}
+}
+
+// scopeRoutes adds the HTTPRoutes with a parentRef among parents
+// ("Kind/namespace/name") and returns the Services they send to.
+func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[types.NamespacedName]bool {
+	services := map[types.NamespacedName]bool{}
+	for _, r := range res.HTTPRoutes {
+		attached := false
+		for _, p := range r.Spec.ParentRefs {
+			kind := "Gateway"
+			if p.Kind != nil {
+				kind = string(*p.Kind)
+			}
+			if parents[kind+"/"+nn(refNamespace(r.Namespace, p.Namespace), string(p.Name)).String()] {
+				attached = true
+			}
+		}
+		if !attached {
+			continue
+		}
+		out.HTTPRoutes = append(out.HTTPRoutes, r)
+		addRef := func(ref gwv1.BackendObjectReference) {
+			if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Service") {
+				services[nn(refNamespace(r.Namespace, ref.Namespace), string(ref.Name))] = true
+			}
+		}
+		addMirrors := func(fs []gwv1.HTTPRouteFilter) {
+			for _, f := range fs {
+				if f.RequestMirror != nil {
+					addRef(f.RequestMirror.BackendRef)
+				}
+			}
+		}
+		for _, rule := range r.Spec.Rules {
+			addMirrors(rule.Filters)
+			for _, b := range rule.BackendRefs {
+				addRef(b.BackendObjectReference)
+				addMirrors(b.Filters)
+			}
+		}
+	}
+	return services
+}
+
+// scopeBackends adds the Services routes send to, their EndpointSlices,
+// the BackendTLSPolicies that target them, and the ConfigMaps those and
+// the Gateway name.
+func scopeBackends(res, out *resources.Resources, services map[types.NamespacedName]bool) {
+	for _, s := range res.Services {
+		if services[nn(s.Namespace, s.Name)] {
+			out.Services = append(out.Services, s)
+		}
+	}
+	for _, es := range res.EndpointSlices {
+		if services[nn(es.Namespace, es.Labels[discoveryv1.LabelServiceName])] {
+			out.EndpointSlices = append(out.EndpointSlices, es)
+		}
+	}
+	for _, p := range res.BackendTLSPolicies {
+		for _, t := range p.Spec.TargetRefs {
+			if t.Group == "" && t.Kind == "Service" && services[nn(p.Namespace, string(t.Name))] {
+				out.BackendTLSPolicies = append(out.BackendTLSPolicies, p)
+				break
+			}
+		}
+	}
+	names := configMapNames(out)
+	for _, cm := range res.ConfigMaps {
+		if names[nn(cm.Namespace, cm.Name)] {
+			out.ConfigMaps = append(out.ConfigMaps, cm)
+		}
+	}
+}
+
+func refNamespace(own string, ref *gwv1.Namespace) string {
+	if ref != nil && *ref != "" {
+		return string(*ref)
+	}
+	return own
+}
