@@ -95,6 +95,11 @@ func specOnly(out *resources.Resources) {
 		c.Status, c.ResourceVersion = gwv1.HTTPRouteStatus{}, ""
 		out.HTTPRoutes[i] = &c
 	}
+	for i, o := range out.GRPCRoutes {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.GRPCRouteStatus{}, ""
+		out.GRPCRoutes[i] = &c
+	}
 	for i, o := range out.BackendTLSPolicies {
 		c := *o
 		c.Status, c.ResourceVersion = gwv1.PolicyStatus{}, ""
@@ -123,30 +128,37 @@ func scopeClass(res, out *resources.Resources, g *gwv1.Gateway) {
 	}
 }
 
-// scopeRoutes adds the HTTPRoutes with a parentRef among parents
+// scopeRoutes adds the HTTPRoutes and GRPCRoutes with a parentRef among parents
 // ("Kind/namespace/name") and returns the Services they send to.
 func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[types.NamespacedName]bool {
 	services := map[types.NamespacedName]bool{}
-	for _, r := range res.HTTPRoutes {
-		attached := false
-		for _, p := range r.Spec.ParentRefs {
-			kind := "Gateway"
-			if p.Kind != nil {
-				kind = string(*p.Kind)
-			}
-			if parents[kind+"/"+nn(refNamespace(r.Namespace, p.Namespace), string(p.Name)).String()] {
-				attached = true
+	for _, r := range res.GRPCRoutes {
+		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
+			continue
+		}
+		out.GRPCRoutes = append(out.GRPCRoutes, r)
+		addRef := backendAdder(services, r.Namespace)
+		addMirrors := func(fs []gwv1.GRPCRouteFilter) {
+			for _, f := range fs {
+				if f.RequestMirror != nil {
+					addRef(f.RequestMirror.BackendRef)
+				}
 			}
 		}
-		if !attached {
+		for _, rule := range r.Spec.Rules {
+			addMirrors(rule.Filters)
+			for _, b := range rule.BackendRefs {
+				addRef(b.BackendObjectReference)
+				addMirrors(b.Filters)
+			}
+		}
+	}
+	for _, r := range res.HTTPRoutes {
+		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
 			continue
 		}
 		out.HTTPRoutes = append(out.HTTPRoutes, r)
-		addRef := func(ref gwv1.BackendObjectReference) {
-			if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Service") {
-				services[nn(refNamespace(r.Namespace, ref.Namespace), string(ref.Name))] = true
-			}
-		}
+		addRef := backendAdder(services, r.Namespace)
 		addMirrors := func(fs []gwv1.HTTPRouteFilter) {
 			for _, f := range fs {
 				if f.RequestMirror != nil {
@@ -163,6 +175,31 @@ func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[typ
 		}
 	}
 	return services
+}
+
+// attachedTo reports whether a route in namespace ns has a parentRef
+// among parents ("Kind/namespace/name").
+func attachedTo(ns string, refs []gwv1.ParentReference, parents map[string]bool) bool {
+	for _, p := range refs {
+		kind := "Gateway"
+		if p.Kind != nil {
+			kind = string(*p.Kind)
+		}
+		if parents[kind+"/"+nn(refNamespace(ns, p.Namespace), string(p.Name)).String()] {
+			return true
+		}
+	}
+	return false
+}
+
+// backendAdder returns a function that adds the Service a backend
+// reference of a route in namespace ns names to services.
+func backendAdder(services map[types.NamespacedName]bool, ns string) func(gwv1.BackendObjectReference) {
+	return func(ref gwv1.BackendObjectReference) {
+		if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Service") {
+			services[nn(refNamespace(ns, ref.Namespace), string(ref.Name))] = true
+		}
+	}
 }
 
 // scopeBackends adds the Services routes send to, their EndpointSlices,
