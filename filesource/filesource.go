@@ -298,6 +298,8 @@ func add(res *resources.Resources, obj metav1.Object) {
 		res.ListenerSets = append(res.ListenerSets, o)
 	case *gwv1.HTTPRoute:
 		res.HTTPRoutes = append(res.HTTPRoutes, o)
+	case *gwv1.TLSRoute:
+		res.TLSRoutes = append(res.TLSRoutes, o)
 	case *gwv1.ReferenceGrant:
 		res.ReferenceGrants = append(res.ReferenceGrants, o)
 	case *gwv1.BackendTLSPolicy:
@@ -413,6 +415,8 @@ func kindOf(obj metav1.Object) string {
 		return "ListenerSet"
 	case *gwv1.HTTPRoute:
 		return "HTTPRoute"
+	case *gwv1.TLSRoute:
+		return "TLSRoute"
 	case *gwv1.ReferenceGrant:
 		return "ReferenceGrant"
 	case *gwv1.BackendTLSPolicy:

@@ -37,6 +37,7 @@ type informers struct {
 	gateways        gwlisters.GatewayLister
 	listenerSets    gwlisters.ListenerSetLister
 	httpRoutes      gwlisters.HTTPRouteLister
+	tlsRoutes       gwlisters.TLSRouteLister
 	referenceGrants gwlisters.ReferenceGrantLister
 	backendTLS      gwlisters.BackendTLSPolicyLister
 	configMaps      corelisters.ConfigMapLister
@@ -88,6 +89,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 		{"Gateway", gwv1.Gateways().Informer(), spec},
 		{"ListenerSet", gwv1.ListenerSets().Informer(), spec},
 		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
+		{"TLSRoute", gwv1.TLSRoutes().Informer(), spec},
 		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
 		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), spec},
 		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), caHandler(h)},
@@ -105,6 +107,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 	in.gateways = gwv1.Gateways().Lister()
 	in.listenerSets = gwv1.ListenerSets().Lister()
 	in.httpRoutes = gwv1.HTTPRoutes().Lister()
+	in.tlsRoutes = gwv1.TLSRoutes().Lister()
 	in.referenceGrants = gwv1.ReferenceGrants().Lister()
 	in.backendTLS = gwv1.BackendTLSPolicies().Lister()
 	in.configMaps = configf.Core().V1().ConfigMaps().Lister()
@@ -183,6 +186,9 @@ func (in *informers) snapshot() (*resources.Resources, error) {
 	}
 	if res.HTTPRoutes, err = in.httpRoutes.List(all); err != nil {
 		return nil, fmt.Errorf("list HTTPRoutes: %w", err)
+	}
+	if res.TLSRoutes, err = in.tlsRoutes.List(all); err != nil {
+		return nil, fmt.Errorf("list TLSRoutes: %w", err)
 	}
 	if res.ReferenceGrants, err = in.referenceGrants.List(all); err != nil {
 		return nil, fmt.Errorf("list ReferenceGrants: %w", err)

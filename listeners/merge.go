@@ -97,6 +97,7 @@ type merger struct {
 	// Shared, read-only values handed out to many listeners of one result.
 	gatewayGroup      *gwv1.Group
 	httpKinds         []gwv1.RouteGroupKind
+	tlsKinds          []gwv1.RouteGroupKind
 	sameNamespaces    *gwv1.RouteNamespaces
 	listenerSelector  labels.Selector
 	listenerSelectErr error
@@ -129,6 +130,7 @@ func newMerger(in *Input) *merger {
 		sameNamespaces: &gwv1.RouteNamespaces{From: &from},
 	}
 	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}}
+	m.tlsKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TLSRoute"}}
 	if in.Gateway != nil {
 		m.capacity = len(in.Gateway.Spec.Listeners)
 	}

@@ -24,6 +24,7 @@ type Resources struct {
 	Gateways        []*gwv1.Gateway
 	ListenerSets    []*gwv1.ListenerSet
 	HTTPRoutes      []*gwv1.HTTPRoute
+	TLSRoutes       []*gwv1.TLSRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
 	// hold their CA certificates and those of Gateways' client certificate

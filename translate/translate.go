@@ -213,7 +213,7 @@ func (t *translation) output() Output {
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *resources.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
-		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
+		len(res.TLSRoutes) + len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
@@ -224,6 +224,7 @@ func routingInputs(res *resources.Resources) []any {
 	add("Gateway", anys(res.Gateways)...)
 	add("ListenerSet", anys(res.ListenerSets)...)
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
+	add("TLSRoute", anys(res.TLSRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
 	// Only the ConfigMaps a policy names: the others, of which a cluster
