@@ -104,7 +104,9 @@ func (b *portsBuilder) add(i int) {
 	m := &b.t.merged[i]
 	st := b.t.st
 	protocol := proxy.HTTP
-	if m.Protocol == gwv1.HTTPSProtocolType {
+	if m.Protocol == gwv1.HTTPSProtocolType || m.Protocol == gwv1.TLSProtocolType {
+		// TLS listeners share HTTPS ports: the data plane tells them apart
+		// by the SNI of each ClientHello.
 		protocol = proxy.HTTPS
 	}
 	host := hostname.Normalize(m.Hostname)
@@ -174,6 +176,12 @@ func (b *portsBuilder) listener(i int) *proxy.Listener {
 		Routes:            b.t.compiled.Tables[i],
 		BackendClientCert: b.t.clientCerts[m.Gateway],
 		ClientAuth:        b.clientAuth(m.ClientValidation),
+	}
+	switch m.TLSMode {
+	case gwv1.TLSModePassthrough:
+		l.Stream, l.Streams = proxy.StreamPassthrough, b.t.compiledTLS.Tables[i]
+	case gwv1.TLSModeTerminate:
+		l.Stream, l.Streams = proxy.StreamTerminate, b.t.compiledTLS.Tables[i]
 	}
 	return l
 }

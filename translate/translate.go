@@ -23,6 +23,7 @@ import (
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/status"
+	"portico.dev/portico/tlsrouting"
 )
 
 // DefaultControllerName is the controllerName of GatewayClasses Portico
@@ -170,6 +171,7 @@ type translation struct {
 	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
 	tls         *backendTLS
 	compiled    routing.Output
+	compiledTLS tlsrouting.Output
 	acme        []ACMECertificate
 	// addresses are the pool addresses of each Gateway, nil without a
 	// pool; poolAssigned is what the next translation remembers of them.
