@@ -64,7 +64,10 @@ type Options struct {
 	Observer RequestObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
 	Handshakes HandshakeObserver
-	// AccessLog, when set, gets one entry per request (see logAccess).
+	// Streams, when set, is told about every TLS stream after it ended.
+	Streams StreamObserver
+	// AccessLog, when set, gets one entry per request (see logAccess) and
+	// per TLS stream (see streamEnded).
 	AccessLog *zap.Logger
 	// RequestID gives every request an X-Request-Id for the backend and
 	// the access log, keeping a usable one the client sent.
@@ -142,7 +145,9 @@ type Runtime struct {
 	opts Options
 
 	current atomic.Pointer[Config]
-	fwd     *forwarder
+	// streamTurn spreads TLS streams over their route's backends by weight.
+	streamTurn atomic.Uint32
+	fwd        *forwarder
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 

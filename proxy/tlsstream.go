@@ -1,0 +1,256 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"portico.dev/portico/clienthello"
+	"portico.dev/portico/stream"
+	"portico.dev/portico/tlsrouting"
+)
+
+// StreamObserver records finished TLS streams (metrics): the TLSRoute as
+// "namespace/name" ("" when none took the connection), the listener's mode
+// ("passthrough" or "terminate"), the outcome (one of the Stream* values),
+// the bytes each way and how long the stream lasted.
+type StreamObserver interface {
+	ObserveStream(route, mode, outcome string, up, down int64, d time.Duration)
+}
+
+// How a TLS stream ended, as StreamObserver is told.
+const (
+	StreamDone      = "done"       // both sides finished, or one closed
+	StreamIdle      = "idle"       // cut by the idle timeout
+	StreamNoRoute   = "no_route"   // no TLSRoute for the server name
+	StreamNoBackend = "no_backend" // the backend is invalid, has no endpoint, or refused
+	StreamHandshake = "handshake"  // the terminating handshake failed
+)
+
+// alertUnrecognizedName is a fatal TLS alert record, unrecognized_name
+// (RFC 6066): what a client whose server name nothing serves is told.
+var alertUnrecognizedName = []byte{21, 3, 1, 0, 2, 2, 112}
+
+// sortTLS reads a connection's ClientHello and serves it according to the
+// listener its SNI picks: a TLS listener's stream here, anything else
+// (HTTPS listeners, unknown names, what is not TLS) on to the TLS
+// handshake, which answers an unknown name with unrecognized_name itself.
+// A client that does not finish its ClientHello within ReadHeaderTimeout
+// is closed.
+func (s *sorter) sortTLS(c net.Conn) {
+	ps := s.ps
+	_ = c.SetReadDeadline(time.Now().Add(ps.rt.opts.ReadHeaderTimeout))
+	hello, name, err := clienthello.Read(c)
+	_ = c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		ps.handshakeFailed(HandshakeTimeout)
+		c.Close()
+		return
+	case errors.Is(err, io.EOF):
+		ps.handshakeFailed(HandshakeClosed)
+		c.Close()
+		return
+	}
+	pc := &replayConn{Conn: c, pending: hello}
+	var l *Listener
+	if err == nil {
+		if e := ps.sniTable().Lookup(name); e != nil {
+			l, _ = e.Value.(*Listener)
+		}
+	}
+	if l == nil || l.Stream == StreamNone {
+		s.handOn(pc)
+		return
+	}
+	ps.untracked.begin()
+	defer ps.untracked.end()
+	uc := ps.untracked.add(pc)
+	if l.Stream == StreamPassthrough {
+		ps.passthrough(uc, pc, l, name)
+		return
+	}
+	ps.terminate(uc, l, name)
+}
+
+// passthrough forwards the client's TLS session, its ClientHello first,
+// to the backend of the route its server name picks.
+func (ps *portServer) passthrough(c net.Conn, pc *replayConn, l *Listener, name string) {
+	start := time.Now()
+	route := l.Streams.Lookup(name)
+	if route == nil {
+		_, _ = c.Write(alertUnrecognizedName)
+		c.Close()
+		ps.streamEnded(c, l, name, "", StreamNoRoute, stream.Result{}, start)
+		return
+	}
+	backend, err := ps.dialStream(route, nil)
+	if err == nil {
+		_, err = backend.Write(pc.take())
+	}
+	if err != nil {
+		// The session is the backend's: Portico has no alert to send
+		// inside it but the unauthenticated one a failed start gets.
+		_, _ = c.Write(alertUnrecognizedName)
+		c.Close()
+		ps.streamEnded(c, l, name, route.Name, StreamNoBackend, stream.Result{}, start)
+		return
+	}
+	ps.pipe(c, backend, l, name, route.Name, start)
+}
+
+// terminate completes the TLS handshake with the listener's certificates
+// and forwards the plaintext to the route's backend, over TLS again when
+// the backend's port has a BackendTLSPolicy.
+func (ps *portServer) terminate(c net.Conn, l *Listener, name string) {
+	start := time.Now()
+	tc := tls.Server(c, ps.tlsConfig)
+	ctx, cancel := context.WithTimeout(context.Background(), ps.rt.opts.ReadHeaderTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		tc.Close()
+		ps.streamEnded(c, l, name, "", StreamHandshake, stream.Result{}, start)
+		return
+	}
+	// A configuration swap during the handshake may have moved the name
+	// to another listener, or taken it away.
+	if e := ps.sniTable().Lookup(name); e == nil {
+		l = &Listener{Stream: StreamTerminate}
+	} else if now, ok := e.Value.(*Listener); ok {
+		l = now
+	}
+	route := l.Streams.Lookup(name)
+	if route == nil || l.Stream != StreamTerminate {
+		_ = tc.Close()
+		ps.streamEnded(c, l, name, "", StreamNoRoute, stream.Result{}, start)
+		return
+	}
+	backend, err := ps.dialStream(route, l.BackendClientCert)
+	if err != nil {
+		_ = tc.Close()
+		ps.streamEnded(c, l, name, route.Name, StreamNoBackend, stream.Result{}, start)
+		return
+	}
+	ps.pipe(tc, backend, l, name, route.Name, start)
+}
+
+func (ps *portServer) pipe(client, backend net.Conn, l *Listener, name, route string, start time.Time) {
+	res := stream.Pipe(client, backend, ps.rt.opts.IdleTimeout)
+	outcome := StreamDone
+	if res.Idle {
+		outcome = StreamIdle
+	}
+	ps.streamEnded(client, l, name, route, outcome, res, start)
+}
+
+// dialStream connects to a backend of route, picked by weight; a backend
+// with a BackendTLSPolicy gets a TLS session of Portico's own.
+func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert) (net.Conn, error) {
+	b := route.Pick(ps.rt.streamTurn.Add(1) - 1)
+	if b == nil || b.Invalid != "" {
+		return nil, errNoStreamBackend
+	}
+	cfg := ps.rt.current.Load()
+	addr := cfg.Endpoints[b.Key].pick()
+	if addr == "" {
+		return nil, errNoStreamBackend
+	}
+	d := net.Dialer{Timeout: ps.rt.opts.DialTimeout}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if b.TLS == nil {
+		return conn, nil
+	}
+	if b.TLS.Invalid != "" {
+		conn.Close()
+		return nil, errNoStreamBackend
+	}
+	tcfg := backendTLSConfig(b.TLS, cc, "")
+	tcfg.NextProtos = nil
+	tc := tls.Client(conn, tcfg)
+	ctx, cancel := context.WithTimeout(context.Background(), ps.rt.opts.DialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// handshakeFailed counts a ClientHello that never came whole.
+func (ps *portServer) handshakeFailed(reason string) {
+	if o := ps.rt.opts.Handshakes; o != nil {
+		o.ObserveHandshakeFailure(ps.key.String(), reason)
+	}
+}
+
+var errNoStreamBackend = errors.New("no usable backend")
+
+// streamEnded reports a finished stream to the metrics and the access log.
+func (ps *portServer) streamEnded(c net.Conn, l *Listener, name, route, outcome string, res stream.Result, start time.Time) {
+	d := time.Since(start)
+	mode := "terminate"
+	if l.Stream == StreamPassthrough {
+		mode = "passthrough"
+	}
+	if o := ps.rt.opts.Streams; o != nil {
+		o.ObserveStream(route, mode, outcome, res.Up, res.Down, d)
+	}
+	log := ps.rt.opts.AccessLog
+	if log == nil {
+		return
+	}
+	if ce := log.Check(zapcore.InfoLevel, "stream"); ce != nil {
+		ce.Write(zap.String("remote", c.RemoteAddr().String()), zap.String("sni", name), zap.String("mode", mode),
+			zap.String("route", route), zap.String("outcome", outcome), zap.Int64("bytes_up", res.Up),
+			zap.Int64("bytes_down", res.Down), zap.Duration("duration", d))
+	}
+}
+
+// replayConn gives the bytes of the ClientHello read while sorting to the
+// reader first, then the connection's.
+type replayConn struct {
+	net.Conn
+	pending []byte
+	// read is set once pending is gone: reads go straight to the socket.
+	read atomic.Bool
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if !c.read.Load() {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			c.read.Store(true)
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// take returns the ClientHello's bytes not read yet, and forgets them: a
+// passthrough stream writes them to the backend itself, then copies from
+// the socket.
+func (c *replayConn) take() []byte {
+	p := c.pending
+	c.pending = nil
+	c.read.Store(true)
+	return p
+}
+
+// Inner is the socket: streams copy to and from it once the ClientHello
+// has gone to the backend.
+func (c *replayConn) Inner() net.Conn {
+	return c.Conn
+}
