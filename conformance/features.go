@@ -14,7 +14,7 @@ import (
 
 // Profiles are the conformance profiles Portico claims. A profile brings
 // its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant).
-var Profiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
+var Profiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayTLSConformanceProfileName}
 
 // Claimed are the extended features Portico claims. Every test of a claimed
 // feature runs, and a claimed feature has no failing test.
@@ -56,6 +56,9 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteRetryCodes,
 	features.SupportHTTPRouteRetryConnectionError,
 	features.SupportHTTPRouteSchemeRedirect,
+
+	features.SupportTLSRouteModeTerminate,
+	features.SupportTLSRouteModeMixed,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed

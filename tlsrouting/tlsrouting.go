@@ -182,7 +182,14 @@ func buildTable(cands []candidate) *Table {
 		patterns = append(patterns, cd.host)
 		values = append(values, cd.route)
 	}
-	return &Table{hosts: hostname.NewTable(patterns, values)}
+	return NewTable(patterns, values)
+}
+
+// NewTable maps hostname patterns (listener-style: exact, "*.suffix", ""
+// for any) to routes, routes[i] to patterns[i]; the first of equal
+// patterns wins.
+func NewTable(patterns []string, routes []*Route) *Table {
+	return &Table{hosts: hostname.NewTable(patterns, routes)}
 }
 
 type compiler struct {
