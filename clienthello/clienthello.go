@@ -23,7 +23,7 @@ const (
 	// across its records. Real ones are a few hundred bytes, up to a few
 	// kilobytes with post-quantum key shares; crypto/tls refuses more than
 	// 64 KiB.
-	MaxHelloLen = 1 << 16
+	MaxHelloLen   = 1 << 16
 	extServerName = 0
 	nameTypeHost  = 0
 )
