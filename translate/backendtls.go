@@ -491,15 +491,15 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 		}
 	}
 	ancestors := map[types.NamespacedName]map[types.NamespacedName]bool{}
-	for _, r := range res.HTTPRoutes {
+	for _, r := range routesToBackends(res, st) {
 		var gateways []types.NamespacedName
-		for _, ps := range st.HTTPRoutes[nn(r.Namespace, r.Name)] {
+		for _, ps := range r.parents {
 			if ps.ControllerName != controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
 				continue
 			}
 			parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, "")), string(ps.ParentRef.Name))
 			if parent.Namespace == "" {
-				parent.Namespace = r.Namespace
+				parent.Namespace = r.namespace
 			}
 			if ptr.Deref(ps.ParentRef.Kind, "") == "ListenerSet" {
 				gw, ok := lsParent[parent]
@@ -513,13 +513,13 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 		if len(gateways) == 0 {
 			continue
 		}
-		visit := func(ref gwv1.BackendObjectReference) {
+		for _, ref := range r.backends {
 			if ptr.Deref(ref.Group, "") != "" || (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
-				return
+				continue
 			}
 			svc := nn(string(ptr.Deref(ref.Namespace, "")), string(ref.Name))
 			if svc.Namespace == "" {
-				svc.Namespace = r.Namespace
+				svc.Namespace = r.namespace
 			}
 			targets := []tlsTarget{{svc, ""}}
 			if name := portNames[svc][*ref.Port]; name != "" {
@@ -536,20 +536,48 @@ func routedGateways(res *resources.Resources, st *status.Computed, controller gw
 				}
 			}
 		}
-		visitFilters := func(filters []gwv1.HTTPRouteFilter) {
+	}
+	return ancestors
+}
+
+// routeBackends is what policyAncestors reads of a route: its namespace,
+// its parent statuses and every backend it sends traffic to.
+type routeBackends struct {
+	namespace string
+	parents   []gwv1.RouteParentStatus
+	backends  []gwv1.BackendObjectReference
+}
+
+// routesToBackends lists the HTTPRoutes (backendRefs and mirrors) and
+// TLSRoutes (backendRefs) with the statuses computed for them.
+func routesToBackends(res *resources.Resources, st *status.Computed) []routeBackends {
+	out := make([]routeBackends, 0, len(res.HTTPRoutes)+len(res.TLSRoutes))
+	for _, r := range res.HTTPRoutes {
+		rb := routeBackends{namespace: r.Namespace, parents: st.HTTPRoutes[nn(r.Namespace, r.Name)]}
+		mirrors := func(filters []gwv1.HTTPRouteFilter) {
 			for _, f := range filters {
 				if f.RequestMirror != nil {
-					visit(f.RequestMirror.BackendRef)
+					rb.backends = append(rb.backends, f.RequestMirror.BackendRef)
 				}
 			}
 		}
 		for _, rule := range r.Spec.Rules {
-			visitFilters(rule.Filters)
+			mirrors(rule.Filters)
 			for _, b := range rule.BackendRefs {
-				visit(b.BackendObjectReference)
-				visitFilters(b.Filters)
+				rb.backends = append(rb.backends, b.BackendObjectReference)
+				mirrors(b.Filters)
 			}
 		}
+		out = append(out, rb)
 	}
-	return ancestors
+	for _, r := range res.TLSRoutes {
+		rb := routeBackends{namespace: r.Namespace, parents: st.TLSRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.backends = append(rb.backends, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
+	return out
 }

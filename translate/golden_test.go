@@ -285,6 +285,7 @@ func shuffledCopy(res *resources.Resources, seed uint64) *resources.Resources {
 		Gateways:           shuffle(rnd, res.Gateways),
 		ListenerSets:       shuffle(rnd, res.ListenerSets),
 		HTTPRoutes:         shuffle(rnd, res.HTTPRoutes),
+		TLSRoutes:          shuffle(rnd, res.TLSRoutes),
 		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
 		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
 		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
@@ -315,6 +316,7 @@ type goldenOut struct {
 	Gateways           map[string]goldenGateway    `yaml:"gateways,omitempty"`
 	ListenerSets       map[string]goldenLS         `yaml:"listenerSets,omitempty"`
 	HTTPRoutes         map[string][]goldenParent   `yaml:"httpRoutes,omitempty"`
+	TLSRoutes          map[string][]goldenParent   `yaml:"tlsRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	DataPlane          goldenDataPlane             `yaml:"dataPlane"`
@@ -404,6 +406,10 @@ type goldenListenerOut struct {
 	ClientAuth        *goldenClientAuth     `yaml:"clientAuth,omitempty"`
 	BackendClientCert *goldenClientCert     `yaml:"backendClientCert,omitempty"`
 	Routes            []goldenHostRoutes    `yaml:"routes,omitempty"`
+	// Stream and Streams are a TLS listener's mode and the TLSRoute each
+	// probe name picks: "namespace/name -> backend (weight N)[ invalid: why], ...".
+	Stream  string            `yaml:"stream,omitempty"`
+	Streams map[string]string `yaml:"streams,omitempty"`
 	Rules             map[string]*yaml.Node `yaml:"rules,omitempty"`
 }
 
@@ -442,11 +448,17 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 			d.routeHostnames = append(d.routeHostnames, string(h))
 		}
 	}
+	for _, r := range res.TLSRoutes {
+		for _, h := range r.Spec.Hostnames {
+			d.tlsHostnames = append(d.tlsHostnames, goldenProbe(string(h)))
+		}
+	}
 	out := goldenOut{
 		GatewayClasses:     map[string]goldenClass{},
 		Gateways:           map[string]goldenGateway{},
 		ListenerSets:       map[string]goldenLS{},
 		HTTPRoutes:         map[string][]goldenParent{},
+		TLSRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses {
@@ -482,6 +494,12 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 	for key, parents := range st.HTTPRoutes {
 		for _, p := range parents {
 			out.HTTPRoutes[key.String()] = append(out.HTTPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
+				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
+		}
+	}
+	for key, parents := range st.TLSRoutes {
+		for _, p := range parents {
+			out.TLSRoutes[key.String()] = append(out.TLSRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}
@@ -567,6 +585,7 @@ func goldenRef(r gwv1.ParentReference) string {
 type goldenDumper struct {
 	backendTLS     map[string]*yaml.Node
 	routeHostnames []string // of every HTTPRoute of the snapshot
+	tlsHostnames   []string // probes for every TLSRoute hostname
 }
 
 func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
@@ -668,7 +687,38 @@ func (d *goldenDumper) listener(p *proxy.Port, l *proxy.Listener) goldenListener
 		out.BackendClientCert = &goldenClientCert{ID: c.ID, Certificate: goldenCertificate(c.Cert)}
 	}
 	out.Routes, out.Rules = d.routes(l)
+	out.Stream, out.Streams = d.streams(l)
 	return out
+}
+
+// streams lists the TLSRoute a TLS listener picks for every TLSRoute
+// hostname of the snapshot and an unknown name.
+func (d *goldenDumper) streams(l *proxy.Listener) (string, map[string]string) {
+	mode := map[proxy.StreamMode]string{proxy.StreamPassthrough: "passthrough", proxy.StreamTerminate: "terminate"}[l.Stream]
+	if l.Streams == nil {
+		return mode, nil
+	}
+	out := map[string]string{}
+	for _, name := range append([]string{"unknown.invalid"}, d.tlsHostnames...) {
+		r := l.Streams.Lookup(name)
+		if r == nil {
+			out[name] = "none"
+			continue
+		}
+		var bs []string
+		for _, b := range r.Backends {
+			s := fmt.Sprintf("%s (weight %d)", goldenBackendKey(b.Key), b.Weight)
+			if b.TLS != nil {
+				s += " tls " + b.TLS.ID
+			}
+			if b.Invalid != "" {
+				s += " invalid: " + b.Invalid
+			}
+			bs = append(bs, s)
+		}
+		out[name] = r.Name + " -> " + strings.Join(bs, ", ")
+	}
+	return mode, out
 }
 
 func goldenCertificate(c *tls.Certificate) goldenCert {
