@@ -186,7 +186,8 @@ func (c *container) stop(grace time.Duration) {
 	<-c.stopped
 }
 
-// listening reports whether the process has a TCP socket listening in the
+// listening reports whether the process has a TCP socket listening, or a
+// UDP socket bound (a UDP-only server such as the suite's udp-echo), in the
 // pod's namespace. It reads the socket tables through the process itself,
 // but only once the process has entered the namespace: until "ip netns exec"
 // has switched, /proc/<pid>/net shows the host's sockets.
@@ -204,16 +205,17 @@ func listening(pid int, netns string) bool {
 	if want.Ino != got.Ino || want.Dev != got.Dev {
 		return false
 	}
-	for _, table := range []string{"tcp", "tcp6"} {
-		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table)) {
+	for _, table := range []struct{ name, state string }{{"tcp", "0A"}, {"tcp6", "0A"}, {"udp", "07"}, {"udp6", "07"}} {
+		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table.name), table.state) {
 			return true
 		}
 	}
 	return false
 }
 
-// hasListener scans a /proc/net/tcp table for a socket in state LISTEN (0A).
-func hasListener(path string) bool {
+// hasListener scans a /proc/net/tcp or udp table for a socket in state
+// (0A: TCP LISTEN; 07: an unconnected UDP socket, bound).
+func hasListener(path, state string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -223,7 +225,7 @@ func hasListener(path string) bool {
 	s.Scan() // header
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 3 && fields[3] == "0A" {
+		if len(fields) > 3 && fields[3] == state {
 			return true
 		}
 	}
