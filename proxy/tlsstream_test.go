@@ -262,3 +262,76 @@ func TestTLSStalledClientHello(t *testing.T) {
 		t.Fatal("a stalled ClientHello was not closed")
 	}
 }
+
+// TestTLSTenThousandHostnamesEach: 10,000 passthrough and 10,000
+// terminated hostnames on one port, each with a route of its own; every
+// name picks its own route, and connections to a sample of them reach the
+// backend of their route (passthrough: its certificate; terminated: its
+// greeting).
+func TestTLSTenThousandHostnamesEach(t *testing.T) {
+	const n, backends, sample = 10000, 4, 150
+	ca := newTestCA(t)
+	p := tlsPort{pass: map[string]string{}, term: map[string]string{}, endpoints: map[string]string{},
+		cert: ca.issue(t, []string{"*.term.test"})}
+	passAddrs, termAddrs := make([]string, backends), make([]string, backends)
+	passLeaves := make([][]byte, backends)
+	for b := range backends {
+		leaf := ca.issue(t, []string{"*.pass.test"})
+		passLeaves[b] = leaf.Certificate[0]
+		passAddrs[b] = tlsBackend(t, leaf)
+		termAddrs[b] = echoBackend(t, fmt.Sprintf("backend-%d", b))
+	}
+	for i := range n {
+		p.pass[fmt.Sprintf("h%d.pass.test", i)] = fmt.Sprintf("p%d", i)
+		p.term[fmt.Sprintf("h%d.term.test", i)] = fmt.Sprintf("t%d", i)
+		p.endpoints[fmt.Sprintf("p%d", i)] = passAddrs[i%backends]
+		p.endpoints[fmt.Sprintf("t%d", i)] = termAddrs[i%backends]
+	}
+	cfg := p.config(freePort(t))
+	port := cfg.Ports[0]
+	for i := range n {
+		for _, mode := range []string{"pass", "term"} {
+			name := fmt.Sprintf("h%d.%s.test", i, mode)
+			e := port.SNI.Lookup(name)
+			l, _ := e.Value.(*Listener)
+			r := l.Streams.Lookup(name)
+			if want := fmt.Sprintf("ns/%s%d", mode[:1], i); r == nil || r.Name != want {
+				t.Fatalf("%s: route %v, want %s", name, r, want)
+			}
+		}
+	}
+
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	rt := New(opts, zaptest.NewLogger(t))
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port.Number)
+	for k := range sample {
+		i := (k * 7919) % n
+		name := fmt.Sprintf("h%d.pass.test", i)
+		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: name, RootCAs: ca.pool})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(c.ConnectionState().PeerCertificates[0].Raw, passLeaves[i%backends]) {
+			t.Fatalf("%s: reached another backend", name)
+		}
+		c.Close()
+
+		name = fmt.Sprintf("h%d.term.test", i)
+		c, err = tls.Dial("tcp", addr, &tls.Config{ServerName: name, RootCAs: ca.pool})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c.CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, _ := io.ReadAll(c)
+		if want := fmt.Sprintf("backend-%d::bye", i%backends); string(got) != want {
+			t.Fatalf("%s: got %q, want %q", name, got, want)
+		}
+		c.Close()
+	}
+}
