@@ -72,8 +72,12 @@ func run() int {
 	flag.IntVar(&o.Adds, "adds", 5, "hostnames added one at a time, each timed until served")
 	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
 	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
+	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing) or passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
+	if *mode == "passthrough" && !flagSet("peers") {
+		o.Peers = []string{"portico", "nginx", "haproxy"}
+	}
 
 	// Interrupted, the proxy being measured is stopped rather than left
 	// running.
@@ -91,6 +95,20 @@ func run() int {
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	if *mode == "passthrough" {
+		results, err := runPassthrough(ctx, o, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sidebyside:", err)
+			return 1
+		}
+		fmt.Print(passthroughReport(o, results))
+		for _, r := range results {
+			if r.Peer == "portico" && r.Err != nil {
+				return 1
+			}
+		}
+		return 0
+	}
 	results, err := runAll(ctx, o, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sidebyside:", err)
@@ -103,6 +121,13 @@ func run() int {
 		}
 	}
 	return 0
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // result is what was measured of one peer.
