@@ -60,6 +60,10 @@ type Options struct {
 	// second (see h2Guard). Negative H2MaxGlitches: no guard.
 	H2MaxGlitches      int
 	H2GlitchesForgiven float64
+	// StreamIdleTimeout closes a TLS stream after this long without a byte
+	// either way; negative: never. Streams carry protocols with long quiet
+	// spells (database sessions, message queues): an hour by default.
+	StreamIdleTimeout time.Duration
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
@@ -115,6 +119,7 @@ func DefaultOptions() Options {
 		ClientRateWindow:     30 * time.Second,
 		H2MaxGlitches:        200,
 		H2GlitchesForgiven:   20,
+		StreamIdleTimeout:    time.Hour,
 	}
 }
 
@@ -136,6 +141,7 @@ func (o Options) withDefaults() Options {
 	o.ClientRateWindow = cmp.Or(o.ClientRateWindow, d.ClientRateWindow)
 	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
+	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
 	return o
 }
 

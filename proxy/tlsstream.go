@@ -144,7 +144,7 @@ func (ps *portServer) terminate(c net.Conn, l *Listener, name string) {
 }
 
 func (ps *portServer) pipe(client, backend net.Conn, l *Listener, name, route string, start time.Time) {
-	res := stream.Pipe(client, backend, ps.rt.opts.IdleTimeout)
+	res := stream.Pipe(client, backend, max(ps.rt.opts.StreamIdleTimeout, 0))
 	outcome := StreamDone
 	if res.Idle {
 		outcome = StreamIdle
