@@ -401,16 +401,16 @@ type goldenListenerOut struct {
 	Hostname string `yaml:"hostname,omitempty"`
 	// Certificates and ClientAuthID are those of the SNI entry its
 	// hostname selects, when that entry is this listener's.
-	Certificates      []goldenCert          `yaml:"certificates,omitempty"`
-	SNIClientAuth     string                `yaml:"sniClientAuth,omitempty"`
-	ClientAuth        *goldenClientAuth     `yaml:"clientAuth,omitempty"`
-	BackendClientCert *goldenClientCert     `yaml:"backendClientCert,omitempty"`
-	Routes            []goldenHostRoutes    `yaml:"routes,omitempty"`
+	Certificates      []goldenCert       `yaml:"certificates,omitempty"`
+	SNIClientAuth     string             `yaml:"sniClientAuth,omitempty"`
+	ClientAuth        *goldenClientAuth  `yaml:"clientAuth,omitempty"`
+	BackendClientCert *goldenClientCert  `yaml:"backendClientCert,omitempty"`
+	Routes            []goldenHostRoutes `yaml:"routes,omitempty"`
 	// Stream and Streams are a TLS listener's mode and the TLSRoute each
 	// probe name picks: "namespace/name -> backend (weight N)[ invalid: why], ...".
-	Stream  string            `yaml:"stream,omitempty"`
-	Streams map[string]string `yaml:"streams,omitempty"`
-	Rules             map[string]*yaml.Node `yaml:"rules,omitempty"`
+	Stream  string                `yaml:"stream,omitempty"`
+	Streams map[string]string     `yaml:"streams,omitempty"`
+	Rules   map[string]*yaml.Node `yaml:"rules,omitempty"`
 }
 
 type goldenCert struct {
