@@ -29,6 +29,9 @@ type portServer struct {
 	// tlsConfig picks the certificate by SNI (HTTPS ports): the port's
 	// TLS listener and terminated TLS streams handshake with it.
 	tlsConfig *tls.Config
+	// streamTLS is tlsConfig for terminated TLS streams, made at the
+	// first one (streamTLSConfig).
+	streamTLS atomic.Pointer[tls.Config]
 	h2        *http2.Server
 	log       *zap.Logger
 	// last is the port's config when it was removed, for requests that

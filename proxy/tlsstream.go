@@ -112,7 +112,7 @@ func (ps *portServer) passthrough(c net.Conn, pc *replayConn, l *Listener, name 
 // the backend's port has a BackendTLSPolicy.
 func (ps *portServer) terminate(c net.Conn, l *Listener, name string) {
 	start := time.Now()
-	tc := tls.Server(c, ps.tlsConfig)
+	tc := tls.Server(c, ps.streamTLSConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), ps.rt.opts.ReadHeaderTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -186,6 +186,30 @@ func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert)
 		return nil, err
 	}
 	return tc, nil
+}
+
+// streamTLSConfig is the port's TLS configuration without application
+// protocols: a terminated stream carries whatever the client speaks to
+// the backend, so Portico must not agree to h2 or http/1.1 on the
+// backend's behalf.
+func (ps *portServer) streamTLSConfig() *tls.Config {
+	if cfg := ps.streamTLS.Load(); cfg != nil {
+		return cfg
+	}
+	cfg := ps.tlsConfig.Clone()
+	cfg.NextProtos = nil
+	perEntry := ps.tlsConfig.GetConfigForClient
+	cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := perEntry(h)
+		if c == nil || len(c.NextProtos) == 0 {
+			return c, err
+		}
+		c = c.Clone()
+		c.NextProtos = nil
+		return c, err
+	}
+	ps.streamTLS.Store(cfg)
+	return cfg
 }
 
 // handshakeFailed counts a ClientHello that never came whole.

@@ -137,11 +137,14 @@ func TestTLSTerminateHalfClose(t *testing.T) {
 		endpoints: map[string]string{"x": echoBackend(t, "x")},
 		cert:      ca.issue(t, []string{"*.term.test"}),
 	}, nil)
-	c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{ServerName: "x.term.test", RootCAs: ca.pool})
+	c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{ServerName: "x.term.test", RootCAs: ca.pool, NextProtos: []string{"h2", "http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "" {
+		t.Errorf("the terminated stream agreed to %q on the backend's behalf", p)
+	}
 	io.WriteString(c, "ping")
 	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)
