@@ -84,6 +84,11 @@ type Port struct {
 	// SNI picks the certificate and listener at the TLS handshake (HTTPS
 	// only). Entry.Value is the *Listener.
 	SNI *sni.Table
+	// Streams is set when some listener of the port is of protocol TLS: a
+	// ClientHello whose name no listener serves is then refused by closing
+	// the connection, as TLS listeners refuse what they cannot route,
+	// rather than with an alert.
+	Streams bool
 }
 
 // Listener is one serving listener.

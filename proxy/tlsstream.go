@@ -34,16 +34,14 @@ const (
 	StreamHandshake = "handshake"  // the terminating handshake failed
 )
 
-// alertUnrecognizedName is a fatal TLS alert record, unrecognized_name
-// (RFC 6066): what a client whose server name nothing serves is told.
-var alertUnrecognizedName = []byte{21, 3, 1, 0, 2, 2, 112}
-
 // sortTLS reads a connection's ClientHello and serves it according to the
 // listener its SNI picks: a TLS listener's stream here, anything else
-// (HTTPS listeners, unknown names, what is not TLS) on to the TLS
-// handshake, which answers an unknown name with unrecognized_name itself.
-// A client that does not finish its ClientHello within ReadHeaderTimeout
-// is closed.
+// (HTTPS listeners, what is not TLS) on to the TLS handshake. A name no
+// listener serves is refused: on a port with TLS listeners by closing the
+// connection, as a TLS listener refuses a name it has no route for; on a
+// port of HTTPS listeners only by the handshake, with the unrecognized_name
+// alert. A client that does not finish its ClientHello within
+// ReadHeaderTimeout is closed.
 func (s *sorter) sortTLS(c net.Conn) {
 	ps := s.ps
 	_ = c.SetReadDeadline(time.Now().Add(ps.rt.opts.ReadHeaderTimeout))
@@ -67,77 +65,96 @@ func (s *sorter) sortTLS(c net.Conn) {
 			l, _ = e.Value.(*Listener)
 		}
 	}
-	if l == nil || l.Stream == StreamNone {
+	switch {
+	case l == nil && err == nil && ps.servesStreams():
+		ps.handshakeFailed(HandshakeUnknownName)
+		refuse(c)
+		return
+	case l == nil || l.Stream == StreamNone:
 		s.handOn(pc)
 		return
 	}
 	ps.untracked.begin()
 	defer ps.untracked.end()
-	uc := ps.untracked.add(pc)
-	if l.Stream == StreamPassthrough {
-		ps.passthrough(uc, pc, l, name)
-		return
-	}
-	ps.terminate(uc, l, name)
+	ps.stream(ps.untracked.add(pc), pc, l, name)
 }
 
-// passthrough forwards the client's TLS session, its ClientHello first,
-// to the backend of the route its server name picks.
-func (ps *portServer) passthrough(c net.Conn, pc *replayConn, l *Listener, name string) {
+// servesStreams reports whether the port has TLS listeners now.
+func (ps *portServer) servesStreams() bool {
+	if p := ps.rt.current.Load().port(ps.key); p != nil {
+		return p.Streams
+	}
+	if p := ps.last.Load(); p != nil {
+		return p.Streams
+	}
+	return false
+}
+
+// refuse closes a connection with a reset: what a client whose server name
+// no route or backend serves is told, rather than an alert, so that the
+// refusal looks the same whether the name was unknown, had no route, or
+// its backend could not be reached.
+func refuse(c net.Conn) {
+	if tc, ok := unwrapTCP(c); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+func unwrapTCP(c net.Conn) (*net.TCPConn, bool) {
+	for {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			return x, true
+		case stream.Wrapper:
+			c = x.Inner()
+		default:
+			return nil, false
+		}
+	}
+}
+
+// stream serves a connection of a TLS listener: its route and backend are
+// found before anything is answered, so that a name without either is
+// refused before a handshake; then the client's session is forwarded as it
+// is (Passthrough), or terminated with the listener's certificates
+// (Terminate) and its plaintext forwarded.
+func (ps *portServer) stream(c net.Conn, pc *replayConn, l *Listener, name string) {
 	start := time.Now()
 	route := l.Streams.Lookup(name)
 	if route == nil {
-		_, _ = c.Write(alertUnrecognizedName)
-		c.Close()
+		refuse(c)
 		ps.streamEnded(c, l, name, "", StreamNoRoute, stream.Result{}, start)
 		return
 	}
-	backend, err := ps.dialStream(route, nil)
-	if err == nil {
+	var cc *BackendClientCert
+	if l.Stream == StreamTerminate {
+		cc = l.BackendClientCert
+	}
+	backend, err := ps.dialStream(route, cc, l.Stream == StreamTerminate)
+	if err == nil && l.Stream == StreamPassthrough {
 		_, err = backend.Write(pc.take())
 	}
 	if err != nil {
-		// The session is the backend's: Portico has no alert to send
-		// inside it but the unauthenticated one a failed start gets.
-		_, _ = c.Write(alertUnrecognizedName)
-		c.Close()
+		if backend != nil {
+			backend.Close()
+		}
+		refuse(c)
 		ps.streamEnded(c, l, name, route.Name, StreamNoBackend, stream.Result{}, start)
 		return
 	}
-	ps.pipe(c, backend, l, name, route.Name, start)
-}
-
-// terminate completes the TLS handshake with the listener's certificates
-// and forwards the plaintext to the route's backend, over TLS again when
-// the backend's port has a BackendTLSPolicy.
-func (ps *portServer) terminate(c net.Conn, l *Listener, name string) {
-	start := time.Now()
+	if l.Stream == StreamPassthrough {
+		ps.pipe(c, backend, l, name, route.Name, start)
+		return
+	}
 	tc := tls.Server(c, ps.streamTLSConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), ps.rt.opts.ReadHeaderTimeout)
-	err := tc.HandshakeContext(ctx)
+	err = tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
 		tc.Close()
-		ps.streamEnded(c, l, name, "", StreamHandshake, stream.Result{}, start)
-		return
-	}
-	// A configuration swap during the handshake may have moved the name
-	// to another listener, or taken it away.
-	if e := ps.sniTable().Lookup(name); e == nil {
-		l = &Listener{Stream: StreamTerminate}
-	} else if now, ok := e.Value.(*Listener); ok {
-		l = now
-	}
-	route := l.Streams.Lookup(name)
-	if route == nil || l.Stream != StreamTerminate {
-		_ = tc.Close()
-		ps.streamEnded(c, l, name, "", StreamNoRoute, stream.Result{}, start)
-		return
-	}
-	backend, err := ps.dialStream(route, l.BackendClientCert)
-	if err != nil {
-		_ = tc.Close()
-		ps.streamEnded(c, l, name, route.Name, StreamNoBackend, stream.Result{}, start)
+		backend.Close()
+		ps.streamEnded(c, l, name, route.Name, StreamHandshake, stream.Result{}, start)
 		return
 	}
 	ps.pipe(tc, backend, l, name, route.Name, start)
@@ -152,9 +169,10 @@ func (ps *portServer) pipe(client, backend net.Conn, l *Listener, name, route st
 	ps.streamEnded(client, l, name, route, outcome, res, start)
 }
 
-// dialStream connects to a backend of route, picked by weight; a backend
-// with a BackendTLSPolicy gets a TLS session of Portico's own.
-func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert) (net.Conn, error) {
+// dialStream connects to a backend of route, picked by weight; with
+// reencrypt (terminated streams), a backend with a BackendTLSPolicy gets a
+// TLS session of Portico's own.
+func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert, reencrypt bool) (net.Conn, error) {
 	b := route.Pick(ps.rt.streamTurn.Add(1) - 1)
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
@@ -169,7 +187,7 @@ func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert)
 	if err != nil {
 		return nil, err
 	}
-	if b.TLS == nil {
+	if b.TLS == nil || !reencrypt {
 		return conn, nil
 	}
 	if b.TLS.Invalid != "" {

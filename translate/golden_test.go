@@ -381,6 +381,9 @@ type goldenPortOut struct {
 	// server name select ("none" when nothing matches).
 	Lookups   map[string]goldenLookup `yaml:"lookups"`
 	Listeners []goldenListenerOut     `yaml:"listeners"`
+	// Streams: a TLS listener is on the port (unknown names are refused
+	// by closing the connection).
+	Streams bool `yaml:"streams,omitempty"`
 }
 
 type goldenLookup struct {
@@ -657,6 +660,7 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 	for _, l := range p.All {
 		out.Listeners = append(out.Listeners, d.listener(p, l))
 	}
+	out.Streams = p.Streams
 	return out
 }
 

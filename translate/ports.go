@@ -60,6 +60,7 @@ type portBuild struct {
 	listeners []*proxy.Listener
 	entries   []*sni.Entry
 	hosts     map[string]bool
+	streams   bool // a TLS listener is on the port
 }
 
 func newPortsBuilder(t *translation) *portsBuilder {
@@ -137,6 +138,7 @@ func (b *portsBuilder) add(i int) {
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
+		pb.streams = pb.streams || l.Stream != proxy.StreamNone
 		if protocol == proxy.HTTPS {
 			if e == nil {
 				e = b.entry(m, host, l)
@@ -230,6 +232,7 @@ func (b *portsBuilder) config() *proxy.Config {
 			Protocol:  pb.protocol,
 			Listeners: hostname.NewTable(pb.patterns, pb.listeners),
 			All:       pb.listeners,
+			Streams:   pb.streams,
 		}
 		if pb.protocol == proxy.HTTPS {
 			p.SNI = sni.NewTable(pb.entries)
