@@ -237,6 +237,31 @@ acme:
 	}
 }
 
+// TestChartTracing: tracing values become the flags, and without an
+// endpoint none is passed.
+func TestChartTracing(t *testing.T) {
+	r := renderTyped(t, "portico", `
+tracing: {endpoint: "otel-collector.observability:4318", protocol: http, insecure: true, sampleRatio: "0.25"}
+`)
+	for name, want := range map[string]string{
+		"tracing-endpoint":     "otel-collector.observability:4318",
+		"tracing-protocol":     "http",
+		"tracing-sample-ratio": "0.25",
+	} {
+		if got, _ := r.flag(name); got != want {
+			t.Errorf("--%s=%q, want %q", name, got, want)
+		}
+	}
+	if !slices.Contains(r.args, "--tracing-insecure") {
+		t.Errorf("args %v lack --tracing-insecure", r.args)
+	}
+	for _, a := range renderTyped(t, "portico", "").args {
+		if strings.HasPrefix(a, "--tracing") {
+			t.Errorf("default values pass %s", a)
+		}
+	}
+}
+
 func TestChartAddresses(t *testing.T) {
 	pool := renderTyped(t, "portico", `
 namespace: {create: true}
@@ -471,6 +496,9 @@ func TestChartSchemaRejects(t *testing.T) {
 		"gatewayClass: {controllerName: portico}":         "at '/gatewayClass/controllerName'",
 		"extraArgs: [serve]":                              "at '/extraArgs/0'",
 		"monitoring: {dashboard: {enable: true}}":         "additional properties 'enable' not allowed",
+		"tracing: {endpoint: http://otel:4317}":           "at '/tracing/endpoint'",
+		"tracing: {protocol: udp}":                        "at '/tracing/protocol'",
+		"tracing: {sampleRatio: '2'}":                     "at '/tracing/sampleRatio'",
 	} {
 		err := renderErr(values)
 		if err == nil {

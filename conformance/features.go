@@ -30,6 +30,7 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayPort8080,
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -38,6 +39,7 @@ var Claimed = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteBackendRequestHeaderModification,
 	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteCORS,
 	features.SupportHTTPRouteDestinationPortMatching,
 	features.SupportHTTPRouteHostRewrite,
@@ -67,10 +69,6 @@ var Claimed = []features.FeatureName{
 var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayInfrastructure: "Portico runs as one shared deployment; it provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations, and reads no parametersRef",
-	features.SupportGatewayRouteHostnameIntersectionPrecedence: "routes that tie on the listener/route hostname " +
-		"intersection are ordered by that intersection, not by the routes' own hostnames",
-	features.SupportHTTPRouteBackendURLRewrite: "URLRewrite is served as a rule filter; as a backendRef filter it is " +
-		"rejected with UnsupportedValue",
 	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
 	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
 	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",

@@ -7,6 +7,7 @@ import (
 
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/routing"
+	"portico.dev/portico/tracing"
 )
 
 // serveHTTP picks the listener for the request's Host, enforces the
@@ -22,13 +23,17 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if ps.rt.opts.RequestID {
 		id = setRequestID(r)
 	}
-	obs, access := ps.rt.opts.Observer, ps.rt.opts.AccessLog
-	if obs == nil && access == nil {
+	obs, access, tracer := ps.rt.opts.Observer, ps.rt.opts.AccessLog, ps.rt.opts.Tracer
+	if obs == nil && access == nil && tracer == nil {
 		ps.route(w, r)
 		return
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
+	var span tracing.Span
+	if tracer != nil {
+		r, span = tracer.Start(r)
+	}
 	rule := ps.route(sw, r)
 	route := ""
 	if rule != nil {
@@ -40,6 +45,9 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if access != nil {
 		logAccess(access, r, sw, route, d)
+	}
+	if tracer != nil {
+		tracer.End(span, tracing.Outcome{Route: route, Upstream: sw.upstream, Status: sw.code()})
 	}
 }
 

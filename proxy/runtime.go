@@ -20,6 +20,7 @@ import (
 
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
+	"portico.dev/portico/tracing"
 )
 
 // Options are the data plane's fixed settings. Zero values get the defaults
@@ -73,6 +74,9 @@ type Options struct {
 	// AccessLog, when set, gets one entry per request (see logAccess) and
 	// per TLS stream (see streamEnded).
 	AccessLog *zap.Logger
+	// Tracer, when set, gives every request a server span and passes its
+	// trace context to the backend.
+	Tracer *tracing.Tracer
 	// RequestID gives every request an X-Request-Id for the backend and
 	// the access log, keeping a usable one the client sent.
 	RequestID bool

@@ -114,10 +114,13 @@ func TestAttachParentRefs(t *testing.T) {
 		}
 	}
 
-	// host-only serves foo.example.com only; host-b's wildcard narrows to it.
+	// host-only serves foo.example.com only. Both routes serve it there;
+	// host-b's own hostname (*.example.com) is more specific than host-a's
+	// (none), which wins over host-a being the older
+	// (GatewayRouteHostnameIntersectionPrecedence).
 	gw := types.NamespacedName{Namespace: "infra", Name: "host-only"}
-	if r, _ := route(out, f.in, gw, 80, request("GET", "foo.example.com", "/")); r == nil || r.Route.Name != "host-a" {
-		t.Errorf("foo.example.com routed to %v, want host-a (oldest, then name)", r)
+	if r, _ := route(out, f.in, gw, 80, request("GET", "foo.example.com", "/")); r == nil || r.Route.Name != "host-b" {
+		t.Errorf("foo.example.com routed to %v, want host-b (the more specific hostname of its own)", r)
 	}
 	if r, _ := route(out, f.in, gw, 80, request("GET", "bar.example.com", "/")); r != nil {
 		t.Errorf("bar.example.com routed to %v, want none", r.Route)
@@ -296,26 +299,29 @@ func TestUnacceptedListener(t *testing.T) {
 	}
 }
 
-func TestIntersect(t *testing.T) {
+// TestTableHosts: a route's hostnames go into a listener's table as they
+// are, when the listener admits them: narrower ones, and ones that cover
+// the listener's too, so that precedence can follow them.
+func TestTableHosts(t *testing.T) {
 	cases := []struct {
 		listener string
 		route    []string
 		want     []string
 	}{
 		{"", nil, []string{""}},
-		{"a.example.com", nil, []string{"a.example.com"}},
+		{"a.example.com", nil, []string{""}},
 		{"", []string{"x.com", "*.y.com"}, []string{"x.com", "*.y.com"}},
 		{"very.specific.com", []string{"non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"}, []string{"very.specific.com"}},
 		{"*.wildcard.io", []string{"wildcard.io", "foo.wildcard.io", "foo.bar.wildcard.io"}, []string{"foo.wildcard.io", "foo.bar.wildcard.io"}},
-		{"very.specific.com", []string{"*.specific.com"}, []string{"very.specific.com"}},
-		{"*.foo.example.com", []string{"bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"}, []string{"*.foo.example.com", "abc.foo.example.com"}},
-		{"abc.foo.example.com", []string{"bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"}, []string{"abc.foo.example.com"}},
-		{"*.example.com", []string{"*.com"}, []string{"*.example.com"}},
+		{"very.specific.com", []string{"*.specific.com"}, []string{"*.specific.com"}},
+		{"*.foo.example.com", []string{"bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"}, []string{"*.example.com", "*.foo.example.com", "abc.foo.example.com"}},
+		{"abc.foo.example.com", []string{"bar.com", "*.example.com", "*.foo.example.com", "abc.foo.example.com"}, []string{"*.example.com", "*.foo.example.com", "abc.foo.example.com"}},
+		{"*.example.com", []string{"*.com"}, []string{"*.com"}},
 		{"*.example.com", []string{"example.com", "*.example.net"}, nil},
 	}
 	for _, c := range cases {
-		if got := intersect(c.listener, c.route); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("intersect(%q, %q) = %q, want %q", c.listener, c.route, got, c.want)
+		if got := tableHosts(c.listener, c.route, []string{""}); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("tableHosts(%q, %q) = %q, want %q", c.listener, c.route, got, c.want)
 		}
 	}
 }

@@ -35,21 +35,19 @@ func Compile(in Input) Output {
 		parents:   make(map[Parent]*parentInfo, len(in.Parents)),
 		selectors: map[int]labels.Selector{},
 		grants:    map[string][]*gwv1.ReferenceGrant{},
+		anyHost:   []string{""},
 	}
 	infos := make([]parentInfo, 0, len(in.Parents))
 	for p, accepted := range in.Parents {
 		infos = append(infos, parentInfo{accepted: accepted})
 		c.parents[p] = &infos[len(infos)-1]
 	}
-	hostnames := make([]string, len(in.Listeners))
 	ours := 0
 	for i := range in.Listeners {
 		l := &in.Listeners[i]
 		li := &c.ls[i]
 		li.Listener, li.slot = l, i
 		li.hostname = listenerHostname(l)
-		hostnames[i] = li.hostname
-		li.hostnames = hostnames[i : i+1 : i+1]
 		// Routes only attach through parentRefs to our parents; listeners
 		// of other parents are never looked at.
 		if li.parent = c.parents[l.Parent]; li.parent != nil {
@@ -100,6 +98,7 @@ type compiler struct {
 	// counts there once.
 	attachedBy []int
 	cr         compiledRoute
+	anyHost    []string // {""}, the hostnames of a route without any
 
 	// What compiled routes are made of, cut from a few large allocations.
 	conds     slab.Slab[metav1.Condition]
@@ -165,10 +164,9 @@ type parentRef struct {
 // worked out once.
 type listenerInfo struct {
 	*Listener
-	slot      int
-	parent    *parentInfo // nil when the listener's parent is not ours
-	hostname  string      // normalized; "" for any
-	hostnames []string    // {hostname}, shared by every route that takes it as is
+	slot     int
+	parent   *parentInfo // nil when the listener's parent is not ours
+	hostname string      // normalized; "" for any
 }
 
 // hit is a listener that takes a route, with the hostnames the route
@@ -545,7 +543,7 @@ func (c *compiler) accepting(ls []*listenerInfo, cr *compiledRoute, routeNS stri
 		if !c.allows(l.Listener, routeNS) {
 			continue
 		}
-		if hosts := intersectWith(l.hostname, l.hostnames, cr.hostnames); len(hosts) > 0 {
+		if hosts := tableHosts(l.hostname, cr.hostnames, c.anyHost); len(hosts) > 0 {
 			c.hits = append(c.hits, hit{l: l, hosts: hosts})
 			n++
 		}
@@ -626,58 +624,45 @@ func hasHTTPRoute(kinds []gwv1.RouteGroupKind) bool {
 	return false
 }
 
-// intersect returns the hostnames a route serves on a listener: each route
-// hostname the listener hostname admits, narrowed to the listener's when
-// that is the more specific of the two. An empty route list means the
-// listener's hostname ("" for any).
-func intersect(listener string, route []string) []string {
-	return intersectWith(listener, []string{listener}, route)
-}
-
-// intersectWith is intersect with listenerOnly = {listener} supplied by the
-// caller. The result shares memory with route or listenerOnly whenever it
-// can (it is read-only): attaching thousands of routes to thousands of
-// listeners then allocates nothing here.
-func intersectWith(listener string, listenerOnly, route []string) []string {
+// tableHosts returns the hostnames under which a route's rules go into
+// the table of a listener with hostname listener ("" for any), or nil when
+// the listener admits none of the route's. Every route hostname the
+// listener admits stays as it is, also one that covers the listener's (a
+// wildcard, or "" for a route without hostnames) rather than being narrowed
+// to it: every request that reaches the table is within the listener's
+// hostname anyway, and so routes that tie on the intersection are tried in
+// the order of their own hostnames' specificity, as the table tries
+// "abc.example.com", then "*.example.com", then "" (the extended feature
+// GatewayRouteHostnameIntersectionPrecedence). any is {""}, shared and
+// read-only; the result shares memory with route whenever it can, so
+// attaching thousands of routes to thousands of listeners allocates
+// nothing here.
+func tableHosts(listener string, route, any []string) []string {
 	if len(route) == 0 {
-		return listenerOnly
+		return any
 	}
 	if listener == "" {
 		return route
 	}
-	// served gives the hostname h is served under, if any.
-	served := func(h string) (string, bool) {
-		switch {
-		case h == listener, hostname.Match(listener, h):
-			return h, true
-		case hostname.Match(h, listener):
-			return listener, true
-		}
-		return "", false
+	admits := func(h string) bool {
+		return h == listener || hostname.Match(listener, h) || hostname.Match(h, listener)
 	}
-	n, same, last := 0, true, -1
-	for i, h := range route {
-		e, ok := served(h)
-		if ok {
-			n, last = n+1, i
-		}
-		same = same && ok && e == h
-	}
-	switch {
-	case n == 0:
-		return nil
-	case same:
-		return route // every hostname as it is
-	case n == 1:
-		if e, _ := served(route[last]); e == route[last] {
-			return route[last : last+1 : last+1]
-		}
-		return listenerOnly
-	}
-	var out []string
+	n := 0
 	for _, h := range route {
-		if e, ok := served(h); ok && !slices.Contains(out, e) {
-			out = append(out, e)
+		if admits(h) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(route):
+		return route
+	}
+	out := make([]string, 0, n)
+	for _, h := range route {
+		if admits(h) {
+			out = append(out, h)
 		}
 	}
 	return out

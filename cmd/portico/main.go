@@ -138,6 +138,7 @@ type serveFlags struct {
 	cluster                                                 *clusterOptions
 	acme                                                    acmeFlags
 	request                                                 *requestFlags
+	tracing                                                 *tracingFlags
 	// limits sets the flags of connection and client limits in proxy
 	// options.
 	limits func(*proxy.Options)
@@ -166,9 +167,13 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		cluster:    clusterFlags(fs),
 		acme:       newACMEFlags(fs),
 		request:    newRequestFlags(fs),
+		tracing:    newTracingFlags(fs),
 		limits:     limitFlags(fs),
 	}
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := f.tracing.check(); err != nil {
 		return nil, err
 	}
 	switch {
@@ -258,6 +263,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		defer closeLog()
 		opts.AccessLog = alog
 	}
+	tracer, err := f.tracing.start(ctx)
+	if err != nil {
+		return err
+	}
+	opts.Tracer = tracer
 	// Challenges reach the ACME manager once it exists, after the data
 	// plane (in a cluster its storage needs the API client).
 	challenges := &lateChallenges{}
@@ -289,6 +299,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer cancel()
 	log.Info("shutting down")
 	_ = rt.Close(shutdownCtx)
+	// After the data plane: the last requests' spans go out too.
+	if err := tracer.Shutdown(shutdownCtx); err != nil {
+		log.Warn("tracing shutdown", zap.Error(err))
+	}
 	stopAdmin()
 	if err := <-adminDone; err != nil && runErr == nil {
 		runErr = err

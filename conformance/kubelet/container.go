@@ -186,8 +186,7 @@ func (c *container) stop(grace time.Duration) {
 	<-c.stopped
 }
 
-// listening reports whether the process has a TCP socket listening, or a
-// UDP socket bound (a UDP-only server such as the suite's udp-echo), in the
+// listening reports whether the process has a TCP socket listening in the
 // pod's namespace. It reads the socket tables through the process itself,
 // but only once the process has entered the namespace: until "ip netns exec"
 // has switched, /proc/<pid>/net shows the host's sockets.
@@ -205,17 +204,18 @@ func listening(pid int, netns string) bool {
 	if want.Ino != got.Ino || want.Dev != got.Dev {
 		return false
 	}
-	for _, table := range []struct{ name, state string }{{"tcp", "0A"}, {"tcp6", "0A"}, {"udp", "07"}, {"udp6", "07"}} {
-		if hasListener(fmt.Sprintf("/proc/%d/net/%s", pid, table.name), table.state) {
+	// A TCP socket listening (state 0A), or a UDP socket bound and
+	// unconnected (07): a UDP server has nothing else to show.
+	for _, t := range []struct{ table, state string }{{"tcp", "0A"}, {"tcp6", "0A"}, {"udp", "07"}, {"udp6", "07"}} {
+		if hasSocket(fmt.Sprintf("/proc/%d/net/%s", pid, t.table), t.state) {
 			return true
 		}
 	}
 	return false
 }
 
-// hasListener scans a /proc/net/tcp or udp table for a socket in state
-// (0A: TCP LISTEN; 07: an unconnected UDP socket, bound).
-func hasListener(path, state string) bool {
+// hasSocket scans a /proc/net/{tcp,udp} table for a socket in state.
+func hasSocket(path, state string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false

@@ -65,6 +65,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- if .Values.log.accessLog }}
 - --access-log=-
 {{- end }}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+- {{ print "--tracing-endpoint=" .endpoint | quote }}
+- {{ print "--tracing-protocol=" .protocol | quote }}
+- {{ print "--tracing-sample-ratio=" .sampleRatio | quote }}
+{{- if .insecure }}
+- --tracing-insecure
+{{- end }}
+{{- end }}
+{{- end }}
 {{- with .Values.acme }}
 {{- if .directory }}
 - {{ print "--acme-directory=" .directory | quote }}
