@@ -73,16 +73,27 @@ func (t *trackedConn) Close() error {
 type connKey struct{}
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	switch cc := c.(type) {
-	case *tls.Conn:
+	if cc, ok := c.(*tls.Conn); ok {
 		c = cc.NetConn()
-	case *peekedConn: // HTTP/1 on a plain HTTP port
-		c = cc.Conn
 	}
-	if t, ok := c.(*trackedConn); ok {
+	if t := tracked(c); t != nil {
 		return context.WithValue(ctx, connKey{}, t)
 	}
 	return ctx
+}
+
+// tracked is the trackedConn under the wrappers of the connection sorting:
+// peekedConn (HTTP/1 on a plain HTTP port) and replayConn (HTTPS, after
+// its ClientHello was read); nil when there is none.
+func tracked(c net.Conn) *trackedConn {
+	switch cc := c.(type) {
+	case *peekedConn:
+		c = cc.Conn
+	case *replayConn:
+		c = cc.Conn
+	}
+	t, _ := c.(*trackedConn)
+	return t
 }
 
 func (ps *portServer) start() {
@@ -121,7 +132,7 @@ func (ps *portServer) sniTable() *sni.Table {
 }
 
 func rememberListener(c net.Conn, e *sni.Entry) {
-	if t, ok := c.(*trackedConn); ok {
+	if t := tracked(c); t != nil {
 		if l, ok := e.Value.(*Listener); ok {
 			t.listener.Store(l)
 		}
