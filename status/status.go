@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -57,6 +58,10 @@ const MaxPolicyAncestors = 16
 // stampConditions gives computed conditions (which translate leaves without
 // a time) their lastTransitionTime: the stored one when the status did not
 // change, now otherwise, as a controller writing to the API server must.
+//
+// Stored conditions of a type that is not Portico's are kept as they are,
+// after Portico's: another controller or tool may add conditions of its own
+// to the objects Portico writes, and they are not Portico's to remove.
 func stampConditions(conds, stored []metav1.Condition, now metav1.Time) []metav1.Condition {
 	out := slices.Clone(conds)
 	for i := range out {
@@ -66,7 +71,21 @@ func stampConditions(conds, stored []metav1.Condition, now metav1.Time) []metav1
 			out[i].LastTransitionTime = now
 		}
 	}
+	for _, c := range stored {
+		if foreignCondition(c.Type) && meta.FindStatusCondition(conds, c.Type) == nil {
+			out = append(out, c)
+		}
+	}
 	return out
+}
+
+// foreignCondition reports whether a condition type belongs to someone else.
+// Portico sets only the Gateway API's own types, which have no domain
+// prefix; a type with one ("example.com/Checked") is another's. An
+// unprefixed type Portico no longer sets is its own stale condition, and is
+// dropped.
+func foreignCondition(typ string) bool {
+	return strings.Contains(typ, "/")
 }
 
 // gatewayStatus merges Portico's computed status into what is stored.
