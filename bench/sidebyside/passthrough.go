@@ -71,7 +71,6 @@ func porticoPassthrough(e env, hosts []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	host, port, _ := strings.Cut(e.Backend, ":")
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -86,22 +85,8 @@ spec:
   listeners:
   - {name: tls, port: %d, protocol: TLS, tls: {mode: Passthrough}}
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 443, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, e.Port, port, port, host)
+`, e.Port)
+	b.WriteString(porticoBackendYAML(e.Backend, 443))
 	for i, h := range hosts {
 		fmt.Fprintf(&b, `---
 apiVersion: gateway.networking.k8s.io/v1

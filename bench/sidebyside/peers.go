@@ -125,7 +125,6 @@ func porticoPeer(bin string) peer {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			host, port, _ := strings.Cut(e.Backend, ":")
 			var b strings.Builder
 			fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -141,22 +140,8 @@ spec:
   listeners:
   - {name: http, port: %d, protocol: HTTP}
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 80, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, e.Spare, port, port, host)
+`, e.Spare)
+			b.WriteString(porticoBackendYAML(e.Backend, 80))
 			for i, s := range sites {
 				b.WriteString("---\n")
 				writePorticoSite(&b, e, i, s)
@@ -186,6 +171,28 @@ endpoints: [{addresses: [%s], conditions: {ready: true}}]
 			return conditionsHold(out)
 		},
 	}
+}
+
+// porticoBackendYAML is the Service apps/backend, port servicePort, and
+// its EndpointSlice: the harness's backend at addr.
+func porticoBackendYAML(addr string, servicePort int) string {
+	host, port, _ := strings.Cut(addr, ":")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: apps}
+spec:
+  ports: [{port: %d, targetPort: %s}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend
+  namespace: apps
+  labels: {kubernetes.io/service-name: backend}
+addressType: IPv4
+ports: [{port: %s}]
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+`, servicePort, port, port, host)
 }
 
 func writePorticoSite(b *strings.Builder, e env, i int, s site) {
