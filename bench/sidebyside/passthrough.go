@@ -72,20 +72,7 @@ func porticoPassthrough(e env, hosts []string) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  listeners:
-  - {name: tls, port: %d, protocol: TLS, tls: {mode: Passthrough}}
----
-`, e.Port)
+	b.WriteString(porticoGatewayYAML(fmt.Sprintf("{name: tls, port: %d, protocol: TLS, tls: {mode: Passthrough}}", e.Port)))
 	b.WriteString(porticoBackendYAML(e.Backend, 443))
 	for i, h := range hosts {
 		fmt.Fprintf(&b, `---

@@ -126,21 +126,7 @@ func porticoPeer(bin string) peer {
 				return err
 			}
 			var b strings.Builder
-			fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: %d, protocol: HTTP}
----
-`, e.Spare)
+			b.WriteString(porticoGatewayYAML(fmt.Sprintf("{name: http, port: %d, protocol: HTTP}", e.Spare)))
 			b.WriteString(porticoBackendYAML(e.Backend, 80))
 			for i, s := range sites {
 				b.WriteString("---\n")
@@ -171,6 +157,26 @@ spec:
 			return conditionsHold(out)
 		},
 	}
+}
+
+// porticoGatewayYAML is the GatewayClass and the Gateway apps/gw with one
+// listener (a YAML flow mapping), which takes ListenerSets of its namespace.
+func porticoGatewayYAML(listener string) string {
+	return `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - ` + listener + `
+---
+`
 }
 
 // porticoBackendYAML is the Service apps/backend, port servicePort, and
