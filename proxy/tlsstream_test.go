@@ -335,3 +335,66 @@ func TestTLSTenThousandHostnamesEach(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestTLSStreamDrains: when its port is removed, an open stream goes on
+// until the drain timeout, then is closed; new connections are refused.
+func TestTLSStreamDrains(t *testing.T) {
+	ca := newTestCA(t)
+	p := tlsPort{
+		term:      map[string]string{"x.term.test": "x"},
+		endpoints: map[string]string{"x": echoBackend(t, "x")},
+		cert:      ca.issue(t, []string{"*.term.test"}),
+	}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = 700 * time.Millisecond
+	rt := New(opts, zaptest.NewLogger(t))
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	port := freePort(t)
+	if err := rt.Apply(p.config(port)); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "x.term.test", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echo := func(msg string) error {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, msg); err != nil {
+			return err
+		}
+		got := make([]byte, len(msg))
+		_, err := io.ReadFull(c, got)
+		if err == nil && string(got) != msg {
+			err = fmt.Errorf("echoed %q", got)
+		}
+		return err
+	}
+	greeting := make([]byte, 2)
+	if _, err := io.ReadFull(c, greeting); err != nil || string(greeting) != "x:" {
+		t.Fatalf("greeting %q: %v", greeting, err)
+	}
+	if err := echo("before"); err != nil {
+		t.Fatal(err)
+	}
+	removed := time.Now()
+	if err := rt.Apply(&Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo("draining"); err != nil {
+		t.Fatalf("stream cut at once by the port's removal: %v", err)
+	}
+	if nc, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		nc.Close()
+		t.Error("the removed port still accepts connections")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); errTimeout(err) == err {
+		t.Fatal("stream not closed after the drain timeout")
+	}
+	if d := time.Since(removed); d < 500*time.Millisecond {
+		t.Errorf("stream closed %v after the removal, before the drain timeout", d)
+	}
+}
