@@ -44,6 +44,10 @@ const (
 // ReadHeaderTimeout is closed.
 func (s *sorter) sortTLS(c net.Conn) {
 	ps := s.ps
+	// Counted from the start: a shutdown waits for a connection still
+	// sending its ClientHello, which may become a stream.
+	ps.untracked.begin()
+	defer ps.untracked.end()
 	_ = c.SetReadDeadline(time.Now().Add(ps.rt.opts.ReadHeaderTimeout))
 	hello, name, err := clienthello.Read(c)
 	_ = c.SetReadDeadline(time.Time{})
@@ -74,8 +78,6 @@ func (s *sorter) sortTLS(c net.Conn) {
 		s.handOn(pc)
 		return
 	}
-	ps.untracked.begin()
-	defer ps.untracked.end()
 	ps.stream(ps.untracked.add(pc), pc, l, name)
 }
 
