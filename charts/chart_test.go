@@ -91,35 +91,61 @@ func normalized(t *testing.T, m map[string]any) map[string]any {
 // deploy/ always does) the chart renders the same objects, field for
 // field, apart from Helm's own labels.
 func TestChartMatchesKustomizeBase(t *testing.T) {
-	base, err := charttest.Kustomize("../deploy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	chart := render(t, "namespace: {create: true}")
-	keys := func(objs []*unstructured.Unstructured) []string {
-		var out []string
-		for _, o := range objs {
-			out = append(out, charttest.Key(o))
-		}
-		return out
-	}
-	if !reflect.DeepEqual(keys(base), keys(chart)) {
-		t.Fatalf("objects differ:\ndeploy/: %v\nchart:   %v", keys(base), keys(chart))
-	}
-	for i := range base {
-		b, c := normalized(t, base[i].Object), normalized(t, withoutHelmLabels(chart[i]))
-		if !reflect.DeepEqual(b, c) {
-			by, _ := yaml.Marshal(b)
-			cy, _ := yaml.Marshal(c)
-			t.Errorf("%s differs:\n--- deploy/\n%s\n--- chart\n%s", charttest.Key(base[i]), by, cy)
-		}
-	}
+	chart := matchesKustomize(t, "../deploy", "namespace: {create: true}")
 	// Without namespace.create (the default, for helm install
 	// --create-namespace) the Namespace is the one object left out.
 	defaults := render(t, "")
 	if len(defaults) != len(chart)-1 || charttest.Find(defaults, "Namespace", "portico-system") != nil {
 		t.Errorf("default values render %v", keys(defaults))
 	}
+}
+
+// TestChartMatchesKnativeOverlay: with knative.enabled the chart renders
+// what the Knative overlay (examples/knative) installs, field for field.
+func TestChartMatchesKnativeOverlay(t *testing.T) {
+	matchesKustomize(t, "../examples/knative", "{namespace: {create: true}, knative: {enabled: true}}")
+	r := renderTyped(t, "portico", `knative: {enabled: true, ingressClass: kourier-replacement, certificateClass: acme.example}`)
+	for name, want := range map[string]string{"knative-ingress-class": "kourier-replacement", "knative-certificate-class": "acme.example"} {
+		if got, _ := r.flag(name); got != want {
+			t.Errorf("--%s=%q, want %q", name, got, want)
+		}
+	}
+	for _, a := range renderTyped(t, "portico", "").args {
+		if strings.HasPrefix(a, "--knative") {
+			t.Errorf("default values pass %s", a)
+		}
+	}
+}
+
+func keys(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, charttest.Key(o))
+	}
+	return out
+}
+
+// matchesKustomize checks that the chart with values renders the objects
+// kustomize builds from dir, and returns the chart's.
+func matchesKustomize(t *testing.T, dir, values string) []*unstructured.Unstructured {
+	t.Helper()
+	base, err := charttest.Kustomize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := render(t, values)
+	if !reflect.DeepEqual(keys(base), keys(chart)) {
+		t.Fatalf("objects differ:\n%s: %v\nchart:   %v", dir, keys(base), keys(chart))
+	}
+	for i := range base {
+		b, c := normalized(t, base[i].Object), normalized(t, withoutHelmLabels(chart[i]))
+		if !reflect.DeepEqual(b, c) {
+			by, _ := yaml.Marshal(b)
+			cy, _ := yaml.Marshal(c)
+			t.Errorf("%s differs:\n--- %s\n%s\n--- chart\n%s", charttest.Key(base[i]), dir, by, cy)
+		}
+	}
+	return chart
 }
 
 func renderErr(values string) error {
@@ -496,6 +522,7 @@ func TestChartSchemaRejects(t *testing.T) {
 		"gatewayClass: {controllerName: portico}":         "at '/gatewayClass/controllerName'",
 		"extraArgs: [serve]":                              "at '/extraArgs/0'",
 		"monitoring: {dashboard: {enable: true}}":         "additional properties 'enable' not allowed",
+		"knative: {externalService: {type: Ingress}}":     "at '/knative/externalService/type'",
 		"tracing: {endpoint: http://otel:4317}":           "at '/tracing/endpoint'",
 		"tracing: {protocol: udp}":                        "at '/tracing/protocol'",
 		"tracing: {sampleRatio: '2'}":                     "at '/tracing/sampleRatio'",

@@ -67,6 +67,10 @@ type Outputs struct {
 	ACME func([]translate.ACMECertificate, *resources.Resources)
 	// Applied is told about every rebuild (metrics).
 	Applied func(ApplyReport)
+	// Knative gets what translate says of the KIngresses and Certificates
+	// of Portico's classes, once their configuration is applied, with the
+	// snapshot.
+	Knative func(*translate.KnativeOutput, *resources.Resources)
 }
 
 // ApplyReport describes one rebuild.
@@ -245,6 +249,9 @@ func (l *Loop) rebuild() error {
 	}
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, res)
+	}
+	if l.out.Knative != nil && out.Knative != nil {
+		l.out.Knative(out.Knative, res)
 	}
 	return nil
 }

@@ -297,8 +297,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		f.refuse(w, rule, "route rule is invalid", rule.Invalid)
 		return
 	}
+	if answerProbe(w, r, rule) {
+		return
+	}
 	x.body = watchBody(r)
-	fr := &filterRun{w: w, in: r, out: r, m: m, x: x}
+	fr := &filterRun{w: w, in: r, out: overrideHash(r, rule), m: m, x: x}
 	if fr.apply(rule.Filters) {
 		return
 	}
@@ -315,6 +318,10 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 		return
 	}
 	out, mirrors := fr.out, fr.mirrors
+	if b.Dispatch != 0 {
+		f.dispatch(w, out, cfg, b.Dispatch, x)
+		return
+	}
 	x.h2c = b.AppProtocol == appProtocolH2C
 	x.tls = b.TLS
 
@@ -341,7 +348,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	for _, mi := range mirrors {
 		f.mirror(out, body, mi, cfg, x)
 	}
-	f.send(ctx, w, r, out, body, replay, rule, cfg.Endpoints[b.Key], x)
+	eps := cfg.Endpoints[b.Key]
+	if b.Address != "" {
+		eps = NewEndpoints(b.Address)
+	}
+	f.send(ctx, w, r, out, body, replay, rule, eps, x)
 }
 
 // filterRun applies the filters of one request, rule's then backend's.

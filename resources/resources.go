@@ -13,6 +13,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/knative"
 )
 
 // Resources is one immutable snapshot of every object translate reads. The
@@ -35,6 +37,12 @@ type Resources struct {
 	Secrets            []*corev1.Secret
 	Services           []*corev1.Service
 	EndpointSlices     []*discoveryv1.EndpointSlice
+	// KIngresses are Knative Serving's Ingresses of every class; translate
+	// serves those of Portico's (Settings.Knative).
+	KIngresses []*knative.Ingress
+	// KCertificates are Knative's Certificates of every class; translate
+	// orders those of Portico's certificate class over ACME.
+	KCertificates []*knative.Certificate
 	// ACMEErrors is the ACME manager's last error per hostname, shown in
 	// the ResolvedRefs condition of listeners still waiting for their
 	// certificate. It is replaced, never modified, when it changes.

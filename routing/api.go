@@ -127,6 +127,10 @@ type Rule struct {
 	BackendRequestTimeout time.Duration
 	// Retry is the rule's retry policy, nil when it has none.
 	Retry *Retry
+	// NetworkHash, set on the rules of a KIngress, is the hash of the
+	// version of it this configuration serves: Knative's readiness probing
+	// asks for it with a K-Network-Hash header of "override".
+	NetworkHash string
 }
 
 // Retry is a compiled HTTPRouteRetry.
@@ -147,4 +151,12 @@ type Backend struct {
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string
 	Filters []Filter
+	// Address, when set, is the "host:port" of a backend named by DNS (an
+	// ExternalName Service), used instead of endpoints.
+	Address string
+	// Dispatch, when not zero, is a port of Portico's own (on its bind
+	// address) that serves this backend: the request is routed again
+	// there in process rather than sent through the network (an
+	// ExternalName Service naming Portico's own cluster-local Service).
+	Dispatch int32
 }

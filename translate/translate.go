@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/knative"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
@@ -44,6 +45,9 @@ type Settings struct {
 	// is checked against them. Nil in standalone mode, which writes no
 	// status and knows no addresses of its own: Gateways report none.
 	Shared *SharedAddresses
+	// Knative, when set, serves the KIngresses of its class on two
+	// gateways of their own (knative.go).
+	Knative *KnativeSettings
 }
 
 func (s Settings) controller() gwv1.GatewayController {
@@ -63,6 +67,9 @@ type Output struct {
 	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
 	// hostname.
 	ACME []ACMECertificate
+	// Knative holds what translate says of every KIngress and Certificate
+	// of Portico's classes (knative.go); nil without Settings.Knative.
+	Knative *KnativeOutput
 }
 
 // Memory is what one translation hands the next. The zero value is a first
@@ -85,6 +92,9 @@ type Memory struct {
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
 	// must not recompile every route and certificate table.
 	last *fullTranslation
+	// kingressHashes are the probe hashes of the KIngresses the last
+	// translation served, by object: a changed KIngress is a new pointer.
+	kingressHashes map[*knative.Ingress]string
 }
 
 // Certificates is the number of parsed key pairs the memory holds.
@@ -139,9 +149,11 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
+	t.knative(mem.kingressHashes)
+	t.knativeCertificates()
 	out := t.output()
 	next := Memory{certs: t.ix.certs.used, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
-		last: &fullTranslation{inputs: inputs, out: out}}
+		last: &fullTranslation{inputs: inputs, out: out}, kingressHashes: t.kingressHashes}
 	return out, next
 }
 
@@ -178,6 +190,10 @@ type translation struct {
 	addresses    map[types.NamespacedName][]string
 	poolAssigned map[types.NamespacedName][]string
 	cfg          *proxy.Config
+	// kingresses and kingressHashes are the knative step's results.
+	kingresses     map[types.NamespacedName]KIngressResult
+	kingressHashes map[*knative.Ingress]string
+	kcertificates  map[types.NamespacedName]KCertificateResult
 }
 
 type gatewayResult struct {
@@ -207,7 +223,11 @@ func newTranslation(s Settings, res *resources.Resources, mem Memory) *translati
 }
 
 func (t *translation) output() Output {
-	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme}
+	var kn *KnativeOutput
+	if t.settings.Knative != nil {
+		kn = &KnativeOutput{Ingresses: t.kingresses, Certificates: t.kcertificates}
+	}
+	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, Knative: kn}
 }
 
 // routingInputs lists the objects a full translation depends on besides
@@ -216,7 +236,7 @@ func (t *translation) output() Output {
 func routingInputs(res *resources.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) +
 		len(res.TLSRoutes) + len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
-		len(res.Namespaces) + len(res.Secrets) + len(res.Services)
+		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -235,6 +255,8 @@ func routingInputs(res *resources.Resources) []any {
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)
+	add("KIngress", anys(res.KIngresses)...)
+	add("KCertificate", anys(res.KCertificates)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())
 	return in

@@ -46,6 +46,7 @@ type clusterOptions struct {
 	qps            float64
 	burst          int
 	statusWorkers  int
+	knative        *knativeOptions
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterOptions {
@@ -63,6 +64,7 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server (status writes, leader election)")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVar(&o.statusWorkers, "status-workers", 8, "status updates in flight at once")
+	o.knative = knativeFlags(fs)
 	return o
 }
 
@@ -78,7 +80,7 @@ func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 			found = true
 		}
 	})
-	return found
+	return found || o.knative.set(fs)
 }
 
 // listFlag collects a repeatable, comma-separated flag.

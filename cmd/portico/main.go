@@ -184,7 +184,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
 		return nil, errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
 	case *f.configPath != "" && f.cluster.set(fs):
-		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-* and --status-workers are for cluster mode, not with --config")
+		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
 	}
 	return f, nil
 }
@@ -207,6 +207,9 @@ func (f *serveFlags) pipelineOptions() (pipeline.Options, error) {
 	}
 	if !f.standalone() {
 		if opts.Translate.Shared, err = f.cluster.sharedAddresses(); err != nil {
+			return opts, err
+		}
+		if opts.Translate.Knative, err = f.cluster.knative.settings(); err != nil {
 			return opts, err
 		}
 	}
@@ -349,6 +352,13 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 			return nil, err
 		}
 		source, out.Statuses, out.ACME = c, c.WriteStatuses, c.WriteACME
+		if popts.Translate.Knative != nil {
+			kn, err := newKnative(c, f.cluster, popts.Translate.Knative)
+			if err != nil {
+				return nil, err
+			}
+			source, out.Knative = kn, kn.WriteKnative
+		}
 	}
 	mopts, err := f.acme.managerOptions(storage, log.Named("acme"))
 	if err != nil {

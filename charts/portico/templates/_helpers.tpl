@@ -94,6 +94,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 - --acme-eab-hmac-key=$(ACME_EAB_HMAC_KEY)
 {{- end }}
 {{- end }}
+{{- with .Values.knative }}
+{{- if .enabled }}
+- --knative
+{{- if ne .ingressClass "portico.ingress.networking.knative.dev" }}
+- {{ print "--knative-ingress-class=" .ingressClass | quote }}
+{{- end }}
+{{- if ne .certificateClass "portico.certificate.networking.knative.dev" }}
+- {{ print "--knative-certificate-class=" .certificateClass | quote }}
+{{- end }}
+- --knative-external-service=$(POD_NAMESPACE)/{{ include "portico.fullname" $ }}-external
+- --knative-local-service=$(POD_NAMESPACE)/{{ include "portico.fullname" $ }}-internal
+{{- end }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
