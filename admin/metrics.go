@@ -30,6 +30,9 @@ type Metrics struct {
 	statusWrites *prometheus.CounterVec
 	acme         *prometheus.CounterVec
 	handshakes   *prometheus.CounterVec
+	streams      *prometheus.CounterVec
+	streamBytes  *prometheus.CounterVec
+	streamTime   prometheus.Histogram
 	certExpiry   prometheus.Gauge
 
 	// counters caches the child counter of each (route, code): looking it
@@ -105,6 +108,20 @@ func NewMetrics() *Metrics {
 			Help: "TLS handshakes that failed, by port and reason (unknown_server_name, not_tls, client_certificate, " +
 				"unsupported_parameters, timeout, closed, other).",
 		}, []string{"port", "reason"}),
+		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_tls_streams_total",
+			Help: "TLS streams (TLSRoute) ended, by route (namespace/name; empty when none took the connection), " +
+				"mode (passthrough, terminate) and outcome (done, idle, no_route, no_backend, handshake).",
+		}, []string{"route", "mode", "outcome"}),
+		streamBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_tls_stream_bytes_total",
+			Help: "Bytes carried by TLS streams, by route and direction (up: client to backend, down: backend to client).",
+		}, []string{"route", "direction"}),
+		streamTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_tls_stream_duration_seconds",
+			Help:    "How long TLS streams lasted, from their ClientHello to the close of both sides.",
+			Buckets: []float64{.01, .1, 1, 10, 60, 300, 1800, 3600},
+		}),
 		// One number rather than one series per certificate: with a
 		// hundred thousand hostnames a series each would be too many, and
 		// the alert only needs the first to expire (its name is in the
@@ -134,6 +151,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.grpcRequests, m.latency, m.generation, m.applies, m.translate, m.apply,
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
+		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, buildInfo,
 	)
 	return m
@@ -170,6 +188,22 @@ func (m *Metrics) ObserveGRPC(route string, status int) {
 		c, _ = m.grpcCounters.LoadOrStore(key, m.grpcRequests.WithLabelValues(route, strconv.Itoa(status)))
 	}
 	c.(prometheus.Counter).Inc()
+}
+
+// ObserveStream records one ended TLS stream (see proxy.StreamObserver).
+// Streams are long next to a label lookup: no cache as for requests.
+func (m *Metrics) ObserveStream(route, mode, outcome string, up, down int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.streams.WithLabelValues(route, mode, outcome).Inc()
+	if up > 0 {
+		m.streamBytes.WithLabelValues(route, "up").Add(float64(up))
+	}
+	if down > 0 {
+		m.streamBytes.WithLabelValues(route, "down").Add(float64(down))
+	}
+	m.streamTime.Observe(d.Seconds())
 }
 
 // ObserveHandshakeFailure records a TLS handshake that failed on port

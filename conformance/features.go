@@ -14,10 +14,12 @@ import (
 
 // Profiles are the conformance profiles Portico claims. A profile brings
 // its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant;
-// for GATEWAY-GRPC: Gateway, GRPCRoute, ReferenceGrant).
+// for GATEWAY-GRPC: Gateway, GRPCRoute, ReferenceGrant; for GATEWAY-TLS:
+// Gateway, TLSRoute, ReferenceGrant).
 var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayHTTPConformanceProfileName,
 	suite.GatewayGRPCConformanceProfileName,
+	suite.GatewayTLSConformanceProfileName,
 }
 
 // Claimed are the extended features Portico claims. Every test of a claimed
@@ -65,6 +67,8 @@ var Claimed = []features.FeatureName{
 
 	features.SupportGRPCRouteNamedRouteRule,
 	features.SupportGRPCRouteRequestHeaderModifier,
+	features.SupportTLSRouteModeTerminate,
+	features.SupportTLSRouteModeMixed,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed

@@ -61,6 +61,8 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		return &gwv1.HTTPRoute{}, nil
 	case "gateway.networking.k8s.io/v1/GRPCRoute":
 		return &gwv1.GRPCRoute{}, nil
+	case "gateway.networking.k8s.io/v1/TLSRoute", "gateway.networking.k8s.io/v1alpha2/TLSRoute":
+		return &gwv1.TLSRoute{}, nil
 	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
 		// v1beta1 and v1 ReferenceGrants have the same schema.
 		return &gwv1.ReferenceGrant{}, nil

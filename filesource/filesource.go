@@ -301,6 +301,8 @@ func add(res *resources.Resources, obj metav1.Object) {
 		res.HTTPRoutes = append(res.HTTPRoutes, o)
 	case *gwv1.GRPCRoute:
 		res.GRPCRoutes = append(res.GRPCRoutes, o)
+	case *gwv1.TLSRoute:
+		res.TLSRoutes = append(res.TLSRoutes, o)
 	case *gwv1.ReferenceGrant:
 		res.ReferenceGrants = append(res.ReferenceGrants, o)
 	case *gwv1.BackendTLSPolicy:
@@ -420,6 +422,8 @@ func kindOf(obj metav1.Object) string {
 		return "HTTPRoute"
 	case *gwv1.GRPCRoute:
 		return "GRPCRoute"
+	case *gwv1.TLSRoute:
+		return "TLSRoute"
 	case *gwv1.ReferenceGrant:
 		return "ReferenceGrant"
 	case *gwv1.BackendTLSPolicy:

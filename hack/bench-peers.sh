@@ -16,3 +16,11 @@ export GOFLAGS=-tags=http2legacy
 . "$(dirname "$0")/lib/apt-missing.sh"
 
 apt_install_missing bench-peers 1 nginx=nginx haproxy=haproxy caddy=caddy
+
+# nginx's stream module (ssl_preread, for the TLS passthrough comparison,
+# go run ./bench/sidebyside -mode passthrough) is a package of its own and
+# no command: the placeholder name below is never on PATH, so the package is
+# installed whenever the module file is missing.
+if [[ ! -e /usr/lib/nginx/modules/ngx_stream_module.so ]]; then
+	apt_install_missing bench-peers 1 no-such-command-nginx-stream=libnginx-mod-stream
+fi

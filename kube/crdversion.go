@@ -23,7 +23,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 func checkCRDVersions(ctx context.Context, md metadata.Interface) ([]string, error) {
 	var problems []string
 	// The Gateway API CRDs Portico reads.
-	for _, plural := range []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "referencegrants", "backendtlspolicies"} {
+	for _, plural := range []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "tlsroutes", "referencegrants", "backendtlspolicies"} {
 		name := plural + "." + gwv1.GroupName
 		obj, err := md.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

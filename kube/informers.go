@@ -38,6 +38,7 @@ type informers struct {
 	listenerSets    gwlisters.ListenerSetLister
 	httpRoutes      gwlisters.HTTPRouteLister
 	grpcRoutes      gwlisters.GRPCRouteLister
+	tlsRoutes       gwlisters.TLSRouteLister
 	referenceGrants gwlisters.ReferenceGrantLister
 	backendTLS      gwlisters.BackendTLSPolicyLister
 	configMaps      corelisters.ConfigMapLister
@@ -91,6 +92,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 		{"ListenerSet", gwv1.ListenerSets().Informer(), spec},
 		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
 		{"GRPCRoute", gwv1.GRPCRoutes().Informer(), spec},
+		{"TLSRoute", gwv1.TLSRoutes().Informer(), spec},
 		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
 		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), spec},
 		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), caHandler(h)},
@@ -109,6 +111,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 	in.listenerSets = gwv1.ListenerSets().Lister()
 	in.httpRoutes = gwv1.HTTPRoutes().Lister()
 	in.grpcRoutes = gwv1.GRPCRoutes().Lister()
+	in.tlsRoutes = gwv1.TLSRoutes().Lister()
 	in.referenceGrants = gwv1.ReferenceGrants().Lister()
 	in.backendTLS = gwv1.BackendTLSPolicies().Lister()
 	in.configMaps = configf.Core().V1().ConfigMaps().Lister()
@@ -190,6 +193,9 @@ func (in *informers) snapshot() (*resources.Resources, error) {
 	}
 	if res.GRPCRoutes, err = in.grpcRoutes.List(all); err != nil {
 		return nil, fmt.Errorf("list GRPCRoutes: %w", err)
+	}
+	if res.TLSRoutes, err = in.tlsRoutes.List(all); err != nil {
+		return nil, fmt.Errorf("list TLSRoutes: %w", err)
 	}
 	if res.ReferenceGrants, err = in.referenceGrants.List(all); err != nil {
 		return nil, fmt.Errorf("list ReferenceGrants: %w", err)

@@ -251,6 +251,14 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 			return status.MergeGRPCRoute(o, c, w.controller, now)
 		},
 	}, fromCache(grpcRoutes, b.st.GRPCRoutes, func(r *gwv1.GRPCRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+	tlsRoutes, _ := w.in.tlsRoutes.List(labels.Everything())
+	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.TLSRoute, []gwv1.RouteParentStatus]{
+		name:   "TLSRoute",
+		client: func(ns string) statusClient[*gwv1.TLSRoute] { return gws.TLSRoutes(ns) },
+		merge: func(o *gwv1.TLSRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.TLSRoute, bool) {
+			return status.MergeTLSRoute(o, c, w.controller, now)
+		},
+	}, fromCache(tlsRoutes, b.st.TLSRoutes, func(r *gwv1.TLSRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
 	policies, _ := w.in.backendTLS.List(labels.Everything())
@@ -269,7 +277,7 @@ func (w *statusWriter) jobs(b *statusBatch) []statusJob {
 // programmed no later than the routes on it; ties in name order for stable
 // logs.
 func sortJobs(jobs []statusJob) {
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "BackendTLSPolicy": 4}
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "BackendTLSPolicy": 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -434,6 +442,9 @@ func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.GRPCRoutes {
 		add("GRPCRoute", o)
+	}
+	for _, o := range res.TLSRoutes {
+		add("TLSRoute", o)
 	}
 	for _, o := range res.BackendTLSPolicies {
 		add("BackendTLSPolicy", o)

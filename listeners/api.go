@@ -82,12 +82,15 @@ type Listener struct {
 	Port     gwv1.PortNumber
 	Protocol gwv1.ProtocolType
 	Hostname string // "" when the listener has none
+	// TLSMode is how a TLS listener treats its connections: Passthrough
+	// (routed by SNI, never decrypted) or Terminate. "" for HTTP and HTTPS.
+	TLSMode gwv1.TLSModeType
 	// ServesPrevious is set when the only unresolved references are Secrets
 	// whose update broke them (ErrServingPrevious): the listener serves
 	// with the key pairs they held before, although ResolvedRefs is false.
 	ServesPrevious bool
 	// Certificates are the resolved Secrets of tls.certificateRefs, in order
-	// (HTTPS only; empty when they did not resolve).
+	// (HTTPS and TLS Terminate only; empty when they did not resolve).
 	Certificates []types.NamespacedName
 	// ClientValidation, when set, is the client certificate check of the
 	// listener's port (HTTPS only).

@@ -120,8 +120,7 @@ func TestListenerSetConformance(t *testing.T) {
 				gateway("gateway-with-listener-sets-test-supported-route-kinds", gatewayAccepted),
 				setListener(infra, "listenerset-test-allowed-routes-supported-kinds", "listener-set-listener-allowed-routes-tls-only", []string{},
 					want{"ResolvedRefs", metav1.ConditionFalse, "InvalidRouteKinds"},
-					// Portico does not serve TLS passthrough yet.
-					want{"Accepted", metav1.ConditionFalse, "UnsupportedProtocol"}),
+					want{"Accepted", metav1.ConditionTrue, "Accepted"}),
 			},
 		},
 		{

@@ -97,6 +97,7 @@ type merger struct {
 	// Shared, read-only values handed out to many listeners of one result.
 	gatewayGroup      *gwv1.Group
 	httpKinds         []gwv1.RouteGroupKind
+	tlsKinds          []gwv1.RouteGroupKind
 	sameNamespaces    *gwv1.RouteNamespaces
 	listenerSelector  labels.Selector
 	listenerSelectErr error
@@ -131,6 +132,7 @@ func newMerger(in *Input) *merger {
 	// HTTP and HTTPS listeners take GRPCRoutes too: both serve HTTP/2
 	// with prior knowledge (h2c) and over ALPN, as GRPCRoute requires.
 	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}, {Group: m.gatewayGroup, Kind: "GRPCRoute"}}
+	m.tlsKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TLSRoute"}}
 	if in.Gateway != nil {
 		m.capacity = len(in.Gateway.Spec.Listeners)
 	}

@@ -74,6 +74,8 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	}
 
 	https := spec.Protocol == gwv1.HTTPSProtocolType
+	l.TLSMode = tlsMode(spec)
+	terminates := https || l.TLSMode == gwv1.TLSModeTerminate
 	switch {
 	// The CRD schema rejects these in a cluster; standalone YAML has no
 	// schema, so they are checked here too rather than failing a bind.
@@ -83,9 +85,9 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	case spec.Hostname != nil && !validHostname(string(*spec.Hostname)):
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("Hostname %q is not a valid DNS name or wildcard (*.example.com); IP addresses are not allowed", *spec.Hostname)
-	case spec.Protocol != gwv1.HTTPProtocolType && !https:
+	case spec.Protocol != gwv1.HTTPProtocolType && !https && spec.Protocol != gwv1.TLSProtocolType:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedProtocol
-		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP and HTTPS", spec.Protocol)
+		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP, HTTPS and TLS", spec.Protocol)
 	case https && spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("TLS mode %q is not supported for HTTPS; use Terminate", *spec.TLS.Mode)
@@ -111,8 +113,8 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	var refReason gwv1.ListenerConditionReason
 	var refMsg string
 	var previous bool
-	if https && v.acceptedReason != gwv1.ListenerReasonUnsupportedValue {
-		l.Certificates, refReason, refMsg, previous = m.certificates(src, spec.TLS)
+	if terminates && v.acceptedReason != gwv1.ListenerReasonUnsupportedValue {
+		l.Certificates, refReason, refMsg, previous = m.certificates(src, spec.Protocol, spec.TLS)
 	}
 	// Only broken Secret updates may keep a listener serving: any other
 	// unresolved reference still takes it off the data plane.
@@ -149,7 +151,7 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 // lose to a port already used with another protocol.
 func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
 	owner, used := m.ports[spec.Port]
-	if used && owner.protocol != spec.Protocol {
+	if used && family(owner.protocol) != family(spec.Protocol) {
 		v.conflicted, v.conflictReason = true, gwv1.ListenerReasonProtocolConflict
 		v.conflictMsg = fmt.Sprintf("Port %d is already used with protocol %s by %s", spec.Port, owner.protocol, m.describe(owner.claim, c, src))
 		return
@@ -174,6 +176,16 @@ func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
 		m.ports[spec.Port] = portClaim{claim: c, protocol: spec.Protocol}
 	}
 	m.hosts[key] = c
+}
+
+// family groups the protocols that can share a port: HTTPS and TLS
+// listeners, in either TLS mode, are told apart by the SNI of each
+// connection's ClientHello, before anything is terminated.
+func family(p gwv1.ProtocolType) gwv1.ProtocolType {
+	if p == gwv1.TLSProtocolType {
+		return gwv1.HTTPSProtocolType
+	}
+	return p
 }
 
 // describe names the winner of a conflict for the loser's status without
@@ -202,21 +214,24 @@ func (m *merger) listenerName(c claim) gwv1.SectionName {
 // asks for (or the protocol's default) and a message naming the kinds it
 // asked for but cannot have.
 func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
-	httpish := spec.Protocol == gwv1.HTTPProtocolType || spec.Protocol == gwv1.HTTPSProtocolType
-	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
-		if httpish {
-			return m.httpKinds, ""
-		}
-		return nil, ""
+	var own []gwv1.RouteGroupKind // the kinds the protocol carries
+	switch spec.Protocol {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		own = m.httpKinds
+	case gwv1.TLSProtocolType:
+		own = m.tlsKinds
 	}
-	var valid [2]bool // HTTPRoute, GRPCRoute
+	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
+		return own, ""
+	}
+	var valid [2]bool // by position in own: HTTPRoute, GRPCRoute; or TLSRoute
 	var bad []string
 	for _, k := range spec.AllowedRoutes.Kinds {
 		group := gwv1.GroupName
 		if k.Group != nil {
 			group = string(*k.Group)
 		}
-		if i := slices.IndexFunc(m.httpKinds, func(h gwv1.RouteGroupKind) bool { return h.Kind == k.Kind }); httpish && group == gwv1.GroupName && i >= 0 {
+		if i := slices.IndexFunc(own, func(h gwv1.RouteGroupKind) bool { return h.Kind == k.Kind }); group == gwv1.GroupName && i >= 0 {
 			valid[i] = true
 			continue
 		}
@@ -228,17 +243,29 @@ func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string)
 	}
 	var kinds []gwv1.RouteGroupKind
 	switch {
-	case valid[0] && valid[1]:
-		kinds = m.httpKinds
+	case len(own) == 2 && valid[0] && valid[1]:
+		kinds = own
 	case valid[0]:
-		kinds = m.httpKinds[0:1:1]
+		kinds = own[0:1:1]
 	case valid[1]:
-		kinds = m.httpKinds[1:2:2]
+		kinds = own[1:2:2]
 	}
 	if len(bad) == 0 {
 		return kinds, ""
 	}
 	return kinds, fmt.Sprintf("Route kinds not supported on %s listeners: %s", spec.Protocol, strings.Join(bad, ", "))
+}
+
+// tlsMode is the TLS mode of a TLS listener with its default, Terminate;
+// "" for other protocols.
+func tlsMode(spec *gwv1.Listener) gwv1.TLSModeType {
+	if spec.Protocol != gwv1.TLSProtocolType {
+		return ""
+	}
+	if spec.TLS != nil && spec.TLS.Mode != nil {
+		return *spec.TLS.Mode
+	}
+	return gwv1.TLSModeTerminate
 }
 
 // allowedRoutes applies the defaults of spec.allowedRoutes. The result may
@@ -256,9 +283,9 @@ func (m *merger) allowedRoutes(spec *gwv1.Listener, kinds []gwv1.RouteGroupKind)
 // failing reference and a message covering all of them; unless every
 // failing reference still serves its previous key pair (previous), when
 // the certificates come back with the reason and message.
-func (m *merger) certificates(src Source, tls *gwv1.ListenerTLSConfig) (certs []types.NamespacedName, reason gwv1.ListenerConditionReason, msg string, previous bool) {
+func (m *merger) certificates(src Source, protocol gwv1.ProtocolType, tls *gwv1.ListenerTLSConfig) (certs []types.NamespacedName, reason gwv1.ListenerConditionReason, msg string, previous bool) {
 	if tls == nil || len(tls.CertificateRefs) == 0 {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs at least one entry in tls.certificateRefs", false
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("A terminating %s listener needs at least one entry in tls.certificateRefs", protocol), false
 	}
 	certs = m.certSlab.Take(len(tls.CertificateRefs))[:0]
 	var msgs []string

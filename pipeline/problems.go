@@ -3,6 +3,8 @@ package pipeline
 import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/status"
 )
@@ -32,9 +34,11 @@ func LogProblems(log *zap.Logger, st *status.Computed) {
 			report("ListenerSet", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
 		}
 	}
-	for key, parents := range st.HTTPRoutes {
-		for _, p := range parents {
-			report("HTTPRoute", key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
+	for kind, routes := range map[string]map[types.NamespacedName][]gwv1.RouteParentStatus{"HTTPRoute": st.HTTPRoutes, "TLSRoute": st.TLSRoutes} {
+		for key, parents := range routes {
+			for _, p := range parents {
+				report(kind, key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
+			}
 		}
 	}
 	for key, parents := range st.GRPCRoutes {

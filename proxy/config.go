@@ -16,6 +16,7 @@ import (
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
+	"portico.dev/portico/tlsrouting"
 )
 
 // Protocol is what a port speaks.
@@ -83,6 +84,11 @@ type Port struct {
 	// SNI picks the certificate and listener at the TLS handshake (HTTPS
 	// only). Entry.Value is the *Listener.
 	SNI *sni.Table
+	// Streams is set when some listener of the port is of protocol TLS: a
+	// ClientHello whose name no listener serves is then refused by closing
+	// the connection, as TLS listeners refuse what they cannot route,
+	// rather than with an alert.
+	Streams bool
 }
 
 // Listener is one serving listener.
@@ -102,7 +108,26 @@ type Listener struct {
 	// configuration change, is not served; with an optional check, a
 	// certificate is checked here before it is passed on to the backend.
 	ClientAuth *sni.ClientAuth
+	// Stream is how a listener of protocol TLS serves its connections,
+	// StreamNone for HTTP and HTTPS listeners; Streams picks a TLS
+	// listener's route by SNI (nil: no route, every connection refused).
+	Stream  StreamMode
+	Streams *tlsrouting.Table
 }
+
+// StreamMode says what a listener does with a connection: serve HTTP, or
+// carry it as a byte stream to a TLSRoute's backend.
+type StreamMode uint8
+
+const (
+	StreamNone StreamMode = iota
+	// StreamPassthrough forwards the client's TLS session as it is,
+	// ClientHello included, routed by its SNI.
+	StreamPassthrough
+	// StreamTerminate completes the handshake with the listener's
+	// certificates and forwards the decrypted bytes.
+	StreamTerminate
+)
 
 // clientAuthID is the ID of l's client certificate check, "" for none.
 func (l *Listener) clientAuthID() string {

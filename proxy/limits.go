@@ -404,6 +404,9 @@ type untrackedConn struct {
 	once sync.Once
 }
 
+// Inner is the connection tracked, which streams copy to and from.
+func (c *untrackedConn) Inner() net.Conn { return c.Conn }
+
 func (c *untrackedConn) Close() error {
 	c.once.Do(func() {
 		c.set.mu.Lock()

@@ -61,11 +61,18 @@ type Options struct {
 	// second (see h2Guard). Negative H2MaxGlitches: no guard.
 	H2MaxGlitches      int
 	H2GlitchesForgiven float64
+	// StreamIdleTimeout closes a TLS stream after this long without a byte
+	// either way; negative: never. Streams carry protocols with long quiet
+	// spells (database sessions, message queues): an hour by default.
+	StreamIdleTimeout time.Duration
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
 	Handshakes HandshakeObserver
-	// AccessLog, when set, gets one entry per request (see logAccess).
+	// Streams, when set, is told about every TLS stream after it ended.
+	Streams StreamObserver
+	// AccessLog, when set, gets one entry per request (see logAccess) and
+	// per TLS stream (see streamEnded).
 	AccessLog *zap.Logger
 	// Tracer, when set, gives every request a server span and passes its
 	// trace context to the backend.
@@ -118,6 +125,7 @@ func DefaultOptions() Options {
 		ClientRateWindow:     30 * time.Second,
 		H2MaxGlitches:        200,
 		H2GlitchesForgiven:   20,
+		StreamIdleTimeout:    time.Hour,
 	}
 }
 
@@ -139,6 +147,7 @@ func (o Options) withDefaults() Options {
 	o.ClientRateWindow = cmp.Or(o.ClientRateWindow, d.ClientRateWindow)
 	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
+	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
 	return o
 }
 
@@ -148,7 +157,9 @@ type Runtime struct {
 	opts Options
 
 	current atomic.Pointer[Config]
-	fwd     *forwarder
+	// streamTurn spreads TLS streams over their route's backends by weight.
+	streamTurn atomic.Uint32
+	fwd        *forwarder
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 

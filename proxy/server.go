@@ -26,8 +26,14 @@ type portServer struct {
 	protocol Protocol
 	ln       net.Listener
 	srv      *http.Server
-	h2       *http2.Server
-	log      *zap.Logger
+	// tlsConfig picks the certificate by SNI (HTTPS ports): the port's
+	// TLS listener and terminated TLS streams handshake with it.
+	tlsConfig *tls.Config
+	// streamTLS is tlsConfig for terminated TLS streams, made at the
+	// first one (streamTLSConfig).
+	streamTLS atomic.Pointer[tls.Config]
+	h2        *http2.Server
+	log       *zap.Logger
 	// last is the port's config when it was removed, for requests that
 	// arrive while it drains.
 	last atomic.Pointer[Port]
@@ -54,6 +60,9 @@ type trackedConn struct {
 }
 
 // Close releases the connection's place under the port's cap, once.
+// Inner is the accepted socket, which streams copy to and from.
+func (t *trackedConn) Inner() net.Conn { return t.Conn }
+
 func (t *trackedConn) Close() error {
 	if !t.closed.Swap(true) {
 		t.limit.release()
@@ -64,26 +73,43 @@ func (t *trackedConn) Close() error {
 type connKey struct{}
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	switch cc := c.(type) {
-	case *tls.Conn:
+	if cc, ok := c.(*tls.Conn); ok {
 		c = cc.NetConn()
-	case *peekedConn: // HTTP/1 on a plain HTTP port
-		c = cc.Conn
 	}
-	if t, ok := c.(*trackedConn); ok {
+	if t := tracked(c); t != nil {
 		return context.WithValue(ctx, connKey{}, t)
 	}
 	return ctx
+}
+
+// tracked is the trackedConn under the wrappers of the connection sorting:
+// peekedConn (HTTP/1 on a plain HTTP port) and replayConn (HTTPS, after
+// its ClientHello was read); nil when there is none.
+func tracked(c net.Conn) *trackedConn {
+	switch cc := c.(type) {
+	case *peekedConn:
+		c = cc.Conn
+	case *replayConn:
+		c = cc.Conn
+	}
+	t, _ := c.(*trackedConn)
+	return t
 }
 
 func (ps *portServer) start() {
 	ps.served = make(chan struct{})
 	var ln net.Listener = &trackingListener{Listener: ps.ln, limit: &ps.conns}
 	if ps.protocol == HTTPS {
-		base := ps.srv.TLSConfig.Clone()
-		ln = tls.NewListener(ln, sni.ServerConfig(base, ps.sniTable, rememberListener))
+		ps.tlsConfig = sni.ServerConfig(ps.srv.TLSConfig.Clone(), ps.sniTable, rememberListener)
+		s := newSorter(ln, ps)
+		s.sort = s.sortTLS
+		go s.acceptLoop()
+		ln = tls.NewListener(s, ps.tlsConfig)
 	} else {
-		ln = newH2CSniffer(ln, ps)
+		s := newSorter(ln, ps)
+		s.sort = s.sortH2C
+		go s.acceptLoop()
+		ln = s
 	}
 	go func() {
 		defer close(ps.served)
@@ -106,7 +132,7 @@ func (ps *portServer) sniTable() *sni.Table {
 }
 
 func rememberListener(c net.Conn, e *sni.Entry) {
-	if t, ok := c.(*trackedConn); ok {
+	if t := tracked(c); t != nil {
 		if l, ok := e.Value.(*Listener); ok {
 			t.listener.Store(l)
 		}
@@ -173,36 +199,38 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 // h2cPreface is what an HTTP/2 client with prior knowledge sends first.
 const h2cPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// h2cSniffer hands cleartext HTTP/2 connections (prior knowledge, as
-// Knative and gRPC clients use) to the HTTP/2 server and everything else to
-// the HTTP/1 server, by looking at the first bytes.
-type h2cSniffer struct {
+// sorter looks at the first bytes of every connection of a port, on a
+// goroutine of its own, and either serves it (sort) or hands it on to the
+// port's http.Server (Accept). On a plain HTTP port it serves cleartext
+// HTTP/2 (prior knowledge, as Knative and gRPC clients use) and hands on
+// HTTP/1 (sortH2C); on an HTTPS port it serves TLS listeners' streams and
+// hands on HTTPS, by the SNI of the ClientHello (sortTLS, tlsstream.go).
+type sorter struct {
 	net.Listener
 	ps    *portServer
+	sort  func(net.Conn)
 	conns chan net.Conn
 	errc  chan error
 	once  sync.Once
 	done  chan struct{}
 }
 
-func newH2CSniffer(ln net.Listener, ps *portServer) *h2cSniffer {
-	s := &h2cSniffer{Listener: ln, ps: ps, conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
-	go s.acceptLoop()
-	return s
+func newSorter(ln net.Listener, ps *portServer) *sorter {
+	return &sorter{Listener: ln, ps: ps, conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
 }
 
-func (s *h2cSniffer) acceptLoop() {
+func (s *sorter) acceptLoop() {
 	for {
 		c, err := s.Listener.Accept()
 		if err != nil {
 			s.errc <- err
 			return
 		}
-		go s.classify(c)
+		go s.sort(c)
 	}
 }
 
-func (s *h2cSniffer) classify(c net.Conn) {
+func (s *sorter) sortH2C(c net.Conn) {
 	br := bufio.NewReaderSize(c, len(h2cPreface))
 	_ = c.SetReadDeadline(time.Now().Add(s.ps.rt.opts.ReadHeaderTimeout))
 	isH2 := true
@@ -222,11 +250,7 @@ func (s *h2cSniffer) classify(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	pc := &peekedConn{Conn: c, r: br}
 	if !isH2 {
-		select {
-		case s.conns <- pc:
-		case <-s.done:
-			c.Close()
-		}
+		s.handOn(pc)
 		return
 	}
 	s.ps.untracked.begin()
@@ -260,7 +284,16 @@ func (ps *portServer) serveTLSH2(_ *http.Server, c *tls.Conn, h http.Handler) {
 	ps.serveH2(c, ctx, h)
 }
 
-func (s *h2cSniffer) Accept() (net.Conn, error) {
+// handOn gives c to the port's http.Server.
+func (s *sorter) handOn(c net.Conn) {
+	select {
+	case s.conns <- c:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+func (s *sorter) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.conns:
 		return c, nil
@@ -272,7 +305,7 @@ func (s *h2cSniffer) Accept() (net.Conn, error) {
 	}
 }
 
-func (s *h2cSniffer) Close() error {
+func (s *sorter) Close() error {
 	s.once.Do(func() { close(s.done) })
 	return s.Listener.Close()
 }

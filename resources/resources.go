@@ -29,6 +29,7 @@ type Resources struct {
 	ListenerSets    []*gwv1.ListenerSet
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
+	TLSRoutes       []*gwv1.TLSRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
 	// hold their CA certificates and those of Gateways' client certificate

@@ -34,6 +34,7 @@ type Computed struct {
 	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
 	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
 	GRPCRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
+	TLSRoutes      map[types.NamespacedName][]gwv1.RouteParentStatus
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
@@ -48,6 +49,7 @@ func (c *Computed) Clone() *Computed {
 		ListenerSets:       maps.Clone(c.ListenerSets),
 		HTTPRoutes:         maps.Clone(c.HTTPRoutes),
 		GRPCRoutes:         maps.Clone(c.GRPCRoutes),
+		TLSRoutes:          maps.Clone(c.TLSRoutes),
 		BackendTLSPolicies: maps.Clone(c.BackendTLSPolicies),
 	}
 }
@@ -233,6 +235,13 @@ func Write(w io.Writer, res *resources.Resources, st *Computed, controller gwv1.
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "GRPCRoute", Metadata: md(r), Status: status})
 	}
+	for _, r := range byName(res.TLSRoutes) {
+		status := r.Status.RouteStatus
+		if computed, ok := st.TLSRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]; ok {
+			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
+		}
+		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "TLSRoute", Metadata: md(r), Status: status})
+	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		status := p.Status
 		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || HasAncestorsOf(p.Status.Ancestors, controller) {
@@ -303,13 +312,25 @@ func MergeListenerSet(obj *gwv1.ListenerSet, computed gwv1.ListenerSetStatus, no
 // controller's. Entries are compared regardless of order, so Portico never
 // rewrites a route only to move its entries after someone else's.
 func MergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.HTTPRoute, bool) {
-	status := routeStatus(obj.Status.RouteStatus, computed, controller, now)
+	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
+	return replaced(obj, same, func(o *gwv1.HTTPRoute) { o.Status.RouteStatus = status })
+}
+
+// MergeTLSRoute is MergeHTTPRoute for a TLSRoute.
+func MergeTLSRoute(obj *gwv1.TLSRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.TLSRoute, bool) {
+	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
+	return replaced(obj, same, func(o *gwv1.TLSRoute) { o.Status.RouteStatus = status })
+}
+
+// mergeRouteStatus is a route's status with Portico's parent entries
+// replaced, and whether that is what it already holds.
+func mergeRouteStatus(old gwv1.RouteStatus, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (gwv1.RouteStatus, bool) {
+	status := routeStatus(old, computed, controller, now)
 	if status.Parents == nil {
 		// The field is required: no entries left is an empty list, not null.
 		status.Parents = []gwv1.RouteParentStatus{}
 	}
-	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Parents, parentFields), sortedEntries(obj.Status.Parents, parentFields))
-	return replaced(obj, same, func(o *gwv1.HTTPRoute) { o.Status.RouteStatus = status })
+	return status, apiequality.Semantic.DeepEqual(sortedEntries(status.Parents, parentFields), sortedEntries(old.Parents, parentFields))
 }
 
 // MergeGRPCRoute is MergeHTTPRoute for a GRPCRoute.

@@ -558,9 +558,19 @@ type routedBackends struct {
 	refs      []gwv1.BackendObjectReference
 }
 
-// routeBackends lists the backends of every HTTPRoute and GRPCRoute.
+// routeBackends lists the backends of every HTTPRoute, GRPCRoute and
+// TLSRoute.
 func routeBackends(res *resources.Resources, st *status.Computed) []routedBackends {
-	out := make([]routedBackends, 0, len(res.HTTPRoutes)+len(res.GRPCRoutes))
+	out := make([]routedBackends, 0, len(res.HTTPRoutes)+len(res.GRPCRoutes)+len(res.TLSRoutes))
+	for _, r := range res.TLSRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.TLSRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.refs = append(rb.refs, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
 	for _, r := range res.HTTPRoutes {
 		rb := routedBackends{namespace: r.Namespace, parents: st.HTTPRoutes[nn(r.Namespace, r.Name)]}
 		for _, rule := range r.Spec.Rules {

@@ -293,6 +293,7 @@ func shuffledCopy(res *resources.Resources, seed uint64) *resources.Resources {
 		ListenerSets:       shuffle(rnd, res.ListenerSets),
 		HTTPRoutes:         shuffle(rnd, res.HTTPRoutes),
 		GRPCRoutes:         shuffle(rnd, res.GRPCRoutes),
+		TLSRoutes:          shuffle(rnd, res.TLSRoutes),
 		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
 		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
 		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
@@ -326,6 +327,7 @@ type goldenOut struct {
 	ListenerSets       map[string]goldenLS         `yaml:"listenerSets,omitempty"`
 	HTTPRoutes         map[string][]goldenParent   `yaml:"httpRoutes,omitempty"`
 	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
+	TLSRoutes          map[string][]goldenParent   `yaml:"tlsRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
@@ -393,6 +395,9 @@ type goldenPortOut struct {
 	// server name select ("none" when nothing matches).
 	Lookups   map[string]goldenLookup `yaml:"lookups"`
 	Listeners []goldenListenerOut     `yaml:"listeners"`
+	// Streams: a TLS listener is on the port (unknown names are refused
+	// by closing the connection).
+	Streams bool `yaml:"streams,omitempty"`
 }
 
 type goldenLookup struct {
@@ -413,12 +418,16 @@ type goldenListenerOut struct {
 	Hostname string `yaml:"hostname,omitempty"`
 	// Certificates and ClientAuthID are those of the SNI entry its
 	// hostname selects, when that entry is this listener's.
-	Certificates      []goldenCert          `yaml:"certificates,omitempty"`
-	SNIClientAuth     string                `yaml:"sniClientAuth,omitempty"`
-	ClientAuth        *goldenClientAuth     `yaml:"clientAuth,omitempty"`
-	BackendClientCert *goldenClientCert     `yaml:"backendClientCert,omitempty"`
-	Routes            []goldenHostRoutes    `yaml:"routes,omitempty"`
-	Rules             map[string]*yaml.Node `yaml:"rules,omitempty"`
+	Certificates      []goldenCert       `yaml:"certificates,omitempty"`
+	SNIClientAuth     string             `yaml:"sniClientAuth,omitempty"`
+	ClientAuth        *goldenClientAuth  `yaml:"clientAuth,omitempty"`
+	BackendClientCert *goldenClientCert  `yaml:"backendClientCert,omitempty"`
+	Routes            []goldenHostRoutes `yaml:"routes,omitempty"`
+	// Stream and Streams are a TLS listener's mode and the TLSRoute each
+	// probe name picks: "namespace/name -> backend (weight N)[ invalid: why], ...".
+	Stream  string                `yaml:"stream,omitempty"`
+	Streams map[string]string     `yaml:"streams,omitempty"`
+	Rules   map[string]*yaml.Node `yaml:"rules,omitempty"`
 }
 
 type goldenCert struct {
@@ -461,12 +470,18 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 			d.routeHostnames = append(d.routeHostnames, string(h))
 		}
 	}
+	for _, r := range res.TLSRoutes {
+		for _, h := range r.Spec.Hostnames {
+			d.tlsHostnames = append(d.tlsHostnames, goldenProbe(string(h)))
+		}
+	}
 	out := goldenOut{
 		GatewayClasses:     map[string]goldenClass{},
 		Gateways:           map[string]goldenGateway{},
 		ListenerSets:       map[string]goldenLS{},
 		HTTPRoutes:         map[string][]goldenParent{},
 		GRPCRoutes:         map[string][]goldenParent{},
+		TLSRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses {
@@ -508,6 +523,12 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 	for key, parents := range st.GRPCRoutes {
 		for _, p := range parents {
 			out.GRPCRoutes[key.String()] = append(out.GRPCRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
+				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
+		}
+	}
+	for key, parents := range st.TLSRoutes {
+		for _, p := range parents {
+			out.TLSRoutes[key.String()] = append(out.TLSRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}
@@ -609,6 +630,7 @@ func goldenRef(r gwv1.ParentReference) string {
 type goldenDumper struct {
 	backendTLS     map[string]*yaml.Node
 	routeHostnames []string // of every HTTPRoute of the snapshot
+	tlsHostnames   []string // probes for every TLSRoute hostname
 }
 
 func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
@@ -680,6 +702,7 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 	for _, l := range p.All {
 		out.Listeners = append(out.Listeners, d.listener(p, l))
 	}
+	out.Streams = p.Streams
 	return out
 }
 
@@ -710,7 +733,38 @@ func (d *goldenDumper) listener(p *proxy.Port, l *proxy.Listener) goldenListener
 		out.BackendClientCert = &goldenClientCert{ID: c.ID, Certificate: goldenCertificate(c.Cert)}
 	}
 	out.Routes, out.Rules = d.routes(l)
+	out.Stream, out.Streams = d.streams(l)
 	return out
+}
+
+// streams lists the TLSRoute a TLS listener picks for every TLSRoute
+// hostname of the snapshot and an unknown name.
+func (d *goldenDumper) streams(l *proxy.Listener) (string, map[string]string) {
+	mode := map[proxy.StreamMode]string{proxy.StreamPassthrough: "passthrough", proxy.StreamTerminate: "terminate"}[l.Stream]
+	if l.Streams == nil {
+		return mode, nil
+	}
+	out := map[string]string{}
+	for _, name := range append([]string{"unknown.invalid"}, d.tlsHostnames...) {
+		r := l.Streams.Lookup(name)
+		if r == nil {
+			out[name] = "none"
+			continue
+		}
+		var bs []string
+		for _, b := range r.Backends {
+			s := fmt.Sprintf("%s (weight %d)", goldenBackendKey(b.Key), b.Weight)
+			if b.TLS != nil {
+				s += " tls " + b.TLS.ID
+			}
+			if b.Invalid != "" {
+				s += " invalid: " + b.Invalid
+			}
+			bs = append(bs, s)
+		}
+		out[name] = r.Name + " -> " + strings.Join(bs, ", ")
+	}
+	return mode, out
 }
 
 func goldenCertificate(c *tls.Certificate) goldenCert {

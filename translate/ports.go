@@ -60,6 +60,7 @@ type portBuild struct {
 	listeners []*proxy.Listener
 	entries   []*sni.Entry
 	hosts     map[string]bool
+	streams   bool // a TLS listener is on the port
 }
 
 func newPortsBuilder(t *translation) *portsBuilder {
@@ -104,7 +105,9 @@ func (b *portsBuilder) add(i int) {
 	m := &b.t.merged[i]
 	st := b.t.st
 	protocol := proxy.HTTP
-	if m.Protocol == gwv1.HTTPSProtocolType {
+	if m.Protocol == gwv1.HTTPSProtocolType || m.Protocol == gwv1.TLSProtocolType {
+		// TLS listeners share HTTPS ports: the data plane tells them apart
+		// by the SNI of each ClientHello.
 		protocol = proxy.HTTPS
 	}
 	host := hostname.Normalize(m.Hostname)
@@ -135,6 +138,7 @@ func (b *portsBuilder) add(i int) {
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
+		pb.streams = pb.streams || l.Stream != proxy.StreamNone
 		if protocol == proxy.HTTPS {
 			if e == nil {
 				e = b.entry(m, host, l)
@@ -174,6 +178,12 @@ func (b *portsBuilder) listener(i int) *proxy.Listener {
 		Routes:            b.t.compiled.Tables[i],
 		BackendClientCert: b.t.clientCerts[m.Gateway],
 		ClientAuth:        b.clientAuth(m.ClientValidation),
+	}
+	switch m.TLSMode {
+	case gwv1.TLSModePassthrough:
+		l.Stream, l.Streams = proxy.StreamPassthrough, b.t.compiledTLS.Tables[i]
+	case gwv1.TLSModeTerminate:
+		l.Stream, l.Streams = proxy.StreamTerminate, b.t.compiledTLS.Tables[i]
 	}
 	return l
 }
@@ -222,6 +232,7 @@ func (b *portsBuilder) config() *proxy.Config {
 			Protocol:  pb.protocol,
 			Listeners: hostname.NewTable(pb.patterns, pb.listeners),
 			All:       pb.listeners,
+			Streams:   pb.streams,
 		}
 		if pb.protocol == proxy.HTTPS {
 			p.SNI = sni.NewTable(pb.entries)

@@ -26,6 +26,7 @@ import (
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/status"
+	"portico.dev/portico/tlsrouting"
 )
 
 // DefaultControllerName is the controllerName of GatewayClasses Portico
@@ -201,6 +202,7 @@ type translation struct {
 	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
 	tls         *backendTLS
 	compiled    routing.Output
+	compiledTLS tlsrouting.Output
 	acme        []ACMECertificate
 	// addresses are the pool addresses of each Gateway, nil without a
 	// pool; poolAssigned is what the next translation remembers of them.
@@ -251,7 +253,7 @@ func (t *translation) output() Output {
 // EndpointSlices. Informers hand out a new pointer for every changed object,
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *resources.Resources) []any {
-	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) +
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments)
@@ -265,6 +267,7 @@ func routingInputs(res *resources.Resources) []any {
 	add("ListenerSet", anys(res.ListenerSets)...)
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
 	add("GRPCRoute", anys(res.GRPCRoutes)...)
+	add("TLSRoute", anys(res.TLSRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
 	// Only the ConfigMaps a policy names: the others, of which a cluster

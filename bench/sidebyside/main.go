@@ -75,8 +75,12 @@ func run() int {
 	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
 	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
+	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing) or passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
+	if *mode == "passthrough" && !flagSet("peers") {
+		o.Peers = []string{"portico", "nginx", "haproxy"}
+	}
 
 	// Interrupted, the proxy being measured is stopped rather than left
 	// running.
@@ -96,6 +100,20 @@ func run() int {
 	}
 	if *grpcRun {
 		return runGRPCReport(ctx, o)
+	}
+	if *mode == "passthrough" {
+		results, err := runPassthrough(ctx, o, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sidebyside:", err)
+			return 1
+		}
+		fmt.Print(passthroughReport(o, results))
+		for _, r := range results {
+			if r.Peer == "portico" && r.Err != nil {
+				return 1
+			}
+		}
+		return 0
 	}
 	results, err := runAll(ctx, o, os.Stderr)
 	if err != nil {
@@ -124,6 +142,13 @@ func runGRPCReport(ctx context.Context, o options) int {
 		}
 	}
 	return 0
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // result is what was measured of one peer.

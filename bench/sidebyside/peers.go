@@ -125,38 +125,9 @@ func porticoPeer(bin string) peer {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			host, port, _ := strings.Cut(e.Backend, ":")
 			var b strings.Builder
-			fmt.Fprintf(&b, `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: %d, protocol: HTTP}
----
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 80, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, e.Spare, port, port, host)
+			b.WriteString(porticoGatewayYAML(fmt.Sprintf("{name: http, port: %d, protocol: HTTP}", e.Spare)))
+			b.WriteString(porticoBackendYAML(e.Backend, 80))
 			for i, s := range sites {
 				b.WriteString("---\n")
 				writePorticoSite(&b, e, i, s)
@@ -186,6 +157,48 @@ endpoints: [{addresses: [%s], conditions: {ready: true}}]
 			return conditionsHold(out)
 		},
 	}
+}
+
+// porticoGatewayYAML is the GatewayClass and the Gateway apps/gw with one
+// listener (a YAML flow mapping), which takes ListenerSets of its namespace.
+func porticoGatewayYAML(listener string) string {
+	return `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: portico
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - ` + listener + `
+---
+`
+}
+
+// porticoBackendYAML is the Service apps/backend, port servicePort, and
+// its EndpointSlice: the harness's backend at addr.
+func porticoBackendYAML(addr string, servicePort int) string {
+	host, port, _ := strings.Cut(addr, ":")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: apps}
+spec:
+  ports: [{port: %d, targetPort: %s}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend
+  namespace: apps
+  labels: {kubernetes.io/service-name: backend}
+addressType: IPv4
+ports: [{port: %s}]
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+`, servicePort, port, port, host)
 }
 
 func writePorticoSite(b *strings.Builder, e env, i int, s site) {

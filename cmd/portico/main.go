@@ -232,6 +232,7 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	f.limits(&opts)
 	opts.Observer = metrics
 	opts.Handshakes = metrics
+	opts.Streams = metrics
 	opts.RequestID = *f.requestID
 	return opts, nil
 }

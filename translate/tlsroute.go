@@ -1,0 +1,24 @@
+package translate
+
+import (
+	"portico.dev/portico/routing"
+	"portico.dev/portico/tlsrouting"
+)
+
+// tlsRoutes attaches every TLSRoute to the TLS listeners of the merged list
+// (package tlsrouting), with the listeners, parents and Services the
+// HTTPRoutes saw, and records the routes' statuses. routes adds the counts
+// to each listener's attachedRoutes.
+func (t *translation) tlsRoutes(in routing.Input) tlsrouting.Output {
+	out := tlsrouting.Compile(tlsrouting.Input{
+		ControllerName:  in.ControllerName,
+		Listeners:       in.Listeners,
+		Parents:         in.Parents,
+		Routes:          t.res.TLSRoutes,
+		NamespaceLabels: in.NamespaceLabels,
+		Services:        in.Services,
+		ReferenceGrants: in.ReferenceGrants,
+	})
+	t.st.TLSRoutes = out.RouteParents
+	return out
+}
