@@ -95,6 +95,11 @@ func specOnly(out *resources.Resources) {
 		c.Status, c.ResourceVersion = gwv1.HTTPRouteStatus{}, ""
 		out.HTTPRoutes[i] = &c
 	}
+	for i, o := range out.TLSRoutes {
+		c := *o
+		c.Status, c.ResourceVersion = gwv1.TLSRouteStatus{}, ""
+		out.TLSRoutes[i] = &c
+	}
 	for i, o := range out.GRPCRoutes {
 		c := *o
 		c.Status, c.ResourceVersion = gwv1.GRPCRouteStatus{}, ""
@@ -128,7 +133,7 @@ func scopeClass(res, out *resources.Resources, g *gwv1.Gateway) {
 	}
 }
 
-// scopeRoutes adds the HTTPRoutes and GRPCRoutes with a parentRef among parents
+// scopeRoutes adds the HTTPRoutes, GRPCRoutes and TLSRoutes with a parentRef among parents
 // ("Kind/namespace/name") and returns the Services they send to.
 func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[types.NamespacedName]bool {
 	services := map[types.NamespacedName]bool{}
@@ -150,6 +155,18 @@ func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[typ
 			for _, b := range rule.BackendRefs {
 				addRef(b.BackendObjectReference)
 				addMirrors(b.Filters)
+			}
+		}
+	}
+	for _, r := range res.TLSRoutes {
+		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
+			continue
+		}
+		out.TLSRoutes = append(out.TLSRoutes, r)
+		addRef := backendAdder(services, r.Namespace)
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				addRef(b.BackendObjectReference)
 			}
 		}
 	}
