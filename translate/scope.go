@@ -75,40 +75,27 @@ func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resourc
 // (the data plane's acknowledgement of it would move the status again).
 // The copies are shallow; nothing of them is modified.
 func specOnly(out *resources.Resources) {
-	for i, o := range out.GatewayClasses {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.GatewayClassStatus{}, ""
-		out.GatewayClasses[i] = &c
-	}
-	for i, o := range out.Gateways {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.GatewayStatus{}, ""
-		out.Gateways[i] = &c
-	}
-	for i, o := range out.ListenerSets {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.ListenerSetStatus{}, ""
-		out.ListenerSets[i] = &c
-	}
-	for i, o := range out.HTTPRoutes {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.HTTPRouteStatus{}, ""
-		out.HTTPRoutes[i] = &c
-	}
-	for i, o := range out.TLSRoutes {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.TLSRouteStatus{}, ""
-		out.TLSRoutes[i] = &c
-	}
-	for i, o := range out.GRPCRoutes {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.GRPCRouteStatus{}, ""
-		out.GRPCRoutes[i] = &c
-	}
-	for i, o := range out.BackendTLSPolicies {
-		c := *o
-		c.Status, c.ResourceVersion = gwv1.PolicyStatus{}, ""
-		out.BackendTLSPolicies[i] = &c
+	withoutStatus(out.GatewayClasses, func(o *gwv1.GatewayClass) { o.Status = gwv1.GatewayClassStatus{} })
+	withoutStatus(out.Gateways, func(o *gwv1.Gateway) { o.Status = gwv1.GatewayStatus{} })
+	withoutStatus(out.ListenerSets, func(o *gwv1.ListenerSet) { o.Status = gwv1.ListenerSetStatus{} })
+	withoutStatus(out.HTTPRoutes, func(o *gwv1.HTTPRoute) { o.Status = gwv1.HTTPRouteStatus{} })
+	withoutStatus(out.TLSRoutes, func(o *gwv1.TLSRoute) { o.Status = gwv1.TLSRouteStatus{} })
+	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
+	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
+}
+
+// withoutStatus replaces each object of objs with a shallow copy that
+// clear has emptied the status of, and without its resource version.
+func withoutStatus[T any, P interface {
+	*T
+	SetResourceVersion(string)
+}](objs []P, clear func(P)) {
+	for i, o := range objs {
+		c := P(new(T))
+		*c = *o
+		clear(c)
+		c.SetResourceVersion("")
+		objs[i] = c
 	}
 }
 
