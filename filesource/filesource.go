@@ -366,20 +366,25 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 	if err != nil {
 		return fmt.Errorf("watch config: %w", err)
 	}
+	dirs := watchedDirs{}
 	// Watch directories, not files: editors and ConfigMap mounts replace
 	// files by rename, which ends a watch on the file itself.
 	addDirs := func() {
 		root := s.path
 		if info, err := os.Stat(root); err == nil && !info.IsDir() {
 			root = filepath.Dir(root)
-			_ = w.Add(root)
+			if w.Add(root) == nil {
+				dirs[root] = true
+			}
 			return
 		}
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				if addErr := w.Add(p); addErr != nil {
 					s.log.Warn("cannot watch directory", zap.String("dir", p), zap.Error(addErr))
+					return nil
 				}
+				dirs[p] = true
 			}
 			return nil
 		})
@@ -395,8 +400,14 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 				if !ok {
 					return
 				}
+				if !s.relevant(ev, dirs) {
+					continue
+				}
 				if ev.Has(fsnotify.Create) {
 					addDirs()
+				}
+				if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+					delete(dirs, ev.Name)
 				}
 				onChange()
 			case err, ok := <-w.Errors:
@@ -408,6 +419,38 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 		}
 	}()
 	return nil
+}
+
+// watchedDirs are the directories a watch is on, so that the removal or
+// rename of one (which leaves nothing to stat) is still known for one.
+type watchedDirs map[string]bool
+
+// relevant says whether a change under the watched path can change what
+// Snapshot reads. Editors write swap, backup and probe files next to the
+// one being edited, and each would otherwise cost a reload of everything.
+// What counts: a YAML file, a directory (created, removed or renamed), and
+// the "..data"-style entries through which a ConfigMap mount swaps all of
+// its files at once by one symlink rename.
+func (s *Source) relevant(ev fsnotify.Event, dirs watchedDirs) bool {
+	base := filepath.Base(ev.Name)
+	if strings.HasPrefix(base, "..") {
+		return true
+	}
+	if info, err := os.Stat(s.path); err == nil && !info.IsDir() {
+		// One file: only that name is read (whatever its extension).
+		return filepath.Clean(ev.Name) == filepath.Clean(s.path)
+	}
+	if ext := filepath.Ext(base); ext == ".yaml" || ext == ".yml" {
+		return true
+	}
+	if dirs[ev.Name] {
+		return true
+	}
+	if ev.Has(fsnotify.Create) {
+		info, err := os.Stat(ev.Name)
+		return err == nil && info.IsDir()
+	}
+	return false
 }
 
 func kindOf(obj metav1.Object) string {
