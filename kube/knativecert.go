@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,40 +57,22 @@ func (w *kcertWriter) submit(results map[types.NamespacedName]translate.KCertifi
 }
 
 func (w *kcertWriter) run(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	leading := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-t.C:
-		}
-		if !w.k.Cluster.Leading() {
-			leading = false
-			continue
-		}
-		w.mu.Lock()
-		if !leading {
-			leading, w.all = true, true
-		}
-		results, dirty := w.results, w.dirty
-		if w.all {
-			dirty = make(map[types.NamespacedName]struct{}, len(results))
-			for key := range results {
-				dirty[key] = struct{}{}
-			}
-			w.all = false
-		}
-		w.dirty = map[types.NamespacedName]struct{}{}
-		w.mu.Unlock()
-		for key := range dirty {
-			if r, ok := results[key]; ok && !w.write(ctx, key, r) {
-				w.mu.Lock()
-				w.dirty[key] = struct{}{}
-				w.mu.Unlock()
-			}
+	runWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
+}
+
+// pass writes the statuses of the Certificates marked dirty, all of them
+// on a fresh term; those that fail are marked again for the next tick.
+func (w *kcertWriter) pass(ctx context.Context, fresh bool) {
+	w.mu.Lock()
+	w.all = w.all || fresh
+	results := w.results
+	dirty := takeDirty(&w.dirty, &w.all, results)
+	w.mu.Unlock()
+	for key := range dirty {
+		if r, ok := results[key]; ok && !w.write(ctx, key, r) {
+			w.mu.Lock()
+			w.dirty[key] = struct{}{}
+			w.mu.Unlock()
 		}
 	}
 }

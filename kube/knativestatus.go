@@ -138,44 +138,16 @@ func readyAddresses(res *resources.Resources, svc types.NamespacedName) []string
 // run writes statuses after every change while leading; a tick retries
 // writes that failed.
 func (w *kingressWriter) run(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	leading := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-t.C:
-		}
-		if !w.k.Cluster.Leading() {
-			leading = false
-			continue
-		}
-		if !leading {
-			leading = true
-			w.mu.Lock()
-			w.all = true
-			w.mu.Unlock()
-		}
-		w.pass(ctx)
-	}
+	runWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
 }
 
 // pass compares the KIngresses marked dirty with the status they should
 // have, starts the probes they need and writes what differs.
-func (w *kingressWriter) pass(ctx context.Context) {
+func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	w.mu.Lock()
+	w.all = w.all || fresh
 	results, replicas := w.results, w.replicas
-	dirty := w.dirty
-	if w.all {
-		dirty = make(map[types.NamespacedName]struct{}, len(results))
-		for key := range results {
-			dirty[key] = struct{}{}
-		}
-		w.all = false
-	}
-	w.dirty = map[types.NamespacedName]struct{}{}
+	dirty := takeDirty(&w.dirty, &w.all, results)
 	w.mu.Unlock()
 	now := metav1.Now()
 	for key := range dirty {
