@@ -83,6 +83,7 @@ func (h *Hub) Publish(planes []Plane) {
 			}
 			continue
 		}
+		p.Resources = canonical(p.Resources)
 		inputs := objectsOf(p.Resources)
 		if old := prev[p.Gateway]; old != nil && old.serviceAccount == p.ServiceAccount && slices.Equal(old.inputs, inputs) {
 			next[p.Gateway] = old
@@ -143,6 +144,8 @@ func objectsOf(r *resources.Resources) []any {
 	add("Gateway", len(r.Gateways), func(i int) any { return r.Gateways[i] })
 	add("ListenerSet", len(r.ListenerSets), func(i int) any { return r.ListenerSets[i] })
 	add("HTTPRoute", len(r.HTTPRoutes), func(i int) any { return r.HTTPRoutes[i] })
+	add("GRPCRoute", len(r.GRPCRoutes), func(i int) any { return r.GRPCRoutes[i] })
+	add("TLSRoute", len(r.TLSRoutes), func(i int) any { return r.TLSRoutes[i] })
 	add("ReferenceGrant", len(r.ReferenceGrants), func(i int) any { return r.ReferenceGrants[i] })
 	add("BackendTLSPolicy", len(r.BackendTLSPolicies), func(i int) any { return r.BackendTLSPolicies[i] })
 	add("ConfigMap", len(r.ConfigMaps), func(i int) any { return r.ConfigMaps[i] })
