@@ -30,16 +30,16 @@ const AppliedVersionAnnotation = "portico.dev/applied-version"
 
 // ackWriter records acknowledgements on the data planes' Deployments: one
 // write at a time per Deployment, the latest acknowledgement replacing those
-// still waiting, and none of a version that is no longer the one this
-// replica would send. Writes made side by side landed in any order: an
+// still waiting, and none of a version this replica has replaced with a
+// newer one. Writes made side by side landed in any order: an
 // older version written last left the Gateway waiting for an
 // acknowledgement its data plane had already sent.
 type ackWriter struct {
 	kube kubernetes.Interface
 	log  *zap.Logger
-	// current is the version of a Gateway's snapshot this replica would
-	// send now (Hub.Version).
-	current func(gw types.NamespacedName) string
+	// superseded says whether this replica replaced a Gateway's version
+	// with a newer one (Hub.Superseded).
+	superseded func(gw types.NamespacedName, version string) bool
 	// retry is the pause after a failed write; 0 means a second.
 	retry time.Duration
 
@@ -58,8 +58,8 @@ type waitingAck struct {
 // next change the data plane applies brings another.
 const maxAckAttempts = 5
 
-func newAckWriter(kube kubernetes.Interface, current func(types.NamespacedName) string, log *zap.Logger) *ackWriter {
-	return &ackWriter{kube: kube, current: current, log: log,
+func newAckWriter(kube kubernetes.Interface, superseded func(types.NamespacedName, string) bool, log *zap.Logger) *ackWriter {
+	return &ackWriter{kube: kube, superseded: superseded, log: log,
 		waiting: map[types.NamespacedName]waitingAck{}, busy: map[types.NamespacedName]bool{}}
 }
 
@@ -97,7 +97,7 @@ func (w *ackWriter) write(key types.NamespacedName) {
 			return
 		}
 		w.mu.Unlock()
-		if w.current(a.gateway) != a.version {
+		if w.superseded(a.gateway, a.version) {
 			continue // a newer configuration is on its way to the data plane
 		}
 		err := w.patch(key, a.version)

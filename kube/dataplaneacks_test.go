@@ -132,7 +132,7 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newAckWriter(slow, func(gw types.NamespacedName) string { v, _ := hub.Version(gw); return v }, zaptest.NewLogger(t))
+	w := newAckWriter(slow, hub.Superseded, zaptest.NewLogger(t))
 
 	w.record(web, "web-dedicated", dataplane.Ack{Gateway: web.String(), Version: first})
 	waitFor(t, 10*time.Second, "the first record under way", func() error {

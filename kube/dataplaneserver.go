@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"portico.dev/portico/dataplane"
@@ -240,11 +239,7 @@ func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
 		}
 		settings.ControllerCA = string(caPEM)
 		c.hub = dataplane.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
-		hub := c.hub
-		c.hub.OnAck = newAckWriter(c.Kube, func(gw types.NamespacedName) string {
-			current, _ := hub.Version(gw)
-			return current
-		}, c.Log).record
+		c.hub.OnAck = newAckWriter(c.Kube, c.hub.Superseded, c.Log).record
 		c.hub.Challenges = c.Challenges
 		c.hubServe = func(ctx context.Context) { c.serveDataPlanes(ctx, ln, cert) }
 		c.Log.Info("serving data planes", zap.Stringer("address", ln.Addr()))
