@@ -83,6 +83,9 @@ func (t *translation) dataPlaneStatuses() {
 		gs.Addresses, reason, problem = perGatewayAddresses(dp.Gateway, own)
 		switch {
 		case problem != "":
+		case len(gs.Addresses) == 0 && svc != nil && len(dp.Gateway.Spec.Addresses) > 0:
+			reason, problem = gwv1.GatewayReasonAddressNotUsable, fmt.Sprintf("the load balancer has not given Service %s/%s "+
+				"the addresses spec.addresses asks for", key.Namespace, name)
 		case len(gs.Addresses) == 0:
 			reason, problem = gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("waiting for Service %s/%s to get an address", key.Namespace, name)
 		case dep == nil || dep.Status.AvailableReplicas == 0:
