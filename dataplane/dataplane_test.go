@@ -263,3 +263,32 @@ func TestChallenges(t *testing.T) {
 		}
 	}
 }
+
+// TestSuperseded: a version the hub replaced with a newer one is
+// superseded (an acknowledgement of it is out of date); the current one
+// and versions it never published are not, and a Gateway that is gone
+// takes its history with it.
+func TestSuperseded(t *testing.T) {
+	h := NewHub(testAuth, zaptest.NewLogger(t))
+	publish := func(route string) string {
+		h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: snapshot(route)}})
+		v, _ := h.Version(web)
+		return v
+	}
+	a := publish("a")
+	if h.Superseded(web, a) {
+		t.Error("the current version is superseded")
+	}
+	b := publish("b")
+	if !h.Superseded(web, a) || h.Superseded(web, b) || h.Superseded(web, "unknown") {
+		t.Errorf("after a then b: superseded a %v (want true), b %v, unknown %v (want false)",
+			h.Superseded(web, a), h.Superseded(web, b), h.Superseded(web, "unknown"))
+	}
+	if publish("a") != a || h.Superseded(web, a) || !h.Superseded(web, b) {
+		t.Error("back to a: a is current again, b superseded")
+	}
+	h.Publish(nil)
+	if h.Superseded(web, b) {
+		t.Error("a Gateway that is gone still has superseded versions")
+	}
+}

@@ -52,7 +52,13 @@ type Hub struct {
 	mu     sync.Mutex
 	planes map[types.NamespacedName]*plane
 	acks   map[types.NamespacedName]Ack
+	// replaced are, by Gateway, the last versions replaced by newer ones
+	// (Superseded).
+	replaced map[types.NamespacedName][]string
 }
+
+// keepReplaced is how many replaced versions of a Gateway are remembered.
+const keepReplaced = 16
 
 type plane struct {
 	serviceAccount string
@@ -65,7 +71,7 @@ type plane struct {
 // NewHub returns a Hub that authenticates data planes with auth.
 func NewHub(auth Authenticator, log *zap.Logger) *Hub {
 	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute,
-		planes: map[types.NamespacedName]*plane{}, acks: map[types.NamespacedName]Ack{}}
+		planes: map[types.NamespacedName]*plane{}, acks: map[types.NamespacedName]Ack{}, replaced: map[types.NamespacedName][]string{}}
 }
 
 // Publish replaces the set of data planes. A plane whose snapshot holds
@@ -83,6 +89,7 @@ func (h *Hub) Publish(planes []Plane) {
 			}
 			continue
 		}
+		p.Resources = canonical(p.Resources)
 		inputs := objectsOf(p.Resources)
 		if old := prev[p.Gateway]; old != nil && old.serviceAccount == p.ServiceAccount && slices.Equal(old.inputs, inputs) {
 			next[p.Gateway] = old
@@ -110,6 +117,15 @@ func (h *Hub) Publish(planes []Plane) {
 			delete(h.acks, key)
 		}
 	}
+	for key, old := range prev {
+		switch n := next[key]; {
+		case n == nil:
+			delete(h.replaced, key)
+		case n.version != old.version:
+			r := append(h.replaced[key], old.version)
+			h.replaced[key] = r[max(0, len(r)-keepReplaced):]
+		}
+	}
 	h.mu.Unlock()
 	for key, old := range prev {
 		if next[key] != old {
@@ -129,6 +145,19 @@ func (h *Hub) Version(gw types.NamespacedName) (current string, acked Ack) {
 	return current, h.acks[gw]
 }
 
+// Superseded reports whether version is one this hub published for gw
+// and then replaced with a newer one (of the last few): an acknowledgement
+// of it is out of date. A version it does not know may be one another
+// controller replica published first.
+func (h *Hub) Superseded(gw types.NamespacedName, version string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.planes[gw]; p != nil && p.version == version {
+		return false
+	}
+	return slices.Contains(h.replaced[gw], version)
+}
+
 // objectsOf lists a snapshot's objects: their pointers change exactly when
 // the objects do.
 func objectsOf(r *resources.Resources) []any {
@@ -143,6 +172,8 @@ func objectsOf(r *resources.Resources) []any {
 	add("Gateway", len(r.Gateways), func(i int) any { return r.Gateways[i] })
 	add("ListenerSet", len(r.ListenerSets), func(i int) any { return r.ListenerSets[i] })
 	add("HTTPRoute", len(r.HTTPRoutes), func(i int) any { return r.HTTPRoutes[i] })
+	add("GRPCRoute", len(r.GRPCRoutes), func(i int) any { return r.GRPCRoutes[i] })
+	add("TLSRoute", len(r.TLSRoutes), func(i int) any { return r.TLSRoutes[i] })
 	add("ReferenceGrant", len(r.ReferenceGrants), func(i int) any { return r.ReferenceGrants[i] })
 	add("BackendTLSPolicy", len(r.BackendTLSPolicies), func(i int) any { return r.BackendTLSPolicies[i] })
 	add("ConfigMap", len(r.ConfigMaps), func(i int) any { return r.ConfigMaps[i] })

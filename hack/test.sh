@@ -35,11 +35,12 @@ go vet "${pkgs[@]}"
 go test -race -count=1 -timeout 45m "${pkgs[@]}"
 
 # The upstream Gateway API conformance suite, on a real control plane, with
-# the standard-channel CRDs and then with the experimental-channel ones;
-# each run ends with the line "conformance: N passed, N failed, N skipped".
-# The per-Gateway run (./hack/conformance.sh --per-gateway) is not part of
-# the suite yet: its Gateways do not become Programmed (README, Conformance).
+# the standard-channel CRDs, then with the experimental-channel ones, then
+# with a GatewayClass whose Gateways each get a data plane of their own
+# (GEP-1762); each run ends with the line
+# "conformance: N passed, N failed, N skipped".
 if (($# == 0)); then
 	./hack/conformance.sh
 	./hack/conformance.sh --channel experimental
+	./hack/conformance.sh --per-gateway
 fi

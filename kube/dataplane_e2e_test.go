@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -191,4 +192,145 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	// A controller again: the data plane catches up.
 	f.startController("portico-1", listen)
 	waitFor(t, 30*time.Second, "caught up after the controller came back", expectServed(client, url, 200, "blue"))
+}
+
+// markPodsReady plays the kubelet for a Deployment's pods (nothing runs
+// them here): each is Running and Ready, so the Deployment has an
+// available replica.
+func (f *provisionFixture) markPodsReady(ns, deployment string) {
+	f.t.Helper()
+	ctx := context.Background()
+	waitFor(f.t, 20*time.Second, "a ready pod of "+deployment, func() error {
+		d, err := f.deployment(ns, deployment)
+		if err != nil {
+			return err
+		}
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return err
+		}
+		pods, err := f.kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return fmt.Errorf("no pod of Deployment %s/%s yet", ns, deployment)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+			if _, err := f.kc.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		if d.Status.AvailableReplicas == 0 {
+			return fmt.Errorf("Deployment %s/%s has no available replica yet", ns, deployment)
+		}
+		return nil
+	})
+}
+
+// TestDataPlaneProgrammedStaysSteady: a per-Gateway Gateway becomes
+// Programmed once its data plane acknowledged its configuration, and stays
+// so while the controller rebuilds for changes that do not concern it: the
+// version of its snapshot does not move and its data plane gets nothing
+// new. The snapshot holds lists an informer cache gives in any order
+// (Namespaces, routes, Services); with the order in its version, every
+// rebuild made a new version, whose acknowledgement, recorded on the
+// Deployment, made the next rebuild, and the Gateway never stayed
+// Programmed.
+func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
+	f := newProvisionFixture(t)
+	ctx := context.Background()
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	for i := range 8 {
+		f.namespace(fmt.Sprintf("team-%d", i), map[string]string{"team": strconv.Itoa(i)})
+	}
+	var rules []gwv1.HTTPRouteRule
+	for i := range 4 {
+		name := fmt.Sprintf("backend-%d", i)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if _, err := f.kc.CoreV1().Services("apps").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, gwv1.HTTPRouteRule{
+			Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Value: ptr.To("/" + name)}}},
+			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(gwv1.PortNumber(80))}}}},
+		})
+	}
+	for i, rule := range rules {
+		route := &gwv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("route-%d", i)},
+			Spec: gwv1.HTTPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "web"}}},
+				Rules:           []gwv1.HTTPRouteRule{rule},
+			},
+		}
+		if _, err := f.gc.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
+	f.class("dedicated", "portico-system", "dedicated")
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctrl := f.startController("portico-0", listen)
+	f.gateway(&gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freePort(t)), Protocol: gwv1.HTTPProtocolType}}},
+	})
+	waitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
+	dp := startDataPlane(t, f, "apps", "web-dedicated")
+	f.markPodsReady("apps", "web-dedicated")
+	waitFor(t, 30*time.Second, "Programmed", gatewayCondition(f, "apps", "web", "Programmed", metav1.ConditionTrue, ""))
+
+	key := types.NamespacedName{Namespace: "apps", Name: "web"}
+	version, _ := ctrl.c.hub.Version(key)
+	applied := dp.loop.Generation()
+	programmedSince := func() (metav1.Time, error) {
+		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return metav1.Time{}, err
+		}
+		if err := conditionIs(g.Status.Conditions, "Programmed", metav1.ConditionTrue, "", g.Generation); err != nil {
+			return metav1.Time{}, err
+		}
+		return meta.FindStatusCondition(g.Status.Conditions, "Programmed").LastTransitionTime, nil
+	}
+	since, err := programmedSince()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rebuilds for objects no data plane reads: Services nothing routes
+	// to, in another namespace.
+	for i := range 6 {
+		before := ctrl.loop.Generation()
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-0", Name: fmt.Sprintf("unrelated-%d", i)},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if _, err := f.kc.CoreV1().Services("team-0").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "a rebuild", func() error {
+			if g := ctrl.loop.Generation(); g == before {
+				return fmt.Errorf("controller still at generation %d", g)
+			}
+			return nil
+		})
+		if got, _ := ctrl.c.hub.Version(key); got != version {
+			t.Fatalf("rebuild %d: the Gateway's snapshot went from version %s to %s though nothing of it changed", i, version, got)
+		}
+	}
+	time.Sleep(time.Second) // what a new version would have set off
+	if got := dp.loop.Generation(); got != applied {
+		t.Errorf("the data plane applied %d configurations more, though nothing of its Gateway changed", got-applied)
+	}
+	now, err := programmedSince()
+	if err != nil {
+		t.Fatalf("no longer Programmed after rebuilds that did not concern it: %v", err)
+	}
+	if !now.Equal(&since) {
+		t.Errorf("Programmed went away and back (last transition %v, was %v)", now, since)
+	}
 }

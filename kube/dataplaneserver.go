@@ -239,7 +239,7 @@ func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
 		}
 		settings.ControllerCA = string(caPEM)
 		c.hub = dataplane.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
-		c.hub.OnAck = c.recordAck
+		c.hub.OnAck = newAckWriter(c.Kube, c.hub.Superseded, c.Log).record
 		c.hub.Challenges = c.Challenges
 		c.hubServe = func(ctx context.Context) { c.serveDataPlanes(ctx, ln, cert) }
 		c.Log.Info("serving data planes", zap.Stringer("address", ln.Addr()))

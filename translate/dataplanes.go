@@ -62,7 +62,7 @@ func perGatewayUnsupportedAddress(gw *gwv1.Gateway) string {
 
 // dataPlaneStatuses sets the addresses and Programmed condition of every
 // accepted Gateway with a data plane of its own: its addresses are those
-// of its Service (load balancer ingress, else cluster IPs), and it is
+// of its Service (dataPlaneAddresses), and it is
 // programmed once it has one and a replica of its Deployment is available.
 func (t *translation) dataPlaneStatuses() {
 	for _, dp := range t.dataPlanes {
@@ -76,13 +76,16 @@ func (t *translation) dataPlaneStatuses() {
 		dep := findNamed(t.res.Deployments, key.Namespace, name)
 		var own []gwv1.GatewayStatusAddress
 		if svc != nil {
-			own = serviceAddresses(svc)
+			own = dataPlaneAddresses(svc)
 		}
 		var reason gwv1.GatewayConditionReason
 		var problem string
 		gs.Addresses, reason, problem = perGatewayAddresses(dp.Gateway, own)
 		switch {
 		case problem != "":
+		case len(gs.Addresses) == 0 && svc != nil && len(dp.Gateway.Spec.Addresses) > 0:
+			reason, problem = gwv1.GatewayReasonAddressNotUsable, fmt.Sprintf("the load balancer has not given Service %s/%s "+
+				"the addresses spec.addresses asks for", key.Namespace, name)
 		case len(gs.Addresses) == 0:
 			reason, problem = gwv1.GatewayReasonAddressNotAssigned, fmt.Sprintf("waiting for Service %s/%s to get an address", key.Namespace, name)
 		case dep == nil || dep.Status.AvailableReplicas == 0:
@@ -93,6 +96,18 @@ func (t *translation) dataPlaneStatuses() {
 		}
 		t.st.Gateways[key] = gs
 	}
+}
+
+// dataPlaneAddresses are the addresses of a data plane's Service. Those of
+// a LoadBalancer Service are its load balancer's only: until it has one,
+// the Gateway has no address (and is not Programmed), as its cluster IP is
+// not where the Gateway's clients are; reported first, it is the address
+// they would keep using.
+func dataPlaneAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return nil
+	}
+	return serviceAddresses(svc)
 }
 
 // perGatewayAddresses maps spec.addresses onto what the Gateway's Service

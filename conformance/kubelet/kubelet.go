@@ -53,6 +53,9 @@ type Config struct {
 	// StopGrace bounds how long a container may take to exit after SIGTERM.
 	// Zero means two seconds: test backends hold no state worth waiting for.
 	StopGrace time.Duration
+	// TokenRenewal is how often projected ServiceAccount tokens are
+	// requested again and rewritten; zero means at 80% of their lifetime.
+	TokenRenewal time.Duration
 }
 
 // LogPort is where the kubelet serves container logs to the API server, on
@@ -78,6 +81,8 @@ type podRuntime struct {
 	dir        string
 	started    time.Time
 	containers []*container
+	// stopTokens ends the renewal of the pod's projected tokens.
+	stopTokens chan struct{}
 }
 
 func (rt *podRuntime) logPath(container string) string {
@@ -298,7 +303,10 @@ func (k *Kubelet) startPod(ctx context.Context, key string, pod *corev1.Pod) (_ 
 	if err != nil {
 		return nil, &unsupported{"CreateContainerConfigError", err.Error()}
 	}
-	rt := &podRuntime{uid: pod.UID, net: pn, dir: dir, started: time.Now()}
+	rt := &podRuntime{uid: pod.UID, net: pn, dir: dir, started: time.Now(), stopTokens: make(chan struct{})}
+	if tokens := podTokens(pod, volumes); len(tokens) > 0 {
+		go k.renewTokens(pod, tokens, rt.stopTokens)
+	}
 	changed := func() { k.queue.Add(key) }
 	for _, p := range procs {
 		rt.containers = append(rt.containers, startContainer(p, pn.Netns, rt.logPath(p.container), changed))
@@ -326,6 +334,7 @@ func (k *Kubelet) stopPod(key string, uid types.UID) error {
 }
 
 func (k *Kubelet) teardown(rt *podRuntime) error {
+	close(rt.stopTokens)
 	var wg sync.WaitGroup
 	for _, c := range rt.containers {
 		wg.Go(func() { c.stop(k.cfg.StopGrace) })

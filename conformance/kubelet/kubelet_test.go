@@ -16,6 +16,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"portico.dev/portico/kube/kubetest"
 )
@@ -40,13 +42,14 @@ func TestMain(m *testing.M) {
 }
 
 // serve answers "<POD_NAME> <NAMESPACE> <contents of $FILE>" on :8080 on all
-// addresses, and exits with status 3 on /exit.
+// addresses (the file read for each request), and exits with status 3 on
+// /exit.
 func serve() {
-	body, err := os.ReadFile(os.Getenv("FILE"))
-	if err != nil {
-		body = []byte("no file: " + err.Error())
-	}
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		body, err := os.ReadFile(os.Getenv("FILE"))
+		if err != nil {
+			body = []byte("no file: " + err.Error())
+		}
 		fmt.Printf("served %s\n", r.URL.Path)
 		fmt.Fprintf(w, "%s %s %s", os.Getenv("POD_NAME"), os.Getenv("NAMESPACE"), body)
 	})
@@ -77,7 +80,7 @@ func needRoot(t *testing.T) {
 // startKubelet runs a control plane with the controllers that turn
 // Deployments into Pods and Pods into EndpointSlices, and a Kubelet on a
 // bridge of its own.
-func startKubelet(t *testing.T) (kubernetes.Interface, *Network) {
+func startKubelet(t *testing.T, mods ...func(*Config)) (kubernetes.Interface, *Network) {
 	t.Helper()
 	needRoot(t)
 	env := kubetest.StartWith(t, kubetest.Options{
@@ -104,14 +107,18 @@ func startKubelet(t *testing.T) (kubernetes.Interface, *Network) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := New(Config{
+	cfg := Config{
 		Client:   client,
 		NodeName: "process-node",
 		Network:  network,
 		Images:   Images{"test.invalid/kubelet-test-server": self},
 		Dir:      t.TempDir(),
 		Logf:     t.Logf,
-	})
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	k, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,4 +408,71 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	return string(b)
+}
+
+// TestProjectedTokenRenewed: a pod's projected ServiceAccount token is
+// requested again while the pod runs (here every second instead of at 80%
+// of its lifetime) and replaces the file its process reads; each token is
+// one the API server accepts for the pod's audience and is bound to the
+// pod.
+func TestProjectedTokenRenewed(t *testing.T) {
+	client, _ := startKubelet(t, func(c *Config) { c.TokenRenewal = time.Second })
+	ctx := t.Context()
+	d := deployment("tok", testImage, 1)
+	spec := &d.Spec.Template.Spec
+	spec.Containers[0].Env[3].Value = "/var/run/tok/token"
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "tok", MountPath: "/var/run/tok", ReadOnly: true}}
+	spec.Volumes = []corev1.Volume{{Name: "tok", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "kubelet-test", ExpirationSeconds: ptr.To(int64(600)), Path: "token",
+		}}},
+	}}}}
+	mustCreate(t, func() error {
+		_, err := client.AppsV1().Deployments(testNS).Create(ctx, d, metav1.CreateOptions{})
+		return err
+	})
+	var pod corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := client.CoreV1().Pods(testNS).List(ctx, metav1.ListOptions{LabelSelector: "app=tok"})
+		if err != nil || len(l.Items) != 1 || !podReady(&l.Items[0]) {
+			return false, nil
+		}
+		pod = l.Items[0]
+		return true, nil
+	}); err != nil {
+		t.Fatalf("no ready pod: %v", err)
+	}
+	url := "http://" + net.JoinHostPort(pod.Status.PodIP, "8080") + "/"
+	token := func() string {
+		body := get(t, url)
+		tok, ok := strings.CutPrefix(body, pod.Name+" "+testNS+" ")
+		if !ok || tok == "" || strings.HasPrefix(tok, "no file") {
+			t.Fatalf("pod answered %q, want its name, namespace and token", body)
+		}
+		return tok
+	}
+	first := token()
+	var second string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		second = token()
+		return second != first, nil
+	}); err != nil {
+		t.Fatalf("the token file still holds the first token after 20 s (renewal every second)")
+	}
+	for i, tok := range []string{first, second} {
+		tr, err := client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+			Spec: authnv1.TokenReviewSpec{Token: tok, Audiences: []string{"kubelet-test"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := tr.Status
+		if !st.Authenticated || st.User.Username != "system:serviceaccount:"+testNS+":default" {
+			t.Errorf("token %d: authenticated %v as %q (%s), want %s's default ServiceAccount", i, st.Authenticated, st.User.Username, st.Error, testNS)
+			continue
+		}
+		if got := st.User.Extra["authentication.kubernetes.io/pod-name"]; len(got) != 1 || got[0] != pod.Name {
+			t.Errorf("token %d is bound to pod %v, want %s", i, got, pod.Name)
+		}
+	}
 }

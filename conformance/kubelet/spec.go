@@ -98,8 +98,8 @@ func checkPod(pod *corev1.Pod, images Images) *unsupported {
 // returns the host directory of every volume by name. Of projected volumes,
 // the ServiceAccount tokens (for the audience asked) and ConfigMap and
 // Secret keys are written; downward API files are not (nothing mapped to a
-// local binary reads them). Tokens are not renewed: a test run is shorter
-// than their lifetime.
+// local binary reads them). Tokens are renewed while the pod runs
+// (renewTokens).
 func writeVolumes(pod *corev1.Pod, dir string, l lookups) (map[string]string, error) {
 	paths := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
