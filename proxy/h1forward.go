@@ -31,8 +31,10 @@ import (
 // h1Direct reports whether out, sent for x with the kept body (nil or
 // empty when there is none), can take the direct path.
 func h1Direct(x *exchange, out *http.Request, body []byte) bool {
+	// A ContentLength of 0 is a request without a body whatever its Body
+	// (an HTTP/2 request ending with its headers has one that is empty):
+	// ReverseProxy sends it without one too.
 	if x.tls != nil || x.h2c || len(body) > 0 || out.ContentLength != 0 ||
-		(out.Body != nil && out.Body != http.NoBody) ||
 		out.Method == http.MethodConnect || out.URL.Opaque != "" {
 		return false
 	}

@@ -2,16 +2,21 @@ package proxy
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // scriptedBackend accepts connections on loopback and hands each to serve
@@ -120,6 +125,34 @@ func TestDirectRequestHead(t *testing.T) {
 	}
 	if got := <-heads; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("backend got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Over HTTP/2 (h2c with prior knowledge) the same request, which ends
+	// with its headers, goes the same way.
+	c := &http.Client{Transport: &http2.Transport{
+		AllowHTTP:          true,
+		DisableCompression: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/svc/a?x=1&y=%20", nil)
+	req.Host = "app.example.com"
+	for _, h := range []string{"User-Agent: curl/8", "Z-Last: z", "A-First: a", "A-First: b", "X-Forwarded-For: 203.0.113.9", "Te: trailers", "X-Hop: 1"} {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Add(k, v)
+	}
+	h2resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2resp.Body.Close()
+	if h2resp.StatusCode != 204 || h2resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/2: %s %d", h2resp.Proto, h2resp.StatusCode)
+	}
+	want = slices.Insert(want[:len(want):len(want)], 5, "X-Hop: 1") // HTTP/2 has no Connection header to name it
+	if got := <-heads; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("over HTTP/2 backend got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	resp, _ = exchange1(t, addr, "DELETE /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
 	if resp.StatusCode != 204 {
