@@ -183,10 +183,17 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 // answerDirect sends resp to the client: what ReverseProxy does after its
 // transport answered.
 func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, c *h1Conn, stop func() bool, resp *http.Response) {
+	kept := false
+	defer func() {
+		// Whatever ends the answer early (a panic included), the
+		// connection is in an unknown state: closed, never pooled.
+		if !kept {
+			stop()
+			c.conn.Close()
+		}
+	}()
 	removeHopByHop(resp.Header)
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
-		stop()
-		c.conn.Close()
 		f.proxyError(w, out.WithContext(ctx), errRetryableStatus)
 		return
 	}
@@ -209,8 +216,6 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	w.WriteHeader(resp.StatusCode)
 	streamed := resp.ContentLength == -1 || isEventStream(resp.Header)
 	if err := f.copyBody(w, resp.Body, streamed); err != nil {
-		stop()
-		c.conn.Close()
 		// As ReverseProxy does: the client must see an answer cut short,
 		// not one that looks complete.
 		panic(http.ErrAbortHandler)
@@ -230,9 +235,8 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 		}
 	}
 	if stop() && !resp.Close {
+		kept = true
 		f.pool.put(c)
-	} else {
-		c.conn.Close()
 	}
 }
 
