@@ -308,21 +308,19 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 
 	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
 	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
-	pid := pr.cmd.Process.Pid
-	r.Requests = withCPU(pid, func() loadResult { return c.requests(hosts, o.Conns, o.Duration) })
-	logf("%s: %.0f requests/s kept alive over TLS, %d failed", p.Name, r.Requests.rate(), r.Requests.Failed)
-	r.Plain = withCPU(pid, func() loadResult { return c.plainRequests(hosts, o.Conns, o.Duration) })
-	logf("%s: %.0f requests/s kept alive in plain HTTP, %d failed", p.Name, r.Plain.rate(), r.Plain.Failed)
-	r.H2 = withCPU(pid, func() loadResult { return c.h2Requests(hosts, max(o.Conns/4, 1), o.Streams, o.Duration) })
-	logf("%s: %.0f requests/s over HTTP/2, %d failed", p.Name, r.H2.rate(), r.H2.Failed)
-	r.Paced = withCPU(pid, func() loadResult { return c.paced(hosts, o.Conns, o.Rate, o.Duration) })
-	logf("%s: at %d requests/s, p50 %v p99 %v p99.9 %v, %d failed", p.Name, o.Rate, r.Paced.P50, r.Paced.P99, r.Paced.P999, r.Paced.Failed)
+	keptAliveRuns(c, o, hosts, pr.cmd.Process.Pid, &r, logf)
 	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
 		logf("%s: memory: %v", p.Name, err)
 	}
 
-	// Adds, with new connections to the existing hostnames going on
-	// meanwhile: a reload that drops them shows here.
+	addSites(c, p, e, pr, hosts, sites, added, &r, logf)
+	return r
+}
+
+// addSites adds the added sites to p one at a time, each timed until it is
+// served, with new connections to the existing hostnames going on
+// meanwhile: a reload that drops them shows in r.AddFailures.
+func addSites(c *client, p peer, e env, pr *proc, hosts []string, sites, added []site, r *result, logf func(string, ...any)) {
 	var bgOK, bgFailed atomic.Int64
 	var stopped atomic.Bool
 	bgCtx, bgStop := context.WithCancel(context.Background())
@@ -363,7 +361,19 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 	bgStop()
 	bg.Wait()
 	r.AddFailures, r.AddRequests = int(bgFailed.Load()), int(bgOK.Load()+bgFailed.Load())
-	return r
+}
+
+// keptAliveRuns runs the kept-alive loads, plain, over TLS, HTTP/2 and
+// paced, one after another, into r.
+func keptAliveRuns(c *client, o options, hosts []string, pid int, r *result, logf func(string, ...any)) {
+	r.Requests = withCPU(pid, func() loadResult { return c.requests(hosts, o.Conns, o.Duration) })
+	logf("%s: %.0f requests/s kept alive over TLS, %d failed", r.Peer, r.Requests.rate(), r.Requests.Failed)
+	r.Plain = withCPU(pid, func() loadResult { return c.plainRequests(hosts, o.Conns, o.Duration) })
+	logf("%s: %.0f requests/s kept alive in plain HTTP, %d failed", r.Peer, r.Plain.rate(), r.Plain.Failed)
+	r.H2 = withCPU(pid, func() loadResult { return c.h2Requests(hosts, max(o.Conns/4, 1), o.Streams, o.Duration) })
+	logf("%s: %.0f requests/s over HTTP/2, %d failed", r.Peer, r.H2.rate(), r.H2.Failed)
+	r.Paced = withCPU(pid, func() loadResult { return c.paced(hosts, o.Conns, o.Rate, o.Duration) })
+	logf("%s: at %d requests/s, p50 %v p99 %v p99.9 %v, %d failed", r.Peer, o.Rate, r.Paced.P50, r.Paced.P99, r.Paced.P999, r.Paced.Failed)
 }
 
 // withCPU runs a load and adds the CPU time pid and its descendants used
