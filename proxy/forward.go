@@ -35,6 +35,10 @@ type forwarder struct {
 	rp  *httputil.ReverseProxy
 	h1  *http.Transport
 	h2c *http2.Transport
+	// pool holds the connections of the direct HTTP/1.1 path
+	// (h1forward.go), bufs the buffers bodies are copied through.
+	pool *h1Pool
+	bufs *bufferPool
 	// tls holds the transports of backends with a BackendTLSPolicy.
 	tls *backendTLSTransports
 	// down are the endpoints that failed to connect lately.
@@ -93,7 +97,8 @@ var errRetryableStatus = errors.New("retryable response status")
 
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout}}
+	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
+		pool: newH1Pool(dialer), bufs: &bufferPool{}}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -138,7 +143,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		FlushInterval:  0,
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   f.proxyError,
-		BufferPool:     &bufferPool{},
+		BufferPool:     f.bufs,
 		ErrorLog:       copyLog,
 	}
 	return f
@@ -277,6 +282,7 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 
 func (f *forwarder) close() {
 	f.h1.CloseIdleConnections()
+	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
 }
@@ -462,12 +468,16 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		if rule.BackendRequestTimeout > 0 {
 			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)
 		}
-		req := out.WithContext(actx)
-		if body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			req.ContentLength = int64(len(body))
+		if h1Direct(x, out, body) {
+			f.serveDirect(actx, w, out, x)
+		} else {
+			req := out.WithContext(actx)
+			if body != nil {
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				req.ContentLength = int64(len(body))
+			}
+			f.rp.ServeHTTP(w, req)
 		}
-		f.rp.ServeHTTP(w, req)
 		cancel()
 		if x.retryable == nil {
 			return
@@ -572,12 +582,10 @@ func mirrorHeader(r *http.Request, x *exchange) http.Header {
 			}
 		}
 	}
-	for _, name := range [...]string{
-		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
-	} {
-		h.Del(name)
+	for _, name := range hopHeaders {
+		delete(h, name)
 	}
+	delete(h, "Http2-Settings")
 	dropClientForwarding(h)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		h.Set("X-Forwarded-For", ip)

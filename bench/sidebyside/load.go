@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,7 @@ func curves() []tls.CurveID { return []tls.CurveID{tls.X25519} }
 // certificate served is the site's own.
 type client struct {
 	addr   string
+	plain  string            // the same sites' plain HTTP address; "" when not served
 	leafs  map[string][]byte // host -> leaf DER
 	exited <-chan struct{}   // closed when the proxy has exited
 }
@@ -127,7 +129,18 @@ type loadResult struct {
 	OK, Failed int
 	Elapsed    time.Duration
 	P50, P99   time.Duration
+	P999       time.Duration
 	FirstErr   error
+	// CPU is the time the proxy's processes used during the run.
+	CPU time.Duration
+}
+
+// cpuPer100k is CPU seconds per 100,000 answered requests; 0 when unknown.
+func (r loadResult) cpuPer100k() float64 {
+	if r.OK == 0 || r.CPU <= 0 {
+		return 0
+	}
+	return r.CPU.Seconds() * 100000 / float64(r.OK)
 }
 
 func (r loadResult) rate() float64 { return float64(r.OK) / r.Elapsed.Seconds() }
@@ -140,9 +153,91 @@ func (c *client) handshakes(hosts []string, conns int, d time.Duration) loadResu
 	})
 }
 
-// requests runs conns workers for d, each with one kept-alive connection to
-// a random site, sending GETs one after another.
+// requests runs conns workers for d, each with one kept-alive HTTP/1.1
+// connection over TLS to a random site, sending GETs one after another.
 func (c *client) requests(hosts []string, conns int, d time.Duration) loadResult {
+	return drive(conns, d, c.keptAlive(hosts, conns, c.keepAlive, "https"))
+}
+
+// plainRequests is requests over plain HTTP/1.1.
+func (c *client) plainRequests(hosts []string, conns int, d time.Duration) loadResult {
+	return drive(conns, d, c.keptAlive(hosts, conns, c.plainKeepAlive, "http"))
+}
+
+// h2Requests runs conns*streams workers for d over conns HTTP/2
+// connections (TLS, ALPN h2), streams requests in flight on each.
+func (c *client) h2Requests(hosts []string, conns, streams int, d time.Duration) loadResult {
+	clients := make([]*http.Client, conns)
+	names := make([]string, conns)
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range clients {
+		names[i] = hosts[r.IntN(len(hosts))]
+		clients[i] = c.h2Client(names[i])
+	}
+	var next atomic.Int64
+	return drive(conns*streams, d, func(ctx context.Context, _ *rand.Rand) error {
+		i := int(next.Add(1)) % conns
+		return c.getOn(ctx, clients[i], "https", names[i], 2)
+	})
+}
+
+// paced sends GETs over conns kept-alive TLS connections at a fixed rate
+// for d, whatever the answers' pace (open loop): each request's latency is
+// counted from when it was due, so time spent waiting for a free
+// connection behind a slow answer counts too.
+func (c *client) paced(hosts []string, conns, rate int, d time.Duration) loadResult {
+	op := c.keptAlive(hosts, conns, c.keepAlive, "https")
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	end := start.Add(d)
+	ctx, cancel := context.WithDeadline(context.Background(), end.Add(10*time.Second))
+	defer cancel()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var res loadResult
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			var mine []time.Duration
+			var ok, failed int
+			var firstErr error
+			for {
+				due := start.Add(time.Duration(next.Add(1)-1) * interval)
+				if !due.Before(end) {
+					break
+				}
+				time.Sleep(time.Until(due))
+				if err := op(ctx, nil); err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				ok++
+				mine = append(mine, time.Since(due))
+			}
+			mu.Lock()
+			res.OK += ok
+			res.Failed += failed
+			if res.FirstErr == nil {
+				res.FirstErr = firstErr
+			}
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.setPercentiles(lat)
+	return res
+}
+
+// keptAlive returns an operation that GETs over one of conns kept-alive
+// connections (each to a random site, made by newClient), checking the
+// answer.
+func (c *client) keptAlive(hosts []string, conns int, newClient func(string) *http.Client, scheme string) func(context.Context, *rand.Rand) error {
 	type conn struct {
 		hc   *http.Client
 		host string
@@ -151,30 +246,72 @@ func (c *client) requests(hosts []string, conns int, d time.Duration) loadResult
 	r := rand.New(rand.NewPCG(7, 7))
 	for range conns {
 		h := hosts[r.IntN(len(hosts))]
-		pool <- conn{c.keepAlive(h), h}
+		pool <- conn{newClient(h), h}
 	}
-	return drive(conns, d, func(ctx context.Context, _ *rand.Rand) error {
+	return func(ctx context.Context, _ *rand.Rand) error {
 		// As many connections as workers: a worker always finds one idle.
 		k := <-pool
 		defer func() { pool <- k }()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+k.host+"/", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := k.hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: status %d", k.host, resp.StatusCode)
-		}
-		if resp.TLS == nil {
-			return errors.New("not TLS")
-		}
-		return c.checkLeaf(k.host, *resp.TLS)
-	})
+		return c.getOn(ctx, k.hc, scheme, k.host, 1)
+	}
+}
+
+// getOn GETs / of host with hc and checks the answer: 200, the protocol
+// major version proto, and over TLS the site's own certificate.
+func (c *client) getOn(ctx context.Context, hc *http.Client, scheme, host string, proto int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+host+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%s: status %d", host, resp.StatusCode)
+	case resp.ProtoMajor != proto:
+		return fmt.Errorf("%s: answered over %s", host, resp.Proto)
+	case scheme == "http":
+		return nil
+	case resp.TLS == nil:
+		return errors.New("not TLS")
+	}
+	return c.checkLeaf(host, *resp.TLS)
+}
+
+// plainKeepAlive returns an HTTP client that keeps one plain connection to
+// host's site.
+func (c *client) plainKeepAlive(_ string) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, c.plain)
+			},
+			MaxConnsPerHost: 1,
+		},
+	}
+}
+
+// h2Client returns an HTTP client that speaks HTTP/2 over one TLS
+// connection to host's site.
+func (c *client) h2Client(host string) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, c.addr)
+			},
+			TLSClientConfig:   &tls.Config{ServerName: host, InsecureSkipVerify: true, CurvePreferences: curves(), NextProtos: []string{"h2"}}, //nolint:gosec // leaf compared per response
+			ForceAttemptHTTP2: true,
+			MaxConnsPerHost:   1,
+		},
+	}
 }
 
 // drive runs op from conns goroutines until d has passed and collects
@@ -225,12 +362,17 @@ func drive(conns int, d time.Duration, op func(context.Context, *rand.Rand) erro
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	res.setPercentiles(lat)
+	return res
+}
+
+func (r *loadResult) setPercentiles(lat []time.Duration) {
 	slices.Sort(lat)
 	if len(lat) > 0 {
-		res.P50 = lat[len(lat)/2]
-		res.P99 = lat[len(lat)*99/100]
+		r.P50 = lat[len(lat)/2]
+		r.P99 = lat[len(lat)*99/100]
+		r.P999 = lat[len(lat)*999/1000]
 	}
-	return res
 }
 
 // memoryOf returns the proportional set size (PSS) of pid and all its

@@ -58,6 +58,15 @@ type options struct {
 	Conns    int
 	Adds     int
 	Dir      string
+	// Streams is how many requests each HTTP/2 connection carries at
+	// once; Rate the request rate of the paced run (per second).
+	Streams, Rate int
+	// Rounds is how many times every peer is measured, in turn.
+	Rounds int
+	// Baseline, when set, is another Portico binary measured as the peer
+	// "portico-base"; PorticoArgs are extra serve flags for both.
+	Baseline    string
+	PorticoArgs []string
 	// ReadyTimeout bounds the wait for a proxy to serve every hostname.
 	ReadyTimeout time.Duration
 }
@@ -74,10 +83,16 @@ func run() int {
 	flag.IntVar(&o.Adds, "adds", 5, "hostnames added one at a time, each timed until served")
 	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
 	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
+	flag.IntVar(&o.Streams, "h2-streams", 16, "requests in flight on each HTTP/2 connection (the HTTP/2 run opens conns/4 connections)")
+	flag.IntVar(&o.Rate, "rate", 1000, "requests per second of the paced run, whose latency percentiles are reported (keep it below every peer's saturation)")
+	flag.IntVar(&o.Rounds, "rounds", 1, "measure every peer this many times, in turn; the report adds medians")
+	flag.StringVar(&o.Baseline, "baseline", "", "another Portico binary, measured as the peer portico-base (add it to -peers)")
+	porticoArgs := flag.String("portico-args", "", "extra flags for portico serve, space-separated (e.g. --gc-percent=200)")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
 	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing) or passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
+	o.PorticoArgs = strings.Fields(*porticoArgs)
 	if *mode == "passthrough" && !flagSet("peers") {
 		o.Peers = []string{"portico", "nginx", "haproxy"}
 	}
@@ -121,6 +136,7 @@ func run() int {
 		return 1
 	}
 	fmt.Print(report(o, results))
+	fmt.Print(loadReport(o, results))
 	for _, r := range results {
 		if r.Peer == "portico" && r.Err != nil {
 			return 1
@@ -157,14 +173,15 @@ type result struct {
 	Err           error // the peer could not be measured
 	Ready         time.Duration
 	Memory        int64
+	Round         int
 	Handshakes    loadResult
-	Requests      loadResult
-	// RequestsCPU is the CPU time the proxy's processes used during the
-	// kept-alive run.
-	RequestsCPU time.Duration
-	Adds        []time.Duration
-	AddFailures int // requests to other hostnames that failed during the adds
-	AddRequests int
+	// Requests is kept-alive HTTP/1.1 over TLS, Plain the same without
+	// TLS, H2 HTTP/2 over TLS with several streams per connection, Paced
+	// kept-alive HTTP/1.1 over TLS at a fixed rate.
+	Requests, Plain, H2, Paced loadResult
+	Adds                       []time.Duration
+	AddFailures                int // requests to other hostnames that failed during the adds
+	AddRequests                int
 }
 
 // runAll prepares the sites and the backend and measures each peer in turn.
@@ -184,36 +201,54 @@ func runAll(ctx context.Context, o options, progress io.Writer) ([]result, error
 	defer backend.Close()
 
 	all := peers(o.Portico)
+	if o.Baseline != "" {
+		base := porticoPeer(o.Baseline)
+		base.Name, base.Version = "portico-base", func() string { return o.Baseline }
+		all = append(all, base)
+	}
 	var results []result
-	for _, name := range o.Peers {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		i := slices.IndexFunc(all, func(p peer) bool { return p.Name == name })
-		if i < 0 {
-			return nil, fmt.Errorf("unknown peer %q", name)
-		}
-		p := all[i]
-		if p.Name == "portico" && p.Binary == "" {
-			bin, err := buildPortico(o.Dir)
+	for round := range max(o.Rounds, 1) {
+		for _, name := range o.Peers {
+			r, err := runPeer(ctx, o, all, name, sites, added, backend.Addr().String(), logf)
 			if err != nil {
 				return nil, err
 			}
-			p = porticoPeer(bin)
+			r.Round = round + 1
+			results = append(results, r)
+		}
+	}
+	return results, nil
+}
+
+// runPeer measures the peer called name once.
+func runPeer(ctx context.Context, o options, all []peer, name string, sites, added []site, backend string, logf func(string, ...any)) (result, error) {
+	{
+		if ctx.Err() != nil {
+			return result{}, ctx.Err()
+		}
+		i := slices.IndexFunc(all, func(p peer) bool { return p.Name == name })
+		if i < 0 {
+			return result{}, fmt.Errorf("unknown peer %q", name)
+		}
+		p := &all[i]
+		if p.Name == "portico" && p.Binary == "" {
+			bin, err := buildPortico(o.Dir)
+			if err != nil {
+				return result{}, err
+			}
+			*p = porticoPeer(bin)
 		}
 		if p.Binary == "" {
 			logf("%s: not installed (hack/bench-peers.sh installs it); skipped", p.Name)
-			results = append(results, result{Peer: p.Name, Err: errors.New("not installed")})
-			continue
+			return result{Peer: p.Name, Err: errors.New("not installed")}, nil
 		}
 		logf("%s: measuring", p.Name)
-		r := measure(ctx, o, p, sites, added, backend.Addr().String(), logf)
+		r := measure(ctx, o, *p, sites, added, backend, logf)
 		if r.Err != nil {
 			logf("%s: %v", p.Name, r.Err)
 		}
-		results = append(results, r)
+		return r, nil
 	}
-	return results, nil
 }
 
 // measure runs one peer through every measurement; a failure ends its run
@@ -226,6 +261,12 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 		e.Spare, err = freePort()
 	}
 	if err == nil {
+		e.Plain, err = freePort()
+	}
+	if strings.HasPrefix(p.Name, "portico") {
+		e.Args = o.PorticoArgs
+	}
+	if err == nil {
 		err = os.MkdirAll(e.Dir, 0o755)
 	}
 	if err == nil {
@@ -235,7 +276,7 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 		r.Err = fmt.Errorf("configure: %w", err)
 		return r
 	}
-	c := &client{addr: fmt.Sprintf("127.0.0.1:%d", e.Port), leafs: map[string][]byte{}}
+	c := &client{addr: fmt.Sprintf("127.0.0.1:%d", e.Port), plain: fmt.Sprintf("127.0.0.1:%d", e.Plain), leafs: map[string][]byte{}}
 	for _, s := range slices.Concat(sites, added) {
 		c.leafs[s.Host] = leafDER(s)
 	}
@@ -267,18 +308,19 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 
 	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
 	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
-	cpuBefore, cpuErr := cpuOf(pr.cmd.Process.Pid)
-	r.Requests = c.requests(hosts, o.Conns, o.Duration)
-	if cpuAfter, err := cpuOf(pr.cmd.Process.Pid); err == nil && cpuErr == nil {
-		r.RequestsCPU = cpuAfter - cpuBefore
-	}
-	logf("%s: %.0f requests/s kept alive, %d failed", p.Name, r.Requests.rate(), r.Requests.Failed)
+	keptAliveRuns(c, o, hosts, pr.cmd.Process.Pid, &r, logf)
 	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
 		logf("%s: memory: %v", p.Name, err)
 	}
 
-	// Adds, with new connections to the existing hostnames going on
-	// meanwhile: a reload that drops them shows here.
+	addSites(c, p, e, pr, hosts, sites, added, &r, logf)
+	return r
+}
+
+// addSites adds the added sites to p one at a time, each timed until it is
+// served, with new connections to the existing hostnames going on
+// meanwhile: a reload that drops them shows in r.AddFailures.
+func addSites(c *client, p peer, e env, pr *proc, hosts []string, sites, added []site, r *result, logf func(string, ...any)) {
 	var bgOK, bgFailed atomic.Int64
 	var stopped atomic.Bool
 	bgCtx, bgStop := context.WithCancel(context.Background())
@@ -319,6 +361,29 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 	bgStop()
 	bg.Wait()
 	r.AddFailures, r.AddRequests = int(bgFailed.Load()), int(bgOK.Load()+bgFailed.Load())
+}
+
+// keptAliveRuns runs the kept-alive loads, plain, over TLS, HTTP/2 and
+// paced, one after another, into r.
+func keptAliveRuns(c *client, o options, hosts []string, pid int, r *result, logf func(string, ...any)) {
+	r.Requests = withCPU(pid, func() loadResult { return c.requests(hosts, o.Conns, o.Duration) })
+	logf("%s: %.0f requests/s kept alive over TLS, %d failed", r.Peer, r.Requests.rate(), r.Requests.Failed)
+	r.Plain = withCPU(pid, func() loadResult { return c.plainRequests(hosts, o.Conns, o.Duration) })
+	logf("%s: %.0f requests/s kept alive in plain HTTP, %d failed", r.Peer, r.Plain.rate(), r.Plain.Failed)
+	r.H2 = withCPU(pid, func() loadResult { return c.h2Requests(hosts, max(o.Conns/4, 1), o.Streams, o.Duration) })
+	logf("%s: %.0f requests/s over HTTP/2, %d failed", r.Peer, r.H2.rate(), r.H2.Failed)
+	r.Paced = withCPU(pid, func() loadResult { return c.paced(hosts, o.Conns, o.Rate, o.Duration) })
+	logf("%s: at %d requests/s, p50 %v p99 %v p99.9 %v, %d failed", r.Peer, o.Rate, r.Paced.P50, r.Paced.P99, r.Paced.P999, r.Paced.Failed)
+}
+
+// withCPU runs a load and adds the CPU time pid and its descendants used
+// meanwhile.
+func withCPU(pid int, load func() loadResult) loadResult {
+	before, berr := cpuOf(pid)
+	r := load()
+	if after, err := cpuOf(pid); err == nil && berr == nil {
+		r.CPU = after - before
+	}
 	return r
 }
 
@@ -426,8 +491,8 @@ func report(o options, results []result) string {
 			adds += fmt.Sprintf(" (then failed: %v)", r.Err)
 		}
 		cpu := "-"
-		if n := r.Requests.OK; n > 0 && r.RequestsCPU > 0 {
-			cpu = fmt.Sprintf("%.2f", r.RequestsCPU.Seconds()*100000/float64(n))
+		if v := r.Requests.cpuPer100k(); v > 0 {
+			cpu = fmt.Sprintf("%.2f", v)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %v | %.1f MiB | %s | %s | %s | %s | %d of %d |\n",
 			r.Peer, r.Version, r.Ready.Round(time.Millisecond), float64(r.Memory)/(1<<20),

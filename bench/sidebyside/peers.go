@@ -33,6 +33,9 @@ type env struct {
 	Port    int // HTTPS, on 127.0.0.1
 	Backend string
 	Spare   int // another free loopback port: caddy's admin API, the HTTP listener Portico's Gateway needs
+	Plain   int // plain HTTP, on 127.0.0.1: the same sites without TLS
+	// Args are extra arguments for Portico (-portico-args).
+	Args []string
 }
 
 // peer is one proxy under test. Configure writes a configuration serving
@@ -135,8 +138,8 @@ func porticoPeer(bin string) peer {
 			return os.WriteFile(filepath.Join(dir, "sites.yaml"), []byte(b.String()), 0o644)
 		},
 		Start: func(e env) (*proc, error) {
-			return startProc(e.Dir, bin, []string{"serve", "--config", filepath.Join(e.Dir, "config"), "--bind-address", "127.0.0.1",
-				"--data-dir", filepath.Join(e.Dir, "data")}, nil)
+			return startProc(e.Dir, bin, append([]string{"serve", "--config", filepath.Join(e.Dir, "config"), "--bind-address", "127.0.0.1",
+				"--data-dir", filepath.Join(e.Dir, "data")}, e.Args...), nil)
 		},
 		Add: func(e env, _ *proc, sites []site, added site) error {
 			var b strings.Builder
@@ -217,6 +220,7 @@ spec:
   parentRef: {name: gw}
   listeners:
   - {name: https, hostname: %s, port: %d, protocol: HTTPS, tls: {certificateRefs: [{name: cert-%d}]}}
+  - {name: http, hostname: %s, port: %d, protocol: HTTP}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -225,7 +229,7 @@ spec:
   parentRefs: [{kind: ListenerSet, name: site-%d}]
   hostnames: [%s]
   rules: [{backendRefs: [{name: backend, port: 80}]}]
-`, i, indent(s.CertPEM, "    "), indent(s.KeyPEM, "    "), i, s.Host, e.Port, i, i, i, s.Host)
+`, i, indent(s.CertPEM, "    "), indent(s.KeyPEM, "    "), i, s.Host, e.Port, i, s.Host, e.Plain, i, i, s.Host)
 }
 
 func indent(pem []byte, prefix string) string {
@@ -255,12 +259,13 @@ func nginxPeer() peer {
 		for _, s := range sites {
 			fmt.Fprintf(&b, `  server {
     listen 127.0.0.1:%d ssl http2;
+    listen 127.0.0.1:%d;
     server_name %s;
     ssl_certificate %s;
     ssl_certificate_key %s;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
-`, e.Port, s.Host, s.CertFile, s.KeyFile)
+`, e.Port, e.Plain, s.Host, s.CertFile, s.KeyFile)
 		}
 		b.WriteString("}\n")
 		return os.WriteFile(conf(e), []byte(b.String()), 0o644)
@@ -355,11 +360,12 @@ defaults
   timeout server 30s
 frontend sites
   bind 127.0.0.1:%d ssl crt-list %s alpn h2,http/1.1
+  bind 127.0.0.1:%d
   default_backend backend
 backend backend
   http-reuse safe
   server b %s
-`, runtime.NumCPU(), e.Port, filepath.Join(e.Dir, "crt-list.txt"), e.Backend)
+`, runtime.NumCPU(), e.Port, filepath.Join(e.Dir, "crt-list.txt"), e.Plain, e.Backend)
 			if err := os.WriteFile(conf(e), []byte(cfg), 0o644); err != nil {
 				return err
 			}
@@ -407,7 +413,11 @@ func caddyPeer() peer {
   tls %s %s
   reverse_proxy %s
 }
-`, s.Host, e.Port, s.CertFile, s.KeyFile, e.Backend)
+http://%s:%d {
+  bind 127.0.0.1
+  reverse_proxy %s
+}
+`, s.Host, e.Port, s.CertFile, s.KeyFile, e.Backend, s.Host, e.Plain, e.Backend)
 		}
 		return os.WriteFile(conf(e), []byte(b.String()), 0o644)
 	}

@@ -29,7 +29,8 @@ func TestSideBySide(t *testing.T) {
 		}
 		names = append(names, p.Name)
 	}
-	o := options{N: 30, Peers: names, Duration: 500 * time.Millisecond, Conns: 4, Adds: 2, Dir: dir, ReadyTimeout: time.Minute, Portico: bin}
+	o := options{N: 30, Peers: names, Duration: 500 * time.Millisecond, Conns: 4, Adds: 2, Dir: dir, ReadyTimeout: time.Minute, Portico: bin,
+		Streams: 4, Rate: 200, Rounds: 1}
 	results, err := runAll(t.Context(), o, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
@@ -42,13 +43,19 @@ func TestSideBySide(t *testing.T) {
 			t.Errorf("%s: handshakes %d ok, %d failed (%v)", r.Peer, r.Handshakes.OK, r.Handshakes.Failed, r.Handshakes.FirstErr)
 		case r.Requests.OK == 0 || r.Requests.Failed > 0:
 			t.Errorf("%s: requests %d ok, %d failed (%v)", r.Peer, r.Requests.OK, r.Requests.Failed, r.Requests.FirstErr)
+		case r.Plain.OK == 0 || r.Plain.Failed > 0:
+			t.Errorf("%s: plain requests %d ok, %d failed (%v)", r.Peer, r.Plain.OK, r.Plain.Failed, r.Plain.FirstErr)
+		case r.H2.OK == 0 || r.H2.Failed > 0:
+			t.Errorf("%s: HTTP/2 requests %d ok, %d failed (%v)", r.Peer, r.H2.OK, r.H2.Failed, r.H2.FirstErr)
+		case r.Paced.OK == 0 || r.Paced.Failed > 0 || r.Paced.P999 < r.Paced.P50:
+			t.Errorf("%s: paced requests %d ok, %d failed (%v), p50 %v p99.9 %v", r.Peer, r.Paced.OK, r.Paced.Failed, r.Paced.FirstErr, r.Paced.P50, r.Paced.P999)
 		case len(r.Adds) != o.Adds:
 			t.Errorf("%s: %d of %d hostnames added", r.Peer, len(r.Adds), o.Adds)
 		case r.Memory <= 0:
 			t.Errorf("%s: no memory figure", r.Peer)
 		}
 	}
-	t.Logf("\n%s", report(o, results))
+	t.Logf("\n%s%s", report(o, results), loadReport(o, results))
 }
 
 // TestConfigurationsValid has each installed proxy check the configuration
@@ -73,7 +80,7 @@ func TestConfigurationsValid(t *testing.T) {
 			if p.Binary == "" {
 				t.Skipf("%s is not installed (hack/bench-peers.sh)", p.Name)
 			}
-			e := env{Dir: filepath.Join(dir, p.Name), Port: 18443, Spare: 18080, Backend: "127.0.0.1:18081"}
+			e := env{Dir: filepath.Join(dir, p.Name), Port: 18443, Spare: 18080, Plain: 18082, Backend: "127.0.0.1:18081"}
 			if err := os.MkdirAll(e.Dir, 0o755); err != nil {
 				t.Fatal(err)
 			}

@@ -140,6 +140,7 @@ type serveFlags struct {
 	acme                                                    acmeFlags
 	request                                                 *requestFlags
 	tracing                                                 *tracingFlags
+	gc                                                      *gcFlags
 	// limits sets the flags of connection and client limits in proxy
 	// options.
 	limits func(*proxy.Options)
@@ -171,11 +172,15 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		request:    newRequestFlags(fs),
 		tracing:    newTracingFlags(fs),
 		limits:     limitFlags(fs),
+		gc:         newGCFlags(fs),
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if err := f.tracing.check(); err != nil {
+		return nil, err
+	}
+	if _, err := f.gc.resolve(environ); err != nil {
 		return nil, err
 	}
 	switch {
@@ -255,7 +260,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer log.Sync() //nolint:errcheck // best effort on exit
+	defer log.Sync()               //nolint:errcheck // best effort on exit
+	gc, _ := f.gc.resolve(environ) // checked by parseServeFlags
+	gc.apply(log)
 	if *f.echoAddr != "" {
 		ln, err := listenEcho(*f.echoAddr)
 		if err != nil {

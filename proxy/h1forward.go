@@ -1,0 +1,434 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The direct HTTP/1.1 path sends a request that has no body to a plain-text
+// HTTP/1.1 backend without httputil.ReverseProxy and http.Transport: the
+// handler's goroutine writes the request's headers, filtered as they are
+// written, straight into a pooled connection's buffer, reads the answer
+// from it and copies it to the client. It produces the request and the
+// answer ReverseProxy with rewrite and modifyResponse would (the same
+// headers removed and set, 1xx answers passed on, trailers, immediate
+// flushes of streamed bodies, an aborted answer when the backend fails
+// mid-body), without cloning the request and its headers, the transport's
+// two goroutines per connection and their hand-offs, or the per-request
+// trace and contexts. Everything else (bodies, upgrades, h2c and TLS
+// backends, odd request targets) keeps the ReverseProxy path.
+
+// h1Direct reports whether out, sent for x with the kept body (nil or
+// empty when there is none), can take the direct path.
+func h1Direct(x *exchange, out *http.Request, body []byte) bool {
+	// A ContentLength of 0 is a request without a body whatever its Body
+	// (an HTTP/2 request ending with its headers has one that is empty):
+	// ReverseProxy sends it without one too.
+	if x.tls != nil || x.h2c || len(body) > 0 || out.ContentLength != 0 ||
+		out.Method == http.MethodConnect || out.URL.Opaque != "" {
+		return false
+	}
+	if _, ok := out.Header["Upgrade"]; ok {
+		return false
+	}
+	// ReverseProxy re-encodes a query it cannot parse; such queries are
+	// rare enough to leave to it.
+	return cleanQuery(out.URL.RawQuery) && validTarget(out.URL.RawQuery) &&
+		(out.Host == "" || httpguts.ValidHostHeader(out.Host) && isASCII(out.Host))
+}
+
+// cleanQuery reports whether ReverseProxy leaves query as it is: no ';',
+// only well-formed escapes, at most 10,000 parameters.
+func cleanQuery(q string) bool {
+	if strings.Count(q, "&") >= 10000 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// validTarget reports whether s holds no control byte or space, which a
+// request line cannot carry.
+func validTarget(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// errNothingRead marks a failure on a reused connection before any byte of
+// an answer arrived: the backend closed it as it was taken, and a request
+// that can be sent again is sent on another connection.
+type errNothingRead struct{ err error }
+
+func (e errNothingRead) Error() string { return e.err.Error() }
+func (e errNothingRead) Unwrap() error { return e.err }
+
+// max1xx bounds the informational answers before the final one, as
+// http.Transport does.
+const max1xx = 5
+
+// serveDirect forwards out to x.addr over the direct path and answers w.
+// ctx is the attempt's context; a failure before the answer started goes to
+// proxyError, as ReverseProxy's would.
+func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange) {
+	for {
+		c, err := f.pool.get(ctx, x.addr)
+		if err != nil {
+			f.proxyError(w, out.WithContext(ctx), err)
+			return
+		}
+		stop := context.AfterFunc(ctx, c.abortFn)
+		resp, err := c.roundTrip(w, out, x)
+		if err == nil {
+			f.answerDirect(ctx, w, out, x, c, stop, resp)
+			return
+		}
+		stop()
+		c.conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		}
+		var nr errNothingRead
+		if errors.As(err, &nr) && c.reused && ctx.Err() == nil && replayable(out) {
+			continue
+		}
+		f.proxyError(w, out.WithContext(ctx), err)
+		return
+	}
+}
+
+// replayable reports whether a request without a body may be sent a second
+// time after a reused connection failed (http.Transport's rule).
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, ok := r.Header["Idempotency-Key"]
+	_, xok := r.Header["X-Idempotency-Key"]
+	return ok || xok
+}
+
+// roundTrip writes out and reads the final answer's headers, passing 1xx
+// answers on to w.
+func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange) (*http.Response, error) {
+	if err := c.writeRequest(out, x); err != nil {
+		return nil, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		return nil, errNothingRead{err}
+	}
+	for n1xx := 0; ; {
+		c.readLimit = h1MaxResponseHeader
+		if _, err := c.br.Peek(1); err != nil {
+			return nil, errNothingRead{err}
+		}
+		resp, err := http.ReadResponse(c.br, out)
+		if err != nil {
+			return nil, fmt.Errorf("reading the backend's answer: %w", err)
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("backend switched protocols without being asked to")
+		case resp.StatusCode < 200:
+			if n1xx++; n1xx > max1xx {
+				return nil, errors.New("too many 1xx informational answers")
+			}
+			h := w.Header()
+			copyHeader(h, resp.Header)
+			w.WriteHeader(resp.StatusCode)
+			clear(h)
+			continue
+		}
+		c.readLimit = 1<<63 - 1
+		return resp, nil
+	}
+}
+
+// answerDirect sends resp to the client: what ReverseProxy does after its
+// transport answered.
+func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, c *h1Conn, stop func() bool, resp *http.Response) {
+	kept := false
+	defer func() {
+		// Whatever ends the answer early (a panic included), the
+		// connection is in an unknown state: closed, never pooled.
+		if !kept {
+			stop()
+			c.conn.Close()
+		}
+	}()
+	removeHopByHop(resp.Header)
+	if slices.Contains(x.retryCodes, resp.StatusCode) {
+		f.proxyError(w, out.WithContext(ctx), errRetryableStatus)
+		return
+	}
+	for _, fl := range x.respFilters {
+		fl.Apply(resp.Header)
+	}
+	if x.cors != nil {
+		x.cors.Apply(x.in, resp.Header)
+	}
+	h := w.Header()
+	copyHeader(h, resp.Header)
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	w.WriteHeader(resp.StatusCode)
+	streamed := resp.ContentLength == -1 || isEventStream(resp.Header)
+	if err := f.copyBody(w, resp.Body, streamed); err != nil {
+		// As ReverseProxy does: the client must see an answer cut short,
+		// not one that looks complete.
+		panic(http.ErrAbortHandler)
+	}
+	resp.Body.Close() // at EOF already: reads nothing, fills resp.Trailer
+	if len(resp.Trailer) > 0 {
+		// Force chunking, as ReverseProxy does, so trailers can follow.
+		http.NewResponseController(w).Flush() //nolint:errcheck // as ReverseProxy
+		if len(resp.Trailer) == announced {
+			copyHeader(h, resp.Trailer)
+		} else {
+			for k, vv := range resp.Trailer {
+				for _, v := range vv {
+					h.Add(http.TrailerPrefix+k, v)
+				}
+			}
+		}
+	}
+	if stop() && !resp.Close {
+		kept = true
+		f.pool.put(c)
+	}
+}
+
+// copyBody copies an answer's body to w through a pooled buffer, flushing
+// every write when the body is streamed.
+func (f *forwarder) copyBody(w http.ResponseWriter, body io.Reader, streamed bool) error {
+	var flusher http.Flusher
+	if streamed {
+		flusher, _ = w.(http.Flusher)
+		if flusher != nil {
+			// The headers go at once, before any of the body exists.
+			flusher.Flush()
+		}
+	}
+	buf := f.bufs.Get()
+	defer f.bufs.Put(buf)
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// isEventStream reports whether h says text/event-stream, whose events
+// must reach the client as they come.
+func isEventStream(h http.Header) bool {
+	ct := h["Content-Type"]
+	if len(ct) == 0 {
+		return false
+	}
+	mt, _, _ := strings.Cut(ct[0], ";")
+	return strings.EqualFold(textproto.TrimString(mt), "text/event-stream")
+}
+
+// copyHeader adds src's values to dst, sharing the value slices when dst
+// has none of a name (src is not used afterwards).
+func copyHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, vv...)
+		} else {
+			dst[k] = vv
+		}
+	}
+}
+
+// hopHeaders are the hop-by-hop headers ReverseProxy removes both ways.
+var hopHeaders = [...]string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopByHop removes the headers h's Connection header names and the
+// hop-by-hop ones.
+func removeHopByHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		delete(h, name)
+	}
+}
+
+// writeRequest writes out's request line and headers, as ReverseProxy's
+// rewrite and http.Transport would send them, into c's buffer.
+func (c *h1Conn) writeRequest(out *http.Request, x *exchange) error {
+	bw := c.bw
+	path := out.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	if !validTarget(path) {
+		return errors.New("invalid request path")
+	}
+	bw.WriteString(out.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(path)
+	if out.URL.ForceQuery || out.URL.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(out.URL.RawQuery)
+	}
+	host := out.Host
+	if host == "" {
+		host = x.addr
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	if ua := out.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" {
+		if err := writeField(bw, "User-Agent", ua[:1]); err != nil {
+			return err
+		}
+	}
+	if out.Method != http.MethodGet && out.Method != http.MethodHead {
+		bw.WriteString("Content-Length: 0\r\n")
+	}
+	keys := c.keys[:0]
+	connection := out.Header["Connection"]
+	for k := range out.Header {
+		if !dropOutbound(k, connection) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	c.keys = keys
+	for _, k := range keys {
+		if err := writeField(bw, k, out.Header[k]); err != nil {
+			return err
+		}
+	}
+	if httpguts.HeaderValuesContainsToken(out.Header["Te"], "trailers") {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	if ip, _, err := net.SplitHostPort(out.RemoteAddr); err == nil {
+		writeLine(bw, "X-Forwarded-For", ip)
+	}
+	writeLine(bw, "X-Forwarded-Host", x.origHost)
+	if out.TLS == nil {
+		bw.WriteString("X-Forwarded-Proto: http\r\n")
+	} else {
+		bw.WriteString("X-Forwarded-Proto: https\r\n")
+	}
+	writeLine(bw, "X-Forwarded-Port", x.port)
+	if x.listener != nil && x.listener.ClientAuth != nil {
+		if v := verifiedClientCert(out, x.listener); v != "" {
+			writeLine(bw, clientCertHeader, v)
+		}
+	}
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		return errNothingRead{err} // the buffer filled and flushing it failed
+	}
+	return nil
+}
+
+// dropOutbound reports whether the request header named k is not sent as
+// it came: what the transport writes itself, hop-by-hop headers and those
+// the Connection header names, forwarding headers and the verified client
+// certificate, which Portico sets, and HTTP2-Settings.
+func dropOutbound(k string, connection []string) bool {
+	switch k {
+	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer",
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Upgrade", "Http2-Settings", clientCertHeader:
+		return true
+	}
+	if isForwardingHeader(k) || strings.IndexByte(k, '_') >= 0 && headerNameEqual(k, "x-request-id") {
+		return true
+	}
+	for _, v := range connection {
+		for name := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(name), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeField writes one header field per value, refusing what could not be
+// a header (http.Transport refuses the request too).
+func writeField(bw *bufio.Writer, k string, vv []string) error {
+	if !httpguts.ValidHeaderFieldName(k) {
+		return fmt.Errorf("invalid header field name %q", k)
+	}
+	for _, v := range vv {
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return fmt.Errorf("invalid header field value for %q", k)
+		}
+		writeLine(bw, k, textproto.TrimString(v))
+	}
+	return nil
+}
+
+func writeLine(bw *bufio.Writer, k, v string) {
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	bw.WriteString(v)
+	bw.WriteString("\r\n")
+}
