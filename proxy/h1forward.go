@@ -320,6 +320,12 @@ func removeHopByHop(h http.Header) {
 // rewrite and http.Transport would send them, into c's buffer.
 func (c *h1Conn) writeRequest(out *http.Request, x *exchange) error {
 	bw := c.bw
+	// An HTTP/2 :method is checked for control bytes only: one with a
+	// space would make the request line say another target than the one
+	// routed. http.Transport refuses a method that is not a token too.
+	if !httpguts.ValidHeaderFieldName(out.Method) {
+		return errors.New("invalid request method")
+	}
 	path := out.URL.EscapedPath()
 	if path == "" {
 		path = "/"

@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Attacks on the direct HTTP/1.1 path (h1forward.go, h1pool.go) from
+// hostile clients and hostile backends, on real loopback sockets.
+
+// h2Status sends one HTTP/2 request (prior knowledge) made of fields to
+// Portico at addr and returns the answer's :status, "" when the stream or
+// connection ended without one.
+func h2Status(t *testing.T, addr string, fields [][2]string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	h := newH2Client(t, c, "http")
+	h.hbuf.Reset()
+	for _, f := range fields {
+		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // writes to a buffer
+	}
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			return ""
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				h.fr.WriteSettingsAck() //nolint:errcheck // the server may be gone
+			}
+		case *http2.HeadersFrame:
+			hf, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range hf {
+				if x.Name == ":status" && !strings.HasPrefix(x.Value, "1") {
+					return x.Value
+				}
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			return ""
+		}
+	}
+}
+
+// TestAttackH2MethodInRequestLine: HTTP/2 checks :method for control
+// bytes only, so a client can send one with spaces in it. Written as it
+// is, it would turn the request line into another one for the backend
+// ("GET /admin? /svc HTTP/1.1": the route matched /svc, a lenient backend
+// serves /admin). It must never reach the wire; the client gets the 502
+// the ReverseProxy path's transport answers with.
+func TestAttackH2MethodInRequestLine(t *testing.T) {
+	lines := make(chan string, 4)
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			lines <- head[0]
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		}
+	})
+	addr := directPort(t, backend)
+	for _, method := range []string{"GET /admin?", "GET\t/admin", "G(E)T"} {
+		status := h2Status(t, addr, [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", "/svc"}})
+		if status != "502" {
+			t.Errorf("method %q: status %q, want 502", method, status)
+		}
+	}
+	// A method that is a token goes through.
+	if status := h2Status(t, addr, [][2]string{{":method", "PURGE"}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", "/svc"}}); status != "204" {
+		t.Errorf("PURGE: status %q, want 204", status)
+	}
+	close(lines)
+	for l := range lines {
+		if len(strings.Fields(l)) != 3 || strings.ContainsAny(l, "\t") {
+			t.Errorf("backend got request line %q", l)
+		}
+	}
+}
+
+// rawAnswer sends raw to Portico at addr on a new connection and returns
+// the answer and its body; err when no whole answer came.
+func rawAnswer(t *testing.T, addr, raw string) (*http.Response, string, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), err
+}
