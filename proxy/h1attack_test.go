@@ -99,6 +99,38 @@ func TestAttackH2MethodInRequestLine(t *testing.T) {
 	}
 }
 
+// TestAttackStatusBelow100: a backend answering with a status under 100
+// ("HTTP/1.1 042", which ReadResponse accepts) was taken for a 1xx and
+// passed to WriteHeader, which panics: the client saw its connection
+// dropped and the backend's connection was left open, never closed. It is
+// a malformed answer: 502, and the connection closed.
+func TestAttackStatusBelow100(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 042 Odd\r\nContent-Length: 2\r\n\r\nok")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := br.ReadByte(); err == io.EOF {
+			closed <- struct{}{}
+		}
+	})
+	addr := directPort(t, backend)
+	resp, _, err := rawAnswer(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+	select {
+	case <-closed:
+	case <-time.After(6 * time.Second):
+		t.Error("the backend's connection was not closed")
+	}
+}
+
 // rawAnswer sends raw to Portico at addr on a new connection and returns
 // the answer and its body; err when no whole answer came.
 func rawAnswer(t *testing.T, addr, raw string) (*http.Response, string, error) {

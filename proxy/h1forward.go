@@ -163,6 +163,10 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 			return nil, fmt.Errorf("reading the backend's answer: %w", err)
 		}
 		switch {
+		case resp.StatusCode < 100:
+			// ReadResponse takes any three digits; WriteHeader panics
+			// on these.
+			return nil, fmt.Errorf("backend answered with status %d", resp.StatusCode)
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("backend switched protocols without being asked to")
 		case resp.StatusCode < 200:
