@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +130,59 @@ func TestAttackStatusBelow100(t *testing.T) {
 	case <-closed:
 	case <-time.After(6 * time.Second):
 		t.Error("the backend's connection was not closed")
+	}
+}
+
+// TestAttackNoReplayAfter1xx: a GET whose reused connection the backend
+// closes after an informational answer was sent again on a new connection,
+// as if nothing had been read: the backend got it twice and the client
+// two sets of 1xx answers. Only a connection that failed before any byte
+// of an answer may be retried (http.Transport's rule): here the client
+// gets a 502 and the backend the request once.
+func TestAttackNoReplayAfter1xx(t *testing.T) {
+	var requests atomic.Int32
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for n := 1; ; n++ {
+			if _, err := readHead(br); err != nil {
+				return
+			}
+			requests.Add(1)
+			if n == 2 {
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	addr := directPort(t, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	statuses := []int{}
+	for range 2 {
+		io.WriteString(c, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses = append(statuses, resp.StatusCode)
+			if resp.StatusCode >= 200 {
+				break
+			}
+		}
+	}
+	if got := requests.Load(); got != 2 {
+		t.Errorf("backend got %d requests, want 2", got)
+	}
+	if want := []int{200, 103, 502}; !slices.Equal(statuses, want) {
+		t.Errorf("client got %v, want %v", statuses, want)
 	}
 }
 

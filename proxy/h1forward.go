@@ -155,7 +155,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	}
 	for n1xx := 0; ; {
 		c.readLimit = h1MaxResponseHeader
-		if _, err := c.br.Peek(1); err != nil {
+		// Once a 1xx arrived the backend has the request: a failure then
+		// is no stale connection, and sending it again would repeat it.
+		if _, err := c.br.Peek(1); err != nil && n1xx == 0 {
 			return nil, errNothingRead{err}
 		}
 		resp, err := http.ReadResponse(c.br, out)
