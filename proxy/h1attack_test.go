@@ -207,3 +207,67 @@ func rawAnswer(t *testing.T, addr, raw string) (*http.Response, string, error) {
 	resp.Body.Close()
 	return resp, string(b), err
 }
+
+// TestAttackInformationalFlood: informational answers are passed on as
+// ReverseProxy passes them, which counts none (since Go 1.24 its transport
+// leaves the limit to whoever receives them): a backend that sends 102
+// Processing now and then during a long job is answered. The direct path
+// gave up after 5 with a 502. What bounds a flood is the headers limit,
+// which spans every 1xx and the final answer's head: a backend that never
+// stops sending them gets a 502 and its connection closed.
+func TestAttackInformationalFlood(t *testing.T) {
+	big := "HTTP/1.1 103 Early Hints\r\nLink: <" + strings.Repeat("a", 64<<10) + ">\r\n\r\n"
+	for _, tc := range []struct {
+		name   string
+		answer func(c net.Conn)
+		want   int
+	}{
+		{"102 every now and then", func(c net.Conn) {
+			for range 20 {
+				io.WriteString(c, "HTTP/1.1 102 Processing\r\n\r\n")
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}, http.StatusOK},
+		{"endless 1xx", func(c net.Conn) {
+			for {
+				if _, err := io.WriteString(c, big); err != nil {
+					return
+				}
+			}
+		}, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := readHead(br); err != nil {
+					return
+				}
+				tc.answer(c)
+			})
+			addr := directPort(t, backend)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(c, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+			br := bufio.NewReader(c)
+			n1xx := 0
+			for {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("after %d 1xx: %v", n1xx, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode >= 200 {
+					if resp.StatusCode != tc.want {
+						t.Errorf("status %d after %d 1xx, want %d", resp.StatusCode, n1xx, tc.want)
+					}
+					return
+				}
+				n1xx++
+			}
+		})
+	}
+}

@@ -98,10 +98,6 @@ type errNothingRead struct{ err error }
 func (e errNothingRead) Error() string { return e.err.Error() }
 func (e errNothingRead) Unwrap() error { return e.err }
 
-// max1xx bounds the informational answers before the final one, as
-// http.Transport does.
-const max1xx = 5
-
 // serveDirect forwards out to x.addr over the direct path and answers w.
 // ctx is the attempt's context; a failure before the answer started goes to
 // proxyError, as ReverseProxy's would.
@@ -153,8 +149,12 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	if err := c.bw.Flush(); err != nil {
 		return nil, errNothingRead{err}
 	}
-	for n1xx := 0; ; {
-		c.readLimit = h1MaxResponseHeader
+	// One limit spans the heads of every 1xx and of the final answer:
+	// ReverseProxy's transport counts no 1xx, so neither does this path
+	// (a backend may send 102 Processing all through a long job), but a
+	// backend that sends nothing else ends at the limit.
+	c.readLimit = h1MaxResponseHeader
+	for n1xx := 0; ; n1xx++ {
 		// Once a 1xx arrived the backend has the request: a failure then
 		// is no stale connection, and sending it again would repeat it.
 		if _, err := c.br.Peek(1); err != nil && n1xx == 0 {
@@ -172,9 +172,6 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("backend switched protocols without being asked to")
 		case resp.StatusCode < 200:
-			if n1xx++; n1xx > max1xx {
-				return nil, errors.New("too many 1xx informational answers")
-			}
 			h := w.Header()
 			copyHeader(h, resp.Header)
 			w.WriteHeader(resp.StatusCode)
