@@ -271,3 +271,40 @@ func TestAttackInformationalFlood(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackH2SpaceInQuery: HTTP/2 checks :path for control bytes only
+// and url.ParseRequestURI keeps a query as it is, so a client can send
+// "/svc?a= /admin". The direct path leaves such a query to ReverseProxy,
+// whose transport wrote it as it is: "GET /svc?a= /admin HTTP/1.1", a
+// request line naming another target than the one routed. No HTTP/1.1
+// client can send it (a space ends the target): it is answered 400 and
+// never forwarded.
+func TestAttackH2SpaceInQuery(t *testing.T) {
+	lines := make(chan string, 4)
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			lines <- head[0]
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		}
+	})
+	addr := directPort(t, backend)
+	for _, path := range []string{"/svc?a= /admin", "/svc?a=b /admin#"} {
+		status := h2Status(t, addr, [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", path}})
+		if status != "400" {
+			t.Errorf("path %q: status %q, want 400", path, status)
+		}
+	}
+	if status := h2Status(t, addr, [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", "/svc?a=%20/admin"}}); status != "204" {
+		t.Errorf("escaped space: status %q, want 204", status)
+	}
+	close(lines)
+	for l := range lines {
+		if len(strings.Fields(l)) != 3 || strings.ContainsAny(l, "\t") {
+			t.Errorf("backend got request line %q", l)
+		}
+	}
+}
