@@ -102,15 +102,21 @@ func TestAttackH2MethodInRequestLine(t *testing.T) {
 }
 
 // TestAttackStatusBelow100: a backend answering with a status under 100
-// ("HTTP/1.1 042", which ReadResponse accepts) was taken for a 1xx and
-// passed to WriteHeader, which panics: the client saw its connection
-// dropped and the backend's connection was left open, never closed. It is
-// a malformed answer: 502, and the connection closed.
+// ("HTTP/1.1 042", which ReadResponse accepts) was taken by the direct path
+// for a 1xx and passed to WriteHeader, which panics: the client saw its
+// connection dropped and the backend's connection was left open, never
+// closed. ReverseProxy passed it to WriteHeader as the final status, with
+// the same panic. It is a malformed answer: 502 and the connection closed,
+// on both paths.
 func TestAttackStatusBelow100(t *testing.T) {
-	closed := make(chan struct{}, 1)
+	closed := make(chan struct{}, 2)
 	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
-		if _, err := readHead(br); err != nil {
+		head, err := readHead(br)
+		if err != nil {
 			return
+		}
+		if slices.Contains(head, "Content-Length: 1") {
+			br.ReadByte() //nolint:errcheck // the request's body
 		}
 		io.WriteString(c, "HTTP/1.1 042 Odd\r\nContent-Length: 2\r\n\r\nok")
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -119,17 +125,23 @@ func TestAttackStatusBelow100(t *testing.T) {
 		}
 	})
 	addr := directPort(t, backend)
-	resp, _, err := rawAnswer(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	if resp.StatusCode != http.StatusBadGateway {
-		t.Errorf("status %d, want 502", resp.StatusCode)
-	}
-	select {
-	case <-closed:
-	case <-time.After(6 * time.Second):
-		t.Error("the backend's connection was not closed")
+	for _, req := range []string{
+		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n",                        // direct
+		"POST /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 1\r\n\r\nx", // ReverseProxy
+	} {
+		resp, _, err := rawAnswer(t, addr, req)
+		if err != nil {
+			t.Errorf("%.4s: no answer: %v", req, err)
+			continue
+		}
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Errorf("%.4s: status %d, want 502", req, resp.StatusCode)
+		}
+		select {
+		case <-closed:
+		case <-time.After(6 * time.Second):
+			t.Errorf("%.4s: the backend's connection was not closed", req)
+		}
 	}
 }
 
