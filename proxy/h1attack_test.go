@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Attacks on the direct HTTP/1.1 path (h1forward.go, h1pool.go) from
@@ -317,6 +318,161 @@ func TestAttackH2SpaceInQuery(t *testing.T) {
 	for l := range lines {
 		if len(strings.Fields(l)) != 3 || strings.ContainsAny(l, "\t") {
 			t.Errorf("backend got request line %q", l)
+		}
+	}
+}
+
+// TestAttackSlowBackendTimeouts: the route's timeouts bound the direct
+// path as they bound ReverseProxy: a backend that accepts and never
+// answers, or trickles its head a byte at a time, is answered 504 at
+// timeouts.request or timeouts.backendRequest; one that trickles its body
+// has the client's answer cut short. In every case Portico closes the
+// backend's connection.
+func TestAttackSlowBackendTimeouts(t *testing.T) {
+	trickle := func(c net.Conn, s string) {
+		for i := 0; ; i++ {
+			if _, err := io.WriteString(c, s[i%len(s):i%len(s)+1]); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	d := gwv1.Duration("300ms")
+	for _, tc := range []struct {
+		name     string
+		answer   func(c net.Conn)
+		timeouts gwv1.HTTPRouteTimeouts
+		status   int // 0: the body must fail
+	}{
+		{"never answers", func(net.Conn) {}, gwv1.HTTPRouteTimeouts{BackendRequest: &d}, http.StatusGatewayTimeout},
+		{"never answers, request timeout", func(net.Conn) {}, gwv1.HTTPRouteTimeouts{Request: &d}, http.StatusGatewayTimeout},
+		{"trickled head", func(c net.Conn) { trickle(c, "HTTP/1.1 200 OK\r\nX-Slow: abcdefghijklmnopqrstuvwxyz") }, gwv1.HTTPRouteTimeouts{BackendRequest: &d}, http.StatusGatewayTimeout},
+		{"trickled body", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+			trickle(c, "abcdefgh")
+		}, gwv1.HTTPRouteTimeouts{BackendRequest: &d}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			closed := make(chan struct{})
+			backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := readHead(br); err != nil {
+					return
+				}
+				go func() {
+					if _, err := br.ReadByte(); err != nil {
+						close(closed)
+					}
+				}()
+				tc.answer(c)
+				<-closed // never answers more, and never closes first
+			})
+			url := retryRuntime(t, []string{backend}, nil, &tc.timeouts)
+			addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+			resp, _, err := rawAnswer(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+			switch {
+			case tc.status == 0 && err == nil:
+				t.Error("a body the backend never finished reached the client whole")
+			case tc.status != 0 && err != nil:
+				t.Errorf("no answer: %v", err)
+			case tc.status != 0 && resp.StatusCode != tc.status:
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Error("the backend's connection was not closed")
+			}
+		})
+	}
+}
+
+// TestAttackClientLeavesMidBody: a client that leaves while the backend
+// is part way through a body has the backend's connection closed, not
+// kept for the next request with the rest of that body unread.
+func TestAttackClientLeavesMidBody(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	backend, accepted := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\nfirst part\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := br.ReadByte(); err == io.EOF {
+			closed <- struct{}{}
+		}
+	})
+	addr := directPort(t, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	br := bufio.NewReader(c)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case <-closed:
+	case <-time.After(6 * time.Second):
+		t.Fatal("the backend's connection stayed open after the client left")
+	}
+	if n := accepted(); n != 1 {
+		t.Errorf("backend accepted %d connections", n)
+	}
+}
+
+// TestAttackStrayBytesNeverAnswerAnother: bytes a backend sends past the
+// end of an answer (a body after HEAD, 204 or 304, more than
+// Content-Length, an answer after a chunked body's end) must never be read
+// as the answer to the next request on that connection, which may be
+// another client's.
+func TestAttackStrayBytesNeverAnswerAnother(t *testing.T) {
+	const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSMUGG"
+	for _, tc := range []struct{ method, answer string }{
+		{"HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + smuggled},
+		{"HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"GET", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n" + smuggled},
+		{"GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n" + smuggled},
+		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + smuggled},
+		{"GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled},
+		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled},
+	} {
+		var requests atomic.Int32
+		backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+			for {
+				if _, err := readHead(br); err != nil {
+					return
+				}
+				if requests.Add(1) == 1 {
+					io.WriteString(c, tc.answer)
+				} else {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+				}
+			}
+		})
+		addr := directPort(t, backend)
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, tc.method+" /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: tc.method})
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
+		c.Close()
+		if err != nil || resp.StatusCode == http.StatusBadGateway {
+			t.Fatalf("%.40q: %v %v", tc.answer, resp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		// Another client, another connection: the backend's is reused
+		// unless Portico saw the stray bytes.
+		resp, body, err := rawAnswer(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 || body != "second" {
+			t.Errorf("after %.60q the next client got %v %q %v", tc.answer, resp, body, err)
 		}
 	}
 }
