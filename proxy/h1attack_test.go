@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -474,5 +476,72 @@ func TestAttackStrayBytesNeverAnswerAnother(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 || body != "second" {
 			t.Errorf("after %.60q the next client got %v %q %v", tc.answer, resp, body, err)
 		}
+	}
+}
+
+// TestAttackClientFramingNeverSmuggles: requests whose framing says "no
+// body" one way and carries one another way (Transfer-Encoding with an
+// empty or hidden body, Content-Length with Transfer-Encoding, a GET with
+// a body, HTTP/2 with content-length 0 and DATA after it) never let the
+// bytes after the head reach the backend as a request of their own: a
+// backend with a real parser sees /svc only, never /admin.
+func TestAttackClientFramingNeverSmuggles(t *testing.T) {
+	paths := make(chan string, 32)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		paths <- r.Method + " " + r.URL.Path
+	}))
+	t.Cleanup(backend.Close)
+	addr := directPort(t, backend.Listener.Addr().String())
+	const smuggled = "GET /admin HTTP/1.1\r\nHost: app.example.com\r\n\r\n"
+	for _, raw := range []string{
+		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled),
+		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled),
+		fmt.Sprintf("GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled),
+		fmt.Sprintf("POST /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled),
+		"DELETE /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n\r\n",
+	} {
+		if resp, _, err := rawAnswer(t, addr, raw); err != nil || resp.StatusCode != 200 {
+			t.Errorf("%.60q: %v %v", raw, resp, err)
+		}
+	}
+	// HTTP/2: HEADERS with content-length 0 and without END_STREAM, then
+	// DATA holding a request.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	h := newH2Client(t, c, "http")
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", "/svc"}, {"content-length", "0"}} {
+		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // writes to a buffer
+	}
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndHeaders: true}) //nolint:errcheck // checked by what the backend sees
+	h.fr.WriteData(1, true, []byte(smuggled))                                                                //nolint:errcheck // the server may reset the stream
+	// Six HTTP/1.1 requests, and the HTTP/2 one unless its stream was
+	// reset before it was forwarded.
+	seen := 0
+	for wait := time.After(3 * time.Second); seen < 7; seen++ {
+		select {
+		case p := <-paths:
+			if strings.Contains(p, "/admin") {
+				t.Errorf("backend served %q", p)
+			}
+			continue
+		case <-wait:
+		}
+		break
+	}
+	if seen < 6 {
+		t.Fatalf("backend saw %d requests, want 6 or 7", seen)
+	}
+	select {
+	case p := <-paths:
+		t.Errorf("backend served an extra request %q", p)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
