@@ -545,3 +545,35 @@ func TestAttackClientFramingNeverSmuggles(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestAttackHostZoneLikeReverseProxy: a Host with an IPv6 zone
+// ("[fe80::1%25eth0]:80", which Go's server accepts) went to the backend as
+// it came on the direct path, while ReverseProxy's transport sends it
+// without the zone. Both paths now send the same Host. (An Upgrade other
+// than WebSocket makes the request take the ReverseProxy path, which
+// drops that header.)
+func TestAttackHostZoneLikeReverseProxy(t *testing.T) {
+	hosts := make(chan string, 4)
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			hosts <- head[1]
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		}
+	})
+	addr := directPort(t, backend)
+	var got []string
+	for _, extra := range []string{"", "Upgrade: foo\r\n"} {
+		resp, _, err := rawAnswer(t, addr, "GET /svc HTTP/1.1\r\nHost: [fe80::1%25eth0]:80\r\n"+extra+"\r\n")
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%v %v", resp, err)
+		}
+		got = append(got, <-hosts)
+	}
+	if got[0] != got[1] {
+		t.Errorf("direct path sent %q, ReverseProxy %q", got[0], got[1])
+	}
+}

@@ -41,10 +41,12 @@ func h1Direct(x *exchange, out *http.Request, body []byte) bool {
 	if _, ok := out.Header["Upgrade"]; ok {
 		return false
 	}
-	// ReverseProxy re-encodes a query it cannot parse; such queries are
-	// rare enough to leave to it.
+	// ReverseProxy re-encodes a query it cannot parse, and its transport
+	// a Host that is not ASCII or has an IPv6 zone ("%25eth0"): such
+	// requests are rare enough to leave to it.
 	return cleanQuery(out.URL.RawQuery) && validTarget(out.URL.RawQuery) &&
-		(out.Host == "" || httpguts.ValidHostHeader(out.Host) && isASCII(out.Host))
+		(out.Host == "" || httpguts.ValidHostHeader(out.Host) && isASCII(out.Host) &&
+			strings.IndexByte(out.Host, '%') < 0)
 }
 
 // cleanQuery reports whether ReverseProxy leaves query as it is: no ';',
