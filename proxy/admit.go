@@ -29,6 +29,14 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 		writeError(w, http.StatusRequestHeaderFieldsTooLarge)
 		return "", false
 	}
+	// HTTP/2 checks :path for control bytes only and keeps the query as
+	// sent: a space in it would end the target of the request line a
+	// backend gets, which would then name another target than the routed
+	// one. An HTTP/1.1 request cannot carry one.
+	if !validTarget(r.URL.RawQuery) {
+		writeError(w, http.StatusBadRequest)
+		return "", false
+	}
 	path, ok = normalizeRequestPath(r, rt.opts.Paths)
 	if !ok {
 		writeError(w, http.StatusBadRequest)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -197,6 +198,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 }
 
 func modifyResponse(resp *http.Response) error {
+	if resp.StatusCode < 100 {
+		// The transport takes any three digits; WriteHeader panics on
+		// these.
+		return fmt.Errorf("backend answered with status %d", resp.StatusCode)
+	}
 	x, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	if x == nil {
 		return nil

@@ -41,10 +41,12 @@ func h1Direct(x *exchange, out *http.Request, body []byte) bool {
 	if _, ok := out.Header["Upgrade"]; ok {
 		return false
 	}
-	// ReverseProxy re-encodes a query it cannot parse; such queries are
-	// rare enough to leave to it.
+	// ReverseProxy re-encodes a query it cannot parse, and its transport
+	// a Host that is not ASCII or has an IPv6 zone ("%25eth0"): such
+	// requests are rare enough to leave to it.
 	return cleanQuery(out.URL.RawQuery) && validTarget(out.URL.RawQuery) &&
-		(out.Host == "" || httpguts.ValidHostHeader(out.Host) && isASCII(out.Host))
+		(out.Host == "" || httpguts.ValidHostHeader(out.Host) && isASCII(out.Host) &&
+			strings.IndexByte(out.Host, '%') < 0)
 }
 
 // cleanQuery reports whether ReverseProxy leaves query as it is: no ';',
@@ -98,10 +100,6 @@ type errNothingRead struct{ err error }
 func (e errNothingRead) Error() string { return e.err.Error() }
 func (e errNothingRead) Unwrap() error { return e.err }
 
-// max1xx bounds the informational answers before the final one, as
-// http.Transport does.
-const max1xx = 5
-
 // serveDirect forwards out to x.addr over the direct path and answers w.
 // ctx is the attempt's context; a failure before the answer started goes to
 // proxyError, as ReverseProxy's would.
@@ -153,9 +151,15 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	if err := c.bw.Flush(); err != nil {
 		return nil, errNothingRead{err}
 	}
-	for n1xx := 0; ; {
-		c.readLimit = h1MaxResponseHeader
-		if _, err := c.br.Peek(1); err != nil {
+	// One limit spans the heads of every 1xx and of the final answer:
+	// ReverseProxy's transport counts no 1xx, so neither does this path
+	// (a backend may send 102 Processing all through a long job), but a
+	// backend that sends nothing else ends at the limit.
+	c.readLimit = h1MaxResponseHeader
+	for n1xx := 0; ; n1xx++ {
+		// Once a 1xx arrived the backend has the request: a failure then
+		// is no stale connection, and sending it again would repeat it.
+		if _, err := c.br.Peek(1); err != nil && n1xx == 0 {
 			return nil, errNothingRead{err}
 		}
 		resp, err := http.ReadResponse(c.br, out)
@@ -163,12 +167,13 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 			return nil, fmt.Errorf("reading the backend's answer: %w", err)
 		}
 		switch {
+		case resp.StatusCode < 100:
+			// ReadResponse takes any three digits; WriteHeader panics
+			// on these.
+			return nil, fmt.Errorf("backend answered with status %d", resp.StatusCode)
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("backend switched protocols without being asked to")
 		case resp.StatusCode < 200:
-			if n1xx++; n1xx > max1xx {
-				return nil, errors.New("too many 1xx informational answers")
-			}
 			h := w.Header()
 			copyHeader(h, resp.Header)
 			w.WriteHeader(resp.StatusCode)
@@ -320,6 +325,12 @@ func removeHopByHop(h http.Header) {
 // rewrite and http.Transport would send them, into c's buffer.
 func (c *h1Conn) writeRequest(out *http.Request, x *exchange) error {
 	bw := c.bw
+	// An HTTP/2 :method is checked for control bytes only: one with a
+	// space would make the request line say another target than the one
+	// routed. http.Transport refuses a method that is not a token too.
+	if !httpguts.ValidHeaderFieldName(out.Method) {
+		return errors.New("invalid request method")
+	}
 	path := out.URL.EscapedPath()
 	if path == "" {
 		path = "/"
