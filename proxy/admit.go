@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"portico.dev/portico/routing"
 )
 
@@ -27,6 +29,13 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 	if n := headerCount(r.Header, rt.opts.MaxHeaderCount); n > rt.opts.MaxHeaderCount {
 		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusRequestHeaderFieldsTooLarge)
+		return "", false
+	}
+	// HTTP/2 checks :method for control bytes only: a method with a space
+	// in it ("GET /admin?") would rewrite the request line a backend gets.
+	// It is the client's error, answered before any route is tried.
+	if !httpguts.ValidHeaderFieldName(r.Method) {
+		writeError(w, http.StatusBadRequest)
 		return "", false
 	}
 	// HTTP/2 checks :path for control bytes only and keeps the query as
