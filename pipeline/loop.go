@@ -268,11 +268,19 @@ func (l *Loop) rebuild() error {
 // full translation at 5,000 hostnames, and all of one after an
 // EndpointSlice change, which the rest then answers from memory.
 func TranslateConcurrently(s translate.Settings, res *resources.Resources, mem translate.Memory) (translate.Output, translate.Memory) {
-	eps := make(chan map[routing.BackendKey]*proxy.Endpoints, 1)
-	go func() { eps <- translate.Endpoints(res) }()
+	type resolved struct {
+		eps map[routing.BackendKey]*proxy.Endpoints
+		mem translate.EndpointsMemory
+	}
+	done := make(chan resolved, 1)
+	go func() {
+		eps, em := translate.ResolveEndpoints(res, mem)
+		done <- resolved{eps, em}
+	}()
 	out, next := translate.Routes(s, res, mem)
+	r := <-done
 	cfg := *out.Config
-	cfg.Endpoints = <-eps
+	cfg.Endpoints = r.eps
 	out.Config = &cfg
-	return out, next
+	return out, next.WithEndpoints(r.mem)
 }
