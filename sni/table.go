@@ -128,3 +128,12 @@ func (t *Table) With(remove []string, add []*Entry) *Table {
 	}
 	return &Table{names: names.With(remove, patterns, values)}
 }
+
+// Entries returns the table's entries, in no particular order.
+func (t *Table) Entries() []*Entry {
+	if t == nil {
+		return nil
+	}
+	_, entries := t.names.Entries()
+	return entries
+}
