@@ -2,9 +2,9 @@ package translate
 
 import (
 	"cmp"
-	"maps"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,9 +52,13 @@ type incremental struct {
 	gatewaySecrets map[types.NamespacedName]bool
 	gateways       map[types.NamespacedName]*gatewayMemo
 	// served are each ListenerSet's listeners on the data plane; order
-	// is, per port, the precedence of each listener of Port.All.
-	served      layered[types.NamespacedName, []servedListener]
-	order       map[proxy.PortKey][]listenerOrder
+	// is the precedence of each listener of every Port.All.
+	served layered[types.NamespacedName, []servedListener]
+	order  layered[*proxy.Listener, listenerOrder]
+	// spent is set once a translation started from this state: it may
+	// then have reused the maps of the output it was kept with (see
+	// delta.statuses), and a second one translates in full.
+	spent       *atomic.Bool
 	nsLabels    map[string]map[string]string
 	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
 	tls         *backendTLS
@@ -131,7 +135,7 @@ func (t *translation) incrementalState() *incremental {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
-		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)), order: map[proxy.PortKey][]listenerOrder{},
+		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)), spent: &atomic.Bool{},
 		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps}
 	var ok bool
 	if inc.ls, ok = byKey(res.ListenerSets); !ok {
@@ -187,16 +191,18 @@ func (t *translation) incrementalState() *incremental {
 	inc.claims, inc.protocols = newLayered(claims), newLayered(protocols)
 	inc.lsBySecret, inc.routesByParent, inc.routesByService = newLayered(lsBySecret), newLayered(byParent), newLayered(byService)
 	served := map[types.NamespacedName][]servedListener{}
+	order := make(map[*proxy.Listener]listenerOrder, len(t.placed))
 	for _, p := range t.placed {
 		m := &t.merged[p.i]
 		o := inc.orderOf(m)
-		inc.order[p.port] = append(inc.order[p.port], o)
+		order[p.l] = o
 		if m.Source.Kind == "ListenerSet" {
 			key := nn(m.Source.Namespace, m.Source.Name)
 			served[key] = append(served[key], servedListener{port: p.port, host: p.host, l: p.l, entry: p.entry, order: o})
 		}
 	}
 	inc.served = newLayered(served)
+	inc.order = newLayered(order)
 	return inc
 }
 
@@ -212,6 +218,14 @@ func snapshotCopy(res *resources.Resources) *resources.Resources {
 	c.Parameters, c.Deployments = slices.Clone(res.Parameters), slices.Clone(res.Deployments)
 	c.EndpointSlices = nil // not compared
 	return &c
+}
+
+// keptOrCopied is kept when it holds what now holds, else a copy of now.
+func keptOrCopied[T comparable](kept, now []T) []T {
+	if slices.Equal(kept, now) {
+		return kept
+	}
+	return slices.Clone(now)
 }
 
 // byKey indexes objects by namespace/name; false when a key repeats.
@@ -466,13 +480,19 @@ type delta struct {
 // apply translates res from the translation inc was kept from, re-deriving
 // only what changed; false when res must be translated in full.
 func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) (Output, Memory, bool) {
-	if !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
+	if !inc.spent.CompareAndSwap(false, true) || !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
 		return Output{}, mem, false
 	}
 	d := &delta{prev: inc, mem: mem, res: res, oldLS: map[types.NamespacedName]*gwv1.ListenerSet{},
 		oldRoutes: map[types.NamespacedName]*gwv1.HTTPRoute{}, sets: map[types.NamespacedName]bool{}, routes: map[types.NamespacedName]bool{}}
 	next := *inc
-	next.res = snapshotCopy(res)
+	// The kinds compared equal keep the copies they have.
+	kept := *inc.res
+	kept.ListenerSets, kept.HTTPRoutes = keptOrCopied(inc.res.ListenerSets, res.ListenerSets), keptOrCopied(inc.res.HTTPRoutes, res.HTTPRoutes)
+	kept.Secrets, kept.Services = keptOrCopied(inc.res.Secrets, res.Secrets), keptOrCopied(inc.res.Services, res.Services)
+	kept.ACMEErrors = res.ACMEErrors
+	next.res = &kept
+	next.spent = &atomic.Bool{}
 	d.next = &next
 	changed, ok := d.index()
 	if !ok {
@@ -481,7 +501,7 @@ func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) 
 	if !changed {
 		// EndpointSlices only, or nothing.
 		nm := mem
-		nm.inc = d.next
+		nm.inc, nm.incremental = d.next, true
 		return mem.last.out, nm, true
 	}
 	if !d.affected() || !d.conflictFree() {
@@ -768,7 +788,7 @@ func (d *delta) translate() (Output, Memory, bool) {
 	out := prevOut
 	out.Config, out.Statuses = cfg, st
 	next := d.mem
-	next.inc = d.next
+	next.inc, next.incremental = d.next, true
 	next.certs = d.certs(t.ix.certs.used)
 	next.last = &fullTranslation{out: out}
 	return out, next, true
@@ -863,20 +883,22 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 		c.adds = append(c.adds, s)
 	}
 	d.next.served = servedEdit.done()
+	order := d.prev.order.edit()
+	for _, c := range changes {
+		for _, s := range c.adds {
+			order.set(s.l, s.order)
+		}
+	}
 	cfg := *prev
 	cfg.Ports = slices.Clone(prev.Ports)
-	d.next.order = make(map[proxy.PortKey][]listenerOrder, len(d.prev.order))
-	for pk, o := range d.prev.order {
-		d.next.order[pk] = o
-	}
 	for pk, c := range changes {
 		at := slices.IndexFunc(cfg.Ports, func(p *proxy.Port) bool { return p.Address == pk.Address && p.Number == pk.Number })
 		if at < 0 {
 			return nil, false
 		}
 		p := *cfg.Ports[at]
-		all, order := d.placeAll(p.All, d.prev.order[pk], c.removed, c.adds)
-		if len(all) == 0 {
+		p.All = placeAll(p.All, order, c.removed, c.adds)
+		if len(p.All) == 0 {
 			return nil, false // the port goes
 		}
 		hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
@@ -889,51 +911,66 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 				return nil, false
 			}
 		}
-		p.All = all
 		p.Listeners = p.Listeners.With(c.removeHosts, hosts, ls)
 		if p.SNI != nil {
 			p.SNI = p.SNI.With(c.removeHosts, entries)
 		}
 		cfg.Ports[at] = &p
-		d.next.order[pk] = order
+	}
+	for _, c := range changes {
+		for l := range c.removed {
+			order.delete(l)
+		}
 	}
 	// Ports come in the order of their first listeners, which may have
 	// changed.
-	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int {
-		return compareOrder(d.next.order[proxy.PortKey{Address: a.Address, Number: a.Number}][0],
-			d.next.order[proxy.PortKey{Address: b.Address, Number: b.Number}][0])
-	})
+	first := func(p *proxy.Port) listenerOrder {
+		o, _ := order.get(p.All[0])
+		return o
+	}
+	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
+	d.next.order = order.done()
 	return &cfg, true
 }
 
 // placeAll is a port's listener list without those removed and with adds,
-// each where its precedence puts it.
-func (d *delta) placeAll(all []*proxy.Listener, order []listenerOrder, removed map[*proxy.Listener]bool,
-	adds []servedListener) ([]*proxy.Listener, []listenerOrder) {
-	outAll := make([]*proxy.Listener, 0, len(all)+len(adds))
-	outOrder := make([]listenerOrder, 0, len(all)+len(adds))
-	for i, l := range all {
-		if !removed[l] {
-			outAll = append(outAll, l)
-			outOrder = append(outOrder, order[i])
+// each where its precedence (order, which knows both) puts it.
+func placeAll(all []*proxy.Listener, order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
+	adds []servedListener) []*proxy.Listener {
+	out := slices.Clone(all)
+	byOrder := func(l *proxy.Listener, target listenerOrder) int {
+		o, _ := order.get(l)
+		return compareOrder(o, target)
+	}
+	for l := range removed {
+		o, _ := order.get(l)
+		if at, found := slices.BinarySearchFunc(out, o, byOrder); found && out[at] == l {
+			out = slices.Delete(out, at, at+1)
 		}
 	}
 	for _, s := range adds {
-		at, _ := slices.BinarySearchFunc(outOrder, s.order, compareOrder)
-		outOrder = slices.Insert(outOrder, at, s.order)
-		outAll = slices.Insert(outAll, at, s.l)
+		at, _ := slices.BinarySearchFunc(out, s.order, byOrder)
+		out = slices.Insert(out, at, s.l)
 	}
-	return outAll, outOrder
+	return out
 }
 
 // statuses patches the previous statuses with those of the affected
 // ListenerSets and routes, and their Gateways' attachedListenerSets.
 func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gwv1.ListenerSetStatus,
 	routes map[types.NamespacedName][]gwv1.RouteParentStatus) *status.Computed {
+	// The maps of the previous output are patched where they are: the
+	// memory they came with is spent (incremental.spent), and whoever
+	// keeps statuses past a translation copies them (status.Computed.Clone).
+	// A copy of the 100,000 statuses per change would cost more than the
+	// rest of the change.
 	st := *prev
-	st.ListenerSets = cloneMap(prev.ListenerSets)
-	st.HTTPRoutes = cloneMap(prev.HTTPRoutes)
-	st.Gateways = cloneMap(prev.Gateways)
+	if st.ListenerSets == nil {
+		st.ListenerSets = map[types.NamespacedName]gwv1.ListenerSetStatus{}
+	}
+	if st.HTTPRoutes == nil {
+		st.HTTPRoutes = map[types.NamespacedName][]gwv1.RouteParentStatus{}
+	}
 	attached := map[types.NamespacedName]int32{}
 	accepted := func(s gwv1.ListenerSetStatus) int32 {
 		if meta.IsStatusConditionTrue(s.Conditions, string(gwv1.ListenerSetConditionAccepted)) {
@@ -971,14 +1008,6 @@ func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gw
 		st.Gateways[key] = gs
 	}
 	return &st
-}
-
-// cloneMap is maps.Clone, with a map to write to when m is nil.
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return map[K]V{}
-	}
-	return maps.Clone(m)
 }
 
 // certs is the next memory's key pairs: those parsed now join, and those

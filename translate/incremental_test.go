@@ -366,21 +366,27 @@ func runIncremental(t *testing.T, seed uint64, kinds []int) int {
 	deltas := 0
 	for step, kind := range kinds {
 		w.step(kind)
-		if mem.inc != nil {
-			// Kinds 0 to 12 change ListenerSets, routes, Secrets and
-			// Services: what a delta re-derives.
-			if _, _, ok := mem.inc.apply(s, w.res, mem); ok && kind <= 12 {
-				deltas++
-			}
-		}
 		// The full translation gets the same memory without what lets it
 		// skip work: parsed key pairs stay, as a broken Secret update
 		// serves the key pair the memory holds.
 		full := mem
 		full.inc, full.last, full.eps = nil, nil, nil
+		prev := mem
 		var got Output
 		got, mem = Translate(s, w.res, mem)
 		want, _ := Translate(s, w.res, full)
+		if step%7 == 0 {
+			// A memory used before translates again, in full, to the same.
+			again, _ := Translate(s, w.res, prev)
+			if d := incrementalDiff(again, want); d != "" {
+				t.Fatalf("seed %d, step %d: a second translation from one memory differs at %s", seed, step, d)
+			}
+		}
+		// Kinds 0 to 12 change ListenerSets, routes, Secrets and Services:
+		// what a delta re-derives.
+		if mem.Incremental() && kind <= 12 {
+			deltas++
+		}
 		if d := incrementalDiff(got, want); d != "" {
 			t.Fatalf("seed %d, step %d (change of kind %d): incremental and full translations differ at %s", seed, step, kind, d)
 		}

@@ -68,6 +68,8 @@ func (s Settings) controller() gwv1.GatewayController {
 // Output is one translation's result. It shares memory with the Memory
 // returned next to it and with earlier outputs: treat it as read-only
 // (status.Computed.Clone and the conditions package copy what they change).
+// Its status maps belong to that Memory: the next translation from it may
+// patch them in place (incremental.go), so copy what must outlive it.
 type Output struct {
 	Config   *proxy.Config
 	Statuses *status.Computed
@@ -103,6 +105,9 @@ type Memory struct {
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
 	// must not recompile every route and certificate table.
 	last *fullTranslation
+	// incremental is set when this memory's translation re-derived only
+	// what changed.
+	incremental bool
 	// eps is the last resolution of endpoints (endpointsmemo.go).
 	eps *endpointsMemo
 	// inc is what the next translation needs to re-derive only what a
@@ -113,6 +118,10 @@ type Memory struct {
 	// translation served, by object: a changed KIngress is a new pointer.
 	kingressHashes map[*knative.Ingress]string
 }
+
+// Incremental reports whether the translation that returned m re-derived
+// only what changed since the one before (incremental.go).
+func (m Memory) Incremental() bool { return m.incremental }
 
 // Certificates is the number of parsed key pairs the memory holds.
 func (m Memory) Certificates() int { return m.certs.len() }
