@@ -155,6 +155,23 @@ func (w *world) route() *gwv1.HTTPRoute {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// grpcRoute and tlsRoute name the parents of route; a translation with
+// either kind present is a full one.
+func (w *world) grpcRoute() *gwv1.GRPCRoute {
+	r := w.route()
+	port := gwv1.PortNumber(80)
+	return &gwv1.GRPCRoute{ObjectMeta: r.ObjectMeta, Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: r.Spec.CommonRouteSpec, Hostnames: r.Spec.Hostnames,
+		Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{
+			BackendObjectReference: gwv1.BackendObjectReference{Name: "svc-0", Port: &port}}}}}}}}
+}
+
+func (w *world) tlsRoute() *gwv1.TLSRoute {
+	r := w.route()
+	port := gwv1.PortNumber(80)
+	return &gwv1.TLSRoute{ObjectMeta: r.ObjectMeta, Spec: gwv1.TLSRouteSpec{CommonRouteSpec: r.Spec.CommonRouteSpec, Hostnames: r.Spec.Hostnames,
+		Rules: []gwv1.TLSRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{Name: "svc-1", Port: &port}}}}}}}
+}
+
 func (w *world) secret() *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: w.meta(w.pick(worldNamespaces), w.secretName()), Type: corev1.SecretTypeTLS}
 	p := w.pairs[w.r.IntN(len(w.pairs))]
@@ -257,6 +274,12 @@ func (w *world) step(kind int) {
 		gw := w.gateway(res.Gateways[i].Name, i)
 		gw.CreationTimestamp = res.Gateways[i].CreationTimestamp
 		res.Gateways[i] = gw
+	case 20:
+		res.GRPCRoutes = upsert(w, res.GRPCRoutes, w.grpcRoute())
+	case 21:
+		res.TLSRoutes = upsert(w, res.TLSRoutes, w.tlsRoute())
+	case 22:
+		res.GRPCRoutes, res.TLSRoutes = remove(w, res.GRPCRoutes), remove(w, res.TLSRoutes)
 	case 19:
 		// The same objects, listed in another order.
 		res.ListenerSets = slices.Clone(res.ListenerSets)
@@ -416,6 +439,9 @@ func newRandKinds(seed uint64) []int {
 	kinds := make([]int, 60)
 	for i := range kinds {
 		kinds[i] = r.IntN(20)
+		if r.IntN(40) == 0 {
+			kinds[i] = 20 + r.IntN(3) // GRPCRoutes and TLSRoutes, now and then
+		}
 	}
 	return kinds
 }
@@ -431,7 +457,7 @@ func FuzzIncremental(f *testing.F) {
 		}
 		kinds := make([]int, len(ops))
 		for i, op := range ops {
-			kinds[i] = int(op) % 20
+			kinds[i] = int(op) % 23
 		}
 		runIncremental(t, seed, kinds)
 	})
