@@ -177,30 +177,33 @@ func TestTranslateWorkload(t *testing.T) {
 	checkTranslated(t, res)
 }
 
-// BenchmarkTranslate5000 is a steady-state rebuild: the memory has
+// BenchmarkTranslate5000 is a steady-state full rebuild: the memory has
 // parsed every certificate before, as it has after the first translate of a
-// running instance, and each iteration replaces one HTTPRoute with a new
-// object, as an informer does on an update. A change to anything but
-// EndpointSlices is a full translation, so each iteration is what one
-// config change costs: translated as the run loop does, with the endpoints
+// running instance, and each iteration replaces the Gateway with a new
+// object, as an informer does on an update. A Gateway change is translated
+// in full (a change of ListenerSets, routes, Secrets or Services is
+// incremental, see incremental_test.go), so each iteration is what a full
+// rebuild costs: translated as the run loop does, with the endpoints
 // resolved on another goroutine.
 func BenchmarkTranslate5000(b *testing.B) {
 	shared, err := translateWorkload()
 	if err != nil {
 		b.Fatal(err)
 	}
-	// A copy of the snapshot with its own route list: the workload is
+	// A copy of the snapshot with its own Gateway list: the workload is
 	// shared with the other benchmarks and must not change under them.
 	res := *shared
-	res.HTTPRoutes = slices.Clone(shared.HTTPRoutes)
+	res.Gateways = slices.Clone(shared.Gateways)
 	mem := checkTranslated(b, &res)
 	startTiming(b)
 	start := processCPU()
-	for i := 0; b.Loop(); i++ {
-		k := i % len(res.HTTPRoutes)
-		changed := *shared.HTTPRoutes[k]
-		res.HTTPRoutes[k] = &changed
+	for b.Loop() {
+		changed := *shared.Gateways[0]
+		res.Gateways = []*gwv1.Gateway{&changed}
 		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, &res, mem)
+		if mem.Incremental() {
+			b.Fatal("a Gateway change was translated incrementally")
+		}
 	}
 	reportCPU(b, start)
 }

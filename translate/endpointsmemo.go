@@ -52,7 +52,7 @@ func ResolveEndpoints(res *resources.Resources, mem Memory) (map[routing.Backend
 	if !ok {
 		return out, EndpointsMemory{}
 	}
-	bySvc := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
+	bySvc := make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(res.Services))
 	for _, es := range res.EndpointSlices {
 		if svc := es.Labels[discoveryv1.LabelServiceName]; svc != "" {
 			key := nn(es.Namespace, svc)

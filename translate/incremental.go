@@ -150,7 +150,7 @@ func (t *translation) incrementalState() *incremental {
 	if inc.services, ok = byKey(res.Services); !ok {
 		return nil
 	}
-	claims, protocols := map[hostClaim]int32{}, map[portProtocol]int32{}
+	claims, protocols := make(map[hostClaim]int32, len(res.ListenerSets)), map[portProtocol]int32{}
 	for rank, in := range t.mergeInputs {
 		gw := in.Gateway
 		inc.gateways[nn(gw.Namespace, gw.Name)] = &gatewayMemo{in: in, rank: rank}
@@ -167,7 +167,7 @@ func (t *translation) incrementalState() *incremental {
 			inc.gatewaySecrets[secretKey(gw.Namespace, *gw.Spec.TLS.Backend.ClientCertificateRef)] = true
 		}
 	}
-	lsBySecret := map[types.NamespacedName][]types.NamespacedName{}
+	lsBySecret := make(map[types.NamespacedName][]types.NamespacedName, len(res.ListenerSets))
 	for _, ls := range res.ListenerSets {
 		if inc.gatewayOf(ls) == nil {
 			continue
@@ -177,7 +177,8 @@ func (t *translation) incrementalState() *incremental {
 			lsBySecret[key] = append(lsBySecret[key], nn(ls.Namespace, ls.Name))
 		}
 	}
-	byParent, byService := map[types.NamespacedName][]types.NamespacedName{}, map[types.NamespacedName][]types.NamespacedName{}
+	byParent := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
+	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
 	for _, r := range res.HTTPRoutes {
 		key := nn(r.Namespace, r.Name)
 		parents, _ := routeListenerSets(r)
@@ -190,7 +191,7 @@ func (t *translation) incrementalState() *incremental {
 	}
 	inc.claims, inc.protocols = newLayered(claims), newLayered(protocols)
 	inc.lsBySecret, inc.routesByParent, inc.routesByService = newLayered(lsBySecret), newLayered(byParent), newLayered(byService)
-	served := map[types.NamespacedName][]servedListener{}
+	served := make(map[types.NamespacedName][]servedListener, len(res.ListenerSets))
 	order := make(map[*proxy.Listener]listenerOrder, len(t.placed))
 	for _, p := range t.placed {
 		m := &t.merged[p.i]
