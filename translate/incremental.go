@@ -841,11 +841,6 @@ func (d *delta) compile(t *translation) bool {
 // place takes the affected ListenerSets' listeners off their ports and
 // puts their new ones on, in a Config that shares every other port.
 func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) {
-	type portChange struct {
-		removeHosts []string
-		removed     map[*proxy.Listener]bool
-		adds        []servedListener
-	}
 	changes := map[proxy.PortKey]*portChange{}
 	change := func(pk proxy.PortKey) *portChange {
 		c, ok := changes[pk]
@@ -897,26 +892,11 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 		if at < 0 {
 			return nil, false
 		}
-		p := *cfg.Ports[at]
-		p.All = placeAll(p.All, order, c.removed, c.adds)
-		if len(p.All) == 0 {
-			return nil, false // the port goes
+		p, ok := patchPort(cfg.Ports[at], c, order)
+		if !ok {
+			return nil, false
 		}
-		hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
-		for i, s := range c.adds {
-			hosts[i], ls[i] = s.host, s.l
-			if s.entry != nil {
-				entries = append(entries, s.entry)
-			}
-			if (s.entry != nil) != (p.Protocol == proxy.HTTPS) {
-				return nil, false
-			}
-		}
-		p.Listeners = p.Listeners.With(c.removeHosts, hosts, ls)
-		if p.SNI != nil {
-			p.SNI = p.SNI.With(c.removeHosts, entries)
-		}
-		cfg.Ports[at] = &p
+		cfg.Ports[at] = p
 	}
 	for _, c := range changes {
 		for l := range c.removed {
@@ -932,6 +912,38 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
 	d.next.order = order.done()
 	return &cfg, true
+}
+
+// portChange is what a delta changes on one port.
+type portChange struct {
+	removeHosts []string
+	removed     map[*proxy.Listener]bool
+	adds        []servedListener
+}
+
+// patchPort is prev with c applied; false when the port would go, which
+// changes the list of ports.
+func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listener, listenerOrder]) (*proxy.Port, bool) {
+	p := *prev
+	p.All = placeAll(p.All, order, c.removed, c.adds)
+	if len(p.All) == 0 {
+		return nil, false
+	}
+	hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
+	for i, s := range c.adds {
+		hosts[i], ls[i] = s.host, s.l
+		if s.entry != nil {
+			entries = append(entries, s.entry)
+		}
+		if (s.entry != nil) != (p.Protocol == proxy.HTTPS) {
+			return nil, false
+		}
+	}
+	p.Listeners = p.Listeners.With(c.removeHosts, hosts, ls)
+	if p.SNI != nil {
+		p.SNI = p.SNI.With(c.removeHosts, entries)
+	}
+	return &p, true
 }
 
 // placeAll is a port's listener list without those removed and with adds,
