@@ -365,7 +365,9 @@ func unchangedKinds(a, b *resources.Resources) bool {
 	return slices.Equal(a.GatewayClasses, b.GatewayClasses) && slices.Equal(a.Gateways, b.Gateways) &&
 		slices.Equal(a.GRPCRoutes, b.GRPCRoutes) && slices.Equal(a.TLSRoutes, b.TLSRoutes) &&
 		slices.Equal(a.ReferenceGrants, b.ReferenceGrants) && slices.Equal(a.BackendTLSPolicies, b.BackendTLSPolicies) &&
-		slices.Equal(a.ConfigMaps, b.ConfigMaps) && slices.Equal(a.Namespaces, b.Namespaces) &&
+		// Only the ConfigMaps Gateways and policies name, as for a full
+		// translation (routingInputs): a cluster has many others.
+		slices.Equal(referencedConfigMaps(a), referencedConfigMaps(b)) && slices.Equal(a.Namespaces, b.Namespaces) &&
 		slices.Equal(a.KIngresses, b.KIngresses) && slices.Equal(a.KCertificates, b.KCertificates) &&
 		slices.Equal(a.Parameters, b.Parameters) && slices.Equal(a.Deployments, b.Deployments) &&
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
