@@ -40,9 +40,17 @@ var translateWorkload = sync.OnceValues(func() (*resources.Resources, error) {
 })
 
 func buildTranslateWorkload(n int) (*resources.Resources, error) {
+	res, _, err := buildWorkloadOnPorts(n, 80, 443)
+	return res, err
+}
+
+// buildWorkloadOnPorts is the workload with the Gateway's HTTP listener on
+// httpPort and the ListenerSets' HTTPS listeners on httpsPort, and the CA
+// of its certificates.
+func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*resources.Resources, *snitest.CA, error) {
 	ca, err := snitest.NewCA()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hosts := make([]string, n)
 	for i := range hosts {
@@ -50,7 +58,7 @@ func buildTranslateWorkload(n int) (*resources.Resources, error) {
 	}
 	pairs, err := ca.IssueMany(hosts, 1)
 	if err != nil {
-		return nil, fmt.Errorf("issue certificates: %w", err)
+		return nil, nil, fmt.Errorf("issue certificates: %w", err)
 	}
 
 	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -68,7 +76,7 @@ func buildTranslateWorkload(n int) (*resources.Resources, error) {
 			Spec: gwv1.GatewaySpec{
 				GatewayClassName: "portico",
 				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &from}},
-				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+				Listeners:        []gwv1.Listener{{Name: "http", Port: httpPort, Protocol: gwv1.HTTPProtocolType}},
 			},
 		}},
 		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "knative-serving", Labels: map[string]string{"kubernetes.io/metadata.name": "knative-serving"}}}},
@@ -90,7 +98,7 @@ func buildTranslateWorkload(n int) (*resources.Resources, error) {
 				Listeners: []gwv1.ListenerEntry{{
 					Name:     "https",
 					Hostname: &hostname,
-					Port:     443,
+					Port:     httpsPort,
 					Protocol: gwv1.HTTPSProtocolType,
 					TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName(name + "-tls")}}},
 				}},
@@ -130,7 +138,7 @@ func buildTranslateWorkload(n int) (*resources.Resources, error) {
 			}},
 		})
 	}
-	return res, nil
+	return res, ca, nil
 }
 
 // checkTranslated fails unless every hostname is served: a fast translate
@@ -177,30 +185,33 @@ func TestTranslateWorkload(t *testing.T) {
 	checkTranslated(t, res)
 }
 
-// BenchmarkTranslate5000 is a steady-state rebuild: the memory has
+// BenchmarkTranslate5000 is a steady-state full rebuild: the memory has
 // parsed every certificate before, as it has after the first translate of a
-// running instance, and each iteration replaces one HTTPRoute with a new
-// object, as an informer does on an update. A change to anything but
-// EndpointSlices is a full translation, so each iteration is what one
-// config change costs: translated as the run loop does, with the endpoints
+// running instance, and each iteration replaces the Gateway with a new
+// object, as an informer does on an update. A Gateway change is translated
+// in full (a change of ListenerSets, routes, Secrets or Services is
+// incremental, see incremental_test.go), so each iteration is what a full
+// rebuild costs: translated as the run loop does, with the endpoints
 // resolved on another goroutine.
 func BenchmarkTranslate5000(b *testing.B) {
 	shared, err := translateWorkload()
 	if err != nil {
 		b.Fatal(err)
 	}
-	// A copy of the snapshot with its own route list: the workload is
+	// A copy of the snapshot with its own Gateway list: the workload is
 	// shared with the other benchmarks and must not change under them.
 	res := *shared
-	res.HTTPRoutes = slices.Clone(shared.HTTPRoutes)
+	res.Gateways = slices.Clone(shared.Gateways)
 	mem := checkTranslated(b, &res)
 	startTiming(b)
 	start := processCPU()
-	for i := 0; b.Loop(); i++ {
-		k := i % len(res.HTTPRoutes)
-		changed := *shared.HTTPRoutes[k]
-		res.HTTPRoutes[k] = &changed
+	for b.Loop() {
+		changed := *shared.Gateways[0]
+		res.Gateways = []*gwv1.Gateway{&changed}
 		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, &res, mem)
+		if mem.Incremental() {
+			b.Fatal("a Gateway change was translated incrementally")
+		}
 	}
 	reportCPU(b, start)
 }

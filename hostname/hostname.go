@@ -69,6 +69,14 @@ type Table[V any] struct {
 	fallback    V
 	hasFallback bool
 	n           int
+
+	// patterns and values are what the table was built from, normalized,
+	// first of each pattern only: what With starts from when it rebuilds.
+	patterns []string
+	values   []V
+	// over, when set, holds the exact patterns With added and removed
+	// since the table was built; lookups consult it first.
+	over *overlay[V]
 }
 
 // NewTable builds a table from parallel slices: values[i] belongs to
@@ -105,12 +113,21 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 	t.wild.init(wildKeys)
 	inExact := make([]placed, 0, len(exactKeys))
 	inWild := make([]placed, 0, len(wildKeys))
+	t.values = make([]V, 0, len(patterns))
+	kept := 0 // norm[:kept] are the patterns kept, in order
+	keep := func(i int) {
+		norm[kept] = norm[i]
+		kept++
+		t.values = append(t.values, values[i])
+	}
 	for i, p := range norm {
 		switch {
 		case p == "" || p == "*":
 			if !t.hasFallback {
 				t.fallback, t.hasFallback = values[i], true
 				t.n++
+				norm[i] = ""
+				keep(i)
 			}
 		case isWildcard(p):
 			suffix := p[2:]
@@ -120,6 +137,7 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 			}
 			inWild = append(inWild, placed{place, values[i]})
 			t.n++
+			keep(i)
 			if len(suffix) < 64 {
 				t.wildLens |= 1 << len(suffix)
 			} else {
@@ -129,9 +147,11 @@ func NewTable[V any](patterns []string, values []V) *Table[V] {
 			if place, added := t.exact.insert(p); added {
 				inExact = append(inExact, placed{place, values[i]})
 				t.n++
+				keep(i)
 			}
 		}
 	}
+	t.patterns = norm[:kept:kept]
 	t.domains = newDomainFilter(exactKeys, wildKeys)
 	t.exactVals = make([]V, t.exact.slots())
 	for _, e := range inExact {
@@ -150,6 +170,9 @@ func (t *Table[V]) Len() int {
 	if t == nil {
 		return 0
 	}
+	if t.over != nil {
+		return t.n - len(t.over.gone) + len(t.over.exact)
+	}
 	return t.n
 }
 
@@ -161,6 +184,14 @@ func (t *Table[V]) Lookup(name string) (v V, ok bool) {
 	if t == nil {
 		return v, false
 	}
+	if t.over != nil {
+		return t.lookupLayered(name)
+	}
+	return t.lookupBase(name)
+}
+
+// lookupBase is Lookup in the table as it was built.
+func (t *Table[V]) lookupBase(name string) (v V, ok bool) {
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
 	}

@@ -244,7 +244,7 @@ func (l *Loop) rebuild() error {
 	if l.out.Applied != nil {
 		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), CertificatesExpire: mem.EarliestExpiry(), Err: applyErr})
 	}
-	fields := []zap.Field{zap.Int64("generation", gen), zap.Duration("translate", translated), zap.Duration("apply", applyTook),
+	fields := []zap.Field{zap.Int64("generation", gen), zap.Duration("translate", translated), zap.Bool("incremental", mem.Incremental()), zap.Duration("apply", applyTook),
 		zap.Int("gateways", len(res.Gateways)), zap.Int("listenerSets", len(res.ListenerSets)), zap.Int("httpRoutes", len(res.HTTPRoutes))}
 	if applyErr != nil {
 		l.log.Error("config not fully applied", append(fields, zap.Error(applyErr))...)
@@ -266,13 +266,23 @@ func (l *Loop) rebuild() error {
 // TranslateConcurrently is translate.Translate with the endpoints resolved
 // on another goroutine while the rest is translated: they are a sixth of a
 // full translation at 5,000 hostnames, and all of one after an
-// EndpointSlice change, which the rest then answers from memory.
+// EndpointSlice change, which the rest then answers from memory. Both
+// re-derive only what changed since the translation mem comes from when
+// they can (translate/incremental.go, translate/endpointsmemo.go).
 func TranslateConcurrently(s translate.Settings, res *resources.Resources, mem translate.Memory) (translate.Output, translate.Memory) {
-	eps := make(chan map[routing.BackendKey]*proxy.Endpoints, 1)
-	go func() { eps <- translate.Endpoints(res) }()
+	type resolved struct {
+		eps map[routing.BackendKey]*proxy.Endpoints
+		mem translate.EndpointsMemory
+	}
+	done := make(chan resolved, 1)
+	go func() {
+		eps, em := translate.ResolveEndpoints(res, mem)
+		done <- resolved{eps, em}
+	}()
 	out, next := translate.Routes(s, res, mem)
+	r := <-done
 	cfg := *out.Config
-	cfg.Endpoints = <-eps
+	cfg.Endpoints = r.eps
 	out.Config = &cfg
-	return out, next
+	return out, next.WithEndpoints(r.mem)
 }

@@ -108,3 +108,32 @@ func (t *Table) Len() int {
 	}
 	return t.names.Len()
 }
+
+// With returns a table holding t's entries without those of the hostnames
+// in remove, then add, as NewTable builds from that list; t is not changed.
+// A change of exact hostnames costs in proportion to the change (see
+// hostname.Table.With).
+func (t *Table) With(remove []string, add []*Entry) *Table {
+	patterns := make([]string, 0, len(add))
+	values := make([]*Entry, 0, len(add))
+	for _, e := range add {
+		if e != nil {
+			patterns = append(patterns, e.Hostname)
+			values = append(values, e)
+		}
+	}
+	var names *hostname.Table[*Entry]
+	if t != nil {
+		names = t.names
+	}
+	return &Table{names: names.With(remove, patterns, values)}
+}
+
+// Entries returns the table's entries, in no particular order.
+func (t *Table) Entries() []*Entry {
+	if t == nil {
+		return nil
+	}
+	_, entries := t.names.Entries()
+	return entries
+}

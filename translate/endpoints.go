@@ -65,7 +65,7 @@ func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlic
 	}
 
 	out := make(map[routing.BackendKey]*proxy.Endpoints, len(services))
-	var ready, terminating []string // reused from one port to the next
+	var r resolver
 	// Services are visited in snapshot order, which is also the order they
 	// sit in memory.
 	for _, svc := range services {
@@ -74,48 +74,60 @@ func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlic
 		if list.svc != svc {
 			continue // listed twice: the last one counts
 		}
-		for _, sp := range svc.Spec.Ports {
-			ready, terminating = ready[:0], terminating[:0]
-			for i := range list.len() {
-				es := list.at(i)
-				if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
-					continue
-				}
-				port, ok := slicePort(es, sp.Name)
-				if !ok {
-					continue
-				}
-				portSuffix := ":" + strconv.Itoa(int(port))
-				for _, ep := range es.Endpoints {
-					serving := ep.Conditions.Serving == nil || *ep.Conditions.Serving
-					isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-					if !isReady && !(serving && ep.Conditions.Terminating != nil && *ep.Conditions.Terminating) {
-						continue
-					}
-					for _, a := range ep.Addresses {
-						addr := joinHostPort(a, portSuffix)
-						if isReady {
-							ready = append(ready, addr)
-						} else {
-							terminating = append(terminating, addr)
-						}
-					}
-				}
-			}
-			addrs := ready
-			if len(addrs) == 0 {
-				addrs = terminating
-			}
-			var kept []string // nil when there is no address
-			if len(addrs) > 0 {
-				slices.Sort(addrs)
-				// A copy: the Config keeps it, and the buffers are reused.
-				kept = slices.Clone(slices.Compact(addrs))
-			}
-			out[routing.BackendKey{Service: key, Port: sp.Port}] = proxy.NewEndpoints(kept...)
-		}
+		r.service(out, key, svc, list)
 	}
 	return out
+}
+
+// resolver resolves the ports of Services, with buffers reused from one
+// port to the next.
+type resolver struct {
+	ready, terminating []string
+}
+
+// service puts the endpoints of every port of svc into out.
+func (r *resolver) service(out map[routing.BackendKey]*proxy.Endpoints, key types.NamespacedName, svc *corev1.Service, list endpointSlices) {
+	for _, sp := range svc.Spec.Ports {
+		ready, terminating := r.ready[:0], r.terminating[:0]
+		for i := range list.len() {
+			es := list.at(i)
+			if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
+				continue
+			}
+			port, ok := slicePort(es, sp.Name)
+			if !ok {
+				continue
+			}
+			portSuffix := ":" + strconv.Itoa(int(port))
+			for _, ep := range es.Endpoints {
+				serving := ep.Conditions.Serving == nil || *ep.Conditions.Serving
+				isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+				if !isReady && !(serving && ep.Conditions.Terminating != nil && *ep.Conditions.Terminating) {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					addr := joinHostPort(a, portSuffix)
+					if isReady {
+						ready = append(ready, addr)
+					} else {
+						terminating = append(terminating, addr)
+					}
+				}
+			}
+		}
+		addrs := ready
+		if len(addrs) == 0 {
+			addrs = terminating
+		}
+		var kept []string // nil when there is no address
+		if len(addrs) > 0 {
+			slices.Sort(addrs)
+			// A copy: the Config keeps it, and the buffers are reused.
+			kept = slices.Clone(slices.Compact(addrs))
+		}
+		out[routing.BackendKey{Service: key, Port: sp.Port}] = proxy.NewEndpoints(kept...)
+		r.ready, r.terminating = ready, terminating
+	}
 }
 
 // joinHostPort is net.JoinHostPort with the port already formatted as

@@ -87,7 +87,7 @@ func (t *translation) gatewaysAndListeners() {
 		if perGateway {
 			unsupported = perGatewayUnsupportedAddress(gw)
 		}
-		r := listeners.Merge(listeners.Input{
+		in := listeners.Input{
 			Gateway:            gw,
 			ClassAccepted:      accepted,
 			InvalidParameters:  invalidParams,
@@ -97,7 +97,10 @@ func (t *translation) gatewaysAndListeners() {
 			ReferenceGrants:    res.ReferenceGrants,
 			Certificates:       t.ix.certificate,
 			CACertificates:     t.cas.certificates,
-		})
+		}
+		r := listeners.Merge(in)
+		in.ListenerSets = nil
+		t.mergeInputs = append(t.mergeInputs, in)
 		t.results = append(t.results, gatewayResult{key, &r})
 		if perGateway {
 			t.addDataPlane(gw, &r, parameters.Merge(classParams, gwParams))

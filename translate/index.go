@@ -26,7 +26,7 @@ type index struct {
 	acmeErrors map[string]string
 }
 
-func newIndex(res *resources.Resources, prevCerts map[types.NamespacedName]parsedCert) *index {
+func newIndex(res *resources.Resources, prevCerts layered[types.NamespacedName, parsedCert]) *index {
 	ix := &index{
 		nsLabels: make(map[string]map[string]string, len(res.Namespaces)),
 		secrets:  make(map[types.NamespacedName]*corev1.Secret, len(res.Secrets)),
@@ -53,14 +53,15 @@ type parsedCert struct {
 // parsed is reused when the Secret's bytes did not change; what this one
 // reads is what the next one gets.
 type certSource struct {
-	prev, used map[types.NamespacedName]parsedCert
+	prev layered[types.NamespacedName, parsedCert]
+	used map[types.NamespacedName]parsedCert
 }
 
 func (c *certSource) load(key types.NamespacedName, certPEM, keyPEM []byte) parsedCert {
 	if p, ok := c.used[key]; ok {
 		return p
 	}
-	p, ok := c.prev[key]
+	p, ok := c.prev.get(key)
 	if !ok || !bytes.Equal(p.certPEM, certPEM) || !bytes.Equal(p.keyPEM, keyPEM) {
 		next := parsedCert{certPEM: certPEM, keyPEM: keyPEM}
 		next.cert, next.err = sni.ParseKeyPair(certPEM, keyPEM)

@@ -32,6 +32,16 @@ func (t *translation) portTables() {
 		}
 	}
 	t.cfg = b.config()
+	t.placed = b.placed
+}
+
+// placedListener is a serving listener, merged[i], on its port.
+type placedListener struct {
+	i     int
+	port  proxy.PortKey
+	host  string
+	l     *proxy.Listener
+	entry *sni.Entry
 }
 
 // portsBuilder groups serving listeners by port. The listeners, SNI
@@ -51,6 +61,7 @@ type portsBuilder struct {
 	// shared is where every Gateway binds without an address pool:
 	// Portico's own address.
 	shared []string
+	placed []placedListener
 }
 
 // portBuild is one port being built.
@@ -145,6 +156,7 @@ func (b *portsBuilder) add(i int) {
 			}
 			pb.entries = append(pb.entries, e)
 		}
+		b.placed = append(b.placed, placedListener{i: i, port: proxy.PortKey{Address: address, Number: int32(m.Port)}, host: host, l: l, entry: e})
 	}
 }
 

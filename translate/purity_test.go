@@ -72,12 +72,12 @@ func TestDeterministic(t *testing.T) {
 func TestMemoryIsNotChanged(t *testing.T) {
 	res := loadFixture(t, "../examples/standalone")
 	_, mem := Translate(Settings{}, res, Memory{})
-	certs := len(mem.certs)
+	certs := mem.Certificates()
 	changed := *res
 	changed.Secrets = slices.Clone(res.Secrets[:len(res.Secrets)-1])
 	_, next := Translate(Settings{}, &changed, mem)
-	if len(mem.certs) != certs || len(next.certs) != certs-1 {
-		t.Errorf("certificates in memory: %d then %d (and the first memory now %d), want %d then %d", certs, len(next.certs), len(mem.certs), certs, certs-1)
+	if mem.Certificates() != certs || next.Certificates() != certs-1 {
+		t.Errorf("certificates in memory: %d then %d (and the first memory now %d), want %d then %d", certs, next.Certificates(), mem.Certificates(), certs, certs-1)
 	}
 }
 

@@ -1,10 +1,12 @@
 package translate
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 )
 
@@ -24,22 +26,7 @@ func (t *translation) routes() {
 		ReferenceGrants: res.ReferenceGrants,
 	}
 	for i := range t.merged {
-		m := &t.merged[i]
-		in.Listeners[i] = routing.Listener{
-			ID:             i,
-			Gateway:        m.Gateway,
-			Parent:         routing.Parent{Kind: m.Source.Kind, Namespace: m.Source.Namespace, Name: m.Source.Name},
-			Name:           m.Name,
-			Port:           m.Port,
-			Protocol:       m.Protocol,
-			Hostname:       m.Hostname,
-			AllowedRoutes:  m.AllowedRoutes,
-			SupportedKinds: m.SupportedKinds,
-			// A conflicted listener still counts the routes that attach to it
-			// (the spec requires attachedRoutes whatever the listener's
-			// state); it just is not put on the data plane.
-			Accepted: m.Accepted || m.Conflicted,
-		}
+		in.Listeners[i] = routingListener(i, &t.merged[i])
 	}
 	t.compiled = routing.Compile(in)
 	t.compiledTLS = t.tlsRoutes(in)
@@ -66,6 +53,39 @@ func (t *translation) routes() {
 		offset += len(r.Listeners)
 		t.st.Gateways[r.key] = r.Gateway
 	}
+}
+
+// routingListener is merged listener m as routing sees it, with ID i.
+func routingListener(i int, m *listeners.Listener) routing.Listener {
+	return routing.Listener{
+		ID:             i,
+		Gateway:        m.Gateway,
+		Parent:         routing.Parent{Kind: m.Source.Kind, Namespace: m.Source.Namespace, Name: m.Source.Name},
+		Name:           m.Name,
+		Port:           m.Port,
+		Protocol:       m.Protocol,
+		Hostname:       m.Hostname,
+		AllowedRoutes:  m.AllowedRoutes,
+		SupportedKinds: m.SupportedKinds,
+		// A conflicted listener still counts the routes that attach to it
+		// (the spec requires attachedRoutes whatever the listener's
+		// state); it just is not put on the data plane.
+		Accepted: m.Accepted || m.Conflicted,
+	}
+}
+
+// service is one Service as routes see it (see services).
+func (t *translation) service(svc *corev1.Service) routing.Service {
+	key := nn(svc.Namespace, svc.Name)
+	rs := routing.Service{}
+	if len(svc.Spec.Ports) > 0 {
+		rs.Ports = make([]routing.ServicePort, 0, len(svc.Spec.Ports))
+	}
+	for _, p := range svc.Spec.Ports {
+		rs.Ports = append(rs.Ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptr.Deref(p.AppProtocol, ""),
+			TLS: t.tls.forPort(key, p.Name)})
+	}
+	return rs
 }
 
 // services are the Services routes may name, with the TLS settings of

@@ -68,6 +68,8 @@ func (s Settings) controller() gwv1.GatewayController {
 // Output is one translation's result. It shares memory with the Memory
 // returned next to it and with earlier outputs: treat it as read-only
 // (status.Computed.Clone and the conditions package copy what they change).
+// Its status maps belong to that Memory: the next translation from it may
+// patch them in place (incremental.go), so copy what must outlive it.
 type Output struct {
 	Config   *proxy.Config
 	Statuses *status.Computed
@@ -89,7 +91,7 @@ type Output struct {
 type Memory struct {
 	// certs are the parsed key pairs of the Secrets the last translation
 	// read, by Secret, with the bytes they were parsed from.
-	certs map[types.NamespacedName]parsedCert
+	certs layered[types.NamespacedName, parsedCert]
 	// caBundles are the parsed CA certificates of the ConfigMaps the last
 	// translation read, by object.
 	caBundles map[*corev1.ConfigMap]caBundle
@@ -103,26 +105,39 @@ type Memory struct {
 	// EndpointSlices changed: endpoints churn constantly in a cluster and
 	// must not recompile every route and certificate table.
 	last *fullTranslation
+	// incremental is set when this memory's translation re-derived only
+	// what changed.
+	incremental bool
+	// eps is the last resolution of endpoints (endpointsmemo.go).
+	eps *endpointsMemo
+	// inc is what the next translation needs to re-derive only what a
+	// change touches; nil when the last one was of a shape it does not
+	// cover (incremental.go).
+	inc *incremental
 	// kingressHashes are the probe hashes of the KIngresses the last
 	// translation served, by object: a changed KIngress is a new pointer.
 	kingressHashes map[*knative.Ingress]string
 }
 
+// Incremental reports whether the translation that returned m re-derived
+// only what changed since the one before (incremental.go).
+func (m Memory) Incremental() bool { return m.incremental }
+
 // Certificates is the number of parsed key pairs the memory holds.
-func (m Memory) Certificates() int { return len(m.certs) }
+func (m Memory) Certificates() int { return m.certs.len() }
 
 // EarliestExpiry is when the first of the key pairs the memory holds
 // expires; the zero time when it holds none.
 func (m Memory) EarliestExpiry() time.Time {
 	var earliest time.Time
-	for _, p := range m.certs {
+	m.certs.each(func(_ types.NamespacedName, p parsedCert) {
 		if p.cert == nil || p.cert.Leaf == nil {
-			continue
+			return
 		}
 		if earliest.IsZero() || p.cert.Leaf.NotAfter.Before(earliest) {
 			earliest = p.cert.Leaf.NotAfter
 		}
-	}
+	})
 	return earliest
 }
 
@@ -136,9 +151,10 @@ type fullTranslation struct {
 func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	out, next := Routes(s, res, mem)
 	cfg := *out.Config
-	cfg.Endpoints = Endpoints(res)
+	eps, em := ResolveEndpoints(res, mem)
+	cfg.Endpoints = eps
 	out.Config = &cfg
-	return out, next
+	return out, next.WithEndpoints(em)
 }
 
 // Routes is Translate without endpoints: the Config it returns has none.
@@ -147,9 +163,16 @@ func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory
 // Endpoints meanwhile. When nothing but EndpointSlices changed since the
 // translation mem comes from, its Output is returned as it was.
 func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
-	inputs := routingInputs(res)
-	if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
-		return mem.last.out, mem
+	var inputs []any
+	if mem.inc != nil {
+		if out, next, ok := mem.inc.apply(s, res, mem); ok {
+			return out, next
+		}
+	} else {
+		inputs = routingInputs(res)
+		if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
+			return mem.last.out, mem
+		}
 	}
 	t := newTranslation(s, res, mem)
 	t.classes()
@@ -163,8 +186,14 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	t.knative(mem.kingressHashes)
 	t.knativeCertificates()
 	out := t.output()
-	next := Memory{certs: t.ix.certs.used, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
-		last: &fullTranslation{inputs: inputs, out: out}, kingressHashes: t.kingressHashes}
+	next := Memory{certs: newLayered(t.ix.certs.used), caBundles: t.cas.used, poolAssigned: t.poolAssigned,
+		last: &fullTranslation{out: out}, kingressHashes: t.kingressHashes, inc: t.incrementalState()}
+	if next.inc == nil {
+		if inputs == nil {
+			inputs = routingInputs(res)
+		}
+		next.last.inputs = inputs
+	}
 	return out, next
 }
 
@@ -196,8 +225,14 @@ type translation struct {
 	perGateway map[types.NamespacedName]bool
 	// merged is every Gateway's merged listener list, oldest Gateway
 	// first; results are the Gateways' merge results in the same order.
-	merged      []listeners.Listener
-	results     []gatewayResult
+	merged  []listeners.Listener
+	results []gatewayResult
+	// mergeInputs are the inputs of the results' merges, without their
+	// ListenerSets, for the next translation to merge a few again.
+	mergeInputs []listeners.Input
+	// placed are the listeners portTables put on ports, in the order it
+	// did.
+	placed      []placedListener
 	parents     map[routing.Parent]bool
 	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
 	tls         *backendTLS

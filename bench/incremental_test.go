@@ -1,0 +1,260 @@
+package bench
+
+// Benchmarks of incremental translate: one object changes in a snapshot of
+// 10,000 to 100,000 hostnames of the Knative-shaped workload
+// (translate_test.go), translated as the run loop does with the memory of
+// the translation before. Figures and commands are in README.md, section
+// "Propagation".
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/pipeline"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/translate"
+)
+
+// workloads caches the workload per size: issuing 100,000 certificates
+// takes longer than every benchmark of it together.
+var (
+	workloadsMu sync.Mutex
+	workloads   = map[int]*resources.Resources{}
+)
+
+func workloadOf(b testing.TB, n int) *resources.Resources {
+	b.Helper()
+	workloadsMu.Lock()
+	defer workloadsMu.Unlock()
+	if res, ok := workloads[n]; ok {
+		return res
+	}
+	res, err := buildTranslateWorkload(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	workloads[n] = res
+	return res
+}
+
+// extraPairs are the certificates of the hostnames the benchmarks add.
+var extraPairs = sync.OnceValues(func() ([]snitest.KeyPair, error) {
+	ca, err := snitest.NewCA()
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]string, 64)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("new-%d.example.com", i)
+	}
+	return ca.IssueMany(hosts, 1_000_000)
+})
+
+// ownCopy is a snapshot of its own slices over the shared workload's
+// objects, which a benchmark may then change.
+func ownCopy(shared *resources.Resources) *resources.Resources {
+	res := *shared
+	res.ListenerSets = slices.Clone(shared.ListenerSets)
+	res.HTTPRoutes = slices.Clone(shared.HTTPRoutes)
+	res.Secrets = slices.Clone(shared.Secrets)
+	res.Services = slices.Clone(shared.Services)
+	res.EndpointSlices = slices.Clone(shared.EndpointSlices)
+	return &res
+}
+
+// newHostname is ListenerSet, HTTPRoute and Secret number k of those the
+// benchmarks add, in the shape of the workload's.
+func newHostname(b *testing.B, like *resources.Resources, k int) (*gwv1.ListenerSet, *gwv1.HTTPRoute, *corev1.Secret) {
+	pairs, err := extraPairs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ls := like.ListenerSets[0].DeepCopy()
+	route := like.HTTPRoutes[0].DeepCopy()
+	secret := like.Secrets[0].DeepCopy()
+	name := fmt.Sprintf("new-%d", k)
+	host := gwv1.Hostname(name + ".example.com")
+	created := metav1.NewTime(ls.CreationTimestamp.AddDate(1, 0, 0))
+	ls.Name, ls.CreationTimestamp = name, created
+	ls.Spec.Listeners[0].Hostname = &host
+	ls.Spec.Listeners[0].TLS.CertificateRefs[0].Name = gwv1.ObjectName(name + "-tls")
+	route.Name, route.CreationTimestamp = name, created
+	route.Spec.ParentRefs[0].Name = gwv1.ObjectName(name)
+	route.Spec.Hostnames = []gwv1.Hostname{host}
+	secret.Name = name + "-tls"
+	p := pairs[k%len(pairs)]
+	secret.Data = map[string][]byte{corev1.TLSCertKey: p.CertPEM, corev1.TLSPrivateKeyKey: p.KeyPEM}
+	return ls, route, secret
+}
+
+// BenchmarkAddHostname adds one ListenerSet, its HTTPRoute and its
+// certificate's Secret per iteration, as Knative does for a new Service.
+func BenchmarkAddHostname(b *testing.B) {
+	for _, n := range []int{10_000, 50_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			res := ownCopy(workloadOf(b, n))
+			mem := checkTranslated(b, res)
+			startTiming(b)
+			start := processCPU()
+			for k := 0; b.Loop(); k++ {
+				ls, route, secret := newHostname(b, res, k)
+				next := *res
+				next.ListenerSets = append(res.ListenerSets, ls)
+				next.HTTPRoutes = append(res.HTTPRoutes, route)
+				next.Secrets = append(res.Secrets, secret)
+				res = &next
+				var out translate.Output
+				out, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
+				if k == 0 {
+					checkServes(b, out, string(*ls.Spec.Listeners[0].Hostname))
+				}
+			}
+			reportCPU(b, start)
+		})
+	}
+}
+
+// checkServes fails unless host is on port 443 with its routes.
+func checkServes(b *testing.B, out translate.Output, host string) {
+	b.Helper()
+	for _, p := range out.Config.Ports {
+		if p.Number == 443 {
+			if l, ok := p.Listeners.Lookup(host); ok && l.Routes != nil && p.SNI.Lookup(host) != nil {
+				return
+			}
+		}
+	}
+	b.Fatalf("%s is not served", host)
+}
+
+// BenchmarkDeleteListenerSet deletes one ListenerSet per iteration at
+// 100,000: its hostname leaves, its route loses its parent.
+func BenchmarkDeleteListenerSet(b *testing.B) {
+	res := ownCopy(workloadOf(b, 100_000))
+	mem := checkTranslated(b, res)
+	startTiming(b)
+	start := processCPU()
+	for b.Loop() {
+		next := *res
+		next.ListenerSets = res.ListenerSets[:len(res.ListenerSets)-1]
+		res = &next
+		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkRotateSecret replaces one certificate's Secret per iteration at
+// 100,000 with one holding another key pair.
+func BenchmarkRotateSecret(b *testing.B) {
+	res := ownCopy(workloadOf(b, 100_000))
+	pairs, err := extraPairs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem := checkTranslated(b, res)
+	startTiming(b)
+	start := processCPU()
+	for k := 0; b.Loop(); k++ {
+		i := k * 7919 % len(res.Secrets)
+		rotated := res.Secrets[i].DeepCopy()
+		p := pairs[k%len(pairs)]
+		rotated.Data = map[string][]byte{corev1.TLSCertKey: p.CertPEM, corev1.TLSPrivateKeyKey: p.KeyPEM}
+		next := *res
+		next.Secrets = slices.Clone(res.Secrets)
+		next.Secrets[i] = rotated
+		res = &next
+		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkChangeEndpointSlice replaces one EndpointSlice per iteration at
+// 100,000, the most frequent change in a cluster.
+func BenchmarkChangeEndpointSlice(b *testing.B) {
+	res := ownCopy(workloadOf(b, 100_000))
+	mem := checkTranslated(b, res)
+	startTiming(b)
+	start := processCPU()
+	for k := 0; b.Loop(); k++ {
+		i := k * 7919 % len(res.EndpointSlices)
+		changed := res.EndpointSlices[i].DeepCopy()
+		changed.Endpoints[0].Addresses = []string{fmt.Sprintf("10.200.%d.%d", k>>8&0xff, k&0xff)}
+		next := *res
+		next.EndpointSlices = slices.Clone(res.EndpointSlices)
+		next.EndpointSlices[i] = changed
+		res = &next
+		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
+	}
+	reportCPU(b, start)
+}
+
+// BenchmarkStartup100k is the first translation at 100,000 hostnames, from
+// objects already loaded to a Config that serves them: every key pair
+// parsed, every table built. Besides cpu-ms/op it reports the peak resident
+// memory of the process during the translation (peakRSS-MB: the kernel's
+// high-water mark, reset before each iteration, so it includes the loaded
+// objects) and the heap held afterwards by the objects and what translate
+// keeps (heap-MB).
+func BenchmarkStartup100k(b *testing.B) {
+	res := workloadOf(b, 100_000)
+	var peak, heapMB float64
+	startTiming(b)
+	start := processCPU()
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		resetPeakRSS(b)
+		b.StartTimer()
+		out, mem := pipeline.TranslateConcurrently(translate.Settings{}, res, translate.Memory{})
+		b.StopTimer()
+		peak = float64(peakRSS(b)) / (1 << 20)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heapMB = float64(ms.HeapAlloc) / (1 << 20)
+		runtime.KeepAlive(out)
+		runtime.KeepAlive(mem)
+		b.StartTimer()
+	}
+	reportCPU(b, start)
+	b.ReportMetric(peak, "peakRSS-MB")
+	b.ReportMetric(heapMB, "heap-MB")
+}
+
+// resetPeakRSS resets the kernel's high-water mark of the process's
+// resident memory (VmHWM) to what is resident now.
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Skipf("cannot reset the peak resident memory: %v", err)
+	}
+}
+
+// peakRSS is VmHWM in bytes.
+func peakRSS(b *testing.B) int64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}

@@ -1,0 +1,131 @@
+package translate
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/routing"
+)
+
+// EndpointsMemory is what one resolution of endpoints hands the next, as
+// Memory is for the rest of a translation (Memory.WithEndpoints carries
+// it). The zero value resolves everything.
+type EndpointsMemory struct {
+	m *endpointsMemo
+}
+
+// endpointsMemo is a resolution's Services and EndpointSlices, indexed,
+// and its result: the next resolution resolves again only the Services
+// whose Service or EndpointSlices changed.
+type endpointsMemo struct {
+	services []*corev1.Service
+	slices   []*discoveryv1.EndpointSlice
+	svcs     layered[types.NamespacedName, *corev1.Service]
+	bySvc    layered[types.NamespacedName, []*discoveryv1.EndpointSlice]
+	out      map[routing.BackendKey]*proxy.Endpoints
+}
+
+// WithEndpoints returns m carrying e.
+func (m Memory) WithEndpoints(e EndpointsMemory) Memory {
+	m.eps = e.m
+	return m
+}
+
+// ResolveEndpoints is Endpoints with mem: only the Services whose Service
+// or EndpointSlices changed since the resolution mem carries are resolved
+// again. The map returned may be that of the resolution before: like an
+// Output, it is read-only.
+func ResolveEndpoints(res *resources.Resources, mem Memory) (map[routing.BackendKey]*proxy.Endpoints, EndpointsMemory) {
+	if prev := mem.eps; prev != nil {
+		if m, ok := prev.next(res); ok {
+			return m.out, EndpointsMemory{m}
+		}
+	}
+	out := Endpoints(res)
+	svcs, ok := byKey(res.Services)
+	if !ok {
+		return out, EndpointsMemory{}
+	}
+	bySvc := make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(res.Services))
+	for _, es := range res.EndpointSlices {
+		if svc := es.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			key := nn(es.Namespace, svc)
+			bySvc[key] = append(bySvc[key], es)
+		}
+	}
+	return out, EndpointsMemory{&endpointsMemo{services: slices.Clone(res.Services), slices: slices.Clone(res.EndpointSlices),
+		svcs: svcs, bySvc: newLayered(bySvc), out: out}}
+}
+
+// next is the resolution of res from m; false when res changed too much.
+func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
+	svcRemoved, svcAdded, ok1 := diffObjects(m.services, res.Services)
+	esRemoved, esAdded, ok2 := diffObjects(m.slices, res.EndpointSlices)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	if len(svcRemoved)+len(svcAdded)+len(esRemoved)+len(esAdded) == 0 {
+		return m, true
+	}
+	n := &endpointsMemo{services: slices.Clone(res.Services), slices: slices.Clone(res.EndpointSlices)}
+	var changed []types.NamespacedName
+	var ok bool
+	if n.svcs, changed, ok = applyDiff(m.svcs, svcRemoved, svcAdded); !ok {
+		return nil, false
+	}
+	e := m.bySvc.edit()
+	edit := func(es *discoveryv1.EndpointSlice, add bool) {
+		svc := es.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			return
+		}
+		key := nn(es.Namespace, svc)
+		changed = append(changed, key)
+		list, _ := e.get(key)
+		if add {
+			e.set(key, append(slices.Clip(list), es))
+			return
+		}
+		list = slices.DeleteFunc(slices.Clone(list), func(x *discoveryv1.EndpointSlice) bool { return x == es })
+		if len(list) == 0 {
+			e.delete(key)
+		} else {
+			e.set(key, list)
+		}
+	}
+	for _, es := range esRemoved {
+		edit(es, false)
+	}
+	for _, es := range esAdded {
+		edit(es, true)
+	}
+	n.bySvc = e.done()
+	n.out = maps.Clone(m.out)
+	var r resolver
+	for _, key := range changed {
+		if old, ok := m.svcs.get(key); ok {
+			for _, sp := range old.Spec.Ports {
+				delete(n.out, routing.BackendKey{Service: key, Port: sp.Port})
+			}
+		}
+	}
+	for _, key := range changed {
+		svc, ok := n.svcs.get(key)
+		if !ok {
+			continue
+		}
+		list := endpointSlices{svc: svc}
+		slicesOf, _ := n.bySvc.get(key)
+		for _, es := range slicesOf {
+			list.add(es)
+		}
+		r.service(n.out, key, svc, list)
+	}
+	return n, true
+}

@@ -1,0 +1,1047 @@
+package translate
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/hostname"
+	"portico.dev/portico/listeners"
+	"portico.dev/portico/proxy"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/routing"
+	"portico.dev/portico/sni"
+	"portico.dev/portico/status"
+)
+
+// incremental is what a translation keeps so that the next one re-derives
+// only what a change touches: indexes of the snapshot by key, who names
+// what, and where each ListenerSet's listeners sit on the data plane.
+// A change of ListenerSets, HTTPRoutes, Secrets and Services whose
+// ListenerSets conflict with nothing is merged, compiled and put on its
+// ports again alone (delta); any other change, or a snapshot of a shape
+// this does not cover (see incrementalState), is translated in full.
+// Like the Memory holding it, it is never changed once built.
+type incremental struct {
+	settings Settings
+	res      *resources.Resources
+	ls       layered[types.NamespacedName, *gwv1.ListenerSet]
+	routes   layered[types.NamespacedName, *gwv1.HTTPRoute]
+	secrets  layered[types.NamespacedName, *corev1.Secret]
+	services layered[types.NamespacedName, *corev1.Service]
+	// claims counts the listeners of every Gateway of ours and of their
+	// ListenerSets by port and hostname, and protocols by port and
+	// protocol: a listener alone on its hostname, on a port of one
+	// protocol, conflicts with no other and can be merged on its own.
+	claims    layered[hostClaim, int32]
+	protocols layered[portProtocol, int32]
+	// routesByParent are the HTTPRoutes naming each ListenerSet,
+	// routesByService those naming each Service, lsBySecret the
+	// ListenerSets naming each Secret.
+	routesByParent  layered[types.NamespacedName, []types.NamespacedName]
+	routesByService layered[types.NamespacedName, []types.NamespacedName]
+	lsBySecret      layered[types.NamespacedName, []types.NamespacedName]
+	// gatewaySecrets are the Secrets Gateways name themselves.
+	gatewaySecrets map[types.NamespacedName]bool
+	gateways       map[types.NamespacedName]*gatewayMemo
+	// served are each ListenerSet's listeners on the data plane; order
+	// is the precedence of each listener of every Port.All.
+	served layered[types.NamespacedName, []servedListener]
+	order  layered[*proxy.Listener, listenerOrder]
+	// spent is set once a translation started from this state: it may
+	// then have reused the maps of the output it was kept with (see
+	// delta.statuses), and a second one translates in full.
+	spent       *atomic.Bool
+	nsLabels    map[string]map[string]string
+	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
+	tls         *backendTLS
+	cas         map[types.NamespacedName]*corev1.ConfigMap
+}
+
+type hostClaim struct {
+	port int32
+	host string
+}
+
+type portProtocol struct {
+	port     int32
+	protocol gwv1.ProtocolType
+}
+
+// gatewayMemo is a Gateway's merge input (without ListenerSets) and its
+// rank, oldest first.
+type gatewayMemo struct {
+	in   listeners.Input
+	rank int
+}
+
+type servedListener struct {
+	port  proxy.PortKey
+	host  string
+	l     *proxy.Listener
+	entry *sni.Entry
+	order listenerOrder
+}
+
+// listenerOrder is a listener's place in the merged list: by Gateway, its
+// own listeners first, then its ListenerSets by age and name, then by
+// position in the object's spec.
+type listenerOrder struct {
+	gateway  int
+	own      bool
+	created  time.Time
+	ns, name string
+	index    int
+}
+
+func compareOrder(a, b listenerOrder) int {
+	if c := cmp.Compare(a.gateway, b.gateway); c != 0 {
+		return c
+	}
+	if a.own != b.own {
+		if a.own {
+			return -1
+		}
+		return 1
+	}
+	if !a.created.Equal(b.created) {
+		return a.created.Compare(b.created)
+	}
+	if c := resources.CompareNames(a.ns, a.name, b.ns, b.name); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.index, b.index)
+}
+
+// maxDelta bounds the objects a delta handles: a larger change is
+// translated in full.
+const maxDelta = 512
+
+// incrementalState indexes a full translation for the next one; nil when
+// the snapshot has what a delta does not handle: a Gateway with a data
+// plane of its own, an address pool, Knative, ACME, GRPCRoutes,
+// TLSRoutes, BackendTLSPolicies or two objects of one kind and key.
+func (t *translation) incrementalState() *incremental {
+	s, res := t.settings, t.res
+	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
+		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.BackendTLSPolicies) > 0 {
+		return nil
+	}
+	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
+		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)), spent: &atomic.Bool{},
+		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps}
+	var ok bool
+	if inc.ls, ok = byKey(res.ListenerSets); !ok {
+		return nil
+	}
+	if inc.routes, ok = byKey(res.HTTPRoutes); !ok {
+		return nil
+	}
+	if inc.secrets, ok = byKey(res.Secrets); !ok {
+		return nil
+	}
+	if inc.services, ok = byKey(res.Services); !ok {
+		return nil
+	}
+	claims, protocols := make(map[hostClaim]int32, len(res.ListenerSets)), map[portProtocol]int32{}
+	for rank, in := range t.mergeInputs {
+		gw := in.Gateway
+		inc.gateways[nn(gw.Namespace, gw.Name)] = &gatewayMemo{in: in, rank: rank}
+		for i := range gw.Spec.Listeners {
+			l := &gw.Spec.Listeners[i]
+			countListener(claims, protocols, l.Port, l.Protocol, l.Hostname, 1)
+			if l.TLS != nil {
+				for _, ref := range l.TLS.CertificateRefs {
+					inc.gatewaySecrets[secretKey(gw.Namespace, ref)] = true
+				}
+			}
+		}
+		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
+			inc.gatewaySecrets[secretKey(gw.Namespace, *gw.Spec.TLS.Backend.ClientCertificateRef)] = true
+		}
+	}
+	lsBySecret := make(map[types.NamespacedName][]types.NamespacedName, len(res.ListenerSets))
+	for _, ls := range res.ListenerSets {
+		if inc.gatewayOf(ls) == nil {
+			continue
+		}
+		countListenerSet(claims, protocols, ls, 1)
+		for _, key := range listenerSetSecrets(ls) {
+			lsBySecret[key] = append(lsBySecret[key], nn(ls.Namespace, ls.Name))
+		}
+	}
+	byParent := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
+	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
+	for _, r := range res.HTTPRoutes {
+		key := nn(r.Namespace, r.Name)
+		parents, _ := routeListenerSets(r)
+		for _, p := range parents {
+			byParent[p] = append(byParent[p], key)
+		}
+		for _, svc := range routeServices(r) {
+			byService[svc] = append(byService[svc], key)
+		}
+	}
+	inc.claims, inc.protocols = newLayered(claims), newLayered(protocols)
+	inc.lsBySecret, inc.routesByParent, inc.routesByService = newLayered(lsBySecret), newLayered(byParent), newLayered(byService)
+	served := make(map[types.NamespacedName][]servedListener, len(res.ListenerSets))
+	order := make(map[*proxy.Listener]listenerOrder, len(t.placed))
+	for _, p := range t.placed {
+		m := &t.merged[p.i]
+		o := inc.orderOf(m)
+		order[p.l] = o
+		if m.Source.Kind == "ListenerSet" {
+			key := nn(m.Source.Namespace, m.Source.Name)
+			served[key] = append(served[key], servedListener{port: p.port, host: p.host, l: p.l, entry: p.entry, order: o})
+		}
+	}
+	inc.served = newLayered(served)
+	inc.order = newLayered(order)
+	return inc
+}
+
+// snapshotCopy is res with slices of its own: what the next translation
+// compares its snapshot with must not change if a caller reuses a slice.
+func snapshotCopy(res *resources.Resources) *resources.Resources {
+	c := *res
+	c.GatewayClasses, c.Gateways, c.ListenerSets = slices.Clone(res.GatewayClasses), slices.Clone(res.Gateways), slices.Clone(res.ListenerSets)
+	c.HTTPRoutes, c.GRPCRoutes, c.TLSRoutes = slices.Clone(res.HTTPRoutes), slices.Clone(res.GRPCRoutes), slices.Clone(res.TLSRoutes)
+	c.ReferenceGrants, c.BackendTLSPolicies, c.ConfigMaps = slices.Clone(res.ReferenceGrants), slices.Clone(res.BackendTLSPolicies), slices.Clone(res.ConfigMaps)
+	c.Namespaces, c.Secrets, c.Services = slices.Clone(res.Namespaces), slices.Clone(res.Secrets), slices.Clone(res.Services)
+	c.KIngresses, c.KCertificates = slices.Clone(res.KIngresses), slices.Clone(res.KCertificates)
+	c.Parameters, c.Deployments = slices.Clone(res.Parameters), slices.Clone(res.Deployments)
+	c.EndpointSlices = nil // not compared
+	return &c
+}
+
+// keptOrCopied is kept when it holds what now holds, else a copy of now.
+func keptOrCopied[T comparable](kept, now []T) []T {
+	if slices.Equal(kept, now) {
+		return kept
+	}
+	return slices.Clone(now)
+}
+
+// byKey indexes objects by namespace/name; false when a key repeats.
+func byKey[T interface {
+	comparable
+	resources.Object
+}](objs []T) (layered[types.NamespacedName, T], bool) {
+	m := make(map[types.NamespacedName]T, len(objs))
+	for _, o := range objs {
+		key := nn(o.GetNamespace(), o.GetName())
+		if _, dup := m[key]; dup {
+			return layered[types.NamespacedName, T]{}, false
+		}
+		m[key] = o
+	}
+	return newLayered(m), true
+}
+
+// orderOf is the precedence of a merged listener.
+func (inc *incremental) orderOf(m *listeners.Listener) listenerOrder {
+	o := listenerOrder{gateway: inc.gateways[m.Gateway].rank, ns: m.Source.Namespace, name: m.Source.Name}
+	var names []gwv1.SectionName
+	if m.Source.Kind == "Gateway" {
+		o.own = true
+		for _, l := range inc.gateways[m.Gateway].in.Gateway.Spec.Listeners {
+			names = append(names, l.Name)
+		}
+	} else {
+		ls, _ := inc.ls.get(nn(m.Source.Namespace, m.Source.Name))
+		o.created = ls.CreationTimestamp.Time
+		for _, l := range ls.Spec.Listeners {
+			names = append(names, l.Name)
+		}
+	}
+	o.index = slices.Index(names, m.Name)
+	return o
+}
+
+// gatewayOf is the Gateway of ours a ListenerSet names, nil for none.
+func (inc *incremental) gatewayOf(ls *gwv1.ListenerSet) *gatewayMemo {
+	if ls == nil {
+		return nil
+	}
+	parent, ok := ListenerSetParent(ls)
+	if !ok {
+		return nil
+	}
+	return inc.gateways[parent]
+}
+
+func countListener(claims map[hostClaim]int32, protocols map[portProtocol]int32, port gwv1.PortNumber, protocol gwv1.ProtocolType, host *gwv1.Hostname, n int32) {
+	h := ""
+	if host != nil {
+		h = hostname.Normalize(string(*host))
+	}
+	claims[hostClaim{int32(port), h}] += n
+	protocols[portProtocol{int32(port), protocol}] += n
+}
+
+func countListenerSet(claims map[hostClaim]int32, protocols map[portProtocol]int32, ls *gwv1.ListenerSet, n int32) {
+	for i := range ls.Spec.Listeners {
+		l := &ls.Spec.Listeners[i]
+		countListener(claims, protocols, l.Port, l.Protocol, l.Hostname, n)
+	}
+}
+
+func secretKey(namespace string, ref gwv1.SecretObjectReference) types.NamespacedName {
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		namespace = string(*ref.Namespace)
+	}
+	return nn(namespace, string(ref.Name))
+}
+
+// listenerSetSecrets are the Secrets a ListenerSet's listeners name.
+func listenerSetSecrets(ls *gwv1.ListenerSet) []types.NamespacedName {
+	var out []types.NamespacedName
+	for i := range ls.Spec.Listeners {
+		if tls := ls.Spec.Listeners[i].TLS; tls != nil {
+			for _, ref := range tls.CertificateRefs {
+				out = append(out, secretKey(ls.Namespace, ref))
+			}
+		}
+	}
+	return out
+}
+
+// routeListenerSets are the ListenerSets a route names as parents; false
+// when it names a parent of another kind too.
+func routeListenerSets(r *gwv1.HTTPRoute) ([]types.NamespacedName, bool) {
+	var out []types.NamespacedName
+	only := true
+	for _, ref := range r.Spec.ParentRefs {
+		if ref.Kind == nil || *ref.Kind != "ListenerSet" || (ref.Group != nil && *ref.Group != gwv1.GroupName) {
+			only = false
+			continue
+		}
+		ns := r.Namespace
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		out = append(out, nn(ns, string(ref.Name)))
+	}
+	return out, only
+}
+
+// routeServices are the Services a route may send to or mirror to.
+func routeServices(r *gwv1.HTTPRoute) []types.NamespacedName {
+	var out []types.NamespacedName
+	add := func(ref gwv1.BackendObjectReference) {
+		ns := r.Namespace
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		out = append(out, nn(ns, string(ref.Name)))
+	}
+	filters := func(fs []gwv1.HTTPRouteFilter) {
+		for _, f := range fs {
+			if f.RequestMirror != nil {
+				add(f.RequestMirror.BackendRef)
+			}
+		}
+	}
+	for _, rule := range r.Spec.Rules {
+		filters(rule.Filters)
+		for _, b := range rule.BackendRefs {
+			add(b.BackendObjectReference)
+			filters(b.Filters)
+		}
+	}
+	return out
+}
+
+// unchangedKinds reports whether every kind a delta does not re-derive is
+// the same in both snapshots.
+func unchangedKinds(a, b *resources.Resources) bool {
+	return slices.Equal(a.GatewayClasses, b.GatewayClasses) && slices.Equal(a.Gateways, b.Gateways) &&
+		slices.Equal(a.GRPCRoutes, b.GRPCRoutes) && slices.Equal(a.TLSRoutes, b.TLSRoutes) &&
+		slices.Equal(a.ReferenceGrants, b.ReferenceGrants) && slices.Equal(a.BackendTLSPolicies, b.BackendTLSPolicies) &&
+		// Only the ConfigMaps Gateways and policies name, as for a full
+		// translation (routingInputs): a cluster has many others.
+		slices.Equal(referencedConfigMaps(a), referencedConfigMaps(b)) && slices.Equal(a.Namespaces, b.Namespaces) &&
+		slices.Equal(a.KIngresses, b.KIngresses) && slices.Equal(a.KCertificates, b.KCertificates) &&
+		slices.Equal(a.Parameters, b.Parameters) && slices.Equal(a.Deployments, b.Deployments) &&
+		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
+}
+
+// diffObjects lists the objects only in old and only in new, by identity:
+// informers hand out a new object for every change. The common prefix and
+// suffix are skipped by comparing pointers; false when what is left is
+// more than a delta handles.
+func diffObjects[T comparable](old, new []T) (removed, added []T, ok bool) {
+	n := min(len(old), len(new))
+	pre := 0
+	for pre < n && old[pre] == new[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < n-pre && old[len(old)-1-suf] == new[len(new)-1-suf] {
+		suf++
+	}
+	o, nw := old[pre:len(old)-suf], new[pre:len(new)-suf]
+	if len(o)+len(nw) > 2*maxDelta {
+		return nil, nil, false
+	}
+	in := make(map[T]bool, len(o))
+	for _, x := range o {
+		in[x] = true
+	}
+	for _, x := range nw {
+		if in[x] {
+			delete(in, x)
+		} else {
+			added = append(added, x)
+		}
+	}
+	for _, x := range o {
+		if in[x] {
+			removed = append(removed, x)
+		}
+	}
+	return removed, added, true
+}
+
+// applyDiff applies a kind's changes to its index and returns the keys
+// that changed; false when an added object's key is taken.
+func applyDiff[T interface {
+	comparable
+	resources.Object
+}](idx layered[types.NamespacedName, T], removed, added []T) (layered[types.NamespacedName, T], []types.NamespacedName, bool) {
+	if len(removed) == 0 && len(added) == 0 {
+		return idx, nil, true
+	}
+	e := idx.edit()
+	var keys []types.NamespacedName
+	for _, o := range removed {
+		key := nn(o.GetNamespace(), o.GetName())
+		if cur, ok := e.get(key); ok && cur == o {
+			e.delete(key)
+		}
+		keys = append(keys, key)
+	}
+	for _, o := range added {
+		key := nn(o.GetNamespace(), o.GetName())
+		if _, taken := e.get(key); taken {
+			return idx, nil, false
+		}
+		e.set(key, o)
+		keys = append(keys, key)
+	}
+	return e.done(), keys, true
+}
+
+// relist edits an index of key lists: key leaves the lists of from and
+// joins those of to.
+func relist(idx layered[types.NamespacedName, []types.NamespacedName], key types.NamespacedName, from, to []types.NamespacedName) layered[types.NamespacedName, []types.NamespacedName] {
+	if slices.Equal(from, to) {
+		return idx
+	}
+	e := idx.edit()
+	for _, f := range from {
+		list, _ := e.get(f)
+		list = slices.DeleteFunc(slices.Clone(list), func(k types.NamespacedName) bool { return k == key })
+		if len(list) == 0 {
+			e.delete(f)
+		} else {
+			e.set(f, list)
+		}
+	}
+	for _, f := range to {
+		list, _ := e.get(f)
+		if !slices.Contains(list, key) {
+			e.set(f, append(slices.Clip(list), key))
+		}
+	}
+	return e.done()
+}
+
+// delta is one incremental translation: what changed, and the state it
+// builds for the next.
+type delta struct {
+	prev *incremental
+	next *incremental
+	mem  Memory
+	res  *resources.Resources
+	// old versions of the changed ListenerSets and routes.
+	oldLS     map[types.NamespacedName]*gwv1.ListenerSet
+	oldRoutes map[types.NamespacedName]*gwv1.HTTPRoute
+	// sets are the ListenerSets merged again, routes the routes compiled
+	// again.
+	sets   map[types.NamespacedName]bool
+	routes map[types.NamespacedName]bool
+}
+
+// apply translates res from the translation inc was kept from, re-deriving
+// only what changed; false when res must be translated in full.
+func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) (Output, Memory, bool) {
+	if !inc.spent.CompareAndSwap(false, true) || !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
+		return Output{}, mem, false
+	}
+	d := &delta{prev: inc, mem: mem, res: res, oldLS: map[types.NamespacedName]*gwv1.ListenerSet{},
+		oldRoutes: map[types.NamespacedName]*gwv1.HTTPRoute{}, sets: map[types.NamespacedName]bool{}, routes: map[types.NamespacedName]bool{}}
+	next := *inc
+	// The kinds compared equal keep the copies they have.
+	kept := *inc.res
+	kept.ListenerSets, kept.HTTPRoutes = keptOrCopied(inc.res.ListenerSets, res.ListenerSets), keptOrCopied(inc.res.HTTPRoutes, res.HTTPRoutes)
+	kept.Secrets, kept.Services = keptOrCopied(inc.res.Secrets, res.Secrets), keptOrCopied(inc.res.Services, res.Services)
+	kept.ACMEErrors = res.ACMEErrors
+	next.res = &kept
+	next.spent = &atomic.Bool{}
+	d.next = &next
+	changed, ok := d.index()
+	if !ok {
+		return Output{}, mem, false
+	}
+	if !changed {
+		// EndpointSlices only, or nothing.
+		nm := mem
+		nm.inc, nm.incremental = d.next, true
+		return mem.last.out, nm, true
+	}
+	if !d.affected() || !d.conflictFree() {
+		return Output{}, mem, false
+	}
+	return d.translate()
+}
+
+// index brings the indexes up to date with res and records what changed.
+func (d *delta) index() (changed, ok bool) {
+	inc, next, res := d.prev, d.next, d.res
+	lsRemoved, lsAdded, ok1 := diffObjects(inc.res.ListenerSets, res.ListenerSets)
+	rtRemoved, rtAdded, ok2 := diffObjects(inc.res.HTTPRoutes, res.HTTPRoutes)
+	secRemoved, secAdded, ok3 := diffObjects(inc.res.Secrets, res.Secrets)
+	svcRemoved, svcAdded, ok4 := diffObjects(inc.res.Services, res.Services)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return false, false
+	}
+	var lsKeys, rtKeys, secKeys, svcKeys []types.NamespacedName
+	if next.ls, lsKeys, ok = applyDiff(inc.ls, lsRemoved, lsAdded); !ok {
+		return false, false
+	}
+	if next.routes, rtKeys, ok = applyDiff(inc.routes, rtRemoved, rtAdded); !ok {
+		return false, false
+	}
+	if next.secrets, secKeys, ok = applyDiff(inc.secrets, secRemoved, secAdded); !ok {
+		return false, false
+	}
+	if next.services, svcKeys, ok = applyDiff(inc.services, svcRemoved, svcAdded); !ok {
+		return false, false
+	}
+	if len(lsKeys)+len(rtKeys)+len(secKeys)+len(svcKeys) == 0 {
+		return false, true
+	}
+	for _, key := range lsKeys {
+		if !d.listenerSetChanged(key) {
+			return false, false
+		}
+	}
+	for _, key := range rtKeys {
+		old, _ := inc.routes.get(key)
+		cur, _ := next.routes.get(key)
+		d.oldRoutes[key] = old
+		d.routes[key] = true
+		var oldParents, newParents, oldSvcs, newSvcs []types.NamespacedName
+		if old != nil {
+			oldParents, _ = routeListenerSets(old)
+			oldSvcs = routeServices(old)
+		}
+		if cur != nil {
+			newParents, _ = routeListenerSets(cur)
+			newSvcs = routeServices(cur)
+		}
+		next.routesByParent = relist(next.routesByParent, key, oldParents, newParents)
+		next.routesByService = relist(next.routesByService, key, oldSvcs, newSvcs)
+	}
+	for _, key := range secKeys {
+		if inc.gatewaySecrets[key] {
+			return false, false
+		}
+		users, _ := next.lsBySecret.get(key)
+		for _, ls := range users {
+			d.sets[ls] = true
+		}
+	}
+	for _, key := range svcKeys {
+		if sh := next.settings.Shared; sh != nil && sh.Service == key {
+			return false, false // every Gateway's addresses
+		}
+		users, _ := next.routesByService.get(key)
+		for _, r := range users {
+			d.routes[r] = true
+		}
+	}
+	return true, true
+}
+
+// listenerSetChanged records a changed ListenerSet; false when the change
+// is not one a delta handles (its Gateway is not ours or changed, it
+// asks for ACME).
+func (d *delta) listenerSetChanged(key types.NamespacedName) bool {
+	inc, next := d.prev, d.next
+	old, _ := inc.ls.get(key)
+	cur, _ := next.ls.get(key)
+	for _, ls := range []*gwv1.ListenerSet{old, cur} {
+		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[ACMEAnnotation] != "") {
+			return false
+		}
+	}
+	if old != nil && cur != nil && inc.gatewayOf(old) != inc.gatewayOf(cur) {
+		return false
+	}
+	d.oldLS[key] = old
+	d.sets[key] = true
+	claims, protocols := map[hostClaim]int32{}, map[portProtocol]int32{}
+	var oldSecrets, newSecrets []types.NamespacedName
+	if old != nil {
+		countListenerSet(claims, protocols, old, -1)
+		oldSecrets = listenerSetSecrets(old)
+	}
+	if cur != nil {
+		countListenerSet(claims, protocols, cur, 1)
+		newSecrets = listenerSetSecrets(cur)
+	}
+	next.claims = addCounts(next.claims, claims)
+	next.protocols = addCounts(next.protocols, protocols)
+	next.lsBySecret = relist(next.lsBySecret, key, oldSecrets, newSecrets)
+	return true
+}
+
+func addCounts[K comparable](idx layered[K, int32], counts map[K]int32) layered[K, int32] {
+	e := idx.edit()
+	for k, n := range counts {
+		if n == 0 {
+			continue
+		}
+		v, _ := e.get(k)
+		if v+n == 0 {
+			e.delete(k)
+		} else {
+			e.set(k, v+n)
+		}
+	}
+	return e.done()
+}
+
+// affected closes the sets of ListenerSets and routes to translate
+// again: a route is compiled with every listener it attaches to, and a
+// listener with every route attached to it. False when a route names a
+// parent other than a ListenerSet, or the change grows too large.
+func (d *delta) affected() bool {
+	for {
+		grew := false
+		for key := range d.sets {
+			users, _ := d.next.routesByParent.get(key)
+			for _, r := range users {
+				if !d.routes[r] {
+					d.routes[r], grew = true, true
+				}
+			}
+		}
+		for key := range d.routes {
+			for _, r := range []*gwv1.HTTPRoute{d.oldRoutes[key], d.route(key)} {
+				if r == nil {
+					continue
+				}
+				parents, only := routeListenerSets(r)
+				if !only {
+					return false
+				}
+				for _, p := range parents {
+					if !d.sets[p] {
+						d.sets[p], grew = true, true
+					}
+				}
+			}
+		}
+		if len(d.sets)+len(d.routes) > maxDelta {
+			return false
+		}
+		if !grew {
+			return true
+		}
+	}
+}
+
+// route is the route of key in the new snapshot, nil when there is none.
+func (d *delta) route(key types.NamespacedName) *gwv1.HTTPRoute {
+	r, _ := d.next.routes.get(key)
+	return r
+}
+
+// oldListenerSet is the ListenerSet of key in the snapshot before.
+func (d *delta) oldListenerSet(key types.NamespacedName) *gwv1.ListenerSet {
+	if old, changed := d.oldLS[key]; changed {
+		return old
+	}
+	ls, _ := d.prev.ls.get(key)
+	return ls
+}
+
+// conflictFree reports whether every listener of the ListenerSets merged
+// again, before and after, is alone on its port and hostname among the
+// listeners of every Gateway of ours, on a port of its protocol only: then
+// its merge depends on its Gateway and itself alone, and it takes no
+// hostname from another Gateway's listener on the data plane.
+func (d *delta) conflictFree() bool {
+	check := func(inc *incremental, ls *gwv1.ListenerSet) bool {
+		if ls == nil || inc.gatewayOf(ls) == nil {
+			return ls == nil
+		}
+		for i := range ls.Spec.Listeners {
+			l := &ls.Spec.Listeners[i]
+			if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
+				return false
+			}
+			h := ""
+			if l.Hostname != nil {
+				h = hostname.Normalize(string(*l.Hostname))
+			}
+			if n, _ := inc.claims.get(hostClaim{int32(l.Port), h}); n != 1 {
+				return false
+			}
+			for _, other := range []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType} {
+				if n, _ := inc.protocols.get(portProtocol{int32(l.Port), other}); other != l.Protocol && n != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for key := range d.sets {
+		cur, _ := d.next.ls.get(key)
+		if !check(d.prev, d.oldListenerSet(key)) || !check(d.next, cur) {
+			return false
+		}
+	}
+	return true
+}
+
+// translate merges, compiles and places the affected ListenerSets and
+// routes, and patches the previous output with them.
+func (d *delta) translate() (Output, Memory, bool) {
+	prevOut := d.mem.last.out
+	t := &translation{
+		settings:   d.next.settings,
+		controller: d.next.settings.controller(),
+		res:        d.res,
+		ix: &index{nsLabels: d.next.nsLabels, secrets: map[types.NamespacedName]*corev1.Secret{},
+			certs: certSource{prev: d.mem.certs, used: map[types.NamespacedName]parsedCert{}}},
+		cas:         &caSource{configMaps: d.next.cas, prev: d.mem.caBundles, used: map[*corev1.ConfigMap]caBundle{}},
+		parents:     map[routing.Parent]bool{},
+		clientCerts: d.next.clientCerts,
+		tls:         d.next.tls,
+		st:          &status.Computed{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{}},
+	}
+	for key := range d.next.gatewaySecrets {
+		if sec, ok := d.next.secrets.get(key); ok {
+			t.ix.secrets[key] = sec
+		}
+	}
+	byGateway := map[*gatewayMemo][]*gwv1.ListenerSet{}
+	for key := range d.sets {
+		if ls, ok := d.next.ls.get(key); ok && d.next.gatewayOf(ls) != nil {
+			byGateway[d.next.gatewayOf(ls)] = append(byGateway[d.next.gatewayOf(ls)], ls)
+			for _, s := range listenerSetSecrets(ls) {
+				if sec, ok := d.next.secrets.get(s); ok {
+					t.ix.secrets[s] = sec
+				}
+			}
+		}
+	}
+	gws := make([]*gatewayMemo, 0, len(byGateway))
+	for g := range byGateway {
+		gws = append(gws, g)
+	}
+	slices.SortFunc(gws, func(a, b *gatewayMemo) int { return cmp.Compare(a.rank, b.rank) })
+	lsStatuses := map[types.NamespacedName]gwv1.ListenerSetStatus{}
+	for _, g := range gws {
+		in := g.in
+		in.ListenerSets = byGateway[g]
+		in.NamespaceLabels, in.Certificates, in.CACertificates = t.ix.nsLabels, t.ix.certificate, t.cas.certificates
+		r := listeners.Merge(in)
+		key := nn(in.Gateway.Namespace, in.Gateway.Name)
+		// Only the ListenerSets' listeners: the Gateway's own are as
+		// they were.
+		own := len(r.Gateway.Listeners)
+		r.Listeners = r.Listeners[own:]
+		t.results = append(t.results, gatewayResult{key, &r})
+		for lsKey, lss := range r.ListenerSets {
+			t.parents[routing.Parent{Kind: "ListenerSet", Namespace: lsKey.Namespace, Name: lsKey.Name}] = meta.IsStatusConditionTrue(lss.Conditions, string(gwv1.ListenerSetConditionAccepted))
+			lsStatuses[lsKey] = lss
+		}
+		t.merged = append(t.merged, r.Listeners...)
+	}
+	if !d.compile(t) {
+		return Output{}, d.mem, false
+	}
+	cfg, ok := d.place(t, prevOut.Config)
+	if !ok {
+		return Output{}, d.mem, false
+	}
+	st := d.statuses(prevOut.Statuses, lsStatuses, t.compiled.RouteParents)
+	out := prevOut
+	out.Config, out.Statuses = cfg, st
+	next := d.mem
+	next.inc, next.incremental = d.next, true
+	next.certs = d.certs(t.ix.certs.used)
+	next.last = &fullTranslation{out: out}
+	return out, next, true
+}
+
+// compile compiles the affected routes on the merged listeners of the
+// affected ListenerSets, and sets the listeners' attachedRoutes.
+func (d *delta) compile(t *translation) bool {
+	var routes []*gwv1.HTTPRoute
+	services := map[types.NamespacedName]routing.Service{}
+	for key := range d.routes {
+		r := d.route(key)
+		if r == nil {
+			continue
+		}
+		routes = append(routes, r)
+		for _, svc := range routeServices(r) {
+			if s, ok := d.next.services.get(svc); ok {
+				services[svc] = t.service(s)
+			}
+		}
+	}
+	// The order Compile is given routes in does not matter (it sorts), but
+	// keep it fixed.
+	slices.SortFunc(routes, resources.CompareAge)
+	in := routing.Input{
+		ControllerName:  t.controller,
+		Listeners:       make([]routing.Listener, len(t.merged)),
+		Parents:         t.parents,
+		Routes:          routes,
+		NamespaceLabels: t.ix.nsLabels,
+		Services:        services,
+		ReferenceGrants: d.res.ReferenceGrants,
+	}
+	for i := range t.merged {
+		in.Listeners[i] = routingListener(i, &t.merged[i])
+	}
+	t.compiled = routing.Compile(in)
+	offset := 0
+	for _, r := range t.results {
+		for i := range r.Listeners {
+			r.SetAttachedRoutes(i, t.compiled.AttachedRoutes[offset+i])
+		}
+		offset += len(r.Listeners)
+	}
+	return true
+}
+
+// place takes the affected ListenerSets' listeners off their ports and
+// puts their new ones on, in a Config that shares every other port.
+func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) {
+	changes := map[proxy.PortKey]*portChange{}
+	change := func(pk proxy.PortKey) *portChange {
+		c, ok := changes[pk]
+		if !ok {
+			c = &portChange{removed: map[*proxy.Listener]bool{}}
+			changes[pk] = c
+		}
+		return c
+	}
+	servedEdit := d.next.served.edit()
+	for key := range d.sets {
+		old, _ := d.prev.served.get(key)
+		for _, s := range old {
+			c := change(s.port)
+			c.removeHosts = append(c.removeHosts, s.host)
+			c.removed[s.l] = true
+		}
+		servedEdit.delete(key)
+	}
+	b := newPortsBuilder(t)
+	for i := range t.merged {
+		m := &t.merged[i]
+		if !m.Serves() {
+			continue
+		}
+		key := nn(m.Source.Namespace, m.Source.Name)
+		pk := proxy.PortKey{Number: int32(m.Port)}
+		l := b.listener(i)
+		s := servedListener{port: pk, host: hostname.Normalize(m.Hostname), l: l, order: d.next.orderOf(m)}
+		if m.Protocol == gwv1.HTTPSProtocolType {
+			s.entry = b.entry(m, s.host, l)
+		}
+		list, _ := servedEdit.get(key)
+		servedEdit.set(key, append(list, s))
+		c := change(pk)
+		c.adds = append(c.adds, s)
+	}
+	d.next.served = servedEdit.done()
+	order := d.prev.order.edit()
+	for _, c := range changes {
+		for _, s := range c.adds {
+			order.set(s.l, s.order)
+		}
+	}
+	cfg := *prev
+	cfg.Ports = slices.Clone(prev.Ports)
+	for pk, c := range changes {
+		at := slices.IndexFunc(cfg.Ports, func(p *proxy.Port) bool { return p.Address == pk.Address && p.Number == pk.Number })
+		if at < 0 {
+			return nil, false
+		}
+		p, ok := patchPort(cfg.Ports[at], c, order)
+		if !ok {
+			return nil, false
+		}
+		cfg.Ports[at] = p
+	}
+	for _, c := range changes {
+		for l := range c.removed {
+			order.delete(l)
+		}
+	}
+	// Ports come in the order of their first listeners, which may have
+	// changed.
+	first := func(p *proxy.Port) listenerOrder {
+		o, _ := order.get(p.All[0])
+		return o
+	}
+	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
+	d.next.order = order.done()
+	return &cfg, true
+}
+
+// portChange is what a delta changes on one port.
+type portChange struct {
+	removeHosts []string
+	removed     map[*proxy.Listener]bool
+	adds        []servedListener
+}
+
+// patchPort is prev with c applied; false when the port would go, which
+// changes the list of ports.
+func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listener, listenerOrder]) (*proxy.Port, bool) {
+	p := *prev
+	p.All = placeAll(p.All, order, c.removed, c.adds)
+	if len(p.All) == 0 {
+		return nil, false
+	}
+	hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
+	for i, s := range c.adds {
+		hosts[i], ls[i] = s.host, s.l
+		if s.entry != nil {
+			entries = append(entries, s.entry)
+		}
+		if (s.entry != nil) != (p.Protocol == proxy.HTTPS) {
+			return nil, false
+		}
+	}
+	p.Listeners = p.Listeners.With(c.removeHosts, hosts, ls)
+	if p.SNI != nil {
+		p.SNI = p.SNI.With(c.removeHosts, entries)
+	}
+	return &p, true
+}
+
+// placeAll is a port's listener list without those removed and with adds,
+// each where its precedence (order, which knows both) puts it.
+func placeAll(all []*proxy.Listener, order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
+	adds []servedListener) []*proxy.Listener {
+	out := slices.Clone(all)
+	byOrder := func(l *proxy.Listener, target listenerOrder) int {
+		o, _ := order.get(l)
+		return compareOrder(o, target)
+	}
+	for l := range removed {
+		o, _ := order.get(l)
+		if at, found := slices.BinarySearchFunc(out, o, byOrder); found && out[at] == l {
+			out = slices.Delete(out, at, at+1)
+		}
+	}
+	for _, s := range adds {
+		at, _ := slices.BinarySearchFunc(out, s.order, byOrder)
+		out = slices.Insert(out, at, s.l)
+	}
+	return out
+}
+
+// statuses patches the previous statuses with those of the affected
+// ListenerSets and routes, and their Gateways' attachedListenerSets.
+func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gwv1.ListenerSetStatus,
+	routes map[types.NamespacedName][]gwv1.RouteParentStatus) *status.Computed {
+	// The maps of the previous output are patched where they are: the
+	// memory they came with is spent (incremental.spent), and whoever
+	// keeps statuses past a translation copies them (status.Computed.Clone).
+	// A copy of the 100,000 statuses per change would cost more than the
+	// rest of the change.
+	st := *prev
+	if st.ListenerSets == nil {
+		st.ListenerSets = map[types.NamespacedName]gwv1.ListenerSetStatus{}
+	}
+	if st.HTTPRoutes == nil {
+		st.HTTPRoutes = map[types.NamespacedName][]gwv1.RouteParentStatus{}
+	}
+	attached := map[types.NamespacedName]int32{}
+	accepted := func(s gwv1.ListenerSetStatus) int32 {
+		if meta.IsStatusConditionTrue(s.Conditions, string(gwv1.ListenerSetConditionAccepted)) {
+			return 1
+		}
+		return 0
+	}
+	for key := range d.sets {
+		if old, ok := prev.ListenerSets[key]; ok {
+			if g := d.prev.gatewayOf(d.oldListenerSet(key)); g != nil {
+				attached[nn(g.in.Gateway.Namespace, g.in.Gateway.Name)] -= accepted(old)
+			}
+		}
+		delete(st.ListenerSets, key)
+		if s, ok := sets[key]; ok {
+			st.ListenerSets[key] = s
+			cur, _ := d.next.ls.get(key)
+			g := d.next.gatewayOf(cur)
+			attached[nn(g.in.Gateway.Namespace, g.in.Gateway.Name)] += accepted(s)
+		}
+	}
+	for key := range d.routes {
+		delete(st.HTTPRoutes, key)
+		if r, ok := routes[key]; ok {
+			st.HTTPRoutes[key] = r
+		}
+	}
+	for key, n := range attached {
+		gs := st.Gateways[key]
+		count := n
+		if gs.AttachedListenerSets != nil {
+			count += *gs.AttachedListenerSets
+		}
+		gs.AttachedListenerSets = &count
+		st.Gateways[key] = gs
+	}
+	return &st
+}
+
+// certs is the next memory's key pairs: those parsed now join, and those
+// of Secrets that left the snapshot or that no listener names any more
+// leave.
+func (d *delta) certs(used map[types.NamespacedName]parsedCert) layered[types.NamespacedName, parsedCert] {
+	e := d.mem.certs.edit()
+	for key, p := range used {
+		e.set(key, p)
+	}
+	for key := range d.sets {
+		if old := d.oldListenerSet(key); old != nil {
+			for _, s := range listenerSetSecrets(old) {
+				users, _ := d.next.lsBySecret.get(s)
+				if _, exists := d.next.secrets.get(s); !exists || len(users) == 0 && !d.next.gatewaySecrets[s] {
+					e.delete(s)
+				}
+			}
+		}
+	}
+	return e.done()
+}
