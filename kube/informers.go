@@ -13,15 +13,16 @@ import (
 	"portico.dev/portico/translate"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
@@ -47,6 +48,43 @@ type informers struct {
 	services        corelisters.ServiceLister
 	endpointSlices  discoverylisters.EndpointSliceLister
 	dataPlanes      dataPlaneInformers // provisioninformers.go
+
+	// order lists what snapshots hold, in arrival order (arrivals.go).
+	order orders
+}
+
+type orders struct {
+	gatewayClasses  *arrivals[*gwapi.GatewayClass]
+	gateways        *arrivals[*gwapi.Gateway]
+	listenerSets    *arrivals[*gwapi.ListenerSet]
+	httpRoutes      *arrivals[*gwapi.HTTPRoute]
+	grpcRoutes      *arrivals[*gwapi.GRPCRoute]
+	tlsRoutes       *arrivals[*gwapi.TLSRoute]
+	referenceGrants *arrivals[*gwapi.ReferenceGrant]
+	backendTLS      *arrivals[*gwapi.BackendTLSPolicy]
+	configMaps      *arrivals[*corev1.ConfigMap]
+	namespaces      *arrivals[*corev1.Namespace]
+	secrets         *arrivals[*corev1.Secret]
+	services        *arrivals[*corev1.Service]
+	endpointSlices  *arrivals[*discoveryv1.EndpointSlice]
+}
+
+func newOrders() orders {
+	return orders{
+		gatewayClasses:  newArrivals[*gwapi.GatewayClass](),
+		gateways:        newArrivals[*gwapi.Gateway](),
+		listenerSets:    newArrivals[*gwapi.ListenerSet](),
+		httpRoutes:      newArrivals[*gwapi.HTTPRoute](),
+		grpcRoutes:      newArrivals[*gwapi.GRPCRoute](),
+		tlsRoutes:       newArrivals[*gwapi.TLSRoute](),
+		referenceGrants: newArrivals[*gwapi.ReferenceGrant](),
+		backendTLS:      newArrivals[*gwapi.BackendTLSPolicy](),
+		configMaps:      newArrivals[*corev1.ConfigMap](),
+		namespaces:      newArrivals[*corev1.Namespace](),
+		secrets:         newArrivals[*corev1.Secret](),
+		services:        newArrivals[*corev1.Service](),
+		endpointSlices:  newArrivals[*discoveryv1.EndpointSlice](),
+	}
 }
 
 // eventHandlers are what informer events turn into.
@@ -76,7 +114,8 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 	// nothing else.
 	configf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(keepCACertificate))
 
-	in := &informers{}
+	in := &informers{order: newOrders()}
+	o := in.order
 	in.factories = []factory{gwf, coref, secretf, configf}
 
 	gwv1 := gwf.Gateway().V1()
@@ -87,24 +126,27 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"GatewayClass", gwv1.GatewayClasses().Informer(), spec},
-		{"Gateway", gwv1.Gateways().Informer(), spec},
-		{"ListenerSet", gwv1.ListenerSets().Informer(), spec},
-		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), spec},
-		{"GRPCRoute", gwv1.GRPCRoutes().Informer(), spec},
-		{"TLSRoute", gwv1.TLSRoutes().Informer(), spec},
-		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), other},
-		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), spec},
-		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), caHandler(h)},
-		{"Namespace", coref.Core().V1().Namespaces().Informer(), other},
-		{"Service", coref.Core().V1().Services().Informer(), other},
-		{"EndpointSlice", coref.Discovery().V1().EndpointSlices().Informer(), other},
-		{"Secret", secretf.Core().V1().Secrets().Informer(), other},
+		{"GatewayClass", gwv1.GatewayClasses().Informer(), o.gatewayClasses.handler(spec)},
+		{"Gateway", gwv1.Gateways().Informer(), o.gateways.handler(spec)},
+		{"ListenerSet", gwv1.ListenerSets().Informer(), o.listenerSets.handler(spec)},
+		{"HTTPRoute", gwv1.HTTPRoutes().Informer(), o.httpRoutes.handler(spec)},
+		{"GRPCRoute", gwv1.GRPCRoutes().Informer(), o.grpcRoutes.handler(spec)},
+		{"TLSRoute", gwv1.TLSRoutes().Informer(), o.tlsRoutes.handler(spec)},
+		{"ReferenceGrant", gwv1.ReferenceGrants().Informer(), o.referenceGrants.handler(other)},
+		{"BackendTLSPolicy", gwv1.BackendTLSPolicies().Informer(), o.backendTLS.handler(spec)},
+		{"ConfigMap", configf.Core().V1().ConfigMaps().Informer(), o.configMaps.handler(caHandler(h))},
+		{"Namespace", coref.Core().V1().Namespaces().Informer(), o.namespaces.handler(other)},
+		{"Service", coref.Core().V1().Services().Informer(), o.services.handler(other)},
+		{"EndpointSlice", coref.Discovery().V1().EndpointSlices().Informer(), o.endpointSlices.handler(other)},
+		{"Secret", secretf.Core().V1().Secrets().Informer(), o.secrets.handler(other)},
 	} {
-		if _, err := reg.informer.AddEventHandler(reg.handler); err != nil {
+		registration, err := reg.informer.AddEventHandler(reg.handler)
+		if err != nil {
 			return nil, fmt.Errorf("%s informer event handler: %w", reg.kind, err)
 		}
-		in.synced[reg.kind] = reg.informer.HasSynced
+		// Synced once the handler, not only the cache, has seen the first
+		// list: snapshots list what the handler has put in order.
+		in.synced[reg.kind] = registration.HasSynced
 	}
 	in.gatewayClasses = gwv1.GatewayClasses().Lister()
 	in.gateways = gwv1.Gateways().Lister()
@@ -176,47 +218,21 @@ func (in *informers) shutdown() {
 // snapshot lists every cache into one Resources. The objects are the
 // caches' own and must not be modified; translate only reads them.
 func (in *informers) snapshot() (*resources.Resources, error) {
-	all := labels.Everything()
-	res := &resources.Resources{}
-	var err error
-	if res.GatewayClasses, err = in.gatewayClasses.List(all); err != nil {
-		return nil, fmt.Errorf("list GatewayClasses: %w", err)
-	}
-	if res.Gateways, err = in.gateways.List(all); err != nil {
-		return nil, fmt.Errorf("list Gateways: %w", err)
-	}
-	if res.ListenerSets, err = in.listenerSets.List(all); err != nil {
-		return nil, fmt.Errorf("list ListenerSets: %w", err)
-	}
-	if res.HTTPRoutes, err = in.httpRoutes.List(all); err != nil {
-		return nil, fmt.Errorf("list HTTPRoutes: %w", err)
-	}
-	if res.GRPCRoutes, err = in.grpcRoutes.List(all); err != nil {
-		return nil, fmt.Errorf("list GRPCRoutes: %w", err)
-	}
-	if res.TLSRoutes, err = in.tlsRoutes.List(all); err != nil {
-		return nil, fmt.Errorf("list TLSRoutes: %w", err)
-	}
-	if res.ReferenceGrants, err = in.referenceGrants.List(all); err != nil {
-		return nil, fmt.Errorf("list ReferenceGrants: %w", err)
-	}
-	if res.BackendTLSPolicies, err = in.backendTLS.List(all); err != nil {
-		return nil, fmt.Errorf("list BackendTLSPolicies: %w", err)
-	}
-	if res.ConfigMaps, err = in.configMaps.List(all); err != nil {
-		return nil, fmt.Errorf("list ConfigMaps: %w", err)
-	}
-	if res.Namespaces, err = in.namespaces.List(all); err != nil {
-		return nil, fmt.Errorf("list Namespaces: %w", err)
-	}
-	if res.Secrets, err = in.secrets.List(all); err != nil {
-		return nil, fmt.Errorf("list Secrets: %w", err)
-	}
-	if res.Services, err = in.services.List(all); err != nil {
-		return nil, fmt.Errorf("list Services: %w", err)
-	}
-	if res.EndpointSlices, err = in.endpointSlices.List(all); err != nil {
-		return nil, fmt.Errorf("list EndpointSlices: %w", err)
+	o := in.order
+	res := &resources.Resources{
+		GatewayClasses:     o.gatewayClasses.list(),
+		Gateways:           o.gateways.list(),
+		ListenerSets:       o.listenerSets.list(),
+		HTTPRoutes:         o.httpRoutes.list(),
+		GRPCRoutes:         o.grpcRoutes.list(),
+		TLSRoutes:          o.tlsRoutes.list(),
+		ReferenceGrants:    o.referenceGrants.list(),
+		BackendTLSPolicies: o.backendTLS.list(),
+		ConfigMaps:         o.configMaps.list(),
+		Namespaces:         o.namespaces.list(),
+		Secrets:            o.secrets.list(),
+		Services:           o.services.list(),
+		EndpointSlices:     o.endpointSlices.list(),
 	}
 	if err := in.snapshotDataPlanes(res); err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
@@ -115,7 +117,16 @@ func (in *informers) snapshotDataPlanes(res *resources.Resources) error {
 			return fmt.Errorf("list Deployments: %w", err)
 		}
 	}
+	// Listers list in a new order every time; translate compares
+	// snapshots position by position (see arrivals). There are as many of
+	// these as per-Gateway Gateways and classes: sorting is cheap.
+	slices.SortFunc(res.Parameters, compareKeys)
+	slices.SortFunc(res.Deployments, compareKeys)
 	return nil
+}
+
+func compareKeys[T metav1.Object](a, b T) int {
+	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 }
 
 // deploymentsByName is a lookup of res.Deployments.
