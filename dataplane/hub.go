@@ -3,8 +3,10 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"portico.dev/portico/resources"
 )
@@ -41,6 +44,10 @@ type Hub struct {
 	// token) so that a token is never trusted long after it was reviewed.
 	Heartbeat      time.Duration
 	StreamLifetime time.Duration
+	// BodyTimeout bounds the reading of an acknowledgement's body, which
+	// is read before its token is reviewed: a client that withholds it
+	// does not hold a connection for ever.
+	BodyTimeout time.Duration
 	// OnAck, when set, is told of every acknowledgement, with the name of
 	// the plane's ServiceAccount (and so of its Deployment). It must not
 	// block.
@@ -70,7 +77,7 @@ type plane struct {
 
 // NewHub returns a Hub that authenticates data planes with auth.
 func NewHub(auth Authenticator, log *zap.Logger) *Hub {
-	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute,
+	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute, BodyTimeout: 10 * time.Second,
 		planes: map[types.NamespacedName]*plane{}, acks: map[types.NamespacedName]Ack{}, replaced: map[types.NamespacedName][]string{}}
 }
 
@@ -234,7 +241,7 @@ func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) 
 		http.Error(w, "no configuration for this Gateway", http.StatusServiceUnavailable)
 		return key, nil, false
 	}
-	if saNS != key.Namespace || sa != p.serviceAccount {
+	if !p.owner(saNS, sa, key) {
 		h.log.Warn("data plane identity does not match its Gateway", zap.String("gateway", gateway),
 			zap.String("serviceAccount", saNS+"/"+sa))
 		http.Error(w, "forbidden", http.StatusForbidden)
@@ -243,11 +250,18 @@ func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) 
 	return key, p, true
 }
 
+// owner reports whether the ServiceAccount ns/sa is the one provisioned
+// for the Gateway key.
+func (p *plane) owner(ns, sa string, key types.NamespacedName) bool {
+	return ns == key.Namespace && sa == p.serviceAccount
+}
+
 func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	key, p, ok := h.authorize(w, r, r.URL.Query().Get("gateway"))
 	if !ok {
 		return
 	}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -281,6 +295,13 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 		if p == nil || p.serviceAccount != sa {
 			return // the Gateway left, or changed hands: ask again
 		}
+		// A new snapshot goes only to a token that still passes review
+		// (answers are cached briefly): one revoked since the stream began
+		// (its pod or ServiceAccount deleted) gets nothing more.
+		if ns, name, err := h.auth(r.Context(), token); err != nil || !p.owner(ns, name, key) {
+			h.log.Info("data plane stream ended: its token no longer passes review", zap.Stringer("gateway", key), zap.Error(err))
+			return
+		}
 	}
 }
 
@@ -294,14 +315,30 @@ func writeLine(w http.ResponseWriter, flusher http.Flusher, line []byte) bool {
 	return true
 }
 
-// maxAck bounds an acknowledgement's body.
-const maxAck = 64 << 10
+// maxAck bounds an acknowledgement's body, maxAckError the error it
+// carries on (logged, and passed to OnAck).
+const (
+	maxAck      = 64 << 10
+	maxAckError = 2 << 10
+)
+
+// versionPattern is what encode makes a version: a hash's first 12 bytes
+// in hex. An acknowledgement's version ends up in an annotation.
+var versionPattern = regexp.MustCompile(`^[0-9a-f]{24}$`)
 
 func (h *Hub) ack(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.BodyTimeout))
 	var a Ack
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxAck)).Decode(&a); err != nil {
+	err := json.NewDecoder(io.LimitReader(r.Body, maxAck)).Decode(&a)
+	if err == nil && (!versionPattern.MatchString(a.Version) || (a.Pod != "" && len(validation.IsDNS1123Subdomain(a.Pod)) > 0)) {
+		err = errors.New("not an acknowledgement")
+	}
+	if err != nil {
 		http.Error(w, "bad acknowledgement", http.StatusBadRequest)
 		return
+	}
+	if len(a.Error) > maxAckError {
+		a.Error = a.Error[:maxAckError] + "..."
 	}
 	key, p, ok := h.authorize(w, r, a.Gateway)
 	if !ok {
