@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/resources"
 )
 
 // TestStreamEndsWhenTokenRevoked: a stream authenticated once must not go
@@ -134,5 +138,58 @@ func TestAckSlowBodyBeforeAuth(t *testing.T) {
 	var ne interface{ Timeout() bool }
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatal("the hub still held the connection of a client that never sent its body")
+	}
+}
+
+// withHosts gives the snapshot's Gateway listeners of these hostnames.
+func withHosts(r *resources.Resources, hosts ...string) *resources.Resources {
+	for _, h := range hosts {
+		name := gwv1.Hostname(h)
+		r.Gateways[0].Spec.Listeners = append(r.Gateways[0].Spec.Listeners,
+			gwv1.Listener{Name: gwv1.SectionName(h), Hostname: &name, Port: 80, Protocol: gwv1.HTTPProtocolType})
+	}
+	return r
+}
+
+// TestChallengesOnlyForOwnHosts is an attack by a tenant whose Gateway
+// orders a certificate for a name whose DNS points at another tenant's
+// data plane (a wildcard record of the other's domain): the CA's
+// challenge for that name reaches the other's data plane, which asked
+// the controller, and the controller answered for any host, validating
+// the order. A data plane now gets answers only for its own Gateway's
+// listener hostnames, and a data plane asking directly for another's gets
+// nothing either.
+func TestChallengesOnlyForOwnHosts(t *testing.T) {
+	h := NewHub(testAuth, zaptest.NewLogger(t))
+	h.Challenges = fakeACME{"a.example.com/tok-1": "tok-1.a", "b.example.com/tok-2": "tok-2.b"}
+	other := types.NamespacedName{Namespace: "apps", Name: "other"}
+	otherSnap := withHosts(snapshot("v1"), "b.example.com")
+	otherSnap.Gateways[0].Name = "other"
+	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: withHosts(snapshot("v1"), "a.example.com")},
+		{Gateway: other, ServiceAccount: "other-dedicated", Resources: otherSnap}})
+	srv, _ := hubServer(t, h, "127.0.0.1:0")
+	ask := func(token, gateway, host, challenge string) (int, string) {
+		q := url.Values{"gateway": {gateway}, "host": {host}, "token": {challenge}}
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+ChallengePath+"?"+q.Encode(), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := ask("web-token", "apps/web", "A.example.com:80", "tok-1"); code != http.StatusOK || body != "tok-1.a" {
+		t.Errorf("own host: %d %q", code, body)
+	}
+	if code, body := ask("web-token", "apps/web", "b.example.com", "tok-2"); code == http.StatusOK {
+		t.Errorf("web's data plane got the answer for another Gateway's host: %q", body)
+	}
+	if code, _ := ask("web-token", "apps/other", "b.example.com", "tok-2"); code != http.StatusForbidden {
+		t.Errorf("web's data plane asking as apps/other: %d, want 403", code)
+	}
+	if code, body := ask("other-token", "apps/other", "b.example.com", "tok-2"); code != http.StatusOK || body != "tok-2.b" {
+		t.Errorf("other's own host: %d %q", code, body)
 	}
 }

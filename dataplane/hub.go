@@ -73,6 +73,10 @@ type plane struct {
 	version        string
 	inputs         []any         // the snapshot's objects, to skip encoding an unchanged one
 	changed        chan struct{} // closed when replaced
+	// hosts are the hostnames of the Gateway's listeners and its
+	// ListenerSets': those whose ACME challenges its data plane may ask
+	// about.
+	hosts map[string]bool
 }
 
 // NewHub returns a Hub that authenticates data planes with auth.
@@ -115,7 +119,8 @@ func (h *Hub) Publish(planes []Plane) {
 			next[p.Gateway] = old
 			continue
 		}
-		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, inputs: inputs, changed: make(chan struct{})}
+		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, inputs: inputs,
+			changed: make(chan struct{}), hosts: listenerHosts(p.Resources)}
 	}
 	h.mu.Lock()
 	h.planes = next
