@@ -193,3 +193,34 @@ func TestChallengesOnlyForOwnHosts(t *testing.T) {
 		t.Errorf("other's own host: %d %q", code, body)
 	}
 }
+
+// TestStreamStalledReader: a data plane (its token valid) that opens a
+// stream and never reads it must not hold the hub's goroutine and
+// connection for the stream's whole lifetime: a write that does not
+// complete within WriteTimeout ends the stream and closes the connection.
+func TestStreamStalledReader(t *testing.T) {
+	h := NewHub(testAuth, zaptest.NewLogger(t))
+	h.WriteTimeout = 300 * time.Millisecond
+	h.Heartbeat = 50 * time.Millisecond
+	big := snapshot("v1")
+	big.Secrets[0].Data["tls.key"] = []byte(strings.Repeat("k", 16<<20)) // more than socket buffers hold
+	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: big}})
+	srv, roots := hubServer(t, h, "127.0.0.1:0")
+	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET "+StreamPath+"?gateway=apps/web HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer web-token\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // not reading
+	// Draining now gets what was buffered and then the end: without a
+	// write deadline the hub would go on with heartbeats for ever.
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.Copy(io.Discard, conn)
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the hub kept the stream of a data plane that stopped reading")
+	}
+}

@@ -48,6 +48,8 @@ type Hub struct {
 	// is read before its token is reviewed: a client that withholds it
 	// does not hold a connection for ever.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds the writing of one line of a stream.
+	WriteTimeout time.Duration
 	// OnAck, when set, is told of every acknowledgement, with the name of
 	// the plane's ServiceAccount (and so of its Deployment). It must not
 	// block.
@@ -81,7 +83,7 @@ type plane struct {
 
 // NewHub returns a Hub that authenticates data planes with auth.
 func NewHub(auth Authenticator, log *zap.Logger) *Hub {
-	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute, BodyTimeout: 10 * time.Second,
+	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute, BodyTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 		planes: map[types.NamespacedName]*plane{}, acks: map[types.NamespacedName]Ack{}, replaced: map[types.NamespacedName][]string{}}
 }
 
@@ -267,7 +269,7 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	end := time.NewTimer(h.StreamLifetime)
@@ -276,7 +278,7 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	defer beat.Stop()
 	sa := p.serviceAccount
 	for {
-		if !writeLine(w, flusher, p.line) {
+		if !h.writeLine(w, rc, p.line) {
 			return
 		}
 		// Until the snapshot changes: heartbeats.
@@ -287,7 +289,7 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 			case <-end.C:
 				return
 			case <-beat.C:
-				if !writeLine(w, flusher, []byte("{}\n")) {
+				if !h.writeLine(w, rc, []byte("{}\n")) {
 					return
 				}
 			case <-p.changed:
@@ -310,14 +312,16 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeLine(w http.ResponseWriter, flusher http.Flusher, line []byte) bool {
+// writeLine writes and flushes one line within WriteTimeout: a data plane
+// that stops reading its stream does not hold the hub's goroutine and
+// connection until the stream's lifetime ends (the timer is not looked at
+// while a write blocks).
+func (h *Hub) writeLine(w http.ResponseWriter, rc *http.ResponseController, line []byte) bool {
+	_ = rc.SetWriteDeadline(time.Now().Add(h.WriteTimeout))
 	if _, err := w.Write(line); err != nil {
 		return false
 	}
-	if flusher != nil {
-		flusher.Flush()
-	}
-	return true
+	return rc.Flush() == nil
 }
 
 // maxAck bounds an acknowledgement's body, maxAckError the error it
