@@ -224,3 +224,29 @@ func TestStreamStalledReader(t *testing.T) {
 		t.Fatal("the hub kept the stream of a data plane that stopped reading")
 	}
 }
+
+// TestNoProbingOtherNamespaces: a data plane (or anyone with a token of
+// any ServiceAccount for the audience) must not learn which Gateways
+// with data planes exist in other namespaces: a Gateway there that exists
+// and one that does not get the same answer.
+func TestNoProbingOtherNamespaces(t *testing.T) {
+	h := NewHub(testAuth, zaptest.NewLogger(t))
+	h.Publish([]Plane{{Gateway: types.NamespacedName{Namespace: "shop", Name: "exists"}, ServiceAccount: "exists-dedicated", Resources: snapshot("v1")}})
+	srv, _ := hubServer(t, h, "127.0.0.1:0")
+	code := func(gateway string) int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+StreamPath+"?gateway="+gateway, nil)
+		req.Header.Set("Authorization", "Bearer web-token")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := code("shop/exists"), code("shop/absent"); a != b {
+		t.Errorf("another namespace's Gateway that exists: %d, one that does not: %d", a, b)
+	}
+	if c := code("apps/not-yet"); c != http.StatusServiceUnavailable {
+		t.Errorf("its own namespace's Gateway not published yet: %d, want 503 (retry)", c)
+	}
+}

@@ -223,8 +223,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorize checks the request's token against the Gateway it asks for.
-// Unknown Gateways and foreign identities get the same answer, so that a
-// data plane learns nothing about Gateways that are not its own.
+// In a namespace not the token's, unknown Gateways and foreign identities
+// get the same answer, so that a data plane learns nothing about Gateways
+// there.
 func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) (types.NamespacedName, *plane, bool) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
@@ -242,10 +243,16 @@ func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) 
 	h.mu.Lock()
 	p := h.planes[key]
 	h.mu.Unlock()
-	if p == nil {
+	if p == nil && saNS == key.Namespace {
 		// Not published yet (a controller replica that just started) or
-		// not a Gateway with a data plane: the data plane retries.
+		// not a Gateway with a data plane: the data plane retries. Asked
+		// from another namespace, this would tell which Gateways exist
+		// there: that gets the answer a foreign identity gets.
 		http.Error(w, "no configuration for this Gateway", http.StatusServiceUnavailable)
+		return key, nil, false
+	}
+	if p == nil {
+		http.Error(w, "forbidden", http.StatusForbidden)
 		return key, nil, false
 	}
 	if !p.owner(saNS, sa, key) {

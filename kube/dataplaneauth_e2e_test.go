@@ -128,7 +128,7 @@ func TestDataPlaneAuthAgainstAPIServer(t *testing.T) {
 		"pod deleted":                 {"tenant/web", podToken, http.StatusUnauthorized},
 		"recreated one's fresh token": {"tenant/recreated-gw", token("tenant", "recreated", aud, nil), http.StatusNotFound},
 		"good token, another Gateway": {"tenant/recreated-gw", good, http.StatusForbidden},
-		"good token, unknown Gateway": {"other/web", good, http.StatusServiceUnavailable},
+		"good token, unknown Gateway": {"other/web", good, http.StatusForbidden},
 	} {
 		if code := ask(c.gateway, c.token); code != c.want {
 			t.Errorf("%s: %d, want %d", name, code, c.want)
