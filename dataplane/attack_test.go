@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,9 +29,12 @@ import (
 // before it sends a changed snapshot, and ends the stream when it no
 // longer passes.
 func TestStreamEndsWhenTokenRevoked(t *testing.T) {
-	var revoked atomic.Bool
+	var revoked, unavailable atomic.Bool
 	auth := func(ctx context.Context, token string) (string, string, error) {
-		if revoked.Load() {
+		switch {
+		case unavailable.Load():
+			return "", "", fmt.Errorf("%w: too many reviews", ErrReviewUnavailable)
+		case revoked.Load():
 			return "", "", errors.New("token revoked")
 		}
 		return testAuth(ctx, token)
@@ -49,8 +53,21 @@ func TestStreamEndsWhenTokenRevoked(t *testing.T) {
 	if _, err := lines.ReadBytes('\n'); err != nil {
 		t.Fatal(err)
 	}
-	revoked.Store(true)
+	// A review that cannot be made is no verdict: the stream goes on.
+	unavailable.Store(true)
 	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: snapshot("v2")}})
+	for {
+		line, err := lines.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("the stream ended when its token could not be reviewed: %v", err)
+		}
+		if up := (Update{}); json.Unmarshal(line, &up) == nil && up.Version != "" {
+			break
+		}
+	}
+	unavailable.Store(false)
+	revoked.Store(true)
+	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: snapshot("v3")}})
 	for {
 		line, err := lines.ReadBytes('\n')
 		if err != nil {

@@ -32,8 +32,14 @@ type Plane struct {
 }
 
 // Authenticator reviews a bearer token: the namespace and name of the
-// ServiceAccount it belongs to, or an error.
+// ServiceAccount it belongs to, or an error (wrapping ErrReviewUnavailable
+// when no verdict could be had).
 type Authenticator func(ctx context.Context, token string) (namespace, serviceAccount string, err error)
+
+// ErrReviewUnavailable is wrapped by an Authenticator's error when the
+// token could not be reviewed (the API server unreachable, too many
+// reviews): it says nothing against the token.
+var ErrReviewUnavailable = errors.New("token review unavailable")
 
 // Hub serves the data planes' streams. Build it with NewHub.
 type Hub struct {
@@ -311,8 +317,15 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		// A new snapshot goes only to a token that still passes review
 		// (answers are cached briefly): one revoked since the stream began
-		// (its pod or ServiceAccount deleted) gets nothing more.
-		if ns, name, err := h.auth(r.Context(), token); err != nil || !p.owner(ns, name, key) {
+		// (its pod or ServiceAccount deleted) gets nothing more. A review
+		// that could not be made says nothing against the token: ending
+		// every stream at a change that reaches them all would only bring
+		// their reconnections, and more reviews, at once.
+		ns, name, err := h.auth(r.Context(), token)
+		if errors.Is(err, ErrReviewUnavailable) {
+			ns, name, err = key.Namespace, sa, nil
+		}
+		if err != nil || !p.owner(ns, name, key) {
 			h.log.Info("data plane stream ended: its token no longer passes review", zap.Stringer("gateway", key), zap.Error(err))
 			return
 		}

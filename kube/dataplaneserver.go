@@ -108,8 +108,9 @@ const (
 )
 
 // errReviewUnavailable marks a review that could not be made (the API
-// server unreachable): it is not kept as a verdict on the token.
-var errReviewUnavailable = errors.New("token review unavailable")
+// server unreachable, too many reviews): it is not kept as a verdict on
+// the token.
+var errReviewUnavailable = dataplane.ErrReviewUnavailable
 
 func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (string, string, error) {
 	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
