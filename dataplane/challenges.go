@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"time"
+
+	"portico.dev/portico/resources"
 )
 
 // ChallengePath: GET ?gateway=namespace/name&host=...&token=..., the
@@ -32,21 +35,50 @@ type ChallengeHandler interface {
 // manager, as if the CA had asked the controller itself.
 func (h *Hub) challenge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if _, _, ok := h.authorize(w, r, q.Get("gateway")); !ok {
+	_, p, ok := h.authorize(w, r, q.Get("gateway"))
+	if !ok {
 		return
 	}
-	token := q.Get("token")
-	if h.Challenges == nil || !challengeToken.MatchString(token) {
+	token, host := q.Get("token"), strings.ToLower(q.Get("host"))
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		host = name
+	}
+	// Only its own Gateway's hostnames: the CA reaching this data plane
+	// for another Gateway's name must not validate that Gateway's order
+	// (a tenant's Gateway ordering a name whose DNS points at another
+	// tenant's data plane).
+	if h.Challenges == nil || !challengeToken.MatchString(token) || !p.hosts[host] {
 		http.NotFound(w, r)
 		return
 	}
 	ask := r.Clone(r.Context())
-	ask.Host = q.Get("host")
+	ask.Host = host
 	ask.URL = &url.URL{Path: challengePrefix + token}
 	ask.Header = http.Header{}
 	if !h.Challenges.HandleHTTPChallenge(w, ask) {
 		http.NotFound(w, r)
 	}
+}
+
+// listenerHosts are the hostnames of the listeners of a snapshot's
+// Gateways and ListenerSets.
+func listenerHosts(r *resources.Resources) map[string]bool {
+	out := map[string]bool{}
+	for _, g := range r.Gateways {
+		for _, l := range g.Spec.Listeners {
+			if l.Hostname != nil {
+				out[strings.ToLower(string(*l.Hostname))] = true
+			}
+		}
+	}
+	for _, ls := range r.ListenerSets {
+		for _, l := range ls.Spec.Listeners {
+			if l.Hostname != nil {
+				out[strings.ToLower(string(*l.Hostname))] = true
+			}
+		}
+	}
+	return out
 }
 
 // maxChallengeAnswer bounds an answer (a key authorization is ~100 bytes).

@@ -240,7 +240,7 @@ func (f fakeACME) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bo
 func TestChallenges(t *testing.T) {
 	h := NewHub(testAuth, zaptest.NewLogger(t))
 	h.Challenges = fakeACME{"a.example.com/tok-1": "tok-1.thumbprint"}
-	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: snapshot("v1")}})
+	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: withHosts(snapshot("v1"), "a.example.com")}})
 	srv, roots := hubServer(t, h, "127.0.0.1:0")
 	r := startSource(t, srv.Listener.Addr().String(), "web-token", roots)
 	ask := func(host, path string) (bool, string) {

@@ -3,8 +3,10 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"portico.dev/portico/resources"
 )
@@ -29,8 +32,14 @@ type Plane struct {
 }
 
 // Authenticator reviews a bearer token: the namespace and name of the
-// ServiceAccount it belongs to, or an error.
+// ServiceAccount it belongs to, or an error (wrapping ErrReviewUnavailable
+// when no verdict could be had).
 type Authenticator func(ctx context.Context, token string) (namespace, serviceAccount string, err error)
+
+// ErrReviewUnavailable is wrapped by an Authenticator's error when the
+// token could not be reviewed (the API server unreachable, too many
+// reviews): it says nothing against the token.
+var ErrReviewUnavailable = errors.New("token review unavailable")
 
 // Hub serves the data planes' streams. Build it with NewHub.
 type Hub struct {
@@ -41,6 +50,12 @@ type Hub struct {
 	// token) so that a token is never trusted long after it was reviewed.
 	Heartbeat      time.Duration
 	StreamLifetime time.Duration
+	// BodyTimeout bounds the reading of an acknowledgement's body, which
+	// is read before its token is reviewed: a client that withholds it
+	// does not hold a connection for ever.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the writing of one line of a stream.
+	WriteTimeout time.Duration
 	// OnAck, when set, is told of every acknowledgement, with the name of
 	// the plane's ServiceAccount (and so of its Deployment). It must not
 	// block.
@@ -66,11 +81,15 @@ type plane struct {
 	version        string
 	inputs         []any         // the snapshot's objects, to skip encoding an unchanged one
 	changed        chan struct{} // closed when replaced
+	// hosts are the hostnames of the Gateway's listeners and its
+	// ListenerSets': those whose ACME challenges its data plane may ask
+	// about.
+	hosts map[string]bool
 }
 
 // NewHub returns a Hub that authenticates data planes with auth.
 func NewHub(auth Authenticator, log *zap.Logger) *Hub {
-	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute,
+	return &Hub{auth: auth, log: log, Heartbeat: 10 * time.Second, StreamLifetime: 10 * time.Minute, BodyTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 		planes: map[types.NamespacedName]*plane{}, acks: map[types.NamespacedName]Ack{}, replaced: map[types.NamespacedName][]string{}}
 }
 
@@ -108,7 +127,8 @@ func (h *Hub) Publish(planes []Plane) {
 			next[p.Gateway] = old
 			continue
 		}
-		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, inputs: inputs, changed: make(chan struct{})}
+		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, inputs: inputs,
+			changed: make(chan struct{}), hosts: listenerHosts(p.Resources)}
 	}
 	h.mu.Lock()
 	h.planes = next
@@ -209,8 +229,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorize checks the request's token against the Gateway it asks for.
-// Unknown Gateways and foreign identities get the same answer, so that a
-// data plane learns nothing about Gateways that are not its own.
+// In a namespace not the token's, unknown Gateways and foreign identities
+// get the same answer, so that a data plane learns nothing about Gateways
+// there.
 func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) (types.NamespacedName, *plane, bool) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
@@ -228,13 +249,19 @@ func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) 
 	h.mu.Lock()
 	p := h.planes[key]
 	h.mu.Unlock()
-	if p == nil {
+	if p == nil && saNS == key.Namespace {
 		// Not published yet (a controller replica that just started) or
-		// not a Gateway with a data plane: the data plane retries.
+		// not a Gateway with a data plane: the data plane retries. Asked
+		// from another namespace, this would tell which Gateways exist
+		// there: that gets the answer a foreign identity gets.
 		http.Error(w, "no configuration for this Gateway", http.StatusServiceUnavailable)
 		return key, nil, false
 	}
-	if saNS != key.Namespace || sa != p.serviceAccount {
+	if p == nil {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return key, nil, false
+	}
+	if !p.owner(saNS, sa, key) {
 		h.log.Warn("data plane identity does not match its Gateway", zap.String("gateway", gateway),
 			zap.String("serviceAccount", saNS+"/"+sa))
 		http.Error(w, "forbidden", http.StatusForbidden)
@@ -243,12 +270,19 @@ func (h *Hub) authorize(w http.ResponseWriter, r *http.Request, gateway string) 
 	return key, p, true
 }
 
+// owner reports whether the ServiceAccount ns/sa is the one provisioned
+// for the Gateway key.
+func (p *plane) owner(ns, sa string, key types.NamespacedName) bool {
+	return ns == key.Namespace && sa == p.serviceAccount
+}
+
 func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	key, p, ok := h.authorize(w, r, r.URL.Query().Get("gateway"))
 	if !ok {
 		return
 	}
-	flusher, _ := w.(http.Flusher)
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	end := time.NewTimer(h.StreamLifetime)
@@ -257,7 +291,7 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	defer beat.Stop()
 	sa := p.serviceAccount
 	for {
-		if !writeLine(w, flusher, p.line) {
+		if !h.writeLine(w, rc, p.line) {
 			return
 		}
 		// Until the snapshot changes: heartbeats.
@@ -268,7 +302,7 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 			case <-end.C:
 				return
 			case <-beat.C:
-				if !writeLine(w, flusher, []byte("{}\n")) {
+				if !h.writeLine(w, rc, []byte("{}\n")) {
 					return
 				}
 			case <-p.changed:
@@ -281,27 +315,59 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 		if p == nil || p.serviceAccount != sa {
 			return // the Gateway left, or changed hands: ask again
 		}
+		// A new snapshot goes only to a token that still passes review
+		// (answers are cached briefly): one revoked since the stream began
+		// (its pod or ServiceAccount deleted) gets nothing more. A review
+		// that could not be made says nothing against the token: ending
+		// every stream at a change that reaches them all would only bring
+		// their reconnections, and more reviews, at once.
+		ns, name, err := h.auth(r.Context(), token)
+		if errors.Is(err, ErrReviewUnavailable) {
+			ns, name, err = key.Namespace, sa, nil
+		}
+		if err != nil || !p.owner(ns, name, key) {
+			h.log.Info("data plane stream ended: its token no longer passes review", zap.Stringer("gateway", key), zap.Error(err))
+			return
+		}
 	}
 }
 
-func writeLine(w http.ResponseWriter, flusher http.Flusher, line []byte) bool {
+// writeLine writes and flushes one line within WriteTimeout: a data plane
+// that stops reading its stream does not hold the hub's goroutine and
+// connection until the stream's lifetime ends (the timer is not looked at
+// while a write blocks).
+func (h *Hub) writeLine(w http.ResponseWriter, rc *http.ResponseController, line []byte) bool {
+	_ = rc.SetWriteDeadline(time.Now().Add(h.WriteTimeout))
 	if _, err := w.Write(line); err != nil {
 		return false
 	}
-	if flusher != nil {
-		flusher.Flush()
-	}
-	return true
+	return rc.Flush() == nil
 }
 
-// maxAck bounds an acknowledgement's body.
-const maxAck = 64 << 10
+// maxAck bounds an acknowledgement's body, maxAckError the error it
+// carries on (logged, and passed to OnAck).
+const (
+	maxAck      = 64 << 10
+	maxAckError = 2 << 10
+)
+
+// versionPattern is what encode makes a version: a hash's first 12 bytes
+// in hex. An acknowledgement's version ends up in an annotation.
+var versionPattern = regexp.MustCompile(`^[0-9a-f]{24}$`)
 
 func (h *Hub) ack(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.BodyTimeout))
 	var a Ack
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxAck)).Decode(&a); err != nil {
+	err := json.NewDecoder(io.LimitReader(r.Body, maxAck)).Decode(&a)
+	if err == nil && (!versionPattern.MatchString(a.Version) || (a.Pod != "" && len(validation.IsDNS1123Subdomain(a.Pod)) > 0)) {
+		err = errors.New("not an acknowledgement")
+	}
+	if err != nil {
 		http.Error(w, "bad acknowledgement", http.StatusBadRequest)
 		return
+	}
+	if len(a.Error) > maxAckError {
+		a.Error = a.Error[:maxAckError] + "..."
 	}
 	key, p, ok := h.authorize(w, r, a.Gateway)
 	if !ok {

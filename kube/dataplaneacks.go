@@ -54,6 +54,13 @@ type waitingAck struct {
 	attempts int
 }
 
+// minAckGap is the least time between two writes of a Deployment's
+// acknowledgement: those that come sooner replace each other and the
+// latest is written then. A data plane that acknowledges without pause
+// (alternating versions) would otherwise have its Deployment written,
+// and every replica's informer woken, as fast as the API server answers.
+const minAckGap = 200 * time.Millisecond
+
 // maxAckAttempts bounds the writes of one acknowledgement that fail: the
 // next change the data plane applies brings another.
 const maxAckAttempts = 5
@@ -102,6 +109,7 @@ func (w *ackWriter) write(key types.NamespacedName) {
 		}
 		err := w.patch(key, a.version)
 		if err == nil || apierrors.IsNotFound(err) {
+			time.Sleep(minAckGap)
 			continue
 		}
 		a.attempts++

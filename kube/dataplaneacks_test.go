@@ -14,9 +14,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/dataplane"
@@ -159,5 +162,39 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	}
 	if v := got.Annotations[AppliedVersionAnnotation]; v != second {
 		t.Errorf("Deployment says %s applied, want the later %s (the earlier was %s)", v, second, first)
+	}
+}
+
+// TestAckWriterPacesHostileDataPlane: a data plane that acknowledges
+// without pause, alternating versions (each a change of its Deployment,
+// which every controller replica's informer then handles), costs a bounded
+// rate of Deployment writes: acknowledgements that arrive while a write
+// is recent replace each other, and the latest is written.
+func TestAckWriterPacesHostileDataPlane(t *testing.T) {
+	kc := fake.NewClientset(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-dedicated"}})
+	var patches atomic.Int64
+	kc.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patches.Add(1)
+		return false, nil, nil
+	})
+	w := newAckWriter(kc, func(types.NamespacedName, string) bool { return false }, zaptest.NewLogger(t))
+	gw := types.NamespacedName{Namespace: "apps", Name: "web"}
+	versions := []string{"aaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbb"}
+	start := time.Now()
+	for i := 0; time.Since(start) < time.Second; i++ {
+		w.record(gw, "web-dedicated", dataplane.Ack{Gateway: gw.String(), Version: versions[i%2]})
+		time.Sleep(100 * time.Microsecond)
+	}
+	w.record(gw, "web-dedicated", dataplane.Ack{Gateway: gw.String(), Version: "cccccccccccccccccccccccc"})
+	waitFor(t, 10*time.Second, "the last acknowledgement written", func() error {
+		d, err := kc.AppsV1().Deployments("apps").Get(context.Background(), "web-dedicated", metav1.GetOptions{})
+		if err == nil && d.Annotations[AppliedVersionAnnotation] != "cccccccccccccccccccccccc" {
+			err = fmt.Errorf("annotation %q", d.Annotations[AppliedVersionAnnotation])
+		}
+		return err
+	})
+	elapsed := time.Since(start)
+	if max := int64(elapsed/minAckGap) + 2; patches.Load() > max {
+		t.Errorf("%d Deployment writes in %s, want at most %d (one per %s)", patches.Load(), elapsed, max, minAckGap)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"portico.dev/portico/dataplane"
 	"portico.dev/portico/provision"
@@ -35,8 +36,13 @@ import (
 // token for the data-plane audience and returns the ServiceAccount it
 // belongs to. Answers are kept for a minute, and concurrent questions about
 // one token share one review, so that a data plane's acknowledgements do
-// not each cost a request.
+// not each cost a request. Reviews of tokens not kept are rate limited
+// (reviewQPS, reviewBurst): anyone who reaches the hub can send tokens,
+// and the reviews share the API client's rate limit with leader election
+// and status writes; a token refused for that is not remembered, and its
+// data plane retries.
 func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
+	limit := flowcontrol.NewTokenBucketRateLimiter(reviewQPS, reviewBurst)
 	type verdict struct {
 		ns, sa string
 		err    error
@@ -57,6 +63,10 @@ func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
 				}
 			default: // in flight: wait for it below
 			}
+		}
+		if !ok && !limit.TryAccept() {
+			mu.Unlock()
+			return "", "", fmt.Errorf("%w: too many reviews", errReviewUnavailable)
 		}
 		if !ok {
 			for k, old := range cache {
@@ -88,9 +98,19 @@ func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
 	}
 }
 
+// The rate of token reviews: a data plane's token is reviewed about once a
+// minute while it acknowledges, so this is room for about a thousand busy
+// data planes, and leaves most of the API client's default rate (50) to
+// the controller.
+const (
+	reviewQPS   = 20
+	reviewBurst = 100
+)
+
 // errReviewUnavailable marks a review that could not be made (the API
-// server unreachable): it is not kept as a verdict on the token.
-var errReviewUnavailable = errors.New("token review unavailable")
+// server unreachable, too many reviews): it is not kept as a verdict on
+// the token.
+var errReviewUnavailable = dataplane.ErrReviewUnavailable
 
 func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (string, string, error) {
 	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,5 +46,32 @@ func TestTokenReviewerSharesReviews(t *testing.T) {
 	}
 	if _, _, err := review(context.Background(), "other-audience"); err == nil {
 		t.Error("a token for another audience was accepted")
+	}
+}
+
+// TestTokenReviewerBoundsReviewFloods: anyone who reaches the hub's port
+// can make it review tokens, and reviews go through the controller's own
+// API client, whose rate limit its leader election and status writes
+// share. A client sending a flood of distinct forged tokens gets a bounded
+// number of reviews; those beyond are refused without one, and not
+// remembered, so that a real token is reviewed once the flood ebbs.
+func TestTokenReviewerBoundsReviewFloods(t *testing.T) {
+	kc := fake.NewClientset()
+	var reviews atomic.Int64
+	kc.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews.Add(1)
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		tr.Status = authnv1.TokenReviewStatus{Error: "invalid bearer token"}
+		return true, tr, nil
+	})
+	review := TokenReviewer(kc)
+	const flood = 2000
+	for i := range flood {
+		if _, _, err := review(context.Background(), fmt.Sprintf("forged-%d", i)); err == nil {
+			t.Fatal("a forged token passed")
+		}
+	}
+	if n := reviews.Load(); n > reviewBurst+reviewQPS*5 {
+		t.Errorf("%d forged tokens cost %d TokenReviews, want at most about %d", flood, n, reviewBurst)
 	}
 }

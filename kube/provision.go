@@ -105,10 +105,16 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 	var errs []error
 	wanted := map[[2]string]bool{}
 	deployments := deploymentsByName(b.res.Deployments)
+	holders := nameHolders(b.inputs)
 	for _, in := range b.inputs {
 		key := [2]string{in.Gateway.Namespace, provision.Name(in.Gateway.Name, in.ClassName)}
 		wanted[key] = true
 		if !in.Accepted {
+			continue
+		}
+		if h := holders[key]; h != in.Gateway {
+			errs = append(errs, fmt.Errorf("Gateway %s/%s: its data plane would be named %s like Gateway %s's: not provisioned",
+				in.Gateway.Namespace, in.Gateway.Name, key[1], h.Name))
 			continue
 		}
 		if d := deployments[key]; d != nil && !ownedBy(d.OwnerReferences, in.Gateway.UID) {
@@ -137,6 +143,26 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nameHolders is, by namespace and data plane name, the Gateway that
+// holds the name: the first created (then the first by name) of those
+// whose names map to it (provision.Name("web", "public-portico") is
+// provision.Name("web-public", "portico")). Another Gateway, maybe of
+// another user of the namespace, must not take over its data plane's
+// Service and Deployment, nor share its ServiceAccount and so its
+// snapshot.
+func nameHolders(inputs []provision.Input) map[[2]string]*gwv1.Gateway {
+	out := make(map[[2]string]*gwv1.Gateway, len(inputs))
+	for _, in := range inputs {
+		key := [2]string{in.Gateway.Namespace, provision.Name(in.Gateway.Name, in.ClassName)}
+		h := out[key]
+		if h == nil || in.Gateway.CreationTimestamp.Before(&h.CreationTimestamp) ||
+			(in.Gateway.CreationTimestamp.Equal(&h.CreationTimestamp) && in.Gateway.Name < h.Name) {
+			out[key] = in.Gateway
+		}
+	}
+	return out
 }
 
 func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
@@ -254,9 +280,14 @@ func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resou
 // it down.
 func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plane {
 	out := make([]dataplane.Plane, 0, len(inputs))
+	holders := nameHolders(inputs)
 	for _, in := range inputs {
 		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
-		p := dataplane.Plane{Gateway: key, ServiceAccount: provision.Name(in.Gateway.Name, in.ClassName), Keep: !in.Accepted}
+		name := provision.Name(in.Gateway.Name, in.ClassName)
+		if holders[[2]string{key.Namespace, name}] != in.Gateway {
+			continue // its data plane's name is another Gateway's
+		}
+		p := dataplane.Plane{Gateway: key, ServiceAccount: name, Keep: !in.Accepted}
 		if in.Accepted {
 			p.Resources = translate.Scope(res, key)
 		}

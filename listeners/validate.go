@@ -363,6 +363,19 @@ func (m *merger) granted(src Source, kind string, target types.NamespacedName) b
 	return false
 }
 
+// Granted reports whether one of grants, in the target's namespace, lets
+// src refer to the target, a core object of kind: what the merge checks
+// before it uses an object of another namespace, for those (a data plane's
+// snapshot) that must hold only such objects.
+func Granted(grants []*gwv1.ReferenceGrant, src Source, kind string, target types.NamespacedName) bool {
+	for _, g := range grants {
+		if g != nil && g.Namespace == target.Namespace && grantAllows(g, src, kind, target.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 func grantAllows(g *gwv1.ReferenceGrant, src Source, kind, name string) bool {
 	from := false
 	for _, f := range g.Spec.From {

@@ -65,7 +65,9 @@ type Input struct {
 // Name is the name of the objects of a Gateway's data plane:
 // "<gateway>-<gatewayclass>" when that is a DNS-1035 label (what a Service
 // name must be), else a label made from it that ends with a hash of both
-// names, so that two Gateways never share one.
+// names. Two Gateways of one namespace can still share one ("web" of
+// class "public-portico", "web-public" of class "portico"): the
+// controller provisions only the first created of them.
 func Name(gateway, class string) string {
 	n := gateway + "-" + class
 	if len(validation.IsDNS1035Label(n)) == 0 {

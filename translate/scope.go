@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/listeners"
 	"portico.dev/portico/resources"
 )
 
@@ -13,7 +14,8 @@ import (
 // Config as res does. It holds the Gateway, its class and their
 // parameters, its ListenerSets, the HTTPRoutes attached to either, the
 // Secrets their listeners and the Gateway's backend client certificate
-// name, the Services (and their EndpointSlices) routes send to, the
+// name (of another namespace only when a ReferenceGrant lets the
+// referring object use them), the Services (and their EndpointSlices) routes send to, the
 // BackendTLSPolicies of those Services and the ConfigMaps they and the
 // Gateway's client validation name, every ReferenceGrant and Namespace
 // (small, and read by attachment and reference rules), and no other
@@ -31,19 +33,28 @@ func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resourc
 	}
 	out.Gateways = []*gwv1.Gateway{g}
 	secrets := map[types.NamespacedName]bool{}
-	addCerts := func(ns string, ls []gwv1.Listener) {
+	// A Secret of another namespace is sent only when a ReferenceGrant
+	// lets the declaring object use it: the data plane runs in the
+	// Gateway's namespace, so what it receives its namespace can read.
+	addSecret := func(src listeners.Source, ref gwv1.SecretObjectReference) {
+		key := nn(refNamespace(src.Namespace, ref.Namespace), string(ref.Name))
+		if key.Namespace == src.Namespace || listeners.Granted(res.ReferenceGrants, src, "Secret", key) {
+			secrets[key] = true
+		}
+	}
+	addCerts := func(src listeners.Source, ls []gwv1.Listener) {
 		for _, l := range ls {
 			if l.TLS != nil {
 				for _, ref := range l.TLS.CertificateRefs {
-					secrets[nn(refNamespace(ns, ref.Namespace), string(ref.Name))] = true
+					addSecret(src, ref)
 				}
 			}
 		}
 	}
-	addCerts(g.Namespace, g.Spec.Listeners)
+	gwSource := listeners.Source{Kind: "Gateway", Namespace: g.Namespace, Name: g.Name}
+	addCerts(gwSource, g.Spec.Listeners)
 	if g.Spec.TLS != nil && g.Spec.TLS.Backend != nil && g.Spec.TLS.Backend.ClientCertificateRef != nil {
-		ref := g.Spec.TLS.Backend.ClientCertificateRef
-		secrets[nn(refNamespace(g.Namespace, ref.Namespace), string(ref.Name))] = true
+		addSecret(gwSource, *g.Spec.TLS.Backend.ClientCertificateRef)
 	}
 	parents := map[string]bool{"Gateway/" + gw.String(): true}
 	for _, ls := range res.ListenerSets {
@@ -54,7 +65,7 @@ func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resourc
 			for i, l := range ls.Spec.Listeners {
 				lis[i] = gwv1.Listener{TLS: l.TLS}
 			}
-			addCerts(ls.Namespace, lis)
+			addCerts(listeners.Source{Kind: "ListenerSet", Namespace: ls.Namespace, Name: ls.Name}, lis)
 		}
 	}
 	scopeClass(res, out, g)
