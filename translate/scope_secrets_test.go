@@ -69,4 +69,3 @@ func TestScopeWithholdsUngrantedSecrets(t *testing.T) {
 	}
 }
 
-func ptrTo[T any](v T) *T { return &v }
