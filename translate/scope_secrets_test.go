@@ -68,4 +68,3 @@ func TestScopeWithholdsUngrantedSecrets(t *testing.T) {
 		}
 	}
 }
-
