@@ -105,7 +105,7 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 	var errs []error
 	wanted := map[[2]string]bool{}
 	deployments := deploymentsByName(b.res.Deployments)
-	holders := nameHolders(b.inputs)
+	holders := provision.Holders(b.inputs)
 	for _, in := range b.inputs {
 		key := [2]string{in.Gateway.Namespace, provision.Name(in.Gateway.Name, in.ClassName)}
 		wanted[key] = true
@@ -143,26 +143,6 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// nameHolders is, by namespace and data plane name, the Gateway that
-// holds the name: the first created (then the first by name) of those
-// whose names map to it (provision.Name("web", "public-portico") is
-// provision.Name("web-public", "portico")). Another Gateway, maybe of
-// another user of the namespace, must not take over its data plane's
-// Service and Deployment, nor share its ServiceAccount and so its
-// snapshot.
-func nameHolders(inputs []provision.Input) map[[2]string]*gwv1.Gateway {
-	out := make(map[[2]string]*gwv1.Gateway, len(inputs))
-	for _, in := range inputs {
-		key := [2]string{in.Gateway.Namespace, provision.Name(in.Gateway.Name, in.ClassName)}
-		h := out[key]
-		if h == nil || in.Gateway.CreationTimestamp.Before(&h.CreationTimestamp) ||
-			(in.Gateway.CreationTimestamp.Equal(&h.CreationTimestamp) && in.Gateway.Name < h.Name) {
-			out[key] = in.Gateway
-		}
-	}
-	return out
 }
 
 func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
@@ -280,7 +260,7 @@ func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resou
 // it down.
 func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plane {
 	out := make([]dataplane.Plane, 0, len(inputs))
-	holders := nameHolders(inputs)
+	holders := provision.Holders(inputs)
 	for _, in := range inputs {
 		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
 		name := provision.Name(in.Gateway.Name, in.ClassName)

@@ -152,3 +152,23 @@ func sortedPorts(in []Port) []Port {
 	slices.SortFunc(out, func(a, b Port) int { return cmp.Compare(a.Port, b.Port) })
 	return slices.CompactFunc(out, func(a, b Port) bool { return a.Port == b.Port })
 }
+
+// Holders is, by namespace and data plane name, the Gateway that holds the
+// name: the first created (then the first by name) of those whose names
+// map to it (Name("web", "public-portico") is Name("web-public",
+// "portico")). Another Gateway, maybe of another user of the namespace,
+// must not take over its data plane's Service and Deployment, nor share
+// its ServiceAccount and so its snapshot: the controller provisions and
+// publishes only for the holder, and the others are not Programmed.
+func Holders(inputs []Input) map[[2]string]*gwv1.Gateway {
+	out := make(map[[2]string]*gwv1.Gateway, len(inputs))
+	for _, in := range inputs {
+		key := [2]string{in.Gateway.Namespace, Name(in.Gateway.Name, in.ClassName)}
+		h := out[key]
+		if h == nil || in.Gateway.CreationTimestamp.Before(&h.CreationTimestamp) ||
+			(in.Gateway.CreationTimestamp.Equal(&h.CreationTimestamp) && in.Gateway.Name < h.Name) {
+			out[key] = in.Gateway
+		}
+	}
+	return out
+}

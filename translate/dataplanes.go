@@ -65,6 +65,7 @@ func perGatewayUnsupportedAddress(gw *gwv1.Gateway) string {
 // of its Service (dataPlaneAddresses), and it is
 // programmed once it has one and a replica of its Deployment is available.
 func (t *translation) dataPlaneStatuses() {
+	holders := provision.Holders(t.dataPlanes)
 	for _, dp := range t.dataPlanes {
 		if !dp.Accepted {
 			continue
@@ -72,6 +73,15 @@ func (t *translation) dataPlaneStatuses() {
 		key := nn(dp.Gateway.Namespace, dp.Gateway.Name)
 		gs := t.st.Gateways[key]
 		name := provision.Name(dp.Gateway.Name, dp.ClassName)
+		if h := holders[[2]string{key.Namespace, name}]; h != dp.Gateway {
+			// The Service and Deployment of that name are the other
+			// Gateway's: their addresses are not this one's.
+			gs.Addresses = nil
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, gwv1.GatewayReasonInvalid,
+				fmt.Sprintf("its data plane would be named %s like that of Gateway %s, created before it: rename this Gateway", name, h.Name))
+			t.st.Gateways[key] = gs
+			continue
+		}
 		svc := findNamed(t.res.Services, key.Namespace, name)
 		dep := findNamed(t.res.Deployments, key.Namespace, name)
 		var own []gwv1.GatewayStatusAddress
