@@ -193,45 +193,24 @@ func (c *client) paced(hosts []string, conns, rate int, d time.Duration) loadRes
 	ctx, cancel := context.WithDeadline(context.Background(), end.Add(10*time.Second))
 	defer cancel()
 	var next atomic.Int64
-	var mu sync.Mutex
-	var res loadResult
-	var lat []time.Duration
+	var all tally
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Go(func() {
-			var mine []time.Duration
-			var ok, failed int
-			var firstErr error
+			var mine tally
 			for {
 				due := start.Add(time.Duration(next.Add(1)-1) * interval)
 				if !due.Before(end) {
 					break
 				}
 				time.Sleep(time.Until(due))
-				if err := op(ctx, nil); err != nil {
-					failed++
-					if firstErr == nil {
-						firstErr = err
-					}
-					continue
-				}
-				ok++
-				mine = append(mine, time.Since(due))
+				mine.record(op(ctx, nil), due)
 			}
-			mu.Lock()
-			res.OK += ok
-			res.Failed += failed
-			if res.FirstErr == nil {
-				res.FirstErr = firstErr
-			}
-			lat = append(lat, mine...)
-			mu.Unlock()
+			all.add(&mine)
 		})
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.setPercentiles(lat)
-	return res
+	return all.result(time.Since(start))
 }
 
 // keptAlive returns an operation that GETs over one of conns kept-alive
@@ -321,16 +300,12 @@ func drive(conns int, d time.Duration, op func(context.Context, *rand.Rand) erro
 	end := start.Add(d)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
-	var mu sync.Mutex
-	var res loadResult
-	var lat []time.Duration
+	var all tally
 	var wg sync.WaitGroup
 	for w := range conns {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 1))
-			var mine []time.Duration
-			var ok, failed int
-			var firstErr error
+			var mine tally
 			// The end is read from the clock: ctx's own cancellation can
 			// lag its deadline on busy cores, and operations that fail at
 			// once on the passed deadline are not failures of the proxy.
@@ -340,29 +315,52 @@ func drive(conns int, d time.Duration, op func(context.Context, *rand.Rand) erro
 				if !time.Now().Before(end) {
 					break
 				}
-				if err != nil {
-					failed++
-					if firstErr == nil {
-						firstErr = err
-					}
-					continue
-				}
-				ok++
-				mine = append(mine, time.Since(t))
+				mine.record(err, t)
 			}
-			mu.Lock()
-			res.OK += ok
-			res.Failed += failed
-			if res.FirstErr == nil {
-				res.FirstErr = firstErr
-			}
-			lat = append(lat, mine...)
-			mu.Unlock()
+			all.add(&mine)
 		})
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.setPercentiles(lat)
+	return all.result(time.Since(start))
+}
+
+// tally counts one load's answers: each worker keeps its own and adds it
+// to the run's once, at its end.
+type tally struct {
+	mu       sync.Mutex
+	ok       int
+	failed   int
+	firstErr error
+	lat      []time.Duration
+}
+
+// record counts one operation that ended now, timed from since.
+func (t *tally) record(err error, since time.Time) {
+	if err != nil {
+		t.failed++
+		if t.firstErr == nil {
+			t.firstErr = err
+		}
+		return
+	}
+	t.ok++
+	t.lat = append(t.lat, time.Since(since))
+}
+
+func (t *tally) add(o *tally) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ok += o.ok
+	t.failed += o.failed
+	if t.firstErr == nil {
+		t.firstErr = o.firstErr
+	}
+	t.lat = append(t.lat, o.lat...)
+}
+
+func (t *tally) result(elapsed time.Duration) loadResult {
+	res := loadResult{OK: t.ok, Failed: t.failed, FirstErr: t.firstErr, Elapsed: elapsed}
+	res.setPercentiles(t.lat)
 	return res
 }
 
