@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/textproto"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -581,16 +579,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg 
 // Portico sets its own X-Forwarded-*.
 func mirrorHeader(r *http.Request, x *exchange) http.Header {
 	h := r.Header.Clone()
-	for _, v := range h["Connection"] {
-		for name := range strings.SplitSeq(v, ",") {
-			if name = textproto.TrimString(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopHeaders {
-		delete(h, name)
-	}
+	removeHopByHop(h)
 	delete(h, "Http2-Settings")
 	dropClientForwarding(h)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
