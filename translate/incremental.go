@@ -323,11 +323,7 @@ func routeListenerSets(r *gwv1.HTTPRoute) ([]types.NamespacedName, bool) {
 			only = false
 			continue
 		}
-		ns := r.Namespace
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			ns = string(*ref.Namespace)
-		}
-		out = append(out, nn(ns, string(ref.Name)))
+		out = append(out, nn(refNamespace(r.Namespace, ref.Namespace), string(ref.Name)))
 	}
 	return out, only
 }
@@ -335,28 +331,29 @@ func routeListenerSets(r *gwv1.HTTPRoute) ([]types.NamespacedName, bool) {
 // routeServices are the Services a route may send to or mirror to.
 func routeServices(r *gwv1.HTTPRoute) []types.NamespacedName {
 	var out []types.NamespacedName
-	add := func(ref gwv1.BackendObjectReference) {
-		ns := r.Namespace
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			ns = string(*ref.Namespace)
-		}
-		out = append(out, nn(ns, string(ref.Name)))
-	}
-	filters := func(fs []gwv1.HTTPRouteFilter) {
+	eachBackendRef(r, func(ref gwv1.BackendObjectReference) {
+		out = append(out, nn(refNamespace(r.Namespace, ref.Namespace), string(ref.Name)))
+	})
+	return out
+}
+
+// eachBackendRef calls fn with every backend a route sends to or mirrors
+// to, in its rules and in their backends' filters.
+func eachBackendRef(r *gwv1.HTTPRoute, fn func(gwv1.BackendObjectReference)) {
+	mirrors := func(fs []gwv1.HTTPRouteFilter) {
 		for _, f := range fs {
 			if f.RequestMirror != nil {
-				add(f.RequestMirror.BackendRef)
+				fn(f.RequestMirror.BackendRef)
 			}
 		}
 	}
 	for _, rule := range r.Spec.Rules {
-		filters(rule.Filters)
+		mirrors(rule.Filters)
 		for _, b := range rule.BackendRefs {
-			add(b.BackendObjectReference)
-			filters(b.Filters)
+			fn(b.BackendObjectReference)
+			mirrors(b.Filters)
 		}
 	}
-	return out
 }
 
 // unchangedKinds reports whether every kind a delta does not re-derive is

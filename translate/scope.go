@@ -173,21 +173,7 @@ func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[typ
 			continue
 		}
 		out.HTTPRoutes = append(out.HTTPRoutes, r)
-		addRef := backendAdder(services, r.Namespace)
-		addMirrors := func(fs []gwv1.HTTPRouteFilter) {
-			for _, f := range fs {
-				if f.RequestMirror != nil {
-					addRef(f.RequestMirror.BackendRef)
-				}
-			}
-		}
-		for _, rule := range r.Spec.Rules {
-			addMirrors(rule.Filters)
-			for _, b := range rule.BackendRefs {
-				addRef(b.BackendObjectReference)
-				addMirrors(b.Filters)
-			}
-		}
+		eachBackendRef(r, backendAdder(services, r.Namespace))
 	}
 	return services
 }
