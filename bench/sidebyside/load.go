@@ -88,14 +88,26 @@ func (c *client) checkLeaf(host string, st tls.ConnectionState) error {
 
 // keepAlive returns an HTTP client that keeps one TLS connection to host.
 func (c *client) keepAlive(host string) *http.Client {
+	return oneConnection(c.addr, &tls.Config{ServerName: host, InsecureSkipVerify: true, CurvePreferences: curves()}) //nolint:gosec // leaf compared per response
+}
+
+// plainKeepAlive returns an HTTP client that keeps one plain connection to
+// host's site.
+func (c *client) plainKeepAlive(_ string) *http.Client {
+	return oneConnection(c.plain, nil)
+}
+
+// oneConnection returns an HTTP client that keeps one connection to addr,
+// with TLS when tlsConf is set.
+func oneConnection(addr string, tlsConf *tls.Config) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return d.DialContext(ctx, network, c.addr)
+				return d.DialContext(ctx, network, addr)
 			},
-			TLSClientConfig: &tls.Config{ServerName: host, InsecureSkipVerify: true, CurvePreferences: curves()}, //nolint:gosec // leaf compared per response
+			TLSClientConfig: tlsConf,
 			MaxConnsPerHost: 1,
 		},
 	}
@@ -259,21 +271,6 @@ func (c *client) getOn(ctx context.Context, hc *http.Client, scheme, host string
 		return errors.New("not TLS")
 	}
 	return c.checkLeaf(host, *resp.TLS)
-}
-
-// plainKeepAlive returns an HTTP client that keeps one plain connection to
-// host's site.
-func (c *client) plainKeepAlive(_ string) *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	return &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return d.DialContext(ctx, network, c.plain)
-			},
-			MaxConnsPerHost: 1,
-		},
-	}
 }
 
 // h2Client returns an HTTP client that speaks HTTP/2 over one TLS
