@@ -145,6 +145,8 @@ type loadResult struct {
 	FirstErr   error
 	// CPU is the time the proxy's processes used during the run.
 	CPU time.Duration
+	// Kernel is what the kernel counted per request (-perf-stat).
+	Kernel kernelCounts
 }
 
 // cpuPer100k is CPU seconds per 100,000 answered requests; 0 when unknown.

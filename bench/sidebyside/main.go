@@ -69,6 +69,9 @@ type options struct {
 	PorticoArgs []string
 	// ReadyTimeout bounds the wait for a proxy to serve every hostname.
 	ReadyTimeout time.Duration
+	// PerfStat counts system calls and context switches per request of
+	// the kept-alive runs (kernel.go).
+	PerfStat bool
 }
 
 func main() { os.Exit(run()) }
@@ -89,10 +92,17 @@ func run() int {
 	flag.StringVar(&o.Baseline, "baseline", "", "another Portico binary, measured as the peer portico-base (add it to -peers)")
 	porticoArgs := flag.String("portico-args", "", "extra flags for portico serve, space-separated (e.g. --gc-percent=200)")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
+	flag.BoolVar(&o.PerfStat, "perf-stat", false, "count the proxies' system calls and context switches per request in the kept-alive runs (perf stat; root)")
 	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing) or passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 	o.PorticoArgs = strings.Fields(*porticoArgs)
+	if o.PerfStat {
+		if err := perfUsable(); err != nil {
+			fmt.Fprintln(os.Stderr, "sidebyside:", err)
+			return 1
+		}
+	}
 	if *mode == "passthrough" && !flagSet("peers") {
 		o.Peers = []string{"portico", "nginx", "haproxy"}
 	}
@@ -137,6 +147,9 @@ func run() int {
 	}
 	fmt.Print(report(o, results))
 	fmt.Print(loadReport(o, results))
+	if o.PerfStat {
+		fmt.Print(kernelReport(results))
+	}
 	for _, r := range results {
 		if r.Peer == "portico" && r.Err != nil {
 			return 1
@@ -366,13 +379,14 @@ func addSites(c *client, p peer, e env, pr *proc, hosts []string, sites, added [
 // keptAliveRuns runs the kept-alive loads, plain, over TLS, HTTP/2 and
 // paced, one after another, into r.
 func keptAliveRuns(c *client, o options, hosts []string, pid int, r *result, logf func(string, ...any)) {
-	r.Requests = withCPU(pid, func() loadResult { return c.requests(hosts, o.Conns, o.Duration) })
+	run := func(load func() loadResult) loadResult { return measured(pid, o.PerfStat, logf, load) }
+	r.Requests = run(func() loadResult { return c.requests(hosts, o.Conns, o.Duration) })
 	logf("%s: %.0f requests/s kept alive over TLS, %d failed", r.Peer, r.Requests.rate(), r.Requests.Failed)
-	r.Plain = withCPU(pid, func() loadResult { return c.plainRequests(hosts, o.Conns, o.Duration) })
+	r.Plain = run(func() loadResult { return c.plainRequests(hosts, o.Conns, o.Duration) })
 	logf("%s: %.0f requests/s kept alive in plain HTTP, %d failed", r.Peer, r.Plain.rate(), r.Plain.Failed)
-	r.H2 = withCPU(pid, func() loadResult { return c.h2Requests(hosts, max(o.Conns/4, 1), o.Streams, o.Duration) })
+	r.H2 = run(func() loadResult { return c.h2Requests(hosts, max(o.Conns/4, 1), o.Streams, o.Duration) })
 	logf("%s: %.0f requests/s over HTTP/2, %d failed", r.Peer, r.H2.rate(), r.H2.Failed)
-	r.Paced = withCPU(pid, func() loadResult { return c.paced(hosts, o.Conns, o.Rate, o.Duration) })
+	r.Paced = run(func() loadResult { return c.paced(hosts, o.Conns, o.Rate, o.Duration) })
 	logf("%s: at %d requests/s, p50 %v p99 %v p99.9 %v, %d failed", r.Peer, o.Rate, r.Paced.P50, r.Paced.P99, r.Paced.P999, r.Paced.Failed)
 }
 
