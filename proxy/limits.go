@@ -69,6 +69,11 @@ type paceOp struct {
 	moved    int64
 }
 
+func (o *paceOp) reset() {
+	o.deadline.Store(0)
+	o.waited, o.moved = 0, 0
+}
+
 func (o *paceOp) begin(now time.Time, allowed time.Duration) {
 	o.deadline.Store(now.Add(allowed).UnixNano())
 }
@@ -87,15 +92,31 @@ func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) b
 	return slow
 }
 
-// start begins pacing the request answered through w.
+// start begins pacing the request answered through w. A pacer that paced
+// an earlier request of the same HTTP/1 connection starts afresh and keeps
+// its watchdog timer: no timer is made per request.
 func (p *pacer) start(w http.ResponseWriter, opts *Options) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.rc = *http.NewResponseController(w)
 	p.idle, p.window = opts.ClientIdleTimeout, opts.ClientRateWindow
+	p.rate = 0
 	if opts.ClientMinRate > 0 && p.window > 0 {
 		p.rate = int64(opts.ClientMinRate)
 	}
-	if p.idle > 0 {
+	p.read.reset()
+	p.write.reset()
+	p.done, p.writeCut = false, false
+	p.cut.Store(nil)
+	p.bodyCut.Store(false)
+	switch {
+	case p.idle <= 0:
+	case p.timer == nil:
 		p.timer = time.AfterFunc(p.idle, p.watch)
+	default:
+		// A watch of the previous request that runs late finds the new
+		// request's deadlines, none of them due: it only re-arms.
+		p.timer.Reset(p.idle)
 	}
 }
 
@@ -320,18 +341,24 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		ps.untracked.begin()
 		defer ps.untracked.end()
 	}
-	pw := &pacedWriter{ResponseWriter: w, ps: ps}
-	p := &pw.pacer
-	pw.p = p
-	p.log, p.remote = ps.log, r.RemoteAddr
-	p.start(w, opts)
-	defer p.stop()
 	h1 := r.ProtoMajor == 1
+	if !h1 && r.ContentLength == 0 {
+		// An HTTP/2 stream that ended with its headers (or declared an
+		// empty body): nothing reads its body, the backend request has
+		// none, so it is paced as a request without one.
+		r.Body = http.NoBody
+	}
+	bodyless := r.Body == nil || r.Body == http.NoBody
+	pw := ps.pacedWriter(w, bodyless)
+	defer ps.donePacing(pw, bodyless)
+	p := pw.p
+	p.log, p.remote = ps.log, r.RemoteAddr
 	if h1 {
 		pw.h1 = true
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
-	if r.Body != nil && r.Body != http.NoBody {
+	p.start(w, opts)
+	if !bodyless {
 		b := &pacedBody{ReadCloser: r.Body, p: p}
 		if r.ContentLength > 0 {
 			b.rate = p.rate
@@ -353,6 +380,43 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
 		}
 		p.mu.Unlock()
+	}
+}
+
+// pacedWriter returns the writer to pace a request answered through w.
+// Writers of requests without a body are pooled, pacer and watchdog timer
+// included: none is made per request. A request with a body gets a writer
+// of its own, since a transport may still read the body through its pacer
+// after the handler returned.
+func (ps *portServer) pacedWriter(w http.ResponseWriter, bodyless bool) *pacedWriter {
+	var pw *pacedWriter
+	if bodyless {
+		pw, _ = ps.writers.Get().(*pacedWriter)
+	}
+	if pw == nil {
+		pw = &pacedWriter{ps: ps}
+		pw.p = &pw.pacer
+	}
+	pw.ResponseWriter = w
+	pw.pending = 0
+	pw.answered, pw.discard, pw.h1, pw.hijacked = false, false, false, false
+	return pw
+}
+
+// donePacing stops pw's watch and drops what it holds of the request, so
+// that a pooled writer keeps none of it alive, then pools it. A watch
+// still running late for this request finds it stopped, or the next
+// request's deadlines, none of them due.
+func (ps *portServer) donePacing(pw *pacedWriter, bodyless bool) {
+	p := pw.p
+	p.stop()
+	p.mu.Lock()
+	p.rc = http.ResponseController{}
+	p.conn = nil
+	p.mu.Unlock()
+	pw.ResponseWriter = nil
+	if bodyless {
+		ps.writers.Put(pw)
 	}
 }
 

@@ -334,6 +334,60 @@ func TestReliabilitySlowRead(t *testing.T) {
 	}
 }
 
+// TestReliabilitySlowReadKeptAlive: the pacer of an HTTP/1 connection
+// serves its requests one after another. A client that sends a few quick
+// requests and then stops reading a large answer on the same connection is
+// still cut; a client that waits longer than the idle timeout between two
+// requests is not cut by what the first one left behind.
+func TestReliabilitySlowReadKeptAlive(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	ended := make(chan error, 1)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/download" {
+			io.WriteString(w, "small")
+			return
+		}
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	c := relDial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	br := bufio.NewReader(c)
+	for i := range 3 {
+		if i == 2 {
+			// Past the idle timeout (500 ms) with nothing in progress.
+			time.Sleep(800 * time.Millisecond)
+		}
+		io.WriteString(c, "GET /small HTTP/1.1\r\nHost: a\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || string(b) != "small" {
+			t.Fatalf("request %d: status %d, body %q, %v", i+1, resp.StatusCode, b, err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	io.WriteString(c, "GET /download HTTP/1.1\r\nHost: a\r\n\r\n")
+	start := time.Now()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backend is still sending after 5s to a client that reads nothing")
+	}
+	t.Logf("backend response abandoned after %v", time.Since(start).Round(time.Millisecond))
+	closedWithin(t, c, 3*time.Second)
+}
+
 // TestReliabilitySlowButProgressing: what moves is never cut, however long
 // it lasts: an event stream whose backend pauses longer than the idle
 // timeout, and an upload above the minimum rate lasting several windows.
@@ -1156,6 +1210,92 @@ func TestReliabilityH2SlowBody(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("no answer to the next stream")
+	}
+}
+
+// TestReliabilityH2EmptyBodySmuggled: an HTTP/2 stream that declares an
+// empty body (content-length: 0) keeps its stream open and then sends
+// bytes anyway, as if a body followed. Those bytes never reach the backend,
+// whose request has no body, and the connection serves on.
+func TestReliabilityH2EmptyBodySmuggled(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	bodies := make(chan string, 4)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+		io.WriteString(w, "ok")
+	})
+	addr := relHTTPPort(t, rt, backend)
+	c := relDial(t, addr)
+	h := newH2Client(t, c, "http")
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	statuses := make(chan string, 4)
+	go func() {
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				close(statuses)
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() }) //nolint:errcheck // test client
+				}
+			case *http2.MetaHeadersFrame:
+				statuses <- fmt.Sprintf("%d %s", f.StreamID, f.PseudoValue("status"))
+			case *http2.RSTStreamFrame:
+				statuses <- fmt.Sprintf("%d reset", f.StreamID)
+			}
+		}
+	}()
+	err := h.write(func(fr *http2.Framer) error {
+		h.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", relHostname}, {":path", "/upload"}, {"content-length", "0"}} {
+			h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // to a buffer
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndHeaders: true}); err != nil {
+			return err
+		}
+		return fr.WriteData(1, true, []byte("GET /admin HTTP/1.1\r\nHost: internal\r\n\r\n"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-statuses:
+		// Answered before the bytes arrived, or reset for them: either
+		// way the stream is over.
+		if s != "1 200" && s != "1 reset" {
+			t.Errorf("stream answered %q", s)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no answer to the stream")
+	}
+	select {
+	case b := <-bodies:
+		if b != "" {
+			t.Errorf("the backend received the body %q", b)
+		}
+	case <-time.After(time.Second):
+		// Reset before it was forwarded: the backend saw nothing at all.
+	}
+	if err := h.get(3, "/"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case s := <-statuses:
+			if s == "3 200" {
+				return
+			}
+			if strings.HasPrefix(s, "3 ") {
+				t.Fatalf("next stream answered %q", s)
+			}
+		case <-deadline:
+			t.Fatal("no answer to the next stream")
+		}
 	}
 }
 

@@ -42,8 +42,11 @@ type portServer struct {
 	// HTTP/2 and upgraded ones.
 	untracked untrackedConns
 	conns     connLimit
-	served    chan struct{} // closed when the accept loop returns
-	stopOnce  sync.Once
+	// writers are the paced writers of requests without a body (see
+	// pacedWriter).
+	writers  sync.Pool
+	served   chan struct{} // closed when the accept loop returns
+	stopOnce sync.Once
 }
 
 // trackedConn remembers the listener its TLS handshake selected, so a
