@@ -29,7 +29,14 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
+	// The paced writer (always w, but in tests) holds one, pooled with it.
+	var sw *statusWriter
+	if pw, ok := w.(*pacedWriter); ok {
+		sw = &pw.status
+	} else {
+		sw = new(statusWriter)
+	}
+	*sw = statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
 	var span tracing.Span
 	if tracer != nil {
 		r, span = tracer.Start(r)

@@ -236,8 +236,10 @@ type pacedWriter struct {
 	http.ResponseWriter
 	p  *pacer
 	ps *portServer
-	// pacer is p, allocated with the writer.
-	pacer pacer
+	// pacer is p, allocated with the writer; status is what serveHTTP
+	// records of the answer for metrics and the access log.
+	pacer  pacer
+	status statusWriter
 	// pending are the bytes written since the last flush: what the next
 	// flush waits on the client to take.
 	pending int
@@ -415,6 +417,7 @@ func (ps *portServer) donePacing(pw *pacedWriter, bodyless bool) {
 	p.conn = nil
 	p.mu.Unlock()
 	pw.ResponseWriter = nil
+	pw.status = statusWriter{}
 	if bodyless {
 		ps.writers.Put(pw)
 	}
