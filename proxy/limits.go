@@ -92,9 +92,9 @@ func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) b
 	return slow
 }
 
-// start begins pacing the request answered through w. A pacer that paced
-// an earlier request of the same HTTP/1 connection starts afresh and keeps
-// its watchdog timer: no timer is made per request.
+// start begins pacing the request answered through w. A pooled pacer
+// that paced an earlier request starts afresh and keeps its watchdog
+// timer: no timer is made per request.
 func (p *pacer) start(w http.ResponseWriter, opts *Options) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
