@@ -17,7 +17,9 @@
 //     with its certificate, and the requests to the other hostnames that
 //     failed meanwhile.
 //
-// With -grpc it measures gRPC unary calls per second instead (grpc.go).
+// With -perf-stat it also counts each proxy's system calls and context
+// switches per request of the kept-alive runs (kernel.go). With -grpc it
+// measures gRPC unary calls per second instead (grpc.go).
 //
 // The load generator runs in this process, on the same cores as the proxy
 // under test; it checks every answer (status 200, the hostname's own
