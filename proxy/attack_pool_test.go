@@ -1,0 +1,270 @@
+package proxy
+
+// Attacks on the writers of requests without a body, which a port pools
+// with their pacer, watchdog timer and status writer, and hands to the
+// next request of any client (see pacedWriter): nothing one request leaves
+// in a pooled writer may reach another.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// deadlineRecorder is a response writer that records the deadlines a
+// pacer sets on it: a cut is a deadline set to now.
+type deadlineRecorder struct {
+	http.ResponseWriter
+	mu              sync.Mutex
+	reads, writes   int
+	lastRead, lastW time.Time
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reads++
+	d.lastRead = t
+	return nil
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writes++
+	d.lastW = t
+	return nil
+}
+
+func (d *deadlineRecorder) deadlines() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reads + d.writes
+}
+
+// reusedWriter returns a writer of ps's pool for w that is pw itself,
+// as the pool hands one request's writer to the next (the pool may drop
+// what it is given, under the race detector at random).
+func reusedWriter(t *testing.T, ps *portServer, pw *pacedWriter, w http.ResponseWriter) {
+	t.Helper()
+	for range 1000 {
+		if got := ps.pacedWriter(w, true); got == pw {
+			return
+		}
+		ps.writers.Put(pw)
+	}
+	t.Fatal("the pool never handed the writer back")
+}
+
+// TestAttackPooledWriterLateWatch: the watchdog of request A fires while
+// A's write overstayed its deadline, but runs only after A ended and its
+// writer went to request B of another client. The late watch must cut
+// neither A (over) nor B (whose write is on time).
+func TestAttackPooledWriterLateWatch(t *testing.T) {
+	ps := &portServer{log: zap.NewNop()}
+	opts := &Options{ClientIdleTimeout: time.Hour, ClientMinRate: 1024, ClientRateWindow: time.Hour}
+	a := &deadlineRecorder{ResponseWriter: httptest.NewRecorder()}
+	pw := ps.pacedWriter(a, true)
+	p := pw.p
+	p.log = ps.log
+	p.start(a, opts)
+	// A's write has been waiting on its client past its deadline.
+	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour)
+	ps.donePacing(pw, true)
+	if pw.ResponseWriter != nil || p.conn != nil || pw.status.ResponseWriter != nil || p.rc != (http.ResponseController{}) {
+		t.Fatal("a pooled writer still holds what its request answered through")
+	}
+	p.watch() // A's watch, late: A is over
+	if n := a.deadlines(); n != 0 {
+		t.Fatalf("a watch that ran after request A ended set %d deadlines on it", n)
+	}
+
+	ps.writers.Put(pw)
+	b := &deadlineRecorder{ResponseWriter: httptest.NewRecorder()}
+	reusedWriter(t, ps, pw, b)
+	p.log = ps.log
+	p.start(b, opts)
+	if pw.answered || pw.discard || pw.hijacked || pw.pending != 0 || p.cut.Load() != nil || p.bodyCut.Load() || p.writeCut || p.done {
+		t.Fatal("request B's writer starts with state of request A")
+	}
+	p.watch() // A's watch, late, as B starts: B waits on nothing yet
+	if n := b.deadlines(); n != 0 {
+		t.Fatalf("request A's late watch set %d deadlines on request B before it wrote", n)
+	}
+	p.write.begin(time.Now(), time.Hour) // B writes, well within its time
+	p.watch()                            // A's watch, later still
+	if n := b.deadlines(); n != 0 {
+		t.Fatalf("request A's late watch set %d deadlines on request B", n)
+	}
+	if n := a.deadlines(); n != 0 {
+		t.Fatalf("request A got %d deadlines after it ended", n)
+	}
+	if why := p.cut.Load(); why != nil {
+		t.Fatalf("request B was cut (%s)", *why)
+	}
+	// B's write does overstay: B's own watch cuts B, and only B.
+	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour)
+	p.watch()
+	if b.writes != 1 || a.deadlines() != 0 {
+		t.Fatalf("an overdue write of B: %d write deadlines on B, %d on A; want 1 and 0", b.writes, a.deadlines())
+	}
+	ps.donePacing(pw, true)
+}
+
+// accessEntry is what the access log said of one request.
+type accessEntry struct {
+	path   string
+	status int64
+	bytes  int64
+}
+
+func accessEntries(logs *observer.ObservedLogs) []accessEntry {
+	var out []accessEntry
+	for _, e := range logs.All() {
+		m := e.ContextMap()
+		out = append(out, accessEntry{path: fmt.Sprint(m["path"]), status: m["status"].(int64), bytes: m["bytes"].(int64)})
+	}
+	return out
+}
+
+// TestAttackPooledStatusNoLeak: the status writer of the access log and
+// metrics is pooled with the paced writer. A request answered with an error
+// and a large body, then one whose client leaves before it is answered,
+// then others over HTTP/1 and HTTP/2 on other connections: each is logged
+// with its own status and size, never those of the request before it.
+func TestAttackPooledStatusNoLeak(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	rt := relRuntime(t, func(o *Options) {
+		pacedOptions(o)
+		o.AccessLog = zap.New(core)
+	})
+	big := strings.Repeat("x", 100<<10)
+	arrived := make(chan struct{}, 16)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, big)
+		case "/hang":
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	waitEntries := func(n int) []accessEntry {
+		t.Helper()
+		if !waitFor(10*time.Second, func() bool { return logs.Len() >= n }) {
+			t.Fatalf("%d access log entries after 10s, want %d", logs.Len(), n)
+		}
+		return accessEntries(logs)
+	}
+	for round := range 5 {
+		logs.TakeAll()
+		// 1: an error with a large body, read whole.
+		resp, err := http.Get("http://" + addr + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || n != int64(len(big)) {
+			t.Fatalf("round %d: /big answered %d with %d bytes", round, resp.StatusCode, n)
+		}
+		waitEntries(1)
+		// 2: the client leaves before the answer.
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the backend never got /hang")
+		}
+		c.Close()
+		waitEntries(2)
+		// 3: a small answer on a connection of its own, HTTP/1.1.
+		c = relDial(t, addr)
+		io.WriteString(c, "GET /small HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+		resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "ok" {
+			t.Fatalf("round %d: /small answered %d %q", round, resp.StatusCode, b)
+		}
+		got := waitEntries(3)
+		want := []accessEntry{
+			{"/big", http.StatusServiceUnavailable, int64(len(big))},
+			{"/hang", statusClientClosed, 0},
+			{"/small", http.StatusOK, 2},
+		}
+		for i, w := range want {
+			if got[i] != w {
+				t.Errorf("round %d: request %d logged %+v, want %+v", round, i+1, got[i], w)
+			}
+		}
+	}
+}
+
+// TestAttackPooledWriterCutThenReused: a client that stops reading is cut;
+// the writer that paced it goes back to the pool and paces the next
+// requests. A fast client after it gets its whole answer, and the next
+// client that stops reading is cut too: what the first cut left in the
+// writer (its cut, the watch it stopped) neither cuts nor spares another.
+func TestAttackPooledWriterCutThenReused(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	ended := make(chan error, 1)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/download" {
+			io.WriteString(w, "ok")
+			return
+		}
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	for round := range 4 {
+		c := relDial(t, addr)
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		io.WriteString(c, "GET /download HTTP/1.1\r\nHost: a\r\n\r\n")
+		select {
+		case <-ended:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: a client that reads nothing was not cut in 15s", round)
+		}
+		closedWithin(t, c, 10*time.Second)
+		c.Close()
+		for i := range 3 {
+			resp, err := http.Get("http://" + addr + "/small")
+			if err != nil {
+				t.Fatalf("round %d, request %d after the cut: %v", round, i, err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || string(b) != "ok" {
+				t.Fatalf("round %d, request %d after the cut: %d %q %v", round, i, resp.StatusCode, b, err)
+			}
+		}
+	}
+}
