@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/net/http2"
 )
 
 // deadlineRecorder is a response writer that records the deadlines a
@@ -266,5 +267,132 @@ func TestAttackPooledWriterCutThenReused(t *testing.T) {
 				t.Fatalf("round %d, request %d after the cut: %d %q %v", round, i, resp.StatusCode, b, err)
 			}
 		}
+	}
+}
+
+// TestAttackPooledWriterAfterAbortResetUpgrade: requests that end their
+// writer the hard ways put it back in the pool all the same: an answer
+// aborted mid-body (the handler panics with http.ErrAbortHandler), an
+// HTTP/2 stream the client resets mid-answer, an upgraded connection
+// (hijacked: its watch stopped). After each, the next requests get their
+// whole answers and a client that stops reading is still cut.
+func TestAttackPooledWriterAfterAbortResetUpgrade(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	ended := make(chan error, 8)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/download":
+			chunk := make([]byte, 64<<10)
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					ended <- err
+					return
+				}
+			}
+		case "/broken":
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+			c.Close()
+		case "/ws":
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			line, err := brw.ReadString('\n')
+			if err == nil {
+				io.WriteString(c, line)
+			}
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	healthy := func(round int, after string) {
+		t.Helper()
+		for i := range 3 {
+			resp, err := http.Get("http://" + addr + "/small")
+			if err != nil {
+				t.Fatalf("round %d, after %s: %v", round, after, err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || string(b) != "ok" {
+				t.Fatalf("round %d, after %s, request %d: %d %q %v", round, after, i, resp.StatusCode, b, err)
+			}
+		}
+		c := relDial(t, addr)
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		io.WriteString(c, "GET /download HTTP/1.1\r\nHost: a\r\n\r\n")
+		select {
+		case <-ended:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d, after %s: a client that reads nothing was not cut in 15s", round, after)
+		}
+		c.Close()
+	}
+	for round := range 3 {
+		// An answer aborted mid-body.
+		resp, err := http.Get("http://" + addr + "/broken")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		if err == nil {
+			t.Fatalf("round %d: an answer cut short by its backend reached the client whole", round)
+		}
+		healthy(round, "an aborted answer")
+
+		// An HTTP/2 stream reset by its client mid-answer.
+		c := relDial(t, addr)
+		h := newH2Client(t, c, "http")
+		if err := h.get(1, "/download"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for data := false; !data; {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("round %d: reading the stream: %v", round, err)
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() }) //nolint:errcheck // test client
+				}
+			case *http2.DataFrame:
+				data = true
+			}
+		}
+		if err := h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ended:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: the backend still sends to a stream reset 15s ago", round)
+		}
+		c.Close()
+		healthy(round, "a reset stream")
+
+		// An upgraded connection.
+		c = relDial(t, addr)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(c)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("round %d: upgrade: %v %v", round, resp, err)
+		}
+		io.WriteString(c, "hello\n")
+		if line, err := br.ReadString('\n'); err != nil || line != "hello\n" {
+			t.Fatalf("round %d: echo %q %v", round, line, err)
+		}
+		c.Close()
+		healthy(round, "an upgrade")
 	}
 }
