@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // deadlineRecorder is a response writer that records the deadlines a
@@ -394,5 +395,49 @@ func TestAttackPooledWriterAfterAbortResetUpgrade(t *testing.T) {
 		}
 		c.Close()
 		healthy(round, "an upgrade")
+	}
+}
+
+// TestAttackH2BodyWithoutLengthKept: only an HTTP/2 stream that declared
+// an empty body (or ended with its headers) is served as one without a
+// body. A stream that sends DATA without a content-length, a GET's as a
+// POST's, keeps its body: the backend gets it whole.
+func TestAttackH2BodyWithoutLengthKept(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	bodies := make(chan string, 4)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- r.Method + " " + string(b)
+		io.WriteString(w, "ok")
+	})
+	addr := relHTTPPort(t, rt, backend)
+	for _, method := range []string{"POST", "GET"} {
+		c := relDial(t, addr)
+		h := newH2Client(t, c, "http")
+		err := h.write(func(fr *http2.Framer) error {
+			h.hbuf.Reset()
+			for _, f := range [][2]string{{":method", method}, {":scheme", "http"}, {":authority", relHostname}, {":path", "/up"}} {
+				h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // to a buffer
+			}
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndHeaders: true}); err != nil {
+				return err
+			}
+			if err := fr.WriteData(1, false, []byte("hello, ")); err != nil {
+				return err
+			}
+			return fr.WriteData(1, true, []byte("world"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case b := <-bodies:
+			if want := method + " hello, world"; b != want {
+				t.Errorf("the backend got %q, want %q", b, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the backend got nothing in 10s", method)
+		}
+		c.Close()
 	}
 }
