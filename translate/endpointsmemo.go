@@ -23,8 +23,8 @@ type EndpointsMemory struct {
 // and its result: the next resolution resolves again only the Services
 // whose Service or EndpointSlices changed.
 type endpointsMemo struct {
-	services []*corev1.Service
-	slices   []*discoveryv1.EndpointSlice
+	services keptList[*corev1.Service]
+	slices   keptList[*discoveryv1.EndpointSlice]
 	svcs     layered[types.NamespacedName, *corev1.Service]
 	bySvc    layered[types.NamespacedName, []*discoveryv1.EndpointSlice]
 	out      proxy.EndpointTable
@@ -57,21 +57,21 @@ func ResolveEndpoints(res *resources.Resources, mem Memory) (proxy.EndpointTable
 			bySvc[key] = append(bySvc[key], es)
 		}
 	}
-	return out, EndpointsMemory{&endpointsMemo{services: slices.Clone(res.Services), slices: slices.Clone(res.EndpointSlices),
+	return out, EndpointsMemory{&endpointsMemo{services: newKeptList(res.Services), slices: newKeptList(res.EndpointSlices),
 		svcs: svcs, bySvc: newLayered(bySvc), out: out}}
 }
 
 // next is the resolution of res from m; false when res changed too much.
 func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
-	svcRemoved, svcAdded, ok1 := diffObjects(m.services, res.Services)
-	esRemoved, esAdded, ok2 := diffObjects(m.slices, res.EndpointSlices)
+	svcRemoved, svcAdded, services, ok1 := m.services.diff(res.Services)
+	esRemoved, esAdded, kept, ok2 := m.slices.diff(res.EndpointSlices)
 	if !ok1 || !ok2 {
 		return nil, false
 	}
 	if len(svcRemoved)+len(svcAdded)+len(esRemoved)+len(esAdded) == 0 {
 		return m, true
 	}
-	n := &endpointsMemo{services: keptOrCopied(m.services, res.Services), slices: slices.Clone(res.EndpointSlices)}
+	n := &endpointsMemo{services: services, slices: kept}
 	var changed []types.NamespacedName
 	var ok bool
 	if n.svcs, changed, ok = applyDiff(m.svcs, svcRemoved, svcAdded); !ok {
