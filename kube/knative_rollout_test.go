@@ -121,7 +121,7 @@ func (f *knFixture) waitEndpoints(name string) {
 	key := routing.BackendKey{Service: nn("serving", name), Port: 80}
 	waitFor(f.t, 10*time.Second, "endpoints of "+name, func() error {
 		for _, r := range f.replicas {
-			if eps := r.rt.Current().Endpoints[key]; eps == nil || len(eps.Addrs) == 0 {
+			if eps := r.rt.Current().Endpoints.Lookup(key); eps == nil || len(eps.Addrs) == 0 {
 				return fmt.Errorf("replica %s has none", r.ip)
 			}
 		}

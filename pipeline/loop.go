@@ -22,7 +22,6 @@ import (
 	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
 )
@@ -271,7 +270,7 @@ func (l *Loop) rebuild() error {
 // they can (translate/incremental.go, translate/endpointsmemo.go).
 func TranslateConcurrently(s translate.Settings, res *resources.Resources, mem translate.Memory) (translate.Output, translate.Memory) {
 	type resolved struct {
-		eps map[routing.BackendKey]*proxy.Endpoints
+		eps proxy.EndpointTable
 		mem translate.EndpointsMemory
 	}
 	done := make(chan resolved, 1)

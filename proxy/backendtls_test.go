@@ -155,7 +155,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
 		Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}},
 	}
-	cfg := &Config{Endpoints: map[routing.BackendKey]*Endpoints{}, BackendTLSIDs: map[string]struct{}{}}
+	cfg := &Config{BackendTLSIDs: map[string]struct{}{}}
 	services := map[types.NamespacedName]routing.Service{}
 	for _, s := range svcs {
 		path := "/" + s.name
@@ -173,7 +173,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 		route.Spec.Rules = append(route.Spec.Rules, rule)
 		key := types.NamespacedName{Namespace: "ns", Name: s.name}
 		services[key] = routing.Service{Ports: []routing.ServicePort{{Name: "http", Port: 80, AppProtocol: s.appProtocol, TLS: s.tls}}}
-		cfg.Endpoints[routing.BackendKey{Service: key, Port: 80}] = NewEndpoints(s.addr)
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: key, Port: 80}, NewEndpoints(s.addr))
 		if s.tls != nil {
 			cfg.BackendTLSIDs[s.tls.ID] = struct{}{}
 		}

@@ -43,8 +43,8 @@ type Config struct {
 	Generation int64
 	Ports      []*Port
 	// Endpoints holds the ready addresses ("ip:port") of every backend a
-	// route refers to.
-	Endpoints map[routing.BackendKey]*Endpoints
+	// route refers to. Consecutive Configs share most of it.
+	Endpoints EndpointTable
 	// BackendTLSIDs holds the ID of every routing.BackendTLS a route of
 	// this Config may send requests or mirrors to; listing more does no
 	// harm. Apply closes the backend connection pools of all other IDs: the

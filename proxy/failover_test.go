@@ -42,7 +42,7 @@ func TestFailoverToLiveEndpoint(t *testing.T) {
 		rt := newRuntime(t)
 		p := freePort(t)
 		cfg := httpPortConfig(t, p, "svc", live)
-		cfg.Endpoints[key] = NewEndpoints(dead, live) // the dead one is picked first
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(dead, live)) // the dead one is picked first
 		if err := rt.Apply(cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestAllEndpointsDown(t *testing.T) {
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", deadAddr(t))
 	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
-	cfg.Endpoints[key] = NewEndpoints(deadAddr(t), deadAddr(t))
+	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(deadAddr(t), deadAddr(t)))
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -366,7 +366,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	for _, mi := range mirrors {
 		f.mirror(out, body, mi, cfg, x)
 	}
-	eps := cfg.Endpoints[b.Key]
+	eps := cfg.Endpoints.Lookup(b.Key)
 	if b.Address != "" {
 		eps = NewEndpoints(b.Address)
 	}
@@ -537,7 +537,7 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
 func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, x *exchange) {
-	addr := cfg.Endpoints[m.Backend].pick()
+	addr := cfg.Endpoints.Lookup(m.Backend).pick()
 	if addr == "" {
 		return
 	}

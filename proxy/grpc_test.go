@@ -100,7 +100,7 @@ func grpcTestConfig(t *testing.T, number int) *Config {
 		"b":   grpcBackend(t, "b", nil, "test.Echo", "other.Svc"),
 		"tls": grpcBackend(t, "tls", &cert, "tls.Echo"),
 	}
-	cfg := &Config{Endpoints: map[routing.BackendKey]*Endpoints{}, BackendTLSIDs: map[string]struct{}{"id": {}}}
+	cfg := &Config{BackendTLSIDs: map[string]struct{}{"id": {}}}
 	services := map[types.NamespacedName]routing.Service{}
 	for name, addr := range addrs {
 		key := types.NamespacedName{Namespace: "ns", Name: name}
@@ -109,7 +109,7 @@ func grpcTestConfig(t *testing.T, number int) *Config {
 			sp.TLS = policy
 		}
 		services[key] = routing.Service{Ports: []routing.ServicePort{sp}}
-		cfg.Endpoints[routing.BackendKey{Service: key, Port: 80}] = NewEndpoints(addr)
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: key, Port: 80}, NewEndpoints(addr))
 	}
 	same := gwv1.NamespacesFromSame
 	out := routing.Compile(routing.Input{

@@ -36,7 +36,7 @@ func TestRequestID(t *testing.T) {
 		t.Cleanup(func() { _ = rt.Close(t.Context()) })
 		p := freePort(t)
 		cfg := httpPortConfig(t, p, "svc", "")
-		cfg.Endpoints[key] = NewEndpoints(backend.Listener.Addr().String())
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(backend.Listener.Addr().String()))
 		if err := rt.Apply(cfg); err != nil {
 			t.Fatal(err)
 		}

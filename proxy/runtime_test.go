@@ -76,9 +76,9 @@ func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *Config {
 	l := &Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
 	return &Config{
 		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}},
-		Endpoints: map[routing.BackendKey]*Endpoints{
+		Endpoints: NewEndpointTable(map[routing.BackendKey]*Endpoints{
 			{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: NewEndpoints(backendAddr),
-		},
+		}),
 	}
 }
 

@@ -180,7 +180,7 @@ func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert,
 		return nil, errNoStreamBackend
 	}
 	cfg := ps.rt.current.Load()
-	addr := cfg.Endpoints[b.Key].pick()
+	addr := cfg.Endpoints.Lookup(b.Key).pick()
 	if addr == "" {
 		return nil, errNoStreamBackend
 	}

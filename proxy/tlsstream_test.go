@@ -52,10 +52,9 @@ func (p tlsPort) config(number int) *Config {
 		Ports: []*Port{{Number: int32(number), Protocol: HTTPS,
 			Listeners: hostname.NewTable([]string{"*.pass.test", "*.term.test"}, []*Listener{pass, term}),
 			All:       []*Listener{pass, term}, SNI: sni.NewTable(entries), Streams: true}},
-		Endpoints: map[routing.BackendKey]*Endpoints{},
 	}
 	for svc, addr := range p.endpoints {
-		cfg.Endpoints[routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}] = NewEndpoints(addr)
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, NewEndpoints(addr))
 	}
 	return cfg
 }

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,11 +23,11 @@ type EndpointsMemory struct {
 // and its result: the next resolution resolves again only the Services
 // whose Service or EndpointSlices changed.
 type endpointsMemo struct {
-	services []*corev1.Service
-	slices   []*discoveryv1.EndpointSlice
+	services keptList[*corev1.Service]
+	slices   keptList[*discoveryv1.EndpointSlice]
 	svcs     layered[types.NamespacedName, *corev1.Service]
 	bySvc    layered[types.NamespacedName, []*discoveryv1.EndpointSlice]
-	out      map[routing.BackendKey]*proxy.Endpoints
+	out      proxy.EndpointTable
 }
 
 // WithEndpoints returns m carrying e.
@@ -39,9 +38,8 @@ func (m Memory) WithEndpoints(e EndpointsMemory) Memory {
 
 // ResolveEndpoints is Endpoints with mem: only the Services whose Service
 // or EndpointSlices changed since the resolution mem carries are resolved
-// again. The map returned may be that of the resolution before: like an
-// Output, it is read-only.
-func ResolveEndpoints(res *resources.Resources, mem Memory) (map[routing.BackendKey]*proxy.Endpoints, EndpointsMemory) {
+// again, and the table returned shares the rest with the one before.
+func ResolveEndpoints(res *resources.Resources, mem Memory) (proxy.EndpointTable, EndpointsMemory) {
 	if prev := mem.eps; prev != nil {
 		if m, ok := prev.next(res); ok {
 			return m.out, EndpointsMemory{m}
@@ -59,21 +57,21 @@ func ResolveEndpoints(res *resources.Resources, mem Memory) (map[routing.Backend
 			bySvc[key] = append(bySvc[key], es)
 		}
 	}
-	return out, EndpointsMemory{&endpointsMemo{services: slices.Clone(res.Services), slices: slices.Clone(res.EndpointSlices),
+	return out, EndpointsMemory{&endpointsMemo{services: newKeptList(res.Services), slices: newKeptList(res.EndpointSlices),
 		svcs: svcs, bySvc: newLayered(bySvc), out: out}}
 }
 
 // next is the resolution of res from m; false when res changed too much.
 func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
-	svcRemoved, svcAdded, ok1 := diffObjects(m.services, res.Services)
-	esRemoved, esAdded, ok2 := diffObjects(m.slices, res.EndpointSlices)
+	svcRemoved, svcAdded, services, ok1 := m.services.diff(res.Services)
+	esRemoved, esAdded, kept, ok2 := m.slices.diff(res.EndpointSlices)
 	if !ok1 || !ok2 {
 		return nil, false
 	}
 	if len(svcRemoved)+len(svcAdded)+len(esRemoved)+len(esAdded) == 0 {
 		return m, true
 	}
-	n := &endpointsMemo{services: slices.Clone(res.Services), slices: slices.Clone(res.EndpointSlices)}
+	n := &endpointsMemo{services: services, slices: kept}
 	var changed []types.NamespacedName
 	var ok bool
 	if n.svcs, changed, ok = applyDiff(m.svcs, svcRemoved, svcAdded); !ok {
@@ -106,12 +104,14 @@ func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
 		edit(es, true)
 	}
 	n.bySvc = e.done()
-	n.out = maps.Clone(m.out)
+	// The changed Services' ports: those they had are removed, those they
+	// have resolved again.
+	set := make(map[routing.BackendKey]*proxy.Endpoints, len(changed))
 	var r resolver
 	for _, key := range changed {
 		if old, ok := m.svcs.get(key); ok {
 			for _, sp := range old.Spec.Ports {
-				delete(n.out, routing.BackendKey{Service: key, Port: sp.Port})
+				set[routing.BackendKey{Service: key, Port: sp.Port}] = nil
 			}
 		}
 	}
@@ -125,7 +125,8 @@ func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
 		for _, es := range slicesOf {
 			list.add(es)
 		}
-		r.service(n.out, key, svc, list)
+		r.service(set, key, svc, list)
 	}
+	n.out = m.out.With(set)
 	return n, true
 }

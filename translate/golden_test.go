@@ -643,7 +643,7 @@ func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
 	for _, p := range ports {
 		out.Ports = append(out.Ports, d.port(p))
 	}
-	for k, e := range cfg.Endpoints {
+	for k, e := range cfg.Endpoints.All() {
 		addrs := []string{}
 		if e != nil {
 			addrs = append(addrs, e.Addrs...)

@@ -388,6 +388,13 @@ func diffObjects[T comparable](old, new []T) (removed, added []T, ok bool) {
 	if len(o)+len(nw) > 2*maxDelta {
 		return nil, nil, false
 	}
+	removed, added = diffMiddle(o, nw)
+	return removed, added, true
+}
+
+// diffMiddle is diffObjects of what is left between the common prefix and
+// suffix.
+func diffMiddle[T comparable](o, nw []T) (removed, added []T) {
 	in := make(map[T]bool, len(o))
 	for _, x := range o {
 		in[x] = true
@@ -404,7 +411,7 @@ func diffObjects[T comparable](old, new []T) (removed, added []T, ok bool) {
 			removed = append(removed, x)
 		}
 	}
-	return removed, added, true
+	return removed, added
 }
 
 // applyDiff applies a kind's changes to its index and returns the keys

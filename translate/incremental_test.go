@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -302,8 +303,18 @@ func incrementalDiff(a, b Output) string {
 			return d
 		}
 	}
+	// Endpoint tables are compared by what they hold: how much of it sits
+	// in an overlay depends on the changes that built them.
+	ea, eb := maps.Collect(a.Config.Endpoints.All()), maps.Collect(b.Config.Endpoints.All())
+	if d := diff(reflect.ValueOf(ea), reflect.ValueOf(eb), "Config.Endpoints"); d != "" {
+		return d
+	}
+	if a.Config.Endpoints.Len() != len(ea) || b.Config.Endpoints.Len() != len(eb) {
+		return "Config.Endpoints.Len"
+	}
 	ca, cb := *a.Config, *b.Config
 	ca.Ports, cb.Ports = nil, nil
+	ca.Endpoints, cb.Endpoints = proxy.EndpointTable{}, proxy.EndpointTable{}
 	if d := diff(reflect.ValueOf(ca), reflect.ValueOf(cb), "Config"); d != "" {
 		return d
 	}

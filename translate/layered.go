@@ -1,10 +1,15 @@
 package translate
 
+import (
+	"maps"
+	"math"
+)
+
 // layered is a map that is never changed once built: with returns a new
 // one sharing everything unchanged. Changes go to a small overlay on a
-// shared base until the overlay grows past a share of the base, and the
-// two are flattened into a new base: a one-object change to a map of
-// 100,000 entries copies the overlay, not the map.
+// shared base until the overlay grows past flattenAt, and the two are
+// flattened into a new base: a one-object change to a map of 100,000
+// entries copies the overlay, not the map.
 type layered[K comparable, V any] struct {
 	base map[K]V
 	over map[K]layeredEntry[V]
@@ -16,12 +21,17 @@ type layeredEntry[V any] struct {
 	deleted bool
 }
 
-// layeredFlatten: an overlay larger than minFlatten entries and 1/16 of
-// the base is flattened.
-const (
-	minFlatten   = 64
-	flattenShare = 16
-)
+// minFlatten is the overlay no map flattens below: flattening a small map
+// costs as little as copying its overlay.
+const minFlatten = 64
+
+// flattenAt is the largest overlay kept on a base of n entries. Each
+// change copies the overlay (k entries, k/2 on average as it grows), a
+// flatten copies the base once every k changes (n/k per change): the sum
+// is least at k = √(2n), 447 at 100,000 (as proxy.EndpointTable's).
+func flattenAt(n int) int {
+	return max(minFlatten, int(math.Sqrt(2*float64(n))))
+}
 
 func newLayered[K comparable, V any](base map[K]V) layered[K, V] {
 	return layered[K, V]{base: base, n: len(base)}
@@ -95,11 +105,19 @@ func (e *layeredEdit[K, V]) delete(k K) {
 
 // done returns the edited map.
 func (e *layeredEdit[K, V]) done() layered[K, V] {
-	m := layered[K, V]{base: e.from.base, over: e.over, n: e.n}
-	if len(e.over) > minFlatten && len(e.over) > len(e.from.base)/flattenShare {
-		flat := make(map[K]V, m.n)
-		m.each(func(k K, v V) { flat[k] = v })
-		return newLayered(flat)
+	if len(e.over) <= flattenAt(len(e.from.base)) {
+		return layered[K, V]{base: e.from.base, over: e.over, n: e.n}
 	}
-	return m
+	flat := maps.Clone(e.from.base)
+	if flat == nil {
+		flat = make(map[K]V, len(e.over))
+	}
+	for k, x := range e.over {
+		if x.deleted {
+			delete(flat, k)
+		} else {
+			flat[k] = x.v
+		}
+	}
+	return newLayered(flat)
 }

@@ -199,8 +199,8 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 
 // Endpoints resolves every Service port of res to its ready endpoints
 // (endpoints.go).
-func Endpoints(res *resources.Resources) map[routing.BackendKey]*proxy.Endpoints {
-	return endpoints(res.Services, res.EndpointSlices)
+func Endpoints(res *resources.Resources) proxy.EndpointTable {
+	return proxy.NewEndpointTable(endpoints(res.Services, res.EndpointSlices))
 }
 
 // translation is the state of one full translation: the lookups built

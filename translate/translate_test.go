@@ -79,7 +79,7 @@ func toGolden(cfg *proxy.Config, st *status.Computed) golden {
 	for k, v := range st.HTTPRoutes {
 		g.HTTPRoutes[k.String()] = v
 	}
-	for k, eps := range cfg.Endpoints {
+	for k, eps := range cfg.Endpoints.All() {
 		if len(eps.Addrs) > 0 {
 			g.Endpoints[k.Service.String()+":"+itoa(k.Port)] = eps.Addrs
 		}
