@@ -46,7 +46,8 @@ type version struct {
 	err       error
 	openapi   validation.SchemaValidator
 	structure *schema.Structural
-	cel       *cel.Validator
+	rules     *ruleTree      // the CEL rules, when walkable
+	cel       *cel.Validator // the CEL rules otherwise
 }
 
 // Load parses the embedded CRDs.
@@ -131,7 +132,12 @@ func (s *Schemas) Validate(apiVersion, kind string, obj map[string]any) field.Er
 		// schema: rules may assume its types and bounds.
 		return errs
 	}
-	celErrs, _ := v.cel.Validate(context.Background(), nil, v.structure, obj, nil, apiservercel.RuntimeCELCostBudget)
+	var celErrs field.ErrorList
+	if v.cel != nil {
+		celErrs, _ = v.cel.Validate(context.Background(), nil, v.structure, obj, nil, apiservercel.RuntimeCELCostBudget)
+	} else {
+		celErrs, _ = v.rules.validate(context.Background(), nil, obj, apiservercel.RuntimeCELCostBudget)
+	}
 	return append(errs, celErrs...)
 }
 
@@ -145,5 +151,9 @@ func (v *version) compile() {
 		v.err = fmt.Errorf("schema validator: %w", err)
 		return
 	}
-	v.cel = cel.NewValidator(v.structure, true, apiservercel.PerCallLimit)
+	if walkable(v.structure) {
+		v.rules = newRuleTree(v.structure, apiservercel.PerCallLimit)
+	} else {
+		v.cel = cel.NewValidator(v.structure, true, apiservercel.PerCallLimit)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -143,6 +144,99 @@ func decodeAll(raws [][]byte, admit *admission.Checker) ([]metav1.Object, []erro
 }
 
 func decodeOne(raw []byte, admit *admission.Checker) (metav1.Object, error) {
+	if obj, tm, ok := decodeScanned(raw); ok {
+		return admitted(obj, &tm, admit)
+	}
+	return decodeParsed(raw, admit)
+}
+
+// decodeScanned decodes raw parsing its YAML once: its apiVersion and kind
+// are read off its top-level lines (typedMeta) to pick the type the strict
+// decoding needs. ok is false when the lines do not say, or when the
+// decoded object's own apiVersion and kind differ from what they said (a
+// line that only looked like a top-level key, inside a quoted scalar):
+// decodeParsed then decodes raw the long way, which also words every error.
+func decodeScanned(raw []byte) (metav1.Object, metav1.TypeMeta, bool) {
+	tm, ok := typeMeta(raw)
+	if !ok {
+		return nil, tm, false
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, tm, false
+	}
+	if err := yaml.UnmarshalStrict(raw, obj); err != nil || obj.GetName() == "" {
+		return nil, tm, false
+	}
+	typed, ok := obj.(interface{ GetObjectKind() schema.ObjectKind })
+	if !ok {
+		return nil, tm, false
+	}
+	got := typed.GetObjectKind().GroupVersionKind()
+	if got.Kind != tm.Kind || got.GroupVersion().String() != tm.APIVersion {
+		return nil, tm, false
+	}
+	return obj, tm, true
+}
+
+// typeMeta reads apiVersion and kind from the lines of raw that start, in
+// the first column, with "apiVersion:" or "kind:" followed by a plain or
+// simply quoted scalar: the top-level keys of a document in block style.
+// ok is false unless each key is found once with such a value.
+func typeMeta(raw []byte) (tm metav1.TypeMeta, ok bool) {
+	var seenVersion, seenKind int
+	for line := range bytes.Lines(raw) {
+		var dst *string
+		var rest []byte
+		switch {
+		case bytes.HasPrefix(line, []byte("apiVersion:")):
+			dst, rest = &tm.APIVersion, line[len("apiVersion:"):]
+			seenVersion++
+		case bytes.HasPrefix(line, []byte("kind:")):
+			dst, rest = &tm.Kind, line[len("kind:"):]
+			seenKind++
+		default:
+			continue
+		}
+		v, ok := plainScalar(rest)
+		if !ok {
+			return tm, false
+		}
+		*dst = v
+	}
+	return tm, seenVersion == 1 && seenKind == 1
+}
+
+// plainScalar is the value after a key's colon when it is a word of the
+// characters apiVersions and kinds are made of, maybe quoted, maybe
+// followed by a comment.
+func plainScalar(rest []byte) (string, bool) {
+	if len(rest) == 0 || (rest[0] != ' ' && rest[0] != '\t') {
+		return "", false
+	}
+	v := bytes.TrimSpace(rest)
+	if i := bytes.Index(v, []byte(" #")); i >= 0 {
+		v = bytes.TrimSpace(v[:i])
+	}
+	if n := len(v); n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n-1] == v[0] {
+		v = v[1 : n-1]
+	}
+	if len(v) == 0 {
+		return "", false
+	}
+	for _, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '/', c == '-':
+		default:
+			return "", false
+		}
+	}
+	return string(v), true
+}
+
+// decodeParsed decodes raw reading its apiVersion and kind with a YAML
+// parser first.
+func decodeParsed(raw []byte, admit *admission.Checker) (metav1.Object, error) {
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
