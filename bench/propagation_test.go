@@ -6,6 +6,7 @@ package bench
 // Figures are in README.md, section "Propagation".
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,8 +99,20 @@ func newHostnameFirst200(b *testing.B, n int) {
 	src := &memorySource{res: res}
 	rt := proxy.New(proxy.Options{BindAddress: "127.0.0.1"}, zap.NewNop())
 	defer rt.Close(context.Background())
+	// The rebuilds of each iteration, to tell where a slow one spent its
+	// time.
+	var reportsMu sync.Mutex
+	type rebuild struct {
+		pipeline.ApplyReport
+		at time.Time // when it was applied
+	}
+	var reports []rebuild
 	loop := pipeline.New(pipeline.Options{MinHoldoff: 10 * time.Millisecond, Holdoff: 100 * time.Millisecond, MaxDelay: time.Second},
-		src, rt, nil, pipeline.Outputs{}, zap.NewNop())
+		src, rt, nil, pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
+			reportsMu.Lock()
+			reports = append(reports, rebuild{r, time.Now()})
+			reportsMu.Unlock()
+		}}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
@@ -107,6 +121,12 @@ func newHostnameFirst200(b *testing.B, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	var took []time.Duration
+	type slow struct {
+		took     time.Duration
+		rebuilds []rebuild
+		start    time.Time
+	}
+	var slowest []slow
 	startTiming(b)
 	for k := 0; b.Loop(); k++ {
 		b.StopTimer()
@@ -119,6 +139,9 @@ func newHostnameFirst200(b *testing.B, n int) {
 				return (&net.Dialer{}).DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
 			},
 		}}
+		reportsMu.Lock()
+		reports = nil
+		reportsMu.Unlock()
 		b.StartTimer()
 		start := time.Now()
 		src.set(next)
@@ -136,7 +159,19 @@ func newHostnameFirst200(b *testing.B, n int) {
 			time.Sleep(time.Millisecond)
 		}
 		took = append(took, time.Since(start))
+		reportsMu.Lock()
+		slowest = append(slowest, slow{took[len(took)-1], reports, start})
+		reportsMu.Unlock()
 		res = next
+	}
+	slices.SortFunc(slowest, func(a, b slow) int { return cmp.Compare(b.took, a.took) })
+	for _, s := range slowest[:min(3, len(slowest))] {
+		var parts []string
+		for _, r := range s.rebuilds {
+			parts = append(parts, fmt.Sprintf("applied at %v (snapshot+translate %v, apply %v)", r.at.Sub(s.start).Round(10*time.Microsecond),
+				r.Translate.Round(10*time.Microsecond), r.Apply.Round(10*time.Microsecond)))
+		}
+		b.Logf("slow iteration: %v; rebuilds: %s", s.took.Round(10*time.Microsecond), strings.Join(parts, "; "))
 	}
 	reportPercentiles(b, took)
 }

@@ -13,7 +13,7 @@ import (
 // cannot starve it.
 //
 // With MinHoldoff set, the holdoff follows the time the last rebuild Run
-// made took, between MinHoldoff and Holdoff: where a rebuild costs a few
+// made took (or what RunCosted's rebuild says it cost), between MinHoldoff and Holdoff: where a rebuild costs a few
 // milliseconds (hundreds or thousands of hostnames, or any number once
 // changes are translated incrementally), a change is served a few
 // milliseconds after it, and where it costs more than Holdoff, bursts are
@@ -70,6 +70,19 @@ func (d *Debouncer) holdoffAfter(took time.Duration) time.Duration {
 // Run calls rebuild for each burst of Marks until ctx ends. rebuild runs on
 // Run's goroutine, so rebuilds never overlap.
 func (d *Debouncer) Run(ctx context.Context, rebuild func()) {
+	d.RunCosted(ctx, func() time.Duration {
+		start := time.Now()
+		rebuild()
+		return time.Since(start)
+	})
+}
+
+// RunCosted is Run with a rebuild that says what it cost: the holdoff
+// follows that rather than the time the call took. A rebuild that knows
+// its work was small (a change translated as a delta) says so even when a
+// busy machine made it take long, which would otherwise hold the next
+// change back by up to Holdoff.
+func (d *Debouncer) RunCosted(ctx context.Context, rebuild func() time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,8 +109,6 @@ func (d *Debouncer) Run(ctx context.Context, rebuild func()) {
 		}
 		deadline.Stop()
 		quiet.Stop()
-		start := time.Now()
-		rebuild()
-		d.holdoff.Store(int64(d.holdoffAfter(time.Since(start))))
+		d.holdoff.Store(int64(d.holdoffAfter(rebuild())))
 	}
 }

@@ -104,3 +104,34 @@ func waitFor(t testing.TB, timeout time.Duration, what string, check func() erro
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHoldoffFollowsTheCostSaid: with RunCosted, the holdoff follows what
+// the rebuild says it cost, not how long it took.
+func TestHoldoffFollowsTheCostSaid(t *testing.T) {
+	d := NewAdaptive(5*time.Millisecond, 50*time.Millisecond, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	costs := make(chan time.Duration, 1)
+	rebuilt := make(chan struct{}, 1)
+	go d.RunCosted(ctx, func() time.Duration {
+		c := <-costs
+		time.Sleep(30 * time.Millisecond) // slow, whatever it says
+		rebuilt <- struct{}{}
+		return c
+	})
+	for _, c := range []struct{ cost, want time.Duration }{{40 * time.Millisecond, 40 * time.Millisecond}, {0, 5 * time.Millisecond}} {
+		costs <- c.cost
+		d.Mark()
+		select {
+		case <-rebuilt:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no rebuild")
+		}
+		waitFor(t, 5*time.Second, "holdoff", func() error {
+			if got := d.CurrentHoldoff(); got != c.want {
+				return fmt.Errorf("after a rebuild said to cost %v: holdoff %v, want %v", c.cost, got, c.want)
+			}
+			return nil
+		})
+	}
+}
