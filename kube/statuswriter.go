@@ -330,69 +330,103 @@ func (w *statusWriter) pass(ctx context.Context) {
 // conflicts.
 func (w *statusWriter) jobs() []statusJob {
 	ts := metav1.NewTime(w.now().Truncate(time.Second))
-	gws := w.client.GatewayV1()
+	k := w.kinds()
 	st := w.cur
-	objects := func(kind string) []types.NamespacedName {
-		var keys []types.NamespacedName
-		for k := range w.dirty {
-			if k.kind == kind {
-				keys = append(keys, k.NamespacedName)
-			}
-		}
-		return keys
-	}
 	classes := classKeys(st.GatewayClasses)
-	getClass := func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) }
-	getGateway := func(k types.NamespacedName) (*gwv1.Gateway, error) {
-		return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
-	}
-	getListenerSet := func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
-		return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
-	}
-	getRoute := func(k types.NamespacedName) (*gwv1.HTTPRoute, error) {
-		return w.in.httpRoutes.HTTPRoutes(k.Namespace).Get(k.Name)
-	}
-	routeIsOurs := func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }
-	classKind := statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
-		name:   "GatewayClass",
-		client: func(string) statusClient[*gwv1.GatewayClass] { return gws.GatewayClasses() },
-		merge:  status.MergeGatewayClass,
-	}
-	gatewayKind := statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
-		name:   "Gateway",
-		client: func(ns string) statusClient[*gwv1.Gateway] { return gws.Gateways(ns) },
-		merge:  status.MergeGateway,
-	}
-	listenerSetKind := statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
-		name:   "ListenerSet",
-		client: func(ns string) statusClient[*gwv1.ListenerSet] { return gws.ListenerSets(ns) },
-		merge:  status.MergeListenerSet,
-	}
-	routeKind := statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
-		name:   "HTTPRoute",
-		client: func(ns string) statusClient[*gwv1.HTTPRoute] { return gws.HTTPRoutes(ns) },
-		merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
-			return status.MergeHTTPRoute(o, c, w.controller, now)
-		},
-	}
+	var jobs []statusJob
 	if !w.all {
 		w.deltaCompared.Add(int64(len(w.dirty)))
-		jobs := kindJobs(w, ts, classKind, fromKeys(objects("GatewayClass"), classes, getClass, nil))
-		jobs = append(jobs, kindJobs(w, ts, gatewayKind, fromKeys(objects("Gateway"), st.Gateways, getGateway, nil))...)
-		jobs = append(jobs, kindJobs(w, ts, listenerSetKind, fromKeys(objects("ListenerSet"), st.ListenerSets, getListenerSet, nil))...)
+		jobs = kindJobs(w, ts, k.class, fromKeys(w.dirtyOf("GatewayClass"), classes, k.getClass, nil))
+		jobs = append(jobs, kindJobs(w, ts, k.gateway, fromKeys(w.dirtyOf("Gateway"), st.Gateways, k.getGateway, nil))...)
+		jobs = append(jobs, kindJobs(w, ts, k.listenerSet, fromKeys(w.dirtyOf("ListenerSet"), st.ListenerSets, k.getListenerSet, nil))...)
 		// A route that lost its status (no longer attached to Portico)
 		// loses the entries Portico wrote.
-		jobs = append(jobs, kindJobs(w, ts, routeKind, fromKeys(objects("HTTPRoute"), st.HTTPRoutes, getRoute, routeIsOurs))...)
+		jobs = append(jobs, kindJobs(w, ts, k.route, fromKeys(w.dirtyOf("HTTPRoute"), st.HTTPRoutes, k.getRoute, k.routeIsOurs))...)
 		sortJobs(jobs)
 		return jobs
 	}
-	jobs := kindJobs(w, ts, classKind, fromComputed(classes, getClass))
-	jobs = append(jobs, kindJobs(w, ts, gatewayKind, fromComputed(st.Gateways, getGateway))...)
-	jobs = append(jobs, kindJobs(w, ts, listenerSetKind, fromComputed(st.ListenerSets, getListenerSet))...)
+	jobs = kindJobs(w, ts, k.class, fromComputed(classes, k.getClass))
+	jobs = append(jobs, kindJobs(w, ts, k.gateway, fromComputed(st.Gateways, k.getGateway))...)
+	jobs = append(jobs, kindJobs(w, ts, k.listenerSet, fromComputed(st.ListenerSets, k.getListenerSet))...)
 	// Every route is visited, not only those with computed entries: a route
 	// that no longer attaches to Portico must lose the entries Portico wrote.
 	routes, _ := w.in.httpRoutes.List(labels.Everything())
-	jobs = append(jobs, kindJobs(w, ts, routeKind, fromCache(routes, st.HTTPRoutes, routeIsOurs))...)
+	jobs = append(jobs, kindJobs(w, ts, k.route, fromCache(routes, st.HTTPRoutes, k.routeIsOurs))...)
+	jobs = append(jobs, w.otherJobs(ts)...)
+	sortJobs(jobs)
+	return jobs
+}
+
+// dirtyOf lists the dirty objects of one kind.
+func (w *statusWriter) dirtyOf(kind string) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for k := range w.dirty {
+		if k.kind == kind {
+			keys = append(keys, k.NamespacedName)
+		}
+	}
+	return keys
+}
+
+// writerKinds are the kinds a delta may change, and how to read their
+// cached objects.
+type writerKinds struct {
+	class          statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]
+	gateway        statusKind[*gwv1.Gateway, gwv1.GatewayStatus]
+	listenerSet    statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]
+	route          statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]
+	getClass       func(types.NamespacedName) (*gwv1.GatewayClass, error)
+	getGateway     func(types.NamespacedName) (*gwv1.Gateway, error)
+	getListenerSet func(types.NamespacedName) (*gwv1.ListenerSet, error)
+	getRoute       func(types.NamespacedName) (*gwv1.HTTPRoute, error)
+	routeIsOurs    func(*gwv1.HTTPRoute) bool
+}
+
+func (w *statusWriter) kinds() writerKinds {
+	gws := w.client.GatewayV1()
+	return writerKinds{
+		class: statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
+			name:   "GatewayClass",
+			client: func(string) statusClient[*gwv1.GatewayClass] { return gws.GatewayClasses() },
+			merge:  status.MergeGatewayClass,
+		},
+		gateway: statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
+			name:   "Gateway",
+			client: func(ns string) statusClient[*gwv1.Gateway] { return gws.Gateways(ns) },
+			merge:  status.MergeGateway,
+		},
+		listenerSet: statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
+			name:   "ListenerSet",
+			client: func(ns string) statusClient[*gwv1.ListenerSet] { return gws.ListenerSets(ns) },
+			merge:  status.MergeListenerSet,
+		},
+		route: statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
+			name:   "HTTPRoute",
+			client: func(ns string) statusClient[*gwv1.HTTPRoute] { return gws.HTTPRoutes(ns) },
+			merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
+				return status.MergeHTTPRoute(o, c, w.controller, now)
+			},
+		},
+		getClass: func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) },
+		getGateway: func(k types.NamespacedName) (*gwv1.Gateway, error) {
+			return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
+		},
+		getListenerSet: func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
+			return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
+		},
+		getRoute: func(k types.NamespacedName) (*gwv1.HTTPRoute, error) {
+			return w.in.httpRoutes.HTTPRoutes(k.Namespace).Get(k.Name)
+		},
+		routeIsOurs: func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) },
+	}
+}
+
+// otherJobs lists the GRPCRoutes, TLSRoutes and BackendTLSPolicies to
+// write, which only a full translation changes.
+func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
+	gws := w.client.GatewayV1()
+	st := w.cur
+	var jobs []statusJob
 	grpcRoutes, _ := w.in.grpcRoutes.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.GRPCRoute, []gwv1.RouteParentStatus]{
 		name:   "GRPCRoute",
@@ -419,7 +453,6 @@ func (w *statusWriter) jobs() []statusJob {
 			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
 		},
 	}, fromCache(policies, st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
-	sortJobs(jobs)
 	return jobs
 }
 
