@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -39,9 +40,13 @@ type objectKey struct {
 	kind, namespace, name string
 }
 
+// decodedFile is one file as the last snapshot read it.
 type decodedFile struct {
 	sum  [sha256.Size]byte
+	size int64
 	docs []Document
+	// namespaces are those its namespaced objects are in, once each.
+	namespaces []string
 }
 
 type generation struct {
@@ -69,17 +74,45 @@ type Source struct {
 	admit    *admission.Checker
 	admitErr error
 
+	// ResyncEvery is how often a watching source reads every file again,
+	// whatever the watch said: a change it missed is picked up then.
+	ResyncEvery time.Duration
+
 	mu sync.Mutex
-	// decoded keeps each file's documents with the hash of its bytes: a
-	// file that has not changed is not decoded again, and its objects stay
-	// the same pointers, which lets translate reuse what it derived from
-	// them. With thousands of objects, decoding is most of a reload.
-	decoded   map[string]decodedFile
+	// files are the files of the last snapshot, order their paths sorted,
+	// total their bytes. A file that has not changed is not decoded
+	// again, and its objects stay the same pointers, which lets translate
+	// reuse what it derived from them. With thousands of objects,
+	// decoding is most of a reload.
+	files map[string]*decodedFile
+	order []string
+	total int64
+	// owner is the document defining each object of the last snapshot.
+	owner     map[objectKey]Document
 	firstSeen map[objectKey]time.Time
 	gens      map[objectKey]generation
+	// implicit are the Namespaces the files use without defining them,
+	// the same objects from one snapshot to the next (translate compares
+	// Namespaces by identity).
+	implicit map[string]*corev1.Namespace
 	// lastCreated is the newest creation time handed out: an object first
 	// seen later must never look older than one seen before it.
 	lastCreated time.Time
+
+	// changes is what the watch saw since the last snapshot.
+	changesMu sync.Mutex
+	changes   changeSet
+}
+
+// changeSet is what a watch saw: the files its events named, or that
+// everything must be read again (fullRead: no watch, an overflow or error
+// of the watch, a directory or a ConfigMap's "..data" swapped, a failed
+// snapshot, a periodic resync).
+type changeSet struct {
+	watching bool
+	fullRead bool
+	files    map[string]bool
+	lastFull time.Time
 }
 
 // DefaultMaxConfigBytes is Source.MaxBytes unless told otherwise: ten
@@ -97,17 +130,24 @@ func New(path string, log *zap.Logger) *Source {
 func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
 	admit, err := admission.New()
 	return &Source{
-		path:      path,
-		log:       log,
-		now:       now,
-		MaxBytes:  DefaultMaxConfigBytes,
-		admit:     admit,
-		admitErr:  err,
-		decoded:   map[string]decodedFile{},
-		firstSeen: map[objectKey]time.Time{},
-		gens:      map[objectKey]generation{},
+		path:        path,
+		log:         log,
+		now:         now,
+		MaxBytes:    DefaultMaxConfigBytes,
+		ResyncEvery: DefaultResync,
+		admit:       admit,
+		admitErr:    err,
+		files:       map[string]*decodedFile{},
+		owner:       map[objectKey]Document{},
+		firstSeen:   map[objectKey]time.Time{},
+		gens:        map[objectKey]generation{},
+		implicit:    map[string]*corev1.Namespace{},
+		changes:     changeSet{fullRead: true, files: map[string]bool{}},
 	}
 }
+
+// DefaultResync is Source.ResyncEvery unless told otherwise.
+const DefaultResync = 10 * time.Minute
 
 // Files lists the YAML files the source reads, in the order it reads them.
 func (s *Source) Files() ([]string, error) {
@@ -141,9 +181,14 @@ func (s *Source) Files() ([]string, error) {
 	return files, nil
 }
 
-// Snapshot reads every file and returns one snapshot. Any error (unreadable
+// Snapshot reads the files and returns one snapshot. Any error (unreadable
 // file, bad YAML, unknown kind, duplicate object) fails the whole load, so a
 // half-edited directory never replaces a good configuration.
+//
+// While the source watches (Watch, Run), a snapshot reads again only the
+// files the watch's events named since the last one; everything is read
+// after a failed snapshot, when the watch lost track (an overflow, a
+// directory or a ConfigMap's "..data" swapped) and every ResyncEvery.
 //
 // Objects of files whose bytes did not change since the last Snapshot are the
 // same objects as then; callers must treat them as read-only.
@@ -151,48 +196,217 @@ func (s *Source) Snapshot() (*resources.Resources, error) {
 	if s.admitErr != nil {
 		return nil, fmt.Errorf("config: the API server's rules are unusable: %w", s.admitErr)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := s.takeChanges()
+	full := seen.fullRead || !seen.watching || time.Since(seen.lastFull) >= s.ResyncEvery
+	var changed map[string]*decodedFile
+	var err error
+	if !full {
+		changed, err = s.readChanged(seen.files)
+		if errors.Is(err, errReadAll) {
+			full = true
+		}
+	}
+	if full {
+		changed, err = s.readAll()
+	}
+	var res *resources.Resources
+	if err == nil {
+		res, err = s.update(changed)
+	}
+	if err != nil {
+		// The files stay to be read again, all of them: the next snapshot
+		// must not build on a half-read change.
+		s.giveBack(seen)
+		return nil, err
+	}
+	if full {
+		s.changesMu.Lock()
+		s.changes.lastFull = time.Now()
+		s.changesMu.Unlock()
+	}
+	return res, nil
+}
+
+// takeChanges returns what the watch saw, leaving an empty set for what it
+// sees next.
+func (s *Source) takeChanges() changeSet {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	seen := s.changes
+	s.changes.fullRead, s.changes.files = false, map[string]bool{}
+	return seen
+}
+
+// giveBack marks everything to read again after a failed snapshot.
+func (s *Source) giveBack(seen changeSet) {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	s.changes.fullRead = true
+	for f := range seen.files {
+		s.changes.files[f] = true
+	}
+}
+
+// errReadAll is readChanged's answer when what changed is not a file.
+var errReadAll = errors.New("read every file")
+
+// readAll reads every file, decoding those whose bytes changed. It returns
+// the files that changed (nil for a file gone).
+func (s *Source) readAll() (map[string]*decodedFile, error) {
 	files, err := s.Files()
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var docs []Document
+	changed := map[string]*decodedFile{}
 	listed := make(map[string]bool, len(files))
 	var total int64
 	for _, f := range files {
 		listed[f] = true
-		raw, err := readAtMost(f, s.MaxBytes-total)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		total += int64(len(raw))
-		sum := sha256.Sum256(raw)
-		if c, ok := s.decoded[f]; ok && c.sum == sum {
-			docs = append(docs, c.docs...)
-			continue
-		}
-		d, err := Decode(f, bytes.NewReader(raw), s.admit)
+		d, err := s.readFile(f, s.MaxBytes-total)
 		if err != nil {
 			return nil, err
 		}
-		s.decoded[f] = decodedFile{sum: sum, docs: d}
-		docs = append(docs, d...)
-	}
-	for f := range s.decoded {
-		if !listed[f] {
-			delete(s.decoded, f)
+		total += d.size
+		if d.docs != nil || s.files[f] == nil {
+			changed[f] = d
 		}
 	}
-	return s.assemble(docs)
+	for f := range s.files {
+		if !listed[f] {
+			changed[f] = nil
+		}
+	}
+	return changed, nil
+}
+
+// readChanged reads the files the watch named: those still there and
+// read as configuration are read again (and decoded when their bytes
+// changed), the others are gone from it.
+func (s *Source) readChanged(named map[string]bool) (map[string]*decodedFile, error) {
+	total := s.total
+	for f := range named {
+		if d := s.files[f]; d != nil {
+			total -= d.size
+		}
+	}
+	changed := map[string]*decodedFile{}
+	for _, f := range sortedKeys(named) {
+		if !s.readsFile(f) {
+			if s.files[f] != nil {
+				changed[f] = nil
+			}
+			continue
+		}
+		info, err := os.Stat(f)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if s.files[f] != nil {
+				changed[f] = nil
+			}
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("config: %w", err)
+		case !info.Mode().IsRegular():
+			return nil, errReadAll
+		}
+		d, err := s.readFile(f, s.MaxBytes-total)
+		if err != nil {
+			return nil, err
+		}
+		total += d.size
+		if d.docs != nil || s.files[f] == nil {
+			changed[f] = d
+		}
+	}
+	return changed, nil
+}
+
+// readFile reads f, at most limit bytes, and decodes it unless its bytes
+// are those of the last snapshot: then docs is nil.
+func (s *Source) readFile(f string, limit int64) (*decodedFile, error) {
+	raw, err := readAtMost(f, limit)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	d := &decodedFile{sum: sha256.Sum256(raw), size: int64(len(raw))}
+	if prev := s.files[f]; prev != nil && prev.sum == d.sum {
+		return d, nil
+	}
+	docs, err := Decode(f, bytes.NewReader(raw), s.admit)
+	if err != nil {
+		return nil, err
+	}
+	d.docs, d.namespaces = prepare(docs)
+	if d.docs == nil {
+		d.docs = []Document{} // an empty file is a change too
+	}
+	return d, nil
+}
+
+// readsFile reports whether f is one of the files Files lists, by its
+// name: the path itself, or a YAML file under the directory, in no
+// directory that Files skips.
+func (s *Source) readsFile(f string) bool {
+	root := filepath.Clean(s.path)
+	if f == root {
+		return true
+	}
+	rel, err := filepath.Rel(root, f)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return false
+	}
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	ext := filepath.Ext(f)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// prepare gives the documents of one file the default namespace, as the
+// API server would, and lists the namespaces they are in.
+func prepare(docs []Document) ([]Document, []string) {
+	var namespaces []string
+	for _, d := range docs {
+		switch d.Object.(type) {
+		case *corev1.Namespace, *gwv1.GatewayClass:
+			continue
+		}
+		if d.Object.GetNamespace() == "" {
+			d.Object.SetNamespace(corev1.NamespaceDefault)
+		}
+		if ns := d.Object.GetNamespace(); !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	return docs, namespaces
 }
 
 // Assemble makes a snapshot of decoded documents, as Snapshot does with
-// those of the files (fuzzing decodes input itself).
+// those of the files (fuzzing decodes input itself). It replaces what the
+// source held.
 func (s *Source) Assemble(docs []Document) (*resources.Resources, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.assemble(docs)
+	byFile := map[string]*decodedFile{}
+	for f := range s.files {
+		byFile[f] = nil
+	}
+	for _, d := range docs {
+		if byFile[d.File] == nil {
+			byFile[d.File] = &decodedFile{docs: []Document{}}
+		}
+		byFile[d.File].docs = append(byFile[d.File].docs, d)
+	}
+	for _, f := range byFile {
+		if f != nil {
+			f.docs, f.namespaces = prepare(f.docs)
+		}
+	}
+	return s.update(byFile)
 }
 
 // readAtMost reads file, failing without reading it all when it holds more
@@ -213,47 +427,131 @@ func readAtMost(file string, limit int64) ([]byte, error) {
 	return raw, nil
 }
 
-// assemble runs with s.mu held. Objects reused from an earlier load went
-// through it before: every change it makes to them is already in place.
-func (s *Source) assemble(docs []Document) (*resources.Resources, error) {
+// update applies the files that changed (nil: gone) to those of the last
+// snapshot and returns the new snapshot; on an error (an object defined
+// twice) nothing changes. It runs with s.mu held. Objects reused from an
+// earlier snapshot went through it before: every change it makes to them
+// is already in place.
+func (s *Source) update(changed map[string]*decodedFile) (*resources.Resources, error) {
 	loadTime := s.now().Truncate(time.Second)
-	seen := map[objectKey]Document{}
-	namespaces := map[string]*corev1.Namespace{}
-	res := &resources.Resources{}
-	for _, d := range docs {
-		obj := d.Object
-		kind := kindOf(obj)
-		if kind != "Namespace" && kind != "GatewayClass" {
-			if obj.GetNamespace() == "" {
-				obj.SetNamespace(corev1.NamespaceDefault)
+	paths := sortedKeys(changed)
+	defined := map[objectKey]Document{}
+	for _, f := range paths {
+		d := changed[f]
+		if d == nil {
+			continue
+		}
+		for _, doc := range d.docs {
+			key := keyOf(doc.Object)
+			prev, dup := defined[key]
+			if !dup {
+				if owner, ok := s.owner[key]; ok {
+					_, rewritten := changed[owner.File]
+					prev, dup = owner, !rewritten
+				}
 			}
-			if _, ok := namespaces[obj.GetNamespace()]; !ok {
-				namespaces[obj.GetNamespace()] = nil
+			if dup {
+				return nil, &DecodeError{File: doc.File, Index: doc.Index, Err: fmt.Errorf("%s %s is also defined in %s document %d", key.kind, displayName(doc.Object), prev.File, prev.Index)}
 			}
-		}
-		key := objectKey{kind, obj.GetNamespace(), obj.GetName()}
-		if prev, dup := seen[key]; dup {
-			return nil, &DecodeError{File: d.File, Index: d.Index, Err: fmt.Errorf("%s %s is also defined in %s document %d", kind, displayName(obj), prev.File, prev.Index)}
-		}
-		seen[key] = d
-		if ts := obj.GetCreationTimestamp(); ts.IsZero() {
-			obj.SetCreationTimestamp(metav1.NewTime(s.createdAt(key, loadTime)))
-		}
-		if obj.GetGeneration() == 0 {
-			obj.SetGeneration(s.generationOf(key, obj))
-		}
-		if ns, ok := obj.(*corev1.Namespace); ok {
-			namespaces[ns.Name] = ns
-		} else {
-			add(res, obj)
+			defined[key] = doc
 		}
 	}
-	// Namespaces exist implicitly in standalone mode, as they must in a
-	// cluster before objects can live in them.
+	// New and changed objects get what the API server would give them, in
+	// file order.
+	for _, f := range paths {
+		if d := changed[f]; d != nil {
+			for _, doc := range d.docs {
+				s.stamp(keyOf(doc.Object), doc.Object, loadTime)
+			}
+		}
+	}
+	for _, f := range paths {
+		s.replaceFile(f, changed[f], defined)
+	}
+	for key, doc := range defined {
+		s.owner[key] = doc
+	}
+	return s.resources(loadTime), nil
+}
+
+// stamp gives obj a creation time and generation when it has none.
+func (s *Source) stamp(key objectKey, obj metav1.Object, loadTime time.Time) {
+	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+		obj.SetCreationTimestamp(metav1.NewTime(s.createdAt(key, loadTime)))
+	}
+	if obj.GetGeneration() == 0 {
+		obj.SetGeneration(s.generationOf(key, obj))
+	}
+}
+
+// replaceFile puts d (nil: nothing) in place of file f. The objects f
+// defined that no changed file defines now are forgotten, so that a
+// re-created object is new again.
+func (s *Source) replaceFile(f string, d *decodedFile, defined map[objectKey]Document) {
+	if old := s.files[f]; old != nil {
+		s.total -= old.size
+		for _, doc := range old.docs {
+			key := keyOf(doc.Object)
+			if s.owner[key].File != f {
+				continue
+			}
+			delete(s.owner, key)
+			if _, still := defined[key]; !still {
+				delete(s.firstSeen, key)
+				delete(s.gens, key)
+			}
+		}
+	}
+	at, listed := slices.BinarySearch(s.order, f)
+	if d == nil {
+		delete(s.files, f)
+		if listed {
+			s.order = slices.Delete(s.order, at, at+1)
+		}
+		return
+	}
+	s.files[f] = d
+	s.total += d.size
+	if !listed {
+		s.order = slices.Insert(s.order, at, f)
+	}
+}
+
+// resources lists the objects of every file, in file order, and the
+// Namespaces: those defined, and those used without a definition, which
+// exist implicitly in standalone mode as they must in a cluster before
+// objects can live in them.
+func (s *Source) resources(loadTime time.Time) *resources.Resources {
+	res := &resources.Resources{}
+	namespaces := map[string]*corev1.Namespace{}
+	for _, f := range s.order {
+		d := s.files[f]
+		for _, name := range d.namespaces {
+			if _, ok := namespaces[name]; !ok {
+				namespaces[name] = nil
+			}
+		}
+		for _, doc := range d.docs {
+			if ns, ok := doc.Object.(*corev1.Namespace); ok {
+				namespaces[ns.Name] = ns
+				continue
+			}
+			add(res, doc.Object)
+		}
+	}
+	for name := range s.implicit {
+		if ns, used := namespaces[name]; !used || ns != nil {
+			delete(s.implicit, name)
+		}
+	}
 	for _, name := range sortedKeys(namespaces) {
 		ns := namespaces[name]
 		if ns == nil {
-			ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(loadTime)}}
+			if ns = s.implicit[name]; ns == nil {
+				ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(loadTime),
+					Labels: map[string]string{namespaceNameLabel: name}}}
+				s.implicit[name] = ns
+			}
 		}
 		if ns.Labels[namespaceNameLabel] != name {
 			ns.Labels = cloneLabels(ns.Labels)
@@ -261,14 +559,11 @@ func (s *Source) assemble(docs []Document) (*resources.Resources, error) {
 		}
 		res.Namespaces = append(res.Namespaces, ns)
 	}
-	// Forget objects that are gone so a re-created object is new again.
-	for key := range s.firstSeen {
-		if _, ok := seen[key]; !ok {
-			delete(s.firstSeen, key)
-			delete(s.gens, key)
-		}
-	}
-	return res, nil
+	return res
+}
+
+func keyOf(obj metav1.Object) objectKey {
+	return objectKey{kindOf(obj), obj.GetNamespace(), obj.GetName()}
 }
 
 // createdAt is the creation time of an object without one: when it was
@@ -390,8 +685,14 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 		})
 	}
 	addDirs()
+	s.changesMu.Lock()
+	s.changes.watching = true
+	s.changesMu.Unlock()
+	resync := time.NewTicker(max(s.ResyncEvery, time.Second))
 	go func() {
 		defer w.Close()
+		defer resync.Stop()
+		defer s.stopWatching()
 		for {
 			select {
 			case <-ctx.Done():
@@ -403,6 +704,7 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 				if !s.relevant(ev, dirs) {
 					continue
 				}
+				s.note(ev, dirs)
 				if ev.Has(fsnotify.Create) {
 					addDirs()
 				}
@@ -414,11 +716,54 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 				if !ok {
 					return
 				}
-				s.log.Warn("config watch error", zap.Error(err))
+				// An overflow lost events: only a full read knows what
+				// they were.
+				s.log.Warn("config watch error; reading every file again", zap.Error(err))
+				s.readAllNext()
+				onChange()
+			case <-resync.C:
+				s.readAllNext()
+				onChange()
 			}
 		}
 	}()
 	return nil
+}
+
+// note records what a relevant event changed: the file it names, or, for
+// a directory or a ConfigMap's "..data" swap (which changes every file
+// through it without an event of their own), everything.
+func (s *Source) note(ev fsnotify.Event, dirs watchedDirs) {
+	name := filepath.Clean(ev.Name)
+	// The configuration's own path (a single file) is read whole anyway.
+	whole := strings.HasPrefix(filepath.Base(name), "..") || dirs[ev.Name] || name == filepath.Clean(s.path)
+	if !whole && ev.Has(fsnotify.Create) {
+		info, err := os.Stat(name)
+		whole = err == nil && info.IsDir()
+	}
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	switch {
+	case whole:
+		s.changes.fullRead = true
+	case s.readsFile(name):
+		s.changes.files[name] = true
+	}
+	// Anything else (a YAML file in a directory Files skips) is not read.
+}
+
+func (s *Source) readAllNext() {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	s.changes.fullRead = true
+}
+
+// stopWatching makes every snapshot read everything again: without a
+// watch, nothing says what changed.
+func (s *Source) stopWatching() {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	s.changes.watching, s.changes.fullRead = false, true
 }
 
 // watchedDirs are the directories a watch is on, so that the removal or

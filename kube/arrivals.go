@@ -19,6 +19,12 @@ type arrivals[T comparable] struct {
 	items []T            // zero where an object was deleted
 	at    map[string]int // cache key -> index in items
 	holes int
+	// keep, when set, says that an update changed nothing snapshots are
+	// read for: the object listed stays the one before it. Translate tells
+	// changes by identity, and a Gateway's status, written after every
+	// change of its ListenerSets, would otherwise make every next change
+	// a full translation.
+	keep func(old, new T) bool
 }
 
 func newArrivals[T comparable]() *arrivals[T] {
@@ -35,7 +41,11 @@ func (a *arrivals[T]) handler(inner cache.ResourceEventHandler) cache.ResourceEv
 			inner.OnAdd(obj, false)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			a.set(newObj)
+			o, okOld := oldObj.(T)
+			n, okNew := newObj.(T)
+			if a.keep == nil || !okOld || !okNew || !a.keep(o, n) {
+				a.set(newObj)
+			}
 			inner.OnUpdate(oldObj, newObj)
 		},
 		DeleteFunc: func(obj any) {

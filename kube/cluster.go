@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -181,16 +182,28 @@ func (c *Cluster) Snapshot() (*resources.Resources, error) {
 
 // WriteStatuses hands the statuses of a rebuild to the status writer,
 // which writes what differs while this replica leads
-// (pipeline.Outputs.Statuses).
-func (c *Cluster) WriteStatuses(st *status.Computed, res *resources.Resources) {
+// (pipeline.Outputs.Statuses). It copies what the writer needs: every
+// status when changed is nil, else only those changed names, with the
+// GatewayClasses' (a handful, which the CRD check below may change without
+// any object changing).
+func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *resources.Resources) {
 	c.mu.Lock()
 	problems := c.crdProblems
 	c.mu.Unlock()
-	if len(problems) > 0 {
-		setUnsupportedVersion(st, problems)
+	var u *statusUpdate
+	if changed == nil || c.hub != nil {
+		// With data planes of their own, a Gateway's status also follows
+		// their acknowledgements, which no object change brings.
+		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
+		c.demoteUnacknowledged(u.st, res)
+	} else {
+		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
+		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
 	}
-	c.demoteUnacknowledged(st, res)
-	c.writer.submit(&statusBatch{st: st, versions: statusVersions(res)})
+	if len(problems) > 0 {
+		setUnsupportedVersion(u.st, problems)
+	}
+	c.writer.submit(u)
 }
 
 // WriteACME writes the certificates wanted into their Secrets, off the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -70,7 +71,7 @@ type orders struct {
 }
 
 func newOrders() orders {
-	return orders{
+	o := orders{
 		gatewayClasses:  newArrivals[*gwapi.GatewayClass](),
 		gateways:        newArrivals[*gwapi.Gateway](),
 		listenerSets:    newArrivals[*gwapi.ListenerSet](),
@@ -85,6 +86,28 @@ func newOrders() orders {
 		services:        newArrivals[*corev1.Service](),
 		endpointSlices:  newArrivals[*discoveryv1.EndpointSlice](),
 	}
+	// Translate reads no status of the kinds Portico writes status on, but
+	// a Gateway's addresses (for an address pool): the echo of every status
+	// write would otherwise look like a change of the object.
+	o.gatewayClasses.keep = func(old, new *gwapi.GatewayClass) bool { return statusOnly(old, new) }
+	o.listenerSets.keep = func(old, new *gwapi.ListenerSet) bool { return statusOnly(old, new) }
+	o.httpRoutes.keep = func(old, new *gwapi.HTTPRoute) bool { return statusOnly(old, new) }
+	o.grpcRoutes.keep = func(old, new *gwapi.GRPCRoute) bool { return statusOnly(old, new) }
+	o.tlsRoutes.keep = func(old, new *gwapi.TLSRoute) bool { return statusOnly(old, new) }
+	o.backendTLS.keep = func(old, new *gwapi.BackendTLSPolicy) bool { return statusOnly(old, new) }
+	o.gateways.keep = func(old, new *gwapi.Gateway) bool {
+		return statusOnly(old, new) && reflect.DeepEqual(old.Status.Addresses, new.Status.Addresses)
+	}
+	return o
+}
+
+// statusOnly reports whether an update of a Gateway API object changed
+// only its status: not its generation (which the spec moves), labels,
+// annotations or deletion.
+func statusOnly(o, n metav1.Object) bool {
+	return o.GetUID() == n.GetUID() && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
 // eventHandlers are what informer events turn into.
@@ -328,9 +351,7 @@ func specHandler(h eventHandlers) cache.ResourceEventHandler {
 			}
 			o, okOld := oldObj.(metav1.Object)
 			n, okNew := newObj.(metav1.Object)
-			if okOld && okNew && o.GetGeneration() == n.GetGeneration() && n.GetGeneration() != 0 &&
-				maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
-				o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) {
+			if okOld && okNew && statusOnly(o, n) {
 				h.statusChanged()
 				return
 			}

@@ -25,13 +25,19 @@ import (
 // statusFieldManager names Portico in the managedFields of what it writes.
 const statusFieldManager = "portico"
 
-// statusBatch is the result of one translation for the status writer.
-type statusBatch struct {
-	st *status.Computed
-	// versions holds the identity and generation of every object the
-	// statuses were computed from. A status computed for another generation
-	// (or another incarnation) than the object now has is not written: the
-	// change that moved it triggers a rebuild whose batch will follow.
+// statusUpdate is what one translation hands the status writer.
+type statusUpdate struct {
+	// st holds every status when changed is nil; else the statuses of the
+	// objects changed names (a name without one lost it), in maps of
+	// their own.
+	st      *status.Computed
+	changed *status.Changed
+	// versions holds the identity and generation of the objects the
+	// statuses were computed from: of every object when changed is nil,
+	// else of those changed names. A status computed for another
+	// generation (or another incarnation) than the object now has is not
+	// written: the change that moved it triggers a rebuild whose update
+	// will follow.
 	versions map[statusKey]objectVersion
 }
 
@@ -46,8 +52,13 @@ type statusKey struct {
 }
 
 // statusWriter writes computed statuses to the API server, off the data
-// plane's path: Submit never blocks, only the latest batch matters, and
-// nothing is written unless this replica leads.
+// plane's path: submit never blocks, and nothing is written unless this
+// replica leads. It keeps the statuses of its own, brought up to date by
+// the updates it is handed, and works from what they changed: after a
+// change of one object at 100,000, it compares and writes what that change
+// touched, not every status. Every status is compared again when it starts
+// leading, after a full translation, when someone else may have written a
+// status (resync), and after a failure.
 type statusWriter struct {
 	client     gatewayclient.Interface
 	in         *informers
@@ -59,15 +70,27 @@ type statusWriter struct {
 	// "error"); may be nil.
 	observe func(kind, result string)
 
-	mu     sync.Mutex
-	latest *statusBatch
-	lead   context.Context // while leading: cancelled when the lease is lost
-	kick   chan struct{}
+	mu      sync.Mutex
+	pending []*statusUpdate // not yet taken by run
+	// compareAll asks run for a pass over every status.
+	compareAll bool
+	received   bool            // an update arrived
+	clean      bool            // every update taken was written in full
+	lead       context.Context // while leading: cancelled when the lease is lost
+	kick       chan struct{}
+
+	// Only run's goroutine uses these: the statuses and versions of the
+	// updates taken, and what the next pass compares.
+	cur      *status.Computed
+	versions map[statusKey]objectVersion
+	all      bool
+	dirty    map[statusKey]bool
 
 	writes atomic.Int64 // successful updates, for tests and logs
 	passes atomic.Int64 // completed passes while leading
-	// done is the last batch written in full.
-	done atomic.Pointer[statusBatch]
+	// deltaCompared counts the objects passes over what changed compared
+	// (tests).
+	deltaCompared atomic.Int64
 }
 
 func newStatusWriter(client gatewayclient.Interface, in *informers, controller gwv1.GatewayController, log *zap.Logger) *statusWriter {
@@ -79,27 +102,38 @@ func newStatusWriter(client gatewayclient.Interface, in *informers, controller g
 		now:        time.Now,
 		workers:    8,
 		kick:       make(chan struct{}, 1),
+		dirty:      map[statusKey]bool{},
 	}
 }
 
-// submit hands over the statuses of a new translation, replacing any batch
-// not yet written.
-func (w *statusWriter) submit(b *statusBatch) {
+// submit hands over the statuses of a new translation. An update of every
+// status replaces those not yet taken.
+func (w *statusWriter) submit(u *statusUpdate) {
 	w.mu.Lock()
-	w.latest = b
+	if u.changed == nil {
+		w.pending = w.pending[:0]
+	}
+	w.pending = append(w.pending, u)
+	w.received, w.clean = true, false
 	w.mu.Unlock()
 	w.poke()
 }
 
-// resync compares the latest batch against the stored objects again, for
+// resync compares every status against the stored objects again, for
 // when someone else changed a status.
-func (w *statusWriter) resync() { w.poke() }
+func (w *statusWriter) resync() {
+	w.mu.Lock()
+	w.compareAll, w.clean = true, false
+	w.mu.Unlock()
+	w.poke()
+}
 
 // leading is called when this replica becomes leader; ctx ends when it
 // stops leading. Becoming leader writes everything that differs once.
 func (w *statusWriter) leading(ctx context.Context) {
 	w.mu.Lock()
 	w.lead = ctx
+	w.compareAll, w.clean = true, false
 	w.mu.Unlock()
 	w.poke()
 }
@@ -111,29 +145,108 @@ func (w *statusWriter) poke() {
 	}
 }
 
-// state returns the batch to write and the leader context, or nil when
-// there is nothing to do.
-func (w *statusWriter) state() (*statusBatch, context.Context) {
+// take brings the writer's statuses up to date with the updates submitted
+// and returns the leader context, nil when there is nothing to write.
+func (w *statusWriter) take() context.Context {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.latest == nil || w.lead == nil || w.lead.Err() != nil {
-		return nil, nil
+	updates := w.pending
+	w.pending = nil
+	if w.compareAll {
+		w.compareAll, w.all = false, true
 	}
-	return w.latest, w.lead
+	lead := w.lead
+	w.mu.Unlock()
+	for _, u := range updates {
+		w.apply(u)
+	}
+	if w.cur == nil || lead == nil || lead.Err() != nil {
+		// Not leading: what changed meanwhile is compared in full once
+		// this replica leads.
+		w.all, w.dirty = true, map[statusKey]bool{}
+		return nil
+	}
+	if !w.all && len(w.dirty) == 0 {
+		w.finished()
+		return nil
+	}
+	return lead
 }
 
-// idle reports whether the latest batch has been written in full.
+// apply takes one update into the writer's statuses.
+func (w *statusWriter) apply(u *statusUpdate) {
+	if u.changed == nil || w.cur == nil {
+		// The first update is a full one: a translation without memory.
+		w.cur, w.versions, w.all = u.st, u.versions, true
+		w.dirty = map[statusKey]bool{}
+		if w.versions == nil {
+			w.versions = map[statusKey]objectVersion{}
+		}
+		// Deltas patch these.
+		w.cur.GatewayClasses = orEmpty(w.cur.GatewayClasses)
+		w.cur.Gateways, w.cur.ListenerSets = orEmpty(w.cur.Gateways), orEmpty(w.cur.ListenerSets)
+		w.cur.HTTPRoutes = orEmpty(w.cur.HTTPRoutes)
+		return
+	}
+	for key, v := range u.versions {
+		w.versions[key] = v
+	}
+	patch(w.cur.Gateways, u.st.Gateways, u.changed.Gateways, "Gateway", w.dirty)
+	patch(w.cur.ListenerSets, u.st.ListenerSets, u.changed.ListenerSets, "ListenerSet", w.dirty)
+	patch(w.cur.HTTPRoutes, u.st.HTTPRoutes, u.changed.HTTPRoutes, "HTTPRoute", w.dirty)
+	// An update carries every GatewayClass status (see WriteStatuses).
+	for name := range w.cur.GatewayClasses {
+		if _, ok := u.st.GatewayClasses[name]; !ok {
+			delete(w.cur.GatewayClasses, name)
+		}
+	}
+	for name, s := range u.st.GatewayClasses {
+		w.cur.GatewayClasses[name] = s
+		w.dirty[statusKey{"GatewayClass", types.NamespacedName{Name: name}}] = true
+	}
+}
+
+func orEmpty[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
+}
+
+// patch sets the statuses of keys in cur to those in changed (deleting
+// those it has none for) and marks them dirty.
+func patch[S any](cur, changed map[types.NamespacedName]S, keys []types.NamespacedName, kind string, dirty map[statusKey]bool) {
+	for _, key := range keys {
+		if s, ok := changed[key]; ok {
+			cur[key] = s
+		} else {
+			delete(cur, key)
+		}
+		dirty[statusKey{kind, key}] = true
+	}
+}
+
+// finished records that every update taken has been written, unless
+// another arrived meanwhile.
+func (w *statusWriter) finished() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pending) == 0 && !w.compareAll {
+		w.clean = true
+	}
+}
+
+// idle reports whether every status submitted has been written.
 func (w *statusWriter) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.latest != nil && w.done.Load() == w.latest
+	return w.received && w.clean
 }
 
-// superseded reports whether a newer batch arrived since b.
-func (w *statusWriter) superseded(b *statusBatch) bool {
+// superseded reports whether an update arrived since the pass started.
+func (w *statusWriter) superseded() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.latest != b
+	return len(w.pending) > 0 || w.compareAll
 }
 
 // run writes until ctx ends.
@@ -144,14 +257,14 @@ func (w *statusWriter) run(ctx context.Context) {
 			return
 		case <-w.kick:
 		}
-		b, lead := w.state()
-		if b == nil {
+		lead := w.take()
+		if lead == nil {
 			continue
 		}
 		// A pass ends early when the lease is lost or when ctx ends.
 		passCtx, cancel := context.WithCancel(lead)
 		stop := context.AfterFunc(ctx, cancel)
-		w.pass(passCtx, b)
+		w.pass(passCtx)
 		stop()
 		cancel()
 	}
@@ -163,20 +276,18 @@ type statusJob struct {
 	write func(ctx context.Context) (bool, error)
 }
 
-// pass brings every object of b up to date, several at a time.
-func (w *statusWriter) pass(ctx context.Context, b *statusBatch) {
-	jobs := w.jobs(b)
-	if len(jobs) == 0 {
-		w.passes.Add(1)
-		w.done.Store(b)
-		return
-	}
+// pass brings the objects to compare (every one, or the dirty ones) up to
+// date, several at a time. What it could not finish stays to compare.
+func (w *statusWriter) pass(ctx context.Context) {
+	jobs := w.jobs()
 	start := time.Now()
 	var wrote, failed atomic.Int64
 	sem := make(chan struct{}, max(w.workers, 1))
 	var wg sync.WaitGroup
+	interrupted := false
 	for _, j := range jobs {
-		if ctx.Err() != nil || w.superseded(b) {
+		if ctx.Err() != nil || w.superseded() {
+			interrupted = true
 			break
 		}
 		sem <- struct{}{}
@@ -195,81 +306,153 @@ func (w *statusWriter) pass(ctx context.Context, b *statusBatch) {
 	wg.Wait()
 	if ctx.Err() == nil {
 		w.passes.Add(1)
-		if failed.Load() == 0 && !w.superseded(b) {
-			w.done.Store(b)
-		}
+	}
+	if ctx.Err() == nil && !interrupted && failed.Load() == 0 {
+		w.all, w.dirty = false, map[statusKey]bool{}
+		w.finished()
+	}
+	if interrupted && ctx.Err() == nil {
+		w.poke() // take what superseded it, and go on
 	}
 	if wrote.Load() > 0 || failed.Load() > 0 {
 		w.log.Info("status written", zap.Int64("updated", wrote.Load()), zap.Int64("failed", failed.Load()), zap.Duration("took", time.Since(start)))
 	}
 	if failed.Load() > 0 && ctx.Err() == nil {
 		// Try again later rather than spin against a failing API server.
+		w.all = true
 		time.AfterFunc(5*time.Second, w.poke)
 	}
 }
 
-// jobs lists the objects whose cached status differs from the computed one.
-// The comparison against the cache is repeated against the API server's copy
-// when an update conflicts.
-func (w *statusWriter) jobs(b *statusBatch) []statusJob {
+// jobs lists the objects whose cached status differs from the computed
+// one, among every object (w.all) or the dirty ones. The comparison against
+// the cache is repeated against the API server's copy when an update
+// conflicts.
+func (w *statusWriter) jobs() []statusJob {
 	ts := metav1.NewTime(w.now().Truncate(time.Second))
-	gws := w.client.GatewayV1()
-	jobs := kindJobs(w, b, ts, statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
-		name:   "GatewayClass",
-		client: func(string) statusClient[*gwv1.GatewayClass] { return gws.GatewayClasses() },
-		merge:  status.MergeGatewayClass,
-	}, fromComputed(classKeys(b.st.GatewayClasses), func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) }))
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
-		name:   "Gateway",
-		client: func(ns string) statusClient[*gwv1.Gateway] { return gws.Gateways(ns) },
-		merge:  status.MergeGateway,
-	}, fromComputed(b.st.Gateways, func(k types.NamespacedName) (*gwv1.Gateway, error) {
-		return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
-	}))...)
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
-		name:   "ListenerSet",
-		client: func(ns string) statusClient[*gwv1.ListenerSet] { return gws.ListenerSets(ns) },
-		merge:  status.MergeListenerSet,
-	}, fromComputed(b.st.ListenerSets, func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
-		return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
-	}))...)
+	k := w.kinds()
+	st := w.cur
+	classes := classKeys(st.GatewayClasses)
+	var jobs []statusJob
+	if !w.all {
+		w.deltaCompared.Add(int64(len(w.dirty)))
+		jobs = kindJobs(w, ts, k.class, fromKeys(w.dirtyOf("GatewayClass"), classes, k.getClass, nil))
+		jobs = append(jobs, kindJobs(w, ts, k.gateway, fromKeys(w.dirtyOf("Gateway"), st.Gateways, k.getGateway, nil))...)
+		jobs = append(jobs, kindJobs(w, ts, k.listenerSet, fromKeys(w.dirtyOf("ListenerSet"), st.ListenerSets, k.getListenerSet, nil))...)
+		// A route that lost its status (no longer attached to Portico)
+		// loses the entries Portico wrote.
+		jobs = append(jobs, kindJobs(w, ts, k.route, fromKeys(w.dirtyOf("HTTPRoute"), st.HTTPRoutes, k.getRoute, k.routeIsOurs))...)
+		sortJobs(jobs)
+		return jobs
+	}
+	jobs = kindJobs(w, ts, k.class, fromComputed(classes, k.getClass))
+	jobs = append(jobs, kindJobs(w, ts, k.gateway, fromComputed(st.Gateways, k.getGateway))...)
+	jobs = append(jobs, kindJobs(w, ts, k.listenerSet, fromComputed(st.ListenerSets, k.getListenerSet))...)
 	// Every route is visited, not only those with computed entries: a route
 	// that no longer attaches to Portico must lose the entries Portico wrote.
 	routes, _ := w.in.httpRoutes.List(labels.Everything())
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
-		name:   "HTTPRoute",
-		client: func(ns string) statusClient[*gwv1.HTTPRoute] { return gws.HTTPRoutes(ns) },
-		merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
-			return status.MergeHTTPRoute(o, c, w.controller, now)
+	jobs = append(jobs, kindJobs(w, ts, k.route, fromCache(routes, st.HTTPRoutes, k.routeIsOurs))...)
+	jobs = append(jobs, w.otherJobs(ts)...)
+	sortJobs(jobs)
+	return jobs
+}
+
+// dirtyOf lists the dirty objects of one kind.
+func (w *statusWriter) dirtyOf(kind string) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for k := range w.dirty {
+		if k.kind == kind {
+			keys = append(keys, k.NamespacedName)
+		}
+	}
+	return keys
+}
+
+// writerKinds are the kinds a delta may change, and how to read their
+// cached objects.
+type writerKinds struct {
+	class          statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]
+	gateway        statusKind[*gwv1.Gateway, gwv1.GatewayStatus]
+	listenerSet    statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]
+	route          statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]
+	getClass       func(types.NamespacedName) (*gwv1.GatewayClass, error)
+	getGateway     func(types.NamespacedName) (*gwv1.Gateway, error)
+	getListenerSet func(types.NamespacedName) (*gwv1.ListenerSet, error)
+	getRoute       func(types.NamespacedName) (*gwv1.HTTPRoute, error)
+	routeIsOurs    func(*gwv1.HTTPRoute) bool
+}
+
+func (w *statusWriter) kinds() writerKinds {
+	gws := w.client.GatewayV1()
+	return writerKinds{
+		class: statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
+			name:   "GatewayClass",
+			client: func(string) statusClient[*gwv1.GatewayClass] { return gws.GatewayClasses() },
+			merge:  status.MergeGatewayClass,
 		},
-	}, fromCache(routes, b.st.HTTPRoutes, func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+		gateway: statusKind[*gwv1.Gateway, gwv1.GatewayStatus]{
+			name:   "Gateway",
+			client: func(ns string) statusClient[*gwv1.Gateway] { return gws.Gateways(ns) },
+			merge:  status.MergeGateway,
+		},
+		listenerSet: statusKind[*gwv1.ListenerSet, gwv1.ListenerSetStatus]{
+			name:   "ListenerSet",
+			client: func(ns string) statusClient[*gwv1.ListenerSet] { return gws.ListenerSets(ns) },
+			merge:  status.MergeListenerSet,
+		},
+		route: statusKind[*gwv1.HTTPRoute, []gwv1.RouteParentStatus]{
+			name:   "HTTPRoute",
+			client: func(ns string) statusClient[*gwv1.HTTPRoute] { return gws.HTTPRoutes(ns) },
+			merge: func(o *gwv1.HTTPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.HTTPRoute, bool) {
+				return status.MergeHTTPRoute(o, c, w.controller, now)
+			},
+		},
+		getClass: func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) },
+		getGateway: func(k types.NamespacedName) (*gwv1.Gateway, error) {
+			return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
+		},
+		getListenerSet: func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
+			return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
+		},
+		getRoute: func(k types.NamespacedName) (*gwv1.HTTPRoute, error) {
+			return w.in.httpRoutes.HTTPRoutes(k.Namespace).Get(k.Name)
+		},
+		routeIsOurs: func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) },
+	}
+}
+
+// otherJobs lists the GRPCRoutes, TLSRoutes and BackendTLSPolicies to
+// write, which only a full translation changes.
+func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
+	gws := w.client.GatewayV1()
+	st := w.cur
+	var jobs []statusJob
 	grpcRoutes, _ := w.in.grpcRoutes.List(labels.Everything())
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.GRPCRoute, []gwv1.RouteParentStatus]{
+	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.GRPCRoute, []gwv1.RouteParentStatus]{
 		name:   "GRPCRoute",
 		client: func(ns string) statusClient[*gwv1.GRPCRoute] { return gws.GRPCRoutes(ns) },
 		merge: func(o *gwv1.GRPCRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.GRPCRoute, bool) {
 			return status.MergeGRPCRoute(o, c, w.controller, now)
 		},
-	}, fromCache(grpcRoutes, b.st.GRPCRoutes, func(r *gwv1.GRPCRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+	}, fromCache(grpcRoutes, st.GRPCRoutes, func(r *gwv1.GRPCRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	tlsRoutes, _ := w.in.tlsRoutes.List(labels.Everything())
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.TLSRoute, []gwv1.RouteParentStatus]{
+	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.TLSRoute, []gwv1.RouteParentStatus]{
 		name:   "TLSRoute",
 		client: func(ns string) statusClient[*gwv1.TLSRoute] { return gws.TLSRoutes(ns) },
 		merge: func(o *gwv1.TLSRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.TLSRoute, bool) {
 			return status.MergeTLSRoute(o, c, w.controller, now)
 		},
-	}, fromCache(tlsRoutes, b.st.TLSRoutes, func(r *gwv1.TLSRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+	}, fromCache(tlsRoutes, st.TLSRoutes, func(r *gwv1.TLSRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
 	policies, _ := w.in.backendTLS.List(labels.Everything())
-	jobs = append(jobs, kindJobs(w, b, ts, statusKind[*gwv1.BackendTLSPolicy, []gwv1.PolicyAncestorStatus]{
+	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.BackendTLSPolicy, []gwv1.PolicyAncestorStatus]{
 		name:   "BackendTLSPolicy",
 		client: func(ns string) statusClient[*gwv1.BackendTLSPolicy] { return gws.BackendTLSPolicies(ns) },
 		merge: func(o *gwv1.BackendTLSPolicy, c []gwv1.PolicyAncestorStatus, now metav1.Time) (*gwv1.BackendTLSPolicy, bool) {
 			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
 		},
-	}, fromCache(policies, b.st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
-	sortJobs(jobs)
+	}, fromCache(policies, st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
 	return jobs
 }
 
@@ -334,6 +517,24 @@ func fromCache[T metav1.Object, S any](cached []T, computed map[types.Namespaced
 	return out
 }
 
+// fromKeys pairs the cached objects of keys with their computed statuses:
+// those that have one, and with hasOurs (nil: none) those that have
+// entries of Portico's to remove. Objects gone from the cache are left out.
+func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed map[types.NamespacedName]S, cached func(types.NamespacedName) (T, error), hasOurs func(T) bool) []pending[T, S] {
+	var out []pending[T, S]
+	for _, key := range keys {
+		obj, err := cached(key)
+		if err != nil {
+			continue
+		}
+		c, ours := computed[key]
+		if ours || (hasOurs != nil && hasOurs(obj)) {
+			out = append(out, pending[T, S]{key, obj, c})
+		}
+	}
+	return out
+}
+
 // classKeys keys GatewayClass statuses like those of namespaced kinds.
 func classKeys(in map[string]gwv1.GatewayClassStatus) map[types.NamespacedName]gwv1.GatewayClassStatus {
 	out := make(map[types.NamespacedName]gwv1.GatewayClassStatus, len(in))
@@ -344,16 +545,17 @@ func classKeys(in map[string]gwv1.GatewayClassStatus) map[types.NamespacedName]g
 }
 
 // kindJobs lists the objects of one kind whose status must be written.
-func kindJobs[T metav1.Object, S any](w *statusWriter, b *statusBatch, ts metav1.Time, k statusKind[T, S], objs []pending[T, S]) []statusJob {
+func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusKind[T, S], objs []pending[T, S]) []statusJob {
 	var jobs []statusJob
 	for _, o := range objs {
 		key := statusKey{k.name, o.key}
 		if _, changed := k.merge(o.cached, o.computed, ts); !changed {
 			continue
 		}
+		version := w.versions[key]
 		jobs = append(jobs, statusJob{key, func(ctx context.Context) (bool, error) {
 			client := k.client(o.key.Namespace)
-			return writeStatus(ctx, w, key, b.versions[key], o.cached,
+			return writeStatus(ctx, w, key, version, o.cached,
 				func(ctx context.Context) (T, error) { return client.Get(ctx, o.key.Name, metav1.GetOptions{}) },
 				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
 				func(ctx context.Context, obj T) error {
@@ -422,7 +624,7 @@ func (w *statusWriter) report(kind, result string) {
 }
 
 // statusVersions records the identity and generation of every object a
-// batch may write, from the snapshot it was computed from.
+// full update may write, from the snapshot it was computed from.
 func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 	out := make(map[statusKey]objectVersion, len(res.GatewayClasses)+len(res.Gateways)+len(res.ListenerSets)+len(res.HTTPRoutes))
 	add := func(kind string, o metav1.Object) {
@@ -450,4 +652,34 @@ func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 		add("BackendTLSPolicy", o)
 	}
 	return out
+}
+
+// changedVersions records the identity and generation of the objects a
+// delta update names, and of every GatewayClass (which it carries whole).
+// Finding them is a pass over the names of two kinds, no map of every
+// object.
+func changedVersions(res *resources.Resources, changed *status.Changed) map[statusKey]objectVersion {
+	out := make(map[statusKey]objectVersion, changed.Len()+len(res.GatewayClasses))
+	for _, o := range res.GatewayClasses {
+		out[statusKey{"GatewayClass", nn("", o.Name)}] = objectVersion{o.UID, o.Generation}
+	}
+	versionsOf(out, "Gateway", res.Gateways, changed.Gateways)
+	versionsOf(out, "ListenerSet", res.ListenerSets, changed.ListenerSets)
+	versionsOf(out, "HTTPRoute", res.HTTPRoutes, changed.HTTPRoutes)
+	return out
+}
+
+func versionsOf[T metav1.Object](out map[statusKey]objectVersion, kind string, objs []T, keys []types.NamespacedName) {
+	if len(keys) == 0 {
+		return
+	}
+	want := make(map[string][]string, len(keys)) // name -> namespaces
+	for _, k := range keys {
+		want[k.Name] = append(want[k.Name], k.Namespace)
+	}
+	for _, o := range objs {
+		if namespaces, ok := want[o.GetName()]; ok && slices.Contains(namespaces, o.GetNamespace()) {
+			out[statusKey{kind, nn(o.GetNamespace(), o.GetName())}] = objectVersion{o.GetUID(), o.GetGeneration()}
+		}
+	}
 }

@@ -21,14 +21,21 @@ import (
 // condition but has no constant in the API package.
 const reasonParentNotProgrammed gwv1.ListenerSetConditionReason = "ParentNotProgrammed"
 
+// portFailure is a port apply could not bind (nil: the configuration as
+// a whole could not be applied), and why.
+type portFailure struct {
+	port *proxy.PortKey
+	msg  string
+}
+
 // apply puts cfg on the data plane. When some new ports cannot be bound,
-// it applies everything else, reports the Gateways served on those ports
-// as not programmed in st and tries again later. It reports whether any
-// configuration was applied.
-func (l *Loop) apply(cfg *proxy.Config, st *status.Computed, res *resources.Resources) (bool, error) {
+// it applies everything else, returns those ports (whose Gateways the
+// caller reports not programmed) and tries again later. It reports whether
+// any configuration was applied.
+func (l *Loop) apply(cfg *proxy.Config) (bool, []portFailure, error) {
 	err := l.runtime.Apply(cfg)
 	if err == nil {
-		return true, nil
+		return true, nil, nil
 	}
 	// Ports already bound with the same protocol cannot fail; try those
 	// first, then each new port on its own.
@@ -53,26 +60,26 @@ func (l *Loop) apply(cfg *proxy.Config, st *status.Computed, res *resources.Reso
 		}
 	}
 	if baseErr := l.runtime.Apply(base); baseErr != nil {
-		markNotProgrammed(st, res, nil, baseErr.Error())
 		l.retryLater()
-		return false, baseErr
+		return false, []portFailure{{nil, baseErr.Error()}}, baseErr
 	}
 	var errs []error
+	var failed []portFailure
 	for _, p := range fresh {
 		next := without(append(slices.Clone(base.Ports), p))
 		if err := l.runtime.Apply(next); err != nil {
 			errs = append(errs, err)
 			key := p.Key()
-			markNotProgrammed(st, res, &key, err.Error())
+			failed = append(failed, portFailure{&key, err.Error()})
 			continue
 		}
 		base = next
 	}
 	if len(errs) == 0 {
-		return true, nil // the first failure did not repeat
+		return true, nil, nil // the first failure did not repeat
 	}
 	l.retryLater()
-	return true, errors.Join(errs...)
+	return true, failed, errors.Join(errs...)
 }
 
 func (l *Loop) retryLater() {

@@ -93,7 +93,7 @@ spec:
 	src := fileSource(t, classYAML+gateway("gw-a", "127.0.0.2")+gateway("gw-b", "127.0.0.3"))
 	var got *status.Computed
 	l := New(Options{Translate: translate.Settings{AddressPool: []string{"127.0.0.2", "127.0.0.3"}}, RetryAfter: time.Hour},
-		src, newRuntime(t), nil, Outputs{Statuses: func(st *status.Computed, _ *resources.Resources) { got = st }}, zaptest.NewLogger(t))
+		src, newRuntime(t), nil, Outputs{Statuses: func(st *status.Computed, _ *status.Changed, _ *resources.Resources) { got = st }}, zaptest.NewLogger(t))
 
 	err = l.Rebuild()
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.3") {

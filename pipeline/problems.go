@@ -11,8 +11,10 @@ import (
 
 // LogProblems logs every False Accepted/ResolvedRefs/Programmed condition,
 // which in standalone mode is the only place a user sees why an object does
-// not serve.
-func LogProblems(log *zap.Logger, st *status.Computed) {
+// not serve: of every status when changed is nil, else of those changed
+// names (pipeline.Outputs.Statuses), so that a change at 100,000 hostnames
+// neither reads them all nor repeats every warning.
+func LogProblems(log *zap.Logger, st *status.Computed, changed *status.Changed) {
 	report := func(kind, name string, conds []metav1.Condition, extra ...zap.Field) {
 		for _, c := range conds {
 			if c.Status == metav1.ConditionTrue || c.Type == "Conflicted" {
@@ -21,6 +23,9 @@ func LogProblems(log *zap.Logger, st *status.Computed) {
 			fields := append([]zap.Field{zap.String("kind", kind), zap.String("name", name), zap.String("condition", c.Type), zap.String("reason", c.Reason), zap.String("message", c.Message)}, extra...)
 			log.Warn("object not fully serving", fields...)
 		}
+	}
+	if changed != nil {
+		st = st.Only(changed)
 	}
 	for key, gs := range st.Gateways {
 		report("Gateway", key.String(), gs.Conditions)

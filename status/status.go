@@ -54,6 +54,44 @@ func (c *Computed) Clone() *Computed {
 	}
 }
 
+// Changed names the statuses a translation may have changed from the one
+// before it; every other status is the same. A translation that re-derives
+// only what changed says so, and whoever keeps statuses past a translation
+// copies only these instead of all of them (100,000 at a time).
+type Changed struct {
+	Gateways     []types.NamespacedName
+	ListenerSets []types.NamespacedName
+	HTTPRoutes   []types.NamespacedName
+}
+
+// Len is the number of statuses named.
+func (c *Changed) Len() int {
+	return len(c.Gateways) + len(c.ListenerSets) + len(c.HTTPRoutes)
+}
+
+// Only returns the statuses of c named by changed, in maps of their own:
+// what a translation changed, to keep past the next one. A name without a
+// status in c (its object is gone or no longer Portico's) is left out.
+func (c *Computed) Only(changed *Changed) *Computed {
+	out := &Computed{
+		Gateways:     make(map[types.NamespacedName]gwv1.GatewayStatus, len(changed.Gateways)),
+		ListenerSets: make(map[types.NamespacedName]gwv1.ListenerSetStatus, len(changed.ListenerSets)),
+		HTTPRoutes:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(changed.HTTPRoutes)),
+	}
+	copyKeys(out.Gateways, c.Gateways, changed.Gateways)
+	copyKeys(out.ListenerSets, c.ListenerSets, changed.ListenerSets)
+	copyKeys(out.HTTPRoutes, c.HTTPRoutes, changed.HTTPRoutes)
+	return out
+}
+
+func copyKeys[V any](dst, src map[types.NamespacedName]V, keys []types.NamespacedName) {
+	for _, k := range keys {
+		if v, ok := src[k]; ok {
+			dst[k] = v
+		}
+	}
+}
+
 // MaxPolicyAncestors is the schema's bound on a policy's status.ancestors.
 const MaxPolicyAncestors = 16
 

@@ -509,7 +509,7 @@ func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) 
 		// EndpointSlices only, or nothing.
 		nm := mem
 		nm.inc, nm.incremental = d.next, true
-		return mem.last.out, nm, true
+		return unchanged(mem.last.out), nm, true
 	}
 	if !d.affected() || !d.conflictFree() {
 		return Output{}, mem, false
@@ -791,9 +791,9 @@ func (d *delta) translate() (Output, Memory, bool) {
 	if !ok {
 		return Output{}, d.mem, false
 	}
-	st := d.statuses(prevOut.Statuses, lsStatuses, t.compiled.RouteParents)
+	st, changed := d.statuses(prevOut.Statuses, lsStatuses, t.compiled.RouteParents)
 	out := prevOut
-	out.Config, out.Statuses = cfg, st
+	out.Config, out.Statuses, out.StatusesChanged = cfg, st, changed
 	next := d.mem
 	next.inc, next.incremental = d.next, true
 	next.certs = d.certs(t.ix.certs.used)
@@ -977,7 +977,7 @@ func placeAll(all []*proxy.Listener, order *layeredEdit[*proxy.Listener, listene
 // statuses patches the previous statuses with those of the affected
 // ListenerSets and routes, and their Gateways' attachedListenerSets.
 func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gwv1.ListenerSetStatus,
-	routes map[types.NamespacedName][]gwv1.RouteParentStatus) *status.Computed {
+	routes map[types.NamespacedName][]gwv1.RouteParentStatus) (*status.Computed, *status.Changed) {
 	// The maps of the previous output are patched where they are: the
 	// memory they came with is spent (incremental.spent), and whoever
 	// keeps statuses past a translation copies them (status.Computed.Clone).
@@ -997,7 +997,9 @@ func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gw
 		}
 		return 0
 	}
+	changed := &status.Changed{}
 	for key := range d.sets {
+		changed.ListenerSets = append(changed.ListenerSets, key)
 		if old, ok := prev.ListenerSets[key]; ok {
 			if g := d.prev.gatewayOf(d.oldListenerSet(key)); g != nil {
 				attached[nn(g.in.Gateway.Namespace, g.in.Gateway.Name)] -= accepted(old)
@@ -1012,6 +1014,7 @@ func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gw
 		}
 	}
 	for key := range d.routes {
+		changed.HTTPRoutes = append(changed.HTTPRoutes, key)
 		delete(st.HTTPRoutes, key)
 		if r, ok := routes[key]; ok {
 			st.HTTPRoutes[key] = r
@@ -1025,8 +1028,9 @@ func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gw
 		}
 		gs.AttachedListenerSets = &count
 		st.Gateways[key] = gs
+		changed.Gateways = append(changed.Gateways, key)
 	}
-	return &st
+	return &st, changed
 }
 
 // certs is the next memory's key pairs: those parsed now join, and those

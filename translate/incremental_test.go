@@ -21,6 +21,7 @@ import (
 	"portico.dev/portico/resources"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/status"
 )
 
 // world is a random cluster the property test changes one object at a
@@ -396,7 +397,7 @@ func runIncremental(t *testing.T, seed uint64, kinds []int) int {
 		s.Shared = &SharedAddresses{Addresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
 			Service: types.NamespacedName{Namespace: "ns-a", Name: "svc-1"}}
 	}
-	_, mem := Translate(s, w.res, Memory{})
+	prevWant, mem := Translate(s, w.res, Memory{})
 	deltas := 0
 	for step, kind := range kinds {
 		w.step(kind)
@@ -424,8 +425,64 @@ func runIncremental(t *testing.T, seed uint64, kinds []int) int {
 		if d := incrementalDiff(got, want); d != "" {
 			t.Fatalf("seed %d, step %d (change of kind %d): incremental and full translations differ at %s", seed, step, kind, d)
 		}
+		if d := unlistedStatusChange(prevWant.Statuses, want.Statuses, got.StatusesChanged); d != "" {
+			t.Fatalf("seed %d, step %d (change of kind %d): %s", seed, step, kind, d)
+		}
+		prevWant = want
 	}
 	return deltas
+}
+
+// unlistedStatusChange names a status that differs between two full
+// translations in a row although the incremental translation of the second
+// step said it did not change (changed nil says any may have).
+func unlistedStatusChange(before, after *status.Computed, changed *status.Changed) string {
+	if changed == nil {
+		return ""
+	}
+	listed := func(keys []types.NamespacedName) map[types.NamespacedName]bool {
+		m := map[types.NamespacedName]bool{}
+		for _, k := range keys {
+			m[k] = true
+		}
+		return m
+	}
+	if d := unlisted(before.Gateways, after.Gateways, listed(changed.Gateways), "Gateway"); d != "" {
+		return d
+	}
+	if d := unlisted(before.ListenerSets, after.ListenerSets, listed(changed.ListenerSets), "ListenerSet"); d != "" {
+		return d
+	}
+	if d := unlisted(before.HTTPRoutes, after.HTTPRoutes, listed(changed.HTTPRoutes), "HTTPRoute"); d != "" {
+		return d
+	}
+	b, a := *before, *after
+	b.Gateways, b.ListenerSets, b.HTTPRoutes = nil, nil, nil
+	a.Gateways, a.ListenerSets, a.HTTPRoutes = nil, nil, nil
+	if d := diff(reflect.ValueOf(b), reflect.ValueOf(a), "Statuses"); d != "" {
+		return "a status of a kind a delta does not change changed: " + d
+	}
+	return ""
+}
+
+func unlisted[V any](before, after map[types.NamespacedName]V, listed map[types.NamespacedName]bool, kind string) string {
+	for _, m := range []map[types.NamespacedName]V{before, after} {
+		for key := range m {
+			if listed[key] {
+				continue
+			}
+			if d := diff(reflect.ValueOf(before[key]), reflect.ValueOf(after[key]), kind+" "+key.String()); d != "" {
+				return "status changed but not listed as changed: " + d
+			}
+			if _, ok := before[key]; !ok {
+				return kind + " " + key.String() + " gained a status but is not listed as changed"
+			}
+			if _, ok := after[key]; !ok {
+				return kind + " " + key.String() + " lost its status but is not listed as changed"
+			}
+		}
+	}
+	return ""
 }
 
 // TestIncrementalMatchesFull applies random sequences of adds, updates and

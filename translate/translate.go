@@ -73,6 +73,12 @@ func (s Settings) controller() gwv1.GatewayController {
 type Output struct {
 	Config   *proxy.Config
 	Statuses *status.Computed
+	// StatusesChanged names, after a translation that reused the one
+	// before it (a delta, or nothing but EndpointSlices changed), the
+	// statuses that may differ from that one's: the others are the same
+	// values, in maps the next translation may patch in place. nil after a
+	// full translation, when any may differ.
+	StatusesChanged *status.Changed
 	// ACME lists the certificates to obtain over ACME HTTP-01, one per
 	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
 	// hostname.
@@ -171,7 +177,7 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	} else {
 		inputs = routingInputs(res)
 		if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
-			return mem.last.out, mem
+			return unchanged(mem.last.out), mem
 		}
 	}
 	t := newTranslation(s, res, mem)
@@ -195,6 +201,12 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 		next.last.inputs = inputs
 	}
 	return out, next
+}
+
+// unchanged is out again, saying that no status changed since.
+func unchanged(out Output) Output {
+	out.StatusesChanged = &status.Changed{}
+	return out
 }
 
 // Endpoints resolves every Service port of res to its ready endpoints

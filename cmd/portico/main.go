@@ -357,7 +357,9 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		fsrc.MaxBytes = *f.maxConfig
 		source = fsrc
 		storage = f.acme.fileStorage()
-		out.Statuses = func(st *status.Computed, _ *resources.Resources) { pipeline.LogProblems(log.Named("standalone"), st) }
+		out.Statuses = func(st *status.Computed, changed *status.Changed, _ *resources.Resources) {
+			pipeline.LogProblems(log.Named("standalone"), st, changed)
+		}
 	} else {
 		var err error
 		if c, err = newCluster(f.cluster, popts.Translate.ControllerName, metrics, log); err != nil {
