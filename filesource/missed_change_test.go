@@ -3,8 +3,11 @@ package filesource
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,5 +280,103 @@ func TestWatchConfigMapSwap(t *testing.T) {
 		if got := pathOfRoute(t, s, "r1"); got != v {
 			t.Errorf("swap %d: %s, want %s", i+1, got, v)
 		}
+	}
+}
+
+// A file of the directory with another hard link, edited in place
+// through that other name: no event names it, so it is read again with
+// every snapshot, as a symlink is; a plain file beside it is not.
+func TestWatchHardLinkedFileEdited(t *testing.T) {
+	base := t.TempDir()
+	shared := fileDir{t, filepath.Join(base, "shared")}
+	other := shared.put("a.yaml", routeYAML("r1", "/v1"))
+	conf := filepath.Join(base, "conf")
+	d := fileDir{t, conf}
+	d.put("b.yaml", routeYAML("r2", "/b1"))
+	d.put("c.yaml", routeYAML("r3", "/c1"))
+	if err := os.Link(other, filepath.Join(conf, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	s := watched(conf)
+	if got := pathOfRoute(t, s, "r1"); got != "/v1" {
+		t.Fatalf("first snapshot: %s", got)
+	}
+	if want := map[string]bool{filepath.Join(conf, "a.yaml"): true}; !maps.Equal(s.indirect, want) {
+		t.Errorf("files read again every time: %v, want %v", s.indirect, want)
+	}
+	shared.put("a.yaml", routeYAML("r1", "/v2")) // in place: the same inode
+	d.put("c.yaml", routeYAML("r3", "/c2"))      // not named: not read
+	d.put("b.yaml", routeYAML("r2", "/b2"))
+	s.saw("b.yaml")
+	m := routesByName(t, s)
+	if pathOf(m["r1"]) != "/v2" || pathOf(m["r2"]) != "/b2" || pathOf(m["r3"]) != "/c1" {
+		t.Errorf("r1 %s, r2 %s, r3 %s; want /v2 (other link edited), /b2 (named), /c1 (plain, not named)",
+			pathOf(m["r1"]), pathOf(m["r2"]), pathOf(m["r3"]))
+	}
+
+	// Its other name gone, it is a plain file: named alone again.
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	s.saw("a.yaml")
+	routesByName(t, s)
+	if len(s.indirect) != 0 {
+		t.Errorf("files read again every time: %v, want none", s.indirect)
+	}
+}
+
+// A FIFO named like a configuration file is refused, on a full read and
+// when the watch names it, instead of waiting for ever for a writer; the
+// configuration stays the last good one until it is gone.
+func TestWatchFIFORefused(t *testing.T) {
+	dir := t.TempDir()
+	d := fileDir{t, dir}
+	d.put("a.yaml", routeYAML("r1", "/v1"))
+	fifo := filepath.Join(dir, "x.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	snapshot := func(s *Source) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Snapshot()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			// Let the blocked read end, so the test stops by itself.
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			t.Fatal("Snapshot blocked on a FIFO")
+			return nil
+		}
+	}
+	if err := snapshot(New(dir, zap.NewNop())); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("full read with a FIFO: %v, want it refused", err)
+	}
+
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	s := watched(dir)
+	if got := pathOfRoute(t, s, "r1"); got != "/v1" {
+		t.Fatalf("first snapshot: %s", got)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.saw("x.yaml")
+	if err := snapshot(s); err == nil {
+		t.Error("a FIFO named by the watch was accepted")
+	}
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if got := pathOfRoute(t, s, "r1"); got != "/v1" {
+		t.Errorf("after the FIFO is gone: %s, want /v1", got)
 	}
 }
