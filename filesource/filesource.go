@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -47,6 +49,10 @@ type decodedFile struct {
 	docs []Document
 	// namespaces are those its namespaced objects are in, once each.
 	namespaces []string
+	// indirect: its bytes can change without an event naming it (a
+	// symlink, or a file with other hard links, edited through the other
+	// name, possibly outside the watched tree).
+	indirect bool
 }
 
 type generation struct {
@@ -87,6 +93,11 @@ type Source struct {
 	files map[string]*decodedFile
 	order []string
 	total int64
+	// indirect are the files of the last snapshot whose bytes can change
+	// without an event naming them: every snapshot reads them again. A
+	// directory of plain files has none, so reading only what the watch
+	// named stays cheap.
+	indirect map[string]bool
 	// owner is the document defining each object of the last snapshot.
 	owner     map[objectKey]Document
 	firstSeen map[objectKey]time.Time
@@ -102,7 +113,21 @@ type Source struct {
 	// changes is what the watch saw since the last snapshot.
 	changesMu sync.Mutex
 	changes   changeSet
+	// root is the path with symlinks resolved when it is a directory (a
+	// release directory behind a symlink), as the last full read or watch
+	// found it: files are named under it. rootKind is what it was then:
+	// unknown, a directory or a file.
+	root     string
+	rootKind rootKind
 }
+
+type rootKind int
+
+const (
+	rootUnknown rootKind = iota
+	rootDir
+	rootFile
+)
 
 // changeSet is what a watch saw: the files its events named, or that
 // everything must be read again (fullRead: no watch, an overflow or error
@@ -138,6 +163,8 @@ func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
 		admit:       admit,
 		admitErr:    err,
 		files:       map[string]*decodedFile{},
+		indirect:    map[string]bool{},
+		root:        filepath.Clean(path),
 		owner:       map[objectKey]Document{},
 		firstSeen:   map[objectKey]time.Time{},
 		gens:        map[objectKey]generation{},
@@ -151,34 +178,91 @@ const DefaultResync = 10 * time.Minute
 
 // Files lists the YAML files the source reads, in the order it reads them.
 func (s *Source) Files() ([]string, error) {
+	_, _, files, err := s.list()
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.path
+	}
+	return paths, nil
+}
+
+// listedFile is a file the source reads; symlink when its name is one.
+type listedFile struct {
+	path    string
+	symlink bool
+}
+
+// resolveRoot returns what the source reads: the path with its symlinks
+// resolved when it is a directory, since a walk does not follow a
+// symlinked root. A single file keeps its name: a ConfigMap's file is a
+// symlink through "..data", whose swap shows in the file's own directory.
+func (s *Source) resolveRoot() (string, fs.FileInfo, error) {
 	info, err := os.Stat(s.path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return "", nil, fmt.Errorf("config: %w", err)
+	}
+	root := filepath.Clean(s.path)
+	if info.IsDir() {
+		if resolved, err := filepath.EvalSymlinks(root); err == nil {
+			root = resolved
+		}
+	}
+	return root, info, nil
+}
+
+// list returns the resolved root, what it is, and the files under it,
+// sorted.
+func (s *Source) list() (string, fs.FileInfo, []listedFile, error) {
+	root, info, err := s.resolveRoot()
+	if err != nil {
+		return "", nil, nil, err
 	}
 	if !info.IsDir() {
-		return []string{s.path}, nil
+		l, err := os.Lstat(root)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("config: %w", err)
+		}
+		return root, info, []listedFile{{root, l.Mode()&fs.ModeSymlink != 0}}, nil
 	}
-	var files []string
-	err = filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
+	var files []listedFile
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if p != s.path && strings.HasPrefix(d.Name(), ".") {
+			if p != root && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		if ext := filepath.Ext(p); (ext == ".yaml" || ext == ".yml") && !strings.HasPrefix(d.Name(), ".") {
-			files = append(files, p)
+			files = append(files, listedFile{p, d.Type()&fs.ModeSymlink != 0})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return "", nil, nil, fmt.Errorf("config: %w", err)
 	}
-	slices.Sort(files)
-	return files, nil
+	slices.SortFunc(files, func(a, b listedFile) int { return strings.Compare(a.path, b.path) })
+	return root, info, files, nil
+}
+
+func (s *Source) currentRoot() (string, rootKind) {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	return s.root, s.rootKind
+}
+
+func (s *Source) setRoot(root string, info fs.FileInfo) {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	s.root, s.rootKind = root, rootFile
+	if info.IsDir() {
+		s.rootKind = rootDir
+	}
 }
 
 // Snapshot reads the files and returns one snapshot. Any error (unreadable
@@ -188,7 +272,9 @@ func (s *Source) Files() ([]string, error) {
 // While the source watches (Watch, Run), a snapshot reads again only the
 // files the watch's events named since the last one; everything is read
 // after a failed snapshot, when the watch lost track (an overflow, a
-// directory or a ConfigMap's "..data" swapped) and every ResyncEvery.
+// directory, a rename or a ConfigMap's "..data" swapped) and every
+// ResyncEvery. Files whose bytes can change without an event naming them
+// (symlinks, files with other hard links) are read again every time.
 //
 // Objects of files whose bytes did not change since the last Snapshot are the
 // same objects as then; callers must treat them as read-only.
@@ -203,7 +289,14 @@ func (s *Source) Snapshot() (*resources.Resources, error) {
 	var changed map[string]*decodedFile
 	var err error
 	if !full {
-		changed, err = s.readChanged(seen.files)
+		named := seen.files
+		if len(s.indirect) > 0 {
+			named = maps.Clone(named)
+			for f := range s.indirect {
+				named[f] = true
+			}
+		}
+		changed, err = s.readChanged(named)
 		if errors.Is(err, errReadAll) {
 			full = true
 		}
@@ -255,20 +348,26 @@ var errReadAll = errors.New("read every file")
 // readAll reads every file, decoding those whose bytes changed. It returns
 // the files that changed (nil for a file gone).
 func (s *Source) readAll() (map[string]*decodedFile, error) {
-	files, err := s.Files()
+	root, info, files, err := s.list()
 	if err != nil {
 		return nil, err
 	}
+	s.setRoot(root, info)
 	changed := map[string]*decodedFile{}
 	listed := make(map[string]bool, len(files))
+	indirect := map[string]bool{}
 	var total int64
-	for _, f := range files {
+	for _, lf := range files {
+		f := lf.path
 		listed[f] = true
-		d, err := s.readFile(f, s.MaxBytes-total)
+		d, err := s.readFile(f, s.MaxBytes-total, lf.symlink)
 		if err != nil {
 			return nil, err
 		}
 		total += d.size
+		if d.indirect {
+			indirect[f] = true
+		}
 		if d.docs != nil || s.files[f] == nil {
 			changed[f] = d
 		}
@@ -278,6 +377,7 @@ func (s *Source) readAll() (map[string]*decodedFile, error) {
 			changed[f] = nil
 		}
 	}
+	s.indirect = indirect
 	return changed, nil
 }
 
@@ -292,16 +392,16 @@ func (s *Source) readChanged(named map[string]bool) (map[string]*decodedFile, er
 		}
 	}
 	changed := map[string]*decodedFile{}
+	root, _ := s.currentRoot()
 	for _, f := range sortedKeys(named) {
-		if !s.readsFile(f) {
-			if s.files[f] != nil {
-				changed[f] = nil
-			}
-			continue
+		info, err := os.Lstat(f)
+		symlink := err == nil && info.Mode()&fs.ModeSymlink != 0
+		if symlink {
+			info, err = os.Stat(f)
 		}
-		info, err := os.Stat(f)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case !s.readsFile(root, f) || errors.Is(err, fs.ErrNotExist):
+			delete(s.indirect, f)
 			if s.files[f] != nil {
 				changed[f] = nil
 			}
@@ -311,11 +411,16 @@ func (s *Source) readChanged(named map[string]bool) (map[string]*decodedFile, er
 		case !info.Mode().IsRegular():
 			return nil, errReadAll
 		}
-		d, err := s.readFile(f, s.MaxBytes-total)
+		d, err := s.readFile(f, s.MaxBytes-total, symlink)
 		if err != nil {
 			return nil, err
 		}
 		total += d.size
+		if d.indirect {
+			s.indirect[f] = true
+		} else {
+			delete(s.indirect, f)
+		}
 		if d.docs != nil || s.files[f] == nil {
 			changed[f] = d
 		}
@@ -324,13 +429,13 @@ func (s *Source) readChanged(named map[string]bool) (map[string]*decodedFile, er
 }
 
 // readFile reads f, at most limit bytes, and decodes it unless its bytes
-// are those of the last snapshot: then docs is nil.
-func (s *Source) readFile(f string, limit int64) (*decodedFile, error) {
-	raw, err := readAtMost(f, limit)
+// are those of the last snapshot: then docs is nil. symlink says f is one.
+func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, error) {
+	raw, info, err := readAtMost(f, limit)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	d := &decodedFile{sum: sha256.Sum256(raw), size: int64(len(raw))}
+	d := &decodedFile{sum: sha256.Sum256(raw), size: int64(len(raw)), indirect: symlink || otherLinks(info)}
 	if prev := s.files[f]; prev != nil && prev.sum == d.sum {
 		return d, nil
 	}
@@ -348,8 +453,7 @@ func (s *Source) readFile(f string, limit int64) (*decodedFile, error) {
 // readsFile reports whether f is one of the files Files lists, by its
 // name: the path itself, or a YAML file under the directory, in no
 // directory that Files skips.
-func (s *Source) readsFile(f string) bool {
-	root := filepath.Clean(s.path)
+func (s *Source) readsFile(root, f string) bool {
 	if f == root {
 		return true
 	}
@@ -410,21 +514,31 @@ func (s *Source) Assemble(docs []Document) (*resources.Resources, error) {
 }
 
 // readAtMost reads file, failing without reading it all when it holds more
-// than limit bytes.
-func readAtMost(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
+// than limit bytes, and returns what it is. Only a regular file is read:
+// opening a FIFO would wait for a writer, reading a device might not end;
+// the open does not block (no effect on a regular file) so that the check
+// can come first.
+func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file", file)
+	}
 	raw, err := io.ReadAll(io.LimitReader(f, max(limit, 0)+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("%s: the configuration is larger than its limit of %d bytes (--max-config-bytes)", file, limit)
+		return nil, nil, fmt.Errorf("%s: the configuration is larger than its limit of %d bytes (--max-config-bytes)", file, limit)
 	}
-	return raw, nil
+	return raw, info, nil
 }
 
 // update applies the files that changed (nil: gone) to those of the last
@@ -661,30 +775,8 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 	if err != nil {
 		return fmt.Errorf("watch config: %w", err)
 	}
-	dirs := watchedDirs{}
-	// Watch directories, not files: editors and ConfigMap mounts replace
-	// files by rename, which ends a watch on the file itself.
-	addDirs := func() {
-		root := s.path
-		if info, err := os.Stat(root); err == nil && !info.IsDir() {
-			root = filepath.Dir(root)
-			if w.Add(root) == nil {
-				dirs[root] = true
-			}
-			return
-		}
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				if addErr := w.Add(p); addErr != nil {
-					s.log.Warn("cannot watch directory", zap.String("dir", p), zap.Error(addErr))
-					return nil
-				}
-				dirs[p] = true
-			}
-			return nil
-		})
-	}
-	addDirs()
+	wt := &watch{s: s, w: w, dirs: watchedDirs{}, parents: map[string]bool{}}
+	wt.addAll()
 	s.changesMu.Lock()
 	s.changes.watching = true
 	s.changesMu.Unlock()
@@ -701,27 +793,21 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 				if !ok {
 					return
 				}
-				if !s.relevant(ev, dirs) {
-					continue
+				if wt.handle(ev) {
+					onChange()
 				}
-				s.note(ev, dirs)
-				if ev.Has(fsnotify.Create) {
-					addDirs()
-				}
-				if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-					delete(dirs, ev.Name)
-				}
-				onChange()
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
 				}
 				// An overflow lost events: only a full read knows what
-				// they were.
+				// they were, and a directory made meanwhile has no watch.
 				s.log.Warn("config watch error; reading every file again", zap.Error(err))
+				wt.addAll()
 				s.readAllNext()
 				onChange()
 			case <-resync.C:
+				wt.addAll()
 				s.readAllNext()
 				onChange()
 			}
@@ -730,23 +816,115 @@ func (s *Source) Watch(ctx context.Context, onChange func()) error {
 	return nil
 }
 
-// note records what a relevant event changed: the file it names, or, for
-// a directory or a ConfigMap's "..data" swap (which changes every file
-// through it without an event of their own), everything.
+// watch is a running watch. It is on directories, not files: editors and
+// ConfigMap mounts replace files by rename, which ends a watch on the file
+// itself. It runs on one goroutine.
+type watch struct {
+	s *Source
+	w *fsnotify.Watcher
+	// dirs are those of the configuration, parents those holding it (the
+	// path's and, behind a symlink, the resolved directory's): the
+	// configuration renamed away, replaced or its symlink swapped shows
+	// there only.
+	dirs    watchedDirs
+	parents map[string]bool
+}
+
+// handle notes what a relevant event changed and says whether it was
+// one. A directory the event made is watched before the change is noted,
+// so the snapshot that reads it misses nothing written in it since.
+func (wt *watch) handle(ev fsnotify.Event) bool {
+	s := wt.s
+	if !s.relevant(ev, wt.dirs) {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	switch {
+	case name == filepath.Clean(s.path) || name == wt.root():
+		wt.addAll()
+	case ev.Has(fsnotify.Create):
+		wt.addTree(name)
+	}
+	s.note(ev, wt.dirs)
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		delete(wt.dirs, ev.Name)
+	}
+	return true
+}
+
+// addAll watches the configuration as it is now: every directory under its
+// resolved root and the directories holding it, and stops watching those
+// no longer in it.
+func (wt *watch) addAll() {
+	s := wt.s
+	old := wt.dirs
+	wt.dirs = watchedDirs{}
+	parents := []string{filepath.Dir(filepath.Clean(s.path))}
+	root, info, err := s.resolveRoot()
+	if err == nil {
+		s.setRoot(root, info)
+		parents = append(parents, filepath.Dir(root))
+	}
+	for _, p := range parents {
+		if wt.parents[p] {
+			continue
+		}
+		if addErr := wt.w.Add(p); addErr != nil {
+			s.log.Warn("cannot watch directory", zap.String("dir", p), zap.Error(addErr))
+			continue
+		}
+		wt.parents[p] = true
+	}
+	if err == nil && info.IsDir() {
+		wt.addTree(root)
+	}
+	for p := range old {
+		if !wt.dirs[p] && !wt.parents[p] {
+			_ = wt.w.Remove(p)
+		}
+	}
+}
+
+func (wt *watch) root() string {
+	root, _ := wt.s.currentRoot()
+	return root
+}
+
+// addTree watches dir and every directory under it (nothing when it is
+// not a directory).
+func (wt *watch) addTree(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if addErr := wt.w.Add(p); addErr != nil {
+				wt.s.log.Warn("cannot watch directory", zap.String("dir", p), zap.Error(addErr))
+				return nil
+			}
+			wt.dirs[p] = true
+		}
+		return nil
+	})
+}
+
+// note records what a relevant event changed: the file it names, or
+// everything for a directory, the configuration's own path, a ConfigMap's
+// "..data" swap (which changes every file through it without an event of
+// their own) and a rename. A rename arrives as two events, Rename of the
+// old name then Create of the new: reading only the old name would serve,
+// in between, a configuration without what was on disk all along.
 func (s *Source) note(ev fsnotify.Event, dirs watchedDirs) {
 	name := filepath.Clean(ev.Name)
-	// The configuration's own path (a single file) is read whole anyway.
-	whole := strings.HasPrefix(filepath.Base(name), "..") || dirs[ev.Name] || name == filepath.Clean(s.path)
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	whole := strings.HasPrefix(filepath.Base(name), "..") || dirs[ev.Name] || ev.Has(fsnotify.Rename) ||
+		name == filepath.Clean(s.path) || name == s.root
 	if !whole && ev.Has(fsnotify.Create) {
 		info, err := os.Stat(name)
 		whole = err == nil && info.IsDir()
 	}
-	s.changesMu.Lock()
-	defer s.changesMu.Unlock()
 	switch {
 	case whole:
 		s.changes.fullRead = true
-	case s.readsFile(name):
+	case s.readsFile(s.root, name):
 		s.changes.files[name] = true
 	}
 	// Anything else (a YAML file in a directory Files skips) is not read.
@@ -773,17 +951,36 @@ type watchedDirs map[string]bool
 // relevant says whether a change under the watched path can change what
 // Snapshot reads. Editors write swap, backup and probe files next to the
 // one being edited, and each would otherwise cost a reload of everything.
-// What counts: a YAML file, a directory (created, removed or renamed), and
+// What counts: the configuration's own path (replaced, or its symlink
+// swapped), a YAML file, a directory (created, removed or renamed), and
 // the "..data"-style entries through which a ConfigMap mount swaps all of
-// its files at once by one symlink rename.
+// its files at once by one symlink rename. Nothing else in the directories
+// holding the configuration counts.
 func (s *Source) relevant(ev fsnotify.Event, dirs watchedDirs) bool {
-	base := filepath.Base(ev.Name)
-	if strings.HasPrefix(base, "..") {
+	name := filepath.Clean(ev.Name)
+	root, kind := s.currentRoot()
+	if name == filepath.Clean(s.path) || name == root {
 		return true
 	}
-	if info, err := os.Stat(s.path); err == nil && !info.IsDir() {
-		// One file: only that name is read (whatever its extension).
-		return filepath.Clean(ev.Name) == filepath.Clean(s.path)
+	base := filepath.Base(name)
+	if kind == rootUnknown {
+		if info, err := os.Stat(s.path); err == nil {
+			kind = rootDir
+			if !info.IsDir() {
+				kind = rootFile
+			}
+		}
+	}
+	if kind == rootFile {
+		// One file: only that name is read (whatever its extension), and
+		// the "..data" swap of a ConfigMap beside it.
+		return strings.HasPrefix(base, "..")
+	}
+	if rel, err := filepath.Rel(root, name); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return false
+	}
+	if strings.HasPrefix(base, "..") {
+		return true
 	}
 	if ext := filepath.Ext(base); ext == ".yaml" || ext == ".yml" {
 		return true
