@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"portico.dev/portico/internal/testyaml"
 )
 
 // BenchmarkSnapshot10k is a standalone start at 10,000 hostnames: one file
@@ -71,19 +73,7 @@ func benchmarkSnapshot(b *testing.B, n int) {
 func sitesYAML(b *testing.B, n int) []byte {
 	certPEM, keyPEM := selfSigned(b)
 	var s strings.Builder
-	s.WriteString(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: apps}
-spec:
-  gatewayClassName: portico
-  allowedListeners: {namespaces: {from: Same}}
-  listeners:
-  - {name: http, port: 8080, protocol: HTTP}
+	s.WriteString(testyaml.Gateway + `  - {name: http, port: 8080, protocol: HTTP}
 ---
 apiVersion: v1
 kind: Service
