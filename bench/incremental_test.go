@@ -11,11 +11,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/usage"
 	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
@@ -115,7 +114,7 @@ func BenchmarkAddHostname(b *testing.B) {
 			res := ownCopy(workloadOf(b, n))
 			mem := checkTranslated(b, res)
 			startTiming(b)
-			start := processCPU()
+			start := usage.CPU()
 			for k := 0; b.Loop(); k++ {
 				var host string
 				res, host = withNewHostname(b, res, k)
@@ -159,7 +158,7 @@ func BenchmarkDeleteListenerSet(b *testing.B) {
 	res := ownCopy(workloadOf(b, 100_000))
 	mem := checkTranslated(b, res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for b.Loop() {
 		next := *res
 		next.ListenerSets = res.ListenerSets[:len(res.ListenerSets)-1]
@@ -179,7 +178,7 @@ func BenchmarkRotateSecret(b *testing.B) {
 	}
 	mem := checkTranslated(b, res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for k := 0; b.Loop(); k++ {
 		i := k * 7919 % len(res.Secrets)
 		rotated := res.Secrets[i].DeepCopy()
@@ -200,7 +199,7 @@ func BenchmarkChangeEndpointSlice(b *testing.B) {
 	res := ownCopy(workloadOf(b, 100_000))
 	mem := checkTranslated(b, res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for k := 0; b.Loop(); k++ {
 		res, _ = withChangedSlice(res, k)
 		_, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
@@ -262,7 +261,7 @@ func translateApply(b *testing.B, change func(*resources.Resources, int) (*resou
 	}
 	var applying time.Duration
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for k := 0; b.Loop(); k++ {
 		var check func(*proxy.Runtime, proxy.PortKey)
 		res, check = change(res, k)
@@ -274,9 +273,9 @@ func translateApply(b *testing.B, change func(*resources.Resources, int) (*resou
 		}
 		applying += time.Since(applyStart)
 		if k == 0 {
-			checkStart := processCPU()
+			checkStart := usage.CPU()
 			check(rt, proxy.PortKey{Number: ports[443]})
-			start += processCPU() - checkStart // not the runtime's work
+			start += usage.CPU() - checkStart // not the runtime's work
 		}
 	}
 	reportCPU(b, start)
@@ -325,15 +324,15 @@ func BenchmarkStartup100k(b *testing.B) {
 	res := workloadOf(b, 100_000)
 	var peak, heapMB float64
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for b.Loop() {
 		b.StopTimer()
 		runtime.GC()
-		resetPeakRSS(b)
+		usage.ResetPeakRSS(b)
 		b.StartTimer()
 		out, mem := pipeline.TranslateConcurrently(translate.Settings{}, res, translate.Memory{})
 		b.StopTimer()
-		peak = float64(peakRSS(b)) / (1 << 20)
+		peak = float64(usage.PeakRSS(b)) / (1 << 20)
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -345,31 +344,4 @@ func BenchmarkStartup100k(b *testing.B) {
 	reportCPU(b, start)
 	b.ReportMetric(peak, "peakRSS-MB")
 	b.ReportMetric(heapMB, "heap-MB")
-}
-
-// resetPeakRSS resets the kernel's high-water mark of the process's
-// resident memory (VmHWM) to what is resident now.
-func resetPeakRSS(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Skipf("cannot reset the peak resident memory: %v", err)
-	}
-}
-
-// peakRSS is VmHWM in bytes.
-func peakRSS(b *testing.B) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
 }

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/usage"
 	"portico.dev/portico/pipeline"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/sni/snitest"
@@ -204,7 +204,7 @@ func BenchmarkTranslate5000(b *testing.B) {
 	res.Gateways = slices.Clone(shared.Gateways)
 	mem := checkTranslated(b, &res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for b.Loop() {
 		changed := *shared.Gateways[0]
 		res.Gateways = []*gwv1.Gateway{&changed}
@@ -228,7 +228,7 @@ func BenchmarkTranslate5000Endpoints(b *testing.B) {
 	res.EndpointSlices = slices.Clone(shared.EndpointSlices)
 	mem := checkTranslated(b, &res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for i := 0; b.Loop(); i++ {
 		k := i % len(res.EndpointSlices)
 		changed := *shared.EndpointSlices[k]
@@ -247,7 +247,7 @@ func BenchmarkTranslate5000Cold(b *testing.B) {
 	}
 	checkTranslated(b, res)
 	startTiming(b)
-	start := processCPU()
+	start := usage.CPU()
 	for b.Loop() {
 		pipeline.TranslateConcurrently(translate.Settings{}, res, translate.Memory{})
 	}
@@ -264,19 +264,8 @@ func startTiming(b *testing.B) {
 	b.ResetTimer()
 }
 
-// processCPU is the CPU time the process has used, garbage collection
-// included. On a shared machine it says more than ns/op, which counts the
-// time other processes hold the cores.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N)/float64(time.Millisecond), "cpu-ms/op")
+	b.ReportMetric(float64(usage.CPU()-start)/float64(b.N)/float64(time.Millisecond), "cpu-ms/op")
 }
 
 // BenchmarkTranslateHeap reports what a running instance holds per

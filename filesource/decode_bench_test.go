@@ -14,15 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"portico.dev/portico/internal/testyaml"
+	"portico.dev/portico/internal/usage"
 )
 
 // BenchmarkSnapshot10k is a standalone start at 10,000 hostnames: one file
@@ -44,19 +43,19 @@ func benchmarkSnapshot(b *testing.B, n int) {
 	for b.Loop() {
 		b.StopTimer()
 		runtime.GC()
-		resetPeakRSS(b)
-		before := processCPU(b)
+		usage.ResetPeakRSS(b)
+		before := usage.CPU()
 		b.StartTimer()
 		res, err := New(dir, zap.NewNop()).Snapshot()
 		b.StopTimer()
-		cpu += processCPU(b) - before
+		cpu += usage.CPU() - before
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(res.HTTPRoutes) != n || len(res.ListenerSets) != n {
 			b.Fatalf("loaded %d routes and %d ListenerSets, want %d", len(res.HTTPRoutes), len(res.ListenerSets), n)
 		}
-		peak = float64(peakRSS(b)) / (1 << 20)
+		peak = float64(usage.PeakRSS(b)) / (1 << 20)
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -147,49 +146,6 @@ func selfSigned(b *testing.B) (certPEM, keyPEM string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	indent := func(p []byte) string {
-		var s strings.Builder
-		for line := range strings.Lines(string(p)) {
-			s.WriteString("    " + line)
-		}
-		return s.String()
-	}
-	return indent(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		indent(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-}
-
-// processCPU is the user and system CPU time of the process so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// resetPeakRSS resets the kernel's high-water mark of the process's
-// resident memory (VmHWM) to what is resident now.
-func resetPeakRSS(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Skipf("cannot reset the peak resident memory: %v", err)
-	}
-}
-
-// peakRSS is VmHWM in bytes.
-func peakRSS(b *testing.B) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
+	return testyaml.Indent(4, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))) + "\n",
+		testyaml.Indent(4, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))) + "\n"
 }
