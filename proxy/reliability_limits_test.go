@@ -448,9 +448,20 @@ func TestReliabilitySlowButProgressing(t *testing.T) {
 		const size = 256 << 10 // 2 s at 128 KiB/s: four windows
 		c := relDial(t, addr)
 		fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
-		for range size / (8 << 10) {
-			c.Write(make([]byte, 8<<10))
-			time.Sleep(time.Second / 16)
+		// Paced by the clock, not by counting sleeps: on a busy machine a
+		// sleep overshoots, and counted sleeps would fall below the minimum
+		// rate the test claims to stay above.
+		const rate = 256 << 10 // bytes per second
+		chunk := make([]byte, 8<<10)
+		for sent, start := 0, time.Now(); sent < size; time.Sleep(time.Second / 16) {
+			due := min(int(time.Since(start).Seconds()*rate)+len(chunk), size)
+			for sent < due {
+				n, err := c.Write(chunk[:min(len(chunk), due-sent)])
+				if err != nil {
+					t.Fatalf("upload cut after %d bytes: %v", sent+n, err)
+				}
+				sent += n
+			}
 		}
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
