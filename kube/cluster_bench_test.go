@@ -101,6 +101,7 @@ func clusterNewHostname(b *testing.B, present int) {
 	start = time.Now()
 	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(s *replicaSetup) {
 		s.opts.MinHoldoff, s.opts.Holdoff, s.opts.MaxDelay = 10*time.Millisecond, 100*time.Millisecond, time.Second
+		s.readyWithin = 30 * time.Minute
 	})
 	first := func(i int) error {
 		certsMu.Lock()

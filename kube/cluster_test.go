@@ -164,6 +164,9 @@ type replicaSetup struct {
 	// changed asks the replica's loop for a rebuild (an ACME manager's
 	// OnChange).
 	changed func()
+	// readyWithin bounds the wait for the first config applied: listing
+	// 300,000 objects takes minutes, a test's handful a second.
+	readyWithin time.Duration
 }
 
 // startPortico runs a replica with cfg's identity, binding listener ports
@@ -198,8 +201,9 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 			RetryAfter: 500 * time.Millisecond,
 			Translate:  translate.Settings{Shared: &translate.SharedAddresses{}},
 		},
-		rt:      proxy.New(opts, log.Named("proxy")),
-		changed: func() { loop.Changed() },
+		rt:          proxy.New(opts, log.Named("proxy")),
+		changed:     func() { loop.Changed() },
+		readyWithin: 30 * time.Second,
 	}
 	if mod != nil {
 		mod(setup)
@@ -212,7 +216,7 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 	inst := &clusterInstance{c: c, loop: loop, rt: setup.rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
 	go func() { inst.done <- loop.Run(ctx) }()
 	f.t.Cleanup(inst.stop)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(setup.readyWithin)
 	for loop.Ready() != nil {
 		select {
 		case err := <-inst.done:
