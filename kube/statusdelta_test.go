@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"portico.dev/portico/translate"
 )
@@ -30,24 +32,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	f.service("apps", "svc", f.backend("backend"))
 	createClassAndGateway(t, f.gc, freePort(t))
 	port := gwv1.PortNumber(freePort(t))
-	lsKind := gwv1.Kind("ListenerSet")
-	site := func(i int) {
-		name := fmt.Sprintf("s-%d", i)
-		mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
-			Spec: gwv1.ListenerSetSpec{
-				ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
-				Listeners: []gwv1.ListenerEntry{{Name: "http", Hostname: ptr.To(gwv1.Hostname(name + ".example.com")), Port: port, Protocol: gwv1.HTTPProtocolType}},
-			},
-		}, metav1.CreateOptions{}))
-		mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
-			Spec: gwv1.HTTPRouteSpec{
-				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Kind: &lsKind, Name: gwv1.ObjectName(name)}}},
-				Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")}}},
-			},
-		}, metav1.CreateOptions{}))
-	}
+	site := func(i int) { createSite(t, gws, port, fmt.Sprintf("s-%d", i)) }
 	for i := range present {
 		site(i)
 	}
@@ -121,5 +106,91 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	// the GatewayClass.
 	if n := p.c.writer.deltaCompared.Load() - compared; n == 0 || n > 12 {
 		t.Errorf("the writer compared %d statuses for the change over %d rebuilds, want the few it touched", n, p.loop.Generation()-gen)
+	}
+}
+
+// createSite creates a ListenerSet on apps/gw with one HTTP listener for
+// name.example.com, and an HTTPRoute named name on it, to apps/svc.
+func createSite(t testing.TB, gws gwclientv1.GatewayV1Interface, port gwv1.PortNumber, name string) {
+	t.Helper()
+	ctx := context.Background()
+	lsKind := gwv1.Kind("ListenerSet")
+	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+			Listeners: []gwv1.ListenerEntry{{Name: "http", Hostname: ptr.To(gwv1.Hostname(name + ".example.com")), Port: port, Protocol: gwv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Kind: &lsKind, Name: gwv1.ObjectName(name)}}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc")}}},
+		},
+	}, metav1.CreateOptions{}))
+}
+
+// TestFirstStatusesNotComparedAgainPerInterruption: Portico starting with
+// many objects whose statuses it has never written compares every status
+// once. Each write comes back as an update, whose rebuild interrupts the
+// pass; the next pass takes up what the first had left, instead of
+// comparing everything again (which at 100,000 objects never finished).
+func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
+	const present = 300
+	f := newClusterFixture(t)
+	gws := f.gc.GatewayV1()
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	f.service("apps", "svc", f.backend("backend"))
+	createClassAndGateway(t, f.gc, freePort(t))
+	port := gwv1.PortNumber(freePort(t))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				createSite(t, gws, port, fmt.Sprintf("s-%d", i))
+			}
+		})
+	}
+	for i := range present {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-first", nil)
+	// Changes keep coming meanwhile, as in a busy cluster: each interrupts
+	// the pass.
+	const more = 10
+	for i := range more {
+		time.Sleep(150 * time.Millisecond)
+		createSite(t, gws, port, fmt.Sprintf("s-%d", present+i))
+	}
+	waitFor(t, 2*time.Minute, "every status written", func() error {
+		if n := p.c.writer.writes.Load(); n < 2*(present+more) {
+			return fmt.Errorf("%d statuses written", n)
+		}
+		if !p.c.writer.idle() {
+			return errors.New("status writer busy")
+		}
+		return nil
+	})
+	passes, full := p.c.writer.passes.Load(), p.c.writer.fullCompares.Load()
+	t.Logf("%d writes in %d passes, %d of them comparing every status", p.c.writer.writes.Load(), passes, full)
+	// One when it starts leading and one for the first full translation,
+	// which may come apart.
+	if full > 2 {
+		t.Errorf("every status compared %d times", full)
+	}
+	lss, err := gws.ListenerSets("apps").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ls := range lss.Items {
+		if err := conditionIs(ls.Status.Conditions, "Programmed", "True", "Programmed", ls.Generation); err != nil {
+			t.Errorf("ListenerSet %s: %v", ls.Name, err)
+		}
 	}
 }
