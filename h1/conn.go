@@ -39,6 +39,9 @@ type conn struct {
 	// cur is the response being served, for the watch.
 	cur      atomic.Pointer[response]
 	hijacked atomic.Bool
+	// deadlines is set when a handler set a deadline of the connection,
+	// which is lifted once its response is done.
+	deadlines atomic.Bool
 }
 
 func (c *conn) reset() {
@@ -63,6 +66,9 @@ func (c *conn) serve() (hijacked bool) {
 			c.cur.Store(nil)
 			if hijacked = c.hijacked.Load(); !hijacked {
 				c.rwc.Close()
+				// The background read ends with the connection; it must
+				// be over before the connection is pooled.
+				c.unwatch()
 			}
 		}
 	}()
@@ -94,6 +100,9 @@ func (c *conn) serve() (hijacked bool) {
 		c.unwatch()
 		keep := w.finish()
 		w.cancel(nil)
+		if c.deadlines.Swap(false) {
+			_ = c.rwc.SetDeadline(time.Time{})
+		}
 		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			c.closeWrite()
 			return false

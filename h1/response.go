@@ -103,7 +103,7 @@ func (w *response) informational(code int) {
 		w.canContinue.Store(false)
 	}
 	bw := w.c.bw
-	writeStatusLine(bw, code)
+	writeStatusLine(bw, w.req.ProtoMinor, code)
 	for k, vv := range w.header {
 		writeField(bw, k, vv)
 	}
@@ -233,7 +233,7 @@ func (w *response) sendHead(final bool) error {
 	w.stopContinue()
 	req := w.req
 	bw := c.bw
-	writeStatusLine(bw, w.status)
+	writeStatusLine(bw, req.ProtoMinor, w.status)
 	bw.Write(c.hdr)
 	h := w.header
 	var extra []byte = bw.AvailableBuffer()
@@ -430,8 +430,17 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c.rwc, bufio.NewReadWriter(c.br, c.bw), nil
 }
 
-func (w *response) SetReadDeadline(t time.Time) error  { return w.c.rwc.SetReadDeadline(t) }
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+// SetReadDeadline and SetWriteDeadline set the connection's deadlines for
+// the rest of the request; they are lifted when its response is done.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.deadlines.Store(true)
+	return w.c.rwc.SetReadDeadline(t)
+}
+
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.deadlines.Store(true)
+	return w.c.rwc.SetWriteDeadline(t)
+}
 
 // EnableFullDuplex lets the handler write its response while it reads the
 // request body: the body left unread when the head goes is not taken as
@@ -441,9 +450,15 @@ func (w *response) EnableFullDuplex() error {
 	return nil
 }
 
-func writeStatusLine(bw *bufio.Writer, code int) {
+// writeStatusLine writes the status line, with the version of the request
+// as net/http does: an HTTP/1.0 client gets an HTTP/1.0 answer.
+func writeStatusLine(bw *bufio.Writer, minor, code int) {
 	b := bw.AvailableBuffer()
-	b = append(b, "HTTP/1.1 "...)
+	if minor == 0 {
+		b = append(b, "HTTP/1.0 "...)
+	} else {
+		b = append(b, "HTTP/1.1 "...)
+	}
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
 	if text := http.StatusText(code); text != "" {
