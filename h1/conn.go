@@ -192,6 +192,7 @@ func (c *conn) readRequest() (*response, error) {
 	} else {
 		req.Body = w.body
 		if p.expectContinue {
+			w.expect = true
 			w.canContinue.Store(true)
 			w.body.beforeRead = w.sendContinue
 		}

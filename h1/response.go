@@ -46,6 +46,7 @@ type response struct {
 	continueMu  sync.Mutex
 	canContinue atomic.Bool
 	continued   bool
+	expect      bool // the client sent Expect: 100-continue
 }
 
 func (w *response) Header() http.Header {
@@ -297,7 +298,7 @@ func (w *response) keepAliveDecision() {
 	}
 	if unread, remain := w.body.unread(); unread {
 		switch {
-		case w.canContinue.Load():
+		case w.expect && !w.continued:
 			// The client waits for a 100 (Continue) it will not get: its
 			// body may or may not follow, so nothing more can be read.
 			w.closeAfter = true
@@ -357,7 +358,7 @@ func (w *response) finish() bool {
 		return false
 	}
 	if w.body != nil {
-		if !w.body.finish(maxPostHandlerRead, w.closeAfter || w.canContinue.Load()) {
+		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {
 			return false
 		}
 	}
