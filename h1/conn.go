@@ -33,6 +33,10 @@ type conn struct {
 	// until the handler returns or it outgrows it, so that a short
 	// response gets a Content-Length instead of chunks.
 	head, hdr, pre []byte
+	// parsed is the head of the request being served; header the
+	// response's header map, cleared for the next one.
+	parsed request
+	header http.Header
 	date           dateCache
 	// watcher arms the watch for the client going away (see watch).
 	watcher *time.Timer
@@ -151,8 +155,8 @@ func (c *conn) readRequest() (*response, error) {
 		return nil, err
 	}
 	_ = c.rwc.SetReadDeadline(time.Time{})
-	p, err := parseHead(c.head)
-	if err != nil {
+	p := &c.parsed
+	if err := parseHead(c.head, p); err != nil {
 		return nil, err
 	}
 	u, err := p.newURL()
@@ -175,7 +179,11 @@ func (c *conn) readRequest() (*response, error) {
 	req.RemoteAddr = c.remote
 	req.RequestURI = p.target
 	req.TLS = c.tls
-	w := &response{c: c, req: req, cancel: cancel, contentLength: -1, status: 0}
+	if c.header == nil {
+		c.header = make(http.Header, 8)
+	}
+	clear(c.header)
+	w := &response{c: c, req: req, cancel: cancel, contentLength: -1, header: c.header}
 	w.isHEAD = p.method == http.MethodHead
 	switch {
 	case p.chunked:

@@ -17,8 +17,8 @@ func parseRequest(raw []byte) (*request, []byte, http.Header, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p, err := parseHead(head)
-	if err != nil {
+	p := &request{}
+	if err := parseHead(head, p); err != nil {
 		return nil, nil, nil, err
 	}
 	if _, err := p.newURL(); err != nil {

@@ -77,14 +77,14 @@ type request struct {
 	trailer               http.Header // declared trailer names, nil values
 }
 
-// parseHead parses a head read by readHead. Strings of the request point
-// into one copy of it, made here: one allocation for every value.
-func parseHead(b []byte) (*request, error) {
+// parseHead parses a head read by readHead into r. Strings of the request
+// point into one copy of it, made here: one allocation for every value.
+func parseHead(b []byte, r *request) error {
 	s := string(b)
 	line, rest, _ := strings.Cut(s, "\r\n")
-	r := &request{}
+	*r = request{}
 	if err := r.parseRequestLine(line); err != nil {
-		return nil, err
+		return err
 	}
 	n := strings.Count(rest, "\r\n") - 1
 	r.header = make(http.Header, n)
@@ -99,7 +99,7 @@ func parseHead(b []byte) (*request, error) {
 		}
 		name, value, err := parseField(line)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch name {
 		case "Host":
@@ -117,10 +117,7 @@ func parseHead(b []byte) (*request, error) {
 			strs = strs[1:]
 		}
 	}
-	if err := r.checkFraming(hosts, lengths, encodings); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r.checkFraming(hosts, lengths, encodings)
 }
 
 func (r *request) parseRequestLine(line string) error {

@@ -49,12 +49,9 @@ type response struct {
 	expect      bool // the client sent Expect: 100-continue
 }
 
-func (w *response) Header() http.Header {
-	if w.header == nil {
-		w.header = make(http.Header, 8)
-	}
-	return w.header
-}
+// Header is the connection's header map, cleared for every response: a
+// handler must not use it after it returned, as with net/http.
+func (w *response) Header() http.Header { return w.header }
 
 // WriteHeader sends an informational (1xx) head at once; a final status is
 // recorded and its head built from the header as it is now, to be sent
@@ -421,6 +418,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	c.watcher.Stop()
 	c.cr.abortPending()
+	c.header = nil // the handler may go on using it
 	w.hijacked = true
 	c.hijacked.Store(true)
 	if w.body != nil {
