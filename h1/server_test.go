@@ -667,3 +667,52 @@ func TestHandlerPanics(t *testing.T) {
 		t.Errorf("after a panic: %v %v", statuses(resps), bodies)
 	}
 }
+
+// TestFullDuplexAndDeadlines: a handler that answers before it reads a
+// large body keeps the connection when it enabled full duplex and read
+// the body to its end; deadlines a handler set end with its response.
+func TestFullDuplexAndDeadlines(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.URL.Path == "/duplex" {
+			if err := rc.EnableFullDuplex(); err != nil {
+				t.Error(err)
+			}
+			w.WriteHeader(http.StatusOK)
+			rc.Flush()
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "%d", n)
+			return
+		}
+		// Past before the next request arrives: it must not apply to it.
+		rc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		rc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		io.WriteString(w, "short")
+	}, nil)
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	const size = 400 << 10
+	fmt.Fprintf(c, "POST /duplex HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write(make([]byte, size))
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != fmt.Sprint(size) || resp.Close {
+		t.Fatalf("full duplex: %q, close %v", b, resp.Close)
+	}
+	for i := range 2 {
+		if i == 1 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		io.WriteString(c, "GET /deadline HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d after deadlines: %v", i+1, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "short" {
+			t.Fatalf("request %d: %q", i+1, b)
+		}
+	}
+}
