@@ -67,7 +67,9 @@ func (c *conn) serve() (hijacked bool) {
 				buf = buf[:runtime.Stack(buf, false)]
 				c.srv.log().Error("panic serving a request", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
 			}
-			c.cur.Store(nil)
+			if w := c.cur.Swap(nil); w != nil {
+				w.cancel(nil)
+			}
 			if hijacked = c.hijacked.Load(); !hijacked {
 				c.rwc.Close()
 				// The background read ends with the connection; it must
