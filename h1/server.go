@@ -136,10 +136,12 @@ func (s *Server) signal() {
 // then it returns ctx's error and leaves what is left to Close.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.shutting.Store(true)
+	// The channel first: signal reads it, without the lock, once it sees
+	// shutting set.
 	if s.idle == nil {
 		s.idle = make(chan struct{}, 1)
 	}
+	s.shutting.Store(true)
 	s.mu.Unlock()
 	// A poll as well as the signal: a connection between two states when
 	// the signal came is looked at again soon.
@@ -173,6 +175,9 @@ func (s *Server) closeIdle() bool {
 // Close closes every connection at once, active or not.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if s.idle == nil {
+		s.idle = make(chan struct{}, 1)
+	}
 	s.shutting.Store(true)
 	for c := range s.conns {
 		c.state.Store(stateClosed)
