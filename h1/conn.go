@@ -344,7 +344,9 @@ func (r *connReader) Read(p []byte) (int, error) {
 func (r *connReader) startBackground(w *response) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending || r.has || r.gone || w.c.cur.Load() != w || w.hijacked {
+	// The watch runs on a timer's goroutine: it reads only what is safe
+	// there (hijacked, not w.hijacked, which the handler writes).
+	if r.pending || r.has || r.gone || w.c.cur.Load() != w || w.c.hijacked.Load() {
 		return
 	}
 	if r.c.br.Buffered() > 0 {

@@ -416,11 +416,13 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err := c.bw.Flush(); err != nil {
 		return nil, nil, err
 	}
+	// Marked first: a watch starting now sees it, one started before is
+	// aborted.
+	c.hijacked.Store(true)
 	c.watcher.Stop()
 	c.cr.abortPending()
 	c.header = nil // the handler may go on using it
 	w.hijacked = true
-	c.hijacked.Store(true)
 	if w.body != nil {
 		w.body.Close()
 	}
