@@ -529,6 +529,9 @@ func TestResponseFraming(t *testing.T) {
 // client sent after its head, and the server lets it be.
 func TestHijack(t *testing.T) {
 	addr, s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		// Past the close detection delay: the background read is pending
+		// and must give way to the hijacker.
+		time.Sleep(50 * time.Millisecond)
 		c, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			t.Errorf("hijack: %v", err)
@@ -542,7 +545,27 @@ func TestHijack(t *testing.T) {
 			return
 		}
 		c.Write(buf)
-	}, nil)
+	}, func(s *Server) { s.CloseDetectDelay = 10 * time.Millisecond })
+	for _, early := range []bool{true, false} {
+		c := dial(t, addr)
+		raw := "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"
+		if early { // buffered with the head
+			raw += "hello"
+		}
+		io.WriteString(c, raw)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 101 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		if !early { // sent to the hijacked connection
+			io.WriteString(c, "hello")
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("echo %q, %v", buf, err)
+		}
+	}
 	c := dial(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
 	br := bufio.NewReader(c)
