@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"portico.dev/portico/h1"
 )
 
 // BenchmarkForwardOnly is BenchmarkForward with a client and a backend that
@@ -36,7 +38,7 @@ func BenchmarkForwardOnlyAccessLog(b *testing.B) {
 
 func benchmarkForwardOnly(b *testing.B, opts Options) {
 	backend, accepted := rawBackend(b)
-	rt := New(opts, zap.NewNop())
+	rt := New(testOptions(opts), zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {
@@ -59,14 +61,41 @@ func BenchmarkServerFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Content-Type"] = []string{"text/plain"}
-		w.Header()["Content-Length"] = []string{"7"}
-		io.WriteString(w, "backend")
-	})}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(floorHandler)}
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	b.Cleanup(func() { srv.Close() })
 	rawLoad(b, ln.Addr().String())
+}
+
+// BenchmarkServerFloorPortico is BenchmarkServerFloor against Portico's
+// own HTTP/1 server (package h1).
+func BenchmarkServerFloorPortico(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &h1.Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, Handler: http.HandlerFunc(floorHandler), Log: zap.NewNop()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(c)
+		}
+	}()
+	b.Cleanup(func() {
+		ln.Close()
+		srv.Close()
+	})
+	rawLoad(b, ln.Addr().String())
+}
+
+// floorHandler answers what the raw backend does.
+func floorHandler(w http.ResponseWriter, _ *http.Request) {
+	w.Header()["Content-Type"] = []string{"text/plain"}
+	w.Header()["Content-Length"] = []string{"7"}
+	io.WriteString(w, "backend")
 }
 
 // rawLoad sends GETs to addr from fixed bytes over 16 kept-alive

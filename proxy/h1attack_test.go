@@ -494,18 +494,31 @@ func TestAttackClientFramingNeverSmuggles(t *testing.T) {
 	t.Cleanup(backend.Close)
 	addr := directPort(t, backend.Listener.Addr().String())
 	const smuggled = "GET /admin HTTP/1.1\r\nHost: app.example.com\r\n\r\n"
-	for _, raw := range []string{
-		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" +
-			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled),
-		"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" +
-			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled),
-		fmt.Sprintf("GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled),
-		fmt.Sprintf("POST /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled),
-		"DELETE /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n\r\n",
+	// Content-Length with Transfer-Encoding: net/http's server reads the
+	// chunks (200), Portico's refuses the request (400).
+	both := 200
+	if !goHTTP1() {
+		both = 400
+	}
+	forwarded := 0
+	for _, c := range []struct {
+		raw  string
+		want int
+	}{
+		{"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 200},
+		{"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled), both},
+		{"GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled), both},
+		{fmt.Sprintf("GET /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled), 200},
+		{fmt.Sprintf("POST /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled), 200},
+		{"DELETE /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n\r\n", 200},
 	} {
-		if resp, _, err := rawAnswer(t, addr, raw); err != nil || resp.StatusCode != 200 {
-			t.Errorf("%.60q: %v %v", raw, resp, err)
+		if resp, _, err := rawAnswer(t, addr, c.raw); err != nil || resp.StatusCode != c.want {
+			t.Errorf("%.60q: %v %v, want %d", c.raw, resp, err, c.want)
+		}
+		if c.want == 200 {
+			forwarded++
 		}
 	}
 	// HTTP/2: HEADERS with content-length 0 and without END_STREAM, then
@@ -522,10 +535,10 @@ func TestAttackClientFramingNeverSmuggles(t *testing.T) {
 	}
 	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndHeaders: true}) //nolint:errcheck // checked by what the backend sees
 	h.fr.WriteData(1, true, []byte(smuggled))                                                                //nolint:errcheck // the server may reset the stream
-	// Six HTTP/1.1 requests, and the HTTP/2 one unless its stream was
-	// reset before it was forwarded.
+	// The HTTP/1.1 requests answered 200, and the HTTP/2 one unless its
+	// stream was reset before it was forwarded.
 	seen := 0
-	for wait := time.After(3 * time.Second); seen < 7; seen++ {
+	for wait := time.After(3 * time.Second); seen < forwarded+1; seen++ {
 		select {
 		case p := <-paths:
 			if strings.Contains(p, "/admin") {
@@ -536,8 +549,8 @@ func TestAttackClientFramingNeverSmuggles(t *testing.T) {
 		}
 		break
 	}
-	if seen < 6 {
-		t.Fatalf("backend saw %d requests, want 6 or 7", seen)
+	if seen < forwarded {
+		t.Fatalf("backend saw %d requests, want %d or %d", seen, forwarded, forwarded+1)
 	}
 	select {
 	case p := <-paths:

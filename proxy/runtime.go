@@ -89,6 +89,9 @@ type Options struct {
 	// MaxHeaderCount bounds the header fields of a request (each value of
 	// a repeated name counts); a request with more gets 431.
 	MaxHeaderCount int
+	// HTTP1Server picks the server of HTTP/1 requests: HTTP1Portico (the
+	// default) or HTTP1Go, net/http's, kept to compare and fall back to.
+	HTTP1Server string
 }
 
 // ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
@@ -126,6 +129,7 @@ func DefaultOptions() Options {
 		H2MaxGlitches:        200,
 		H2GlitchesForgiven:   20,
 		StreamIdleTimeout:    time.Hour,
+		HTTP1Server:          HTTP1Portico,
 	}
 }
 
@@ -148,6 +152,7 @@ func (o Options) withDefaults() Options {
 	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
+	o.HTTP1Server = cmp.Or(o.HTTP1Server, d.HTTP1Server)
 	return o
 }
 
@@ -344,5 +349,8 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		return nil, fmt.Errorf("port %d: configure HTTP/2: %w", p.Number, err)
 	}
 	ps.srv.TLSNextProto[http2.NextProtoTLS] = ps.serveTLSH2
+	if rt.opts.HTTP1Server != HTTP1Go {
+		ps.h1 = ps.newH1Server()
+	}
 	return ps, nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/h1"
 	"portico.dev/portico/sni"
 )
 
@@ -26,6 +27,11 @@ type portServer struct {
 	protocol Protocol
 	ln       net.Listener
 	srv      *http.Server
+	// h1 serves HTTP/1 instead of srv when Options.HTTP1Server is
+	// HTTP1Portico; h1ln is the listener its accept loop takes
+	// connections from. srv then only configures HTTP/2.
+	h1   *h1.Server
+	h1ln net.Listener
 	// tlsConfig picks the certificate by SNI (HTTPS ports): the port's
 	// TLS listener and terminated TLS streams handshake with it.
 	tlsConfig *tls.Config
@@ -47,6 +53,7 @@ type portServer struct {
 	writers  sync.Pool
 	served   chan struct{} // closed when the accept loop returns
 	stopOnce sync.Once
+	stopping atomic.Bool
 }
 
 // trackedConn remembers the listener its TLS handshake selected, so a
@@ -114,9 +121,14 @@ func (ps *portServer) start() {
 		go s.acceptLoop()
 		ln = s
 	}
+	serve := ps.srv.Serve
+	if ps.h1 != nil {
+		ps.h1ln = ln
+		serve = ps.acceptH1
+	}
 	go func() {
 		defer close(ps.served)
-		if err := ps.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !ps.stopping.Load() {
 			ps.log.Error("port stopped serving", zap.Error(err))
 		}
 	}()
@@ -156,7 +168,10 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			ps.ln.Close()
 			return
 		}
-		if err := ps.srv.Shutdown(ctx); err != nil {
+		ps.stopping.Store(true)
+		if ps.h1 != nil {
+			ps.shutdownH1(ctx)
+		} else if err := ps.srv.Shutdown(ctx); err != nil {
 			ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
 			ps.srv.Close()
 		}

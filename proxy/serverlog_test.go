@@ -82,7 +82,7 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.Handshakes = failures
-	rt := New(opts, zap.NewNop())
+	rt := New(testOptions(opts), zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
@@ -232,7 +232,7 @@ func TestAccessLog(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.AccessLog = zap.New(core)
-	rt := New(opts, zap.NewNop())
+	rt := New(testOptions(opts), zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	backend := slowBackend(t, "backend-a")
@@ -295,7 +295,7 @@ func TestClientGoneIs499(t *testing.T) {
 	opts.BindAddress = "127.0.0.1"
 	opts.AccessLog = zap.New(core)
 	opts.Observer = obs
-	rt := New(opts, zap.NewNop())
+	rt := New(testOptions(opts), zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	if err := rt.Apply(httpPortConfig(t, p, "svc", slowBackend(t, "slow"))); err != nil {

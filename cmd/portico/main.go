@@ -132,7 +132,7 @@ func newAccessLog(path string) (*zap.Logger, func(), error) {
 type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
-	echoAddr, accessLog, adminAddr                          *string
+	echoAddr, accessLog, adminAddr, http1                   *string
 	requestID                                               *bool
 	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
@@ -165,6 +165,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
+		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
 		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:    clusterFlags(fs),
 		gateway:    newGatewayFlags(fs),
@@ -186,6 +187,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case *f.http1 != proxy.HTTP1Portico && *f.http1 != proxy.HTTP1Go:
+		return nil, fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
 	case *f.minHoldoff > *f.holdoff:
 		return nil, fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
@@ -234,6 +237,7 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	}
 	opts.BindAddress = *f.bind
 	opts.DrainTimeout = *f.drain
+	opts.HTTP1Server = *f.http1
 	f.limits(&opts)
 	opts.Observer = metrics
 	opts.Handshakes = metrics

@@ -1,0 +1,412 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// conn is one connection being served, pooled with its buffers.
+type conn struct {
+	srv    *Server
+	rwc    net.Conn
+	remote string
+	tls    *tls.ConnectionState
+	base   context.Context
+	state  atomic.Int32
+	cr     connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	// head holds the bytes of the request head being parsed; hdr the
+	// response head being built; pre the start of a response body, held
+	// until the handler returns or it outgrows it, so that a short
+	// response gets a Content-Length instead of chunks.
+	head, hdr, pre []byte
+	// parsed is the head of the request being served; header the
+	// response's header map, cleared for the next one.
+	parsed request
+	header http.Header
+	date   dateCache
+	// watcher arms the watch for the client going away (see watch).
+	watcher *time.Timer
+	// cur is the response being served, for the watch.
+	cur      atomic.Pointer[response]
+	hijacked atomic.Bool
+	// deadlines is set when a handler set a deadline of the connection,
+	// which is lifted once its response is done.
+	deadlines atomic.Bool
+}
+
+func (c *conn) reset() {
+	c.rwc, c.base, c.tls = nil, nil, nil
+	c.hijacked.Store(false)
+	c.cr.reset()
+	c.br.Reset(nil)
+	c.bw.Reset(nil)
+	c.head, c.hdr, c.pre = c.head[:0], c.hdr[:0], c.pre[:0]
+}
+
+// serve runs the connection's request loop; it reports whether the
+// connection was hijacked, and otherwise has closed it.
+func (c *conn) serve() (hijacked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.srv.log().Error("panic serving a request", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
+			}
+			if w := c.cur.Swap(nil); w != nil {
+				w.cancel(nil)
+			}
+			if hijacked = c.hijacked.Load(); !hijacked {
+				c.rwc.Close()
+				// The background read ends with the connection; it must
+				// be over before the connection is pooled.
+				c.unwatch()
+			}
+		}
+	}()
+	s := c.srv
+	first := true
+	for {
+		if !c.awaitRequest(first) {
+			c.rwc.Close()
+			return false
+		}
+		first = false
+		w, err := c.readRequest()
+		if err != nil {
+			c.refuse(err)
+			return false
+		}
+		c.cur.Store(w)
+		c.watchAfter(s.closeDetectDelay())
+		if w.req.RequestURI == "*" {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusOK)
+		} else {
+			s.Handler.ServeHTTP(w, w.req)
+		}
+		if w.hijacked {
+			return true
+		}
+		c.cur.Store(nil)
+		c.unwatch()
+		keep := w.finish()
+		w.cancel(nil)
+		if c.deadlines.Swap(false) {
+			_ = c.rwc.SetDeadline(time.Time{})
+		}
+		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
+			c.closeWrite()
+			return false
+		}
+		s.signal()
+	}
+}
+
+// awaitRequest waits for the first byte of the next request and marks the
+// connection active; false when the connection is to close instead.
+func (c *conn) awaitRequest(first bool) bool {
+	s := c.srv
+	if c.br.Buffered() == 0 {
+		// Waiting: the deadline is the idle timeout, or for the first
+		// request the header timeout, counted from the connection's start.
+		var d time.Duration
+		if first {
+			d = s.ReadHeaderTimeout
+		} else {
+			d = s.IdleTimeout
+		}
+		if d > 0 {
+			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+		} else {
+			_ = c.rwc.SetReadDeadline(time.Time{})
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return false
+		}
+	}
+	if !c.state.CompareAndSwap(stateIdle, stateActive) {
+		return false // Shutdown closed it while it waited
+	}
+	if !first && s.ReadHeaderTimeout > 0 {
+		_ = c.rwc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+	}
+	return true
+}
+
+// readRequest reads and parses the next request head and makes its
+// request and response.
+func (c *conn) readRequest() (*response, error) {
+	var err error
+	c.head, err = readHead(c.br, c.head[:0], c.srv.maxHeaderBytes())
+	if err != nil {
+		return nil, err
+	}
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	p := &c.parsed
+	if err := parseHead(c.head, p); err != nil {
+		return nil, err
+	}
+	u, err := p.newURL()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(c.base)
+	req := (&http.Request{}).WithContext(ctx)
+	req.Method = p.method
+	req.URL = u
+	req.Proto, req.ProtoMajor, req.ProtoMinor = p.proto, p.major, p.minor
+	req.Header = p.header
+	req.ContentLength = p.contentLength
+	req.Close = p.close
+	req.Host = p.host
+	if u.Host != "" {
+		req.Host = u.Host // absolute-form: the target's authority wins
+	}
+	delete(req.Header, "Host")
+	req.RemoteAddr = c.remote
+	req.RequestURI = p.target
+	req.TLS = c.tls
+	if c.header == nil {
+		c.header = make(http.Header, 8)
+	}
+	clear(c.header)
+	w := &response{c: c, req: req, cancel: cancel, contentLength: -1, header: c.header}
+	w.isHEAD = p.method == http.MethodHead
+	switch {
+	case p.chunked:
+		delete(req.Header, "Transfer-Encoding")
+		req.TransferEncoding = chunkedOnly
+		req.Trailer = p.trailer
+		w.body = &body{br: c.br, chunked: true, first: true, maxTrailer: c.srv.maxHeaderBytes()}
+		w.body.trailer = &req.Trailer
+	case p.contentLength > 0:
+		w.body = &body{br: c.br, remain: p.contentLength}
+	}
+	if w.body == nil {
+		req.Body = http.NoBody
+	} else {
+		req.Body = w.body
+		if p.expectContinue {
+			w.expect = true
+			w.canContinue.Store(true)
+			w.body.beforeRead = w.sendContinue
+		}
+	}
+	return w, nil
+}
+
+var chunkedOnly = []string{"chunked"}
+
+// refuse answers a request that could not be read, unless the client went
+// away or timed out, and closes the connection.
+func (c *conn) refuse(err error) {
+	var pe *parseError
+	if !errors.As(err, &pe) {
+		c.srv.log().Debug("request not read", zap.String("remote", c.remote), zap.Error(err))
+		c.rwc.Close()
+		return
+	}
+	c.srv.log().Debug("malformed request", zap.String("remote", c.remote), zap.Int("status", pe.status), zap.String("why", pe.why))
+	text := fmt.Sprintf("%d %s", pe.status, http.StatusText(pe.status))
+	_ = c.rwc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", text, len(text), text)
+	_ = c.bw.Flush()
+	c.closeWrite()
+}
+
+// lingerMax bounds the wait for a client to read its last response after
+// the connection was half-closed.
+const (
+	lingerMax   = 500 * time.Millisecond
+	lingerBytes = 256 << 10
+)
+
+// closeWrite closes a connection whose response may have been followed by
+// bytes the client sent that nothing read (a body left unread, a pipelined
+// request): closing at once would make the kernel send a reset, which can
+// destroy the response before the client read it. So the write side is
+// shut first, and what the client still sends is read and dropped, briefly,
+// until it closes too.
+func (c *conn) closeWrite() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err == nil {
+			_ = c.rwc.SetReadDeadline(time.Now().Add(lingerMax))
+			_, _ = io.CopyN(io.Discard, c.rwc, lingerBytes)
+		}
+	}
+	c.rwc.Close()
+}
+
+// The watch for a client going away. net/http keeps a read pending on the
+// connection during every request to notice a client that closed: a
+// syscall (and a goroutine switch) per request, which most requests, done
+// before the client could have left, never needed. Here the read starts
+// only when a handler still runs after CloseDetectDelay and its request's
+// body was read to the end (before that, the handler's body reads see the
+// client leave). A byte it reads is the start of the next, pipelined
+// request and is kept for it.
+
+func (c *conn) watchAfter(d time.Duration) {
+	if c.watcher == nil {
+		c.watcher = time.AfterFunc(d, c.watch)
+		return
+	}
+	c.watcher.Reset(d)
+}
+
+func (c *conn) unwatch() {
+	c.watcher.Stop()
+	c.cr.abortPending()
+}
+
+// watch runs on the timer: it starts the background read, now or once the
+// body has been read.
+func (c *conn) watch() {
+	w := c.cur.Load()
+	if w == nil {
+		return
+	}
+	if w.body != nil {
+		if unread, _ := w.body.unread(); unread {
+			w.body.mu.Lock()
+			if !w.body.done && w.body.err == nil && !w.body.closed {
+				w.body.onDone = func() { c.cr.startBackground(w) }
+				w.body.mu.Unlock()
+				return
+			}
+			w.body.mu.Unlock()
+		}
+	}
+	c.cr.startBackground(w)
+}
+
+// connReader is what the connection's bufio.Reader reads: the socket, and
+// first the byte the background read took from it, if any.
+type connReader struct {
+	c       *conn
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending bool // a background read is in progress
+	aborted bool // it was aborted with a past deadline
+	has     bool // byte holds a byte read by it
+	byte    [1]byte
+	// gone is set when the background read found the client gone.
+	gone bool
+}
+
+func (r *connReader) reset() {
+	r.pending, r.aborted, r.has, r.gone = false, false, false, false
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	if r.pending {
+		r.mu.Unlock()
+		// Only the background read reads while the handler runs;
+		// reaching here means a handler reads the connection after its
+		// body ended, which the body does not do.
+		return 0, errors.New("concurrent read")
+	}
+	if r.has {
+		r.has = false
+		r.mu.Unlock()
+		if len(p) == 0 {
+			return 0, nil
+		}
+		p[0] = r.byte[0]
+		return 1, nil
+	}
+	gone := r.gone
+	r.mu.Unlock()
+	if gone {
+		return 0, io.EOF
+	}
+	return r.c.rwc.Read(p)
+}
+
+// startBackground starts the background read for w's request, unless the
+// next request's bytes are already buffered or the connection is done.
+func (r *connReader) startBackground(w *response) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The watch runs on a timer's goroutine: it reads only what is safe
+	// there (hijacked, not w.hijacked, which the handler writes).
+	if r.pending || r.has || r.gone || w.c.cur.Load() != w || w.c.hijacked.Load() {
+		return
+	}
+	if r.c.br.Buffered() > 0 {
+		return
+	}
+	r.pending, r.aborted = true, false
+	go r.backgroundRead(w)
+}
+
+func (r *connReader) backgroundRead(w *response) {
+	n, err := r.c.rwc.Read(r.byte[:])
+	r.mu.Lock()
+	if n == 1 {
+		r.has = true
+	}
+	var ne net.Error
+	aborted := r.aborted && errors.As(err, &ne) && ne.Timeout()
+	if err != nil && !aborted {
+		// The client closed (or reset) the connection: the request is
+		// cancelled, its backend request with it.
+		r.gone = true
+		w.cancel(errClientGone)
+	}
+	r.pending = false
+	if r.cond != nil {
+		r.cond.Broadcast()
+	}
+	r.mu.Unlock()
+}
+
+// abortPending ends a background read in progress and waits for it.
+func (r *connReader) abortPending() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pending {
+		return
+	}
+	r.aborted = true
+	_ = r.c.rwc.SetReadDeadline(aLongTimeAgo)
+	if r.cond == nil {
+		r.cond = sync.NewCond(&r.mu)
+	}
+	for r.pending {
+		r.cond.Wait()
+	}
+	_ = r.c.rwc.SetReadDeadline(time.Time{})
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// dateCache formats the Date header at most once a second per connection.
+type dateCache struct {
+	sec int64
+	b   []byte
+}
+
+func (d *dateCache) get(now time.Time) []byte {
+	if s := now.Unix(); s != d.sec || d.b == nil {
+		d.sec = s
+		d.b = now.UTC().AppendFormat(d.b[:0], http.TimeFormat)
+	}
+	return d.b
+}
