@@ -289,6 +289,12 @@ func (w *response) keepAliveDecision() {
 	switch {
 	case req.Close, w.c.srv.shutting.Load(), hasToken(w.header["Connection"], "close"):
 		w.closeAfter = true
+	case w.c.parsed.method == http.MethodConnect:
+		// What follows a CONNECT head is tunnel data to its client (a
+		// proxy in front may relay it before the answer), never a
+		// request, whatever the answer: net/http closes too. The
+		// parsed method, since a handler may change req.Method.
+		w.closeAfter = true
 	}
 	if w.body == nil || w.fullDuplex {
 		return
