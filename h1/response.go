@@ -361,6 +361,12 @@ func (w *response) finish() bool {
 		return false
 	}
 	if w.body != nil {
+		// The rest of the body stands between the connection and its
+		// next request: its drain is bounded like a head, or a client
+		// that stops sending it would hold the connection forever.
+		if d := w.c.srv.ReadHeaderTimeout; d > 0 && !w.closeAfter {
+			_ = w.c.rwc.SetReadDeadline(time.Now().Add(d))
+		}
 		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {
 			return false
 		}
