@@ -34,3 +34,44 @@ func TestStalledBodyLeftUnread(t *testing.T) {
 		}
 	}
 }
+
+// TestContinueWhileAnswering: a body read on another goroutine than the
+// handler's (a transport sending it upstream) sends the 100 (Continue)
+// while the handler may be writing its answer: the two must never write
+// the connection at once, and the client must read a clean stream, 100 or
+// not, then the answer. Run with -race.
+func TestContinueWhileAnswering(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}()
+		w.Header().Set("X-Answer", "1")
+		w.WriteHeader(http.StatusAccepted)
+		_ = http.NewResponseController(w).Flush()
+		<-done
+	}, nil)
+	// One connection each: one answered before its 100 (Continue) went
+	// closes, the body having maybe not been sent.
+	for i := range 200 {
+		c := dial(t, addr)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode == http.StatusContinue {
+				continue
+			}
+			if resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Answer") != "1" {
+				t.Fatalf("request %d: answer %d %v", i, resp.StatusCode, resp.Header)
+			}
+			break
+		}
+		c.Close()
+	}
+}
