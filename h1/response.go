@@ -91,9 +91,11 @@ func (w *response) informational(code int) {
 	if w.sent {
 		return
 	}
+	// A 100 (Continue) that a body read on another goroutine sends is
+	// written under continueMu: so is every other head.
+	w.continueMu.Lock()
+	defer w.continueMu.Unlock()
 	if code == http.StatusContinue {
-		w.continueMu.Lock()
-		defer w.continueMu.Unlock()
 		if w.continued {
 			return
 		}
@@ -311,9 +313,12 @@ func (w *response) keepAliveDecision() {
 	}
 }
 
-// stopContinue makes sure no 100 (Continue) follows the response's head.
+// stopContinue makes sure no 100 (Continue) follows the response's head,
+// and that one being sent is written before the head, not at the same
+// time: the lock is taken whenever one could have been sent, not only
+// while one still can be.
 func (w *response) stopContinue() {
-	if w.canContinue.Load() {
+	if w.expect {
 		w.continueMu.Lock()
 		w.canContinue.Store(false)
 		w.continueMu.Unlock()
@@ -425,6 +430,8 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
+	// No 100 (Continue) may reach the connection once it is handed over.
+	w.stopContinue()
 	if err := c.bw.Flush(); err != nil {
 		return nil, nil, err
 	}
