@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -73,5 +74,34 @@ func TestContinueWhileAnswering(t *testing.T) {
 			break
 		}
 		c.Close()
+	}
+}
+
+// TestNoInformationalToHTTP10: an HTTP/1.0 client cannot take a 1xx answer
+// (RFC 9110, section 15.2: a server must not send one): it would read it
+// as the final answer and what follows as its body. A handler's 1xx (the
+// proxy passes on a backend's 100 or 103) is dropped for it.
+func TestNoInformationalToHTTP10(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</s.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusContinue)
+		w.Header().Del("Link")
+		io.WriteString(w, "final")
+	}, nil)
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		raw := "POST / " + proto + "\r\nHost: a\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"
+		resps, bodies := answers(t, addr, raw, http.MethodPost)
+		var got []int
+		for _, r := range resps {
+			got = append(got, r.StatusCode)
+		}
+		want := "[103 100 200]"
+		if proto == "HTTP/1.0" {
+			want = "[200]"
+		}
+		if fmt.Sprint(got) != want || bodies[len(bodies)-1] != "final" {
+			t.Errorf("%s: answers %v %q, want %s", proto, got, bodies, want)
+		}
 	}
 }
