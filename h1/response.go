@@ -86,9 +86,12 @@ func (w *response) WriteHeader(code int) {
 	w.c.hdr = w.appendFields(w.c.hdr[:0])
 }
 
-// informational sends a 1xx head with the header as it is.
+// informational sends a 1xx head with the header as it is, to an HTTP/1.1
+// client only.
 func (w *response) informational(code int) {
-	if w.sent {
+	// An HTTP/1.0 client would take a 1xx for the final answer (RFC
+	// 9110, section 15.2: none is sent to it).
+	if w.sent || w.c.parsed.minor == 0 {
 		return
 	}
 	// A 100 (Continue) that a body read on another goroutine sends is
