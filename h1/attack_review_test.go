@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -103,5 +104,47 @@ func TestNoInformationalToHTTP10(t *testing.T) {
 		if fmt.Sprint(got) != want || bodies[len(bodies)-1] != "final" {
 			t.Errorf("%s: answers %v %q, want %s", proto, got, bodies, want)
 		}
+	}
+}
+
+// TestHijackWhileWatching: the watch for a client going away may start its
+// read while a handler hijacks the connection; it must then not read the
+// handed-over connection (it would take the upgraded protocol's bytes and
+// fail the hijacker's reads). The watch is made to start at once, racing
+// each hijack. Run with -race.
+func TestHijackWhileWatching(t *testing.T) {
+	var n atomic.Int64
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		// Hijacks spread around the moment the watch starts.
+		time.Sleep(time.Duration(n.Add(1)%100) * time.Microsecond)
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(brw, buf); err != nil {
+			t.Errorf("reading the upgraded connection: %v", err)
+			return
+		}
+		c.Write(buf)
+	}, func(s *Server) { s.CloseDetectDelay = 50 * time.Microsecond })
+	for i := range 300 {
+		c := dial(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade %d: %v %v", i, resp, err)
+		}
+		io.WriteString(c, "hello")
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("echo %d: %q, %v", i, buf, err)
+		}
+		c.Close()
 	}
 }
