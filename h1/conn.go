@@ -342,7 +342,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 func (r *connReader) startBackground(w *response) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending || r.has || r.gone || w.c.cur.Load() != w || w.hijacked {
+	if r.pending || r.has || r.gone || w.c.cur.Load() != w || r.c.hijacked.Load() {
 		return
 	}
 	if r.c.br.Buffered() > 0 {

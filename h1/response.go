@@ -439,10 +439,12 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	c.watcher.Stop()
+	// Marked before the background read is ended: a watch that starts
+	// it in between sees the mark under the reader's lock and does not.
+	c.hijacked.Store(true)
 	c.cr.abortPending()
 	c.header = nil // the handler may go on using it
 	w.hijacked = true
-	c.hijacked.Store(true)
 	if w.body != nil {
 		w.body.Close()
 	}
