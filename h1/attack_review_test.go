@@ -148,3 +148,57 @@ func TestHijackWhileWatching(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestBodyAfterPanic: a handler that panics (ReverseProxy aborts with
+// http.ErrAbortHandler when a backend fails mid-answer) may leave a
+// goroutine still reading its body (the transport sending it upstream).
+// Its connection is closed and pooled: a later read must fail, not read
+// from the reader the pooled connection now serves another client with
+// (its request's bytes would go to the first client's backend), nor panic
+// on a reader left without a source.
+func TestBodyAfterPanic(t *testing.T) {
+	late := make(chan string, 1)
+	next := make(chan struct{})
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			io.ReadFull(r.Body, make([]byte, 3))
+			go func() {
+				defer func() {
+					if v := recover(); v != nil {
+						late <- fmt.Sprint("panic: ", v)
+					}
+				}()
+				<-next
+				b := make([]byte, 64)
+				n, err := r.Body.Read(b)
+				late <- fmt.Sprintf("%q %v", b[:n], err)
+			}()
+			panic(http.ErrAbortHandler)
+		}
+		close(next)
+		got := <-late
+		if got != fmt.Sprintf("%q %v", "", http.ErrBodyReadAfterClose) {
+			t.Errorf("a read of the aborted request's body got %s", got)
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}, nil)
+	c := dial(t, addr)
+	io.WriteString(c, "POST /panic HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc")
+	if !closed(c, 2*time.Second) {
+		t.Fatal("connection of the aborted request still open")
+	}
+	// Most likely served by the pooled connection of the first.
+	c2 := dial(t, addr)
+	io.WriteString(c2, "POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(c2, "SECRET")
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "SECRET" {
+		t.Errorf("the second client's handler read %q of its body", b)
+	}
+}
