@@ -67,9 +67,16 @@ func (c *conn) serve() (hijacked bool) {
 				buf = buf[:runtime.Stack(buf, false)]
 				c.srv.log().Error("panic serving a request", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
 			}
-			c.cur.Store(nil)
+			w := c.cur.Swap(nil)
 			if hijacked = c.hijacked.Load(); !hijacked {
 				c.rwc.Close()
+				// A goroutine still reading the body (a transport) must
+				// not read on once the connection is pooled: its reader
+				// will serve another client. Closing the connection
+				// first ends a read in progress, which Close waits for.
+				if w != nil && w.body != nil {
+					w.body.Close()
+				}
 				// The background read ends with the connection; it must
 				// be over before the connection is pooled.
 				c.unwatch()
