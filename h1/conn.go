@@ -314,8 +314,12 @@ type connReader struct {
 	gone bool
 }
 
+// reset runs as the connection is pooled; a watch of its last request
+// whose timer fired as it ended may still look at r, under the lock.
 func (r *connReader) reset() {
+	r.mu.Lock()
 	r.pending, r.aborted, r.has, r.gone = false, false, false, false
+	r.mu.Unlock()
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
