@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,5 +205,38 @@ func TestBodyAfterPanic(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if string(b) != "SECRET" {
 		t.Errorf("the second client's handler read %q of its body", b)
+	}
+}
+
+// TestOptionsFloodUnread: OPTIONS * is answered by the server itself,
+// with no handler to set a write deadline: a client that pipelines many
+// and never reads the answers must not hold the connection forever once
+// the answers fill the socket's buffers. The write is bounded like a
+// head, by ReadHeaderTimeout.
+func TestOptionsFloodUnread(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {}, func(s *Server) {
+		s.ReadHeaderTimeout = 300 * time.Millisecond
+		s.IdleTimeout = 300 * time.Millisecond
+	})
+	c := dial(t, addr)
+	const n = 200000
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	go func() {
+		// The server stops reading once its writes block: whatever is
+		// not taken is dropped with the connection.
+		io.WriteString(c, strings.Repeat("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", n))
+	}()
+	time.Sleep(2 * time.Second)
+	br := bufio.NewReader(c)
+	got := 0
+	for ; got < n; got++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+	}
+	if got == n {
+		t.Errorf("all %d answers were sent to a client that read none for 2s", n)
 	}
 }
