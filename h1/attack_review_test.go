@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -214,12 +215,29 @@ func TestBodyAfterPanic(t *testing.T) {
 // the answers fill the socket's buffers. The write is bounded like a
 // head, by ReadHeaderTimeout.
 func TestOptionsFloodUnread(t *testing.T) {
-	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {}, func(s *Server) {
-		s.ReadHeaderTimeout = 300 * time.Millisecond
-		s.IdleTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Small buffers: the answers fill them sooner.
+			_ = c.(*net.TCPConn).SetWriteBuffer(4096)
+			go s.ServeConn(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.Close()
 	})
-	c := dial(t, addr)
-	const n = 200000
+	c := dial(t, ln.Addr().String())
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	const n = 30000
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	go func() {
 		// The server stops reading once its writes block: whatever is
