@@ -99,6 +99,12 @@ func (c *conn) serve() (hijacked bool) {
 		c.cur.Store(w)
 		c.watchAfter(s.closeDetectDelay())
 		if w.req.RequestURI == "*" {
+			// No handler sets a deadline for this answer: a client that
+			// never reads it (and pipelines more) would hold the
+			// connection forever. Bounded like a head.
+			if d := s.ReadHeaderTimeout; d > 0 {
+				_ = w.SetWriteDeadline(time.Now().Add(d))
+			}
 			w.Header().Set("Content-Length", "0")
 			w.WriteHeader(http.StatusOK)
 		} else {
