@@ -37,7 +37,7 @@ type conn struct {
 	// response's header map, cleared for the next one.
 	parsed request
 	header http.Header
-	date           dateCache
+	date   dateCache
 	// watcher arms the watch for the client going away (see watch).
 	watcher *time.Timer
 	// cur is the response being served, for the watch.

@@ -103,4 +103,3 @@ func sameHeader(a, b http.Header) bool {
 	}
 	return true
 }
-
