@@ -67,11 +67,19 @@ func (c *conn) serve() (hijacked bool) {
 				buf = buf[:runtime.Stack(buf, false)]
 				c.srv.log().Error("panic serving a request", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
 			}
-			if w := c.cur.Swap(nil); w != nil {
+			w := c.cur.Swap(nil)
+			if w != nil {
 				w.cancel(nil)
 			}
 			if hijacked = c.hijacked.Load(); !hijacked {
 				c.rwc.Close()
+				// A goroutine still reading the body (a transport) must
+				// not read on once the connection is pooled: its reader
+				// will serve another client. Closing the connection
+				// first ends a read in progress, which Close waits for.
+				if w != nil && w.body != nil {
+					w.body.Close()
+				}
 				// The background read ends with the connection; it must
 				// be over before the connection is pooled.
 				c.unwatch()
@@ -94,6 +102,12 @@ func (c *conn) serve() (hijacked bool) {
 		c.cur.Store(w)
 		c.watchAfter(s.closeDetectDelay())
 		if w.req.RequestURI == "*" {
+			// No handler sets a deadline for this answer: a client that
+			// never reads it (and pipelines more) would hold the
+			// connection forever. Bounded like a head.
+			if d := s.ReadHeaderTimeout; d > 0 {
+				_ = w.SetWriteDeadline(time.Now().Add(d))
+			}
 			w.Header().Set("Content-Length", "0")
 			w.WriteHeader(http.StatusOK)
 		} else {
@@ -309,8 +323,12 @@ type connReader struct {
 	gone bool
 }
 
+// reset runs as the connection is pooled; a watch of its last request
+// whose timer fired as it ended may still look at r, under the lock.
 func (r *connReader) reset() {
+	r.mu.Lock()
 	r.pending, r.aborted, r.has, r.gone = false, false, false, false
+	r.mu.Unlock()
 }
 
 func (r *connReader) Read(p []byte) (int, error) {

@@ -86,14 +86,19 @@ func (w *response) WriteHeader(code int) {
 	w.c.hdr = w.appendFields(w.c.hdr[:0])
 }
 
-// informational sends a 1xx head with the header as it is.
+// informational sends a 1xx head with the header as it is, to an HTTP/1.1
+// client only.
 func (w *response) informational(code int) {
-	if w.sent {
+	// An HTTP/1.0 client would take a 1xx for the final answer (RFC
+	// 9110, section 15.2: none is sent to it).
+	if w.sent || w.c.parsed.minor == 0 {
 		return
 	}
+	// A 100 (Continue) that a body read on another goroutine sends is
+	// written under continueMu: so is every other head.
+	w.continueMu.Lock()
+	defer w.continueMu.Unlock()
 	if code == http.StatusContinue {
-		w.continueMu.Lock()
-		defer w.continueMu.Unlock()
 		if w.continued {
 			return
 		}
@@ -289,6 +294,12 @@ func (w *response) keepAliveDecision() {
 	switch {
 	case req.Close, w.c.srv.shutting.Load(), hasToken(w.header["Connection"], "close"):
 		w.closeAfter = true
+	case w.c.parsed.method == http.MethodConnect:
+		// What follows a CONNECT head is tunnel data to its client (a
+		// proxy in front may relay it before the answer), never a
+		// request, whatever the answer: net/http closes too. The
+		// parsed method, since a handler may change req.Method.
+		w.closeAfter = true
 	}
 	if w.body == nil || w.fullDuplex {
 		return
@@ -305,9 +316,12 @@ func (w *response) keepAliveDecision() {
 	}
 }
 
-// stopContinue makes sure no 100 (Continue) follows the response's head.
+// stopContinue makes sure no 100 (Continue) follows the response's head,
+// and that one being sent is written before the head, not at the same
+// time: the lock is taken whenever one could have been sent, not only
+// while one still can be.
 func (w *response) stopContinue() {
-	if w.canContinue.Load() {
+	if w.expect {
 		w.continueMu.Lock()
 		w.canContinue.Store(false)
 		w.continueMu.Unlock()
@@ -355,6 +369,12 @@ func (w *response) finish() bool {
 		return false
 	}
 	if w.body != nil {
+		// The rest of the body stands between the connection and its
+		// next request: its drain is bounded like a head, or a client
+		// that stops sending it would hold the connection forever.
+		if d := w.c.srv.ReadHeaderTimeout; d > 0 && !w.closeAfter {
+			_ = w.c.rwc.SetReadDeadline(time.Now().Add(d))
+		}
 		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {
 			return false
 		}
@@ -413,6 +433,8 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
+	// No 100 (Continue) may reach the connection once it is handed over.
+	w.stopContinue()
 	if err := c.bw.Flush(); err != nil {
 		return nil, nil, err
 	}
@@ -420,6 +442,9 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// aborted.
 	c.hijacked.Store(true)
 	c.watcher.Stop()
+	// Marked before the background read is ended: a watch that starts
+	// it in between sees the mark under the reader's lock and does not.
+	c.hijacked.Store(true)
 	c.cr.abortPending()
 	c.header = nil // the handler may go on using it
 	w.hijacked = true

@@ -22,7 +22,8 @@ type Server struct {
 	Log     *zap.Logger
 	// ReadHeaderTimeout bounds reading a request's head, from its first
 	// byte (slowloris); for the first request of a connection, from the
-	// connection's start. IdleTimeout bounds the wait for the next request
+	// connection's start. It also bounds reading what a handler left
+	// unread of a body, after the answer. IdleTimeout bounds the wait for the next request
 	// of a kept-alive connection. Zero: no bound.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration

@@ -1,0 +1,260 @@
+package h1
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestStalledBodyLeftUnread: a body the handler left unread is drained
+// after the answer so the connection can be kept; a client that stops
+// sending it part way must not hold the connection (and its goroutine)
+// forever. The drain is bounded like a head, by ReadHeaderTimeout. OPTIONS
+// * is answered without a handler, which leaves its body to the drain too.
+func TestStalledBodyLeftUnread(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+	}, func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+	for _, raw := range []string{
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n0123456789",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n0123456789",
+	} {
+		c := dial(t, addr)
+		io.WriteString(c, raw)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%.20q: %v", raw, err)
+		}
+		resp.Body.Close()
+		if !closed(c, 3*time.Second) {
+			t.Errorf("%.20q: connection still open 3s after the rest of the body stalled", raw)
+		}
+	}
+}
+
+// TestContinueWhileAnswering: a body read on another goroutine than the
+// handler's (a transport sending it upstream) sends the 100 (Continue)
+// while the handler may be writing its answer: the two must never write
+// the connection at once, and the client must read a clean stream, 100 or
+// not, then the answer. Run with -race.
+func TestContinueWhileAnswering(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}()
+		w.Header().Set("X-Answer", "1")
+		w.WriteHeader(http.StatusAccepted)
+		_ = http.NewResponseController(w).Flush()
+		<-done
+	}, nil)
+	// One connection each: one answered before its 100 (Continue) went
+	// closes, the body having maybe not been sent.
+	for i := range 200 {
+		c := dial(t, addr)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode == http.StatusContinue {
+				continue
+			}
+			if resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Answer") != "1" {
+				t.Fatalf("request %d: answer %d %v", i, resp.StatusCode, resp.Header)
+			}
+			break
+		}
+		c.Close()
+	}
+}
+
+// TestNoInformationalToHTTP10: an HTTP/1.0 client cannot take a 1xx answer
+// (RFC 9110, section 15.2: a server must not send one): it would read it
+// as the final answer and what follows as its body. A handler's 1xx (the
+// proxy passes on a backend's 100 or 103) is dropped for it.
+func TestNoInformationalToHTTP10(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</s.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusContinue)
+		w.Header().Del("Link")
+		io.WriteString(w, "final")
+	}, nil)
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		raw := "POST / " + proto + "\r\nHost: a\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"
+		resps, bodies := answers(t, addr, raw, http.MethodPost)
+		var got []int
+		for _, r := range resps {
+			got = append(got, r.StatusCode)
+		}
+		want := "[103 100 200]"
+		if proto == "HTTP/1.0" {
+			want = "[200]"
+		}
+		if fmt.Sprint(got) != want || bodies[len(bodies)-1] != "final" {
+			t.Errorf("%s: answers %v %q, want %s", proto, got, bodies, want)
+		}
+	}
+}
+
+// TestHijackWhileWatching: the watch for a client going away may start its
+// read while a handler hijacks the connection; it must then not read the
+// handed-over connection (it would take the upgraded protocol's bytes and
+// fail the hijacker's reads). The watch is made to start at once, racing
+// each hijack. Run with -race.
+func TestHijackWhileWatching(t *testing.T) {
+	var n atomic.Int64
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		// Hijacks spread around the moment the watch starts.
+		time.Sleep(time.Duration(n.Add(1)%100) * time.Microsecond)
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(brw, buf); err != nil {
+			t.Errorf("reading the upgraded connection: %v", err)
+			return
+		}
+		c.Write(buf)
+	}, func(s *Server) { s.CloseDetectDelay = 50 * time.Microsecond })
+	for i := range 300 {
+		c := dial(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade %d: %v %v", i, resp, err)
+		}
+		io.WriteString(c, "hello")
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("echo %d: %q, %v", i, buf, err)
+		}
+		c.Close()
+	}
+}
+
+// TestBodyAfterPanic: a handler that panics (ReverseProxy aborts with
+// http.ErrAbortHandler when a backend fails mid-answer) may leave a
+// goroutine still reading its body (the transport sending it upstream).
+// Its connection is closed and pooled: a later read must fail, not read
+// from the reader the pooled connection now serves another client with
+// (its request's bytes would go to the first client's backend), nor panic
+// on a reader left without a source.
+func TestBodyAfterPanic(t *testing.T) {
+	late := make(chan string, 1)
+	next := make(chan struct{})
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			io.ReadFull(r.Body, make([]byte, 3))
+			go func() {
+				defer func() {
+					if v := recover(); v != nil {
+						late <- fmt.Sprint("panic: ", v)
+					}
+				}()
+				<-next
+				b := make([]byte, 64)
+				n, err := r.Body.Read(b)
+				if n == 0 && err != nil {
+					late <- "failed"
+				} else {
+					late <- fmt.Sprintf("%q %v", b[:n], err)
+				}
+			}()
+			panic(http.ErrAbortHandler)
+		}
+		close(next)
+		got := <-late
+		if got != "failed" {
+			t.Errorf("a read of the aborted request's body got %s", got)
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}, nil)
+	c := dial(t, addr)
+	io.WriteString(c, "POST /panic HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc")
+	if !closed(c, 2*time.Second) {
+		t.Fatal("connection of the aborted request still open")
+	}
+	// Most likely served by the pooled connection of the first.
+	c2 := dial(t, addr)
+	io.WriteString(c2, "POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(c2, "SECRET")
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "SECRET" {
+		t.Errorf("the second client's handler read %q of its body", b)
+	}
+}
+
+// TestOptionsFloodUnread: OPTIONS * is answered by the server itself,
+// with no handler to set a write deadline: a client that pipelines many
+// and never reads the answers must not hold the connection forever once
+// the answers fill the socket's buffers. The write is bounded like a
+// head, by ReadHeaderTimeout.
+func TestOptionsFloodUnread(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Small buffers: the answers fill them sooner.
+			_ = c.(*net.TCPConn).SetWriteBuffer(4096)
+			go s.ServeConn(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.Close()
+	})
+	c := dial(t, ln.Addr().String())
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	const n = 30000
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	go func() {
+		// The server stops reading once its writes block: whatever is
+		// not taken is dropped with the connection.
+		io.WriteString(c, strings.Repeat("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", n))
+	}()
+	time.Sleep(2 * time.Second)
+	br := bufio.NewReader(c)
+	got := 0
+	for ; got < n; got++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+	}
+	if got == n {
+		t.Errorf("all %d answers were sent to a client that read none for 2s", n)
+	}
+}
