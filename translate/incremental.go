@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
@@ -898,7 +899,7 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 	// Ports come in the order of their first listeners, which may have
 	// changed.
 	first := func(p *proxy.Port) listenerOrder {
-		o, _ := order.get(p.All[0])
+		o, _ := order.get(p.All.At(0))
 		return o
 	}
 	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
@@ -918,7 +919,7 @@ type portChange struct {
 func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listener, listenerOrder]) (*proxy.Port, bool) {
 	p := *prev
 	p.All = placeAll(p.All, order, c.removed, c.adds)
-	if len(p.All) == 0 {
+	if p.All.Len() == 0 {
 		return nil, false
 	}
 	hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
@@ -940,24 +941,25 @@ func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listen
 
 // placeAll is a port's listener list without those removed and with adds,
 // each where its precedence (order, which knows both) puts it.
-func placeAll(all []*proxy.Listener, order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
-	adds []servedListener) []*proxy.Listener {
-	out := slices.Clone(all)
-	byOrder := func(l *proxy.Listener, target listenerOrder) int {
-		o, _ := order.get(l)
-		return compareOrder(o, target)
+func placeAll(all chunked.List[*proxy.Listener], order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
+	adds []servedListener) chunked.List[*proxy.Listener] {
+	byOrder := func(target listenerOrder) func(*proxy.Listener) int {
+		return func(l *proxy.Listener) int {
+			o, _ := order.get(l)
+			return compareOrder(o, target)
+		}
 	}
 	for l := range removed {
 		o, _ := order.get(l)
-		if at, found := slices.BinarySearchFunc(out, o, byOrder); found && out[at] == l {
-			out = slices.Delete(out, at, at+1)
+		if at, found := all.Search(byOrder(o)); found && all.At(at) == l {
+			all = all.Delete(at)
 		}
 	}
 	for _, s := range adds {
-		at, _ := slices.BinarySearchFunc(out, s.order, byOrder)
-		out = slices.Insert(out, at, s.l)
+		at, _ := all.Search(byOrder(s.order))
+		all = all.Insert(at, s.l)
 	}
-	return out
+	return all
 }
 
 // statuses patches the previous statuses with those of the affected

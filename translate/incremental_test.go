@@ -328,7 +328,7 @@ func incrementalDiff(a, b Output) string {
 		if p.Address != q.Address || p.Number != q.Number || p.Protocol != q.Protocol || p.Streams != q.Streams {
 			return path
 		}
-		if d := diff(reflect.ValueOf(p.All), reflect.ValueOf(q.All), path+".All"); d != "" {
+		if d := diff(reflect.ValueOf(p.All.Slice()), reflect.ValueOf(q.All.Slice()), path+".All"); d != "" {
 			return d
 		}
 		if d := entriesDiff(p.Listeners, q.Listeners, path+".Listeners"); d != "" {

@@ -40,6 +40,9 @@ func (k keptList[T]) diff(now []T) (removed, added []T, next keptList[T], ok boo
 	for pre < n && k.at(pre) == now[pre] {
 		pre++
 	}
+	if pre == k.n && k.n == len(now) {
+		return nil, nil, k, true // unchanged: every chunk shared
+	}
 	suf := 0
 	if k.n == len(now) {
 		// Aligned: the suffix by whole chunks too.
