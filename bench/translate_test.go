@@ -152,7 +152,7 @@ func checkTranslated(b testing.TB, res *resources.Resources) translate.Memory {
 	served := 0
 	for _, p := range cfg.Ports {
 		if p.Number == 443 {
-			for _, l := range p.All {
+			for l := range p.All.Values() {
 				if l.Routes != nil {
 					served++
 				}

@@ -30,6 +30,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni/snitest"
 )
@@ -179,7 +180,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 		}
 	}
 	l := &Listener{Key: "Gateway/ns/gw/http", Routes: compileRoute(t, route, services)}
-	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}}
+	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}}
 	return cfg
 }
 
@@ -524,7 +525,7 @@ func TestBackendClientCertificate(t *testing.T) {
 	settings := &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
 	config := func(cc *BackendClientCert) *Config {
 		cfg := servicesConfig(t, p, testService{name: "svc", addr: srv.Listener.Addr().String(), tls: settings})
-		cfg.Ports[0].All[0].BackendClientCert = cc
+		cfg.Ports[0].All.At(0).BackendClientCert = cc
 		cfg.BackendClientCertIDs = map[string]struct{}{}
 		if cc != nil {
 			cfg.BackendClientCertIDs[cc.ID] = struct{}{}

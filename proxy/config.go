@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/tlsrouting"
@@ -79,8 +80,9 @@ type Port struct {
 	// listener hostname wins, as it does for SNI.
 	Listeners *hostname.Table[*Listener]
 	// All lists the port's listeners in precedence order, for status,
-	// debugging and tests; requests use the tables.
-	All []*Listener
+	// debugging and tests; requests use the tables. In chunks: the next
+	// Config's list shares all that a change did not touch.
+	All chunked.List[*Listener]
 	// SNI picks the certificate and listener at the TLS handshake (HTTPS
 	// only). Entry.Value is the *Listener.
 	SNI *sni.Table

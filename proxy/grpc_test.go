@@ -27,6 +27,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/internal/grpctest"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
@@ -130,7 +131,7 @@ func grpcTestConfig(t *testing.T, number int) *Config {
 		t.Fatalf("GRPCRoute did not attach: %+v", out.GRPCRouteParents)
 	}
 	l := &Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
-	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}}
+	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}}
 	return cfg
 }
 
@@ -372,7 +373,7 @@ func TestGRPCOverHTTPS(t *testing.T) {
 	p := freePort(t)
 	cfg := grpcTestConfig(t, p)
 	port := cfg.Ports[0]
-	l := port.All[0]
+	l := port.All.At(0)
 	l.Hostname = host
 	port.Protocol = HTTPS
 	port.Listeners = hostname.NewTable([]string{host}, []*Listener{l})

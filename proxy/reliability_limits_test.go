@@ -34,6 +34,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/sni/snitest"
 )
@@ -107,7 +108,7 @@ func relHTTPSPort(t *testing.T, rt *Runtime, backend string) (string, *tls.Confi
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", backend)
 	cfg.Ports[0].Protocol = HTTPS
-	cfg.Ports[0].All = []*Listener{l}
+	cfg.Ports[0].All = chunked.Of([]*Listener{l})
 	cfg.Ports[0].Listeners = hostname.NewTable([]string{relHostname}, []*Listener{l})
 	cfg.Ports[0].SNI = sni.NewTable([]*sni.Entry{{Hostname: relHostname, Certificates: []*tls.Certificate{cert}, Value: l}})
 	if err := rt.Apply(cfg); err != nil {

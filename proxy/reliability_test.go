@@ -188,9 +188,9 @@ func tlsRecorderPort(t *testing.T, rec *recorder) (string, *x509.CertPool) {
 	cfg := servicesConfig(t, p, testService{name: "svc", addr: serveBackend(t, rec)})
 	port := cfg.Ports[0]
 	port.Protocol = HTTPS
-	port.All[0].Hostname = "app.example.com"
-	port.Listeners = hostname.NewTable([]string{"app.example.com"}, port.All)
-	port.SNI = sni.NewTable([]*sni.Entry{{Hostname: "app.example.com", Certificates: []*tls.Certificate{cert}, Value: port.All[0]}})
+	port.All.At(0).Hostname = "app.example.com"
+	port.Listeners = hostname.NewTable([]string{"app.example.com"}, port.All.Slice())
+	port.SNI = sni.NewTable([]*sni.Entry{{Hostname: "app.example.com", Certificates: []*tls.Certificate{cert}, Value: port.All.At(0)}})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestReliabilityErrorBodies(t *testing.T) {
 			}}}},
 		},
 	)
-	cfg.Ports[0].All[0].Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
+	cfg.Ports[0].All.At(0).Routes = compileRoute(t, route, map[types.NamespacedName]routing.Service{
 		{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}},
 	})
 	if err := rt.Apply(cfg); err != nil {

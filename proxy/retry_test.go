@@ -24,7 +24,7 @@ func retryRuntime(t *testing.T, endpoints []string, retry *gwv1.HTTPRouteRetry, 
 	cfg := httpPortConfig(t, p, "svc", "")
 	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
 	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(endpoints...))
-	cfg.Ports[0].All[0].Routes = ruleTable(t, "svc", gwv1.HTTPRouteRule{Retry: retry, Timeouts: timeouts})
+	cfg.Ports[0].All.At(0).Routes = ruleTable(t, "svc", gwv1.HTTPRouteRule{Retry: retry, Timeouts: timeouts})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

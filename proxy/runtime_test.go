@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
 )
 
@@ -75,7 +76,7 @@ func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.Namesp
 func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *Config {
 	l := &Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
 	return &Config{
-		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: []*Listener{l}}},
+		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}},
 		Endpoints: NewEndpointTable(map[routing.BackendKey]*Endpoints{
 			{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: NewEndpoints(backendAddr),
 		}),
@@ -254,7 +255,7 @@ func TestObserverSeesRouteAndStatus(t *testing.T) {
 	defer rt.Close(context.Background()) //nolint:errcheck // test cleanup
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
-	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All)
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All.Slice())
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/sni/snitest"
 )
@@ -87,7 +88,7 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
 	cfg.Ports[0].Protocol = HTTPS
-	cfg.Ports[0].All = all
+	cfg.Ports[0].All = chunked.Of(all)
 	cfg.Ports[0].Listeners = hostname.NewTable([]string{open.Hostname, strict.Hostname}, all)
 	cfg.Ports[0].SNI = sni.NewTable(entries)
 	if err := rt.Apply(cfg); err != nil {
@@ -237,7 +238,7 @@ func TestAccessLog(t *testing.T) {
 	p := freePort(t)
 	backend := slowBackend(t, "backend-a")
 	cfg := httpPortConfig(t, p, "svc", backend)
-	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All)
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{"a.example.com"}, cfg.Ports[0].All.Slice())
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/tlsrouting"
@@ -51,7 +52,7 @@ func (p tlsPort) config(number int) *Config {
 	cfg := &Config{
 		Ports: []*Port{{Number: int32(number), Protocol: HTTPS,
 			Listeners: hostname.NewTable([]string{"*.pass.test", "*.term.test"}, []*Listener{pass, term}),
-			All:       []*Listener{pass, term}, SNI: sni.NewTable(entries), Streams: true}},
+			All:       chunked.Of([]*Listener{pass, term}), SNI: sni.NewTable(entries), Streams: true}},
 	}
 	for svc, addr := range p.endpoints {
 		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, NewEndpoints(addr))

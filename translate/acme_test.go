@@ -207,7 +207,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 	}
 	served := map[string]bool{}
 	for _, p := range cfg.Ports {
-		for _, l := range p.All {
+		for l := range p.All.Values() {
 			served[l.Hostname] = true
 		}
 	}

@@ -686,7 +686,7 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 		return l.Key
 	}
 	probes := []string{"unknown.invalid"}
-	for _, l := range p.All {
+	for l := range p.All.Values() {
 		probes = append(probes, goldenProbe(l.Hostname))
 	}
 	for _, name := range probes {
@@ -699,7 +699,7 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 	if p.SNI != nil {
 		out.Lookups[""] = goldenLookup{SNI: keyOf(sniListener(p.SNI.Lookup("")))}
 	}
-	for _, l := range p.All {
+	for l := range p.All.Values() {
 		out.Listeners = append(out.Listeners, d.listener(p, l))
 	}
 	out.Streams = p.Streams

@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
@@ -31,7 +32,10 @@ import (
 // Like the Memory holding it, it is never changed once built.
 type incremental struct {
 	settings Settings
+	// res is the snapshot's other kinds, to compare the next one's with;
+	// lists its ListenerSets, HTTPRoutes, Secrets and Services.
 	res      *resources.Resources
+	lists    keptLists
 	ls       layered[types.NamespacedName, *gwv1.ListenerSet]
 	routes   layered[types.NamespacedName, *gwv1.HTTPRoute]
 	secrets  layered[types.NamespacedName, *corev1.Secret]
@@ -63,6 +67,17 @@ type incremental struct {
 	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
 	tls         *backendTLS
 	cas         map[types.NamespacedName]*corev1.ConfigMap
+}
+
+// keptLists are a snapshot's lists of the kinds a delta re-derives, in
+// chunks that the lists kept after a change share where they did not
+// change (keptlist.go): a copy of each at 100,000 objects per change
+// would cost more than the rest of a delta.
+type keptLists struct {
+	ls       keptList[*gwv1.ListenerSet]
+	routes   keptList[*gwv1.HTTPRoute]
+	secrets  keptList[*corev1.Secret]
+	services keptList[*corev1.Service]
 }
 
 type hostClaim struct {
@@ -136,7 +151,9 @@ func (t *translation) incrementalState() *incremental {
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
 		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)), spent: &atomic.Bool{},
-		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps}
+		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps,
+		lists: keptLists{ls: newKeptList(res.ListenerSets), routes: newKeptList(res.HTTPRoutes),
+			secrets: newKeptList(res.Secrets), services: newKeptList(res.Services)}}
 	var ok bool
 	if inc.ls, ok = byKey(res.ListenerSets); !ok {
 		return nil
@@ -209,24 +226,18 @@ func (t *translation) incrementalState() *incremental {
 
 // snapshotCopy is res with slices of its own: what the next translation
 // compares its snapshot with must not change if a caller reuses a slice.
+// The kinds a delta re-derives are kept in keptLists instead.
 func snapshotCopy(res *resources.Resources) *resources.Resources {
 	c := *res
-	c.GatewayClasses, c.Gateways, c.ListenerSets = slices.Clone(res.GatewayClasses), slices.Clone(res.Gateways), slices.Clone(res.ListenerSets)
-	c.HTTPRoutes, c.GRPCRoutes, c.TLSRoutes = slices.Clone(res.HTTPRoutes), slices.Clone(res.GRPCRoutes), slices.Clone(res.TLSRoutes)
+	c.GatewayClasses, c.Gateways = slices.Clone(res.GatewayClasses), slices.Clone(res.Gateways)
+	c.GRPCRoutes, c.TLSRoutes = slices.Clone(res.GRPCRoutes), slices.Clone(res.TLSRoutes)
 	c.ReferenceGrants, c.BackendTLSPolicies, c.ConfigMaps = slices.Clone(res.ReferenceGrants), slices.Clone(res.BackendTLSPolicies), slices.Clone(res.ConfigMaps)
-	c.Namespaces, c.Secrets, c.Services = slices.Clone(res.Namespaces), slices.Clone(res.Secrets), slices.Clone(res.Services)
+	c.Namespaces = slices.Clone(res.Namespaces)
 	c.KIngresses, c.KCertificates = slices.Clone(res.KIngresses), slices.Clone(res.KCertificates)
 	c.Parameters, c.Deployments = slices.Clone(res.Parameters), slices.Clone(res.Deployments)
+	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
-}
-
-// keptOrCopied is kept when it holds what now holds, else a copy of now.
-func keptOrCopied[T comparable](kept, now []T) []T {
-	if slices.Equal(kept, now) {
-		return kept
-	}
-	return slices.Clone(now)
 }
 
 // byKey indexes objects by namespace/name; false when a key repeats.
@@ -370,30 +381,9 @@ func unchangedKinds(a, b *resources.Resources) bool {
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
 }
 
-// diffObjects lists the objects only in old and only in new, by identity:
-// informers hand out a new object for every change. The common prefix and
-// suffix are skipped by comparing pointers; false when what is left is
-// more than a delta handles.
-func diffObjects[T comparable](old, new []T) (removed, added []T, ok bool) {
-	n := min(len(old), len(new))
-	pre := 0
-	for pre < n && old[pre] == new[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < n-pre && old[len(old)-1-suf] == new[len(new)-1-suf] {
-		suf++
-	}
-	o, nw := old[pre:len(old)-suf], new[pre:len(new)-suf]
-	if len(o)+len(nw) > 2*maxDelta {
-		return nil, nil, false
-	}
-	removed, added = diffMiddle(o, nw)
-	return removed, added, true
-}
-
-// diffMiddle is diffObjects of what is left between the common prefix and
-// suffix.
+// diffMiddle lists the objects only in o and only in nw, by identity
+// (informers hand out a new object for every change): what is left of two
+// lists between their common prefix and suffix (keptList.diff).
 func diffMiddle[T comparable](o, nw []T) (removed, added []T) {
 	in := make(map[T]bool, len(o))
 	for _, x := range o {
@@ -492,13 +482,9 @@ func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) 
 	}
 	d := &delta{prev: inc, mem: mem, res: res, oldLS: map[types.NamespacedName]*gwv1.ListenerSet{},
 		oldRoutes: map[types.NamespacedName]*gwv1.HTTPRoute{}, sets: map[types.NamespacedName]bool{}, routes: map[types.NamespacedName]bool{}}
+	// The kinds compared equal keep the copies they have (res), the
+	// others are kept by index.
 	next := *inc
-	// The kinds compared equal keep the copies they have.
-	kept := *inc.res
-	kept.ListenerSets, kept.HTTPRoutes = keptOrCopied(inc.res.ListenerSets, res.ListenerSets), keptOrCopied(inc.res.HTTPRoutes, res.HTTPRoutes)
-	kept.Secrets, kept.Services = keptOrCopied(inc.res.Secrets, res.Secrets), keptOrCopied(inc.res.Services, res.Services)
-	kept.ACMEErrors = res.ACMEErrors
-	next.res = &kept
 	next.spent = &atomic.Bool{}
 	d.next = &next
 	changed, ok := d.index()
@@ -520,13 +506,14 @@ func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) 
 // index brings the indexes up to date with res and records what changed.
 func (d *delta) index() (changed, ok bool) {
 	inc, next, res := d.prev, d.next, d.res
-	lsRemoved, lsAdded, ok1 := diffObjects(inc.res.ListenerSets, res.ListenerSets)
-	rtRemoved, rtAdded, ok2 := diffObjects(inc.res.HTTPRoutes, res.HTTPRoutes)
-	secRemoved, secAdded, ok3 := diffObjects(inc.res.Secrets, res.Secrets)
-	svcRemoved, svcAdded, ok4 := diffObjects(inc.res.Services, res.Services)
+	lsRemoved, lsAdded, lsList, ok1 := inc.lists.ls.diff(res.ListenerSets)
+	rtRemoved, rtAdded, rtList, ok2 := inc.lists.routes.diff(res.HTTPRoutes)
+	secRemoved, secAdded, secList, ok3 := inc.lists.secrets.diff(res.Secrets)
+	svcRemoved, svcAdded, svcList, ok4 := inc.lists.services.diff(res.Services)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return false, false
 	}
+	next.lists = keptLists{ls: lsList, routes: rtList, secrets: secList, services: svcList}
 	var lsKeys, rtKeys, secKeys, svcKeys []types.NamespacedName
 	if next.ls, lsKeys, ok = applyDiff(inc.ls, lsRemoved, lsAdded); !ok {
 		return false, false
@@ -912,7 +899,7 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 	// Ports come in the order of their first listeners, which may have
 	// changed.
 	first := func(p *proxy.Port) listenerOrder {
-		o, _ := order.get(p.All[0])
+		o, _ := order.get(p.All.At(0))
 		return o
 	}
 	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
@@ -932,7 +919,7 @@ type portChange struct {
 func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listener, listenerOrder]) (*proxy.Port, bool) {
 	p := *prev
 	p.All = placeAll(p.All, order, c.removed, c.adds)
-	if len(p.All) == 0 {
+	if p.All.Len() == 0 {
 		return nil, false
 	}
 	hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
@@ -954,24 +941,25 @@ func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listen
 
 // placeAll is a port's listener list without those removed and with adds,
 // each where its precedence (order, which knows both) puts it.
-func placeAll(all []*proxy.Listener, order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
-	adds []servedListener) []*proxy.Listener {
-	out := slices.Clone(all)
-	byOrder := func(l *proxy.Listener, target listenerOrder) int {
-		o, _ := order.get(l)
-		return compareOrder(o, target)
+func placeAll(all chunked.List[*proxy.Listener], order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
+	adds []servedListener) chunked.List[*proxy.Listener] {
+	byOrder := func(target listenerOrder) func(*proxy.Listener) int {
+		return func(l *proxy.Listener) int {
+			o, _ := order.get(l)
+			return compareOrder(o, target)
+		}
 	}
 	for l := range removed {
 		o, _ := order.get(l)
-		if at, found := slices.BinarySearchFunc(out, o, byOrder); found && out[at] == l {
-			out = slices.Delete(out, at, at+1)
+		if at, found := all.Search(byOrder(o)); found && all.At(at) == l {
+			all = all.Delete(at)
 		}
 	}
 	for _, s := range adds {
-		at, _ := slices.BinarySearchFunc(out, s.order, byOrder)
-		out = slices.Insert(out, at, s.l)
+		at, _ := all.Search(byOrder(s.order))
+		all = all.Insert(at, s.l)
 	}
-	return out
+	return all
 }
 
 // statuses patches the previous statuses with those of the affected

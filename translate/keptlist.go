@@ -7,6 +7,8 @@ import "slices"
 // chunks it holds unchanged, so that one object changed of 100,000 costs a
 // copy of one chunk, not of the list. A copy rather than the caller's
 // slice, as for the other kinds (snapshotCopy): a caller may reuse a slice.
+// Endpoints keep their Services and EndpointSlices in these
+// (endpointsmemo.go), a delta the kinds it re-derives (keptLists).
 type keptList[T comparable] struct {
 	chunks [][]T
 	n      int
@@ -21,8 +23,10 @@ func newKeptList[T comparable](now []T) keptList[T] {
 
 func (k keptList[T]) at(i int) T { return k.chunks[i/keptChunk][i%keptChunk] }
 
-// diff is diffObjects of the kept list and now, and the copy of now to
-// keep next.
+// diff lists the objects only in the kept list and only in now, by
+// identity, and is the copy of now to keep next. The common prefix and
+// suffix are skipped by comparing pointers; false when what is left is
+// more than a delta handles.
 func (k keptList[T]) diff(now []T) (removed, added []T, next keptList[T], ok bool) {
 	n := min(k.n, len(now))
 	pre := 0
@@ -35,6 +39,9 @@ func (k keptList[T]) diff(now []T) (removed, added []T, next keptList[T], ok boo
 	}
 	for pre < n && k.at(pre) == now[pre] {
 		pre++
+	}
+	if pre == k.n && k.n == len(now) {
+		return nil, nil, k, true // unchanged: every chunk shared
 	}
 	suf := 0
 	if k.n == len(now) {

@@ -85,3 +85,23 @@ func TestKeptListSharesUnchangedChunks(t *testing.T) {
 		t.Fatalf("%d chunks copied for one replaced object, want 1", copied)
 	}
 }
+
+// diffObjects is keptList.diff of plain slices, the reference it is
+// tested against.
+func diffObjects[T comparable](old, new []T) (removed, added []T, ok bool) {
+	n := min(len(old), len(new))
+	pre := 0
+	for pre < n && old[pre] == new[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < n-pre && old[len(old)-1-suf] == new[len(new)-1-suf] {
+		suf++
+	}
+	o, nw := old[pre:len(old)-suf], new[pre:len(new)-suf]
+	if len(o)+len(nw) > 2*maxDelta {
+		return nil, nil, false
+	}
+	removed, added = diffMiddle(o, nw)
+	return removed, added, true
+}

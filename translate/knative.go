@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
@@ -458,7 +459,7 @@ func (k *knativeTranslation) ports() []string {
 		}
 		taken[number] = true
 		l := &proxy.Listener{Key: key + "/" + strconv.Itoa(int(number)), Routes: routing.NewOrderedTable(hosts)}
-		p := &proxy.Port{Number: number, Protocol: proto, All: []*proxy.Listener{l},
+		p := &proxy.Port{Number: number, Protocol: proto, All: chunked.Of([]*proxy.Listener{l}),
 			Listeners: hostname.NewTable([]string{""}, []*proxy.Listener{l})}
 		if proto == proxy.HTTPS {
 			entries := make([]*sni.Entry, len(certs))

@@ -10,6 +10,7 @@ import (
 
 	"portico.dev/portico/conditions"
 	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/internal/slab"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/proxy"
@@ -243,7 +244,7 @@ func (b *portsBuilder) config() *proxy.Config {
 			Number:    pk.Number,
 			Protocol:  pb.protocol,
 			Listeners: hostname.NewTable(pb.patterns, pb.listeners),
-			All:       pb.listeners,
+			All:       chunked.Of(pb.listeners),
 			Streams:   pb.streams,
 		}
 		if pb.protocol == proxy.HTTPS {

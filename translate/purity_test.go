@@ -99,9 +99,9 @@ func outputDiff(a, b Output) string {
 	}
 	for i, p := range a.Config.Ports {
 		q := b.Config.Ports[i]
-		for j, l := range p.All {
+		for j, l := range p.All.Slice() {
 			x, _ := p.Listeners.Lookup(l.Hostname)
-			y, _ := q.Listeners.Lookup(q.All[j].Hostname)
+			y, _ := q.Listeners.Lookup(q.All.At(j).Hostname)
 			if d := diff(reflect.ValueOf(x), reflect.ValueOf(y), fmt.Sprintf("Ports[%d].Listeners.Lookup(%q)", i, l.Hostname)); d != "" {
 				return d
 			}

@@ -46,8 +46,8 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 		if p.SNI != cfg1.Ports[i].SNI || p.Listeners != cfg1.Ports[i].Listeners {
 			t.Errorf("port %d: tables were rebuilt for an endpoint-only change", p.Number)
 		}
-		for j, l := range p.All {
-			if l.Routes != cfg1.Ports[i].All[j].Routes {
+		for j, l := range p.All.Slice() {
+			if l.Routes != cfg1.Ports[i].All.At(j).Routes {
 				t.Errorf("listener %s: routes recompiled for an endpoint-only change", l.Key)
 			}
 		}
@@ -58,7 +58,7 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	again.HTTPRoutes = append(again.HTTPRoutes[:0:0], next.HTTPRoutes...)
 	again.HTTPRoutes[0] = next.HTTPRoutes[0].DeepCopy()
 	cfg3, _ := tr.Translate(&again)
-	if cfg3.Ports[0].All[0].Routes == cfg2.Ports[0].All[0].Routes {
+	if cfg3.Ports[0].All.At(0).Routes == cfg2.Ports[0].All.At(0).Routes {
 		t.Errorf("a route change reused the old route tables")
 	}
 }

@@ -86,7 +86,7 @@ func toGolden(cfg *proxy.Config, st *status.Computed) golden {
 	}
 	for _, p := range cfg.Ports {
 		gp := goldenPort{Port: p.Number, Protocol: p.Protocol.String()}
-		for _, l := range p.All {
+		for l := range p.All.Values() {
 			gl := goldenListener{Key: l.Key, Hostname: l.Hostname, Routes: l.Routes != nil}
 			if p.SNI != nil {
 				if e := p.SNI.Lookup(sniProbe(l.Hostname)); e != nil && e.Value == l {
