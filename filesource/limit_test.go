@@ -77,3 +77,32 @@ func TestFileOverLimitNotRead(t *testing.T) {
 		t.Errorf("refusing the file allocated %d MiB", allocated>>20)
 	}
 }
+
+// TestFullReadHashesUnchangedFilesAsTheyStream: a full read (a resync)
+// of a file whose bytes did not change keeps its objects and does not
+// hold its bytes (a 1 MiB file costs well under 1 MiB of allocations); an
+// edit that keeps the file's size is still seen by its hash.
+func TestFullReadHashesUnchangedFilesAsTheyStream(t *testing.T) {
+	d := fileDir{t, t.TempDir()}
+	padding := "# " + strings.Repeat("x", 1<<20) + "\n"
+	d.put("a.yaml", routeYAML("a", "/a")+padding)
+	s := watched(d.dir)
+	first := routesByName(t, s)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s.readAllNext()
+	second := routesByName(t, s)
+	runtime.ReadMemStats(&after)
+	if second["a"] != first["a"] {
+		t.Error("a full read of an unchanged file made new objects")
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 256<<10 {
+		t.Errorf("a full read of an unchanged 1 MiB file allocated %d KiB", allocated>>10)
+	}
+	d.put("a.yaml", routeYAML("a", "/b")+padding)
+	s.readAllNext()
+	if third := routesByName(t, s); pathOf(third["a"]) != "/b" {
+		t.Errorf("an edit of the same size: path %s, want /b", pathOf(third["a"]))
+	}
+}
