@@ -48,6 +48,9 @@ type decodedFile struct {
 	docs []Document
 	// namespaces are those its namespaced objects are in, once each.
 	namespaces []string
+	// objects are its objects by kind, in file order, as a snapshot lists
+	// them; Namespaces are those it defines.
+	objects resources.Resources
 	// indirect: its bytes can change without an event naming it (a
 	// symlink, or a file with other hard links, edited through the other
 	// name, possibly outside the watched tree).
@@ -108,6 +111,12 @@ type Source struct {
 	// lastCreated is the newest creation time handed out: an object first
 	// seen later must never look older than one seen before it.
 	lastCreated time.Time
+	// last is the last snapshot: the lists of the kinds no changed file
+	// holds are its lists (assemble.go). nsUsers counts the files using
+	// each Namespace, nsDefined are the Namespaces the files define.
+	last      *resources.Resources
+	nsUsers   map[string]int
+	nsDefined map[string]*corev1.Namespace
 
 	// changes is what the watch saw since the last snapshot.
 	changesMu sync.Mutex
@@ -139,9 +148,15 @@ type changeSet struct {
 	lastFull time.Time
 }
 
-// DefaultMaxConfigBytes is Source.MaxBytes unless told otherwise: ten
-// thousand hostnames with a certificate each fit several times over.
-const DefaultMaxConfigBytes = 64 << 20
+// DefaultMaxConfigBytes is Source.MaxBytes unless told otherwise. The
+// limit is on all files together, not per file: it is there for memory,
+// which follows the total however the files split it. Its default holds
+// the 100,000 hostnames Portico is built for, a certificate's Secret, a
+// ListenerSet and an HTTPRoute each (about 1.7 KB, 171 MB in all), with
+// room for longer objects: such a configuration takes about 2.7 GiB once
+// served, and anything much larger is a mistake (a generated file gone
+// wild, a log written into the directory) to refuse, not to load.
+const DefaultMaxConfigBytes = 256 << 20
 
 // New reads path, a YAML file or a directory searched recursively for
 // *.yaml and *.yml.
@@ -168,6 +183,8 @@ func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
 		firstSeen:   map[objectKey]time.Time{},
 		gens:        map[objectKey]generation{},
 		implicit:    map[string]*corev1.Namespace{},
+		nsUsers:     map[string]int{},
+		nsDefined:   map[string]*corev1.Namespace{},
 		changes:     changeSet{fullRead: true, files: map[string]bool{}},
 	}
 }
@@ -430,6 +447,14 @@ func (s *Source) readChanged(named map[string]bool) (map[string]*decodedFile, er
 // readFile reads f, at most limit bytes, and decodes it unless its bytes
 // are those of the last snapshot: then docs is nil. symlink says f is one.
 func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, error) {
+	if prev := s.files[f]; prev != nil && prev.size <= limit {
+		// A file read again for nothing (most of a full read, every
+		// resync) is hashed as it streams: holding the 171 MB of 100,000
+		// hostnames for a hash fed the collector for nothing.
+		if info, same := unchanged(f, prev); same {
+			return &decodedFile{sum: prev.sum, size: prev.size, indirect: symlink || otherLinks(info)}, nil
+		}
+	}
 	raw, info, err := readAtMost(f, limit)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -443,6 +468,7 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 		return nil, err
 	}
 	d.docs, d.namespaces = prepare(docs)
+	d.objects = objectsOf(d.docs)
 	if d.docs == nil {
 		d.docs = []Document{} // an empty file is a change too
 	}
@@ -507,37 +533,81 @@ func (s *Source) Assemble(docs []Document) (*resources.Resources, error) {
 	for _, f := range byFile {
 		if f != nil {
 			f.docs, f.namespaces = prepare(f.docs)
+			f.objects = objectsOf(f.docs)
 		}
 	}
 	return s.update(byFile)
 }
 
 // readAtMost reads file, failing without reading it all when it holds more
-// than limit bytes, and returns what it is. Only a regular file is read:
-// opening a FIFO would wait for a writer, reading a device might not end;
-// the open does not block (no effect on a regular file) so that the check
-// can come first.
+// than limit bytes, and returns what it is. Only a regular file is read
+// (openRegular).
 func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, info, err := openRegular(file)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
+	tooLarge := func() error {
+		return fmt.Errorf("%s: the configuration is larger than its limit of %d bytes (--max-config-bytes)", file, limit)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file", file)
+	// A file already over the limit is not read at all: reading up to
+	// the limit would cost that much memory for nothing.
+	if info.Size() > limit {
+		return nil, nil, tooLarge()
 	}
+	// The file may grow while it is read: the limit holds for what is read.
 	raw, err := io.ReadAll(io.LimitReader(f, max(limit, 0)+1))
 	if err != nil {
 		return nil, nil, err
 	}
 	if int64(len(raw)) > limit {
-		return nil, nil, fmt.Errorf("%s: the configuration is larger than its limit of %d bytes (--max-config-bytes)", file, limit)
+		return nil, nil, tooLarge()
 	}
 	return raw, info, nil
+}
+
+// openRegular opens file for reading if it is a regular file. Opening a
+// FIFO would wait for a writer, reading a device might not end; the open
+// does not block (no effect on a regular file) so that the check can come
+// first.
+func openRegular(file string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a regular file", file)
+	}
+	return f, info, nil
+}
+
+// unchanged reports whether file holds the bytes prev was read from, by
+// their size and hash, reading it without holding it; false on any error,
+// which reading the file again reports.
+func unchanged(file string, prev *decodedFile) (fs.FileInfo, bool) {
+	f, info, err := openRegular(file)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if info.Size() != prev.size {
+		return info, false
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, prev.size+1))
+	if err != nil || n != prev.size {
+		return info, false
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return info, sum == prev.sum
 }
 
 // update applies the files that changed (nil: gone) to those of the last
@@ -578,13 +648,15 @@ func (s *Source) update(changed map[string]*decodedFile) (*resources.Resources, 
 			}
 		}
 	}
+	replaced := make(map[string]*decodedFile, len(paths))
 	for _, f := range paths {
+		replaced[f] = s.files[f]
 		s.replaceFile(f, changed[f], defined)
 	}
 	for key, doc := range defined {
 		s.owner[key] = doc
 	}
-	return s.resources(loadTime), nil
+	return s.assemble(loadTime, replaced, changed), nil
 }
 
 // stamp gives obj a creation time and generation when it has none.
@@ -630,51 +702,6 @@ func (s *Source) replaceFile(f string, d *decodedFile, defined map[objectKey]Doc
 	}
 }
 
-// resources lists the objects of every file, in file order, and the
-// Namespaces: those defined, and those used without a definition, which
-// exist implicitly in standalone mode as they must in a cluster before
-// objects can live in them.
-func (s *Source) resources(loadTime time.Time) *resources.Resources {
-	res := &resources.Resources{}
-	namespaces := map[string]*corev1.Namespace{}
-	for _, f := range s.order {
-		d := s.files[f]
-		for _, name := range d.namespaces {
-			if _, ok := namespaces[name]; !ok {
-				namespaces[name] = nil
-			}
-		}
-		for _, doc := range d.docs {
-			if ns, ok := doc.Object.(*corev1.Namespace); ok {
-				namespaces[ns.Name] = ns
-				continue
-			}
-			add(res, doc.Object)
-		}
-	}
-	for name := range s.implicit {
-		if ns, used := namespaces[name]; !used || ns != nil {
-			delete(s.implicit, name)
-		}
-	}
-	for _, name := range sortedKeys(namespaces) {
-		ns := namespaces[name]
-		if ns == nil {
-			if ns = s.implicit[name]; ns == nil {
-				ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(loadTime),
-					Labels: map[string]string{namespaceNameLabel: name}}}
-				s.implicit[name] = ns
-			}
-		}
-		if ns.Labels[namespaceNameLabel] != name {
-			ns.Labels = cloneLabels(ns.Labels)
-			ns.Labels[namespaceNameLabel] = name
-		}
-		res.Namespaces = append(res.Namespaces, ns)
-	}
-	return res
-}
-
 func keyOf(obj metav1.Object) objectKey {
 	return objectKey{kindOf(obj), obj.GetNamespace(), obj.GetName()}
 }
@@ -694,50 +721,6 @@ func (s *Source) createdAt(key objectKey, loadTime time.Time) time.Time {
 		s.firstSeen[key] = first
 	}
 	return first
-}
-
-// add appends obj to the list of its kind in res.
-func add(res *resources.Resources, obj metav1.Object) {
-	switch o := obj.(type) {
-	case *gwv1.GatewayClass:
-		res.GatewayClasses = append(res.GatewayClasses, o)
-	case *gwv1.Gateway:
-		res.Gateways = append(res.Gateways, o)
-	case *gwv1.ListenerSet:
-		res.ListenerSets = append(res.ListenerSets, o)
-	case *gwv1.HTTPRoute:
-		res.HTTPRoutes = append(res.HTTPRoutes, o)
-	case *gwv1.GRPCRoute:
-		res.GRPCRoutes = append(res.GRPCRoutes, o)
-	case *gwv1.TLSRoute:
-		res.TLSRoutes = append(res.TLSRoutes, o)
-	case *gwv1.ReferenceGrant:
-		res.ReferenceGrants = append(res.ReferenceGrants, o)
-	case *gwv1.BackendTLSPolicy:
-		res.BackendTLSPolicies = append(res.BackendTLSPolicies, o)
-	case *corev1.ConfigMap:
-		res.ConfigMaps = append(res.ConfigMaps, o)
-	case *corev1.Secret:
-		// The API server folds stringData into data on write; do the same
-		// so YAML can carry readable PEM.
-		if len(o.StringData) > 0 {
-			data := make(map[string][]byte, len(o.Data)+len(o.StringData))
-			for k, v := range o.Data {
-				data[k] = v
-			}
-			for k, v := range o.StringData {
-				data[k] = []byte(v)
-			}
-			o.Data, o.StringData = data, nil
-		}
-		res.Secrets = append(res.Secrets, o)
-	case *corev1.Service:
-		res.Services = append(res.Services, o)
-	case *discoveryv1.EndpointSlice:
-		res.EndpointSlices = append(res.EndpointSlices, o)
-	case *parameters.PorticoParameters:
-		res.Parameters = append(res.Parameters, o)
-	}
 }
 
 // generationOf bumps an object's generation when its spec changes, like the

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
+	"maps"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/resources"
@@ -11,7 +14,10 @@ import (
 
 // withACME adds the ACME manager's state to res: its errors, and with
 // Options.ACMESecrets a managed Secret for every certificate it holds that
-// the snapshot does not define.
+// the snapshot does not define. It costs nothing in proportion to the
+// snapshot unless the manager holds certificates: a standalone Portico
+// always has a manager, mostly wanting nothing, and a change at 100,000
+// Secrets must not index them all.
 func (l *Loop) withACME(res *resources.Resources) *resources.Resources {
 	if l.acme == nil {
 		return res
@@ -21,23 +27,58 @@ func (l *Loop) withACME(res *resources.Resources) *resources.Resources {
 	if !l.opts.ACMESecrets {
 		return &out
 	}
-	have := make(map[types.NamespacedName]bool, len(res.Secrets))
-	for _, sec := range res.Secrets {
-		have[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = true
-	}
 	l.mu.Lock()
 	wanted := l.acmeWanted
 	l.mu.Unlock()
+	held := map[types.NamespacedName]*corev1.Secret{}
 	for _, c := range wanted {
-		if have[c.Secret] {
+		if held[c.Secret] != nil {
 			continue
 		}
 		if cert, ok := l.acme.Certificate(c.Hostname); ok {
-			out.Secrets = append(slices.Clip(out.Secrets), translate.ManagedSecret(c, cert.CertPEM, cert.KeyPEM))
-			have[c.Secret] = true
+			held[c.Secret] = l.managed.secret(c, cert.CertPEM, cert.KeyPEM)
+		}
+	}
+	l.managed.keep(held)
+	if len(held) == 0 {
+		return &out
+	}
+	// A Secret of that name in the snapshot wins.
+	for _, sec := range res.Secrets {
+		delete(held, types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
+	}
+	for _, c := range wanted {
+		if sec := held[c.Secret]; sec != nil {
+			out.Secrets = append(slices.Clip(out.Secrets), sec)
+			delete(held, c.Secret)
 		}
 	}
 	return &out
+}
+
+// managedSecrets are the Secrets withACME made, by name. A certificate
+// that did not change keeps its Secret from one snapshot to the next:
+// translate tells changes by identity, and a new object for each of
+// thousands of managed certificates would make every change a full
+// translation.
+type managedSecrets map[types.NamespacedName]*corev1.Secret
+
+// secret is the managed Secret of c holding certPEM and keyPEM: the one
+// made before when it holds the same.
+func (m managedSecrets) secret(c translate.ACMECertificate, certPEM, keyPEM []byte) *corev1.Secret {
+	if prev := m[c.Secret]; prev != nil && prev.Annotations[translate.ACMEHostnameAnnotation] == c.Hostname &&
+		bytes.Equal(prev.Data[corev1.TLSCertKey], certPEM) && bytes.Equal(prev.Data[corev1.TLSPrivateKeyKey], keyPEM) {
+		return prev
+	}
+	return translate.ManagedSecret(c, certPEM, keyPEM)
+}
+
+// keep makes m hold exactly held.
+func (m *managedSecrets) keep(held map[types.NamespacedName]*corev1.Secret) {
+	if len(*m) == 0 && len(held) == 0 {
+		return
+	}
+	*m = maps.Clone(held)
 }
 
 // wantACME tells the ACME manager which hostnames to hold certificates

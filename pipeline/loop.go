@@ -105,6 +105,9 @@ type Loop struct {
 	debouncer *debounce.Debouncer
 
 	memory translate.Memory // only the rebuild's goroutine uses it
+	// managed are the ACME Secrets of the last snapshot (withACME); only
+	// the rebuild's goroutine uses them.
+	managed managedSecrets
 
 	// statusMu is held while a rebuild translates and hands on the
 	// statuses, which translation patches in place: Statuses copies them

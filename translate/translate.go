@@ -98,6 +98,8 @@ type Memory struct {
 	// certs are the parsed key pairs of the Secrets the last translation
 	// read, by Secret, with the bytes they were parsed from.
 	certs layered[types.NamespacedName, parsedCert]
+	// expiries sort certs' base by expiry (expiry.go).
+	expiries *expiries
 	// caBundles are the parsed CA certificates of the ConfigMaps the last
 	// translation read, by object.
 	caBundles map[*corev1.ConfigMap]caBundle
@@ -135,16 +137,10 @@ func (m Memory) Certificates() int { return m.certs.len() }
 // EarliestExpiry is when the first of the key pairs the memory holds
 // expires; the zero time when it holds none.
 func (m Memory) EarliestExpiry() time.Time {
-	var earliest time.Time
-	m.certs.each(func(_ types.NamespacedName, p parsedCert) {
-		if p.cert == nil || p.cert.Leaf == nil {
-			return
-		}
-		if earliest.IsZero() || p.cert.Leaf.NotAfter.Before(earliest) {
-			earliest = p.cert.Leaf.NotAfter
-		}
-	})
-	return earliest
+	if m.expiries == nil {
+		m.expiries = &expiries{}
+	}
+	return m.expiries.earliest(m.certs)
 }
 
 type fullTranslation struct {
@@ -192,7 +188,7 @@ func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
 	t.knative(mem.kingressHashes)
 	t.knativeCertificates()
 	out := t.output()
-	next := Memory{certs: newLayered(t.ix.certs.used), caBundles: t.cas.used, poolAssigned: t.poolAssigned,
+	next := Memory{certs: newLayered(t.ix.certs.used), expiries: &expiries{}, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
 		last: &fullTranslation{out: out}, kingressHashes: t.kingressHashes, inc: t.incrementalState()}
 	if next.inc == nil {
 		if inputs == nil {

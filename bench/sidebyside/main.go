@@ -74,6 +74,9 @@ type options struct {
 	// PerfStat counts system calls and context switches per request of
 	// the kept-alive runs (kernel.go).
 	PerfStat bool
+	// AddRate paces the requests to existing hostnames made while
+	// hostnames are added (per second, all together).
+	AddRate int
 }
 
 func main() { os.Exit(run()) }
@@ -86,6 +89,7 @@ func run() int {
 	flag.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each load run")
 	flag.IntVar(&o.Conns, "conns", 16, "concurrent connections of the load runs")
 	flag.IntVar(&o.Adds, "adds", 5, "hostnames added one at a time, each timed until served")
+	flag.IntVar(&o.AddRate, "add-rate", 100, "requests per second to existing hostnames while hostnames are added, to catch a reload that drops them (new connections, paced: unpaced, they take the cores the proxy needs to take the change)")
 	keep := flag.Bool("keep", false, "keep the working directory (configurations and logs)")
 	flag.DurationVar(&o.ReadyTimeout, "ready-timeout", 10*time.Minute, "how long a proxy may take to serve every hostname")
 	flag.IntVar(&o.Streams, "h2-streams", 16, "requests in flight on each HTTP/2 connection (the HTTP/2 run opens conns/4 connections)")
@@ -328,22 +332,35 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 		logf("%s: memory: %v", p.Name, err)
 	}
 
-	addSites(c, p, e, pr, hosts, sites, added, &r, logf)
+	addSites(c, p, e, pr, hosts, sites, added, o.AddRate, &r, logf)
 	return r
 }
 
 // addSites adds the added sites to p one at a time, each timed until it is
 // served, with new connections to the existing hostnames going on
-// meanwhile: a reload that drops them shows in r.AddFailures.
-func addSites(c *client, p peer, e env, pr *proc, hosts []string, sites, added []site, r *result, logf func(string, ...any)) {
+// meanwhile, rate a second: a reload that drops them shows in
+// r.AddFailures. They are paced: back to back, two workers' handshakes
+// held both cores of a small machine, and the adds measured how long the
+// proxy waited for a core behind the harness's own load.
+func addSites(c *client, p peer, e env, pr *proc, hosts []string, sites, added []site, rate int, r *result, logf func(string, ...any)) {
 	var bgOK, bgFailed atomic.Int64
 	var stopped atomic.Bool
 	bgCtx, bgStop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	for w := range 2 {
+	const workers = 2
+	every := time.Duration(0)
+	if rate > 0 {
+		every = workers * time.Second / time.Duration(rate)
+	}
+	for w := range workers {
 		bg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(w), 9))
+			next := time.Now()
 			for !stopped.Load() {
+				if every > 0 {
+					next = next.Add(every)
+					time.Sleep(time.Until(next))
+				}
 				err := c.get(bgCtx, hosts[rnd.IntN(len(hosts))])
 				switch {
 				case stopped.Load():

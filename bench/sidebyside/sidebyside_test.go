@@ -30,7 +30,7 @@ func TestSideBySide(t *testing.T) {
 		names = append(names, p.Name)
 	}
 	o := options{N: 30, Peers: names, Duration: 500 * time.Millisecond, Conns: 4, Adds: 2, Dir: dir, ReadyTimeout: time.Minute, Portico: bin,
-		Streams: 4, Rate: 200, Rounds: 1}
+		Streams: 4, Rate: 200, Rounds: 1, AddRate: 100}
 	results, err := runAll(t.Context(), o, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +51,8 @@ func TestSideBySide(t *testing.T) {
 			t.Errorf("%s: paced requests %d ok, %d failed (%v), p50 %v p99.9 %v", r.Peer, r.Paced.OK, r.Paced.Failed, r.Paced.FirstErr, r.Paced.P50, r.Paced.P999)
 		case len(r.Adds) != o.Adds:
 			t.Errorf("%s: %d of %d hostnames added", r.Peer, len(r.Adds), o.Adds)
+		case r.AddRequests == 0:
+			t.Errorf("%s: no request to the existing hostnames during the adds", r.Peer)
 		case r.Memory <= 0:
 			t.Errorf("%s: no memory figure", r.Peer)
 		}

@@ -1,0 +1,69 @@
+package translate
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// expiries sorts the key pairs of a layered map's base by expiry, once per
+// base: the earliest of the map is then the first of them its overlay does
+// not shadow, or one of the overlay's. Every rebuild reports the earliest
+// expiry (a metric), and looking at 100,000 key pairs for it cost more
+// than translating the change. Memories of one lineage share it; it sorts
+// again when their base changed (a flatten, a full translation).
+type expiries struct {
+	mu     sync.Mutex
+	base   uintptr // the base map sorted, by identity
+	sorted []expiring
+}
+
+type expiring struct {
+	notAfter time.Time
+	key      types.NamespacedName
+}
+
+// earliest is the earliest expiry of the key pairs of certs; the zero
+// time when none has a parsed leaf.
+func (x *expiries) earliest(certs layered[types.NamespacedName, parsedCert]) time.Time {
+	var earliest time.Time
+	consider := func(t time.Time) {
+		if earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
+	for _, e := range x.sortedFor(certs.base) {
+		if _, shadowed := certs.over[e.key]; !shadowed {
+			consider(e.notAfter)
+			break
+		}
+	}
+	for _, e := range certs.over {
+		if !e.deleted && e.v.cert != nil && e.v.cert.Leaf != nil {
+			consider(e.v.cert.Leaf.NotAfter)
+		}
+	}
+	return earliest
+}
+
+// sortedFor is base's key pairs with a parsed leaf, earliest first.
+func (x *expiries) sortedFor(base map[types.NamespacedName]parsedCert) []expiring {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	id := reflect.ValueOf(base).Pointer()
+	if x.sorted != nil && x.base == id {
+		return x.sorted
+	}
+	sorted := make([]expiring, 0, len(base))
+	for k, p := range base {
+		if p.cert != nil && p.cert.Leaf != nil {
+			sorted = append(sorted, expiring{p.cert.Leaf.NotAfter, k})
+		}
+	}
+	slices.SortFunc(sorted, func(a, b expiring) int { return a.notAfter.Compare(b.notAfter) })
+	x.base, x.sorted = id, sorted
+	return sorted
+}
