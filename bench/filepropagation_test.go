@@ -291,34 +291,12 @@ func writeSitesDir(dir string, ca *snitest.CA, n, httpPort, httpsPort int, backe
 	}
 	var s strings.Builder
 	s.WriteString(testyaml.Gateway)
-	fmt.Fprintf(&s, "  - {name: http, port: %d, protocol: HTTP}\n---\n%s", httpPort, backendYAML(backend))
+	fmt.Fprintf(&s, "  - {name: http, port: %d, protocol: HTTP}\n---\n%s", httpPort, testyaml.Backend(backend, 80))
 	for i, host := range hosts {
 		s.WriteString("---\n")
 		s.WriteString(siteYAML(fmt.Sprintf("site-%d", i), host, httpsPort, pairs[i]))
 	}
 	return os.WriteFile(filepath.Join(dir, "sites.yaml"), []byte(s.String()), 0o644)
-}
-
-// backendYAML is the Service apps/backend (port 80) and its EndpointSlice
-// to addr.
-func backendYAML(addr string) string {
-	host, port, _ := strings.Cut(addr, ":")
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 80, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, port, port, host)
 }
 
 // siteYAML is one site: its certificate's Secret, its ListenerSet (HTTPS

@@ -24,14 +24,8 @@ import (
 // the change touched, not every status.
 func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	const present = 12
-	f := newClusterFixture(t)
+	f, gws, port := sitesFixture(t)
 	ctx := context.Background()
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	createClassAndGateway(t, f.gc, freePort(t))
-	port := gwv1.PortNumber(freePort(t))
 	site := func(i int) { createSite(t, gws, port, fmt.Sprintf("s-%d", i)) }
 	for i := range present {
 		site(i)
@@ -109,6 +103,18 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	}
 }
 
+// sitesFixture is a cluster with the Service apps/svc and the Gateway
+// apps/gw, and a free port for the sites of createSite.
+func sitesFixture(t *testing.T) (*clusterFixture, gwclientv1.GatewayV1Interface, gwv1.PortNumber) {
+	t.Helper()
+	f := newClusterFixture(t)
+	f.namespace("portico-system", nil)
+	f.namespace("apps", nil)
+	f.service("apps", "svc", f.backend("backend"))
+	createClassAndGateway(t, f.gc, freePort(t))
+	return f, f.gc.GatewayV1(), gwv1.PortNumber(freePort(t))
+}
+
 // createSite creates a ListenerSet on apps/gw with one HTTP listener for
 // name.example.com, and an HTTPRoute named name on it, to apps/svc.
 func createSite(t testing.TB, gws gwclientv1.GatewayV1Interface, port gwv1.PortNumber, name string) {
@@ -138,13 +144,7 @@ func createSite(t testing.TB, gws gwclientv1.GatewayV1Interface, port gwv1.PortN
 // comparing everything again (which at 100,000 objects never finished).
 func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
 	const present = 300
-	f := newClusterFixture(t)
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	createClassAndGateway(t, f.gc, freePort(t))
-	port := gwv1.PortNumber(freePort(t))
+	f, gws, port := sitesFixture(t)
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 8 {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"portico.dev/portico/internal/grpctest"
+	"portico.dev/portico/internal/testyaml"
 )
 
 // The gRPC run (-grpc) measures unary calls per second through each proxy
@@ -69,7 +70,6 @@ func grpcConfigurations() map[string]grpcConfigure {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			host, port, _ := strings.Cut(e.Backend, ":")
 			cfg := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: portico}
@@ -92,22 +92,7 @@ spec:
   - matches: [{method: {service: %s}}]
     backendRefs: [{name: backend, port: 80}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 80, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, e.Port, grpcService, port, port, host)
+`, e.Port, grpcService) + testyaml.Backend(e.Backend, 80)
 			return os.WriteFile(filepath.Join(dir, "grpc.yaml"), []byte(cfg), 0o644)
 		},
 		"nginx": func(e env) error {

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"portico.dev/portico/internal/testyaml"
 )
 
 // The passthrough mode (-mode passthrough) compares TLS passthrough by SNI:
@@ -73,7 +75,7 @@ func porticoPassthrough(e env, hosts []string) error {
 	}
 	var b strings.Builder
 	b.WriteString(porticoGatewayYAML(fmt.Sprintf("{name: tls, port: %d, protocol: TLS, tls: {mode: Passthrough}}", e.Port)))
-	b.WriteString(porticoBackendYAML(e.Backend, 443))
+	b.WriteString(testyaml.Backend(e.Backend, 443))
 	for i, h := range hosts {
 		fmt.Fprintf(&b, `---
 apiVersion: gateway.networking.k8s.io/v1

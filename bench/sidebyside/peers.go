@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/internal/testyaml"
 )
 
 // site is one hostname with its own certificate, as a Knative Service
@@ -130,7 +132,7 @@ func porticoPeer(bin string) peer {
 			}
 			var b strings.Builder
 			b.WriteString(porticoGatewayYAML(fmt.Sprintf("{name: http, port: %d, protocol: HTTP}", e.Spare)))
-			b.WriteString(porticoBackendYAML(e.Backend, 80))
+			b.WriteString(testyaml.Backend(e.Backend, 80))
 			for i, s := range sites {
 				b.WriteString("---\n")
 				writePorticoSite(&b, e, i, s)
@@ -180,28 +182,6 @@ spec:
   - ` + listener + `
 ---
 `
-}
-
-// porticoBackendYAML is the Service apps/backend, port servicePort, and
-// its EndpointSlice: the harness's backend at addr.
-func porticoBackendYAML(addr string, servicePort int) string {
-	host, port, _ := strings.Cut(addr, ":")
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: %d, targetPort: %s}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: %s}]
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-`, servicePort, port, port, host)
 }
 
 func writePorticoSite(b *strings.Builder, e env, i int, s site) {

@@ -49,3 +49,25 @@ stringData:
 %s
 `, name, namespace, Indent(4, certPEM), Indent(4, keyPEM))
 }
+
+// Backend is the Service apps/backend, port servicePort, and its
+// EndpointSlice: one ready endpoint at addr (host:port).
+func Backend(addr string, servicePort int) string {
+	host, port, _ := strings.Cut(addr, ":")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: apps}
+spec:
+  ports: [{port: %d, targetPort: %s}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend
+  namespace: apps
+  labels: {kubernetes.io/service-name: backend}
+addressType: IPv4
+ports: [{port: %s}]
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+`, servicePort, port, port, host)
+}
