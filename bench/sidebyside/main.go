@@ -81,6 +81,8 @@ type options struct {
 
 func main() { os.Exit(run()) }
 
+// run is long because it is mostly the flag list, kept in one place so
+// that -h reads in the order the options are documented.
 func run() int {
 	var o options
 	flag.IntVar(&o.N, "n", 1000, "hostnames, each with its own certificate")

@@ -246,6 +246,20 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	return opts, nil
 }
 
+// openAccessLog sets opts.AccessLog as --access-log asks; the func
+// returned closes it.
+func (f *serveFlags) openAccessLog(opts *proxy.Options) (func(), error) {
+	if *f.accessLog == "" {
+		return func() {}, nil
+	}
+	alog, closeLog, err := newAccessLog(*f.accessLog)
+	if err != nil {
+		return nil, err
+	}
+	opts.AccessLog = alog
+	return closeLog, nil
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)
 	if err != nil {
@@ -274,14 +288,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		go serveEcho(ctx, ln, "example-backend", log.Named("echo"))
 	}
-	if *f.accessLog != "" {
-		alog, closeLog, err := newAccessLog(*f.accessLog)
-		if err != nil {
-			return err
-		}
-		defer closeLog()
-		opts.AccessLog = alog
+	closeLog, err := f.openAccessLog(&opts)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	tracer, err := f.tracing.start(ctx)
 	if err != nil {
 		return err
