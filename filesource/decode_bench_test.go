@@ -76,22 +76,7 @@ func sitesYAML(b *testing.B, n int) []byte {
 	var s strings.Builder
 	s.WriteString(testyaml.Gateway + `  - {name: http, port: 8080, protocol: HTTP}
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: apps}
-spec:
-  ports: [{port: 80, targetPort: 9000}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend
-  namespace: apps
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-ports: [{port: 9000}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-`)
+` + testyaml.Backend("127.0.0.1:9000", 80))
 	for i := range n {
 		host := fmt.Sprintf("site-%d.example.com", i)
 		fmt.Fprintf(&s, `---
