@@ -258,3 +258,63 @@ func TestOptionsFloodUnread(t *testing.T) {
 		t.Errorf("all %d answers were sent to a client that read none for 2s", n)
 	}
 }
+
+// TestForbiddenTrailersDropped: fields that frame or route a message, or
+// control its connection, never travel in a trailer section, either way.
+// A recipient that merged a trailing Content-Length or Host into the
+// header section would act on a message other than the one framed.
+func TestForbiddenTrailersDropped(t *testing.T) {
+	var got atomic.Pointer[http.Header]
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			_, _ = io.Copy(io.Discard, r.Body)
+			tr := r.Trailer.Clone()
+			got.Store(&tr)
+			return
+		}
+		w.Header().Set("Trailer", "Content-Length, X-Ok, Content-Type")
+		_, _ = io.WriteString(w, "data")
+		_ = http.NewResponseController(w).Flush()
+		w.Header().Set("Content-Length", "99")
+		w.Header().Set("Content-Type", "text/late")
+		w.Header().Set("X-Ok", "ok")
+		w.Header().Set(http.TrailerPrefix+"Transfer-Encoding", "chunked")
+		w.Header().Set(http.TrailerPrefix+"host", "elsewhere")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	}, nil)
+
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tail, ok := strings.Cut(string(raw), "\r\n0\r\n")
+	if !ok {
+		t.Fatalf("no last chunk in %q", raw)
+	}
+	for _, bad := range []string{"Content-Length", "Content-Type", "Transfer-Encoding", "Host"} {
+		if strings.Contains(tail, bad+":") {
+			t.Errorf("trailer section %q carries %s", tail, bad)
+		}
+	}
+	if !strings.Contains(tail, "X-Ok: ok\r\n") || !strings.Contains(tail, "X-Late: late\r\n") {
+		t.Errorf("trailer section %q lost the allowed fields", tail)
+	}
+
+	c = dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"3\r\nabc\r\n0\r\nContent-Length: 3\r\nHost: elsewhere\r\nX-T: v\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tr := got.Load()
+	if tr == nil {
+		t.Fatal("the handler never read the body")
+	}
+	if tr.Get("X-T") != "v" || len(*tr) != 1 {
+		t.Errorf("request trailers %v, want only X-T", *tr)
+	}
+}

@@ -211,7 +211,7 @@ func (b *body) readTrailer() error {
 		if perr != nil {
 			return errTrailer
 		}
-		if b.trailer != nil {
+		if b.trailer != nil && !forbiddenTrailer(name) {
 			if *b.trailer == nil {
 				*b.trailer = http.Header{}
 			}

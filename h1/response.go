@@ -387,8 +387,7 @@ func (w *response) finish() bool {
 func (w *response) writeTrailers() {
 	bw := w.c.bw
 	for _, k := range w.trailers {
-		switch k {
-		case "Transfer-Encoding", "Content-Length", "Trailer":
+		if forbiddenTrailer(k) {
 			continue
 		}
 		if vv := w.header[k]; len(vv) > 0 {
@@ -397,10 +396,22 @@ func (w *response) writeTrailers() {
 	}
 	for k, vv := range w.header {
 		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && name != "" {
-			writeField(bw, http.CanonicalHeaderKey(name), vv)
+			if name = http.CanonicalHeaderKey(name); !forbiddenTrailer(name) {
+				writeField(bw, name, vv)
+			}
 		}
 	}
 }
+
+// forbiddenTrailer reports whether a field named name (canonical) must not
+// travel in a trailer section: it frames or routes the message, controls
+// the connection, or says how to read the content, all of which a
+// recipient acted on before any trailer arrived (RFC 9110, section 6.5.1).
+// One in a trailer is dropped, whichever side sent it: a recipient that
+// merged it into the header section would read a message other than the
+// one that was framed. The list is x/net's, so that HTTP/2 answers (whose
+// trailers that server filters) and HTTP/1.1 ones lose the same fields.
+func forbiddenTrailer(name string) bool { return !httpguts.ValidTrailerHeader(name) }
 
 // FlushError sends what was written so far; a response without a declared
 // length goes on in chunks.
