@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/internal/workers"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/tracing"
@@ -165,6 +166,9 @@ type Runtime struct {
 	// streamTurn spreads TLS streams over their route's backends by weight.
 	streamTurn atomic.Uint32
 	fwd        *forwarder
+	// h2Workers serve HTTP/2 streams on goroutines whose stacks have
+	// grown already (internal/workers).
+	h2Workers *workers.Pool
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 
@@ -178,12 +182,13 @@ type Runtime struct {
 func New(opts Options, log *zap.Logger) *Runtime {
 	opts = opts.withDefaults()
 	rt := &Runtime{
-		log:      log,
-		opts:     opts,
-		fwd:      newForwarder(opts, log),
-		emptySNI: sni.NewTable(nil),
-		ports:    map[PortKey]*portServer{},
-		draining: map[*portServer]bool{},
+		log:       log,
+		opts:      opts,
+		fwd:       newForwarder(opts, log),
+		h2Workers: workers.New(h2IdleWorkers),
+		emptySNI:  sni.NewTable(nil),
+		ports:     map[PortKey]*portServer{},
+		draining:  map[*portServer]bool{},
 	}
 	rt.current.Store(&Config{})
 	return rt
@@ -302,6 +307,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	rt.fwd.close()
+	rt.h2Workers.Close()
 	return ctx.Err()
 }
 

@@ -287,8 +287,16 @@ func (ps *portServer) serveH2(c net.Conn, ctx context.Context, h http.Handler) {
 	if o.H2MaxGlitches > 0 {
 		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
 	}
-	ps.h2.ServeConn(c, &http2.ServeConnOpts{Context: ctx, BaseConfig: ps.srv, Handler: h})
+	pool := ps.rt.h2Workers
+	serve := h.ServeHTTP
+	ps.h2.ServeConn(c, &http2.ServeConnOpts{Context: ctx, BaseConfig: ps.srv,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pool.Serve(serve, w, r) })})
 }
+
+// h2IdleWorkers is how many idle HTTP/2 stream workers a Runtime keeps:
+// enough for the streams in flight under heavy load on a few cores; a
+// burst past it starts more, which end when it is over.
+const h2IdleWorkers = 256
 
 // serveTLSH2 is the port's TLSNextProto for "h2": TLS connections that
 // chose HTTP/2 get the same guard as cleartext ones.

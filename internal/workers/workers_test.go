@@ -1,0 +1,145 @@
+package workers
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestServeRunsHandlerAndReturnsAfterIt(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	var ran atomic.Bool
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/x", nil)
+	p.Serve(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(10 * time.Millisecond)
+		w.WriteHeader(http.StatusTeapot)
+		ran.Store(r.URL.Path == "/x")
+	}, w, r)
+	if !ran.Load() || w.Code != http.StatusTeapot {
+		t.Fatalf("Serve returned before the handler ran to its end: ran %v, code %d", ran.Load(), w.Code)
+	}
+}
+
+// The point of the pool: requests one after another run on one goroutine,
+// whose stack has grown already.
+func TestWorkerReused(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	ids := map[*worker]bool{}
+	for range 10 {
+		wk := p.get()
+		ids[wk] = true
+		wk.h = func(http.ResponseWriter, *http.Request) {}
+		wk.start <- struct{}{}
+		<-wk.done
+		p.put(wk)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("10 requests in turn took %d workers, want 1", len(ids))
+	}
+}
+
+func TestAbortPanicRaisedAgainAsItIs(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	got := recoverFrom(func() {
+		p.Serve(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	})
+	if got != http.ErrAbortHandler {
+		t.Fatalf("panic = %v, want http.ErrAbortHandler (a server aborts the stream on it alone)", got)
+	}
+	// The worker that panicked serves the next request.
+	served := false
+	p.Serve(func(http.ResponseWriter, *http.Request) { served = true }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	if !served {
+		t.Fatal("no request served after a panic")
+	}
+}
+
+func TestOtherPanicCarriesWorkerStack(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	got := recoverFrom(func() {
+		p.Serve(func(http.ResponseWriter, *http.Request) { panicInHandler() }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	})
+	err, ok := got.(error)
+	if !ok {
+		t.Fatalf("panic = %#v, want an error", got)
+	}
+	if !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "panicInHandler") {
+		t.Fatalf("panic %q lacks the value or the stack where it happened", err)
+	}
+}
+
+func panicInHandler() { panic(errors.New("boom")) }
+
+func recoverFrom(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+func TestConcurrentRequestsGetTheirOwnWorkers(t *testing.T) {
+	p := New(2)
+	defer p.Close()
+	const n = 20
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var inside atomic.Int32
+	for i := range n {
+		wg.Go(func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("N", string(rune('a'+i)))
+			w := httptest.NewRecorder()
+			p.Serve(func(w http.ResponseWriter, r *http.Request) {
+				inside.Add(1)
+				<-release
+				w.Header().Set("N", r.Header.Get("N"))
+			}, w, r)
+			if w.Header().Get("N") != string(rune('a'+i)) {
+				t.Errorf("request %d answered with another's header %q", i, w.Header().Get("N"))
+			}
+		})
+	}
+	for inside.Load() < n {
+		time.Sleep(time.Millisecond)
+	}
+	close(release) // all n ran at once: none waited for a worker
+	wg.Wait()
+	p.mu.Lock()
+	idle := len(p.idle)
+	p.mu.Unlock()
+	if idle != 2 {
+		t.Fatalf("%d idle workers kept, want the limit 2", idle)
+	}
+}
+
+func TestCloseEndsWorkers(t *testing.T) {
+	before := runtime.NumGoroutine()
+	p := New(8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			p.Serve(func(http.ResponseWriter, *http.Request) { time.Sleep(5 * time.Millisecond) }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		})
+	}
+	wg.Wait()
+	p.Close()
+	// One given back after Close ends too.
+	p.Serve(func(http.ResponseWriter, *http.Request) {}, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, %d before the pool", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
