@@ -253,8 +253,18 @@ type pacedWriter struct {
 // backend made of the truncated request (usually the forwarder's 502, or
 // a backend's own answer when it gave up on the body first).
 func (w *pacedWriter) WriteHeader(code int) {
-	if code < 200 || w.answered {
+	if w.answered {
 		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if code < 200 {
+		// A 1xx head is written and flushed at once: a wait on the client
+		// like any write, which a backend sending heads without end to a
+		// client that reads nothing would otherwise make endless.
+		start := time.Now()
+		w.p.write.begin(start, w.allowed(w.pending))
+		w.ResponseWriter.WriteHeader(code)
+		_ = w.ended(start, 0, nil)
 		return
 	}
 	w.answered = true

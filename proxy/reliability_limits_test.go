@@ -335,6 +335,32 @@ func TestReliabilitySlowRead(t *testing.T) {
 	}
 }
 
+// TestReliabilitySlowReadInformational: a backend that sends 1xx heads
+// without end to a client that reads nothing fills the client's socket
+// with heads alone. Each is a write bounded like any other: the request is
+// cut and the backend's connection closed, not left blocked on the client.
+func TestReliabilitySlowReadInformational(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	ended := make(chan struct{}, 1)
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</"+strings.Repeat("x", 4000)+">; rel=preload")
+		for r.Context().Err() == nil {
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		ended <- struct{}{}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	c := relDial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET /hints HTTP/1.1\r\nHost: a\r\n\r\n")
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backend is still sending 1xx heads after 5s to a client that reads nothing")
+	}
+	closedWithin(t, c, 3*time.Second)
+}
+
 // TestReliabilitySlowReadKeptAlive: the pacer of an HTTP/1 connection
 // serves its requests one after another. A client that sends a few quick
 // requests and then stops reading a large answer on the same connection is
