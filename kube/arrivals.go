@@ -25,6 +25,13 @@ type arrivals[T comparable] struct {
 	// change of its ListenerSets, would otherwise make every next change
 	// a full translation.
 	keep func(old, new T) bool
+	// listed is the last list made, until the kind changes: snapshots in
+	// between share it, rather than each copying 100,000 pointers of a
+	// kind the change that asked for them did not touch. No reader of a
+	// snapshot writes its lists, and its capacity is its length, so an
+	// append makes a copy.
+	listed []T
+	fresh  bool
 }
 
 func newArrivals[T comparable]() *arrivals[T] {
@@ -66,6 +73,7 @@ func (a *arrivals[T]) set(obj any) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.fresh = false
 	if i, ok := a.at[key]; ok {
 		a.items[i] = t
 		return
@@ -87,6 +95,7 @@ func (a *arrivals[T]) remove(obj any) {
 	}
 	var zero T
 	a.items[i] = zero
+	a.fresh = false
 	delete(a.at, key)
 	a.holes++
 	// Gaps are closed once they are a quarter of the list: closing moves
@@ -115,10 +124,14 @@ func (a *arrivals[T]) compact() {
 	}
 }
 
-// list returns the objects in arrival order, in a slice of the caller's.
+// list returns the objects in arrival order. The slice is shared with
+// other snapshots: read it, never write it.
 func (a *arrivals[T]) list() []T {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.fresh {
+		return a.listed
+	}
 	var zero T
 	out := make([]T, 0, len(a.items)-a.holes)
 	for _, t := range a.items {
@@ -126,5 +139,6 @@ func (a *arrivals[T]) list() []T {
 			out = append(out, t)
 		}
 	}
+	a.listed, a.fresh = out, true
 	return out
 }
