@@ -102,7 +102,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kc, gc := fake.NewClientset(), gwfake.NewSimpleClientset() //nolint:staticcheck // NewClientset's tracker lacks the schema of v1 Gateways
-	in, err := newInformers(kc, gc, 0, eventHandlers{changed: func() {}, statusChanged: func() {}})
+	in, err := newInformers(kc, gc, 0, eventHandlers{changed: func() {}, statusChanged: func(metav1.Object) {}})
 	if err != nil {
 		t.Fatal(err)
 	}

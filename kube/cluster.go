@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -112,13 +113,16 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	// Status-only events (mostly the echo of Portico's own writes) are
 	// compared again after a pause long enough for the caches to have seen
 	// those writes.
+	// The echoes of the writer's own updates are not (statusEvent; c.writer
+	// is set before the informers start).
 	statusDebouncer := debounce.New(time.Second, 5*time.Second)
-	in, err := newInformers(c.Kube, c.Gateway, 0, eventHandlers{changed: changed, statusChanged: statusDebouncer.Mark})
+	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
+	in, err := newInformers(c.Kube, c.Gateway, 0, eventHandlers{changed: changed, statusChanged: statusChanged})
 	if err != nil {
 		return err
 	}
 	if err := in.addDataPlaneInformers(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
-		eventHandlers{changed: changed, statusChanged: statusDebouncer.Mark}, c.Log); err != nil {
+		eventHandlers{changed: changed, statusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
 	c.informers = in
@@ -127,6 +131,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
+	c.writer.foreign = statusDebouncer.Mark
 	if c.StatusWorkers > 0 {
 		c.writer.workers = c.StatusWorkers
 	}

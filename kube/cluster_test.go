@@ -665,7 +665,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
 		computed[0].Conditions[0].Message = "rewritten by the conflict test"
 		var conflicts atomic.Int64
-		w := &statusWriter{log: zaptest.NewLogger(t), observe: func(kind, result string) {
+		w := &statusWriter{log: zaptest.NewLogger(t), foreign: func() {}, echoes: map[types.UID]string{}, flight: map[types.UID]int{}, early: map[types.UID]string{}, observe: func(kind, result string) {
 			if result == "conflict" {
 				conflicts.Add(1)
 			}
@@ -679,9 +679,8 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
 				return status.MergeHTTPRoute(o, computed, translate.DefaultControllerName, now)
 			},
-			func(ctx context.Context, o *gwv1.HTTPRoute) error {
-				_, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
-				return err
+			func(ctx context.Context, o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, error) {
+				return gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
 			})
 		if err != nil || !wrote {
 			t.Fatalf("writeStatus = %v, %v", wrote, err)

@@ -117,7 +117,7 @@ type eventHandlers struct {
 	// statusChanged is called when only the status (or nothing translate
 	// reads) of a Gateway API object changed: no rebuild is needed, but the
 	// status writer should compare again in case someone else wrote it.
-	statusChanged func()
+	statusChanged func(metav1.Object)
 }
 
 // newInformers sets up the informers; nothing runs until start. Secrets are
@@ -352,7 +352,7 @@ func specHandler(h eventHandlers) cache.ResourceEventHandler {
 			o, okOld := oldObj.(metav1.Object)
 			n, okNew := newObj.(metav1.Object)
 			if okOld && okNew && statusOnly(o, n) {
-				h.statusChanged()
+				h.statusChanged(n)
 				return
 			}
 			h.changed()

@@ -27,7 +27,7 @@ func TestEventHandlersSeparateStatusFromSpec(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var changed, onlyStatus int
-		h := eventHandlers{changed: func() { changed++ }, statusChanged: func() { onlyStatus++ }}
+		h := eventHandlers{changed: func() { changed++ }, statusChanged: func(metav1.Object) { onlyStatus++ }}
 		handler := anyHandler(h)
 		if tc.spec {
 			handler = specHandler(h)

@@ -93,6 +93,19 @@ type statusWriter struct {
 	// so it would never finish.
 	backlog []statusJob
 
+	// Status-only events are either the echo of this writer's own
+	// updates or someone else's write, which the writer must compare
+	// again (foreign, the status debouncer's Mark). At 100,000 objects a
+	// comparison of every status is seconds of CPU: one after every write
+	// of its own, as before, cost more than the writes. An echo often
+	// comes before the update's answer, so an event for an object with an
+	// update in flight waits for the answer (early).
+	foreign func()
+	echoMu  sync.Mutex
+	echoes  map[types.UID]string // resourceVersion an answered update produced
+	flight  map[types.UID]int    // updates sent and not answered
+	early   map[types.UID]string // resourceVersion of the last event during them
+
 	writes atomic.Int64 // successful updates, for tests and logs
 	passes atomic.Int64 // completed passes while leading
 	// deltaCompared counts the objects passes over what changed compared
@@ -112,6 +125,10 @@ func newStatusWriter(client gatewayclient.Interface, in *informers, controller g
 		workers:    8,
 		kick:       make(chan struct{}, 1),
 		dirty:      map[statusKey]bool{},
+		foreign:    func() {},
+		echoes:     map[types.UID]string{},
+		flight:     map[types.UID]int{},
+		early:      map[types.UID]string{},
 	}
 }
 
@@ -145,6 +162,61 @@ func (w *statusWriter) leading(ctx context.Context) {
 	w.compareAll, w.clean = true, false
 	w.mu.Unlock()
 	w.poke()
+}
+
+// maxEchoes bounds the echoes awaited: one whose event never comes (the
+// informer relisted instead) would otherwise stay. Past it they are
+// forgotten, and their events, if they come, are taken for foreign.
+const maxEchoes = 1 << 17
+
+// statusEvent sorts a status-only event of o: the echo of an update of the
+// writer's is dropped, anything else is foreign.
+func (w *statusWriter) statusEvent(o metav1.Object) {
+	w.echoMu.Lock()
+	uid, rv := o.GetUID(), o.GetResourceVersion()
+	switch {
+	case w.echoes[uid] == rv && rv != "":
+		delete(w.echoes, uid)
+	case w.flight[uid] > 0:
+		w.early[uid] = rv // decided when the update is answered
+	default:
+		w.echoMu.Unlock()
+		w.foreign()
+		return
+	}
+	w.echoMu.Unlock()
+}
+
+// sending records an update of o about to be sent.
+func (w *statusWriter) sending(o metav1.Object) {
+	w.echoMu.Lock()
+	w.flight[o.GetUID()]++
+	w.echoMu.Unlock()
+}
+
+// answered records the answer to an update of the object uid: stored is
+// the object it stored, nil when it failed. An event that came meanwhile
+// was foreign unless it is stored's.
+func (w *statusWriter) answered(uid types.UID, stored metav1.Object) {
+	w.echoMu.Lock()
+	if w.flight[uid]--; w.flight[uid] <= 0 {
+		delete(w.flight, uid)
+	}
+	rv, early := w.early[uid]
+	if early && w.flight[uid] == 0 {
+		delete(w.early, uid)
+	}
+	isEcho := stored != nil && early && rv == stored.GetResourceVersion()
+	if stored != nil && !isEcho {
+		if len(w.echoes) >= maxEchoes {
+			clear(w.echoes)
+		}
+		w.echoes[uid] = stored.GetResourceVersion()
+	}
+	w.echoMu.Unlock()
+	if early && !isEcho {
+		w.foreign()
+	}
 }
 
 func (w *statusWriter) poke() {
@@ -583,9 +655,8 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusK
 			return writeStatus(ctx, w, key, version, o.cached,
 				func(ctx context.Context) (T, error) { return client.Get(ctx, o.key.Name, metav1.GetOptions{}) },
 				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
-				func(ctx context.Context, obj T) error {
-					_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: statusFieldManager})
-					return err
+				func(ctx context.Context, obj T) (T, error) {
+					return client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: statusFieldManager})
 				})
 		}})
 	}
@@ -599,7 +670,7 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusK
 func writeStatus[T metav1.Object](ctx context.Context, w *statusWriter, key statusKey, want objectVersion, cached T,
 	get func(context.Context) (T, error),
 	merge func(T) (T, bool),
-	update func(context.Context, T) error,
+	update func(context.Context, T) (T, error),
 ) (bool, error) {
 	obj := cached
 	first := true
@@ -620,7 +691,13 @@ func writeStatus[T metav1.Object](ctx context.Context, w *statusWriter, key stat
 		if !changed {
 			return nil
 		}
-		err := update(ctx, updated)
+		w.sending(updated)
+		stored, err := update(ctx, updated)
+		if err == nil {
+			w.answered(updated.GetUID(), stored)
+		} else {
+			w.answered(updated.GetUID(), nil)
+		}
 		switch {
 		case err == nil:
 			wrote = true
