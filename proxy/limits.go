@@ -260,11 +260,14 @@ func (w *pacedWriter) WriteHeader(code int) {
 	if code < 200 {
 		// A 1xx head is written and flushed at once: a wait on the client
 		// like any write, which a backend sending heads without end to a
-		// client that reads nothing would otherwise make endless.
+		// client that reads nothing would otherwise make endless. Its
+		// bytes count as moved: a client taking large heads at a good
+		// pace is not one that stalled.
+		n := headSize(w.Header())
 		start := time.Now()
-		w.p.write.begin(start, w.allowed(w.pending))
+		w.p.write.begin(start, w.allowed(w.pending+n))
 		w.ResponseWriter.WriteHeader(code)
-		_ = w.ended(start, 0, nil)
+		_ = w.ended(start, n, nil)
 		return
 	}
 	w.answered = true
@@ -281,6 +284,18 @@ func (w *pacedWriter) WriteHeader(code int) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.ResponseWriter.WriteHeader(http.StatusRequestTimeout)
 	_, _ = io.WriteString(w.ResponseWriter, "request body too slow\n")
+}
+
+// headSize is about the bytes of an HTTP/1.1 head carrying h (HTTP/2
+// compresses it: fewer).
+func headSize(h http.Header) int {
+	n := len("HTTP/1.1 103 Early Hints\r\n\r\n")
+	for k, vv := range h {
+		for _, v := range vv {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
 
 func (w *pacedWriter) allowed(n int) time.Duration {
