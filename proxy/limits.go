@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 )
 
 // errClientTooSlow is what a request body read or response write returns
@@ -398,6 +400,9 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		// is told why; net/http would send a 200.
 		pw.WriteHeader(http.StatusRequestTimeout)
 	}
+	if h1 && opts.HTTP1Server == HTTP1Go {
+		dropForbiddenTrailers(w.Header())
+	}
 	if h1 && p.idle > 0 {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.
@@ -407,6 +412,20 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
 		}
 		p.mu.Unlock()
+	}
+}
+
+// dropForbiddenTrailers removes the fields named with http.TrailerPrefix
+// that no trailer may carry (Content-Length, Host, Transfer-Encoding, ...),
+// which a backend may send unannounced. net/http's server writes such
+// fields as they are, where package h1 and x/net's HTTP/2 server drop
+// them: a recipient that merged one into the header section would read a
+// message other than the one that was framed.
+func dropForbiddenTrailers(h http.Header) {
+	for k := range h {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && !httpguts.ValidTrailerHeader(name) {
+			delete(h, k)
+		}
 	}
 }
 
