@@ -338,7 +338,9 @@ func TestReliabilitySlowRead(t *testing.T) {
 // TestReliabilitySlowReadInformational: a backend that sends 1xx heads
 // without end to a client that reads nothing fills the client's socket
 // with heads alone. Each is a write bounded like any other: the request is
-// cut and the backend's connection closed, not left blocked on the client.
+// cut and the backend's connection closed, not left blocked on the client,
+// and not left relaying heads into a cut connection either, for a request
+// without a body (the direct path) and one with a body (ReverseProxy).
 func TestReliabilitySlowReadInformational(t *testing.T) {
 	rt := relRuntime(t, pacedOptions)
 	ended := make(chan struct{}, 1)
@@ -350,15 +352,20 @@ func TestReliabilitySlowReadInformational(t *testing.T) {
 		ended <- struct{}{}
 	})
 	addr := relHTTPPort(t, rt, backend)
-	c := relDial(t, addr)
-	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	io.WriteString(c, "GET /hints HTTP/1.1\r\nHost: a\r\n\r\n")
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the backend is still sending 1xx heads after 5s to a client that reads nothing")
+	for _, req := range []string{
+		"GET /hints HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /hints HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+	} {
+		c := relDial(t, addr)
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		io.WriteString(c, req)
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%.20q: the backend is still sending 1xx heads after 5s to a client that reads nothing", req)
+		}
+		closedWithin(t, c, 3*time.Second)
 	}
-	closedWithin(t, c, 3*time.Second)
 }
 
 // TestReliabilitySlowReadInformationalReading: 1xx heads count as bytes
