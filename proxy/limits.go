@@ -249,6 +249,9 @@ type pacedWriter struct {
 	// client is told 408 instead of what was being answered.
 	answered, discard bool
 	h1, hijacked      bool
+	// http10: the client speaks HTTP/1.0, which takes any head for the
+	// final one.
+	http10 bool
 }
 
 // WriteHeader answers 408 to a request whose body was cut, whatever the
@@ -257,6 +260,12 @@ type pacedWriter struct {
 func (w *pacedWriter) WriteHeader(code int) {
 	if w.answered {
 		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if code < 200 && w.http10 && code != http.StatusSwitchingProtocols {
+		// No 1xx goes to an HTTP/1.0 client (RFC 9110, section 15.2): it
+		// would read it as the answer, and the answer as the next one.
+		// net/http's server sends it all the same; package h1 does not.
 		return
 	}
 	if code < 200 {
@@ -384,6 +393,7 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	p.log, p.remote = ps.log, r.RemoteAddr
 	if h1 {
 		pw.h1 = true
+		pw.http10 = r.ProtoMinor == 0
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
 	p.start(w, opts)
@@ -445,7 +455,7 @@ func (ps *portServer) pacedWriter(w http.ResponseWriter, bodyless bool) *pacedWr
 	}
 	pw.ResponseWriter = w
 	pw.pending = 0
-	pw.answered, pw.discard, pw.h1, pw.hijacked = false, false, false, false
+	pw.answered, pw.discard, pw.h1, pw.hijacked, pw.http10 = false, false, false, false, false
 	return pw
 }
 
