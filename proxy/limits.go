@@ -250,8 +250,9 @@ type pacedWriter struct {
 	answered, discard bool
 	h1, hijacked      bool
 	// http10: the client speaks HTTP/1.0, which takes any head for the
-	// final one.
-	http10 bool
+	// final one. closeConn: the connection closes after this request
+	// (closesConnection).
+	http10, closeConn bool
 }
 
 // WriteHeader answers 408 to a request whose body was cut, whatever the
@@ -283,6 +284,11 @@ func (w *pacedWriter) WriteHeader(code int) {
 	}
 	w.answered = true
 	if !w.p.bodyCut.Load() || code == http.StatusRequestTimeout {
+		if w.closeConn {
+			// admit set it, but a forwarder that relayed a 1xx cleared
+			// the header map after it, this field with the rest.
+			w.Header().Set("Connection", "close")
+		}
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
@@ -394,6 +400,7 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	if h1 {
 		pw.h1 = true
 		pw.http10 = r.ProtoMinor == 0
+		pw.closeConn = closesConnection(r)
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
 	p.start(w, opts)
@@ -455,7 +462,8 @@ func (ps *portServer) pacedWriter(w http.ResponseWriter, bodyless bool) *pacedWr
 	}
 	pw.ResponseWriter = w
 	pw.pending = 0
-	pw.answered, pw.discard, pw.h1, pw.hijacked, pw.http10 = false, false, false, false, false
+	pw.answered, pw.discard, pw.h1, pw.hijacked = false, false, false, false
+	pw.http10, pw.closeConn = false, false
 	return pw
 }
 
