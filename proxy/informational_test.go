@@ -2,8 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,5 +100,64 @@ func TestInformationalKeepsConnectionClose(t *testing.T) {
 			}
 			paths = make(chan string, 8)
 		})
+	}
+}
+
+// TestInformationalWithoutHopByHop: a backend's 1xx head reaches the
+// client without its connection's own fields (Connection, those it names,
+// Keep-Alive, ...), as its final answer does. Over HTTP/2 they make the
+// head malformed (RFC 9113 section 8.2.2): strict clients reset the stream
+// (curl: PROTOCOL_ERROR) and never see the answer.
+func TestInformationalWithoutHopByHop(t *testing.T) {
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			if slices.Contains(head, "Content-Length: 1") {
+				_, _ = br.Discard(1)
+			}
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nConnection: X-Secret\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\nLink: </a.css>\r\n\r\n"+
+				"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+		}
+	})
+	rt := relRuntime(t, nil)
+	addr := relHTTPPort(t, rt, backend)
+	for _, client := range []struct {
+		name string
+		c    *http.Client
+	}{{"HTTP/1.1", &http.Client{Timeout: 5 * time.Second}}, {"h2c", h2cClient()}} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} { // direct path, ReverseProxy
+			var hints []textproto.MIMEHeader
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+					hints = append(hints, h)
+					return nil
+				},
+			})
+			var body io.Reader
+			if method == http.MethodPost {
+				body = strings.NewReader("x")
+			}
+			req, _ := http.NewRequestWithContext(ctx, method, "http://"+addr+"/", body)
+			resp, err := client.c.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", client.name, method, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "done" || len(hints) != 1 {
+				t.Fatalf("%s %s: %d 1xx heads, answer %q", client.name, method, len(hints), b)
+			}
+			for _, hop := range []string{"Connection", "X-Secret", "Keep-Alive"} {
+				if _, ok := hints[0][hop]; ok {
+					t.Errorf("%s %s: 103 head carries %s: %v", client.name, method, hop, hints[0])
+				}
+			}
+			if hints[0].Get("Link") != "</a.css>" {
+				t.Errorf("%s %s: 103 head lost its Link: %v", client.name, method, hints[0])
+			}
+		}
 	}
 }

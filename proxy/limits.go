@@ -274,7 +274,11 @@ func (w *pacedWriter) WriteHeader(code int) {
 		// like any write, which a backend sending heads without end to a
 		// client that reads nothing would otherwise make endless. Its
 		// bytes count as moved: a client taking large heads at a good
-		// pace is not one that stalled.
+		// pace is not one that stalled. The backend's connection's own
+		// fields go, as from its final answer: over HTTP/2 they would
+		// make the head malformed. (admit's Connection: close with them:
+		// the final answer sets it again.)
+		removeHopByHop(w.Header())
 		n := headSize(w.Header())
 		start := time.Now()
 		w.p.write.begin(start, w.allowed(w.pending+n))
