@@ -2,6 +2,8 @@ package h1
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -316,5 +318,76 @@ func TestForbiddenTrailersDropped(t *testing.T) {
 	}
 	if tr.Get("X-T") != "v" || len(*tr) != 1 {
 		t.Errorf("request trailers %v, want only X-T", *tr)
+	}
+}
+
+// TestWriteFailureCancelsRequest: once a write to the client failed (a
+// deadline passed, the client reset), the request's context is cancelled,
+// as net/http's server cancels it. A handler that learns of no error from
+// what it writes, a 1xx head (WriteHeader returns nothing), would
+// otherwise go on, and with it the backend request it relays, for as long
+// as the backend sends heads.
+func TestWriteFailureCancelsRequest(t *testing.T) {
+	done := make(chan error, 1)
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		w.Header().Set("Link", "</"+strings.Repeat("x", 16<<10)+">; rel=preload")
+		for start := time.Now(); r.Context().Err() == nil && time.Since(start) < 5*time.Second; {
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		done <- context.Cause(r.Context())
+	}, nil)
+	c := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the request's context is still live 5s after writes to its client began failing")
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("cause %v, want the write's timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler still running after 10s")
+	}
+}
+
+// TestInformationalCarriesNoFraming: a 1xx head has no content, so it
+// carries no Content-Length or Transfer-Encoding, whatever the header map
+// holds when it is sent (a proxy copies a backend's 1xx fields into it).
+// A lenient recipient in front (a load balancer reusing its connection
+// for other clients) that framed a body by one would take the start of
+// the real answer for it, and read the rest as the next answer. net/http
+// and x/net leave both out too.
+func TestInformationalCarriesNoFraming(t *testing.T) {
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.Header().Set("Content-Length", "5")
+		w.Header().Set("Transfer-Encoding", "chunked")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Del("Content-Length")
+		w.Header().Del("Transfer-Encoding")
+		io.WriteString(w, "done")
+	}, nil)
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, final, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || !strings.HasPrefix(info, "HTTP/1.1 103 ") || !strings.Contains(info, "Link: </a.css>") {
+		t.Fatalf("no 103 head first in %q", raw)
+	}
+	for _, bad := range []string{"Content-Length", "Transfer-Encoding"} {
+		if strings.Contains(info, bad+":") {
+			t.Errorf("103 head %q carries %s", info, bad)
+		}
+	}
+	if !strings.HasPrefix(final, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(final, "\r\n\r\ndone") {
+		t.Errorf("final answer %q", final)
 	}
 }

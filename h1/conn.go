@@ -131,6 +131,24 @@ func (c *conn) serve() (hijacked bool) {
 	}
 }
 
+// connWriter is what the connection's buffered writer writes to. A write
+// that fails cancels the request being served, as net/http's server
+// cancels it: a handler told of no error by what it writes (a 1xx head:
+// WriteHeader returns nothing) would otherwise go on for a client that is
+// gone or was cut, and the backend request it relays with it.
+type connWriter struct{ c *conn }
+
+func (cw connWriter) Write(p []byte) (int, error) {
+	c := cw.c
+	n, err := c.rwc.Write(p)
+	if err != nil && !c.hijacked.Load() {
+		if w := c.cur.Load(); w != nil {
+			w.cancel(err)
+		}
+	}
+	return n, err
+}
+
 // awaitRequest waits for the first byte of the next request and marks the
 // connection active; false when the connection is to close instead.
 func (c *conn) awaitRequest(first bool) bool {

@@ -108,7 +108,11 @@ func (w *response) informational(code int) {
 	bw := w.c.bw
 	writeStatusLine(bw, w.req.ProtoMinor, code)
 	for k, vv := range w.header {
-		writeField(bw, k, vv)
+		// A 1xx has no content: a length or coding in its head would
+		// tell a lenient recipient to read the final answer as its body.
+		if k != "Content-Length" && k != "Transfer-Encoding" {
+			writeField(bw, k, vv)
+		}
 	}
 	bw.WriteString("\r\n")
 	_ = bw.Flush()

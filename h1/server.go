@@ -71,10 +71,10 @@ func (s *Server) ServeConn(c net.Conn) {
 		cn = &conn{srv: s}
 		cn.cr.c = cn
 		cn.br = bufio.NewReaderSize(&cn.cr, 4096)
-		cn.bw = bufio.NewWriterSize(c, 4096)
+		cn.bw = bufio.NewWriterSize(connWriter{cn}, 4096)
 	} else {
 		cn.br.Reset(&cn.cr)
-		cn.bw.Reset(c)
+		cn.bw.Reset(connWriter{cn})
 	}
 	cn.rwc = c
 	cn.remote = c.RemoteAddr().String()

@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 )
 
 // errClientTooSlow is what a request body read or response write returns
@@ -247,6 +249,10 @@ type pacedWriter struct {
 	// client is told 408 instead of what was being answered.
 	answered, discard bool
 	h1, hijacked      bool
+	// http10: the client speaks HTTP/1.0, which takes any head for the
+	// final one. closeConn: the connection closes after this request
+	// (closesConnection).
+	http10, closeConn bool
 }
 
 // WriteHeader answers 408 to a request whose body was cut, whatever the
@@ -257,18 +263,36 @@ func (w *pacedWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
+	if code < 200 && w.http10 && code != http.StatusSwitchingProtocols {
+		// No 1xx goes to an HTTP/1.0 client (RFC 9110, section 15.2): it
+		// would read it as the answer, and the answer as the next one.
+		// net/http's server sends it all the same; package h1 does not.
+		return
+	}
 	if code < 200 {
 		// A 1xx head is written and flushed at once: a wait on the client
 		// like any write, which a backend sending heads without end to a
-		// client that reads nothing would otherwise make endless.
+		// client that reads nothing would otherwise make endless. Its
+		// bytes count as moved: a client taking large heads at a good
+		// pace is not one that stalled. The backend's connection's own
+		// fields go, as from its final answer: over HTTP/2 they would
+		// make the head malformed. (admit's Connection: close with them:
+		// the final answer sets it again.)
+		removeHopByHop(w.Header())
+		n := headSize(w.Header())
 		start := time.Now()
-		w.p.write.begin(start, w.allowed(w.pending))
+		w.p.write.begin(start, w.allowed(w.pending+n))
 		w.ResponseWriter.WriteHeader(code)
-		_ = w.ended(start, 0, nil)
+		_ = w.ended(start, n, nil)
 		return
 	}
 	w.answered = true
 	if !w.p.bodyCut.Load() || code == http.StatusRequestTimeout {
+		if w.closeConn {
+			// admit set it, but a forwarder that relayed a 1xx cleared
+			// the header map after it, this field with the rest.
+			w.Header().Set("Connection", "close")
+		}
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
@@ -281,6 +305,18 @@ func (w *pacedWriter) WriteHeader(code int) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.ResponseWriter.WriteHeader(http.StatusRequestTimeout)
 	_, _ = io.WriteString(w.ResponseWriter, "request body too slow\n")
+}
+
+// headSize is about the bytes of an HTTP/1.1 head carrying h (HTTP/2
+// compresses it: fewer).
+func headSize(h http.Header) int {
+	n := len("HTTP/1.1 103 Early Hints\r\n\r\n")
+	for k, vv := range h {
+		for _, v := range vv {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
 
 func (w *pacedWriter) allowed(n int) time.Duration {
@@ -367,6 +403,8 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 	p.log, p.remote = ps.log, r.RemoteAddr
 	if h1 {
 		pw.h1 = true
+		pw.http10 = r.ProtoMinor == 0
+		pw.closeConn = closesConnection(r)
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
 	p.start(w, opts)
@@ -383,6 +421,9 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		// is told why; net/http would send a 200.
 		pw.WriteHeader(http.StatusRequestTimeout)
 	}
+	if h1 && opts.HTTP1Server == HTTP1Go {
+		dropForbiddenTrailers(w.Header())
+	}
 	if h1 && p.idle > 0 {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.
@@ -392,6 +433,20 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 			_ = p.rc.SetWriteDeadline(time.Now().Add(p.idle))
 		}
 		p.mu.Unlock()
+	}
+}
+
+// dropForbiddenTrailers removes the fields named with http.TrailerPrefix
+// that no trailer may carry (Content-Length, Host, Transfer-Encoding, ...),
+// which a backend may send unannounced. net/http's server writes such
+// fields as they are, where package h1 and x/net's HTTP/2 server drop
+// them: a recipient that merged one into the header section would read a
+// message other than the one that was framed.
+func dropForbiddenTrailers(h http.Header) {
+	for k := range h {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && !httpguts.ValidTrailerHeader(name) {
+			delete(h, k)
+		}
 	}
 }
 
@@ -412,6 +467,7 @@ func (ps *portServer) pacedWriter(w http.ResponseWriter, bodyless bool) *pacedWr
 	pw.ResponseWriter = w
 	pw.pending = 0
 	pw.answered, pw.discard, pw.h1, pw.hijacked = false, false, false, false
+	pw.http10, pw.closeConn = false, false
 	return pw
 }
 

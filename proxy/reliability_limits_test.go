@@ -338,7 +338,9 @@ func TestReliabilitySlowRead(t *testing.T) {
 // TestReliabilitySlowReadInformational: a backend that sends 1xx heads
 // without end to a client that reads nothing fills the client's socket
 // with heads alone. Each is a write bounded like any other: the request is
-// cut and the backend's connection closed, not left blocked on the client.
+// cut and the backend's connection closed, not left blocked on the client,
+// and not left relaying heads into a cut connection either, for a request
+// without a body (the direct path) and one with a body (ReverseProxy).
 func TestReliabilitySlowReadInformational(t *testing.T) {
 	rt := relRuntime(t, pacedOptions)
 	ended := make(chan struct{}, 1)
@@ -350,15 +352,66 @@ func TestReliabilitySlowReadInformational(t *testing.T) {
 		ended <- struct{}{}
 	})
 	addr := relHTTPPort(t, rt, backend)
-	c := relDial(t, addr)
-	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	io.WriteString(c, "GET /hints HTTP/1.1\r\nHost: a\r\n\r\n")
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the backend is still sending 1xx heads after 5s to a client that reads nothing")
+	for _, req := range []string{
+		"GET /hints HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /hints HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+	} {
+		c := relDial(t, addr)
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		io.WriteString(c, req)
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%.20q: the backend is still sending 1xx heads after 5s to a client that reads nothing", req)
+		}
+		closedWithin(t, c, 3*time.Second)
 	}
-	closedWithin(t, c, 3*time.Second)
+}
+
+// TestReliabilitySlowReadInformationalReading: 1xx heads count as bytes
+// moved. A client that reads at 32 times the minimum rate while a
+// backend sends large 103 (Early Hints) heads before its answer keeps pace
+// and gets the answer: the time its socket holds up the heads is not taken
+// for time in which nothing moved.
+func TestReliabilitySlowReadInformationalReading(t *testing.T) {
+	rt := relRuntime(t, pacedOptions)
+	const heads, link = 384, 16 << 10
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</"+strings.Repeat("x", link)+">; rel=preload")
+		for range heads {
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		w.Header().Del("Link")
+		io.WriteString(w, "done")
+	})
+	addr := relHTTPPort(t, rt, backend)
+	c := relDial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	io.WriteString(c, "GET /hints HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	// Read by the clock at 2 MiB/s: the 6 MiB of heads, more than the
+	// kernel buffers, take 3 s, six windows of the 64 KiB/s minimum rate.
+	const rate = 2 << 20
+	var got bytes.Buffer
+	buf := make([]byte, 4<<10)
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(15 * time.Second))
+	for read := 0; ; {
+		if ahead := time.Duration(float64(read) / rate * float64(time.Second)); ahead > time.Since(start) {
+			time.Sleep(ahead - time.Since(start))
+		}
+		n, err := c.Read(buf)
+		got.Write(buf[:n])
+		read += n
+		if err != nil {
+			break
+		}
+	}
+	s := got.String()
+	if n := strings.Count(s, "HTTP/1.1 103 Early Hints\r\n"); n != heads || !strings.Contains(s, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(s, "done") {
+		t.Fatalf("a client reading at 32x the minimum rate got %d of %d heads and %d bytes in all, ending %q, after %v; want every head and the answer",
+			n, heads, len(s), s[max(len(s)-60, 0):], time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("%d bytes in %v", len(s), time.Since(start).Round(time.Millisecond))
 }
 
 // TestReliabilitySlowReadKeptAlive: the pacer of an HTTP/1 connection

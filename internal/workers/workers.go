@@ -14,6 +14,7 @@ package workers
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 )
@@ -49,11 +50,20 @@ func (p *Pool) Serve(h http.HandlerFunc, w http.ResponseWriter, r *http.Request)
 	wk.h, wk.w, wk.r = h, w, r
 	wk.start <- struct{}{}
 	v := <-wk.done
+	if v == (goexited{}) {
+		// The worker is gone; so is the caller, as if h had run on it:
+		// the server that called Serve treats that as it always did.
+		runtime.Goexit()
+	}
 	p.put(wk)
 	if v != nil {
 		panic(v)
 	}
 }
+
+// goexited is what a worker reports when h called runtime.Goexit (through
+// t.FailNow, say), which ends the worker with no panic to recover.
+type goexited struct{}
 
 func (p *Pool) get() *worker {
 	p.mu.Lock()
@@ -103,16 +113,23 @@ func (wk *worker) run() {
 // http.ErrAbortHandler goes back as it is: any other panic carries the
 // worker's stack, which the caller's recovery could not see.
 func (wk *worker) call() (panicked any) {
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panicked = v
-			} else {
-				panicked = fmt.Errorf("%v\n%s", v, debug.Stack())
-			}
+		v := recover()
+		switch {
+		case v == http.ErrAbortHandler:
+			panicked = v
+		case v != nil:
+			panicked = fmt.Errorf("%v\n%s", v, debug.Stack())
 		}
 		wk.h, wk.w, wk.r = nil, nil, nil
+		if v == nil && !returned {
+			// runtime.Goexit: this goroutine ends once the deferred calls
+			// are done, and run never reports for it.
+			wk.done <- goexited{}
+		}
 	}()
 	wk.h(wk.w, wk.r)
+	returned = true
 	return nil
 }

@@ -79,6 +79,40 @@ func TestOtherPanicCarriesWorkerStack(t *testing.T) {
 	}
 }
 
+// TestGoexitEndsCaller: a handler that calls runtime.Goexit ends the
+// caller too, as it would have ended the goroutine it ran on without the
+// pool (x/net's server then resets the stream), instead of leaving the
+// caller waiting for a worker that is gone.
+func TestGoexitEndsCaller(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	ended := make(chan bool, 1)
+	go func() {
+		returned := false
+		defer func() { ended <- returned }()
+		p.Serve(func(http.ResponseWriter, *http.Request) { runtime.Goexit() }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		returned = true
+	}()
+	select {
+	case returned := <-ended:
+		if returned {
+			t.Fatal("Serve returned normally after its handler called runtime.Goexit")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still waits 5s after its handler called runtime.Goexit")
+	}
+	served := false
+	p.Serve(func(http.ResponseWriter, *http.Request) { served = true }, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	if !served {
+		t.Fatal("no request served after a Goexit")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) != 1 {
+		t.Fatalf("%d idle workers after a Goexit and a request, want 1 (the gone one not pooled)", len(p.idle))
+	}
+}
+
 func panicInHandler() { panic(errors.New("boom")) }
 
 func recoverFrom(f func()) (v any) {
