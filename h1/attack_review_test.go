@@ -285,12 +285,7 @@ func TestForbiddenTrailersDropped(t *testing.T) {
 		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
 	}, nil)
 
-	c := dial(t, addr)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-	raw, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := closingGet(t, addr)
 	_, tail, ok := strings.Cut(string(raw), "\r\n0\r\n")
 	if !ok {
 		t.Fatalf("no last chunk in %q", raw)
@@ -304,7 +299,7 @@ func TestForbiddenTrailersDropped(t *testing.T) {
 		t.Errorf("trailer section %q lost the allowed fields", tail)
 	}
 
-	c = dial(t, addr)
+	c := dial(t, addr)
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"3\r\nabc\r\n0\r\nContent-Length: 3\r\nHost: elsewhere\r\nX-T: v\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -372,12 +367,7 @@ func TestInformationalCarriesNoFraming(t *testing.T) {
 		w.Header().Del("Transfer-Encoding")
 		io.WriteString(w, "done")
 	}, nil)
-	c := dial(t, addr)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-	raw, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := closingGet(t, addr)
 	info, final, ok := strings.Cut(string(raw), "\r\n\r\n")
 	if !ok || !strings.HasPrefix(info, "HTTP/1.1 103 ") || !strings.Contains(info, "Link: </a.css>") {
 		t.Fatalf("no 103 head first in %q", raw)
@@ -390,4 +380,17 @@ func TestInformationalCarriesNoFraming(t *testing.T) {
 	if !strings.HasPrefix(final, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(final, "\r\n\r\ndone") {
 		t.Errorf("final answer %q", final)
 	}
+}
+
+// closingGet sends a GET that closes its connection and returns all that
+// comes back, raw.
+func closingGet(t *testing.T, addr string) []byte {
+	t.Helper()
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
