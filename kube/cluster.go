@@ -110,11 +110,10 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	c.changed = changed
 	c.acmeWake = make(chan struct{}, 1)
-	// Status-only events (mostly the echo of Portico's own writes) are
-	// compared again after a pause long enough for the caches to have seen
-	// those writes.
-	// The echoes of the writer's own updates are not (statusEvent; c.writer
-	// is set before the informers start).
+	// Status-only events that are not the echo of the writer's own updates
+	// (someone else wrote) are compared again after a pause long enough
+	// for the caches to have seen those writes (statusEvent; c.writer is
+	// set before the informers start).
 	statusDebouncer := debounce.New(time.Second, 5*time.Second)
 	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
 	in, err := newInformers(c.Kube, c.Gateway, 0, eventHandlers{changed: changed, statusChanged: statusChanged})

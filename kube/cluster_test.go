@@ -665,7 +665,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
 		computed[0].Conditions[0].Message = "rewritten by the conflict test"
 		var conflicts atomic.Int64
-		w := &statusWriter{log: zaptest.NewLogger(t), foreign: func() {}, echoes: map[types.UID]string{}, flight: map[types.UID]int{}, early: map[types.UID]string{}, observe: func(kind, result string) {
+		w := &statusWriter{log: zaptest.NewLogger(t), foreign: func() {}, echoes: map[types.UID]string{}, flight: map[types.UID]bool{}, early: map[types.UID]string{}, observe: func(kind, result string) {
 			if result == "conflict" {
 				conflicts.Add(1)
 			}

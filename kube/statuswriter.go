@@ -103,7 +103,7 @@ type statusWriter struct {
 	foreign func()
 	echoMu  sync.Mutex
 	echoes  map[types.UID]string // resourceVersion an answered update produced
-	flight  map[types.UID]int    // updates sent and not answered
+	flight  map[types.UID]bool   // an update sent and not answered (one at a time per object)
 	early   map[types.UID]string // resourceVersion of the last event during them
 
 	writes atomic.Int64 // successful updates, for tests and logs
@@ -127,7 +127,7 @@ func newStatusWriter(client gatewayclient.Interface, in *informers, controller g
 		dirty:      map[statusKey]bool{},
 		foreign:    func() {},
 		echoes:     map[types.UID]string{},
-		flight:     map[types.UID]int{},
+		flight:     map[types.UID]bool{},
 		early:      map[types.UID]string{},
 	}
 }
@@ -177,7 +177,7 @@ func (w *statusWriter) statusEvent(o metav1.Object) {
 	switch {
 	case w.echoes[uid] == rv && rv != "":
 		delete(w.echoes, uid)
-	case w.flight[uid] > 0:
+	case w.flight[uid]:
 		w.early[uid] = rv // decided when the update is answered
 	default:
 		w.echoMu.Unlock()
@@ -190,28 +190,24 @@ func (w *statusWriter) statusEvent(o metav1.Object) {
 // sending records an update of o about to be sent.
 func (w *statusWriter) sending(o metav1.Object) {
 	w.echoMu.Lock()
-	w.flight[o.GetUID()]++
+	w.flight[o.GetUID()] = true
 	w.echoMu.Unlock()
 }
 
 // answered records the answer to an update of the object uid: stored is
-// the object it stored, nil when it failed. An event that came meanwhile
-// was foreign unless it is stored's.
-func (w *statusWriter) answered(uid types.UID, stored metav1.Object) {
+// the resourceVersion it stored, "" when it failed. An event that came
+// meanwhile was foreign unless it is stored's.
+func (w *statusWriter) answered(uid types.UID, stored string) {
 	w.echoMu.Lock()
-	if w.flight[uid]--; w.flight[uid] <= 0 {
-		delete(w.flight, uid)
-	}
+	delete(w.flight, uid)
 	rv, early := w.early[uid]
-	if early && w.flight[uid] == 0 {
-		delete(w.early, uid)
-	}
-	isEcho := stored != nil && early && rv == stored.GetResourceVersion()
-	if stored != nil && !isEcho {
+	delete(w.early, uid)
+	isEcho := early && stored != "" && rv == stored
+	if stored != "" && !isEcho {
 		if len(w.echoes) >= maxEchoes {
 			clear(w.echoes)
 		}
-		w.echoes[uid] = stored.GetResourceVersion()
+		w.echoes[uid] = stored
 	}
 	w.echoMu.Unlock()
 	if early && !isEcho {
@@ -693,11 +689,11 @@ func writeStatus[T metav1.Object](ctx context.Context, w *statusWriter, key stat
 		}
 		w.sending(updated)
 		stored, err := update(ctx, updated)
+		storedRV := ""
 		if err == nil {
-			w.answered(updated.GetUID(), stored)
-		} else {
-			w.answered(updated.GetUID(), nil)
+			storedRV = stored.GetResourceVersion()
 		}
+		w.answered(updated.GetUID(), storedRV)
 		switch {
 		case err == nil:
 			wrote = true

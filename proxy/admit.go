@@ -10,29 +10,11 @@ import (
 	"portico.dev/portico/routing"
 )
 
-// closesConnection reports whether r's connection must close after its
-// answer. RFC 9112 section 6.1: after a request with both Content-Length
-// and Transfer-Encoding, or an HTTP/1.0 request with Transfer-Encoding,
-// the connection must not carry another request: a proxy in front may
-// have framed the body differently, and the bytes it thought were body
-// would be read as the next request. Go's server removes both headers
-// before a handler runs, so the two cannot be told apart from a plain
-// chunked (or HTTP/1.0) request: every such request closes its
-// connection.
-func closesConnection(r *http.Request) bool {
-	return r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0)
-}
-
 // admit checks what every request must satisfy before a route sees it, and
 // answers the ones that fail itself. It returns the request's path in normal
 // form (routing.NormalizePath), which it also makes the path r is forwarded
 // with, so the route decision and the backend's path never disagree.
 func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, ok bool) {
-	if closesConnection(r) {
-		// The paced writer sets it again on the final answer: a
-		// forwarder clears the header map after each 1xx it relays.
-		w.Header().Set("Connection", "close")
-	}
 	if n := headerCount(r.Header, rt.opts.MaxHeaderCount); n > rt.opts.MaxHeaderCount {
 		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusRequestHeaderFieldsTooLarge)

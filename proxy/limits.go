@@ -276,8 +276,7 @@ func (w *pacedWriter) WriteHeader(code int) {
 		// bytes count as moved: a client taking large heads at a good
 		// pace is not one that stalled. The backend's connection's own
 		// fields go, as from its final answer: over HTTP/2 they would
-		// make the head malformed. (admit's Connection: close with them:
-		// the final answer sets it again.)
+		// make the head malformed.
 		removeHopByHop(w.Header())
 		n := headSize(w.Header())
 		start := time.Now()
@@ -289,8 +288,9 @@ func (w *pacedWriter) WriteHeader(code int) {
 	w.answered = true
 	if !w.p.bodyCut.Load() || code == http.StatusRequestTimeout {
 		if w.closeConn {
-			// admit set it, but a forwarder that relayed a 1xx cleared
-			// the header map after it, this field with the rest.
+			// Set on the final answer, not before the request is
+			// forwarded: a forwarder clears the header map after each
+			// 1xx it relays.
 			w.Header().Set("Connection", "close")
 		}
 		w.ResponseWriter.WriteHeader(code)
@@ -434,6 +434,19 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// closesConnection reports whether r's connection must close after its
+// answer. RFC 9112 section 6.1: after a request with both Content-Length
+// and Transfer-Encoding, or an HTTP/1.0 request with Transfer-Encoding,
+// the connection must not carry another request: a proxy in front may
+// have framed the body differently, and the bytes it thought were body
+// would be read as the next request. Go's server removes both headers
+// before a handler runs, so the two cannot be told apart from a plain
+// chunked (or HTTP/1.0) request: every such request closes its
+// connection.
+func closesConnection(r *http.Request) bool {
+	return r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0)
 }
 
 // dropForbiddenTrailers removes the fields named with http.TrailerPrefix
