@@ -7,10 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"portico.dev/portico/internal/buildinfo"
 )
@@ -158,4 +162,52 @@ func BenchmarkObserveRequest(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkObserveRequestManyRoutes is the per-request cost of the request metrics
+// with many routes, each answered before (its counter cached).
+func BenchmarkObserveRequestManyRoutes(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := NewMetrics()
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("ns-%d/route-%d", i, i)
+				m.ObserveRequest(names[i], 200, time.Millisecond)
+			}
+			i := 0
+			for b.Loop() {
+				m.ObserveRequest(names[(i*7919)%n], 200, time.Millisecond)
+				i++
+			}
+		})
+	}
+}
+
+// TestConcurrentFirstRequestsCounted: many routes answered for the first
+// time at once, from several goroutines whose copies of the counter
+// cache's shards race (run it with -race), each count lands on its own
+// route and code.
+func TestConcurrentFirstRequestsCounted(t *testing.T) {
+	m := NewMetrics()
+	const routes, workers = 2000, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range routes {
+				r := (i*31 + w*257) % routes
+				m.ObserveRequest(fmt.Sprintf("ns/r%d", r), 200+r%3, time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for r := range routes {
+		var d dto.Metric
+		if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(200+r%3)).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetCounter().GetValue(); got != workers {
+			t.Fatalf("route ns/r%d: %v requests counted, want %d", r, got, workers)
+		}
+	}
 }

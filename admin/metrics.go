@@ -3,8 +3,6 @@
 package admin
 
 import (
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,13 +33,10 @@ type Metrics struct {
 	streamTime   prometheus.Histogram
 	certExpiry   prometheus.Gauge
 
-	// counters caches the child counter of each (route, code): looking it
-	// up by label values on every request would hash the labels and
-	// allocate for the variadic call.
-	counters sync.Map // requestKey -> prometheus.Counter
-	// grpcCounters is counters for grpcRequests.
-	grpcCounters sync.Map // requestKey -> prometheus.Counter
-	grpcRequests *prometheus.CounterVec
+	// counters and grpcCounters hold the child counters of requests and
+	// grpcRequests by (route, code).
+	counters, grpcCounters *counterCache
+	grpcRequests           *prometheus.CounterVec
 }
 
 type requestKey struct {
@@ -154,6 +149,7 @@ func NewMetrics() *Metrics {
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, buildInfo,
 	)
+	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m
 }
 
@@ -167,12 +163,7 @@ func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	key := requestKey{route, code}
-	c, ok := m.counters.Load(key)
-	if !ok {
-		c, _ = m.counters.LoadOrStore(key, m.requests.WithLabelValues(route, strconv.Itoa(code)))
-	}
-	c.(prometheus.Counter).Inc()
+	m.counters.get(route, code).Inc()
 	m.latency.Observe(d.Seconds())
 }
 
@@ -182,12 +173,7 @@ func (m *Metrics) ObserveGRPC(route string, status int) {
 	if m == nil {
 		return
 	}
-	key := requestKey{route, status}
-	c, ok := m.grpcCounters.Load(key)
-	if !ok {
-		c, _ = m.grpcCounters.LoadOrStore(key, m.grpcRequests.WithLabelValues(route, strconv.Itoa(status)))
-	}
-	c.(prometheus.Counter).Inc()
+	m.grpcCounters.get(route, status).Inc()
 }
 
 // ObserveStream records one ended TLS stream (see proxy.StreamObserver).
