@@ -72,7 +72,7 @@ type conn struct {
 	lower   map[string]string
 	// canon remembers canonical header keys (read loop only).
 	canon map[string]string
-	date    dateCache
+	date  dateCache
 	// ctlPending is set when the read loop wrote a control frame it did
 	// not flush because more input was buffered (wmu).
 	ctlPending bool
@@ -95,8 +95,8 @@ type conn struct {
 	// settingsAcked is set once the client took the server's SETTINGS:
 	// before, it may send a stream the protocol's initial window.
 	settingsAcked bool
-	handlers    sync.WaitGroup
-	done        chan struct{}
+	handlers      sync.WaitGroup
+	done          chan struct{}
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
