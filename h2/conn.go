@@ -106,7 +106,8 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 		peerWindow: initialWindow, peerFrame: defaultPeerFrameSize,
 		recvWindow: s.connWindow(), done: make(chan struct{}), lower: map[string]string{}, canon: map[string]string{}}
 	c.sendCond.L = &c.mu
-	if tc, ok := nc.(*tls.Conn); ok {
+	// A *tls.Conn, or a wrapper of one that tells its state.
+	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		st := tc.ConnectionState()
 		c.tls = &st
 	}

@@ -54,7 +54,7 @@ type stream struct {
 	// where the declared ones are copied into req.Trailer.
 	trailer                 http.Header
 	readTimer, writeTimer   *time.Timer
-	readExpired, wrExpired  bool
+	wrExpired               bool
 	readDeadline, wDeadline time.Time
 }
 
@@ -305,10 +305,14 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	c.recvWindow -= n
 	st := c.streams[id]
-	if st == nil || st.recvClosed || st.aborted || st.handlerDone {
+	if st == nil || st.recvClosed || st.aborted || st.handlerDone || st.bodyErr != nil {
 		// Nobody reads these bytes: the connection gets them back.
 		idle := st == nil && id > c.maxClientID
 		halfClosed := st != nil && st.recvClosed && !st.aborted
+		if st != nil && !st.recvClosed && f.StreamEnded() {
+			st.recvClosed = true // its body was closed or timed out
+			c.maybeRemoveLocked(st)
+		}
 		inc := c.creditLocked(n)
 		c.mu.Unlock()
 		c.sendWindowUpdates(0, inc)
@@ -496,14 +500,11 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		st.sendContinue()
 	}
 	c.mu.Lock()
-	for st.off == len(st.buf) && st.bodyErr == nil && !st.readExpired {
+	for st.off == len(st.buf) && st.bodyErr == nil {
 		st.bodyCond.Wait()
 	}
 	if st.off == len(st.buf) {
 		err := st.bodyErr
-		if st.readExpired && (err == nil || err == errStreamReset) {
-			err = os.ErrDeadlineExceeded
-		}
 		if err == io.EOF && st.trailer != nil && st.req.Trailer != nil {
 			for k, vv := range st.trailer {
 				if _, ok := st.req.Trailer[k]; ok {
@@ -557,8 +558,9 @@ func (st *stream) sendContinue() {
 
 var errBodyClosed = errors.New("http2: request body closed")
 
-// setReadDeadline bounds the wait for request body bytes: past it, a
-// blocked Read fails and the stream is reset.
+// setReadDeadline bounds the wait for request body bytes: past it, Read
+// returns what was received and then fails for good. The stream lives on:
+// the handler may still answer (408, say).
 func (st *stream) setReadDeadline(t time.Time) {
 	c := st.c
 	c.mu.Lock()
@@ -566,30 +568,29 @@ func (st *stream) setReadDeadline(t time.Time) {
 	if st.readTimer != nil {
 		st.readTimer.Stop()
 	}
-	st.readExpired, st.readDeadline = false, t
+	st.readDeadline = t
 	if t.IsZero() || st.aborted || st.handlerDone {
 		return
 	}
 	d := time.Until(t)
 	if d <= 0 {
-		st.readExpired = true
-		go st.readTimeout(t)
+		st.expireReadLocked()
 		return
 	}
-	st.readTimer = time.AfterFunc(d, func() { st.readTimeout(t) })
+	st.readTimer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		if st.readDeadline.Equal(t) {
+			st.expireReadLocked()
+		}
+		c.mu.Unlock()
+	})
 }
 
-func (st *stream) readTimeout(t time.Time) {
-	c := st.c
-	c.mu.Lock()
-	if !st.readDeadline.Equal(t) || st.aborted || st.recvClosed {
-		c.mu.Unlock()
-		return
+func (st *stream) expireReadLocked() {
+	if st.bodyErr == nil {
+		st.bodyErr = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+		st.bodyCond.Broadcast()
 	}
-	st.readExpired = true
-	st.bodyCond.Broadcast()
-	c.mu.Unlock()
-	c.resetStream(st.id, codeInternal, os.ErrDeadlineExceeded)
 }
 
 // setWriteDeadline bounds the response: past it, a blocked Write fails
