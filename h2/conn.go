@@ -95,8 +95,11 @@ type conn struct {
 	// settingsAcked is set once the client took the server's SETTINGS:
 	// before, it may send a stream the protocol's initial window.
 	settingsAcked bool
-	handlers      sync.WaitGroup
-	done          chan struct{}
+	// lingering is set when the read loop closes the socket itself,
+	// after a GOAWAY (linger).
+	lingering bool
+	handlers  sync.WaitGroup
+	done      chan struct{}
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -150,7 +153,8 @@ func (c *conn) serve() {
 	}()
 	if err := c.readPreface(); err != nil {
 		c.srv.log().Debug("http2 preface", zap.String("remote", c.remote), zap.Error(err))
-		c.goAwayAndClose(codeProtocol, err)
+		c.goAwayAndClose(codeProtocol, err, true)
+		c.linger()
 		return
 	}
 	if d := c.srv.IdleTimeout; d > 0 {
@@ -159,10 +163,14 @@ func (c *conn) serve() {
 		c.mu.Unlock()
 	}
 	err := c.readLoop()
+	if errors.Is(err, http2.ErrFrameTooLarge) {
+		err = http2.ConnectionError(codeFrameSize)
+	}
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &ce):
-		c.goAwayAndClose(http2.ErrCode(ce), err)
+		c.goAwayAndClose(http2.ErrCode(ce), err, true)
+		c.linger()
 	default:
 		c.close(err)
 	}
@@ -388,7 +396,10 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode, cause error) {
 		c.maybeRemoveLocked(st)
 	}
 	c.mu.Unlock()
-	c.writeControl(func() { c.wfr.WriteRSTStream(id, code) })
+	// Any goroutine resets streams: a write section of its own.
+	c.lockWrite()
+	c.wfr.WriteRSTStream(id, code)
+	_ = c.unlockWrite()
 }
 
 // maybeRemoveLocked forgets st once its handler is done and the stream
@@ -420,7 +431,7 @@ func (c *conn) idleExpired() {
 	idle := len(c.streams) == 0 && !c.closed
 	c.mu.Unlock()
 	if idle {
-		c.goAwayAndClose(codeNo, errors.New("idle timeout"))
+		c.goAwayAndClose(codeNo, errors.New("idle timeout"), false)
 	}
 }
 
@@ -443,12 +454,13 @@ func (c *conn) goAway(code http2.ErrCode) {
 	}
 }
 
-// goAwayAndClose sends GOAWAY with code and closes the connection.
-func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
+// goAwayAndClose sends GOAWAY with code and ends the connection; the
+// read loop, lingering, closes the socket itself (linger).
+func (c *conn) goAwayAndClose(code http2.ErrCode, cause error, lingering bool) {
 	c.mu.Lock()
 	last := c.maxClientID
 	closed := c.closed
-	c.goingAway = true
+	c.goingAway, c.lingering = true, lingering
 	c.mu.Unlock()
 	if !closed {
 		// Bounded: a client that does not read gets no GOAWAY.
@@ -460,7 +472,18 @@ func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.close(cause)
 }
 
-// close closes the socket and ends every stream with err.
+// linger reads and drops what the client still sends, for a second at
+// most, before the socket closes: closing it with unread bytes would
+// reset the connection, and the client could lose the GOAWAY that tells
+// it why. The streams have ended already.
+func (c *conn) linger() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c.nc, 1<<20)
+	c.nc.Close()
+}
+
+// close ends every stream with err and closes the socket; a caller that
+// lingers closes it again after.
 func (c *conn) close(err error) {
 	c.mu.Lock()
 	if c.closed {
@@ -475,8 +498,11 @@ func (c *conn) close(err error) {
 		st.abortLocked(errConnClosed)
 	}
 	c.sendCond.Broadcast()
+	lingering := c.lingering
 	c.mu.Unlock()
-	c.nc.Close()
+	if !lingering {
+		c.nc.Close()
+	}
 	close(c.done)
 }
 
