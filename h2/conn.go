@@ -153,7 +153,7 @@ func (c *conn) serve() {
 	}()
 	if err := c.readPreface(); err != nil {
 		c.srv.log().Debug("http2 preface", zap.String("remote", c.remote), zap.Error(err))
-		c.goAwayAndClose(codeProtocol, err, true)
+		c.goAwayAndClose(codeProtocol, err)
 		c.linger()
 		return
 	}
@@ -169,7 +169,7 @@ func (c *conn) serve() {
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &ce):
-		c.goAwayAndClose(http2.ErrCode(ce), err, true)
+		c.goAwayAndClose(http2.ErrCode(ce), err)
 		c.linger()
 	default:
 		c.close(err)
@@ -418,7 +418,7 @@ func (c *conn) maybeRemoveLocked(st *stream) {
 		return
 	}
 	if c.goingAway {
-		go c.close(errServerClosed)
+		go c.gracefulClose(errServerClosed)
 		return
 	}
 	if c.idleTimer != nil {
@@ -431,7 +431,7 @@ func (c *conn) idleExpired() {
 	idle := len(c.streams) == 0 && !c.closed
 	c.mu.Unlock()
 	if idle {
-		c.goAwayAndClose(codeNo, errors.New("idle timeout"), false)
+		c.goAway(codeNo)
 	}
 }
 
@@ -450,17 +450,35 @@ func (c *conn) goAway(code http2.ErrCode) {
 	c.wfr.WriteGoAway(last, code, nil)
 	_ = c.unlockWrite()
 	if empty {
-		c.close(errServerClosed)
+		c.gracefulClose(errServerClosed)
 	}
+}
+
+// gracefulClose ends a connection that has no stream left: what is
+// buffered goes out, and the read loop reads on for a second at most (or
+// until the client closes, as it does after a GOAWAY) before the socket
+// closes, so that no unread byte resets the connection before the
+// client has read the last answers.
+func (c *conn) gracefulClose(err error) {
+	c.wmu.Lock()
+	if c.werr == nil && c.bw.Buffered() > 0 {
+		c.werr = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	c.mu.Lock()
+	c.lingering = true
+	c.mu.Unlock()
+	c.close(err)
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
 }
 
 // goAwayAndClose sends GOAWAY with code and ends the connection; the
 // read loop, lingering, closes the socket itself (linger).
-func (c *conn) goAwayAndClose(code http2.ErrCode, cause error, lingering bool) {
+func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.mu.Lock()
 	last := c.maxClientID
 	closed := c.closed
-	c.goingAway, c.lingering = true, lingering
+	c.goingAway, c.lingering = true, true
 	c.mu.Unlock()
 	if !closed {
 		// Bounded: a client that does not read gets no GOAWAY.
