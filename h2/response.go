@@ -33,6 +33,7 @@ type responseWriter struct {
 	contentLength int64 // declared, or -1
 	written       int64
 	held          []byte
+	heldp         *[]byte  // held's buffer, from the server's pool
 	trailers      []string // declared in the Trailer field
 }
 
@@ -86,7 +87,8 @@ func (w *responseWriter) informational(code int) {
 	c := st.c
 	c.lockWrite()
 	if !st.dead.Load() {
-		c.writeHead(st.id, code, w.header, false, nil)
+		c.encodeHead(code, w.header)
+		c.writeBlock(st.id, false)
 	}
 	_ = c.unlockWrite()
 }
@@ -106,8 +108,9 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if len(w.held)+len(p) <= holdSize && !w.sentHeader {
-		if w.held == nil {
-			w.held = w.st.c.srv.heldBuf()
+		if w.heldp == nil {
+			w.heldp = w.st.c.srv.heldBuf()
+			w.held = (*w.heldp)[:0]
 		}
 		w.held = append(w.held, p...)
 		return len(p), nil
@@ -124,8 +127,9 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 func (w *responseWriter) WriteString(s string) (int, error) {
 	if len(w.held)+len(s) <= holdSize && w.wroteHeader && !w.sentHeader && !w.noBody && !w.isHEAD &&
 		(w.contentLength < 0 || w.written+int64(len(s)) <= w.contentLength) {
-		if w.held == nil {
-			w.held = w.st.c.srv.heldBuf()
+		if w.heldp == nil {
+			w.heldp = w.st.c.srv.heldBuf()
+			w.held = (*w.heldp)[:0]
 		}
 		w.held = append(w.held, s...)
 		w.written += int64(len(s))
@@ -144,29 +148,28 @@ func (w *responseWriter) sendHead(final bool) error {
 	st := w.st
 	c := st.c
 	h := w.header
-	held := w.held
-	w.held = nil
-	defer c.srv.putHeldBuf(held)
+	held, heldp := w.held, w.heldp
+	w.held, w.heldp = nil, nil
+	defer c.srv.putHeldBuf(heldp)
 	trailers := final && w.hasTrailers()
 	// The whole response in one HEADERS frame when there is no body.
 	end := final && len(held) == 0 && !trailers
-	extra := func() {
-		if _, ok := h["Date"]; !ok {
-			c.field("date", c.date.get(time.Now()))
-		}
-		if _, ok := h["Content-Type"]; !ok && len(held) > 0 {
-			c.field("content-type", http.DetectContentType(held))
-		}
-		if final && w.contentLength < 0 && !trailers && !w.noBody && (!w.isHEAD || w.written > 0) {
-			c.field("content-length", strconv.FormatInt(w.written, 10))
-		}
-	}
 	c.lockWrite()
 	if st.dead.Load() {
 		_ = c.unlockWrite()
 		return st.writeErr()
 	}
-	c.writeHead(st.id, w.status, h, end, extra)
+	c.encodeHead(w.status, h)
+	if _, ok := h["Date"]; !ok {
+		c.field("date", c.date.get(time.Now()))
+	}
+	if _, ok := h["Content-Type"]; !ok && len(held) > 0 {
+		c.field("content-type", http.DetectContentType(held))
+	}
+	if final && w.contentLength < 0 && !trailers && !w.noBody && (!w.isHEAD || w.written > 0) {
+		c.field("content-length", strconv.FormatInt(w.written, 10))
+	}
+	c.writeBlock(st.id, end)
 	st.finalSent.Store(true)
 	err := c.unlockWrite()
 	if end {
@@ -256,7 +259,9 @@ func (w *responseWriter) finish() {
 	c := st.c
 	c.lockWrite()
 	if !st.dead.Load() {
-		c.writeHead(st.id, 0, w.header, true, w.trailerFields)
+		c.hbuf.Reset()
+		w.trailerFields()
+		c.writeBlock(st.id, true)
 	}
 	_ = c.unlockWrite()
 	c.mu.Lock()
@@ -347,34 +352,28 @@ func (st *stream) writeErr() error {
 	return errStreamClosed
 }
 
-// writeHead writes a HEADERS frame, and CONTINUATION frames as needed:
-// :status (none for trailers, status 0), the fields of h meant for the
-// client, then what extra adds (wmu held).
-func (c *conn) writeHead(id uint32, status int, h http.Header, end bool, extra func()) {
+// encodeHead starts a header block in hbuf: :status and the fields of h
+// meant for the client (wmu held). writeBlock sends it once the caller
+// has added its own.
+func (c *conn) encodeHead(status int, h http.Header) {
 	c.hbuf.Reset()
-	if status != 0 {
-		c.field(":status", statusText(status))
-		for k, vv := range h {
-			name := c.lowerName(k)
-			switch name {
-			case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+	c.field(":status", statusText(status))
+	for k, vv := range h {
+		name := c.lowerName(k)
+		switch name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			continue
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			if name == "te" && v != "trailers" || !httpguts.ValidHeaderFieldValue(v) {
 				continue
 			}
-			if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
-				continue
-			}
-			for _, v := range vv {
-				if name == "te" && v != "trailers" || !httpguts.ValidHeaderFieldValue(v) {
-					continue
-				}
-				c.field(name, v)
-			}
+			c.field(name, v)
 		}
 	}
-	if extra != nil {
-		extra()
-	}
-	c.writeBlock(id, end)
 }
 
 func (c *conn) field(name, value string) {

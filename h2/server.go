@@ -211,15 +211,18 @@ func (s *Server) prefaceTimeout() time.Duration {
 	return defaultPrefaceTimeout
 }
 
-func (s *Server) heldBuf() []byte {
+// heldBuf is a buffer of holdSize for a response's first body bytes.
+func (s *Server) heldBuf() *[]byte {
 	if b, ok := s.held.Get().(*[]byte); ok {
-		return (*b)[:0]
+		return b
 	}
-	return make([]byte, 0, holdSize)
+	b := make([]byte, 0, holdSize)
+	return &b
 }
 
-func (s *Server) putHeldBuf(b []byte) {
-	if cap(b) == holdSize {
-		s.held.Put(&b)
+func (s *Server) putHeldBuf(b *[]byte) {
+	if b != nil {
+		*b = (*b)[:0]
+		s.held.Put(b)
 	}
 }

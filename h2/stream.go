@@ -463,8 +463,8 @@ func (st *stream) finish(ok bool) {
 	} else {
 		c.resetStream(st.id, codeInternal, errAborted)
 	}
-	c.srv.putHeldBuf(st.w.held)
-	st.w.held = nil
+	c.srv.putHeldBuf(st.w.heldp)
+	st.w.held, st.w.heldp = nil, nil
 	c.mu.Lock()
 	st.handlerDone = true
 	unread := int32(len(st.buf) - st.off)
