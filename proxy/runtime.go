@@ -93,6 +93,9 @@ type Options struct {
 	// HTTP1Server picks the server of HTTP/1 requests: HTTP1Portico (the
 	// default) or HTTP1Go, net/http's, kept to compare and fall back to.
 	HTTP1Server string
+	// HTTP2Server picks the server of HTTP/2 requests: HTTP2Portico (the
+	// default) or HTTP2X, x/net's, kept to compare and fall back to.
+	HTTP2Server string
 }
 
 // ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
@@ -131,6 +134,7 @@ func DefaultOptions() Options {
 		H2GlitchesForgiven:   20,
 		StreamIdleTimeout:    time.Hour,
 		HTTP1Server:          HTTP1Portico,
+		HTTP2Server:          HTTP2Portico,
 	}
 }
 
@@ -154,6 +158,7 @@ func (o Options) withDefaults() Options {
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
 	o.HTTP1Server = cmp.Or(o.HTTP1Server, d.HTTP1Server)
+	o.HTTP2Server = cmp.Or(o.HTTP2Server, d.HTTP2Server)
 	return o
 }
 
@@ -357,6 +362,9 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 	ps.srv.TLSNextProto[http2.NextProtoTLS] = ps.serveTLSH2
 	if rt.opts.HTTP1Server != HTTP1Go {
 		ps.h1 = ps.newH1Server()
+	}
+	if rt.opts.HTTP2Server != HTTP2X {
+		ps.h2own = ps.newH2Server()
 	}
 	return ps, nil
 }

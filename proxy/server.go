@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/h1"
+	"portico.dev/portico/h2"
 	"portico.dev/portico/sni"
 )
 
@@ -39,7 +40,10 @@ type portServer struct {
 	// first one (streamTLSConfig).
 	streamTLS atomic.Pointer[tls.Config]
 	h2        *http2.Server
-	log       *zap.Logger
+	// h2own serves HTTP/2 instead of h2 when Options.HTTP2Server is
+	// HTTP2Portico.
+	h2own *h2.Server
+	log   *zap.Logger
 	// last is the port's config when it was removed, for requests that
 	// arrive while it drains.
 	last atomic.Pointer[Port]
@@ -169,6 +173,18 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			return
 		}
 		ps.stopping.Store(true)
+		// HTTP/2 connections get their GOAWAY at once, whichever server
+		// serves HTTP/1, and drain alongside.
+		var h2done chan struct{}
+		if ps.h2own != nil {
+			h2done = make(chan struct{})
+			go func() {
+				defer close(h2done)
+				if err := ps.h2own.Shutdown(ctx); err != nil {
+					ps.h2own.Close()
+				}
+			}()
+		}
 		if ps.h1 != nil {
 			ps.shutdownH1(ctx)
 		} else if err := ps.srv.Shutdown(ctx); err != nil {
@@ -187,6 +203,9 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			closed, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			ps.untracked.wait(closed)
 			cancel()
+		}
+		if h2done != nil {
+			<-h2done
 		}
 		<-ps.served
 		ps.log.Info("port closed")
@@ -286,6 +305,11 @@ func (ps *portServer) serveH2(c net.Conn, ctx context.Context, h http.Handler) {
 	o := &ps.rt.opts
 	if o.H2MaxGlitches > 0 {
 		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
+	}
+	if ps.h2own != nil {
+		// Its handler is the port's, as h is; ctx carries the connection.
+		ps.h2own.ServeConn(ctx, c)
+		return
 	}
 	pool := ps.rt.h2Workers
 	serve := h.ServeHTTP

@@ -1,0 +1,629 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// stream is one request and its response. The fields after the first
+// group are under c.mu.
+type stream struct {
+	c      *conn
+	id     uint32
+	req    *http.Request
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	w      responseWriter
+	// dead is set when the stream was reset or ended: writes under wmu
+	// check it so that no frame follows a RST_STREAM. finalSent is set
+	// once the final HEADERS went out; needsContinue while a 100
+	// Continue is owed at the first body read.
+	dead, finalSent, needsContinue atomic.Bool
+
+	recvClosed  bool // the client ended its side (END_STREAM)
+	sendClosed  bool // the response ended (END_STREAM sent)
+	aborted     bool // reset either way, or the connection closed
+	resetSent   bool
+	handlerDone bool
+	removed     bool
+	sendWindow  int64
+	recvWindow  int32 // what the client may still send on the stream
+	recvUnacked int32 // bytes the handler read, not yet given back
+	declLen     int64 // the request's Content-Length, or -1
+	gotLen      int64
+	buf         []byte // request body bytes received, unread from off
+	off         int
+	bodyErr     error // what Read returns once buf is drained
+	bodyCond    sync.Cond
+	// trailer holds the request's trailer fields until Read reaches EOF,
+	// where the declared ones are copied into req.Trailer.
+	trailer                 http.Header
+	readTimer, writeTimer   *time.Timer
+	wrExpired               bool
+	readDeadline, wDeadline time.Time
+}
+
+// onHeaders opens a stream, or takes a stream's trailers.
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(codeProtocol)
+	}
+	c.mu.Lock()
+	if st := c.streams[id]; st != nil {
+		c.mu.Unlock()
+		return c.onTrailers(st, f)
+	}
+	if id <= c.maxClientID {
+		// A stream id must grow; a closed stream takes no new headers.
+		c.mu.Unlock()
+		return http2.ConnectionError(codeProtocol)
+	}
+	c.maxClientID = id
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		return nil // past the GOAWAY's last stream: ignored
+	}
+	full := uint32(len(c.streams)) >= c.srv.maxStreams()
+	c.mu.Unlock()
+	if full {
+		return http2.StreamError{StreamID: id, Code: codeRefused}
+	}
+	if f.Truncated {
+		c.writeHeadersOnly(id, http.StatusRequestHeaderFieldsTooLarge)
+		return nil
+	}
+	st := &stream{c: c, id: id, declLen: -1}
+	st.bodyCond.L = &c.mu
+	req, err := st.newRequest(f)
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: err}
+	}
+	st.req = req
+	st.w.reset(st)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		st.cancel(errConnClosed)
+		return nil
+	}
+	st.sendWindow = int64(c.peerWindow)
+	st.recvWindow = c.srv.streamWindow()
+	if !c.settingsAcked {
+		st.recvWindow = max(st.recvWindow, initialWindow)
+	}
+	if f.StreamEnded() {
+		st.recvClosed, st.bodyErr = true, io.EOF
+	}
+	c.streams[id] = st
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	c.srv.workers.run(st)
+	return nil
+}
+
+// newRequest makes the stream's request from its header block, checked as
+// RFC 9113, 8.3 and 8.2.2 ask.
+func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
+	var method, scheme, path, authority string
+	for _, hf := range f.PseudoFields() {
+		switch hf.Name {
+		case ":method":
+			method = hf.Value
+		case ":scheme":
+			scheme = hf.Value
+		case ":path":
+			path = hf.Value
+		case ":authority":
+			authority = hf.Value
+		default:
+			return nil, fmt.Errorf("pseudo-header field %s", hf.Name)
+		}
+	}
+	var u *url.URL
+	var err error
+	switch {
+	case method == "CONNECT":
+		if scheme != "" || path != "" || authority == "" {
+			return nil, errors.New("malformed CONNECT")
+		}
+		u, path = &url.URL{Host: authority}, authority
+	case method == "" || scheme == "" || path == "":
+		return nil, errors.New("missing pseudo-header field")
+	case path == "*" && method == "OPTIONS":
+		u = &url.URL{Path: "*"}
+	case path[0] != '/':
+		return nil, errors.New("malformed :path")
+	default:
+		if u, err = url.ParseRequestURI(path); err != nil {
+			return nil, fmt.Errorf("malformed :path: %w", err)
+		}
+	}
+	header, err := st.c.requestHeader(f.RegularFields())
+	if err != nil {
+		return nil, err
+	}
+	if authority == "" {
+		authority = header.Get("Host")
+	}
+	delete(header, "Host")
+	req := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2,
+		Header: header, Host: authority, RequestURI: path, RemoteAddr: st.c.remote,
+		TLS: st.c.tls, ContentLength: -1}
+	if cl := header["Content-Length"]; len(cl) > 0 {
+		n, err := strconv.ParseUint(cl[0], 10, 63)
+		if len(cl) > 1 || err != nil {
+			return nil, errors.New("malformed content-length")
+		}
+		st.declLen, req.ContentLength = int64(n), int64(n)
+	}
+	if f.StreamEnded() {
+		if st.declLen > 0 {
+			return nil, errors.New("content-length without a body")
+		}
+		req.ContentLength, req.Body = 0, http.NoBody
+	} else {
+		req.Body = &requestBody{st: st}
+		if e := header["Expect"]; len(e) == 1 && strings.EqualFold(e[0], "100-continue") {
+			st.needsContinue.Store(true)
+		}
+	}
+	req.Trailer = declaredTrailer(header)
+	st.ctx, st.cancel = context.WithCancelCause(st.c.base)
+	return req.WithContext(st.ctx), nil
+}
+
+// requestHeader makes the request's header map from the regular fields,
+// refusing the connection-specific ones (RFC 9113, 8.2.2). Field names
+// are lowercase: the framer checked it.
+func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
+	h := make(http.Header, len(fields))
+	var cookies []string
+	for _, hf := range fields {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return nil, fmt.Errorf("connection-specific field %s", hf.Name)
+		case "te":
+			if hf.Value != "trailers" {
+				return nil, errors.New("te other than trailers")
+			}
+		case "cookie":
+			// Split in several fields for compression (RFC 9113,
+			// 8.2.3); one field for the handler.
+			cookies = append(cookies, hf.Value)
+			continue
+		}
+		k := c.canonical(hf.Name)
+		h[k] = append(h[k], hf.Value)
+	}
+	if len(cookies) > 0 {
+		h["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	return h, nil
+}
+
+// canonical is http.CanonicalHeaderKey, remembered per connection for
+// the names it sees often (read loop only).
+func (c *conn) canonical(name string) string {
+	if k, ok := c.canon[name]; ok {
+		return k
+	}
+	k := http.CanonicalHeaderKey(name)
+	if len(c.canon) < 256 {
+		c.canon[name] = k
+	}
+	return k
+}
+
+// declaredTrailer is the request's Trailer map: the fields its Trailer
+// field announces, as net/http makes it.
+func declaredTrailer(h http.Header) http.Header {
+	vv, ok := h["Trailer"]
+	if !ok {
+		return nil
+	}
+	var t http.Header
+	for _, v := range vv {
+		for key := range strings.SplitSeq(v, ",") {
+			key = http.CanonicalHeaderKey(strings.TrimSpace(key))
+			switch key {
+			case "", "Transfer-Encoding", "Trailer", "Content-Length":
+				continue
+			}
+			if t == nil {
+				t = http.Header{}
+			}
+			t[key] = nil
+		}
+	}
+	delete(h, "Trailer")
+	return t
+}
+
+func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
+	if !f.StreamEnded() {
+		return http2.ConnectionError(codeProtocol)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case st.recvClosed:
+		return http2.StreamError{StreamID: st.id, Code: codeStreamClose}
+	case len(f.PseudoFields()) > 0 || f.Truncated:
+		return http2.StreamError{StreamID: st.id, Code: codeProtocol}
+	case st.declLen >= 0 && st.gotLen != st.declLen:
+		return http2.StreamError{StreamID: st.id, Code: codeProtocol, Cause: errors.New("content-length mismatch")}
+	}
+	for _, hf := range f.RegularFields() {
+		k := c.canonical(hf.Name)
+		if !httpguts.ValidTrailerHeader(k) {
+			return http2.StreamError{StreamID: st.id, Code: codeProtocol}
+		}
+		if st.trailer == nil {
+			st.trailer = http.Header{}
+		}
+		st.trailer[k] = append(st.trailer[k], hf.Value)
+	}
+	st.endRecvLocked()
+	return nil
+}
+
+// endRecvLocked marks the client's side done (c.mu held).
+func (st *stream) endRecvLocked() {
+	st.recvClosed = true
+	if st.bodyErr == nil {
+		st.bodyErr = io.EOF
+	}
+	st.bodyCond.Broadcast()
+	st.c.maybeRemoveLocked(st)
+}
+
+func (c *conn) onData(f *http2.DataFrame) error {
+	id, n := f.StreamID, int32(f.Length)
+	c.mu.Lock()
+	if n > c.recvWindow {
+		c.mu.Unlock()
+		return http2.ConnectionError(codeFlow)
+	}
+	c.recvWindow -= n
+	st := c.streams[id]
+	if st == nil || st.recvClosed || st.aborted || st.handlerDone || st.bodyErr != nil {
+		// Nobody reads these bytes: the connection gets them back.
+		idle := st == nil && id > c.maxClientID
+		halfClosed := st != nil && st.recvClosed && !st.aborted
+		if st != nil && !st.recvClosed && f.StreamEnded() {
+			st.recvClosed = true // its body was closed or timed out
+			c.maybeRemoveLocked(st)
+		}
+		inc := c.creditLocked(n)
+		c.mu.Unlock()
+		c.sendWindowUpdates(0, inc)
+		switch {
+		case idle:
+			return http2.ConnectionError(codeProtocol)
+		case halfClosed:
+			return http2.StreamError{StreamID: id, Code: codeStreamClose}
+		}
+		return nil
+	}
+	if n > st.recvWindow {
+		inc := c.creditLocked(n)
+		c.mu.Unlock()
+		c.sendWindowUpdates(0, inc)
+		return http2.StreamError{StreamID: id, Code: codeFlow}
+	}
+	st.recvWindow -= n
+	data := f.Data()
+	// Padding is nobody's to read: given back at once.
+	var sinc, cinc uint32
+	if pad := n - int32(len(data)); pad > 0 {
+		sinc, cinc = st.creditLocked(pad), c.creditLocked(pad)
+	}
+	st.gotLen += int64(len(data))
+	if st.declLen >= 0 && st.gotLen > st.declLen {
+		c.mu.Unlock()
+		c.sendWindowUpdates(0, cinc)
+		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: errors.New("body beyond content-length")}
+	}
+	if len(data) > 0 {
+		st.buf = append(st.buf, data...)
+		st.bodyCond.Signal()
+	}
+	var err error
+	if f.StreamEnded() {
+		if st.declLen >= 0 && st.gotLen != st.declLen {
+			err = http2.StreamError{StreamID: id, Code: codeProtocol, Cause: errors.New("body short of content-length")}
+		} else {
+			st.endRecvLocked()
+			sinc = 0
+		}
+	}
+	c.mu.Unlock()
+	c.sendWindowUpdates(id, sinc)
+	c.sendWindowUpdates(0, cinc)
+	return err
+}
+
+// creditLocked gives n bytes back to the connection's receive window; it
+// returns the WINDOW_UPDATE increment to send, once enough is owed.
+func (c *conn) creditLocked(n int32) uint32 {
+	c.recvUnacked += n
+	if c.recvUnacked < c.srv.connWindow()/4 {
+		return 0
+	}
+	inc := c.recvUnacked
+	c.recvWindow += inc
+	c.recvUnacked = 0
+	return uint32(inc)
+}
+
+func (st *stream) creditLocked(n int32) uint32 {
+	if st.recvClosed || st.aborted {
+		return 0
+	}
+	st.recvUnacked += n
+	if st.recvUnacked < st.c.srv.streamWindow()/4 {
+		return 0
+	}
+	inc := st.recvUnacked
+	st.recvWindow += inc
+	st.recvUnacked = 0
+	return uint32(inc)
+}
+
+// sendWindowUpdates writes a WINDOW_UPDATE of inc for stream id (0: the
+// connection), if inc is not zero.
+func (c *conn) sendWindowUpdates(id uint32, inc uint32) {
+	if inc == 0 {
+		return
+	}
+	c.lockWrite()
+	c.wfr.WriteWindowUpdate(id, inc)
+	_ = c.unlockWrite()
+}
+
+// abortLocked ends the stream: its body reads and writes fail with cause
+// and its context is cancelled (c.mu held).
+func (st *stream) abortLocked(cause error) {
+	if st.aborted {
+		return
+	}
+	st.aborted = true
+	st.dead.Store(true)
+	if st.bodyErr == nil || st.bodyErr == io.EOF && st.off < len(st.buf) {
+		st.bodyErr = cause
+	}
+	st.bodyCond.Broadcast()
+	st.c.sendCond.Broadcast()
+	st.cancel(cause)
+}
+
+func (st *stream) stopTimers() {
+	if st.readTimer != nil {
+		st.readTimer.Stop()
+	}
+	if st.writeTimer != nil {
+		st.writeTimer.Stop()
+	}
+}
+
+// serve runs the handler on a pool worker; false when the handler ended
+// its goroutine (runtime.Goexit), which is then done too.
+func (st *stream) serve() (returned bool) {
+	c := st.c
+	defer func() {
+		v := recover()
+		if !returned && v == nil {
+			// runtime.Goexit: finish the stream; the goroutine goes on
+			// ending after this.
+			st.finish(false)
+			return
+		}
+		if v != nil {
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.srv.log().Error("panic serving an HTTP/2 stream", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
+			}
+			st.finish(false)
+			returned = true
+		}
+	}()
+	c.srv.Handler.ServeHTTP(&st.w, st.req)
+	st.finish(true)
+	return true
+}
+
+var errAborted = errors.New("http2: handler aborted the stream")
+
+// finish ends the response after the handler returned: the rest of it
+// is written (when ok), the unread body given back, the stream forgotten.
+func (st *stream) finish(ok bool) {
+	c := st.c
+	if ok {
+		st.w.finish()
+	} else {
+		c.resetStream(st.id, codeInternal, errAborted)
+	}
+	c.srv.putHeldBuf(st.w.heldp)
+	st.w.held, st.w.heldp = nil, nil
+	c.mu.Lock()
+	st.handlerDone = true
+	unread := int32(len(st.buf) - st.off)
+	st.buf, st.off = nil, 0
+	cinc := c.creditLocked(unread)
+	// Our side closed while the client's is open: RST_STREAM NO_ERROR
+	// tells it to stop sending the body (RFC 9113, 8.1).
+	stopBody := st.sendClosed && !st.recvClosed && !st.aborted
+	st.abortLocked(errStreamClosed)
+	c.maybeRemoveLocked(st)
+	c.mu.Unlock()
+	if stopBody {
+		c.writeControlFromHandler(st.id, codeNo)
+	}
+	c.sendWindowUpdates(0, cinc)
+	c.handlers.Done()
+}
+
+// writeControlFromHandler writes RST_STREAM from a handler's goroutine.
+func (c *conn) writeControlFromHandler(id uint32, code http2.ErrCode) {
+	c.lockWrite()
+	c.wfr.WriteRSTStream(id, code)
+	_ = c.unlockWrite()
+}
+
+// requestBody is a stream's request body.
+type requestBody struct{ st *stream }
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	st := b.st
+	c := st.c
+	if st.needsContinue.Load() && st.needsContinue.Swap(false) {
+		st.sendContinue()
+	}
+	c.mu.Lock()
+	for st.off == len(st.buf) && st.bodyErr == nil {
+		st.bodyCond.Wait()
+	}
+	if st.off == len(st.buf) {
+		err := st.bodyErr
+		if err == io.EOF && st.trailer != nil && st.req.Trailer != nil {
+			for k, vv := range st.trailer {
+				if _, ok := st.req.Trailer[k]; ok {
+					st.req.Trailer[k] = vv
+				}
+			}
+			st.trailer = nil
+		}
+		c.mu.Unlock()
+		return 0, err
+	}
+	n := copy(p, st.buf[st.off:])
+	st.off += n
+	if st.off == len(st.buf) {
+		st.buf, st.off = st.buf[:0], 0
+	}
+	sinc, cinc := st.creditLocked(int32(n)), c.creditLocked(int32(n))
+	c.mu.Unlock()
+	c.sendWindowUpdates(st.id, sinc)
+	c.sendWindowUpdates(0, cinc)
+	return n, nil
+}
+
+func (b *requestBody) Close() error {
+	st := b.st
+	c := st.c
+	c.mu.Lock()
+	if st.bodyErr == nil {
+		st.bodyErr = errBodyClosed
+	}
+	unread := int32(len(st.buf) - st.off)
+	st.buf, st.off = nil, 0
+	cinc := c.creditLocked(unread)
+	c.mu.Unlock()
+	c.sendWindowUpdates(0, cinc)
+	return nil
+}
+
+// sendContinue tells a client that waits to send the body to go on,
+// unless the answer went out already.
+func (st *stream) sendContinue() {
+	c := st.c
+	c.lockWrite()
+	if !st.dead.Load() && !st.finalSent.Load() {
+		c.hbuf.Reset()
+		c.field(":status", "100")
+		c.writeBlock(st.id, false)
+	}
+	_ = c.unlockWrite()
+}
+
+var errBodyClosed = errors.New("http2: request body closed")
+
+// setReadDeadline bounds the wait for request body bytes: past it, Read
+// returns what was received and then fails for good. The stream lives on:
+// the handler may still answer (408, say).
+func (st *stream) setReadDeadline(t time.Time) {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.readTimer != nil {
+		st.readTimer.Stop()
+	}
+	st.readDeadline = t
+	if t.IsZero() || st.aborted || st.handlerDone {
+		return
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		st.expireReadLocked()
+		return
+	}
+	st.readTimer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		if st.readDeadline.Equal(t) {
+			st.expireReadLocked()
+		}
+		c.mu.Unlock()
+	})
+}
+
+func (st *stream) expireReadLocked() {
+	if st.bodyErr == nil {
+		st.bodyErr = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+		st.bodyCond.Broadcast()
+	}
+}
+
+// setWriteDeadline bounds the response: past it, a blocked Write fails
+// and the stream is reset.
+func (st *stream) setWriteDeadline(t time.Time) {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.writeTimer != nil {
+		st.writeTimer.Stop()
+	}
+	st.wrExpired, st.wDeadline = false, t
+	if t.IsZero() || st.aborted || st.handlerDone {
+		return
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		st.wrExpired = true
+		go st.writeTimeout(t)
+		return
+	}
+	st.writeTimer = time.AfterFunc(d, func() { st.writeTimeout(t) })
+}
+
+func (st *stream) writeTimeout(t time.Time) {
+	c := st.c
+	c.mu.Lock()
+	if !st.wDeadline.Equal(t) || st.aborted || st.sendClosed {
+		c.mu.Unlock()
+		return
+	}
+	st.wrExpired = true
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
+	c.resetStream(st.id, codeInternal, os.ErrDeadlineExceeded)
+}
