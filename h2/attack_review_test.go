@@ -1,0 +1,700 @@
+package h2
+
+// Attack review of the HTTP/2 server: a hostile client speaks raw frames
+// (x/net's Framer and an HPACK encoder over a loopback socket). The
+// TestReview tests named for a defect fail against the code they were
+// written for and pass once it is fixed; the others hold a defence that
+// was tried and found to work.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// rawFrame is a copy of a frame the server sent: the framer reuses its
+// frames' memory on the next read.
+type rawFrame struct {
+	typ    http2.FrameType
+	flags  http2.Flags
+	stream uint32
+	code   http2.ErrCode // RST_STREAM and GOAWAY
+	inc    uint32        // WINDOW_UPDATE
+	lastID uint32        // GOAWAY
+	n      int           // DATA payload length
+	fields []hpack.HeaderField
+}
+
+func (f rawFrame) String() string {
+	return fmt.Sprintf("%v stream=%d flags=%v code=%v inc=%d n=%d", f.typ, f.stream, f.flags, f.code, f.inc, f.n)
+}
+
+// rawConn is a hostile HTTP/2 client.
+type rawConn struct {
+	t    testing.TB
+	nc   net.Conn
+	wmu  sync.Mutex
+	fr   *http2.Framer
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+	// frames receives what the server sends, when the client reads.
+	frames chan rawFrame
+	closed chan struct{} // the read side ended
+}
+
+// dialRaw connects, sends the preface and settings and, when read is
+// set, reads the server's frames in the background (acknowledging its
+// SETTINGS). A client that does not read keeps its socket's buffers full.
+func dialRaw(t testing.TB, addr string, read bool, settings ...http2.Setting) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawConn{t: t, nc: nc, frames: make(chan rawFrame, 1<<16), closed: make(chan struct{})}
+	rc.fr = http2.NewFramer(nc, nc)
+	rc.fr.AllowIllegalWrites = true
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.fr.MaxHeaderListSize = 1 << 20
+	rc.fr.SetMaxReadFrameSize(1<<24 - 1)
+	rc.enc = hpack.NewEncoder(&rc.hbuf)
+	t.Cleanup(func() { nc.Close() })
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	rc.do(func(fr *http2.Framer) error { return fr.WriteSettings(settings...) })
+	if read {
+		go rc.readLoop()
+	}
+	return rc
+}
+
+func (rc *rawConn) readLoop() {
+	defer close(rc.closed)
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		h := f.Header()
+		rf := rawFrame{typ: h.Type, flags: h.Flags, stream: h.StreamID}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				rc.wmu.Lock()
+				_ = rc.fr.WriteSettingsAck()
+				rc.wmu.Unlock()
+			}
+		case *http2.RSTStreamFrame:
+			rf.code = f.ErrCode
+		case *http2.GoAwayFrame:
+			rf.code, rf.lastID = f.ErrCode, f.LastStreamID
+		case *http2.WindowUpdateFrame:
+			rf.inc = f.Increment
+		case *http2.DataFrame:
+			rf.n = len(f.Data())
+		case *http2.MetaHeadersFrame:
+			rf.fields = append([]hpack.HeaderField(nil), f.Fields...)
+		}
+		select {
+		case rc.frames <- rf:
+		default: // a test that floods does not look at every frame
+		}
+	}
+}
+
+// do writes frames under the client's write lock.
+func (rc *rawConn) do(write func(fr *http2.Framer) error) {
+	rc.t.Helper()
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	if err := write(rc.fr); err != nil {
+		rc.t.Fatalf("writing to the server: %v", err)
+	}
+}
+
+// headers opens stream id (or sends its trailers) with the given name,
+// value pairs, in one HEADERS frame.
+func (rc *rawConn) headers(id uint32, end bool, kv ...string) {
+	rc.t.Helper()
+	rc.wmu.Lock()
+	rc.hbuf.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	block := append([]byte(nil), rc.hbuf.Bytes()...)
+	rc.wmu.Unlock()
+	rc.do(func(fr *http2.Framer) error {
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: end, EndHeaders: true})
+	})
+}
+
+// get opens stream id with a GET of path.
+func (rc *rawConn) get(id uint32, path string, end bool, extra ...string) {
+	rc.t.Helper()
+	rc.headers(id, end, append([]string{":method", "GET", ":scheme", "http", ":path", path, ":authority", "example.test"}, extra...)...)
+}
+
+// wait returns the first frame for which match is true, or false after d
+// or once the connection's read side ended.
+func (rc *rawConn) wait(d time.Duration, match func(rawFrame) bool) (rawFrame, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case f := <-rc.frames:
+			if match(f) {
+				return f, true
+			}
+		case <-rc.closed:
+			// Drain what was read before the end.
+			for {
+				select {
+				case f := <-rc.frames:
+					if match(f) {
+						return f, true
+					}
+				default:
+					return rawFrame{}, false
+				}
+			}
+		case <-timer.C:
+			return rawFrame{}, false
+		}
+	}
+}
+
+func isRST(id uint32) func(rawFrame) bool {
+	return func(f rawFrame) bool { return f.typ == http2.FrameRSTStream && f.stream == id }
+}
+
+func isGoAway(f rawFrame) bool { return f.typ == http2.FrameGoAway }
+
+// TestReviewShutdownBlockedByStuckWriter: Shutdown(ctx) must honour its
+// context.
+//
+// Attack: a client opens a stream with huge windows, the handler streams
+// a large body and the client never reads, so the handler's socket write
+// blocks holding the connection's write lock. The operator then shuts
+// the server down with a short deadline.
+//
+// Now: Shutdown sends each connection's GOAWAY synchronously
+// (conn.goAway takes the write lock) before it looks at ctx, so it waits
+// for the stuck write to time out (WriteByteTimeout, 60 s in the proxy;
+// forever when zero), connection after connection: N stuck clients delay
+// the process's shutdown by N times that, far past the deadline the
+// proxy gave (shutdownCtx only calls Close after Shutdown returned).
+//
+// Should: Shutdown returns ctx's error once ctx ends whatever the
+// connections do (send the GOAWAYs without waiting on the write lock,
+// e.g. from each connection's own goroutine, or with a write deadline,
+// and select on ctx.Done while they go out) — Server.Shutdown and
+// conn.goAway.
+func TestReviewShutdownBlockedByStuckWriter(t *testing.T) {
+	var written atomic.Int64
+	srv := &Server{
+		WriteByteTimeout: 8 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := w.Write(buf)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, false, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+	rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow-initialWindow) })
+	rc.get(1, "/", true)
+	// Wait until the handler's writes stall on the full socket.
+	last, still := int64(-1), 0
+	for still < 3 {
+		time.Sleep(100 * time.Millisecond)
+		if n := written.Load(); n == last && n > 0 {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("Shutdown returned nil with a stream still stuck")
+		}
+	case <-time.After(3 * time.Second):
+		t.Errorf("Shutdown with a 200 ms context still blocked after 3 s: it waits on a client that does not read")
+		err := <-done
+		t.Logf("Shutdown returned %v after %v (the stuck write's WriteByteTimeout)", err, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestReviewRequestBodyBufferGrowsWithoutBound: a request body that
+// streams must be held in memory bounded by the stream's receive window.
+//
+// Attack: a client uploads a long body and always keeps some data ahead
+// of the handler (what any fast client does with a slow backend: the
+// handler copies 16 KiB at a time, the client refills as the window is
+// given back).
+//
+// Now: stream.buf is appended to at its end and only reset when Read
+// drains it completely (requestBody.Read); as long as the handler never
+// catches up, the bytes it already read stay in the slice, which grows by
+// every byte of the body: a multi-gigabyte upload to a slow backend holds
+// gigabytes of memory for one stream, within the flow-control rules.
+//
+// Should: the buffer holds at most the unread bytes (about the stream's
+// window): compact or reuse the consumed prefix (copy the unread tail
+// down when off passes half the slice, or a ring / chunk list) —
+// conn.onData and requestBody.Read in stream.go.
+func TestReviewRequestBodyBufferGrowsWithoutBound(t *testing.T) {
+	const chunk = 16 << 10
+	const ahead = 256 << 10 // what the client keeps unread
+	const rounds = 600      // 9.4 MiB streamed through
+	step := make(chan struct{})
+	stepped := make(chan error)
+	var maxLen, maxCap atomic.Int64
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := r.Body.(*requestBody).st
+		buf := make([]byte, chunk)
+		for range step {
+			// Every byte the client sent so far has arrived: the
+			// handler never catches up with it.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				st.c.mu.Lock()
+				unread := len(st.buf) - st.off
+				st.c.mu.Unlock()
+				if unread >= ahead {
+					break
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+			_, err := io.ReadFull(r.Body, buf)
+			st.c.mu.Lock()
+			maxLen.Store(max(maxLen.Load(), int64(len(st.buf))))
+			maxCap.Store(max(maxCap.Load(), int64(cap(st.buf))))
+			st.c.mu.Unlock()
+			stepped <- err
+			if err != nil {
+				return
+			}
+		}
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, true)
+	rc.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/up", ":authority", "example.test")
+	payload := make([]byte, chunk)
+	for range ahead / chunk {
+		rc.do(func(fr *http2.Framer) error { return fr.WriteData(1, false, payload) })
+	}
+	for i := range rounds {
+		step <- struct{}{}
+		if err := <-stepped; err != nil {
+			t.Fatalf("round %d: reading the body: %v", i, err)
+		}
+		rc.do(func(fr *http2.Framer) error { return fr.WriteData(1, false, payload) })
+	}
+	close(step)
+	rc.do(func(fr *http2.Framer) error { return fr.WriteData(1, true, nil) })
+	// The unread bytes never exceed ahead+chunk; a buffer that holds the
+	// stream window (1 MiB) twice over is generous.
+	const bound = 2 << 20
+	if maxLen.Load() > bound || maxCap.Load() > bound {
+		t.Errorf("after streaming %d MiB with at most %d KiB unread, the stream's body buffer reached len %d, cap %d bytes (bound %d)",
+			rounds*chunk>>20, (ahead+chunk)>>10, maxLen.Load(), maxCap.Load(), bound)
+	}
+}
+
+// TestReviewResetFromHandlerRacesReadLoop (run with -race): a handler's
+// goroutine must not touch the read loop's bufio.Reader.
+//
+// Attack: the handler ends abnormally (a panic, here
+// http.ErrAbortHandler; a short body or an expired write deadline takes
+// the same path) while the client keeps sending frames.
+//
+// Now: stream.finish(false) calls conn.resetStream, whose writeControl
+// reads c.br.Buffered() from the handler's goroutine while the read loop
+// fills the same bufio.Reader: a data race (the race detector reports
+// it). The same check also leaves the RST_STREAM unflushed (ctlPending)
+// whenever the reader holds part of a frame, until the client sends the
+// rest.
+//
+// Should: only the read loop may look at br; writes from other
+// goroutines (resetStream from finish, writeTimeout, the short-body
+// reset) flush like any handler write (lockWrite/unlockWrite) — conn.go
+// writeControl, stream.go finish, response.go finish.
+func TestReviewResetFromHandlerRacesReadLoop(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond)
+		panic(http.ErrAbortHandler)
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, true)
+	rc.get(1, "/", true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// PRIORITY frames: the read loop takes them without any lock.
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rc.wmu.Lock()
+			err := rc.fr.WritePriority(3, http2.PriorityParam{Weight: 15})
+			rc.wmu.Unlock()
+			if err != nil {
+				return
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	f, ok := rc.wait(5*time.Second, isRST(1))
+	close(stop)
+	wg.Wait()
+	if !ok {
+		t.Fatal("no RST_STREAM for the aborted stream")
+	}
+	if f.code != codeInternal {
+		t.Errorf("aborted stream reset with %v, want INTERNAL_ERROR", f.code)
+	}
+}
+
+// TestReviewControlAnswerWaitsForNextFrame: the read loop's answers must
+// not wait for the client's next frame to be complete.
+//
+// Attack: the client sends a PING followed by the first bytes of another
+// frame in the same segment (as TCP may cut a frame anywhere).
+//
+// Now: writeControl leaves the PING ACK in the write buffer because input
+// is buffered (ctlPending), and readLoop only flushes when the buffer is
+// empty; the rest of the frame is not there, so ReadFrame blocks with
+// the ACK unsent until the client sends more. Any write that coalesced
+// into the read loop's deferred flush (a handler's last frames whose
+// unlockWrite saw the read loop waiting) is held the same way.
+//
+// Should: flush before blocking on the socket, i.e. when the buffered
+// input holds no complete frame (check that the buffer holds a whole
+// frame header and payload, or flush from a read that would block) —
+// conn.readLoop / writeControl.
+func TestReviewControlAnswerWaitsForNextFrame(t *testing.T) {
+	ts := startServer(t, &Server{Handler: http.NotFoundHandler()}, false)
+	rc := dialRaw(t, ts.addr, true)
+	if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameSettings }); !ok {
+		t.Fatal("no SETTINGS from the server")
+	}
+	var b bytes.Buffer
+	pf := http2.NewFramer(&b, nil)
+	_ = pf.WritePing(false, [8]byte{1})
+	_ = pf.WritePing(false, [8]byte{2})
+	raw := b.Bytes()
+	first := len(raw) / 2 // the first PING whole, the second's header cut
+	rc.wmu.Lock()
+	_, err := rc.nc.Write(raw[:first+3])
+	rc.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	isPingAck := func(f rawFrame) bool { return f.typ == http2.FramePing && f.flags.Has(http2.FlagPingAck) }
+	_, ok := rc.wait(time.Second, isPingAck)
+	if !ok {
+		t.Errorf("the PING ACK did not leave within 1 s: held until the next frame is complete")
+	}
+	rc.wmu.Lock()
+	_, err = rc.nc.Write(raw[first+3:])
+	rc.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 2
+	if ok {
+		want = 1
+	}
+	for range want {
+		if _, ok := rc.wait(2*time.Second, isPingAck); !ok {
+			t.Fatal("PING ACK missing after the rest of the frame arrived")
+		}
+	}
+}
+
+// TestReviewContentLengthOverrunLeaksConnWindow: the connection's receive
+// window must get back every DATA byte nobody will read.
+//
+// Attack: streams declare content-length: 1 and send a larger DATA frame.
+//
+// Now: conn.onData takes the frame from both windows, sees the overrun
+// and resets the stream, but gives back only the padding (cinc): the
+// frame's data is neither buffered (so finish never credits it) nor
+// credited. Each such stream shrinks the connection window for good;
+// after about 1 MiB of them the connection cannot carry any request body
+// (every later upload stalls until the idle timeout).
+//
+// Should: credit the whole frame to the connection on that path (as the
+// stream-window overrun path does) — conn.onData, "body beyond
+// content-length".
+func TestReviewContentLengthOverrunLeaksConnWindow(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, true)
+	const size = 60000
+	payload := make([]byte, size)
+	window := int64(initialWindow)
+	credit := func(f rawFrame) {
+		if f.typ == http2.FrameWindowUpdate && f.stream == 0 {
+			window += int64(f.inc)
+		}
+	}
+	var id uint32 = 1
+	for sent := 0; sent < 4<<20; sent += size {
+		deadline := time.Now().Add(2 * time.Second)
+		for window < size {
+			f, ok := rc.wait(time.Until(deadline), func(rawFrame) bool { return true })
+			if !ok {
+				t.Fatalf("after %d overrunning streams (%d bytes sent), the connection window is %d and never grows: the reset streams' bytes were not given back",
+					id/2, sent, window)
+			}
+			credit(f)
+		}
+		rc.headers(id, false, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "example.test", "content-length", "1")
+		rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, true, payload) })
+		window -= size
+		id += 2
+	}
+}
+
+// TestReviewNoPanicOrLeakUnderMalformedStreams holds: each malformed
+// request is refused on its own stream (RST_STREAM PROTOCOL_ERROR), the
+// connection stays usable, no handler runs.
+func TestReviewMalformedRequestsRefused(t *testing.T) {
+	var served atomic.Int32
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, true)
+	base := func(kv ...string) []string {
+		return append([]string{":method", "GET", ":scheme", "http", ":path", "/", ":authority", "example.test"}, kv...)
+	}
+	cases := []struct {
+		name string
+		kv   []string
+	}{
+		{"missing :path", []string{":method", "GET", ":scheme", "http", ":authority", "a"}},
+		{"missing :method", []string{":path", "/", ":scheme", "http", ":authority", "a"}},
+		{"missing :scheme", []string{":method", "GET", ":path", "/", ":authority", "a"}},
+		{":path not absolute", []string{":method", "GET", ":scheme", "http", ":path", "x/y", ":authority", "a"}},
+		{":path absolute URI", []string{":method", "GET", ":scheme", "http", ":path", "http://evil/", ":authority", "a"}},
+		{":path * without OPTIONS", []string{":method", "GET", ":scheme", "http", ":path", "*", ":authority", "a"}},
+		{"duplicate :path", base(":path", "/again")},
+		{"pseudo after regular", []string{":method", "GET", ":scheme", "http", "x-a", "1", ":path", "/", ":authority", "a"}},
+		{"unknown pseudo", base(":protocol", "websocket")},
+		{"response pseudo", base(":status", "200")},
+		{"uppercase name", base("X-Upper", "1")},
+		{"NUL in value", base("x-a", "a\x00b")},
+		{"CR in value", base("x-a", "a\rb")},
+		{"LF in value", base("x-a", "a\nb")},
+		{"CRLF in :authority", []string{":method", "GET", ":scheme", "http", ":path", "/", ":authority", "a\r\nx-b: c"}},
+		{"CRLF in :path", []string{":method", "GET", ":scheme", "http", ":path", "/\r\nx-b: c", ":authority", "a"}},
+		{"space in name", base("x a", "1")},
+		{"colon in name", base("x:a", "1")},
+		{"connection", base("connection", "close")},
+		{"keep-alive", base("keep-alive", "1")},
+		{"proxy-connection", base("proxy-connection", "keep-alive")},
+		{"transfer-encoding", base("transfer-encoding", "chunked")},
+		{"upgrade", base("upgrade", "websocket")},
+		{"te gzip", base("te", "gzip")},
+		{"te trailers, gzip", base("te", "trailers, gzip")},
+		{"two content-lengths", base("content-length", "1", "content-length", "2")},
+		{"content-length sign", base("content-length", "+1")},
+		{"content-length list", base("content-length", "1, 1")},
+		{"CONNECT with :path", []string{":method", "CONNECT", ":scheme", "http", ":path", "/", ":authority", "a:443"}},
+		{"CONNECT without :authority", []string{":method", "CONNECT"}},
+	}
+	id := uint32(1)
+	for _, tc := range cases {
+		rc.headers(id, true, tc.kv...)
+		f, ok := rc.wait(2*time.Second, func(f rawFrame) bool {
+			return f.stream == id && (f.typ == http2.FrameRSTStream || f.typ == http2.FrameHeaders) || isGoAway(f)
+		})
+		switch {
+		case !ok:
+			t.Fatalf("%s: no answer", tc.name)
+		case f.typ == http2.FrameGoAway:
+			t.Fatalf("%s: the connection was closed (%v) instead of the stream", tc.name, f)
+		case f.typ != http2.FrameRSTStream || f.code != codeProtocol:
+			t.Errorf("%s: got %v, want RST_STREAM PROTOCOL_ERROR", tc.name, f)
+		}
+		id += 2
+	}
+	// Content-length against the DATA that came.
+	rc.headers(id, false, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a", "content-length", "5")
+	rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, true, []byte("abc")) })
+	if f, ok := rc.wait(2*time.Second, isRST(id)); !ok || f.code != codeProtocol {
+		t.Errorf("short body: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
+	}
+	id += 2
+	rc.headers(id, true, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a", "content-length", "5")
+	if f, ok := rc.wait(2*time.Second, isRST(id)); !ok || f.code != codeProtocol {
+		t.Errorf("content-length on an empty body: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
+	}
+	if n := served.Load(); n > 1 {
+		t.Errorf("%d malformed requests reached the handler (at most the short-body one may)", n)
+	}
+	// The connection still serves.
+	id += 2
+	rc.get(id, "/", true)
+	if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameHeaders && f.stream == id }); !ok {
+		t.Error("the connection no longer serves after the malformed requests")
+	}
+}
+
+// TestReviewConnectionErrors holds: frames that break the connection's
+// state get GOAWAY with the right code.
+func TestReviewConnectionErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		code http2.ErrCode
+		send func(rc *rawConn)
+	}{
+		{"DATA on an idle stream", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteData(5, true, []byte("x")) })
+		}},
+		{"RST_STREAM on an idle stream", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(5, codeCancel) })
+		}},
+		{"WINDOW_UPDATE on an idle stream", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(5, 1) })
+		}},
+		{"even stream id", codeProtocol, func(rc *rawConn) { rc.get(2, "/", true) }},
+		{"decreasing stream id", codeProtocol, func(rc *rawConn) { rc.get(5, "/", true); rc.get(3, "/", true) }},
+		{"connection window overflow", codeFlow, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow) })
+		}},
+		{"WINDOW_UPDATE 0 on the connection", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 0) })
+		}},
+		{"INITIAL_WINDOW_SIZE too large", codeFlow, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31})
+			})
+		}},
+		{"MAX_FRAME_SIZE too small", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 100})
+			})
+		}},
+		{"ENABLE_PUSH 2", codeProtocol, func(rc *rawConn) {
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 2})
+			})
+		}},
+		{"PUSH_PROMISE from the client", codeProtocol, func(rc *rawConn) {
+			rc.get(1, "/", false)
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, EndHeaders: true})
+			})
+		}},
+		{"trailers without END_STREAM", codeProtocol, func(rc *rawConn) {
+			rc.get(1, "/", false)
+			rc.headers(1, false, "x-t", "1")
+		}},
+		{"HEADERS on a stream the client ended", codeStreamClose, func(rc *rawConn) {
+			rc.get(1, "/", true)
+			if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 1 }); !ok {
+				rc.t.Fatal("no answer on stream 1")
+			}
+			time.Sleep(50 * time.Millisecond)
+			rc.get(1, "/", true)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+			})}
+			ts := startServer(t, srv, false)
+			rc := dialRaw(t, ts.addr, true)
+			rc.t = t
+			tc.send(rc)
+			f, ok := rc.wait(3*time.Second, isGoAway)
+			if !ok {
+				t.Fatal("no GOAWAY")
+			}
+			if f.code != tc.code && !(tc.code == codeStreamClose && f.code == codeProtocol) {
+				t.Errorf("GOAWAY %v, want %v", f.code, tc.code)
+			}
+		})
+	}
+}
+
+// TestReviewRapidResetBounded holds: streams the client resets keep
+// their slot until their handler returns, so a Rapid Reset client
+// (CVE-2023-44487) never has more handlers running than
+// MaxConcurrentStreams, and nothing stays behind once it leaves.
+func TestReviewRapidResetBounded(t *testing.T) {
+	const limit = 20
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	srv := &Server{MaxConcurrentStreams: limit, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select {
+		case <-release: // a handler that ignores its context for a while
+		case <-time.After(5 * time.Second):
+		}
+	})}
+	ts := startServer(t, srv, false)
+	before := runtime.NumGoroutine()
+	rc := dialRaw(t, ts.addr, true)
+	for i := range 2000 {
+		id := uint32(2*i + 1)
+		rc.get(id, "/", true)
+		rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, codeCancel) })
+	}
+	rc.get(4001, "/", true)
+	// The last stream is refused or served; by then every frame before
+	// it was taken.
+	_, _ = rc.wait(3*time.Second, func(f rawFrame) bool { return f.stream == 4001 || isGoAway(f) })
+	if p := peak.Load(); p > limit {
+		t.Errorf("%d handlers ran at once, limit %d", p, limit)
+	}
+	close(release)
+	rc.nc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for running.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := running.Load(); n > 0 {
+		t.Errorf("%d handlers still running after the client left", n)
+	}
+	_ = before
+}
