@@ -698,3 +698,83 @@ func TestReviewRapidResetBounded(t *testing.T) {
 	}
 	_ = before
 }
+
+// TestReviewGracefulShutdownLosesLastResponse: a graceful shutdown must
+// deliver the responses of the streams it lets finish.
+//
+// Attack (or just a busy client): while the server drains after its
+// GOAWAY, the client keeps sending frames (PINGs here; WINDOW_UPDATEs
+// and SETTINGS do the same) as its last stream's response is written.
+//
+// Now: when the last stream is forgotten, maybeRemoveLocked closes the
+// socket at once (go c.close) while the read loop still has input, and
+// possibly before the response's last frames were flushed (a final
+// unlockWrite that saw the read loop waiting left the flush to it, and
+// the read loop defers its flush while input is buffered). Closing a
+// socket with unread input makes the kernel send a TCP RST, and the
+// client loses the end of the response it was promised.
+//
+// Should: after the last stream, flush, stop reading gracefully (half
+// close the write side, then keep draining input for a short while, as
+// x/net's goAwayTimeout does) before closing — conn.maybeRemoveLocked /
+// conn.close.
+func TestReviewGracefulShutdownLosesLastResponse(t *testing.T) {
+	const size = 256 << 10
+	started := make(chan struct{})
+	release := make(chan struct{})
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		_, _ = w.Write(make([]byte, size))
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialRaw(t, ts.addr, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+	rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow-initialWindow) })
+	rc.get(1, "/", true)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx) }()
+	if _, ok := rc.wait(3*time.Second, isGoAway); !ok {
+		t.Fatal("no GOAWAY after Shutdown")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rc.wmu.Lock()
+			err := rc.fr.WritePing(false, [8]byte{byte(i), byte(i >> 8)})
+			rc.wmu.Unlock()
+			if err != nil {
+				return
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	close(release)
+	got, ended := 0, false
+	for !ended {
+		f, ok := rc.wait(5*time.Second, func(f rawFrame) bool { return f.stream == 1 })
+		if !ok {
+			break
+		}
+		got += f.n
+		ended = f.flags.Has(http2.FlagDataEndStream) && (f.typ == http2.FrameData || f.typ == http2.FrameHeaders)
+	}
+	close(stop)
+	wg.Wait()
+	if !ended || got != size {
+		t.Errorf("the draining stream's response: %d of %d bytes, END_STREAM %v: the connection was closed under it", got, size, ended)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
