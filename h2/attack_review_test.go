@@ -778,3 +778,67 @@ func TestReviewGracefulShutdownLosesLastResponse(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
+
+// TestReviewSettingsFloodCPU: one SETTINGS frame must not buy the client
+// unbounded work.
+//
+// Attack: with many streams open (their handlers waiting on a slow
+// backend), the client sends SETTINGS frames of a MiB each holding ~170k
+// INITIAL_WINDOW_SIZE entries (duplicates are legal on the wire).
+//
+// Now: onSettings applies every entry, and setPeerWindow walks all the
+// open streams under c.mu for each: 170k × 250 stream updates for 1 MiB
+// of input (about a second of CPU at the defaults), during which every
+// handler of the connection waits on c.mu;
+// the proxy's guard counts SETTINGS frames, not their entries, so a
+// client may send a few such frames per second for ever. The failure
+// message gives the server's time on a 96 kB frame with 100 streams.
+//
+// Should: refuse a SETTINGS frame with more than a few dozen entries or
+// with duplicates (GOAWAY PROTOCOL_ERROR, as x/net's server does), or
+// apply only the last value of each setting — conn.onSettings.
+func TestReviewSettingsFloodCPU(t *testing.T) {
+	const streams = 100
+	release := make(chan struct{})
+	var running atomic.Int32
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		running.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})}
+	ts := startServer(t, srv, false)
+	defer close(release)
+	rc := dialRaw(t, ts.addr, true)
+	for i := range streams {
+		rc.get(uint32(2*i+1), "/", true)
+	}
+	for deadline := time.Now().Add(5 * time.Second); running.Load() < streams && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	settings := make([]http2.Setting, 16000) // a 96 kB frame
+	for i := range settings {
+		settings[i] = http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(65535 + i%2)}
+	}
+	// Drain what came so far (the server's SETTINGS and its ACK).
+	for {
+		if _, ok := rc.wait(100*time.Millisecond, func(rawFrame) bool { return true }); !ok {
+			break
+		}
+	}
+	start := time.Now()
+	rc.do(func(fr *http2.Framer) error { return fr.WriteSettings(settings...) })
+	f, ok := rc.wait(20*time.Second, func(f rawFrame) bool {
+		return isGoAway(f) || f.typ == http2.FrameSettings && f.flags.Has(http2.FlagSettingsAck)
+	})
+	switch {
+	case !ok:
+		t.Fatal("no answer to the SETTINGS frame")
+	case f.typ == http2.FrameSettings:
+		t.Errorf("a SETTINGS frame of %d duplicate entries was applied (%d × %d stream window updates, answered after %v), want GOAWAY PROTOCOL_ERROR",
+			len(settings), len(settings), streams, time.Since(start).Round(time.Millisecond))
+	case f.code != codeProtocol:
+		t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", f.code)
+	}
+}
