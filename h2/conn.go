@@ -95,8 +95,11 @@ type conn struct {
 	// settingsAcked is set once the client took the server's SETTINGS:
 	// before, it may send a stream the protocol's initial window.
 	settingsAcked bool
-	handlers      sync.WaitGroup
-	done          chan struct{}
+	// lingering is set when the read loop closes the socket itself,
+	// after a GOAWAY (linger).
+	lingering bool
+	handlers  sync.WaitGroup
+	done      chan struct{}
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -151,6 +154,7 @@ func (c *conn) serve() {
 	if err := c.readPreface(); err != nil {
 		c.srv.log().Debug("http2 preface", zap.String("remote", c.remote), zap.Error(err))
 		c.goAwayAndClose(codeProtocol, err)
+		c.linger()
 		return
 	}
 	if d := c.srv.IdleTimeout; d > 0 {
@@ -159,10 +163,14 @@ func (c *conn) serve() {
 		c.mu.Unlock()
 	}
 	err := c.readLoop()
+	if errors.Is(err, http2.ErrFrameTooLarge) {
+		err = http2.ConnectionError(codeFrameSize)
+	}
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &ce):
 		c.goAwayAndClose(http2.ErrCode(ce), err)
+		c.linger()
 	default:
 		c.close(err)
 	}
@@ -388,7 +396,10 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode, cause error) {
 		c.maybeRemoveLocked(st)
 	}
 	c.mu.Unlock()
-	c.writeControl(func() { c.wfr.WriteRSTStream(id, code) })
+	// Any goroutine resets streams: a write section of its own.
+	c.lockWrite()
+	c.wfr.WriteRSTStream(id, code)
+	_ = c.unlockWrite()
 }
 
 // maybeRemoveLocked forgets st once its handler is done and the stream
@@ -407,7 +418,7 @@ func (c *conn) maybeRemoveLocked(st *stream) {
 		return
 	}
 	if c.goingAway {
-		go c.close(errServerClosed)
+		go c.gracefulClose(errServerClosed)
 		return
 	}
 	if c.idleTimer != nil {
@@ -420,7 +431,7 @@ func (c *conn) idleExpired() {
 	idle := len(c.streams) == 0 && !c.closed
 	c.mu.Unlock()
 	if idle {
-		c.goAwayAndClose(codeNo, errors.New("idle timeout"))
+		c.goAway(codeNo)
 	}
 }
 
@@ -439,16 +450,35 @@ func (c *conn) goAway(code http2.ErrCode) {
 	c.wfr.WriteGoAway(last, code, nil)
 	_ = c.unlockWrite()
 	if empty {
-		c.close(errServerClosed)
+		c.gracefulClose(errServerClosed)
 	}
 }
 
-// goAwayAndClose sends GOAWAY with code and closes the connection.
+// gracefulClose ends a connection that has no stream left: what is
+// buffered goes out, and the read loop reads on for a second at most (or
+// until the client closes, as it does after a GOAWAY) before the socket
+// closes, so that no unread byte resets the connection before the
+// client has read the last answers.
+func (c *conn) gracefulClose(err error) {
+	c.wmu.Lock()
+	if c.werr == nil && c.bw.Buffered() > 0 {
+		c.werr = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	c.mu.Lock()
+	c.lingering = true
+	c.mu.Unlock()
+	c.close(err)
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+}
+
+// goAwayAndClose sends GOAWAY with code and ends the connection; the
+// read loop, lingering, closes the socket itself (linger).
 func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.mu.Lock()
 	last := c.maxClientID
 	closed := c.closed
-	c.goingAway = true
+	c.goingAway, c.lingering = true, true
 	c.mu.Unlock()
 	if !closed {
 		// Bounded: a client that does not read gets no GOAWAY.
@@ -460,7 +490,18 @@ func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.close(cause)
 }
 
-// close closes the socket and ends every stream with err.
+// linger reads and drops what the client still sends, for a second at
+// most, before the socket closes: closing it with unread bytes would
+// reset the connection, and the client could lose the GOAWAY that tells
+// it why. The streams have ended already.
+func (c *conn) linger() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c.nc, 1<<20)
+	c.nc.Close()
+}
+
+// close ends every stream with err and closes the socket; a caller that
+// lingers closes it again after.
 func (c *conn) close(err error) {
 	c.mu.Lock()
 	if c.closed {
@@ -475,8 +516,11 @@ func (c *conn) close(err error) {
 		st.abortLocked(errConnClosed)
 	}
 	c.sendCond.Broadcast()
+	lingering := c.lingering
 	c.mu.Unlock()
-	c.nc.Close()
+	if !lingering {
+		c.nc.Close()
+	}
 	close(c.done)
 }
 

@@ -305,7 +305,12 @@ func (st *stream) writeData(p []byte, end bool) error {
 			}
 			c.sendCond.Wait()
 		}
-		n := min(int64(len(p)), st.sendWindow, c.sendWindow, int64(c.peerFrame))
+		// An empty frame needs no window, which may be negative after
+		// the client shrank it.
+		n := int64(0)
+		if len(p) > 0 {
+			n = min(int64(len(p)), st.sendWindow, c.sendWindow, int64(c.peerFrame))
+		}
 		st.sendWindow -= n
 		c.sendWindow -= n
 		last := end && n == int64(len(p))
