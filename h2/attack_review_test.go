@@ -23,9 +23,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// rawFrame is a copy of a frame the server sent: the framer reuses its
+// seenFrame is a copy of a frame the server sent: the framer reuses its
 // frames' memory on the next read.
-type rawFrame struct {
+type seenFrame struct {
 	typ    http2.FrameType
 	flags  http2.Flags
 	stream uint32
@@ -36,12 +36,12 @@ type rawFrame struct {
 	fields []hpack.HeaderField
 }
 
-func (f rawFrame) String() string {
+func (f seenFrame) String() string {
 	return fmt.Sprintf("%v stream=%d flags=%v code=%v inc=%d n=%d", f.typ, f.stream, f.flags, f.code, f.inc, f.n)
 }
 
-// rawConn is a hostile HTTP/2 client.
-type rawConn struct {
+// hostileConn is a hostile HTTP/2 client.
+type hostileConn struct {
 	t    testing.TB
 	nc   net.Conn
 	wmu  sync.Mutex
@@ -49,20 +49,20 @@ type rawConn struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 	// frames receives what the server sends, when the client reads.
-	frames chan rawFrame
+	frames chan seenFrame
 	closed chan struct{} // the read side ended
 }
 
-// dialRaw connects, sends the preface and settings and, when read is
+// dialHostile connects, sends the preface and settings and, when read is
 // set, reads the server's frames in the background (acknowledging its
 // SETTINGS). A client that does not read keeps its socket's buffers full.
-func dialRaw(t testing.TB, addr string, read bool, settings ...http2.Setting) *rawConn {
+func dialHostile(t testing.TB, addr string, read bool, settings ...http2.Setting) *hostileConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &rawConn{t: t, nc: nc, frames: make(chan rawFrame, 1<<16), closed: make(chan struct{})}
+	rc := &hostileConn{t: t, nc: nc, frames: make(chan seenFrame, 1<<16), closed: make(chan struct{})}
 	rc.fr = http2.NewFramer(nc, nc)
 	rc.fr.AllowIllegalWrites = true
 	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -80,7 +80,7 @@ func dialRaw(t testing.TB, addr string, read bool, settings ...http2.Setting) *r
 	return rc
 }
 
-func (rc *rawConn) readLoop() {
+func (rc *hostileConn) readLoop() {
 	defer close(rc.closed)
 	for {
 		f, err := rc.fr.ReadFrame()
@@ -88,7 +88,7 @@ func (rc *rawConn) readLoop() {
 			return
 		}
 		h := f.Header()
-		rf := rawFrame{typ: h.Type, flags: h.Flags, stream: h.StreamID}
+		rf := seenFrame{typ: h.Type, flags: h.Flags, stream: h.StreamID}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
@@ -115,7 +115,7 @@ func (rc *rawConn) readLoop() {
 }
 
 // do writes frames under the client's write lock.
-func (rc *rawConn) do(write func(fr *http2.Framer) error) {
+func (rc *hostileConn) do(write func(fr *http2.Framer) error) {
 	rc.t.Helper()
 	rc.wmu.Lock()
 	defer rc.wmu.Unlock()
@@ -126,7 +126,7 @@ func (rc *rawConn) do(write func(fr *http2.Framer) error) {
 
 // headers opens stream id (or sends its trailers) with the given name,
 // value pairs, in one HEADERS frame.
-func (rc *rawConn) headers(id uint32, end bool, kv ...string) {
+func (rc *hostileConn) headers(id uint32, end bool, kv ...string) {
 	rc.t.Helper()
 	rc.wmu.Lock()
 	rc.hbuf.Reset()
@@ -141,14 +141,14 @@ func (rc *rawConn) headers(id uint32, end bool, kv ...string) {
 }
 
 // get opens stream id with a GET of path.
-func (rc *rawConn) get(id uint32, path string, end bool, extra ...string) {
+func (rc *hostileConn) get(id uint32, path string, end bool, extra ...string) {
 	rc.t.Helper()
 	rc.headers(id, end, append([]string{":method", "GET", ":scheme", "http", ":path", path, ":authority", "example.test"}, extra...)...)
 }
 
 // wait returns the first frame for which match is true, or false after d
 // or once the connection's read side ended.
-func (rc *rawConn) wait(d time.Duration, match func(rawFrame) bool) (rawFrame, bool) {
+func (rc *hostileConn) wait(d time.Duration, match func(seenFrame) bool) (seenFrame, bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -166,20 +166,20 @@ func (rc *rawConn) wait(d time.Duration, match func(rawFrame) bool) (rawFrame, b
 						return f, true
 					}
 				default:
-					return rawFrame{}, false
+					return seenFrame{}, false
 				}
 			}
 		case <-timer.C:
-			return rawFrame{}, false
+			return seenFrame{}, false
 		}
 	}
 }
 
-func isRST(id uint32) func(rawFrame) bool {
-	return func(f rawFrame) bool { return f.typ == http2.FrameRSTStream && f.stream == id }
+func isRSTOn(id uint32) func(seenFrame) bool {
+	return func(f seenFrame) bool { return f.typ == http2.FrameRSTStream && f.stream == id }
 }
 
-func isGoAway(f rawFrame) bool { return f.typ == http2.FrameGoAway }
+func isGoAwayFrame(f seenFrame) bool { return f.typ == http2.FrameGoAway }
 
 // TestReviewShutdownBlockedByStuckWriter: Shutdown(ctx) must honour its
 // context.
@@ -216,7 +216,7 @@ func TestReviewShutdownBlockedByStuckWriter(t *testing.T) {
 			}
 		})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, false, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+	rc := dialHostile(t, ts.addr, false, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
 	rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow-initialWindow) })
 	rc.get(1, "/", true)
 	// Wait until the handler's writes stall on the full socket.
@@ -298,7 +298,7 @@ func TestReviewRequestBodyBufferGrowsWithoutBound(t *testing.T) {
 		}
 	})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	rc.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/up", ":authority", "example.test")
 	payload := make([]byte, chunk)
 	for range ahead / chunk {
@@ -346,7 +346,7 @@ func TestReviewResetFromHandlerRacesReadLoop(t *testing.T) {
 		panic(http.ErrAbortHandler)
 	})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	rc.get(1, "/", true)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -369,7 +369,7 @@ func TestReviewResetFromHandlerRacesReadLoop(t *testing.T) {
 			time.Sleep(200 * time.Microsecond)
 		}
 	}()
-	f, ok := rc.wait(5*time.Second, isRST(1))
+	f, ok := rc.wait(5*time.Second, isRSTOn(1))
 	close(stop)
 	wg.Wait()
 	if !ok {
@@ -399,8 +399,8 @@ func TestReviewResetFromHandlerRacesReadLoop(t *testing.T) {
 // conn.readLoop / writeControl.
 func TestReviewControlAnswerWaitsForNextFrame(t *testing.T) {
 	ts := startServer(t, &Server{Handler: http.NotFoundHandler()}, false)
-	rc := dialRaw(t, ts.addr, true)
-	if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameSettings }); !ok {
+	rc := dialHostile(t, ts.addr, true)
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameSettings }); !ok {
 		t.Fatal("no SETTINGS from the server")
 	}
 	var b bytes.Buffer
@@ -415,7 +415,7 @@ func TestReviewControlAnswerWaitsForNextFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	isPingAck := func(f rawFrame) bool { return f.typ == http2.FramePing && f.flags.Has(http2.FlagPingAck) }
+	isPingAck := func(f seenFrame) bool { return f.typ == http2.FramePing && f.flags.Has(http2.FlagPingAck) }
 	_, ok := rc.wait(time.Second, isPingAck)
 	if !ok {
 		t.Errorf("the PING ACK did not leave within 1 s: held until the next frame is complete")
@@ -457,11 +457,11 @@ func TestReviewContentLengthOverrunLeaksConnWindow(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	const size = 60000
 	payload := make([]byte, size)
 	window := int64(initialWindow)
-	credit := func(f rawFrame) {
+	credit := func(f seenFrame) {
 		if f.typ == http2.FrameWindowUpdate && f.stream == 0 {
 			window += int64(f.inc)
 		}
@@ -470,7 +470,7 @@ func TestReviewContentLengthOverrunLeaksConnWindow(t *testing.T) {
 	for sent := 0; sent < 4<<20; sent += size {
 		deadline := time.Now().Add(2 * time.Second)
 		for window < size {
-			f, ok := rc.wait(time.Until(deadline), func(rawFrame) bool { return true })
+			f, ok := rc.wait(time.Until(deadline), func(seenFrame) bool { return true })
 			if !ok {
 				t.Fatalf("after %d overrunning streams (%d bytes sent), the connection window is %d and never grows: the reset streams' bytes were not given back",
 					id/2, sent, window)
@@ -494,7 +494,7 @@ func TestReviewMalformedRequestsRefused(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	base := func(kv ...string) []string {
 		return append([]string{":method", "GET", ":scheme", "http", ":path", "/", ":authority", "example.test"}, kv...)
 	}
@@ -536,8 +536,8 @@ func TestReviewMalformedRequestsRefused(t *testing.T) {
 	id := uint32(1)
 	for _, tc := range cases {
 		rc.headers(id, true, tc.kv...)
-		f, ok := rc.wait(2*time.Second, func(f rawFrame) bool {
-			return f.stream == id && (f.typ == http2.FrameRSTStream || f.typ == http2.FrameHeaders) || isGoAway(f)
+		f, ok := rc.wait(2*time.Second, func(f seenFrame) bool {
+			return f.stream == id && (f.typ == http2.FrameRSTStream || f.typ == http2.FrameHeaders) || isGoAwayFrame(f)
 		})
 		switch {
 		case !ok:
@@ -552,12 +552,12 @@ func TestReviewMalformedRequestsRefused(t *testing.T) {
 	// Content-length against the DATA that came.
 	rc.headers(id, false, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a", "content-length", "5")
 	rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, true, []byte("abc")) })
-	if f, ok := rc.wait(2*time.Second, isRST(id)); !ok || f.code != codeProtocol {
+	if f, ok := rc.wait(2*time.Second, isRSTOn(id)); !ok || f.code != codeProtocol {
 		t.Errorf("short body: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
 	}
 	id += 2
 	rc.headers(id, true, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a", "content-length", "5")
-	if f, ok := rc.wait(2*time.Second, isRST(id)); !ok || f.code != codeProtocol {
+	if f, ok := rc.wait(2*time.Second, isRSTOn(id)); !ok || f.code != codeProtocol {
 		t.Errorf("content-length on an empty body: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
 	}
 	if n := served.Load(); n > 1 {
@@ -566,7 +566,7 @@ func TestReviewMalformedRequestsRefused(t *testing.T) {
 	// The connection still serves.
 	id += 2
 	rc.get(id, "/", true)
-	if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameHeaders && f.stream == id }); !ok {
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == id }); !ok {
 		t.Error("the connection no longer serves after the malformed requests")
 	}
 }
@@ -577,53 +577,53 @@ func TestReviewConnectionErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		code http2.ErrCode
-		send func(rc *rawConn)
+		send func(rc *hostileConn)
 	}{
-		{"DATA on an idle stream", codeProtocol, func(rc *rawConn) {
+		{"DATA on an idle stream", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error { return fr.WriteData(5, true, []byte("x")) })
 		}},
-		{"RST_STREAM on an idle stream", codeProtocol, func(rc *rawConn) {
+		{"RST_STREAM on an idle stream", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(5, codeCancel) })
 		}},
-		{"WINDOW_UPDATE on an idle stream", codeProtocol, func(rc *rawConn) {
+		{"WINDOW_UPDATE on an idle stream", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(5, 1) })
 		}},
-		{"even stream id", codeProtocol, func(rc *rawConn) { rc.get(2, "/", true) }},
-		{"decreasing stream id", codeProtocol, func(rc *rawConn) { rc.get(5, "/", true); rc.get(3, "/", true) }},
-		{"connection window overflow", codeFlow, func(rc *rawConn) {
+		{"even stream id", codeProtocol, func(rc *hostileConn) { rc.get(2, "/", true) }},
+		{"decreasing stream id", codeProtocol, func(rc *hostileConn) { rc.get(5, "/", true); rc.get(3, "/", true) }},
+		{"connection window overflow", codeFlow, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow) })
 		}},
-		{"WINDOW_UPDATE 0 on the connection", codeProtocol, func(rc *rawConn) {
+		{"WINDOW_UPDATE 0 on the connection", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 0) })
 		}},
-		{"INITIAL_WINDOW_SIZE too large", codeFlow, func(rc *rawConn) {
+		{"INITIAL_WINDOW_SIZE too large", codeFlow, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error {
 				return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31})
 			})
 		}},
-		{"MAX_FRAME_SIZE too small", codeProtocol, func(rc *rawConn) {
+		{"MAX_FRAME_SIZE too small", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error {
 				return fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 100})
 			})
 		}},
-		{"ENABLE_PUSH 2", codeProtocol, func(rc *rawConn) {
+		{"ENABLE_PUSH 2", codeProtocol, func(rc *hostileConn) {
 			rc.do(func(fr *http2.Framer) error {
 				return fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 2})
 			})
 		}},
-		{"PUSH_PROMISE from the client", codeProtocol, func(rc *rawConn) {
+		{"PUSH_PROMISE from the client", codeProtocol, func(rc *hostileConn) {
 			rc.get(1, "/", false)
 			rc.do(func(fr *http2.Framer) error {
 				return fr.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, EndHeaders: true})
 			})
 		}},
-		{"trailers without END_STREAM", codeProtocol, func(rc *rawConn) {
+		{"trailers without END_STREAM", codeProtocol, func(rc *hostileConn) {
 			rc.get(1, "/", false)
 			rc.headers(1, false, "x-t", "1")
 		}},
-		{"HEADERS on a stream the client ended", codeStreamClose, func(rc *rawConn) {
+		{"HEADERS on a stream the client ended", codeStreamClose, func(rc *hostileConn) {
 			rc.get(1, "/", true)
-			if _, ok := rc.wait(2*time.Second, func(f rawFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 1 }); !ok {
+			if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 1 }); !ok {
 				rc.t.Fatal("no answer on stream 1")
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -636,10 +636,10 @@ func TestReviewConnectionErrors(t *testing.T) {
 				_, _ = io.Copy(io.Discard, r.Body)
 			})}
 			ts := startServer(t, srv, false)
-			rc := dialRaw(t, ts.addr, true)
+			rc := dialHostile(t, ts.addr, true)
 			rc.t = t
 			tc.send(rc)
-			f, ok := rc.wait(3*time.Second, isGoAway)
+			f, ok := rc.wait(3*time.Second, isGoAwayFrame)
 			if !ok {
 				t.Fatal("no GOAWAY")
 			}
@@ -674,7 +674,7 @@ func TestReviewRapidResetBounded(t *testing.T) {
 	})}
 	ts := startServer(t, srv, false)
 	before := runtime.NumGoroutine()
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	for i := range 2000 {
 		id := uint32(2*i + 1)
 		rc.get(id, "/", true)
@@ -683,7 +683,7 @@ func TestReviewRapidResetBounded(t *testing.T) {
 	rc.get(4001, "/", true)
 	// The last stream is refused or served; by then every frame before
 	// it was taken.
-	_, _ = rc.wait(3*time.Second, func(f rawFrame) bool { return f.stream == 4001 || isGoAway(f) })
+	_, _ = rc.wait(3*time.Second, func(f seenFrame) bool { return f.stream == 4001 || isGoAwayFrame(f) })
 	if p := peak.Load(); p > limit {
 		t.Errorf("%d handlers ran at once, limit %d", p, limit)
 	}
@@ -728,7 +728,7 @@ func TestReviewGracefulShutdownLosesLastResponse(t *testing.T) {
 		_, _ = w.Write(make([]byte, size))
 	})}
 	ts := startServer(t, srv, false)
-	rc := dialRaw(t, ts.addr, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+	rc := dialHostile(t, ts.addr, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
 	rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow-initialWindow) })
 	rc.get(1, "/", true)
 	<-started
@@ -736,7 +736,7 @@ func TestReviewGracefulShutdownLosesLastResponse(t *testing.T) {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(ctx) }()
-	if _, ok := rc.wait(3*time.Second, isGoAway); !ok {
+	if _, ok := rc.wait(3*time.Second, isGoAwayFrame); !ok {
 		t.Fatal("no GOAWAY after Shutdown")
 	}
 	stop := make(chan struct{})
@@ -762,7 +762,7 @@ func TestReviewGracefulShutdownLosesLastResponse(t *testing.T) {
 	close(release)
 	got, ended := 0, false
 	for !ended {
-		f, ok := rc.wait(5*time.Second, func(f rawFrame) bool { return f.stream == 1 })
+		f, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == 1 })
 		if !ok {
 			break
 		}
@@ -810,7 +810,7 @@ func TestReviewSettingsFloodCPU(t *testing.T) {
 	})}
 	ts := startServer(t, srv, false)
 	defer close(release)
-	rc := dialRaw(t, ts.addr, true)
+	rc := dialHostile(t, ts.addr, true)
 	for i := range streams {
 		rc.get(uint32(2*i+1), "/", true)
 	}
@@ -823,14 +823,14 @@ func TestReviewSettingsFloodCPU(t *testing.T) {
 	}
 	// Drain what came so far (the server's SETTINGS and its ACK).
 	for {
-		if _, ok := rc.wait(100*time.Millisecond, func(rawFrame) bool { return true }); !ok {
+		if _, ok := rc.wait(100*time.Millisecond, func(seenFrame) bool { return true }); !ok {
 			break
 		}
 	}
 	start := time.Now()
 	rc.do(func(fr *http2.Framer) error { return fr.WriteSettings(settings...) })
-	f, ok := rc.wait(20*time.Second, func(f rawFrame) bool {
-		return isGoAway(f) || f.typ == http2.FrameSettings && f.flags.Has(http2.FlagSettingsAck)
+	f, ok := rc.wait(20*time.Second, func(f seenFrame) bool {
+		return isGoAwayFrame(f) || f.typ == http2.FrameSettings && f.flags.Has(http2.FlagSettingsAck)
 	})
 	switch {
 	case !ok:
@@ -840,5 +840,102 @@ func TestReviewSettingsFloodCPU(t *testing.T) {
 			len(settings), len(settings), streams, time.Since(start).Round(time.Millisecond))
 	case f.code != codeProtocol:
 		t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", f.code)
+	}
+}
+
+// startTightServer serves srv like startServer, with small socket
+// buffers on the server's side, so that a client that stops reading
+// blocks the server's writes after a few kB instead of megabytes.
+func startTightServer(t *testing.T, srv *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := c.(*net.TCPConn)
+			_ = tc.SetWriteBuffer(4096)
+			_ = tc.SetReadBuffer(4096)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				srv.ServeConn(context.Background(), c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		srv.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// floodPings sends PINGs without reading the answers until the server
+// stops taking them (its answers fill the sockets and it blocks writing)
+// or for d at most; it reports whether the server stopped reading.
+func (rc *hostileConn) floodPings(d time.Duration) bool {
+	var b bytes.Buffer
+	pf := http2.NewFramer(&b, nil)
+	for i := range 256 {
+		_ = pf.WritePing(false, [8]byte{byte(i)})
+	}
+	end := time.Now().Add(d)
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	for time.Now().Before(end) {
+		_ = rc.nc.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := rc.nc.Write(b.Bytes()); err != nil {
+			_ = rc.nc.SetWriteDeadline(time.Time{})
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) openConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// TestReviewIdleTimeoutHeldByNonReader: IdleTimeout must close a
+// connection without streams even when its client does not read.
+//
+// Attack: the client opens no stream, sends PINGs and never reads the
+// answers, so the read loop ends up blocked writing PING ACKs.
+//
+// Now: idleExpired calls goAway, which waits for the write lock and
+// writes the GOAWAY with no deadline of its own (the earlier
+// goAwayAndClose set one second); the connection stays until
+// WriteByteTimeout ends the stuck write (60 s in the proxy), for ever
+// when it is zero: IdleTimeout alone bounds nothing.
+//
+// Should: the idle close takes a bounded time whatever the client reads:
+// set a short write deadline before the GOAWAY (as goAwayAndClose does)
+// and close the socket if the write lock is not free by then —
+// conn.idleExpired / conn.goAway.
+func TestReviewIdleTimeoutHeldByNonReader(t *testing.T) {
+	srv := &Server{IdleTimeout: 300 * time.Millisecond, Handler: http.NotFoundHandler()}
+	addr := startTightServer(t, srv)
+	rc := dialHostile(t, addr, false)
+	_ = rc.nc.(*net.TCPConn).SetReadBuffer(4096)
+	if !rc.floodPings(5 * time.Second) {
+		t.Fatal("the server kept reading PINGs nobody read the answers of")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for srv.openConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.openConns(); n > 0 {
+		t.Errorf("%d connection(s) still open 3 s after a 300 ms idle timeout: the idle close waits on a client that does not read", n)
 	}
 }
