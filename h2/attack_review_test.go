@@ -908,21 +908,28 @@ func (s *Server) openConns() int {
 }
 
 // TestReviewIdleTimeoutHeldByNonReader: IdleTimeout must close a
-// connection without streams even when its client does not read.
+// connection without streams even when its client does not read, and
+// Server.Close must close it at once in any case.
 //
 // Attack: the client opens no stream, sends PINGs and never reads the
 // answers, so the read loop ends up blocked writing PING ACKs.
 //
-// Now: idleExpired calls goAway, which waits for the write lock and
-// writes the GOAWAY with no deadline of its own (the earlier
-// goAwayAndClose set one second); the connection stays until
-// WriteByteTimeout ends the stuck write (60 s in the proxy), for ever
-// when it is zero: IdleTimeout alone bounds nothing.
+// Now: nothing bounds the time the connection stays but WriteByteTimeout
+// (60 s in the proxy; for ever when zero). Either the idle timer's goAway
+// waits for the write lock held by the stuck read loop, with no deadline
+// of its own (the earlier goAwayAndClose set one second), or the GOAWAY
+// went out first and gracefulClose marked the connection closed while
+// leaving its socket open for the read loop to close after lingering:
+// its read deadline does not end the read loop's stuck write (the
+// goroutine dump shows it in writeControl -> connWriter.Write). Since
+// the connection counts as closed, Server.Close does not close the
+// socket either.
 //
-// Should: the idle close takes a bounded time whatever the client reads:
-// set a short write deadline before the GOAWAY (as goAwayAndClose does)
-// and close the socket if the write lock is not free by then —
-// conn.idleExpired / conn.goAway.
+// Should: the idle close and the linger take a bounded time whatever the
+// client reads (a write deadline as well as the read deadline, i.e.
+// SetDeadline in gracefulClose and linger, and a short write deadline
+// before the idle GOAWAY), and Server.Close closes a lingering socket —
+// conn.idleExpired, conn.goAway, conn.gracefulClose, conn.close.
 func TestReviewIdleTimeoutHeldByNonReader(t *testing.T) {
 	srv := &Server{IdleTimeout: 300 * time.Millisecond, Handler: http.NotFoundHandler()}
 	addr := startTightServer(t, srv)
@@ -937,5 +944,13 @@ func TestReviewIdleTimeoutHeldByNonReader(t *testing.T) {
 	}
 	if n := srv.openConns(); n > 0 {
 		t.Errorf("%d connection(s) still open 3 s after a 300 ms idle timeout: the idle close waits on a client that does not read", n)
+	}
+	srv.Close()
+	deadline = time.Now().Add(2 * time.Second)
+	for srv.openConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.openConns(); n > 0 {
+		t.Errorf("%d connection(s) still open 2 s after Server.Close", n)
 	}
 }
