@@ -954,3 +954,72 @@ func TestReviewIdleTimeoutHeldByNonReader(t *testing.T) {
 		t.Errorf("%d connection(s) still open 2 s after Server.Close", n)
 	}
 }
+
+// TestReviewAuthorityAndMethodNotValidated: the request's target fields
+// must be checked as RFC 9113, 8.3.1 asks before a handler routes on
+// them.
+//
+// Attack: requests whose :authority is not a valid host (spaces, a path,
+// userinfo), whose Host field disagrees with :authority or comes twice,
+// or whose :method is not a token.
+//
+// Now: newRequest takes :authority as it comes (the framer only refuses
+// control bytes), silently drops a disagreeing Host field, takes the
+// first of two Host fields, and takes any :method: the handler (router,
+// redirect filters building Location from the Host, access logs) sees a
+// Host that Portico's HTTP/1 server and x/net's HTTP/2 server both
+// refuse, so the same request routes differently by server. The proxy's
+// own HTTP/1 writer re-checks method and Host, which keeps the backend
+// request well-formed; other handlers have no such check.
+//
+// Should: refuse them as malformed (RST_STREAM PROTOCOL_ERROR, or 400):
+// :authority must pass httpguts.ValidHostHeader and hold no '@' for
+// http/https, a Host field must equal :authority and appear once, and
+// :method must be a token (httpguts.ValidHeaderFieldName) —
+// stream.newRequest.
+func TestReviewAuthorityAndMethodNotValidated(t *testing.T) {
+	var hosts sync.Map
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts.Store(r.Method+" "+r.Host, true)
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	cases := []struct {
+		name string
+		kv   []string
+	}{
+		{"space in :authority", []string{":method", "GET", ":scheme", "https", ":path", "/", ":authority", "good.example evil.example"}},
+		{"path in :authority", []string{":method", "GET", ":scheme", "https", ":path", "/", ":authority", "good.example/evil"}},
+		{"userinfo in :authority", []string{":method", "GET", ":scheme", "https", ":path", "/", ":authority", "evil.example@good.example"}},
+		{"Host unlike :authority", []string{":method", "GET", ":scheme", "https", ":path", "/", ":authority", "good.example", "host", "evil.example"}},
+		{"two Host fields", []string{":method", "GET", ":scheme", "https", ":path", "/", "host", "good.example", "host", "evil.example"}},
+		{"method with a space", []string{":method", "GET /admin", ":scheme", "https", ":path", "/", ":authority", "good.example"}},
+		{"method with a slash", []string{":method", "GET/", ":scheme", "https", ":path", "/", ":authority", "good.example"}},
+	}
+	id := uint32(1)
+	for _, tc := range cases {
+		rc.headers(id, true, tc.kv...)
+		f, ok := rc.wait(2*time.Second, func(f seenFrame) bool {
+			return f.stream == id && (f.typ == http2.FrameRSTStream || f.typ == http2.FrameHeaders) || isGoAwayFrame(f)
+		})
+		switch {
+		case !ok:
+			t.Errorf("%s: no answer", tc.name)
+		case f.typ == http2.FrameHeaders:
+			status := ""
+			for _, hf := range f.fields {
+				if hf.Name == ":status" {
+					status = hf.Value
+				}
+			}
+			if status != "400" {
+				t.Errorf("%s: served (status %s), want RST_STREAM PROTOCOL_ERROR or 400", tc.name, status)
+			}
+		}
+		id += 2
+	}
+	hosts.Range(func(k, _ any) bool {
+		t.Logf("the handler saw %q", k)
+		return true
+	})
+}
