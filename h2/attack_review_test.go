@@ -1023,3 +1023,76 @@ func TestReviewAuthorityAndMethodNotValidated(t *testing.T) {
 		return true
 	})
 }
+
+// TestReviewShutdownDuringPrefaceLeaksConn: a connection that was in its
+// preface when Shutdown began must still end.
+//
+// Attack: the client connects and waits; when the server's GOAWAY of a
+// graceful shutdown arrives (it is written before the server's SETTINGS,
+// since the preface has not been read), the client sends its preface and
+// SETTINGS, then nothing.
+//
+// Now: goAway finds no stream and calls gracefulClose, which marks the
+// connection closed (lingering: the socket stays open for the read loop
+// to close) and sets a one second read deadline; readPreface then clears
+// that deadline (its deferred SetReadDeadline(time.Time{})) and the read
+// loop starts with none: it waits for frames for ever, the idle timer
+// does nothing on a closed connection, Shutdown only ends with its
+// context, and Server.Close does not close the socket of a connection
+// already marked closed. The connection and its goroutines leak for as
+// long as the client keeps the socket.
+//
+// Should: readPreface must not clear a deadline it did not set (or
+// serve must not start the read loop on a closed / going-away
+// connection), and Server.Close must close lingering sockets —
+// conn.readPreface, conn.serve, conn.close.
+func TestReviewShutdownDuringPrefaceLeaksConn(t *testing.T) {
+	srv := &Server{IdleTimeout: 500 * time.Millisecond, Handler: http.NotFoundHandler()}
+	ts := startServer(t, srv, false)
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for srv.openConns() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx) }()
+	fr := http2.NewFramer(nc, nc)
+	_ = nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			break
+		}
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-shut
+	deadline := time.Now().Add(3 * time.Second)
+	for srv.openConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.openConns(); n > 0 {
+		t.Errorf("Shutdown returned %v and %d connection(s) are still open 3 s later", err, n)
+	}
+	srv.Close()
+	deadline = time.Now().Add(2 * time.Second)
+	for srv.openConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.openConns(); n > 0 {
+		t.Errorf("%d connection(s) still open 2 s after Server.Close", n)
+	}
+}
