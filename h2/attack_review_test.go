@@ -1096,3 +1096,43 @@ func TestReviewShutdownDuringPrefaceLeaksConn(t *testing.T) {
 		t.Errorf("%d connection(s) still open 2 s after Server.Close", n)
 	}
 }
+
+// TestReviewPrioritySelfDependency: RFC 9113, 5.3.1: "A stream cannot
+// depend on itself. An endpoint MUST treat this as a stream error of
+// type PROTOCOL_ERROR."
+//
+// Attack: PRIORITY (and HEADERS with a priority) naming the stream
+// itself as its parent.
+//
+// Now: both are taken silently (the PRIORITY frame reaches onFrame's
+// default case: the framer does not check this), the HEADERS one opens
+// and serves its stream. Harmless to the server, which ignores
+// priorities, but a conformance gap h2spec reports.
+//
+// Should: RST_STREAM PROTOCOL_ERROR on the stream — conn.onFrame
+// (PriorityFrame) and conn.onHeaders (f.Priority.StreamDep == id).
+func TestReviewPrioritySelfDependency(t *testing.T) {
+	ts := startServer(t, &Server{Handler: http.NotFoundHandler()}, false)
+	rc := dialHostile(t, ts.addr, true)
+	rc.do(func(fr *http2.Framer) error {
+		return fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 15})
+	})
+	if f, ok := rc.wait(time.Second, isRSTOn(1)); !ok || f.code != codeProtocol {
+		t.Errorf("PRIORITY on itself: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
+	}
+	rc.wmu.Lock()
+	rc.hbuf.Reset()
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "a"}} {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	block := append([]byte(nil), rc.hbuf.Bytes()...)
+	rc.wmu.Unlock()
+	rc.do(func(fr *http2.Framer) error {
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block, EndStream: true, EndHeaders: true,
+			Priority: http2.PriorityParam{StreamDep: 3, Weight: 15}})
+	})
+	f, ok := rc.wait(time.Second, func(f seenFrame) bool { return f.stream == 3 })
+	if !ok || f.typ != http2.FrameRSTStream || f.code != codeProtocol {
+		t.Errorf("HEADERS depending on itself: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
+	}
+}
