@@ -617,6 +617,13 @@ func TestReviewConnectionErrors(t *testing.T) {
 				return fr.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, EndHeaders: true})
 			})
 		}},
+		{"INITIAL_WINDOW_SIZE overflowing an open stream's window", codeFlow, func(rc *hostileConn) {
+			rc.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a")
+			rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(1, maxWindow-initialWindow) })
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
+			})
+		}},
 		{"trailers without END_STREAM", codeProtocol, func(rc *hostileConn) {
 			rc.get(1, "/", false)
 			rc.headers(1, false, "x-t", "1")
@@ -1134,5 +1141,59 @@ func TestReviewPrioritySelfDependency(t *testing.T) {
 	f, ok := rc.wait(time.Second, func(f seenFrame) bool { return f.stream == 3 })
 	if !ok || f.typ != http2.FrameRSTStream || f.code != codeProtocol {
 		t.Errorf("HEADERS depending on itself: got %v %v, want RST_STREAM PROTOCOL_ERROR", f, ok)
+	}
+}
+
+// TestReviewPeerFrameSizeHonoured holds: the server never sends a frame
+// larger than the client's SETTINGS_MAX_FRAME_SIZE (16 kB by default):
+// DATA is cut to it and a large header block goes on in CONTINUATION
+// frames; the DATA total stays within the windows the client gave.
+func TestReviewPeerFrameSizeHonoured(t *testing.T) {
+	const size = 200 << 10
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", string(bytes.Repeat([]byte("v"), 40<<10)))
+		_, _ = w.Write(make([]byte, size))
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, false)
+	// Raw frames: HEADERS and CONTINUATION apart, each size checked.
+	rc.fr.ReadMetaHeaders = nil
+	rc.fr.SetMaxReadFrameSize(1<<24 - 1)
+	rc.get(1, "/", true)
+	window := int64(initialWindow) // stream and connection alike
+	got := 0
+	sawContinuation := false
+	_ = rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for got < size {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		if n := f.Header().Length; n > 16384 {
+			t.Fatalf("%v frame of %d bytes, the client takes 16384", f.Header().Type, n)
+		}
+		switch f := f.(type) {
+		case *http2.ContinuationFrame:
+			sawContinuation = true
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				rc.do(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+		case *http2.DataFrame:
+			n := len(f.Data())
+			got += n
+			window -= int64(n)
+			if window < 0 {
+				t.Fatalf("the server sent %d bytes beyond the window", -window)
+			}
+			if window < 32<<10 {
+				rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 64<<10) })
+				rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(1, 64<<10) })
+				window += 64 << 10
+			}
+		}
+	}
+	if !sawContinuation {
+		t.Error("a 40 kB header block came without CONTINUATION frames")
 	}
 }
