@@ -1197,3 +1197,53 @@ func TestReviewPeerFrameSizeHonoured(t *testing.T) {
 		t.Error("a 40 kB header block came without CONTINUATION frames")
 	}
 }
+
+// TestReviewWritesAfterClientReset holds: once the client reset a stream,
+// the handler's Write and Flush fail, its context ends, and no frame of
+// that stream follows.
+func TestReviewWritesAfterClientReset(t *testing.T) {
+	type result struct{ write, flush, ctx error }
+	results := make(chan result, 1)
+	reset := make(chan struct{})
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_, _ = w.Write([]byte("first"))
+		_ = rc.Flush()
+		<-reset
+		<-r.Context().Done()
+		var res result
+		for range 100 {
+			if _, res.write = w.Write(make([]byte, 1024)); res.write != nil {
+				break
+			}
+		}
+		res.flush = rc.Flush()
+		res.ctx = context.Cause(r.Context())
+		results <- res
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	rc.get(1, "/", true)
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameData && f.stream == 1 }); !ok {
+		t.Fatal("no first DATA frame")
+	}
+	rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(1, codeCancel) })
+	close(reset)
+	var res result
+	select {
+	case res = <-results:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context did not end after the client's reset")
+	}
+	if res.write == nil || res.flush == nil {
+		t.Errorf("after the reset: Write error %v, Flush error %v; want both to fail", res.write, res.flush)
+	}
+	if f, ok := rc.wait(300*time.Millisecond, func(f seenFrame) bool { return f.stream == 1 }); ok {
+		t.Errorf("a frame of the reset stream followed the reset: %v", f)
+	}
+	// The connection serves on.
+	rc.get(3, "/", true)
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 3 }); !ok {
+		t.Error("the connection no longer serves after a reset")
+	}
+}
