@@ -624,6 +624,14 @@ func TestReviewConnectionErrors(t *testing.T) {
 				return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
 			})
 		}},
+		{"Huffman garbage in a header name", http2.ErrCodeCompression, func(rc *hostileConn) {
+			// Literal without indexing, new name: a one-byte Huffman
+			// string of eight 1 bits (padding longer than 7 bits).
+			block := []byte{0x00, 0x81, 0xff, 0x01, 'x'}
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
+			})
+		}},
 		{"trailers without END_STREAM", codeProtocol, func(rc *hostileConn) {
 			rc.get(1, "/", false)
 			rc.headers(1, false, "x-t", "1")
