@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1253,5 +1254,85 @@ func TestReviewWritesAfterClientReset(t *testing.T) {
 	rc.get(3, "/", true)
 	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 3 }); !ok {
 		t.Error("the connection no longer serves after a reset")
+	}
+}
+
+// TestReviewUnreadBodyGivesWindowBack holds: a handler that returns
+// without reading its request body does not keep the connection's
+// window: the unread bytes are given back (and the stream reset with
+// NO_ERROR), so the next upload on the connection goes through whole.
+func TestReviewUnreadBodyGivesWindowBack(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ignore" {
+			_, _ = io.WriteString(w, "not reading")
+			return
+		}
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		_, _ = fmt.Fprint(w, n)
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	connWin := int64(initialWindow)
+	streamWin := map[uint32]int64{}
+	var ended []uint32
+	take := func(f seenFrame) {
+		switch {
+		case f.typ == http2.FrameWindowUpdate && f.stream == 0:
+			connWin += int64(f.inc)
+		case f.typ == http2.FrameWindowUpdate:
+			streamWin[f.stream] += int64(f.inc)
+		case f.typ == http2.FrameSettings && !f.flags.Has(http2.FlagSettingsAck):
+			// The server's INITIAL_WINDOW_SIZE (1 MiB) applies to
+			// the streams opened after it; this test opens them
+			// after the first frames came.
+		case (f.typ == http2.FrameData || f.typ == http2.FrameHeaders) && f.flags.Has(http2.FlagDataEndStream),
+			f.typ == http2.FrameRSTStream:
+			ended = append(ended, f.stream)
+		}
+	}
+	// Let the server's SETTINGS and connection WINDOW_UPDATE arrive.
+	for {
+		f, ok := rc.wait(200*time.Millisecond, func(seenFrame) bool { return true })
+		if !ok {
+			break
+		}
+		take(f)
+	}
+	upload := func(id uint32, path string, total int) {
+		t.Helper()
+		streamWin[id] = 1 << 20
+		rc.headers(id, false, ":method", "POST", ":scheme", "http", ":path", path, ":authority", "a")
+		chunk := make([]byte, 16<<10)
+		for sent := 0; sent < total; {
+			deadline := time.Now().Add(3 * time.Second)
+			for connWin < int64(len(chunk)) || streamWin[id] < int64(len(chunk)) {
+				if slices.Contains(ended, id) {
+					return // answered and reset: nothing more to send
+				}
+				f, ok := rc.wait(time.Until(deadline), func(seenFrame) bool { return true })
+				if !ok {
+					t.Fatalf("stream %d: stalled after %d of %d bytes (connection window %d, stream window %d)",
+						id, sent, total, connWin, streamWin[id])
+				}
+				take(f)
+			}
+			rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, sent+len(chunk) >= total, chunk) })
+			sent += len(chunk)
+			connWin -= int64(len(chunk))
+			streamWin[id] -= int64(len(chunk))
+		}
+	}
+	upload(1, "/ignore", 900<<10)
+	upload(3, "/read", 3<<20)
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(ended, 3) {
+		f, ok := rc.wait(time.Until(deadline), func(seenFrame) bool { return true })
+		if !ok {
+			t.Fatal("the second upload got no answer")
+		}
+		take(f)
 	}
 }
