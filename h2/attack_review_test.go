@@ -1336,3 +1336,86 @@ func TestReviewUnreadBodyGivesWindowBack(t *testing.T) {
 		take(f)
 	}
 }
+
+// TestReviewDrainedBodyBuffersRetained: the memory a connection holds for
+// request bodies must stay bounded by its receive window.
+//
+// Attack: the client opens many streams and sends each a burst of body
+// (half a MiB, within the stream window) one after the other; each
+// handler reads its burst and then waits for more (a slow upload, a
+// long-lived gRPC stream).
+//
+// Now: requestBody.Read keeps the slice's capacity once it drained it
+// (st.buf[:0]), so every stream keeps the largest burst it ever buffered
+// for as long as it lives. The connection window bounds only the unread
+// bytes; the retained capacity grows with the number of streams: 250
+// streams (the default limit) × 1 MiB (the stream window) per
+// connection, a few hundred MiB, from a client that sent no more than
+// the windows allowed.
+//
+// Should: release (or pool, in bounded chunks) a drained buffer instead
+// of keeping it per stream: e.g. buffer in fixed-size pooled chunks that
+// go back as they are read, as x/net's dataBuffer does — onData /
+// requestBody.Read in stream.go.
+func TestReviewDrainedBodyBuffersRetained(t *testing.T) {
+	const streams = 40
+	const burst = 512 << 10
+	var drained atomic.Int32
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The burst arrives whole before the handler gets to it (a
+		// handler busy with its backend).
+		st := r.Body.(*requestBody).st
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			st.c.mu.Lock()
+			unread := len(st.buf) - st.off
+			st.c.mu.Unlock()
+			if unread >= burst {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if _, err := io.ReadFull(r.Body, make([]byte, burst)); err != nil {
+			return
+		}
+		drained.Add(1)
+		<-r.Context().Done() // waits for the rest of a slow upload
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	// Wait for the server's SETTINGS: its 1 MiB stream window.
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameSettings }); !ok {
+		t.Fatal("no SETTINGS")
+	}
+	chunk := make([]byte, 16<<10)
+	for i := range streams {
+		id := uint32(2*i + 1)
+		rc.headers(id, false, ":method", "POST", ":scheme", "http", ":path", "/", ":authority", "a")
+		for range burst / len(chunk) {
+			rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, false, chunk) })
+		}
+		// One burst at a time: the connection window (1 MiB) is
+		// given back as each handler reads.
+		for deadline := time.Now().Add(5 * time.Second); drained.Load() <= int32(i); {
+			if time.Now().After(deadline) {
+				t.Fatalf("stream %d: the handler did not read its burst", id)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var held, unread int
+	srv.mu.Lock()
+	for c := range srv.conns {
+		c.mu.Lock()
+		for _, st := range c.streams {
+			held += cap(st.buf)
+			unread += len(st.buf) - st.off
+		}
+		c.mu.Unlock()
+	}
+	srv.mu.Unlock()
+	// Nothing is unread; twice the connection window is generous.
+	if bound := 2 * defaultUploadBuffer; held > bound {
+		t.Errorf("%d streams that read all their body (%d bytes unread) hold %d MiB of buffers, bound %d MiB",
+			streams, unread, held>>20, bound>>20)
+	}
+}
