@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -495,8 +496,15 @@ func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 // reset the connection, and the client could lose the GOAWAY that tells
 // it why. The streams have ended already.
 func (c *conn) linger() {
-	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
-	_, _ = io.CopyN(io.Discard, c.nc, 1<<20)
+	end := time.Now().Add(time.Second)
+	_ = c.nc.SetReadDeadline(end)
+	_, err := io.CopyN(io.Discard, c.nc, 1<<20)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection refuses to read on (the frame guard's error):
+		// the client still gets the second to read the GOAWAY before a
+		// reset can overtake it.
+		time.Sleep(time.Until(end))
+	}
 	c.nc.Close()
 }
 
