@@ -1419,3 +1419,63 @@ func TestReviewDrainedBodyBuffersRetained(t *testing.T) {
 			streams, unread, held>>20, bound>>20)
 	}
 }
+
+// TestReviewTrailersAfterServerResetKillConnection: frames the client
+// sent before it learnt of the server's RST_STREAM must be ignored (RFC
+// 9113, 5.1, closed state: "An endpoint MUST ignore frames that it
+// receives on closed streams after it has sent a RST_STREAM frame").
+//
+// Scenario (no attack needed): the server answers an upload early and
+// resets the stream with NO_ERROR (stream.finish's stopBody), as it does
+// for a 413 or a 401 on a streaming upload, or resets it for a handler
+// panic or a deadline; the client's request trailers were already on the
+// wire.
+//
+// Now: onHeaders finds no stream for the id and, the id being below
+// maxClientID, answers with a connection error (GOAWAY PROTOCOL_ERROR):
+// every other stream of the connection dies with the one the server
+// itself ended. x/net's server does the same (processHeaders,
+// "stream_went_down"), so this is no regression against
+// --http2-server=x; the RFC's MUST and the collateral damage stand.
+//
+// Should: remember the streams the server reset (or closed with
+// RST_STREAM) for a while, or treat HEADERS on a recently closed id as
+// ignorable when the server sent RST_STREAM for it, as DATA already is
+// (onData) — conn.onHeaders.
+func TestReviewTrailersAfterServerResetKillConnection(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/early" {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	rc.get(1, "/long", true)
+	if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 1 }); !ok {
+		t.Fatal("no answer on the long stream")
+	}
+	rc.headers(3, false, ":method", "POST", ":scheme", "http", ":path", "/early", ":authority", "a", "trailer", "x-checksum")
+	rc.do(func(fr *http2.Framer) error { return fr.WriteData(3, false, []byte("part of a body")) })
+	if f, ok := rc.wait(2*time.Second, isRSTOn(3)); !ok || f.code != codeNo {
+		t.Fatalf("early answer: got %v %v, want RST_STREAM NO_ERROR after it", f, ok)
+	}
+	// What the client had sent before the reset reached it.
+	rc.do(func(fr *http2.Framer) error { return fr.WriteData(3, false, []byte("more")) })
+	rc.headers(3, true, "x-checksum", "abc")
+	rc.do(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{9}) })
+	f, ok := rc.wait(2*time.Second, func(f seenFrame) bool {
+		return isGoAwayFrame(f) || f.typ == http2.FramePing && f.flags.Has(http2.FlagPingAck)
+	})
+	if !ok {
+		t.Fatal("no answer to the PING")
+	}
+	if f.typ == http2.FrameGoAway {
+		t.Errorf("the request trailers of a stream the server had reset closed the connection (GOAWAY %v), killing stream 1 with it", f.code)
+	}
+}
