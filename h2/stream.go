@@ -339,6 +339,8 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	st.gotLen += int64(len(data))
 	if st.declLen >= 0 && st.gotLen > st.declLen {
+		// The stream is reset: nobody reads these bytes either.
+		cinc += c.creditLocked(int32(len(data)))
 		c.mu.Unlock()
 		c.sendWindowUpdates(0, cinc)
 		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: errors.New("body beyond content-length")}
