@@ -286,14 +286,20 @@ func (c *conn) onFrame(f http2.Frame) error {
 		}
 		c.goAway(codeNo)
 		return nil
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			// RFC 9113, 5.3.1: a stream cannot depend on itself.
+			return http2.StreamError{StreamID: f.StreamID, Code: codeProtocol}
+		}
+		return nil
 	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(codeProtocol)
 	case *http2.HeadersFrame:
 		// Only with ReadMetaHeaders unset; never here.
 		return http2.ConnectionError(codeInternal)
 	default:
-		// PRIORITY (checked by the framer), PRIORITY_UPDATE and unknown
-		// frames carry nothing the server acts on.
+		// PRIORITY_UPDATE and unknown frames carry nothing the server
+		// acts on.
 		return nil
 	}
 }

@@ -75,6 +75,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(codeProtocol)
 	}
 	c.maxClientID = id
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: codeProtocol} // RFC 9113, 5.3.1
+	}
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
 		return nil // past the GOAWAY's last stream: ignored
