@@ -165,8 +165,8 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if authority == "" {
-		authority = header.Get("Host")
+	if authority, err = requestAuthority(method, scheme, authority, header["Host"]); err != nil {
+		return nil, err
 	}
 	delete(header, "Host")
 	req := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2,
@@ -193,6 +193,33 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	req.Trailer = declaredTrailer(header)
 	st.ctx, st.cancel = context.WithCancelCause(st.c.base)
 	return req.WithContext(st.ctx), nil
+}
+
+// requestAuthority checks the request's target fields as RFC 9113, 8.3.1
+// asks, so that a handler routes on the host every server agrees on: a
+// token for :method, a valid host in :authority (without userinfo for
+// http and https), and a Host field, if any, that appears once and names
+// the same host. It returns the request's host.
+func requestAuthority(method, scheme, authority string, host []string) (string, error) {
+	if !httpguts.ValidHeaderFieldName(method) {
+		return "", errors.New("malformed :method")
+	}
+	switch {
+	case len(host) > 1:
+		return "", errors.New("more than one host field")
+	case len(host) == 0:
+	case authority == "":
+		authority = host[0]
+	case host[0] != authority:
+		return "", errors.New("host field unlike :authority")
+	}
+	if !httpguts.ValidHostHeader(authority) {
+		return "", errors.New("malformed :authority")
+	}
+	if (scheme == "http" || scheme == "https") && strings.IndexByte(authority, '@') >= 0 {
+		return "", errors.New("userinfo in :authority")
+	}
+	return authority, nil
 }
 
 // requestHeader makes the request's header map from the regular fields,
