@@ -304,27 +304,47 @@ func (c *conn) onFrame(f http2.Frame) error {
 	}
 }
 
+// maxSettings bounds the entries of a SETTINGS frame: there are six
+// settings; a frame of thousands only costs the server time.
+const maxSettings = 100
+
+// onSettings applies the last value of each setting once: a SETTINGS
+// frame repeating INITIAL_WINDOW_SIZE must not walk every stream per
+// entry.
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
-	err := f.ForeachSetting(func(st http2.Setting) error {
+	if f.NumSettings() > maxSettings {
+		return http2.ConnectionError(codeProtocol)
+	}
+	var window, frame, table uint32
+	var setWindow, setFrame, setTable bool
+	for i := range f.NumSettings() {
+		st := f.Setting(i)
 		if err := st.Valid(); err != nil {
 			return err
 		}
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
-			return c.setPeerWindow(int32(st.Val))
+			window, setWindow = st.Val, true
 		case http2.SettingMaxFrameSize:
-			c.mu.Lock()
-			c.peerFrame = st.Val
-			c.mu.Unlock()
+			frame, setFrame = st.Val, true
 		case http2.SettingHeaderTableSize:
-			c.lockWrite()
-			c.henc.SetMaxDynamicTableSizeLimit(st.Val)
-			_ = c.unlockWrite()
+			table, setTable = st.Val, true
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+	}
+	if setWindow {
+		if err := c.setPeerWindow(int32(window)); err != nil {
+			return err
+		}
+	}
+	if setFrame {
+		c.mu.Lock()
+		c.peerFrame = frame
+		c.mu.Unlock()
+	}
+	if setTable {
+		c.lockWrite()
+		c.henc.SetMaxDynamicTableSizeLimit(table)
+		_ = c.unlockWrite()
 	}
 	c.writeControl(func() { c.wfr.WriteSettingsAck() })
 	return nil
