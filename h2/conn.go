@@ -96,6 +96,10 @@ type conn struct {
 	// settingsAcked is set once the client took the server's SETTINGS:
 	// before, it may send a stream the protocol's initial window.
 	settingsAcked bool
+	// resetIDs are the last streams the server reset, whose frames in
+	// flight are ignored (RFC 9113, 5.1); resetNext is the next slot.
+	resetIDs  [32]uint32
+	resetNext int
 	// lingering is set when the read loop closes the socket itself,
 	// after a GOAWAY (linger).
 	lingering bool
@@ -422,11 +426,29 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode, cause error) {
 		st.abortLocked(cause)
 		c.maybeRemoveLocked(st)
 	}
+	c.noteResetLocked(id)
 	c.mu.Unlock()
 	// Any goroutine resets streams: a write section of its own.
 	c.lockWrite()
 	c.wfr.WriteRSTStream(id, code)
 	_ = c.unlockWrite()
+}
+
+// noteResetLocked remembers that the server reset stream id (c.mu held).
+func (c *conn) noteResetLocked(id uint32) {
+	c.resetIDs[c.resetNext] = id
+	c.resetNext = (c.resetNext + 1) % len(c.resetIDs)
+}
+
+// recentlyResetLocked tells whether the server reset stream id lately
+// (c.mu held).
+func (c *conn) recentlyResetLocked(id uint32) bool {
+	for _, r := range c.resetIDs {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }
 
 // maybeRemoveLocked forgets st once its handler is done and the stream

@@ -70,8 +70,14 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return c.onTrailers(st, f)
 	}
 	if id <= c.maxClientID {
-		// A stream id must grow; a closed stream takes no new headers.
+		reset := c.recentlyResetLocked(id)
 		c.mu.Unlock()
+		if reset {
+			// Trailers the client sent before it saw the server's
+			// RST_STREAM (RFC 9113, 5.1: ignored).
+			return nil
+		}
+		// A stream id must grow; a closed stream takes no new headers.
 		return http2.ConnectionError(codeProtocol)
 	}
 	c.maxClientID = id
@@ -90,6 +96,11 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if f.Truncated {
 		c.writeHeadersOnly(id, http.StatusRequestHeaderFieldsTooLarge)
+		if !f.StreamEnded() {
+			// Answered: the client need not send the body (RFC 9113,
+			// 8.1).
+			c.resetStream(id, codeNo, errStreamClosed)
+		}
 		return nil
 	}
 	st := &stream{c: c, id: id, declLen: -1}
@@ -296,6 +307,8 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case st.resetSent:
+		return nil // sent before the client saw the RST_STREAM
 	case st.recvClosed:
 		return http2.StreamError{StreamID: st.id, Code: codeStreamClose}
 	case len(f.PseudoFields()) > 0 || f.Truncated:
@@ -506,6 +519,9 @@ func (st *stream) finish(ok bool) {
 	// Our side closed while the client's is open: RST_STREAM NO_ERROR
 	// tells it to stop sending the body (RFC 9113, 8.1).
 	stopBody := st.sendClosed && !st.recvClosed && !st.aborted
+	if stopBody {
+		c.noteResetLocked(st.id)
+	}
 	st.abortLocked(errStreamClosed)
 	c.maybeRemoveLocked(st)
 	c.mu.Unlock()
