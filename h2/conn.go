@@ -221,7 +221,7 @@ func (c *conn) readPreface() error {
 // readLoop reads and handles frames until an error.
 func (c *conn) readLoop() error {
 	for {
-		if c.br.Buffered() == 0 {
+		if !c.frameBuffered() {
 			c.flushControl()
 		}
 		f, err := c.fr.ReadFrame()
@@ -605,7 +605,7 @@ func (c *conn) writeControl(write func()) {
 	c.writers.Add(1)
 	c.wmu.Lock()
 	write()
-	if c.br.Buffered() > 0 && c.writers.Load() == 1 {
+	if c.frameBuffered() && c.writers.Load() == 1 {
 		c.writers.Add(-1)
 		c.ctlPending = true
 		c.wmu.Unlock()
@@ -613,6 +613,23 @@ func (c *conn) writeControl(write func()) {
 	}
 	_ = c.unlockWrite()
 }
+
+// frameBuffered tells whether the read buffer holds a whole frame, which
+// the next read takes without waiting on the socket (read loop only). A
+// part of one does not count: the client may send the rest only once it
+// has the answers that wait in bw.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < frameHeaderLen {
+		return false
+	}
+	h, _ := c.br.Peek(frameHeaderLen)
+	return n >= frameHeaderLen+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+// frameHeaderLen is the size of a frame header; its first three bytes
+// are the payload's length.
+const frameHeaderLen = 9
 
 func (c *conn) flushControl() {
 	c.wmu.Lock()
