@@ -59,6 +59,9 @@ type Server struct {
 	workers  pool
 	// held are the buffers of response bodies' first bytes.
 	held sync.Pool
+	// bodyBufs are request body buffers (*[]byte) of streams that have
+	// nothing unread.
+	bodyBufs sync.Pool
 }
 
 const (
@@ -69,6 +72,10 @@ const (
 	defaultPrefaceTimeout = 10 * time.Second
 	// maxIdleWorkers is how many idle stream goroutines the server keeps.
 	maxIdleWorkers = 256
+	// bodyBufSize is a new request body buffer's size: a DATA frame's,
+	// by default. Buffers grown past maxPooledBody are not kept.
+	bodyBufSize   = 16 << 10
+	maxPooledBody = 64 << 10
 )
 
 // ServeConn serves c until it closes, a connection error, the idle
@@ -217,6 +224,15 @@ func (s *Server) heldBuf() *[]byte {
 		return b
 	}
 	b := make([]byte, 0, holdSize)
+	return &b
+}
+
+// bodyBuf is an empty request body buffer.
+func (s *Server) bodyBuf() *[]byte {
+	if b, ok := s.bodyBufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, bodyBufSize)
 	return &b
 }
 

@@ -48,7 +48,8 @@ type stream struct {
 	gotLen      int64
 	buf         []byte // request body bytes received, unread from off
 	off         int
-	bodyErr     error // what Read returns once buf is drained
+	bufp        *[]byte // buf's box from the server's pool, if any
+	bodyErr     error   // what Read returns once buf is drained
 	bodyCond    sync.Cond
 	// trailer holds the request's trailer fields until Read reaches EOF,
 	// where the declared ones are copied into req.Trailer.
@@ -390,7 +391,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: errors.New("body beyond content-length")}
 	}
 	if len(data) > 0 {
-		st.buf = append(st.buf, data...)
+		st.appendBodyLocked(data)
 		st.bodyCond.Signal()
 	}
 	var err error
@@ -406,6 +407,40 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	c.sendWindowUpdates(id, sinc)
 	c.sendWindowUpdates(0, cinc)
 	return err
+}
+
+// appendBodyLocked adds request body bytes to buf (c.mu held). The buffer
+// holds the unread bytes only, which the stream window bounds: the read
+// part is dropped by sliding the rest down when that copies little, as
+// bytes.Buffer does, else the unread bytes move to a larger buffer.
+func (st *stream) appendBodyLocked(p []byte) {
+	if st.bufp == nil {
+		st.bufp = st.c.srv.bodyBuf()
+		st.buf, st.off = (*st.bufp)[:0], 0
+	}
+	if len(st.buf)+len(p) > cap(st.buf) {
+		unread := len(st.buf) - st.off
+		if unread+len(p) <= cap(st.buf)/2 {
+			st.buf = st.buf[:copy(st.buf, st.buf[st.off:])]
+		} else {
+			nb := make([]byte, unread, max(2*cap(st.buf), unread+len(p)))
+			copy(nb, st.buf[st.off:])
+			st.buf = nb
+		}
+		st.off = 0
+	}
+	st.buf = append(st.buf, p...)
+}
+
+// releaseBufLocked hands a drained or dropped body buffer back to the
+// server's pool (c.mu held): a stream that waits with nothing unread
+// holds no buffer.
+func (st *stream) releaseBufLocked() {
+	if st.bufp != nil && cap(st.buf) <= maxPooledBody {
+		*st.bufp = st.buf[:0]
+		st.c.srv.bodyBufs.Put(st.bufp)
+	}
+	st.buf, st.bufp, st.off = nil, nil, 0
 }
 
 // creditLocked gives n bytes back to the connection's receive window; it
@@ -514,7 +549,7 @@ func (st *stream) finish(ok bool) {
 	c.mu.Lock()
 	st.handlerDone = true
 	unread := int32(len(st.buf) - st.off)
-	st.buf, st.off = nil, 0
+	st.releaseBufLocked()
 	cinc := c.creditLocked(unread)
 	// Our side closed while the client's is open: RST_STREAM NO_ERROR
 	// tells it to stop sending the body (RFC 9113, 8.1).
@@ -568,7 +603,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	n := copy(p, st.buf[st.off:])
 	st.off += n
 	if st.off == len(st.buf) {
-		st.buf, st.off = st.buf[:0], 0
+		st.releaseBufLocked()
 	}
 	sinc, cinc := st.creditLocked(int32(n)), c.creditLocked(int32(n))
 	c.mu.Unlock()
@@ -585,7 +620,7 @@ func (b *requestBody) Close() error {
 		st.bodyErr = errBodyClosed
 	}
 	unread := int32(len(st.buf) - st.off)
-	st.buf, st.off = nil, 0
+	st.releaseBufLocked()
 	cinc := c.creditLocked(unread)
 	c.mu.Unlock()
 	c.sendWindowUpdates(0, cinc)
