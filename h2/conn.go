@@ -103,8 +103,12 @@ type conn struct {
 	// lingering is set when the read loop closes the socket itself,
 	// after a GOAWAY (linger).
 	lingering bool
-	handlers  sync.WaitGroup
-	done      chan struct{}
+	// writeBound, when not zero, is the time (Unix ns) past which no
+	// socket write may block: set once the connection is closing, so that
+	// a client that does not read cannot hold it open.
+	writeBound atomic.Int64
+	handlers   sync.WaitGroup
+	done       chan struct{}
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -139,7 +143,12 @@ type connWriter struct{ c *conn }
 func (w connWriter) Write(p []byte) (int, error) {
 	c := w.c
 	if d := c.srv.WriteByteTimeout; d > 0 {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+		b := c.writeBound.Load()
+		_ = c.nc.SetWriteDeadline(boundedDeadline(time.Now().Add(d), b))
+		if b2 := c.writeBound.Load(); b2 != b {
+			// bindWrites ran meanwhile: its deadline stands.
+			_ = c.nc.SetWriteDeadline(boundedDeadline(time.Now().Add(d), b2))
+		}
 	}
 	n, err := c.nc.Write(p)
 	if err != nil {
@@ -148,6 +157,25 @@ func (w connWriter) Write(p []byte) (int, error) {
 		c.close(fmt.Errorf("writing to the client: %w", err))
 	}
 	return n, err
+}
+
+func boundedDeadline(t time.Time, bound int64) time.Time {
+	if bound != 0 && bound < t.UnixNano() {
+		return time.Unix(0, bound)
+	}
+	return t
+}
+
+// bindWrites bounds every socket write from now on to d: the connection
+// is closing and has nothing left that deserves waiting for a client
+// that does not read. A write blocked already fails at the bound too.
+func (c *conn) bindWrites(d time.Duration) {
+	t := time.Now().Add(d)
+	if b := c.writeBound.Load(); b != 0 && b <= t.UnixNano() {
+		return
+	}
+	c.writeBound.Store(t.UnixNano())
+	_ = c.nc.SetWriteDeadline(t)
 }
 
 // serve runs the read loop, then waits for the handlers.
@@ -184,8 +212,8 @@ func (c *conn) serve() {
 // readPreface reads the client's preface and its SETTINGS, and sends the
 // server's.
 func (c *conn) readPreface() error {
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.prefaceTimeout()))
-	defer c.nc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Now().Add(c.srv.prefaceTimeout()))
+	defer c.setReadDeadline(time.Time{})
 	buf := make([]byte, len(clientPreface))
 	if _, err := io.ReadFull(c.br, buf); err != nil {
 		return fmt.Errorf("reading the preface: %w", err)
@@ -216,6 +244,17 @@ func (c *conn) readPreface() error {
 		return http2.ConnectionError(codeProtocol)
 	}
 	return c.onSettings(sf)
+}
+
+// setReadDeadline sets the preface's read deadline, unless the
+// connection lingers: the linger's own deadline then stands (a Shutdown
+// during the preface must not leave the read loop unbounded).
+func (c *conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lingering {
+		_ = c.nc.SetReadDeadline(t)
+	}
 }
 
 // readLoop reads and handles frames until an error.
@@ -494,6 +533,12 @@ func (c *conn) goAway(code http2.ErrCode) {
 	}
 	c.goingAway, c.lastID = true, c.maxClientID
 	last, empty := c.lastID, len(c.streams) == 0
+	if empty {
+		// No stream can open now: the GOAWAY and the close need not
+		// wait for a client that does not read (the read loop may be
+		// stuck writing its PING answers).
+		c.bindWrites(time.Second)
+	}
 	c.mu.Unlock()
 	c.lockWrite()
 	c.wfr.WriteGoAway(last, code, nil)
@@ -509,6 +554,7 @@ func (c *conn) goAway(code http2.ErrCode) {
 // closes, so that no unread byte resets the connection before the
 // client has read the last answers.
 func (c *conn) gracefulClose(err error) {
+	c.bindWrites(time.Second)
 	c.wmu.Lock()
 	if c.werr == nil && c.bw.Buffered() > 0 {
 		c.werr = c.bw.Flush()
@@ -531,7 +577,7 @@ func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.mu.Unlock()
 	if !closed {
 		// Bounded: a client that does not read gets no GOAWAY.
-		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.bindWrites(time.Second)
 		c.lockWrite()
 		c.wfr.WriteGoAway(last, code, nil)
 		_ = c.unlockWrite()

@@ -131,8 +131,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Each GOAWAY from its own goroutine: one may wait for the write
+	// lock of a handler stuck on a client that does not read, and ctx
+	// must still end the wait (Close then ends that write).
 	for _, c := range conns {
-		c.goAway(codeNo)
+		go c.goAway(codeNo)
 	}
 	s.workers.closeIdle()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -153,7 +156,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes every connection at once, ending their streams.
+// Close closes every connection at once, ending their streams and their
+// sockets.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.shutting.Store(true)
@@ -164,6 +168,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.close(errServerClosed)
+		// A lingering connection's socket too: its read loop may be
+		// stuck on a client that does not read.
+		c.nc.Close()
 	}
 	s.workers.closeIdle()
 	return nil
