@@ -31,3 +31,44 @@ func TestHeaderTooLargeStopsUpload(t *testing.T) {
 		t.Fatalf("the next stream: got %v %v, want its answer", f, ok)
 	}
 }
+
+// TestNoDataPastShrunkWindowAfterSettingsAck: once the server
+// acknowledged a SETTINGS frame that shrank INITIAL_WINDOW_SIZE to zero,
+// it must send no DATA that the old window allowed (RFC 9113, 6.9.2: the
+// client holds the server to the new window from the ACK on). A frame
+// sized before the SETTINGS but written after its ACK broke that.
+func TestNoDataPastShrunkWindowAfterSettingsAck(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 1024)
+		for {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+	})}
+	ts := startServer(t, srv, false)
+	for trial := range 100 {
+		rc := dialHostile(t, ts.addr, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+		rc.do(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1<<30) })
+		for id := uint32(1); id <= 7; id += 2 {
+			rc.get(id, "/", true)
+		}
+		isData := func(f seenFrame) bool { return f.typ == http2.FrameData && f.n > 0 }
+		if _, ok := rc.wait(2*time.Second, isData); !ok {
+			t.Fatal("no DATA")
+		}
+		// The ACK of the first SETTINGS went before any DATA: the next
+		// one is this frame's.
+		rc.do(func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		})
+		isAck := func(f seenFrame) bool { return f.typ == http2.FrameSettings && f.flags.Has(http2.FlagSettingsAck) }
+		if _, ok := rc.wait(2*time.Second, isAck); !ok {
+			t.Fatal("no SETTINGS ACK")
+		}
+		if f, ok := rc.wait(50*time.Millisecond, isData); ok {
+			t.Fatalf("trial %d: %v after the ACK of a SETTINGS that closed every stream window", trial, f)
+		}
+		rc.nc.Close()
+	}
+}

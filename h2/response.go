@@ -299,22 +299,25 @@ func (w *responseWriter) trailerFields() {
 func (st *stream) writeData(p []byte, end bool) error {
 	c := st.c
 	for {
-		c.mu.Lock()
-		for {
-			if st.aborted || c.closed {
-				c.mu.Unlock()
-				return st.writeErr()
-			}
-			if len(p) == 0 || st.sendWindow > 0 && c.sendWindow > 0 {
-				break
-			}
-			c.sendCond.Wait()
+		if err := st.waitWindow(len(p) == 0); err != nil {
+			return err
 		}
+		// The frame is sized under the write lock: a SETTINGS frame that
+		// shrinks the windows is applied before its ACK is written, so
+		// a frame sized against the old window goes out before that
+		// ACK, never after it.
+		c.lockWrite()
+		c.mu.Lock()
 		// An empty frame needs no window, which may be negative after
 		// the client shrank it.
 		n := int64(0)
 		if len(p) > 0 {
 			n = min(int64(len(p)), st.sendWindow, c.sendWindow, int64(c.peerFrame))
+		}
+		if n <= 0 && len(p) > 0 || st.aborted || c.closed {
+			c.mu.Unlock()
+			_ = c.unlockWrite()
+			continue // waitWindow tells which
 		}
 		st.sendWindow -= n
 		c.sendWindow -= n
@@ -323,7 +326,6 @@ func (st *stream) writeData(p []byte, end bool) error {
 			st.sendClosed = true
 		}
 		c.mu.Unlock()
-		c.lockWrite()
 		if st.dead.Load() {
 			_ = c.unlockWrite()
 			return st.writeErr()
@@ -335,6 +337,24 @@ func (st *stream) writeData(p []byte, end bool) error {
 		if p = p[n:]; len(p) == 0 {
 			return nil
 		}
+	}
+}
+
+// waitWindow waits until the stream may send (empty: a frame that needs
+// no window), or fails once it ended.
+func (st *stream) waitWindow(empty bool) error {
+	c := st.c
+	c.mu.Lock()
+	for {
+		if st.aborted || c.closed {
+			c.mu.Unlock()
+			return st.writeErr()
+		}
+		if empty || st.sendWindow > 0 && c.sendWindow > 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		c.sendCond.Wait()
 	}
 }
 
