@@ -88,7 +88,11 @@ type conn struct {
 	closed      bool
 	closeErr    error
 	sendWindow  int64
-	peerWindow  int32  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerWindow  int32 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	// shrinks counts the SETTINGS frames that shrank the stream windows
+	// or the frame size (written under mu): a DATA frame sized before one is sized again
+	// (writeData).
+	shrinks     atomic.Uint32
 	peerFrame   uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 	recvWindow  int32  // what the client may still send on the connection
 	recvUnacked int32  // bytes read by handlers, not yet given back
@@ -381,6 +385,9 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	}
 	if setFrame {
 		c.mu.Lock()
+		if frame < c.peerFrame {
+			c.shrinks.Add(1)
+		}
 		c.peerFrame = frame
 		c.mu.Unlock()
 	}
@@ -400,6 +407,9 @@ func (c *conn) setPeerWindow(v int32) error {
 	defer c.mu.Unlock()
 	d := int64(v) - int64(c.peerWindow)
 	c.peerWindow = v
+	if d < 0 {
+		c.shrinks.Add(1)
+	}
 	for _, st := range c.streams {
 		st.sendWindow += d
 		if st.sendWindow > maxWindow {

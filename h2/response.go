@@ -299,25 +299,22 @@ func (w *responseWriter) trailerFields() {
 func (st *stream) writeData(p []byte, end bool) error {
 	c := st.c
 	for {
-		if err := st.waitWindow(len(p) == 0); err != nil {
-			return err
-		}
-		// The frame is sized under the write lock: a SETTINGS frame that
-		// shrinks the windows is applied before its ACK is written, so
-		// a frame sized against the old window goes out before that
-		// ACK, never after it.
-		c.lockWrite()
 		c.mu.Lock()
+		for {
+			if st.aborted || c.closed {
+				c.mu.Unlock()
+				return st.writeErr()
+			}
+			if len(p) == 0 || st.sendWindow > 0 && c.sendWindow > 0 {
+				break
+			}
+			c.sendCond.Wait()
+		}
 		// An empty frame needs no window, which may be negative after
 		// the client shrank it.
 		n := int64(0)
 		if len(p) > 0 {
 			n = min(int64(len(p)), st.sendWindow, c.sendWindow, int64(c.peerFrame))
-		}
-		if n <= 0 && len(p) > 0 || st.aborted || c.closed {
-			c.mu.Unlock()
-			_ = c.unlockWrite()
-			continue // waitWindow tells which
 		}
 		st.sendWindow -= n
 		c.sendWindow -= n
@@ -325,10 +322,20 @@ func (st *stream) writeData(p []byte, end bool) error {
 		if last {
 			st.sendClosed = true
 		}
+		shrinks := c.shrinks.Load()
 		c.mu.Unlock()
+		c.lockWrite()
 		if st.dead.Load() {
 			_ = c.unlockWrite()
 			return st.writeErr()
+		}
+		if c.shrinks.Load() != shrinks {
+			// A SETTINGS frame shrank the windows since the frame was
+			// sized, and its ACK may be out: the client would hold this
+			// frame to the new window. Sized again.
+			_ = c.unlockWrite()
+			st.giveBack(n, last)
+			continue
 		}
 		c.wfr.WriteData(st.id, last, p[:n])
 		if err := c.unlockWrite(); err != nil {
@@ -340,22 +347,17 @@ func (st *stream) writeData(p []byte, end bool) error {
 	}
 }
 
-// waitWindow waits until the stream may send (empty: a frame that needs
-// no window), or fails once it ended.
-func (st *stream) waitWindow(empty bool) error {
+// giveBack returns the window a frame took that was not sent.
+func (st *stream) giveBack(n int64, last bool) {
 	c := st.c
 	c.mu.Lock()
-	for {
-		if st.aborted || c.closed {
-			c.mu.Unlock()
-			return st.writeErr()
-		}
-		if empty || st.sendWindow > 0 && c.sendWindow > 0 {
-			c.mu.Unlock()
-			return nil
-		}
-		c.sendCond.Wait()
+	st.sendWindow += n
+	c.sendWindow += n
+	if last {
+		st.sendClosed = false
 	}
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
 }
 
 // writeErr is what a write to a stream that ended returns.
