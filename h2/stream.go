@@ -96,17 +96,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: codeRefused}
 	}
 	if f.Truncated {
-		c.writeHeadersOnly(id, http.StatusRequestHeaderFieldsTooLarge)
-		if !f.StreamEnded() {
-			// Answered: the client need not send the body (RFC 9113,
-			// 8.1).
-			c.resetStream(id, codeNo, errStreamClosed)
-		}
+		c.refuseRequest(id, http.StatusRequestHeaderFieldsTooLarge, f.StreamEnded())
 		return nil
 	}
 	st := &stream{c: c, id: id, declLen: -1}
 	st.bodyCond.L = &c.mu
 	req, err := st.newRequest(f)
+	if errors.Is(err, errBadTarget) {
+		// As the HTTP/1 server answers a bad Host or method.
+		c.refuseRequest(id, http.StatusBadRequest, f.StreamEnded())
+		return nil
+	}
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: err}
 	}
@@ -135,6 +135,20 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.srv.workers.run(st)
 	return nil
 }
+
+// refuseRequest answers a stream that gets no handler with status; a
+// client that has a body to send is told not to (RST_STREAM NO_ERROR,
+// RFC 9113, 8.1).
+func (c *conn) refuseRequest(id uint32, status int, ended bool) {
+	c.writeHeadersOnly(id, status)
+	if !ended {
+		c.resetStream(id, codeNo, errStreamClosed)
+	}
+}
+
+// errBadTarget marks a request whose method or host no server should
+// route on: answered 400.
+var errBadTarget = errors.New("bad request target")
 
 // newRequest makes the stream's request from its header block, checked as
 // RFC 9113, 8.3 and 8.2.2 ask.
@@ -214,22 +228,22 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 // the same host. It returns the request's host.
 func requestAuthority(method, scheme, authority string, host []string) (string, error) {
 	if !httpguts.ValidHeaderFieldName(method) {
-		return "", errors.New("malformed :method")
+		return "", fmt.Errorf("%w: malformed :method", errBadTarget)
 	}
 	switch {
 	case len(host) > 1:
-		return "", errors.New("more than one host field")
+		return "", fmt.Errorf("%w: more than one host field", errBadTarget)
 	case len(host) == 0:
 	case authority == "":
 		authority = host[0]
 	case host[0] != authority:
-		return "", errors.New("host field unlike :authority")
+		return "", fmt.Errorf("%w: host field unlike :authority", errBadTarget)
 	}
 	if !httpguts.ValidHostHeader(authority) {
-		return "", errors.New("malformed :authority")
+		return "", fmt.Errorf("%w: malformed :authority", errBadTarget)
 	}
 	if (scheme == "http" || scheme == "https") && strings.IndexByte(authority, '@') >= 0 {
-		return "", errors.New("userinfo in :authority")
+		return "", fmt.Errorf("%w: userinfo in :authority", errBadTarget)
 	}
 	return authority, nil
 }
