@@ -88,7 +88,11 @@ type conn struct {
 	closed      bool
 	closeErr    error
 	sendWindow  int64
-	peerWindow  int32  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerWindow  int32 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	// shrinks counts the SETTINGS frames that shrank the stream windows
+	// or the frame size (written under mu): a DATA frame sized before one is sized again
+	// (writeData).
+	shrinks     atomic.Uint32
 	peerFrame   uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 	recvWindow  int32  // what the client may still send on the connection
 	recvUnacked int32  // bytes read by handlers, not yet given back
@@ -96,11 +100,19 @@ type conn struct {
 	// settingsAcked is set once the client took the server's SETTINGS:
 	// before, it may send a stream the protocol's initial window.
 	settingsAcked bool
+	// resetIDs are the last streams the server reset, whose frames in
+	// flight are ignored (RFC 9113, 5.1); resetNext is the next slot.
+	resetIDs  [32]uint32
+	resetNext int
 	// lingering is set when the read loop closes the socket itself,
 	// after a GOAWAY (linger).
 	lingering bool
-	handlers  sync.WaitGroup
-	done      chan struct{}
+	// writeBound, when not zero, is the time (Unix ns) past which no
+	// socket write may block: set once the connection is closing, so that
+	// a client that does not read cannot hold it open.
+	writeBound atomic.Int64
+	handlers   sync.WaitGroup
+	done       chan struct{}
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -135,7 +147,12 @@ type connWriter struct{ c *conn }
 func (w connWriter) Write(p []byte) (int, error) {
 	c := w.c
 	if d := c.srv.WriteByteTimeout; d > 0 {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+		b := c.writeBound.Load()
+		_ = c.nc.SetWriteDeadline(boundedDeadline(time.Now().Add(d), b))
+		if b2 := c.writeBound.Load(); b2 != b {
+			// bindWrites ran meanwhile: its deadline stands.
+			_ = c.nc.SetWriteDeadline(boundedDeadline(time.Now().Add(d), b2))
+		}
 	}
 	n, err := c.nc.Write(p)
 	if err != nil {
@@ -144,6 +161,25 @@ func (w connWriter) Write(p []byte) (int, error) {
 		c.close(fmt.Errorf("writing to the client: %w", err))
 	}
 	return n, err
+}
+
+func boundedDeadline(t time.Time, bound int64) time.Time {
+	if bound != 0 && bound < t.UnixNano() {
+		return time.Unix(0, bound)
+	}
+	return t
+}
+
+// bindWrites bounds every socket write from now on to d: the connection
+// is closing and has nothing left that deserves waiting for a client
+// that does not read. A write blocked already fails at the bound too.
+func (c *conn) bindWrites(d time.Duration) {
+	t := time.Now().Add(d)
+	if b := c.writeBound.Load(); b != 0 && b <= t.UnixNano() {
+		return
+	}
+	c.writeBound.Store(t.UnixNano())
+	_ = c.nc.SetWriteDeadline(t)
 }
 
 // serve runs the read loop, then waits for the handlers.
@@ -180,8 +216,8 @@ func (c *conn) serve() {
 // readPreface reads the client's preface and its SETTINGS, and sends the
 // server's.
 func (c *conn) readPreface() error {
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.prefaceTimeout()))
-	defer c.nc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Now().Add(c.srv.prefaceTimeout()))
+	defer c.setReadDeadline(time.Time{})
 	buf := make([]byte, len(clientPreface))
 	if _, err := io.ReadFull(c.br, buf); err != nil {
 		return fmt.Errorf("reading the preface: %w", err)
@@ -214,10 +250,21 @@ func (c *conn) readPreface() error {
 	return c.onSettings(sf)
 }
 
+// setReadDeadline sets the preface's read deadline, unless the
+// connection lingers: the linger's own deadline then stands (a Shutdown
+// during the preface must not leave the read loop unbounded).
+func (c *conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lingering {
+		_ = c.nc.SetReadDeadline(t)
+	}
+}
+
 // readLoop reads and handles frames until an error.
 func (c *conn) readLoop() error {
 	for {
-		if c.br.Buffered() == 0 {
+		if !c.frameBuffered() {
 			c.flushControl()
 		}
 		f, err := c.fr.ReadFrame()
@@ -286,39 +333,68 @@ func (c *conn) onFrame(f http2.Frame) error {
 		}
 		c.goAway(codeNo)
 		return nil
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			// RFC 9113, 5.3.1: a stream cannot depend on itself.
+			return http2.StreamError{StreamID: f.StreamID, Code: codeProtocol}
+		}
+		return nil
 	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(codeProtocol)
 	case *http2.HeadersFrame:
 		// Only with ReadMetaHeaders unset; never here.
 		return http2.ConnectionError(codeInternal)
 	default:
-		// PRIORITY (checked by the framer), PRIORITY_UPDATE and unknown
-		// frames carry nothing the server acts on.
+		// PRIORITY_UPDATE and unknown frames carry nothing the server
+		// acts on.
 		return nil
 	}
 }
 
+// maxSettings bounds the entries of a SETTINGS frame: there are six
+// settings; a frame of thousands only costs the server time.
+const maxSettings = 100
+
+// onSettings applies the last value of each setting once: a SETTINGS
+// frame repeating INITIAL_WINDOW_SIZE must not walk every stream per
+// entry.
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
-	err := f.ForeachSetting(func(st http2.Setting) error {
+	if f.NumSettings() > maxSettings {
+		return http2.ConnectionError(codeProtocol)
+	}
+	var window, frame, table uint32
+	var setWindow, setFrame, setTable bool
+	for i := range f.NumSettings() {
+		st := f.Setting(i)
 		if err := st.Valid(); err != nil {
 			return err
 		}
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
-			return c.setPeerWindow(int32(st.Val))
+			window, setWindow = st.Val, true
 		case http2.SettingMaxFrameSize:
-			c.mu.Lock()
-			c.peerFrame = st.Val
-			c.mu.Unlock()
+			frame, setFrame = st.Val, true
 		case http2.SettingHeaderTableSize:
-			c.lockWrite()
-			c.henc.SetMaxDynamicTableSizeLimit(st.Val)
-			_ = c.unlockWrite()
+			table, setTable = st.Val, true
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+	}
+	if setWindow {
+		if err := c.setPeerWindow(int32(window)); err != nil {
+			return err
+		}
+	}
+	if setFrame {
+		c.mu.Lock()
+		if frame < c.peerFrame {
+			c.shrinks.Add(1)
+		}
+		c.peerFrame = frame
+		c.mu.Unlock()
+	}
+	if setTable {
+		c.lockWrite()
+		c.henc.SetMaxDynamicTableSizeLimit(table)
+		_ = c.unlockWrite()
 	}
 	c.writeControl(func() { c.wfr.WriteSettingsAck() })
 	return nil
@@ -331,6 +407,9 @@ func (c *conn) setPeerWindow(v int32) error {
 	defer c.mu.Unlock()
 	d := int64(v) - int64(c.peerWindow)
 	c.peerWindow = v
+	if d < 0 {
+		c.shrinks.Add(1)
+	}
 	for _, st := range c.streams {
 		st.sendWindow += d
 		if st.sendWindow > maxWindow {
@@ -396,11 +475,29 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode, cause error) {
 		st.abortLocked(cause)
 		c.maybeRemoveLocked(st)
 	}
+	c.noteResetLocked(id)
 	c.mu.Unlock()
 	// Any goroutine resets streams: a write section of its own.
 	c.lockWrite()
 	c.wfr.WriteRSTStream(id, code)
 	_ = c.unlockWrite()
+}
+
+// noteResetLocked remembers that the server reset stream id (c.mu held).
+func (c *conn) noteResetLocked(id uint32) {
+	c.resetIDs[c.resetNext] = id
+	c.resetNext = (c.resetNext + 1) % len(c.resetIDs)
+}
+
+// recentlyResetLocked tells whether the server reset stream id lately
+// (c.mu held).
+func (c *conn) recentlyResetLocked(id uint32) bool {
+	for _, r := range c.resetIDs {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }
 
 // maybeRemoveLocked forgets st once its handler is done and the stream
@@ -446,6 +543,12 @@ func (c *conn) goAway(code http2.ErrCode) {
 	}
 	c.goingAway, c.lastID = true, c.maxClientID
 	last, empty := c.lastID, len(c.streams) == 0
+	if empty {
+		// No stream can open now: the GOAWAY and the close need not
+		// wait for a client that does not read (the read loop may be
+		// stuck writing its PING answers).
+		c.bindWrites(time.Second)
+	}
 	c.mu.Unlock()
 	c.lockWrite()
 	c.wfr.WriteGoAway(last, code, nil)
@@ -461,6 +564,7 @@ func (c *conn) goAway(code http2.ErrCode) {
 // closes, so that no unread byte resets the connection before the
 // client has read the last answers.
 func (c *conn) gracefulClose(err error) {
+	c.bindWrites(time.Second)
 	c.wmu.Lock()
 	if c.werr == nil && c.bw.Buffered() > 0 {
 		c.werr = c.bw.Flush()
@@ -483,7 +587,7 @@ func (c *conn) goAwayAndClose(code http2.ErrCode, cause error) {
 	c.mu.Unlock()
 	if !closed {
 		// Bounded: a client that does not read gets no GOAWAY.
-		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.bindWrites(time.Second)
 		c.lockWrite()
 		c.wfr.WriteGoAway(last, code, nil)
 		_ = c.unlockWrite()
@@ -557,7 +661,7 @@ func (c *conn) writeControl(write func()) {
 	c.writers.Add(1)
 	c.wmu.Lock()
 	write()
-	if c.br.Buffered() > 0 && c.writers.Load() == 1 {
+	if c.frameBuffered() && c.writers.Load() == 1 {
 		c.writers.Add(-1)
 		c.ctlPending = true
 		c.wmu.Unlock()
@@ -565,6 +669,23 @@ func (c *conn) writeControl(write func()) {
 	}
 	_ = c.unlockWrite()
 }
+
+// frameBuffered tells whether the read buffer holds a whole frame, which
+// the next read takes without waiting on the socket (read loop only). A
+// part of one does not count: the client may send the rest only once it
+// has the answers that wait in bw.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < frameHeaderLen {
+		return false
+	}
+	h, _ := c.br.Peek(frameHeaderLen)
+	return n >= frameHeaderLen+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+// frameHeaderLen is the size of a frame header; its first three bytes
+// are the payload's length.
+const frameHeaderLen = 9
 
 func (c *conn) flushControl() {
 	c.wmu.Lock()

@@ -322,11 +322,20 @@ func (st *stream) writeData(p []byte, end bool) error {
 		if last {
 			st.sendClosed = true
 		}
+		shrinks := c.shrinks.Load()
 		c.mu.Unlock()
 		c.lockWrite()
 		if st.dead.Load() {
 			_ = c.unlockWrite()
 			return st.writeErr()
+		}
+		if c.shrinks.Load() != shrinks {
+			// A SETTINGS frame shrank the windows since the frame was
+			// sized, and its ACK may be out: the client would hold this
+			// frame to the new window. Sized again.
+			_ = c.unlockWrite()
+			st.giveBack(n, last)
+			continue
 		}
 		c.wfr.WriteData(st.id, last, p[:n])
 		if err := c.unlockWrite(); err != nil {
@@ -336,6 +345,19 @@ func (st *stream) writeData(p []byte, end bool) error {
 			return nil
 		}
 	}
+}
+
+// giveBack returns the window a frame took that was not sent.
+func (st *stream) giveBack(n int64, last bool) {
+	c := st.c
+	c.mu.Lock()
+	st.sendWindow += n
+	c.sendWindow += n
+	if last {
+		st.sendClosed = false
+	}
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
 }
 
 // writeErr is what a write to a stream that ended returns.

@@ -59,6 +59,9 @@ type Server struct {
 	workers  pool
 	// held are the buffers of response bodies' first bytes.
 	held sync.Pool
+	// bodyBufs are request body buffers (*[]byte) of streams that have
+	// nothing unread.
+	bodyBufs sync.Pool
 }
 
 const (
@@ -69,6 +72,10 @@ const (
 	defaultPrefaceTimeout = 10 * time.Second
 	// maxIdleWorkers is how many idle stream goroutines the server keeps.
 	maxIdleWorkers = 256
+	// bodyBufSize is a new request body buffer's size: a DATA frame's,
+	// by default. Buffers grown past maxPooledBody are not kept.
+	bodyBufSize   = 16 << 10
+	maxPooledBody = 64 << 10
 )
 
 // ServeConn serves c until it closes, a connection error, the idle
@@ -124,8 +131,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Each GOAWAY from its own goroutine: one may wait for the write
+	// lock of a handler stuck on a client that does not read, and ctx
+	// must still end the wait (Close then ends that write).
 	for _, c := range conns {
-		c.goAway(codeNo)
+		go c.goAway(codeNo)
 	}
 	s.workers.closeIdle()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -146,7 +156,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes every connection at once, ending their streams.
+// Close closes every connection at once, ending their streams and their
+// sockets.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.shutting.Store(true)
@@ -157,6 +168,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.close(errServerClosed)
+		// A lingering connection's socket too: its read loop may be
+		// stuck on a client that does not read.
+		c.nc.Close()
 	}
 	s.workers.closeIdle()
 	return nil
@@ -217,6 +231,15 @@ func (s *Server) heldBuf() *[]byte {
 		return b
 	}
 	b := make([]byte, 0, holdSize)
+	return &b
+}
+
+// bodyBuf is an empty request body buffer.
+func (s *Server) bodyBuf() *[]byte {
+	if b, ok := s.bodyBufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, bodyBufSize)
 	return &b
 }
 

@@ -48,7 +48,8 @@ type stream struct {
 	gotLen      int64
 	buf         []byte // request body bytes received, unread from off
 	off         int
-	bodyErr     error // what Read returns once buf is drained
+	bufp        *[]byte // buf's box from the server's pool, if any
+	bodyErr     error   // what Read returns once buf is drained
 	bodyCond    sync.Cond
 	// trailer holds the request's trailer fields until Read reaches EOF,
 	// where the declared ones are copied into req.Trailer.
@@ -70,11 +71,21 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return c.onTrailers(st, f)
 	}
 	if id <= c.maxClientID {
-		// A stream id must grow; a closed stream takes no new headers.
+		reset := c.recentlyResetLocked(id)
 		c.mu.Unlock()
+		if reset {
+			// Trailers the client sent before it saw the server's
+			// RST_STREAM (RFC 9113, 5.1: ignored).
+			return nil
+		}
+		// A stream id must grow; a closed stream takes no new headers.
 		return http2.ConnectionError(codeProtocol)
 	}
 	c.maxClientID = id
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: codeProtocol} // RFC 9113, 5.3.1
+	}
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
 		return nil // past the GOAWAY's last stream: ignored
@@ -85,12 +96,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: codeRefused}
 	}
 	if f.Truncated {
-		c.writeHeadersOnly(id, http.StatusRequestHeaderFieldsTooLarge)
+		c.refuseRequest(id, http.StatusRequestHeaderFieldsTooLarge, f.StreamEnded())
 		return nil
 	}
 	st := &stream{c: c, id: id, declLen: -1}
 	st.bodyCond.L = &c.mu
 	req, err := st.newRequest(f)
+	if errors.Is(err, errBadTarget) {
+		// As the HTTP/1 server answers a bad Host or method.
+		c.refuseRequest(id, http.StatusBadRequest, f.StreamEnded())
+		return nil
+	}
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: err}
 	}
@@ -119,6 +135,20 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.srv.workers.run(st)
 	return nil
 }
+
+// refuseRequest answers a stream that gets no handler with status; a
+// client that has a body to send is told not to (RST_STREAM NO_ERROR,
+// RFC 9113, 8.1).
+func (c *conn) refuseRequest(id uint32, status int, ended bool) {
+	c.writeHeadersOnly(id, status)
+	if !ended {
+		c.resetStream(id, codeNo, errStreamClosed)
+	}
+}
+
+// errBadTarget marks a request whose method or host no server should
+// route on: answered 400.
+var errBadTarget = errors.New("bad request target")
 
 // newRequest makes the stream's request from its header block, checked as
 // RFC 9113, 8.3 and 8.2.2 ask.
@@ -161,8 +191,8 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if authority == "" {
-		authority = header.Get("Host")
+	if authority, err = requestAuthority(method, scheme, authority, header["Host"]); err != nil {
+		return nil, err
 	}
 	delete(header, "Host")
 	req := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2,
@@ -189,6 +219,33 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	req.Trailer = declaredTrailer(header)
 	st.ctx, st.cancel = context.WithCancelCause(st.c.base)
 	return req.WithContext(st.ctx), nil
+}
+
+// requestAuthority checks the request's target fields as RFC 9113, 8.3.1
+// asks, so that a handler routes on the host every server agrees on: a
+// token for :method, a valid host in :authority (without userinfo for
+// http and https), and a Host field, if any, that appears once and names
+// the same host. It returns the request's host.
+func requestAuthority(method, scheme, authority string, host []string) (string, error) {
+	if !httpguts.ValidHeaderFieldName(method) {
+		return "", fmt.Errorf("%w: malformed :method", errBadTarget)
+	}
+	switch {
+	case len(host) > 1:
+		return "", fmt.Errorf("%w: more than one host field", errBadTarget)
+	case len(host) == 0:
+	case authority == "":
+		authority = host[0]
+	case host[0] != authority:
+		return "", fmt.Errorf("%w: host field unlike :authority", errBadTarget)
+	}
+	if !httpguts.ValidHostHeader(authority) {
+		return "", fmt.Errorf("%w: malformed :authority", errBadTarget)
+	}
+	if (scheme == "http" || scheme == "https") && strings.IndexByte(authority, '@') >= 0 {
+		return "", fmt.Errorf("%w: userinfo in :authority", errBadTarget)
+	}
+	return authority, nil
 }
 
 // requestHeader makes the request's header map from the regular fields,
@@ -265,6 +322,8 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case st.resetSent:
+		return nil // sent before the client saw the RST_STREAM
 	case st.recvClosed:
 		return http2.StreamError{StreamID: st.id, Code: codeStreamClose}
 	case len(f.PseudoFields()) > 0 || f.Truncated:
@@ -339,12 +398,14 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	st.gotLen += int64(len(data))
 	if st.declLen >= 0 && st.gotLen > st.declLen {
+		// The stream is reset: nobody reads these bytes either.
+		cinc += c.creditLocked(int32(len(data)))
 		c.mu.Unlock()
 		c.sendWindowUpdates(0, cinc)
 		return http2.StreamError{StreamID: id, Code: codeProtocol, Cause: errors.New("body beyond content-length")}
 	}
 	if len(data) > 0 {
-		st.buf = append(st.buf, data...)
+		st.appendBodyLocked(data)
 		st.bodyCond.Signal()
 	}
 	var err error
@@ -360,6 +421,40 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	c.sendWindowUpdates(id, sinc)
 	c.sendWindowUpdates(0, cinc)
 	return err
+}
+
+// appendBodyLocked adds request body bytes to buf (c.mu held). The buffer
+// holds the unread bytes only, which the stream window bounds: the read
+// part is dropped by sliding the rest down when that copies little, as
+// bytes.Buffer does, else the unread bytes move to a larger buffer.
+func (st *stream) appendBodyLocked(p []byte) {
+	if st.bufp == nil {
+		st.bufp = st.c.srv.bodyBuf()
+		st.buf, st.off = (*st.bufp)[:0], 0
+	}
+	if len(st.buf)+len(p) > cap(st.buf) {
+		unread := len(st.buf) - st.off
+		if unread+len(p) <= cap(st.buf)/2 {
+			st.buf = st.buf[:copy(st.buf, st.buf[st.off:])]
+		} else {
+			nb := make([]byte, unread, max(2*cap(st.buf), unread+len(p)))
+			copy(nb, st.buf[st.off:])
+			st.buf = nb
+		}
+		st.off = 0
+	}
+	st.buf = append(st.buf, p...)
+}
+
+// releaseBufLocked hands a drained or dropped body buffer back to the
+// server's pool (c.mu held): a stream that waits with nothing unread
+// holds no buffer.
+func (st *stream) releaseBufLocked() {
+	if st.bufp != nil && cap(st.buf) <= maxPooledBody {
+		*st.bufp = st.buf[:0]
+		st.c.srv.bodyBufs.Put(st.bufp)
+	}
+	st.buf, st.bufp, st.off = nil, nil, 0
 }
 
 // creditLocked gives n bytes back to the connection's receive window; it
@@ -468,11 +563,14 @@ func (st *stream) finish(ok bool) {
 	c.mu.Lock()
 	st.handlerDone = true
 	unread := int32(len(st.buf) - st.off)
-	st.buf, st.off = nil, 0
+	st.releaseBufLocked()
 	cinc := c.creditLocked(unread)
 	// Our side closed while the client's is open: RST_STREAM NO_ERROR
 	// tells it to stop sending the body (RFC 9113, 8.1).
 	stopBody := st.sendClosed && !st.recvClosed && !st.aborted
+	if stopBody {
+		c.noteResetLocked(st.id)
+	}
 	st.abortLocked(errStreamClosed)
 	c.maybeRemoveLocked(st)
 	c.mu.Unlock()
@@ -519,7 +617,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	n := copy(p, st.buf[st.off:])
 	st.off += n
 	if st.off == len(st.buf) {
-		st.buf, st.off = st.buf[:0], 0
+		st.releaseBufLocked()
 	}
 	sinc, cinc := st.creditLocked(int32(n)), c.creditLocked(int32(n))
 	c.mu.Unlock()
@@ -536,7 +634,7 @@ func (b *requestBody) Close() error {
 		st.bodyErr = errBodyClosed
 	}
 	unread := int32(len(st.buf) - st.off)
-	st.buf, st.off = nil, 0
+	st.releaseBufLocked()
 	cinc := c.creditLocked(unread)
 	c.mu.Unlock()
 	c.sendWindowUpdates(0, cinc)
