@@ -154,6 +154,11 @@ func (w *responseWriter) sendHead(final bool) error {
 	trailers := final && w.hasTrailers()
 	// The whole response in one HEADERS frame when there is no body.
 	end := final && len(held) == 0 && !trailers
+	// A held body that the windows and the client's frame size take whole
+	// goes out with the HEADERS, in the same write section and so the same
+	// flush: one TLS record and one system call per small answer, not two.
+	dataEnd := final && !trailers
+	withData := len(held) > 0 && st.reserve(int64(len(held)), dataEnd)
 	c.lockWrite()
 	if st.dead.Load() {
 		_ = c.unlockWrite()
@@ -171,6 +176,9 @@ func (w *responseWriter) sendHead(final bool) error {
 	}
 	c.writeBlock(st.id, end)
 	st.finalSent.Store(true)
+	if withData {
+		c.wfr.WriteData(st.id, dataEnd, held)
+	}
 	err := c.unlockWrite()
 	if end {
 		c.mu.Lock()
@@ -180,10 +188,29 @@ func (w *responseWriter) sendHead(final bool) error {
 	if err != nil {
 		return err
 	}
-	if len(held) > 0 {
-		return st.writeData(held, final && !trailers)
+	if len(held) > 0 && !withData {
+		return st.writeData(held, dataEnd)
 	}
 	return nil
+}
+
+// reserve takes n bytes of the stream's and the connection's send windows
+// when both have them and the client's frame size allows one frame of n,
+// without waiting; end marks the stream's sending closed with it. False:
+// nothing taken, writeData is the way.
+func (st *stream) reserve(n int64, end bool) bool {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.aborted || c.closed || n > st.sendWindow || n > c.sendWindow || n > int64(c.peerFrame) {
+		return false
+	}
+	st.sendWindow -= n
+	c.sendWindow -= n
+	if end {
+		st.sendClosed = true
+	}
+	return true
 }
 
 func (w *responseWriter) hasTrailers() bool {
