@@ -158,7 +158,11 @@ func (w *responseWriter) sendHead(final bool) error {
 	// goes out with the HEADERS, in the same write section and so the same
 	// flush: one TLS record and one system call per small answer, not two.
 	dataEnd := final && !trailers
-	withData := len(held) > 0 && st.reserve(int64(len(held)), dataEnd)
+	var withData bool
+	var shrinks uint32
+	if len(held) > 0 {
+		withData, shrinks = st.reserve(int64(len(held)), dataEnd)
+	}
 	c.lockWrite()
 	if st.dead.Load() {
 		_ = c.unlockWrite()
@@ -176,6 +180,12 @@ func (w *responseWriter) sendHead(final bool) error {
 	}
 	c.writeBlock(st.id, end)
 	st.finalSent.Store(true)
+	if withData && c.shrinks.Load() != shrinks {
+		// A SETTINGS frame shrank the windows since they were taken (see
+		// writeData): the body goes the long way, sized again.
+		st.giveBack(int64(len(held)), dataEnd)
+		withData = false
+	}
 	if withData {
 		c.wfr.WriteData(st.id, dataEnd, held)
 	}
@@ -197,20 +207,21 @@ func (w *responseWriter) sendHead(final bool) error {
 // reserve takes n bytes of the stream's and the connection's send windows
 // when both have them and the client's frame size allows one frame of n,
 // without waiting; end marks the stream's sending closed with it. False:
-// nothing taken, writeData is the way.
-func (st *stream) reserve(n int64, end bool) bool {
+// nothing taken, writeData is the way. shrinks is the connection's count
+// of shrinking SETTINGS when the windows were taken.
+func (st *stream) reserve(n int64, end bool) (ok bool, shrinks uint32) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st.aborted || c.closed || n > st.sendWindow || n > c.sendWindow || n > int64(c.peerFrame) {
-		return false
+		return false, 0
 	}
 	st.sendWindow -= n
 	c.sendWindow -= n
 	if end {
 		st.sendClosed = true
 	}
-	return true
+	return true, c.shrinks.Load()
 }
 
 func (w *responseWriter) hasTrailers() bool {
