@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"portico.dev/portico/internal/workers"
 )
 
 // Server serves HTTP/2 connections to a Handler. Set Handler; the limits
@@ -56,7 +57,7 @@ type Server struct {
 	conns    map[*conn]struct{}
 	shutting atomic.Bool
 	gone     chan struct{} // signalled when a connection ends
-	workers  pool
+	workers  workers.Pool
 	// held are the buffers of response bodies' first bytes.
 	held sync.Pool
 	// bodyBufs are request body buffers (*[]byte) of streams that have
@@ -70,8 +71,6 @@ const (
 	defaultUploadBuffer   = 1 << 20
 	defaultMaxHeaderBytes = 1 << 20
 	defaultPrefaceTimeout = 10 * time.Second
-	// maxIdleWorkers is how many idle stream goroutines the server keeps.
-	maxIdleWorkers = 256
 	// bodyBufSize is a new request body buffer's size: a DATA frame's,
 	// by default. Buffers grown past maxPooledBody are not kept.
 	bodyBufSize   = 16 << 10
@@ -137,7 +136,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		go c.goAway(codeNo)
 	}
-	s.workers.closeIdle()
+	s.workers.Close()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -172,7 +171,7 @@ func (s *Server) Close() error {
 		// stuck on a client that does not read.
 		c.nc.Close()
 	}
-	s.workers.closeIdle()
+	s.workers.Close()
 	return nil
 }
 

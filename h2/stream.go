@@ -132,7 +132,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.handlers.Add(1)
 	c.mu.Unlock()
-	c.srv.workers.run(st)
+	c.srv.workers.Go(st)
 	return nil
 }
 
@@ -520,10 +520,12 @@ func (st *stream) stopTimers() {
 	}
 }
 
-// serve runs the handler on a pool worker; false when the handler ended
-// its goroutine (runtime.Goexit), which is then done too.
-func (st *stream) serve() (returned bool) {
+// Run runs the handler, on a worker of the server's pool (a
+// workers.Task). A panic is recovered here; a runtime.Goexit still
+// finishes the stream, and then ends the worker.
+func (st *stream) Run() {
 	c := st.c
+	returned := false
 	defer func() {
 		v := recover()
 		if !returned && v == nil {
@@ -539,12 +541,11 @@ func (st *stream) serve() (returned bool) {
 				c.srv.log().Error("panic serving an HTTP/2 stream", zap.String("remote", c.remote), zap.Any("panic", v), zap.ByteString("stack", buf))
 			}
 			st.finish(false)
-			returned = true
 		}
 	}()
 	c.srv.Handler.ServeHTTP(&st.w, st.req)
 	st.finish(true)
-	return true
+	returned = true
 }
 
 var errAborted = errors.New("http2: handler aborted the stream")

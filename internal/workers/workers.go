@@ -12,6 +12,7 @@
 package workers
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -19,7 +20,7 @@ import (
 	"sync"
 )
 
-// Pool keeps idle workers. Its zero value is not ready: use New.
+// Pool keeps idle workers. Its zero value keeps up to DefaultMaxIdle.
 type Pool struct {
 	mu      sync.Mutex
 	idle    []*worker
@@ -27,19 +28,40 @@ type Pool struct {
 	closed  bool
 }
 
+// DefaultMaxIdle is how many idle workers a zero Pool keeps: enough for
+// the streams in flight under heavy load on a few cores.
+const DefaultMaxIdle = 256
+
 // New returns a pool that keeps at most maxIdle idle workers; more are
 // started when more requests run at once, and end when idle beyond that.
 func New(maxIdle int) *Pool {
 	return &Pool{maxIdle: maxIdle}
 }
 
-// worker is one goroutine and what it serves next.
+// worker is one goroutine and what it serves next: a task (Go), or a
+// handler whose caller waits (Serve).
 type worker struct {
+	pool  *Pool
 	start chan struct{}
 	done  chan any // what the handler panicked with, or nil
+	task  Task
 	h     http.HandlerFunc
 	w     http.ResponseWriter
 	r     *http.Request
+}
+
+// Task is what Go runs. A panic in Run is Run's to recover: on a worker
+// nobody else could. A runtime.Goexit in Run ends its worker.
+type Task interface{ Run() }
+
+// Go runs t on a worker and returns at once; the worker goes back to the
+// pool when t returns. A server that runs each stream's handler without a
+// goroutine of the stream's own (package h2) hands the stream over this
+// way.
+func (p *Pool) Go(t Task) {
+	wk := p.get()
+	wk.task = t
+	wk.start <- struct{}{}
 }
 
 // Serve runs h(w, r) on a worker and returns when it has returned. A panic
@@ -75,7 +97,7 @@ func (p *Pool) get() *worker {
 		return wk
 	}
 	p.mu.Unlock()
-	wk := &worker{start: make(chan struct{}), done: make(chan any, 1)}
+	wk := &worker{pool: p, start: make(chan struct{}), done: make(chan any, 1)}
 	go wk.run()
 	return wk
 }
@@ -83,7 +105,7 @@ func (p *Pool) get() *worker {
 // put keeps wk idle, or ends it when the pool is full or closed.
 func (p *Pool) put(wk *worker) {
 	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.maxIdle {
+	if p.closed || len(p.idle) >= cmp.Or(p.maxIdle, DefaultMaxIdle) {
 		p.mu.Unlock()
 		close(wk.start)
 		return
@@ -105,6 +127,12 @@ func (p *Pool) Close() {
 
 func (wk *worker) run() {
 	for range wk.start {
+		if t := wk.task; t != nil {
+			wk.task = nil
+			t.Run()
+			wk.pool.put(wk)
+			continue
+		}
 		wk.done <- wk.call()
 	}
 }

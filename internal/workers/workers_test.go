@@ -177,3 +177,59 @@ func TestCloseEndsWorkers(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// taskFunc is a Task that records the goroutine it ran on.
+type taskFunc func()
+
+func (f taskFunc) Run() { f() }
+
+// TestGoReusesWorkerAndSurvivesGoexit: tasks handed over with Go, one
+// after another, run on one worker; a task that calls runtime.Goexit ends
+// its worker only, and the next task gets another.
+func TestGoReusesWorkerAndSurvivesGoexit(t *testing.T) {
+	var p Pool // the zero value is usable
+	defer p.Close()
+	stacks := map[string]bool{}
+	run := func(f func()) {
+		done := make(chan string, 1)
+		p.Go(taskFunc(func() {
+			buf := make([]byte, 64)
+			id := strings.Fields(string(buf[:runtime.Stack(buf, false)]))[1] // "goroutine N [running]"
+			defer func() { done <- id }()
+			f()
+		}))
+		select {
+		case id := <-done:
+			stacks[id] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("task never ran")
+		}
+	}
+	for range 5 {
+		run(func() {})
+		waitIdle(t, &p, 1)
+	}
+	if len(stacks) != 1 {
+		t.Fatalf("5 tasks in turn ran on %d goroutines, want 1", len(stacks))
+	}
+	run(runtime.Goexit)
+	run(func() {})
+	if len(stacks) != 2 {
+		t.Fatalf("after a Goexit the next task ran on %d goroutines in all, want a second one", len(stacks))
+	}
+}
+
+// waitIdle waits until p keeps n idle workers: a task's worker goes back
+// after the task has returned, a moment after what it signalled.
+func waitIdle(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		idle := len(p.idle)
+		p.mu.Unlock()
+		if idle == n {
+			return
+		}
+	}
+	t.Fatalf("pool never had %d idle workers", n)
+}
