@@ -74,6 +74,7 @@ func TestReview2ResetLeaksConnSendWindow(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(3, http2.ErrCodeCancel) })
 	time.Sleep(100 * time.Millisecond)
+	_ = rc.nc.(interface{ SetReadBuffer(int) error }).SetReadBuffer(1 << 20)
 	go rc.readLoop()
 	select {
 	case err := <-wrote:
