@@ -6,8 +6,12 @@ package h2
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +115,96 @@ func TestReview2ResetLeaksConnSendWindow(t *testing.T) {
 	if n != left {
 		t.Fatalf("stream 7 got %d bytes, want %d", n, left)
 	}
+}
+
+// TestReview2ConnectionEndsLeakNothing holds: connections that end in
+// every way a client can end them (closing mid-body, mid-response, after
+// a bad preface, after its own GOAWAY, after resetting its streams, while
+// a handler waits on the request's context) leave no goroutine and no
+// connection behind.
+func TestReview2ConnectionEndsLeakNothing(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/read":
+			_, _ = io.Copy(io.Discard, r.Body)
+		case "/write":
+			b := make([]byte, 16<<10)
+			for {
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			}
+		case "/ctx":
+			<-r.Context().Done()
+		}
+	})}
+	addr := startTightServer(t, srv)
+	time.Sleep(50 * time.Millisecond)
+	base, _ := busyGoroutines()
+	ends := []func(rc *hostileConn){
+		func(rc *hostileConn) { // closes mid-body
+			rc.get(1, "/read", false)
+			rc.do(func(fr *http2.Framer) error { return fr.WriteData(1, false, make([]byte, 1000)) })
+		},
+		func(rc *hostileConn) { rc.get(1, "/write", true) }, // never reads the answer
+		func(rc *hostileConn) { rc.get(1, "/ctx", true) },
+		func(rc *hostileConn) { // resets its streams, then leaves
+			rc.get(1, "/ctx", true)
+			rc.get(3, "/read", false)
+			rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) })
+			rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(3, http2.ErrCodeCancel) })
+		},
+		func(rc *hostileConn) { // says goodbye first
+			rc.get(1, "/ctx", true)
+			rc.do(func(fr *http2.Framer) error { return fr.WriteGoAway(1, http2.ErrCodeNo, nil) })
+		},
+		func(rc *hostileConn) { // breaks the protocol
+			rc.get(1, "/read", false)
+			rc.do(func(fr *http2.Framer) error { return fr.WriteData(2, false, []byte("x")) })
+		},
+	}
+	for i := range 5 {
+		for _, end := range ends {
+			rc := dialHostile(t, addr, i%2 == 0)
+			end(rc)
+			time.Sleep(20 * time.Millisecond)
+			rc.nc.Close()
+		}
+		// A preface that is not one.
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = nc.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		nc.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, dump := busyGoroutines()
+		open := srv.openConns()
+		if n <= base+2 && open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines (%d before), %d connections open after every client left:\n%s", n, base, open, dump)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// busyGoroutines counts the goroutines but the idle workers of the
+// servers' pools (kept on purpose, up to workers.DefaultMaxIdle), and
+// returns the dump of the others.
+func busyGoroutines() (int, string) {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var busy []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.Split(g, "\n")
+		if len(lines) > 1 && strings.Contains(lines[0], "[chan receive") && strings.Contains(lines[1], "workers.(*worker).run") {
+			continue
+		}
+		busy = append(busy, g)
+	}
+	return len(busy), strings.Join(busy, "\n\n")
 }
