@@ -1,0 +1,189 @@
+package proxy
+
+// Second attack review of HTTP/2 through the proxy: a hostile client
+// speaks raw frames to a port whose backend speaks HTTP/1.1 and records
+// the bytes it receives.
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// headRecorder answers every HTTP/1.1 request 200 and keeps the bytes of
+// each request head it read.
+type headRecorder struct {
+	mu    sync.Mutex
+	heads []string
+}
+
+func startHeadRecorder(t *testing.T) (string, *headRecorder) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &headRecorder{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), b
+}
+
+func (b *headRecorder) serve(c net.Conn) {
+	defer c.Close()
+	var head bytes.Buffer
+	br := bufio.NewReader(io.TeeReader(c, &head))
+	for {
+		head.Reset()
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			if head.Len() > 0 {
+				b.mu.Lock()
+				b.heads = append(b.heads, "UNPARSED: "+head.String())
+				b.mu.Unlock()
+			}
+			return
+		}
+		h := head.String()
+		if i := strings.Index(h, "\r\n\r\n"); i >= 0 {
+			h = h[:i]
+		}
+		b.mu.Lock()
+		b.heads = append(b.heads, h)
+		b.mu.Unlock()
+		_, _ = io.Copy(io.Discard, req.Body)
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+			return
+		}
+	}
+}
+
+func (b *headRecorder) seen() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.heads...)
+}
+
+// h2Exchange sends one request of the given fields (and body, if any) on
+// a new connection and returns the status, or "reset"/"closed".
+func h2Exchange(t *testing.T, addr string, fields [][2]string, body []byte) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	h := newH2Client(t, c, "http")
+	h.hbuf.Reset()
+	for _, f := range fields {
+		_ = h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndStream: body == nil, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		_ = h.fr.WriteData(1, true, body)
+	}
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			return "closed"
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.fr.WriteSettingsAck()
+			}
+		case *http2.RSTStreamFrame:
+			return "reset"
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeNo {
+				return "goaway"
+			}
+		case *http2.MetaHeadersFrame:
+			if s := f.PseudoValue("status"); s != "" && s[0] != '1' {
+				return s
+			}
+		}
+	}
+}
+
+// TestReview2H2SmugglingIntoHTTP1 holds: fields an HTTP/2 client can send
+// that HTTP/1 cannot carry (CR/LF or NUL in a value, a space in :path,
+// transfer-encoding, content-length against the body, split cookies) never
+// reach the HTTP/1.1 backend as anything but one well-formed request.
+func TestReview2H2SmugglingIntoHTTP1(t *testing.T) {
+	backend, rb := startHeadRecorder(t)
+	addr := relHTTPPort(t, relRuntime(t, nil), backend)
+	base := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", relHostname}}
+	with := func(path string, extra ...[2]string) [][2]string {
+		return append(append(append([][2]string(nil), base...), [2]string{":path", path}), extra...)
+	}
+	cases := []struct {
+		name   string
+		fields [][2]string
+		body   []byte
+	}{
+		{"crlf in value", with("/a", [2]string{"x-a", "1\r\nx-injected: 1"}), nil},
+		{"lf in value", with("/a", [2]string{"x-a", "1\nx-injected: 1"}), nil},
+		{"nul in value", with("/a", [2]string{"x-a", "1\x00x"}), nil},
+		{"space in path", with("/a HTTP/1.1\r\nx-injected: 1\r\n\r\nGET /b"), nil},
+		{"space in path only", with("/a b"), nil},
+		{"space in query", with("/a?b c"), nil},
+		{"fragment", with("/a#GET /x HTTP/1.1"), nil},
+		{"transfer-encoding", with("/a", [2]string{"transfer-encoding", "chunked"}), []byte("0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"content-length short", with("/a", [2]string{"content-length", "1"}), []byte("0GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"content-length twice", with("/a", [2]string{"content-length", "5"}, [2]string{"content-length", "50"}), []byte("hello")},
+		{"content-length list", with("/a", [2]string{"content-length", "5, 5"}), []byte("hello")},
+		{"host with crlf", with("/a", [2]string{"host", relHostname + "\r\nx-injected: 1"}), nil},
+		{"name with colon", with("/a", [2]string{"x-injected:", "1"}), nil},
+		{"name with space", with("/a", [2]string{"x-injected 1", "1"}), nil},
+		{"uppercase name", with("/a", [2]string{"X-Injected", "1"}), nil},
+		{"split cookies", with("/a", [2]string{"cookie", "a=1"}, [2]string{"cookie", "b=2"}), nil},
+	}
+	for _, tc := range cases {
+		got := h2Exchange(t, addr, tc.fields, tc.body)
+		t.Logf("%s: %s", tc.name, got)
+	}
+	heads := rb.seen()
+	t.Logf("backend heads:\n%s", strings.Join(heads, "\n---\n"))
+	cookies := 0
+	for _, h := range heads {
+		lines := strings.Split(h, "\r\n")
+		if strings.HasPrefix(h, "UNPARSED") || strings.Count(lines[0], " ") != 2 {
+			t.Errorf("the backend got a malformed request:\n%s", h)
+		}
+		low := strings.ToLower(h)
+		if strings.Contains(low, "x-injected") || strings.Contains(low, "/smuggled") || strings.Contains(h, "\x00") {
+			t.Errorf("a field smuggled into the backend's request:\n%s", h)
+		}
+		if strings.Contains(h, "Cookie: a=1; b=2") {
+			cookies++
+		}
+		if strings.Contains(low, "transfer-encoding") && strings.Contains(low, "content-length") {
+			t.Errorf("both framings sent to the backend:\n%s", h)
+		}
+	}
+	if cookies != 1 {
+		t.Errorf("split cookies reached the backend joined %d times, want 1; heads:\n%s", cookies, strings.Join(heads, "\n---\n"))
+	}
+}
