@@ -187,3 +187,71 @@ func TestReview2H2SmugglingIntoHTTP1(t *testing.T) {
 		t.Errorf("split cookies reached the backend joined %d times, want 1; heads:\n%s", cookies, strings.Join(heads, "\n---\n"))
 	}
 }
+
+// TestReview2H2ZeroWindowHoldsStreamsForever: ClientIdleTimeout must bound
+// how long an HTTP/2 client that gives no flow-control credit holds a
+// stream, as it bounds an HTTP/1 client that does not read.
+//
+// Attack: the client announces SETTINGS_INITIAL_WINDOW_SIZE 0, sends GETs
+// and never opens the windows, answering PINGs so that the connection
+// looks alive (it sends no WINDOW_UPDATE, the server has nothing to wait
+// for on the socket).
+//
+// Now: the backend's short answer fits the h2 server's held buffer, so the
+// handler's writes return at once and the pacer sees nothing slow; the
+// handler returns, the pacer stops, and h2's finish waits in writeData for
+// window for ever (WriteByteTimeout only bounds socket writes, and the
+// idle timer does not run while a stream is open). Each such stream holds
+// a worker goroutine and a MaxConcurrentStreams place, for ever: one
+// connection per 250 streams, no bytes sent.
+//
+// Should: the write of the rest of an HTTP/2 answer after the handler
+// returned is bounded as an HTTP/1 one is (serveLimited sets a write
+// deadline of ClientIdleTimeout for h1 only: do it for HTTP/2 too, and
+// have h2's writeData honour the stream's write deadline while it waits
+// for window — proxy/limits.go serveLimited, h2/response.go finish).
+func TestReview2H2ZeroWindowHoldsStreamsForever(t *testing.T) {
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "a short answer")
+	})
+	rt := relRuntime(t, func(o *Options) { o.ClientIdleTimeout = 500 * time.Millisecond })
+	addr := relHTTPPort(t, rt, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newH2Client(t, c, "http", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	for id := uint32(1); id <= 9; id += 2 {
+		if err := h.get(id, "/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := map[uint32]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	_ = c.SetReadDeadline(deadline)
+	for len(ended) < 5 {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %v, %d of 5 streams ended (reset, or the connection closed) on a client that gives no window: %v", 5*time.Second, len(ended), err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = h.write(func(fr *http2.Framer) error { return fr.WritePing(true, f.Data) })
+			}
+		case *http2.RSTStreamFrame:
+			ended[f.StreamID] = true
+		case *http2.GoAwayFrame:
+			return // the server gives up on the connection: bounded
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				t.Fatalf("stream %d got its answer through a zero window", f.StreamID)
+			}
+		}
+	}
+}
