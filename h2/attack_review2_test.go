@@ -5,6 +5,7 @@ package h2
 // were written for; the others hold a defence that was tried.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -215,4 +216,63 @@ func busyGoroutines() (int, string) {
 		busy = append(busy, g)
 	}
 	return len(busy), strings.Join(busy, "\n\n")
+}
+
+// TestReview2ShutdownRacingCloseLeaksNothing holds: Shutdown's GOAWAY
+// goroutines racing connections that close by themselves and a Close
+// called meanwhile leave no goroutine, no connection, no data race.
+func TestReview2ShutdownRacingCloseLeaksNothing(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/write" {
+			b := make([]byte, 16<<10)
+			for {
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			}
+		}
+		<-r.Context().Done()
+	})}
+	addr := startTightServer(t, srv)
+	time.Sleep(50 * time.Millisecond)
+	base, _ := busyGoroutines()
+	var conns []*hostileConn
+	for i := range 20 {
+		rc := dialHostile(t, addr, i%3 != 0) // a third never read
+		path := "/ctx"
+		if i%2 == 0 {
+			path = "/write"
+		}
+		rc.get(1, path, true)
+		conns = append(conns, rc)
+	}
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	for i, rc := range conns {
+		if i%4 == 1 {
+			rc.nc.Close()
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	_ = srv.Close()
+	<-done
+	_ = srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, dump := busyGoroutines()
+		open := srv.openConns()
+		if n <= base+2 && open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines (%d before), %d connections open after Shutdown and Close:\n%s", n, base, open, dump)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
