@@ -255,3 +255,77 @@ func TestReview2H2ZeroWindowHoldsStreamsForever(t *testing.T) {
 		}
 	}
 }
+
+// TestReview2H2ConnectRefusedCleanly holds: WebSocket over HTTP/2
+// (extended CONNECT, RFC 8441, which the server does not announce) and a
+// plain CONNECT are refused on their stream alone, reach no backend, and
+// leave the connection serving.
+func TestReview2H2ConnectRefusedCleanly(t *testing.T) {
+	backend, hits := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	addr := relHTTPPort(t, relRuntime(t, nil), backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	h := newH2Client(t, c, "http")
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	send := func(id uint32, end bool, fields ...[2]string) {
+		h.hbuf.Reset()
+		for _, f := range fields {
+			_ = h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hbuf.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, false, [2]string{":method", "CONNECT"}, [2]string{":protocol", "websocket"}, [2]string{":scheme", "http"},
+		[2]string{":path", "/chat"}, [2]string{":authority", relHostname}, [2]string{"sec-websocket-version", "13"})
+	send(3, false, [2]string{":method", "CONNECT"}, [2]string{":authority", "127.0.0.1:22"})
+	if err := h.get(5, "/after"); err != nil {
+		t.Fatal(err)
+	}
+	outcome := map[uint32]string{}
+	for len(outcome) < 3 {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("connection failed with %v after %v", err, outcome)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+			for _, id := range []http2.SettingID{http2.SettingEnableConnectProtocol} {
+				if v, ok := f.Value(id); ok && v != 0 {
+					t.Errorf("the server announces %v", id)
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if _, seen := outcome[f.StreamID]; !seen {
+				outcome[f.StreamID] = "reset " + f.ErrCode.String()
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v after %v", f.ErrCode, outcome)
+		case *http2.MetaHeadersFrame:
+			if _, seen := outcome[f.StreamID]; !seen {
+				outcome[f.StreamID] = f.PseudoValue("status")
+			}
+		}
+	}
+	t.Logf("outcomes: %v", outcome)
+	for _, id := range []uint32{1, 3} {
+		if s := outcome[id]; s == "200" || s == "" {
+			t.Errorf("CONNECT on stream %d: %q, want refused", id, s)
+		}
+	}
+	if outcome[5] != "200" {
+		t.Errorf("the GET after them: %q, want 200", outcome[5])
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("%d requests reached the backend, want the GET only", n)
+	}
+}
