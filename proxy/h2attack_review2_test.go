@@ -329,3 +329,76 @@ func TestReview2H2ConnectRefusedCleanly(t *testing.T) {
 		t.Errorf("%d requests reached the backend, want the GET only", n)
 	}
 }
+
+// TestReview2H2HeadersOnResetStreamUnguarded: header blocks the server
+// only decodes and ignores must count against the connection as other
+// frames that serve nothing do (PINGs, SETTINGS, empty DATA).
+//
+// Attack: the client gets stream 1 reset by the server (DATA beyond its
+// content-length), which puts it in the server's recently-reset ring; it
+// then sends HEADERS with END_STREAM on stream 1 without end. Each block
+// repeats one 4000-byte field from the HPACK dynamic table 60 times: about
+// 70 bytes on the wire, field values the framer decodes and checks byte by
+// byte up to the header list limit (64 kB by default) before it truncates.
+//
+// Now: the h2 server ignores them as trailers in flight (onHeaders,
+// recentlyResetLocked) and the h2 guard counts only HEADERS that open a
+// stream, so the connection takes them for ever: thousands of times more
+// work for the server than for the client, outside every limit.
+//
+// Should: a header block on a stream that is not open (reset, or closed)
+// beyond the one trailer block in flight is a glitch — proxy/h2guard.go
+// inbound (HEADERS with id <= maxID: count one per stream that the server
+// reset, a glitch beyond it), or h2 refuses a second block on a
+// recently-reset stream (conn.onHeaders).
+func TestReview2H2HeadersOnResetStreamUnguarded(t *testing.T) {
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	addr := relHTTPPort(t, relRuntime(t, nil), backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	h := newH2Client(t, c, "http")
+	h.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", relHostname}, {":path", "/"}, {"content-length", "1"}} {
+		_ = h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.fr.WriteData(1, false, []byte("too long")); err != nil {
+		t.Fatal(err)
+	}
+	outcome := h.readUntilClosed()
+	big := strings.Repeat("v", 4000)
+	var block []byte
+	frames := 0
+	for i := range 5000 {
+		h.mu.Lock()
+		h.hbuf.Reset()
+		for range 60 {
+			_ = h.enc.WriteField(hpack.HeaderField{Name: "x-t", Value: big})
+		}
+		block = append(block[:0], h.hbuf.Bytes()...)
+		err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
+		h.mu.Unlock()
+		if err != nil {
+			break // the server closed the connection: guarded
+		}
+		frames = i + 1
+		if i == 10 && len(block) > 200 {
+			t.Fatalf("a block is %d bytes: the field is not indexed", len(block))
+		}
+	}
+	_ = h.write(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{1}) })
+	time.Sleep(500 * time.Millisecond)
+	c.Close()
+	o := <-outcome
+	if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+		t.Fatalf("%d header blocks of 60 x 4000-byte values on a reset stream were taken; GOAWAY %v", frames, o.goAway)
+	}
+}
