@@ -5,6 +5,7 @@ package h2
 // were written for; the others hold a defence that was tried.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +276,73 @@ func TestReview2ShutdownRacingCloseLeaksNothing(t *testing.T) {
 			t.Fatalf("%d goroutines (%d before), %d connections open after Shutdown and Close:\n%s", n, base, open, dump)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReview2BodyBuffersNeverMix holds: request body buffers, taken from
+// and given back to the server's pool while other streams read theirs in
+// small and large pieces, never show one stream's bytes to another.
+func TestReview2BodyBuffersNeverMix(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := r.URL.Query().Get("b")[0]
+		small := r.URL.Query().Get("small") != ""
+		buf := make([]byte, 40<<10)
+		if small {
+			buf = buf[:7]
+		}
+		n := 0
+		for {
+			k, err := r.Body.Read(buf)
+			for _, c := range buf[:k] {
+				if c != want {
+					http.Error(w, fmt.Sprintf("byte %d is %q, want %q", n, c, want), http.StatusTeapot)
+					return
+				}
+				n++
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if small && n%(4<<10) < 7 {
+				time.Sleep(time.Millisecond) // let the buffer fill and slide
+			}
+		}
+		fmt.Fprint(w, n)
+	})}
+	ts := startServer(t, srv, false)
+	c := ts.client(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := byte('a' + i)
+			size := 100<<10 + i*1000
+			q := fmt.Sprintf("?b=%c", b)
+			if i%2 == 0 {
+				q += "&small=1"
+			}
+			body := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte{b}, size/2)), bytes.NewReader(bytes.Repeat([]byte{b}, size-size/2)))
+			resp, err := c.Post(ts.url()+"/"+q, "application/octet-stream", body)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(got) != strconv.Itoa(size) {
+				errs <- fmt.Errorf("upload %c: %d %s", b, resp.StatusCode, got)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
