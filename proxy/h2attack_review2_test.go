@@ -402,3 +402,66 @@ func TestReview2H2HeadersOnResetStreamUnguarded(t *testing.T) {
 		t.Fatalf("%d header blocks of 60 x 4000-byte values on a reset stream were taken; GOAWAY %v", frames, o.goAway)
 	}
 }
+
+// TestReview2H2PortRemovalFinishesStreams holds: a port removed from the
+// configuration while an HTTP/2 stream runs tells the connection with a
+// GOAWAY, lets the stream finish, then closes it.
+func TestReview2H2PortRemovalFinishesStreams(t *testing.T) {
+	rt := relRuntime(t, nil)
+	release := make(chan struct{})
+	var once sync.Once
+	backend, hits := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, "finished")
+	})
+	defer once.Do(func() { close(release) })
+	addr := relHTTPPort(t, rt, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	h := newH2Client(t, c, "http")
+	if err := h.get(1, "/"); err != nil {
+		t.Fatal(err)
+	}
+	for hits.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The port goes; another one takes its place in the configuration.
+	applied := make(chan error, 1)
+	go func() { applied <- rt.Apply(httpPortConfig(t, freePort(t), "svc", backend)) }()
+	var goAway *http2.GoAwayFrame
+	var body []byte
+	ended := false
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+		case *http2.GoAwayFrame:
+			goAway = f
+			once.Do(func() { close(release) })
+		case *http2.DataFrame:
+			body = append(body, f.Data()...)
+			ended = ended || f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			t.Errorf("stream %d reset: %v", f.StreamID, f.ErrCode)
+		}
+	}
+	if goAway == nil || goAway.LastStreamID != 1 {
+		t.Fatalf("GOAWAY %v, want one naming stream 1 before the close", goAway)
+	}
+	if string(body) != "finished" || !ended {
+		t.Errorf("the stream in flight got %q (ended %v), want its whole answer", body, ended)
+	}
+	if err := <-applied; err != nil {
+		t.Errorf("apply: %v", err)
+	}
+}
