@@ -84,9 +84,9 @@ func testResetLeaksConnSendWindow(t *testing.T, headFirst bool, lost int) {
 	// lock; it stays within the connection window with room for stream 3.
 	const big = 600000
 	rc.get(5, fmt.Sprintf("/stream?n=%d", big), true)
-	time.Sleep(300 * time.Millisecond)
+	waitWriters(t, srv, 1) // stream 5's writer, blocked on the socket
 	close(goWrite)
-	time.Sleep(200 * time.Millisecond)
+	waitWriters(t, srv, 2) // and stream 3's, its window taken, waiting
 	rc.do(func(fr *http2.Framer) error { return fr.WriteRSTStream(3, http2.ErrCodeCancel) })
 	time.Sleep(100 * time.Millisecond)
 	_ = rc.nc.(interface{ SetReadBuffer(int) error }).SetReadBuffer(1 << 20)
@@ -345,4 +345,29 @@ func TestReview2BodyBuffersNeverMix(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// waitWriters waits until the server's connection has n goroutines in or
+// waiting for its write section, the one in it blocked there for 200 ms.
+func waitWriters(t *testing.T, srv *Server, n int32) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	var held time.Time
+	for time.Now().Before(end) {
+		srv.mu.Lock()
+		var c *conn
+		for c = range srv.conns {
+		}
+		srv.mu.Unlock()
+		switch {
+		case c == nil || c.writers.Load() < n || c.wmu.TryLock() && func() bool { c.wmu.Unlock(); return true }():
+			held = time.Time{}
+		case held.IsZero():
+			held = time.Now()
+		case time.Since(held) > 200*time.Millisecond:
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the connection never had %d writers waiting", n)
 }
