@@ -489,11 +489,15 @@ func (c *conn) noteResetLocked(id uint32) {
 	c.resetNext = (c.resetNext + 1) % len(c.resetIDs)
 }
 
-// recentlyResetLocked tells whether the server reset stream id lately
-// (c.mu held).
+// recentlyResetLocked tells whether the server reset stream id lately,
+// and forgets it (c.mu held): a stream's client sends one header block
+// after its request's, its trailers, so a second one on a reset stream is
+// an attack (decoding it costs, ignoring it costs nothing to the client)
+// and closes the connection as any frame on a closed stream does.
 func (c *conn) recentlyResetLocked(id uint32) bool {
-	for _, r := range c.resetIDs {
+	for i, r := range c.resetIDs {
 		if r == id {
+			c.resetIDs[i] = 0
 			return true
 		}
 	}

@@ -166,6 +166,11 @@ func (w *responseWriter) sendHead(final bool) error {
 	c.lockWrite()
 	if st.dead.Load() {
 		_ = c.unlockWrite()
+		if withData {
+			// The connection's window is shared: what a reset stream
+			// took and never sent goes back to the others.
+			st.giveBack(int64(len(held)), dataEnd)
+		}
 		return st.writeErr()
 	}
 	c.encodeHead(w.status, h)
@@ -346,8 +351,10 @@ func (st *stream) writeData(p []byte, end bool) error {
 			if len(p) == 0 || st.sendWindow > 0 && c.sendWindow > 0 {
 				break
 			}
+			st.boundWindowWaitLocked()
 			c.sendCond.Wait()
 		}
+		st.windowWaitDoneLocked()
 		// An empty frame needs no window, which may be negative after
 		// the client shrank it.
 		n := int64(0)
@@ -365,6 +372,7 @@ func (st *stream) writeData(p []byte, end bool) error {
 		c.lockWrite()
 		if st.dead.Load() {
 			_ = c.unlockWrite()
+			st.giveBack(n, last) // as in sendHead
 			return st.writeErr()
 		}
 		if c.shrinks.Load() != shrinks {

@@ -53,9 +53,12 @@ type stream struct {
 	bodyCond    sync.Cond
 	// trailer holds the request's trailer fields until Read reaches EOF,
 	// where the declared ones are copied into req.Trailer.
-	trailer                 http.Header
-	readTimer, writeTimer   *time.Timer
-	wrExpired               bool
+	trailer               http.Header
+	readTimer, writeTimer *time.Timer
+	wrExpired             bool
+	// windowBound: wDeadline is the bound of a wait for window
+	// (boundWindowWaitLocked), not the handler's.
+	windowBound             bool
 	readDeadline, wDeadline time.Time
 }
 
@@ -322,8 +325,11 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case st.resetSent:
-		return nil // sent before the client saw the RST_STREAM
+	case st.resetSent && !st.recvClosed:
+		// Sent before the client saw the RST_STREAM: ignored, once; the
+		// client's side is closed by them.
+		st.recvClosed = true
+		return nil
 	case st.recvClosed:
 		return http2.StreamError{StreamID: st.id, Code: codeStreamClose}
 	case len(f.PseudoFields()) > 0 || f.Truncated:
@@ -701,7 +707,7 @@ func (st *stream) setWriteDeadline(t time.Time) {
 	if st.writeTimer != nil {
 		st.writeTimer.Stop()
 	}
-	st.wrExpired, st.wDeadline = false, t
+	st.wrExpired, st.wDeadline, st.windowBound = false, t, false
 	if t.IsZero() || st.aborted || st.handlerDone {
 		return
 	}
@@ -712,6 +718,35 @@ func (st *stream) setWriteDeadline(t time.Time) {
 		return
 	}
 	st.writeTimer = time.AfterFunc(d, func() { st.writeTimeout(t) })
+}
+
+// boundWindowWaitLocked bounds a wait for flow-control window by the
+// server's WriteByteTimeout when nothing else bounds it (c.mu held): a
+// client that gives no window is one that does not read, and once the
+// handler has returned no deadline of its own would end the wait (a
+// client announcing a window of 0 held its streams and their handlers for
+// ever). The bound is per wait: a response that moves, however slowly,
+// is not cut by it.
+func (st *stream) boundWindowWaitLocked() {
+	d := st.c.srv.WriteByteTimeout
+	if d <= 0 || !st.wDeadline.IsZero() || st.windowBound {
+		return
+	}
+	st.windowBound = true
+	t := time.Now().Add(d)
+	st.wDeadline = t
+	st.writeTimer = time.AfterFunc(d, func() { st.writeTimeout(t) })
+}
+
+// windowWaitDoneLocked lifts the bound boundWindowWaitLocked set, once the
+// window came (c.mu held).
+func (st *stream) windowWaitDoneLocked() {
+	if !st.windowBound {
+		return
+	}
+	st.windowBound = false
+	st.writeTimer.Stop()
+	st.wDeadline = time.Time{}
 }
 
 func (st *stream) writeTimeout(t time.Time) {

@@ -398,9 +398,13 @@ func TestReview2H2HeadersOnResetStreamUnguarded(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	c.Close()
 	o := <-outcome
-	if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+	// Either answer ends the attack: the guard's (too many frames that
+	// serve nothing) or the server's (a second header block on a closed
+	// stream is a connection error, RFC 9113 5.1).
+	if o.goAway == nil || o.goAway.ErrCode != http2.ErrCodeEnhanceYourCalm && o.goAway.ErrCode != http2.ErrCodeProtocol && o.goAway.ErrCode != http2.ErrCodeStreamClosed {
 		t.Fatalf("%d header blocks of 60 x 4000-byte values on a reset stream were taken; GOAWAY %v", frames, o.goAway)
 	}
+	t.Logf("GOAWAY %v after %d blocks written", o.goAway.ErrCode, frames)
 }
 
 // TestReview2H2PortRemovalFinishesStreams holds: a port removed from the
