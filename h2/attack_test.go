@@ -439,8 +439,14 @@ func TestHandlerPanics(t *testing.T) {
 	rc.ackSettings()
 	rc.request(1, "GET", true, "x-unused", "1")
 	rc.wantStatus(1, "200")
-	for id, path := range map[uint32]string{3: "/abort", 5: "/panic"} {
-		rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.block(":method", "GET", ":scheme", "http", ":authority", "a", ":path", path), EndHeaders: true, EndStream: true})
+	// In order: stream ids must grow (a map's order sent 5 before 3 now
+	// and then, a connection error).
+	for _, s := range []struct {
+		id   uint32
+		path string
+	}{{3, "/abort"}, {5, "/panic"}} {
+		id := s.id
+		rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.block(":method", "GET", ":scheme", "http", ":authority", "a", ":path", s.path), EndHeaders: true, EndStream: true})
 		code := http2.ErrCodeInternal
 		rc.wantReset(id, code)
 	}
