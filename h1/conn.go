@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"portico.dev/portico/internal/httpdate"
 )
 
 // conn is one connection being served, pooled with its buffers.
@@ -37,7 +38,7 @@ type conn struct {
 	// response's header map, cleared for the next one.
 	parsed request
 	header http.Header
-	date   dateCache
+	date   httpdate.Cache
 	// watcher arms the watch for the client going away (see watch).
 	watcher *time.Timer
 	// cur is the response being served, for the watch.
@@ -432,17 +433,3 @@ func (r *connReader) abortPending() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
-
-// dateCache formats the Date header at most once a second per connection.
-type dateCache struct {
-	sec int64
-	b   []byte
-}
-
-func (d *dateCache) get(now time.Time) []byte {
-	if s := now.Unix(); s != d.sec || d.b == nil {
-		d.sec = s
-		d.b = now.UTC().AppendFormat(d.b[:0], http.TimeFormat)
-	}
-	return d.b
-}

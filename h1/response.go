@@ -246,7 +246,7 @@ func (w *response) sendHead(final bool) error {
 	var extra []byte = bw.AvailableBuffer()
 	if _, ok := h["Date"]; !ok {
 		extra = append(extra, "Date: "...)
-		extra = append(extra, c.date.get(time.Now())...)
+		extra = append(extra, c.date.Bytes(time.Now())...)
 		extra = append(extra, "\r\n"...)
 	}
 	switch {

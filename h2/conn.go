@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"portico.dev/portico/internal/httpdate"
 )
 
 // Error codes (RFC 9113, section 7).
@@ -73,7 +74,7 @@ type conn struct {
 	lower   map[string]string
 	// canon remembers canonical header keys (read loop only).
 	canon map[string]string
-	date  dateCache
+	date  httpdate.Cache // under wmu
 	// ctlPending is set when the read loop wrote a control frame it did
 	// not flush because more input was buffered (wmu).
 	ctlPending bool
@@ -699,19 +700,3 @@ func (c *conn) flushControl() {
 	c.ctlPending = false
 	c.wmu.Unlock()
 }
-
-// dateCache formats the Date field at most once a second (wmu).
-type dateCache struct {
-	sec int64
-	s   string
-}
-
-func (d *dateCache) get(now time.Time) string {
-	if s := now.Unix(); s != d.sec || d.s == "" {
-		d.sec = s
-		d.s = now.UTC().Format(timeFormat)
-	}
-	return d.s
-}
-
-const timeFormat = "Mon, 02 Jan 2006 15:04:05 GMT"

@@ -175,7 +175,7 @@ func (w *responseWriter) sendHead(final bool) error {
 	}
 	c.encodeHead(w.status, h)
 	if _, ok := h["Date"]; !ok {
-		c.field("date", c.date.get(time.Now()))
+		c.field("date", c.date.String(time.Now()))
 	}
 	if _, ok := h["Content-Type"]; !ok && len(held) > 0 {
 		c.field("content-type", http.DetectContentType(held))

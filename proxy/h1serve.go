@@ -25,7 +25,8 @@ const (
 )
 
 // newH1Server is the port's HTTP/1 server when Options.HTTP1Server is
-// HTTP1Portico; HTTP/2 stays with x/net's server either way.
+// HTTP1Portico; HTTP/2 goes to its own server either way (newH2Server or
+// x/net's).
 func (ps *portServer) newH1Server() *h1.Server {
 	o := &ps.rt.opts
 	return &h1.Server{
