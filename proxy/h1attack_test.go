@@ -26,44 +26,11 @@ import (
 // connection ended without one.
 func h2Status(t *testing.T, addr string, fields [][2]string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	h := newH2Client(t, c, "http")
-	h.hbuf.Reset()
-	for _, f := range fields {
-		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // writes to a buffer
-	}
-	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	dec := hpack.NewDecoder(4096, nil)
-	for {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			return ""
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				h.fr.WriteSettingsAck() //nolint:errcheck // the server may be gone
-			}
-		case *http2.HeadersFrame:
-			hf, err := dec.DecodeFull(f.HeaderBlockFragment())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, x := range hf {
-				if x.Name == ":status" && !strings.HasPrefix(x.Value, "1") {
-					return x.Value
-				}
-			}
-		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
-			return ""
-		}
+	switch s := h2Exchange(t, addr, fields, nil); s {
+	case "reset", "closed", "goaway":
+		return ""
+	default:
+		return s
 	}
 }
 
