@@ -269,6 +269,10 @@ func (rt *Runtime) Apply(cfg *Config) error {
 		ps.last.Store(old.port(key))
 		delete(rt.ports, key)
 		rt.draining[ps] = true
+		// The port stops accepting before Apply returns: a client
+		// connecting after it must be refused, and the same port added
+		// back by a later Apply must be able to bind again.
+		ps.stopAccepting()
 		go func() {
 			ps.shutdown(rt.opts.DrainTimeout)
 			rt.mu.Lock()

@@ -202,6 +202,50 @@ func TestRemovedPortDrainsInFlightRequests(t *testing.T) {
 	}
 }
 
+// TestRemovedPortRefusesAtOnceAndBindsAgain: once Apply has returned, a
+// removed port refuses connections, even while a request on it is still
+// being served, and a later Apply that adds the port back binds it at once,
+// without waiting for the drain.
+func TestRemovedPortRefusesAtOnceAndBindsAgain(t *testing.T) {
+	rt := newRuntime(t)
+	a, b := slowBackend(t, "a"), slowBackend(t, "b")
+	p1, p2 := freePort(t), freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p1, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var status int
+	var got string
+	wg.Go(func() { status, got = body(t, fmt.Sprintf("http://127.0.0.1:%d/?delay=500ms", p1)) })
+	time.Sleep(100 * time.Millisecond) // the request is now at the backend
+	if err := rt.Apply(httpPortConfig(t, p2, "svc", a)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p1), time.Second); err == nil {
+		c.Close()
+		t.Error("the removed port accepts connections after Apply returned")
+	}
+	// Added back while its last request drains, removed and added again
+	// with no pause: each Apply binds the port the one before released.
+	for i := range 20 {
+		if err := rt.Apply(httpPortConfig(t, p1, "svc", b)); err != nil {
+			t.Fatalf("adding the port back during its drain (%d): %v", i, err)
+		}
+		if i < 19 {
+			if err := rt.Apply(httpPortConfig(t, p2, "svc", a)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p1)); got != "b" {
+		t.Errorf("port added back answers %q, want b", got)
+	}
+	wg.Wait()
+	if status != 200 || got != "a" {
+		t.Errorf("in-flight request across the port's removal: %d %q", status, got)
+	}
+}
+
 // TestShortHTTP1RequestOnH2CPort: the cleartext HTTP/2 sniffer must not wait
 // for 24 bytes a short HTTP/1.0 request never sends.
 func TestShortHTTP1RequestOnH2CPort(t *testing.T) {

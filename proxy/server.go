@@ -164,6 +164,16 @@ func (ps *portServer) shutdown(timeout time.Duration) {
 	ps.shutdownCtx(ctx)
 }
 
+// stopAccepting closes the port's socket: connections already accepted go
+// on. Closing the listeners again as the drain begins then fails with
+// net.ErrClosed, which the drain ignores.
+func (ps *portServer) stopAccepting() {
+	ps.stopping.Store(true)
+	if err := ps.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		ps.log.Debug("closing the listener", zap.Error(err))
+	}
+}
+
 // shutdownCtx stops accepting, lets in-flight requests finish until ctx
 // ends, then closes whatever is left.
 func (ps *portServer) shutdownCtx(ctx context.Context) {
@@ -187,7 +197,9 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 		}
 		if ps.h1 != nil {
 			ps.shutdownH1(ctx)
-		} else if err := ps.srv.Shutdown(ctx); err != nil {
+		} else if err := ps.srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
+			// net.ErrClosed: every connection drained, the listener
+			// was closed already (stopAccepting).
 			ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
 			ps.srv.Close()
 		}
