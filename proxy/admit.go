@@ -27,6 +27,14 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 		writeError(w, http.StatusBadRequest)
 		return "", false
 	}
+	// Portico relays requests and opens no tunnels: a CONNECT (a plain
+	// one; HTTP/2's extended CONNECT is refused by the server) would be
+	// routed only for the backend transport to refuse it, a 502 and a
+	// warning in the log for each such request any client can send.
+	if r.Method == http.MethodConnect {
+		writeError(w, http.StatusNotImplemented)
+		return "", false
+	}
 	// HTTP/2 checks :path for control bytes only and keeps the query as
 	// sent: a space in it would end the target of the request line a
 	// backend gets, which would then name another target than the routed
