@@ -35,11 +35,13 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 		writeError(w, http.StatusNotImplemented)
 		return "", false
 	}
-	// HTTP/2 checks :path for control bytes only and keeps the query as
-	// sent: a space in it would end the target of the request line a
-	// backend gets, which would then name another target than the routed
-	// one. An HTTP/1.1 request cannot carry one.
-	if !validTarget(r.URL.RawQuery) {
+	// HTTP/2 checks :path for control bytes only: a space in its query
+	// would end the target of the request line a backend gets, which would
+	// then name another target than the routed one, and one in its path
+	// would reach the backend escaped, as another target than the client
+	// sent. An HTTP/1.1 request cannot carry one; RFC 9113 (8.3.1) makes
+	// such a :path malformed.
+	if !validTarget(r.RequestURI) {
 		writeError(w, http.StatusBadRequest)
 		return "", false
 	}
