@@ -377,7 +377,7 @@ func (w *response) finish() bool {
 		// next request: its drain is bounded like a head, or a client
 		// that stops sending it would hold the connection forever.
 		if d := w.c.srv.ReadHeaderTimeout; d > 0 && !w.closeAfter {
-			w.c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
+			_ = w.c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
 		}
 		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {
 			return false
