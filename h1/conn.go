@@ -122,7 +122,10 @@ func (c *conn) serve() (hijacked bool) {
 		keep := w.finish()
 		w.cancel(nil)
 		if c.deadlines.Swap(false) {
+			c.cr.mu.Lock()
 			_ = c.rwc.SetDeadline(time.Time{})
+			c.cr.rd = rdNone
+			c.cr.mu.Unlock()
 		}
 		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			c.closeWrite()
@@ -163,11 +166,15 @@ func (c *conn) awaitRequest(first bool) bool {
 		} else {
 			d = s.IdleTimeout
 		}
+		c.cr.mu.Lock()
 		if d > 0 {
 			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
-		} else {
+			c.cr.rd = rdArmed
+		} else if c.cr.rd != rdNone {
 			_ = c.rwc.SetReadDeadline(time.Time{})
+			c.cr.rd = rdNone
 		}
+		c.cr.mu.Unlock()
 		if _, err := c.br.Peek(1); err != nil {
 			return false
 		}
@@ -176,7 +183,12 @@ func (c *conn) awaitRequest(first bool) bool {
 		return false // Shutdown closed it while it waited
 	}
 	if !first && s.ReadHeaderTimeout > 0 {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+		// The header deadline is armed only if the head needs another
+		// read (see connReader.Read): most heads arrive whole with their
+		// first byte and then need none.
+		c.cr.mu.Lock()
+		c.cr.rd = rdHead
+		c.cr.mu.Unlock()
 	}
 	return true
 }
@@ -189,7 +201,14 @@ func (c *conn) readRequest() (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	// The deadline that bounded the wait and the head is lifted only
+	// before the connection is read again (see connReader.Read): a
+	// request without a body is served without one more change.
+	c.cr.mu.Lock()
+	if c.cr.rd != rdNone {
+		c.cr.rd = rdStale
+	}
+	c.cr.mu.Unlock()
 	p := &c.parsed
 	if err := parseHead(c.head, p); err != nil {
 		return nil, err
@@ -340,6 +359,44 @@ type connReader struct {
 	byte    [1]byte
 	// gone is set when the background read found the client gone.
 	gone bool
+	// rd says what the connection's read deadline is for, so that it
+	// changes only when a read needs it to (see readDeadline).
+	rd readDeadline
+}
+
+// readDeadline is the state of a connection's read deadline. Setting one
+// costs a timer change in the runtime's poller; three per request (idle,
+// header, lifted) were a visible part of a kept-alive request's cost.
+type readDeadline uint8
+
+const (
+	// rdNone: no deadline set by the server (a handler's may be on).
+	rdNone readDeadline = iota
+	// rdArmed: a deadline bounds the read in progress (idle wait, head,
+	// body drain).
+	rdArmed
+	// rdHead: a head is being read and its deadline is not armed yet:
+	// the next read of the socket arms it. The parse of what is
+	// buffered in between waits for nothing, so the deadline counts
+	// from the head's first byte but for that parse.
+	rdHead
+	// rdStale: a deadline is on that no longer bounds anything: it is
+	// lifted before the next read of the socket, the handler's or the
+	// background one, which would take its expiry for a client gone.
+	rdStale
+)
+
+// prepareRead makes the read deadline right for a read of the socket
+// that is about to start; r.mu is held.
+func (r *connReader) prepareRead() {
+	switch r.rd {
+	case rdHead:
+		_ = r.c.rwc.SetReadDeadline(time.Now().Add(r.c.srv.ReadHeaderTimeout))
+		r.rd = rdArmed
+	case rdStale:
+		_ = r.c.rwc.SetReadDeadline(time.Time{})
+		r.rd = rdNone
+	}
 }
 
 // reset runs as the connection is pooled; a watch of its last request
@@ -347,6 +404,7 @@ type connReader struct {
 func (r *connReader) reset() {
 	r.mu.Lock()
 	r.pending, r.aborted, r.has, r.gone = false, false, false, false
+	r.rd = rdNone
 	r.mu.Unlock()
 }
 
@@ -369,6 +427,9 @@ func (r *connReader) Read(p []byte) (int, error) {
 		return 1, nil
 	}
 	gone := r.gone
+	if !gone {
+		r.prepareRead()
+	}
 	r.mu.Unlock()
 	if gone {
 		return 0, io.EOF
@@ -389,6 +450,7 @@ func (r *connReader) startBackground(w *response) {
 	if r.c.br.Buffered() > 0 {
 		return
 	}
+	r.prepareRead()
 	r.pending, r.aborted = true, false
 	go r.backgroundRead(w)
 }
@@ -430,6 +492,27 @@ func (r *connReader) abortPending() {
 		r.cond.Wait()
 	}
 	_ = r.c.rwc.SetReadDeadline(time.Time{})
+	r.rd = rdNone
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// setReadDeadline sets the connection's read deadline to t for what rd
+// says. A handler's deadline is rdNone: the server does not lift it until
+// the response is done.
+func (r *connReader) setReadDeadline(t time.Time, rd readDeadline) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rd = rd
+	return r.c.rwc.SetReadDeadline(t)
+}
+
+// liftStale lifts a deadline left on by the server that bounds nothing.
+func (r *connReader) liftStale() {
+	r.mu.Lock()
+	if r.rd == rdStale {
+		_ = r.c.rwc.SetReadDeadline(time.Time{})
+		r.rd = rdNone
+	}
+	r.mu.Unlock()
+}

@@ -377,7 +377,7 @@ func (w *response) finish() bool {
 		// next request: its drain is bounded like a head, or a client
 		// that stops sending it would hold the connection forever.
 		if d := w.c.srv.ReadHeaderTimeout; d > 0 && !w.closeAfter {
-			_ = w.c.rwc.SetReadDeadline(time.Now().Add(d))
+			_ = w.c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
 		}
 		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {
 			return false
@@ -461,7 +461,8 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// it in between sees the mark under the reader's lock and does not.
 	c.hijacked.Store(true)
 	c.cr.abortPending()
-	c.header = nil // the handler may go on using it
+	c.cr.liftStale() // the new owner reads without the server's deadline
+	c.header = nil   // the handler may go on using it
 	w.hijacked = true
 	if w.body != nil {
 		w.body.Close()
@@ -475,7 +476,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // the rest of the request; they are lifted when its response is done.
 func (w *response) SetReadDeadline(t time.Time) error {
 	w.c.deadlines.Store(true)
-	return w.c.rwc.SetReadDeadline(t)
+	return w.c.cr.setReadDeadline(t, rdNone)
 }
 
 func (w *response) SetWriteDeadline(t time.Time) error {
