@@ -1,7 +1,9 @@
 package h2
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // TestParseRequestPath holds the split of a plain target to what
@@ -227,5 +230,111 @@ func TestStreamsShareNothing(t *testing.T) {
 	slices.Sort(all)
 	if len(all) > 0 {
 		t.Fatalf("%d wrong:\n%s", len(all), strings.Join(all[:min(len(all), 20)], "\n"))
+	}
+}
+
+// TestHeaderBlockAsFramer decodes random header blocks, split in random
+// CONTINUATION frames, with the connection's headerBlock and with x/net's
+// framer decoding (ReadMetaHeaders), which it replaces: both take the same
+// fields, truncate at the same field, and fail the stream or the
+// connection alike, block after block on a connection whose HPACK table
+// they share.
+func TestHeaderBlockAsFramer(t *testing.T) {
+	const limit = 1024
+	rng := rand.New(rand.NewPCG(3, 4))
+	fields := [][2]string{{":method", "GET"}, {":path", "/x"}, {":scheme", "http"}, {":authority", "a"},
+		{":status", "200"}, {":foo", "x"}, {":protocol", "websocket"}, {"x-a", "v"}, {"x-a", "w"}, {"X-Up", "v"},
+		{"x-bad", "a\x00b"}, {"x-sp", " v "}, {"trailer", "a, b,c"}, {"trailer", strings.Repeat("t,", 60)},
+		{"cookie", "k=v"}, {"bad name", "v"}, {"", "v"}, {"x-utf8", "é"}, {"x-long", ""}}
+	classify := func(err error) string {
+		var se http2.StreamError
+		var ce http2.ConnectionError
+		switch {
+		case err == nil:
+			return "ok"
+		case errors.As(err, &se):
+			return fmt.Sprintf("stream %d %v", se.StreamID, se.Code)
+		case errors.As(err, &ce):
+			return fmt.Sprintf("connection %v", http2.ErrCode(ce))
+		}
+		return "other " + err.Error()
+	}
+	blocks := 0
+	kinds := map[string]int{}
+	for conn := range 1000 {
+		var wire bytes.Buffer
+		wfr := http2.NewFramer(&wire, nil)
+		wfr.AllowIllegalWrites = true
+		var hbuf bytes.Buffer
+		enc := hpack.NewEncoder(&hbuf)
+		xfr := http2.NewFramer(nil, &wire)
+		xfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		xfr.MaxHeaderListSize = limit
+		var ours headerBlock
+		ours.init(limit)
+		for n := range 20 {
+			hbuf.Reset()
+			if rng.IntN(20) == 0 {
+				enc.SetMaxDynamicTableSize(uint32(rng.IntN(4097)))
+			}
+			for range rng.IntN(12) {
+				f := fields[rng.IntN(len(fields))]
+				if f[0] == "x-long" {
+					f[1] = strings.Repeat("l", rng.IntN(1100))
+				}
+				_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: rng.IntN(8) == 0})
+			}
+			block := bytes.Clone(hbuf.Bytes())
+			if rng.IntN(30) == 0 && len(block) > 0 {
+				block[rng.IntN(len(block))] ^= byte(1 + rng.IntN(255)) // a corrupt block
+			}
+			id := uint32(2*n + 1)
+			frags := [][]byte{block}
+			for rng.IntN(3) == 0 && len(frags[len(frags)-1]) > 1 {
+				last := frags[len(frags)-1]
+				i := 1 + rng.IntN(len(last)-1)
+				frags = append(frags[:len(frags)-1], last[:i], last[i:])
+			}
+			wire.Reset()
+			_ = wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frags[0], EndHeaders: len(frags) == 1, EndStream: true})
+			for i, frag := range frags[1:] {
+				if rng.IntN(40) == 0 {
+					_ = wfr.WritePing(false, [8]byte{}) // out of order
+				}
+				_ = wfr.WriteContinuation(id, i == len(frags)-2, frag)
+			}
+			raw := bytes.Clone(wire.Bytes())
+			xf, xerr := xfr.ReadFrame()
+			wire.Reset()
+			wire.Write(raw)
+			ofr := http2.NewFramer(nil, &wire)
+			ofr.MaxHeaderListSize = limit
+			var of *http2.MetaHeadersFrame
+			f, oerr := ofr.ReadFrame()
+			if oerr == nil {
+				of, oerr = ours.read(ofr, f.(*http2.HeadersFrame))
+			}
+			blocks++
+			kind, _, _ := strings.Cut(classify(xerr), " ")
+			kinds[fmt.Sprintf("%s truncated=%v", kind, xerr == nil && xf.(*http2.MetaHeadersFrame).Truncated)]++
+			if classify(oerr) != classify(xerr) {
+				t.Fatalf("connection %d block %d: %s, the framer's %s", conn, n, classify(oerr), classify(xerr))
+			}
+			if xerr != nil {
+				var se http2.StreamError
+				if errors.As(xerr, &se) {
+					continue
+				}
+				break // the connection ends: the tables may differ now
+			}
+			xm := xf.(*http2.MetaHeadersFrame)
+			if of.Truncated != xm.Truncated || !slices.Equal(of.Fields, xm.Fields) {
+				t.Fatalf("connection %d block %d: %v truncated %v, the framer's %v truncated %v", conn, n, of.Fields, of.Truncated, xm.Fields, xm.Truncated)
+			}
+		}
+	}
+	t.Logf("%d blocks: %v", blocks, kinds)
+	if blocks < 4000 || len(kinds) < 4 {
+		t.Fatalf("only %d blocks compared, of %d kinds", blocks, len(kinds))
 	}
 }

@@ -134,8 +134,7 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(s.maxFrameSize())
 	c.fr.MaxHeaderListSize = s.maxHeaderBytes()
-	c.hb.dec = hpack.NewDecoder(4096, c.hb.emit)
-	c.hb.dec.SetMaxStringLength(int(s.maxHeaderBytes()))
+	c.hb.init(s.maxHeaderBytes())
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	return c

@@ -33,6 +33,12 @@ var (
 	errPseudoAfterRegular = errors.New("pseudo-header field after a regular one")
 )
 
+// init makes the decoder, for header lists of maxBytes at most.
+func (b *headerBlock) init(maxBytes uint32) {
+	b.dec = hpack.NewDecoder(4096, b.emit)
+	b.dec.SetMaxStringLength(int(maxBytes))
+}
+
 // readFrame reads the next frame; a header block comes whole, as a
 // *http2.MetaHeadersFrame valid until the next call.
 func (c *conn) readFrame() (http2.Frame, error) {
