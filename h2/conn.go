@@ -60,6 +60,7 @@ type conn struct {
 	base   context.Context
 	br     *bufio.Reader
 	fr     *http2.Framer
+	hb     headerBlock // the header blocks fr reads (readFrame)
 
 	// The write side, under wmu: frames go to bw through wfr; henc
 	// encodes response fields into hbuf. writers counts the goroutines
@@ -133,8 +134,7 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(s.maxFrameSize())
 	c.fr.MaxHeaderListSize = s.maxHeaderBytes()
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.ReadMetaHeaders.SetMaxStringLength(int(s.maxHeaderBytes()))
+	c.hb.init(s.maxHeaderBytes())
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	return c
@@ -240,7 +240,7 @@ func (c *conn) readPreface() error {
 	if err := c.unlockWrite(); err != nil {
 		return err
 	}
-	f, err := c.fr.ReadFrame()
+	f, err := c.readFrame()
 	if err != nil {
 		return fmt.Errorf("reading the client's settings: %w", err)
 	}
@@ -268,7 +268,7 @@ func (c *conn) readLoop() error {
 		if !c.frameBuffered() {
 			c.flushControl()
 		}
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -343,7 +343,7 @@ func (c *conn) onFrame(f http2.Frame) error {
 	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(codeProtocol)
 	case *http2.HeadersFrame:
-		// Only with ReadMetaHeaders unset; never here.
+		// readFrame decodes every header block: never here.
 		return http2.ConnectionError(codeInternal)
 	default:
 		// PRIORITY_UPDATE and unknown frames carry nothing the server

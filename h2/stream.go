@@ -25,10 +25,16 @@ import (
 type stream struct {
 	c      *conn
 	id     uint32
-	req    *http.Request
+	req    *http.Request // &reqv
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	w      responseWriter
+	// reqv, url and body are the request's parts, held here so that a
+	// stream costs one allocation for all of them; each stream has its
+	// own (nothing is reused), so a handler may keep them past its return.
+	reqv http.Request
+	url  url.URL
+	body requestBody
 	// dead is set when the stream was reset or ended: writes under wmu
 	// check it so that no frame follows a RST_STREAM. finalSent is set
 	// once the final HEADERS went out; needsContinue while a 100
@@ -171,22 +177,22 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 			return nil, fmt.Errorf("pseudo-header field %s", hf.Name)
 		}
 	}
-	var u *url.URL
+	u := &st.url
 	var err error
 	switch {
 	case method == "CONNECT":
 		if scheme != "" || path != "" || authority == "" {
 			return nil, errors.New("malformed CONNECT")
 		}
-		u, path = &url.URL{Host: authority}, authority
+		*u, path = url.URL{Host: authority}, authority
 	case method == "" || scheme == "" || path == "":
 		return nil, errors.New("missing pseudo-header field")
 	case path == "*" && method == "OPTIONS":
-		u = &url.URL{Path: "*"}
+		*u = url.URL{Path: "*"}
 	case path[0] != '/':
 		return nil, errors.New("malformed :path")
 	default:
-		if u, err = url.ParseRequestURI(path); err != nil {
+		if err = parseRequestPath(u, path); err != nil {
 			return nil, fmt.Errorf("malformed :path: %w", err)
 		}
 	}
@@ -198,7 +204,9 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 		return nil, err
 	}
 	delete(header, "Host")
-	req := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2,
+	// Built here and copied into reqv with its context: WithContext,
+	// inlined, copies it once more on the stack, not the heap.
+	req := http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2,
 		Header: header, Host: authority, RequestURI: path, RemoteAddr: st.c.remote,
 		TLS: st.c.tls, ContentLength: -1}
 	if cl := header["Content-Length"]; len(cl) > 0 {
@@ -214,14 +222,56 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 		}
 		req.ContentLength, req.Body = 0, http.NoBody
 	} else {
-		req.Body = &requestBody{st: st}
+		st.body.st = st
+		req.Body = &st.body
 		if e := header["Expect"]; len(e) == 1 && strings.EqualFold(e[0], "100-continue") {
 			st.needsContinue.Store(true)
 		}
 	}
 	req.Trailer = declaredTrailer(header)
 	st.ctx, st.cancel = context.WithCancelCause(st.c.base)
-	return req.WithContext(st.ctx), nil
+	st.reqv = *req.WithContext(st.ctx)
+	return &st.reqv, nil
+}
+
+// parseRequestPath sets u to the URL of a request target in origin form
+// (path[0] is '/'), as url.ParseRequestURI makes it. A path of plain
+// characters with a query of printable ones, what nearly every request
+// has, is split here without the parser's copy of the URL.
+func parseRequestPath(u *url.URL, path string) error {
+	p, q, hasQuery := strings.Cut(path, "?")
+	plain := true
+	for i := 0; i < len(p) && plain; i++ {
+		plain = plainPathByte(p[i])
+	}
+	for i := 0; i < len(q) && plain; i++ {
+		plain = q[i] >= ' ' && q[i] != 0x7f
+	}
+	if !plain {
+		v, err := url.ParseRequestURI(path)
+		if err != nil {
+			return err
+		}
+		*u = *v
+		return nil
+	}
+	*u = url.URL{Path: p, RawQuery: q, ForceQuery: hasQuery && q == ""}
+	return nil
+}
+
+// plainPathByte tells whether c stands in a URL path as it is: neither
+// unescaped nor escaped by net/url, so that Path is the text and RawPath
+// is empty.
+func plainPathByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '_', '.', '~', '$', '&', '+', ',', '/', ':', ';', '=', '@':
+		return true
+	}
+	return false
 }
 
 // requestAuthority checks the request's target fields as RFC 9113, 8.3.1
@@ -256,6 +306,9 @@ func requestAuthority(method, scheme, authority string, host []string) (string, 
 // are lowercase: the framer checked it.
 func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
 	h := make(http.Header, len(fields))
+	// One array holds a value of each name: a name seen again appends
+	// past its one-element slice, into an array of its own.
+	vals := make([]string, 0, len(fields))
 	var cookies []string
 	for _, hf := range fields {
 		switch hf.Name {
@@ -272,7 +325,13 @@ func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
 			continue
 		}
 		k := c.canonical(hf.Name)
-		h[k] = append(h[k], hf.Value)
+		if vv, ok := h[k]; ok {
+			h[k] = append(vv, hf.Value)
+			continue
+		}
+		vals = append(vals, hf.Value)
+		n := len(vals)
+		h[k] = vals[n-1 : n : n]
 	}
 	if len(cookies) > 0 {
 		h["Cookie"] = []string{strings.Join(cookies, "; ")}
