@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,88 @@ func TestDirectUnsolicitedAnswer(t *testing.T) {
 		// The duplicate is in the socket before the next request: one
 		// that comes after it was sent no proxy can tell from the answer.
 		time.Sleep(60 * time.Millisecond)
+	}
+}
+
+// TestKeptAliveUpgradeAfterServerTimeouts: through the proxy, a request on
+// a kept-alive client connection (its head in two parts, so that both the
+// idle and the header deadline were on it) is upgraded to a WebSocket,
+// and the client speaks only once both timeouts are long past: the
+// tunnel must carry it (the server's deadline is lifted as the
+// connection is taken over), and a body sent as slowly after the head
+// of a plain POST must reach the backend whole.
+func TestKeptAliveUpgradeAfterServerTimeouts(t *testing.T) {
+	rt := relRuntime(t, func(o *Options) {
+		o.ReadHeaderTimeout = 150 * time.Millisecond
+		o.IdleTimeout = 150 * time.Millisecond
+	})
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(head[0], "POST") {
+				b := make([]byte, 5)
+				if _, err := io.ReadFull(br, b); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"+string(b))
+				continue
+			}
+			if !strings.Contains(head[0], "/svc/ws") {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "echo "+line)
+			return
+		}
+	})
+	addr := relHTTPPort(t, rt, backend)
+	for _, tc := range []struct{ name, head, late, want string }{
+		{"upgrade", "GET /svc/ws HTTP/1.1\r\nHost: app.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "hello\n", "echo hello\n"},
+		{"slow body", "POST /svc/up HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 5\r\n\r\n", "hello", "hello"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := relDial(t, addr)
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			io.WriteString(c, "GET /svc/ HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			io.WriteString(c, tc.head[:10])
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(c, tc.head[10:])
+			if tc.name == "upgrade" {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+					t.Fatalf("upgrade: %v %v", resp, err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			io.WriteString(c, tc.late)
+			var got string
+			if tc.name == "upgrade" {
+				got, err = br.ReadString('\n')
+			} else {
+				var resp *http.Response
+				if resp, err = http.ReadResponse(br, nil); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					got = fmt.Sprintf("%d %s", resp.StatusCode, b)
+					tc.want = "200 " + tc.want
+				}
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("after the server's timeouts: %q %v, want %q", got, err, tc.want)
+			}
+		})
 	}
 }
