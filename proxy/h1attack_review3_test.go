@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -136,5 +138,109 @@ func TestKeptAliveUpgradeAfterServerTimeouts(t *testing.T) {
 				t.Errorf("after the server's timeouts: %q %v, want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDirectConcurrentOwnAnswers: many clients at once over the pooled
+// backend connections, with a backend that closes a connection right
+// after some answers (without saying so), or answers a real request with
+// 408: each client gets the answer to its own request and no other, a
+// request that cannot be sent again (DELETE, a POST without a body) is
+// never sent twice (nor is any other: the backend read none it did not
+// answer), and a 408 that answers a request reaches its client.
+// Run with -race: a connection used by two requests at once shows there.
+func TestDirectConcurrentOwnAnswers(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{} // request path: times the backend received it
+	var nconn, failed atomic.Int64
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		conn := nconn.Add(1)
+		for n := int64(0); ; n++ {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			method, rest, _ := strings.Cut(head[0], " ")
+			path, _, _ := strings.Cut(rest, " ")
+			mu.Lock()
+			seen[method+" "+path]++
+			mu.Unlock()
+			status := "200 OK"
+			if strings.Contains(path, "/408/") {
+				status = "408 Request Timeout"
+			}
+			fmt.Fprintf(c, "HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s", status, len(path), path)
+			if (conn+n)%5 == 0 {
+				return // closed as the answer went, without Connection: close
+			}
+		}
+	})
+	addr := directPort(t, backend)
+	const clients, requests = 12, 25
+	methods := []string{"GET", "HEAD", "DELETE", "POST", "OPTIONS"}
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for j := range requests {
+				method := methods[(i+j)%len(methods)]
+				path := fmt.Sprintf("/svc/%d/%d", i, j)
+				if j%7 == 3 {
+					path = fmt.Sprintf("/svc/408/%d/%d", i, j)
+				}
+				raw := method + " " + path + " HTTP/1.1\r\nHost: app.example.com\r\n"
+				if method == "POST" {
+					raw += "Content-Length: 0\r\n"
+				}
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, raw+"\r\n")
+				resp, err := http.ReadResponse(br, &http.Request{Method: method})
+				if err != nil {
+					t.Errorf("%s %s: %v", method, path, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == http.StatusBadGateway && (method == "DELETE" || method == "POST"):
+					// The backend closed the connection it was sent on;
+					// it is not sent again.
+					failed.Add(1)
+				case method == "HEAD":
+					if len(b) != 0 || resp.ContentLength != int64(len(path)) {
+						t.Errorf("HEAD %s: %d, length %d, body %q", path, resp.StatusCode, resp.ContentLength, b)
+					}
+				case string(b) != path:
+					t.Errorf("%s %s: %d %q, another request's answer", method, path, resp.StatusCode, b)
+				case strings.Contains(path, "/408/") != (resp.StatusCode == http.StatusRequestTimeout):
+					t.Errorf("%s %s: %d", method, path, resp.StatusCode)
+				}
+				if resp.Close {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// The backend closes a connection only after an answer: a request
+	// it read it answered, so each reached it once, or none for one
+	// that failed with 502.
+	for req, n := range seen {
+		if n > 1 {
+			t.Errorf("%s reached the backend %d times", req, n)
+		}
+	}
+	if len(seen)+int(failed.Load()) != clients*requests {
+		t.Errorf("%d requests reached the backend and %d failed, of %d", len(seen), failed.Load(), clients*requests)
 	}
 }
