@@ -94,10 +94,7 @@ func isASCII(s string) bool {
 
 // errNothingRead marks a failure on a reused connection before any byte of
 // an answer arrived: the backend closed it as it was taken, and a request
-// that can be sent again is sent on another connection. On a connection
-// reused unchecked (see h1Pool.get) it also marks a first answer that does
-// not parse or is a 408: bytes the backend sent unasked while the
-// connection was idle, which the skipped peek would have found.
+// that can be sent again is sent on another connection.
 type errNothingRead struct{ err error }
 
 func (e errNothingRead) Error() string { return e.err.Error() }
@@ -107,13 +104,8 @@ func (e errNothingRead) Unwrap() error { return e.err }
 // ctx is the attempt's context; a failure before the answer started goes to
 // proxyError, as ReverseProxy's would.
 func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange) {
-	replay := replayable(out)
-	// trust: the next connection may be taken without the peek. Once one
-	// taken so failed, the others of its endpoint likely did too (a
-	// backend restarted): they are checked.
-	trust := replay
 	for {
-		c, err := f.pool.get(ctx, x.addr, trust)
+		c, err := f.pool.get(ctx, x.addr)
 		if err != nil {
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
@@ -130,10 +122,7 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 			err = cerr
 		}
 		var nr errNothingRead
-		if errors.As(err, &nr) && c.reused && ctx.Err() == nil && replay {
-			if c.unchecked {
-				trust = false
-			}
+		if errors.As(err, &nr) && c.reused && ctx.Err() == nil && replayable(out) {
 			continue
 		}
 		f.proxyError(w, out.WithContext(ctx), err)
@@ -175,18 +164,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 		}
 		resp, err := http.ReadResponse(c.br, out)
 		if err != nil {
-			err = fmt.Errorf("reading the backend's answer: %w", err)
-			if c.unchecked && n1xx == 0 {
-				err = errNothingRead{err}
-			}
-			return nil, err
+			return nil, fmt.Errorf("reading the backend's answer: %w", err)
 		}
 		switch {
-		case c.unchecked && n1xx == 0 && resp.StatusCode == http.StatusRequestTimeout:
-			// Most likely sent before the backend closed the idle
-			// connection, not an answer to this request (which a
-			// backend that does answer it so sends again).
-			return nil, errNothingRead{errors.New("backend answered 408 on a connection reused unchecked")}
 		case resp.StatusCode < 100:
 			// ReadResponse takes any three digits; WriteHeader panics
 			// on these.
@@ -261,11 +241,6 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	}
 	if stop() && !resp.Close {
 		kept = true
-		// A backend that sends a body where none may follow (HEAD, 204,
-		// 304) sends it after the answer: the peek finds it when it came
-		// late, before another request reads it as its answer.
-		c.peekNext = out.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
-			resp.StatusCode == http.StatusNotModified
 		f.pool.put(c)
 	}
 }

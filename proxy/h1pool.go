@@ -18,15 +18,6 @@ const (
 	h1MaxIdle           = 4096
 	h1IdleTimeout       = 90 * time.Second
 	h1MaxResponseHeader = 10 << 20
-	// h1FreshIdle is how long after its last answer a connection is
-	// reused without a peek (see get). Backends close idle connections
-	// after seconds (2s for gunicorn's default, 5s for many others), and
-	// their idle timer starts before the answer reached the pool: a
-	// connection back for less than half the shortest of them has not
-	// been closed for idleness, but for a race that the retry of a
-	// replayable request covers. At any load where the peek's system
-	// call matters, connections come back in milliseconds.
-	h1FreshIdle = time.Second
 )
 
 // h1Pool keeps idle HTTP/1.1 connections to plain-text backends, per
@@ -62,10 +53,6 @@ type h1Conn struct {
 	readLimit int64
 	idleSince time.Time
 	reused    bool
-	// unchecked: this use of a reused connection skipped the peek (see
-	// get); peekNext: its next use may not, for the last answer was one
-	// after which stray bytes are most often seen (see answerDirect).
-	unchecked, peekNext bool
 	// peekResult is what the last peek found (see usable); peekFn and
 	// abortFn are made once so that using them allocates nothing.
 	peekResult int
@@ -92,24 +79,15 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 var errResponseHeaderTooLarge = errors.New("backend response headers exceed the limit")
 
 // get returns an idle connection to addr that is still open, or dials one.
-// With trust (the request can be sent again if the connection turns out to
-// be closed, see serveDirect), a connection back in the pool for less than
-// h1FreshIdle is taken without the peek's system call; its first answer
-// is then checked instead (see roundTrip).
-func (p *h1Pool) get(ctx context.Context, addr string, trust bool) (*h1Conn, error) {
+func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	now := time.Now()
 	for {
 		c := p.takeIdle(addr)
 		if c == nil {
 			break
 		}
-		idle := now.Sub(c.idleSince)
-		if trust && idle < h1FreshIdle && !c.peekNext && c.br.Buffered() == 0 {
-			c.reused, c.unchecked = true, true
-			return c, nil
-		}
-		if idle < h1IdleTimeout && c.usable() {
-			c.reused, c.unchecked = true, false
+		if now.Sub(c.idleSince) < h1IdleTimeout && c.usable() {
+			c.reused = true
 			return c, nil
 		}
 		c.conn.Close()
