@@ -1,0 +1,138 @@
+package h2
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// sendBlock opens stream id with the fields, the block cut in HEADERS and
+// CONTINUATION frames of 16 kB at most.
+func (rc *hostileConn) sendBlock(id uint32, end bool, fields ...hpack.HeaderField) {
+	rc.t.Helper()
+	rc.wmu.Lock()
+	rc.hbuf.Reset()
+	for _, f := range fields {
+		_ = rc.enc.WriteField(f)
+	}
+	block := append([]byte(nil), rc.hbuf.Bytes()...)
+	rc.wmu.Unlock()
+	const chunk = 16 << 10
+	rc.do(func(fr *http2.Framer) error {
+		first := block[:min(chunk, len(block))]
+		block = block[len(first):]
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(block) == 0}); err != nil {
+			return err
+		}
+		for len(block) > 0 {
+			frag := block[:min(chunk, len(block))]
+			block = block[len(frag):]
+			if err := fr.WriteContinuation(id, len(block) == 0, frag); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// connOf returns the server's only connection.
+func connOf(t *testing.T, s *Server) *conn {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		return c
+	}
+	t.Fatal("no connection")
+	return nil
+}
+
+// closedConn closes the client's side and waits until the server
+// forgot the connection: its read loop ended, so that its state may be
+// read (untrack's lock orders it before openConns').
+func closedConn(t *testing.T, rc *hostileConn, s *Server) {
+	t.Helper()
+	rc.nc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.openConns() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server kept the connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// namesBytes is what a name cache holds, keys and values.
+func namesBytes(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// TestReview3CanonicalNamesBounded: the connection remembers the
+// canonical form of the request field names it sees, for as long as it
+// lives; what it remembers must stay small whatever names a client
+// sends.
+//
+// Attack: 300 requests on one connection, each with a field of its own
+// name, 32 kB long (within the 1 MB header list bound).
+//
+// Was: conn.canonical kept up to 256 names of any length, the name and
+// its canonical copy: 16 MB here, 512 MB with names near the bound, held
+// until the connection ends, for a few hundred kB of Huffman-coded
+// upload per MB.
+func TestReview3CanonicalNamesBounded(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	long := strings.Repeat("n", 32<<10)
+	for i := range 300 {
+		id := uint32(2*i + 1)
+		rc.sendBlock(id, true, hpack.HeaderField{Name: ":method", Value: "GET"}, hpack.HeaderField{Name: ":scheme", Value: "http"},
+			hpack.HeaderField{Name: ":path", Value: "/"}, hpack.HeaderField{Name: ":authority", Value: "example.test"},
+			hpack.HeaderField{Name: fmt.Sprintf("x-%d-%s", i, long), Value: "v"})
+		if _, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders }); !ok {
+			t.Fatalf("request %d got no answer", i)
+		}
+	}
+	c := connOf(t, srv)
+	closedConn(t, rc, srv)
+	if n := namesBytes(c.canon); n > 64<<10 {
+		t.Fatalf("the connection holds %d kB of field names", n>>10)
+	}
+}
+
+// TestReview3LowerNamesBounded: the same for the lowercase response
+// field names, which the proxy takes from the backend's answer.
+//
+// Attack: 300 responses, each with a field of its own 32 kB name.
+//
+// Was: conn.lowerName kept up to 256 of them, 16 MB, for the
+// connection's life.
+func TestReview3LowerNamesBounded(t *testing.T) {
+	long := strings.Repeat("N", 32<<10)
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-"+r.URL.Query().Get("i")+"-"+long, "v")
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	for i := range 300 {
+		id := uint32(2*i + 1)
+		rc.get(id, fmt.Sprintf("/?i=%d", i), true)
+		if _, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders }); !ok {
+			t.Fatalf("request %d got no answer", i)
+		}
+	}
+	c := connOf(t, srv)
+	closedConn(t, rc, srv)
+	if n := namesBytes(c.lower); n > 64<<10 {
+		t.Fatalf("the connection holds %d kB of field names", n>>10)
+	}
+}
