@@ -136,3 +136,43 @@ func TestReview3LowerNamesBounded(t *testing.T) {
 		t.Fatalf("the connection holds %d kB of field names", n>>10)
 	}
 }
+
+// TestReview3FieldSliceKeepsNoOldBlock: the field slice the connection
+// reuses from one header block to the next must not keep the strings of
+// an earlier, larger block alive.
+//
+// Attack: one request with 100 fields of 8 kB values (within the 1 MB
+// bound), then small requests on the same connection.
+//
+// Was: headerBlock.read cut the slice to [:0] and wrote each block over
+// the last from its start: the big block's fields past the small ones'
+// stayed in the array, 800 kB held for the connection's life (the framer
+// it replaces kept nothing between blocks).
+func TestReview3FieldSliceKeepsNoOldBlock(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	fields := []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/"}, {Name: ":authority", Value: "example.test"}}
+	for i := range 100 {
+		fields = append(fields, hpack.HeaderField{Name: fmt.Sprintf("x-big-%d", i), Value: strings.Repeat(string(rune('a'+i%26)), 8<<10)})
+	}
+	rc.sendBlock(1, true, fields...)
+	for id := uint32(1); id < 12; id += 2 {
+		if id > 1 {
+			rc.get(id, "/small", true)
+		}
+		if _, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders }); !ok {
+			t.Fatalf("stream %d got no answer", id)
+		}
+	}
+	c := connOf(t, srv)
+	closedConn(t, rc, srv)
+	held := 0
+	for _, f := range c.hb.meta.Fields[:cap(c.hb.meta.Fields)] {
+		held += len(f.Name) + len(f.Value)
+	}
+	if held > 4<<10 {
+		t.Fatalf("the field slice holds %d kB after small blocks", held>>10)
+	}
+}
