@@ -3,7 +3,10 @@ package h2
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,5 +177,66 @@ func TestReview3FieldSliceKeepsNoOldBlock(t *testing.T) {
 	}
 	if held > 4<<10 {
 		t.Fatalf("the field slice holds %d kB after small blocks", held>>10)
+	}
+}
+
+// TestReview3TargetsAsParseRequestURI sends :path targets a router or a
+// backend may read differently, over the wire, and requires what the
+// handler sees (r.URL's every field and RequestURI) to be what
+// url.ParseRequestURI makes of the target, as before the split of plain
+// paths; a target it refuses, and absolute form, reset the stream.
+// TestParseRequestPath holds parseRequestPath alone; this one holds the
+// request built around it, stream after stream on one connection (each
+// stream's URL is its own).
+func TestReview3TargetsAsParseRequestURI(t *testing.T) {
+	type seen struct {
+		url url.URL
+		uri string
+	}
+	var mu sync.Mutex
+	got := map[string]seen{}
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get("X-Target")] = seen{*r.URL, r.RequestURI}
+		mu.Unlock()
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	targets := []string{"/", "/a%2Fb", "/a%2fb/c", "/a/../b", "/./a", "//x/y", "///x", "/a?", "/a??b", "/a?b?", "/a?#f",
+		"/a#f", "/a/%23f", "/\xc3\xa9", "/a?\xc3\xa9=1", "/a%20b?q=%zz", "/a;b=c", "/a+b?c+d", "/%7e", "/a%", "/a%zz",
+		"/a b", "/a?b c", "/a?x=1&x=2", "/" + strings.Repeat("p/", 4000), "/a\\b", "/a%00b", "http://x/y", "x/y"}
+	id := uint32(1)
+	for _, target := range targets {
+		rc.headers(id, true, ":method", "GET", ":scheme", "http", ":path", target, ":authority", "example.test", "x-target", target)
+		f, ok := rc.wait(5*time.Second, func(f seenFrame) bool {
+			return f.stream == id && (f.typ == http2.FrameHeaders || f.typ == http2.FrameRSTStream)
+		})
+		if !ok {
+			t.Fatalf("%q: no answer", target)
+		}
+		want, err := url.ParseRequestURI(target)
+		if err != nil || target[0] != '/' {
+			if f.typ != http2.FrameRSTStream || f.code != http2.ErrCodeProtocol {
+				t.Errorf("%q: %v, want RST_STREAM PROTOCOL_ERROR", target, f)
+			}
+		} else {
+			mu.Lock()
+			s, ok := got[target]
+			mu.Unlock()
+			if !ok || s.uri != target || !reflect.DeepEqual(s.url, *want) {
+				t.Errorf("%q: the handler saw %#v %q, want %#v", target, s.url, s.uri, *want)
+			}
+		}
+		id += 2
+	}
+	// OPTIONS * and its asterisk-form target.
+	rc.headers(id, true, ":method", "OPTIONS", ":scheme", "http", ":path", "*", ":authority", "example.test", "x-target", "*")
+	if _, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders }); !ok {
+		t.Fatal("OPTIONS *: no answer")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if s := got["*"]; s.uri != "*" || s.url != (url.URL{Path: "*"}) {
+		t.Errorf("OPTIONS *: the handler saw %#v %q", s.url, s.uri)
 	}
 }
