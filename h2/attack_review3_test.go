@@ -240,3 +240,156 @@ func TestReview3TargetsAsParseRequestURI(t *testing.T) {
 		t.Errorf("OPTIONS *: the handler saw %#v %q", s.url, s.uri)
 	}
 }
+
+// encode is the HPACK block of name, value pairs, on the client's table.
+func (rc *hostileConn) encode(kv ...string) []byte {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	rc.hbuf.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	return append([]byte(nil), rc.hbuf.Bytes()...)
+}
+
+// TestReview3HeaderBlockSequences sends header blocks cut, interleaved
+// and resized in the ways the connection's own block decoding must
+// refuse as the framer's did (or take, for the ones RFC 9113 and 7541
+// allow), on the wire: the existing tests hold headerBlock to the framer
+// on random blocks, and a CONTINUATION flood of filled frames; these are
+// the sequences between whole frames (another stream, another frame
+// type, empty CONTINUATIONs, a table size update past the first field).
+func TestReview3HeaderBlockSequences(t *testing.T) {
+	req := []string{":method", "GET", ":scheme", "http", ":path", "/", ":authority", "example.test"}
+	sizeUpdate4096 := []byte{0x3f, 0xe1, 0x1f}
+	cases := []struct {
+		name string
+		code http2.ErrCode // of the GOAWAY; 0: the request is answered
+		send func(rc *hostileConn)
+	}{
+		{"CONTINUATION on another stream", codeProtocol, func(rc *hostileConn) {
+			b := rc.encode(req...)
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
+				return fr.WriteContinuation(3, true, b[2:])
+			})
+		}},
+		{"CONTINUATION without HEADERS", codeProtocol, func(rc *hostileConn) {
+			b := rc.encode(req...)
+			rc.do(func(fr *http2.Framer) error { return fr.WriteContinuation(1, true, b) })
+		}},
+		{"CONTINUATION after an ended block", codeProtocol, func(rc *hostileConn) {
+			b, more := rc.encode(req...), rc.encode("x-more", "1")
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true, EndHeaders: true})
+				return fr.WriteContinuation(1, true, more)
+			})
+		}},
+		{"PING inside a block", codeProtocol, func(rc *hostileConn) {
+			b := rc.encode(req...)
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
+				_ = fr.WritePing(false, [8]byte{})
+				return fr.WriteContinuation(1, true, b[2:])
+			})
+		}},
+		{"HEADERS of another stream inside a block", codeProtocol, func(rc *hostileConn) {
+			b := rc.encode(req...)
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: b[2:], EndStream: true, EndHeaders: true})
+			})
+		}},
+		{"table size update after a field", http2.ErrCodeCompression, func(rc *hostileConn) {
+			b := append(rc.encode(req...), sizeUpdate4096...)
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true, EndHeaders: true})
+			})
+		}},
+		{"table size update opening a CONTINUATION", http2.ErrCodeCompression, func(rc *hostileConn) {
+			b, more := rc.encode(req...), append(sizeUpdate4096, rc.encode("x-a", "1")...)
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true})
+				return fr.WriteContinuation(1, true, more)
+			})
+		}},
+		{"table size update past the server's 4096", http2.ErrCodeCompression, func(rc *hostileConn) {
+			b := append([]byte{0x3f, 0xe2, 0x1f}, rc.encode(req...)...) // 4097
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true, EndHeaders: true})
+			})
+		}},
+		{"CONTINUATION after an invalid field", codeProtocol, func(rc *hostileConn) {
+			b, more := rc.encode(append(req, "x-bad", "a\x00b")...), rc.encode("x-a", "1")
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true})
+				return fr.WriteContinuation(1, true, more)
+			})
+		}},
+		{"CONTINUATION after the block was truncated", codeProtocol, func(rc *hostileConn) {
+			b, more := rc.encode(append(req, "x-big1", strings.Repeat("b", 600), "x-big2", strings.Repeat("b", 600),
+				"x-big3", strings.Repeat("b", 600), "x-big4", strings.Repeat("b", 600))...), rc.encode("x-a", "1")
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true})
+				return fr.WriteContinuation(1, true, more)
+			})
+		}},
+		{"table size updates at the start, 0 then 4096", 0, func(rc *hostileConn) {
+			b := append([]byte{0x20}, append(sizeUpdate4096, rc.encode(req...)...)...)
+			rc.do(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true, EndHeaders: true})
+			})
+		}},
+		{"a field cut across 20000 CONTINUATIONs, most empty", 0, func(rc *hostileConn) {
+			b := rc.encode(append(req, "x-split", strings.Repeat("s", 500))...)
+			rc.do(func(fr *http2.Framer) error {
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:len(b)/2], EndStream: true})
+				rest := b[len(b)/2:]
+				for i := range 20000 {
+					var frag []byte
+					if i%1000 == 0 && len(rest) > 0 {
+						frag, rest = rest[:1], rest[1:]
+					}
+					if err := fr.WriteContinuation(1, false, frag); err != nil {
+						return err
+					}
+				}
+				return fr.WriteContinuation(1, true, rest)
+			})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var served sync.Map
+			srv := &Server{MaxHeaderBytes: 2048, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Store(r.Header.Get("X-Split"), true)
+			})}
+			ts := startServer(t, srv, false)
+			rc := dialHostile(t, ts.addr, true)
+			rc.t = t
+			tc.send(rc)
+			if tc.code == 0 {
+				f, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == 1 && f.typ == http2.FrameHeaders || isGoAwayFrame(f) })
+				if !ok || f.typ != http2.FrameHeaders || f.fields[0].Value != "200" {
+					t.Fatalf("%v %v, want status 200", f, f.fields)
+				}
+				if strings.Contains(tc.name, "cut") {
+					if _, ok := served.Load(strings.Repeat("s", 500)); !ok {
+						t.Fatal("the handler did not get the field whole")
+					}
+				}
+				return
+			}
+			f, ok := rc.wait(5*time.Second, isGoAwayFrame)
+			if !ok {
+				t.Fatal("no GOAWAY")
+			}
+			if f.code != tc.code {
+				t.Errorf("GOAWAY %v, want %v", f.code, tc.code)
+			}
+			if _, ok := served.Load(""); ok && !strings.Contains(tc.name, "ended block") {
+				t.Error("the block reached a handler")
+			}
+		})
+	}
+}
