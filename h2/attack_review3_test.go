@@ -393,3 +393,43 @@ func TestReview3HeaderBlockSequences(t *testing.T) {
 		})
 	}
 }
+
+// TestReview3HeaderListBoundExact: a request whose header list is
+// exactly MaxHeaderBytes (RFC 9113's size: name, value and 32 per field)
+// is served, one byte more is answered 431, and the Trailer field is
+// counted on its own bound as the framer counted it: the existing tests
+// truncate far past the bound or compare with the framer off the wire.
+func TestReview3HeaderListBoundExact(t *testing.T) {
+	const bound = 1024
+	srv := &Server{MaxHeaderBytes: bound, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	req := []string{":method", "GET", ":scheme", "http", ":path", "/", ":authority", "example.test"}
+	size := 0
+	for i := 0; i < len(req); i += 2 {
+		size += len(req[i]) + len(req[i+1]) + 32
+	}
+	fill := bound - size - len("x-fill") - 32
+	cases := []struct {
+		name   string
+		extra  []string
+		status string
+	}{
+		{"one under", []string{"x-fill", strings.Repeat("f", fill-1)}, "200"},
+		{"at", []string{"x-fill", strings.Repeat("f", fill)}, "200"},
+		{"one over", []string{"x-fill", strings.Repeat("f", fill+1)}, "431"},
+		{"at, with a Trailer field", []string{"trailer", "x-t1, x-t2", "x-fill", strings.Repeat("f", fill)}, "200"},
+		{"at, one over in two fields", []string{"x-a", "", "x-fill", strings.Repeat("f", fill-len("x-a")-32+1)}, "431"},
+	}
+	for i, tc := range cases {
+		id := uint32(2*i + 1)
+		rc.headers(id, true, append(req, tc.extra...)...)
+		f, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders })
+		if !ok {
+			t.Fatalf("%s: no answer", tc.name)
+		}
+		if f.fields[0].Value != tc.status {
+			t.Errorf("%s: status %s, want %s", tc.name, f.fields[0].Value, tc.status)
+		}
+	}
+}
