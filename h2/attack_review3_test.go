@@ -2,9 +2,11 @@ package h2
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -430,6 +432,62 @@ func TestReview3HeaderListBoundExact(t *testing.T) {
 		}
 		if f.fields[0].Value != tc.status {
 			t.Errorf("%s: status %s, want %s", tc.name, f.fields[0].Value, tc.status)
+		}
+	}
+}
+
+// TestReview3KeptRequestsStayTheirs: a handler may keep its request past
+// its return (a log written later, say). The request, its URL and body
+// reader now live in the stream and the header values share one array;
+// every kept request must still show its own header, URL, target, host
+// and trailer after hundreds more blocks went through the connection's
+// reused decoding, and (under -race) nothing may write them after the
+// handler returned. TestStreamsShareNothing checks requests while their
+// handlers run; this one after.
+func TestReview3KeptRequestsStayTheirs(t *testing.T) {
+	var mu sync.Mutex
+	var kept []*http.Request
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		kept = append(kept, r)
+		mu.Unlock()
+	})}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	const n = 300
+	for i := range n {
+		id := uint32(2*i + 1)
+		v := strconv.Itoa(i)
+		path := "/k/" + v + "?q=" + v
+		if i%3 == 0 {
+			path = "/k%2F" + v + "?q=" + v // through url.ParseRequestURI
+		}
+		kv := []string{":method", "POST", ":scheme", "http", ":path", path, ":authority", "h" + v + ".test",
+			"x-i", v, "x-rep", v, "x-rep", v + "b", "cookie", "a=" + v, "cookie", "b=" + v, "trailer", "x-t"}
+		rc.headers(id, false, kv...)
+		rc.do(func(fr *http2.Framer) error { return fr.WriteData(id, false, []byte("body"+v)) })
+		rc.headers(id, true, "x-t", "t"+v)
+		if _, ok := rc.wait(5*time.Second, func(f seenFrame) bool { return f.stream == id && f.typ == http2.FrameHeaders }); !ok {
+			t.Fatalf("stream %d: no answer", id)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(kept) != n {
+		t.Fatalf("%d requests kept, want %d", len(kept), n)
+	}
+	for _, r := range kept {
+		v := r.Header.Get("X-I")
+		want, _ := url.ParseRequestURI(r.RequestURI)
+		switch {
+		case r.Host != "h"+v+".test",
+			!reflect.DeepEqual(r.Header["X-Rep"], []string{v, v + "b"}),
+			!reflect.DeepEqual(r.Header["Cookie"], []string{"a=" + v + "; b=" + v}),
+			!reflect.DeepEqual(r.Trailer, http.Header{"X-T": {"t" + v}}),
+			want == nil || !reflect.DeepEqual(r.URL, want),
+			r.URL.Query().Get("q") != v:
+			t.Fatalf("request %s as kept: host %s header %v trailer %v URL %#v target %s", v, r.Host, r.Header, r.Trailer, r.URL, r.RequestURI)
 		}
 	}
 }
