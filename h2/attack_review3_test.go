@@ -491,3 +491,39 @@ func TestReview3KeptRequestsStayTheirs(t *testing.T) {
 		}
 	}
 }
+
+// TestReview3UnendedBlockIdle: a client that opens a header block and
+// never ends it, feeding empty CONTINUATIONs, holds the read loop inside
+// the block's decoding; IdleTimeout must still end the connection, the
+// stream never having opened.
+func TestReview3UnendedBlockIdle(t *testing.T) {
+	srv := &Server{IdleTimeout: 200 * time.Millisecond, Handler: http.NotFoundHandler()}
+	ts := startServer(t, srv, false)
+	rc := dialHostile(t, ts.addr, true)
+	b := rc.encode(":method", "GET", ":scheme", "http", ":path", "/", ":authority", "example.test")
+	rc.do(func(fr *http2.Framer) error {
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b, EndStream: true})
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			rc.wmu.Lock()
+			err := rc.fr.WriteContinuation(1, false, nil)
+			rc.wmu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-rc.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection outlived IdleTimeout inside an unended block")
+	}
+}
