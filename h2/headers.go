@@ -33,6 +33,10 @@ var (
 	errPseudoAfterRegular = errors.New("pseudo-header field after a regular one")
 )
 
+// maxKeptFields bounds the field array a connection keeps from one block
+// to the next: more than requests commonly carry.
+const maxKeptFields = 128
+
 // init makes the decoder, for header lists of maxBytes at most.
 func (b *headerBlock) init(maxBytes uint32) {
 	b.dec = hpack.NewDecoder(4096, b.emit)
@@ -63,7 +67,15 @@ func (c *conn) readFrame() (http2.Frame, error) {
 // after an invalid field (whose size is no longer counted) ends the
 // connection; a block with an invalid field resets its stream.
 func (b *headerBlock) read(fr *http2.Framer, hf *http2.HeadersFrame) (*http2.MetaHeadersFrame, error) {
-	b.meta = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: b.meta.Fields[:0]}
+	// The last block's fields are cleared, not only cut: the slots past a
+	// smaller block's would keep its strings alive for the connection's
+	// life; an array grown by a block of many fields is let go.
+	clear(b.meta.Fields)
+	fields := b.meta.Fields[:0]
+	if cap(fields) > maxKeptFields {
+		fields = nil
+	}
+	b.meta = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: fields}
 	b.remain, b.trailerRemain = fr.MaxHeaderListSize, fr.MaxHeaderListSize
 	b.sawRegular, b.invalid = false, nil
 	b.dec.SetEmitEnabled(true)

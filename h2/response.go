@@ -487,7 +487,7 @@ func (c *conn) lowerName(k string) string {
 		return v
 	}
 	v := strings.ToLower(k)
-	if len(c.lower) < 256 {
+	if len(c.lower) < maxCachedNames && len(k) <= maxCachedName {
 		c.lower[k] = v
 	}
 	return v

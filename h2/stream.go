@@ -340,17 +340,23 @@ func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
 }
 
 // canonical is http.CanonicalHeaderKey, remembered per connection for
-// the names it sees often (read loop only).
+// the names it sees often (read loop only). Long names are not kept: the
+// client picks them, and the cache lives as long as the connection.
 func (c *conn) canonical(name string) string {
 	if k, ok := c.canon[name]; ok {
 		return k
 	}
 	k := http.CanonicalHeaderKey(name)
-	if len(c.canon) < 256 {
+	if len(c.canon) < maxCachedNames && len(name) <= maxCachedName {
 		c.canon[name] = k
 	}
 	return k
 }
+
+// maxCachedNames and maxCachedName bound a connection's caches of field
+// names (canon, lower) to 256 names of 64 bytes: the names every request
+// or response repeats are short.
+const maxCachedNames, maxCachedName = 256, 64
 
 // declaredTrailer is the request's Trailer map: the fields its Trailer
 // field announces, as net/http makes it.
