@@ -170,19 +170,8 @@ func TestRemovedPortDrainsInFlightRequests(t *testing.T) {
 	rt := newRuntime(t)
 	a := slowBackend(t, "a")
 	p1, p2 := freePort(t), freePort(t)
-	if err := rt.Apply(httpPortConfig(t, p1, "svc", a)); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var status int
-	var got string
-	wg.Go(func() { status, got = body(t, fmt.Sprintf("http://127.0.0.1:%d/?delay=300ms", p1)) })
-	time.Sleep(100 * time.Millisecond) // the request is now at the backend
-	if err := rt.Apply(httpPortConfig(t, p2, "svc", a)); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if status != 200 || got != "a" {
+	inFlight := removeDuringRequest(t, rt, a, p1, p2, 300*time.Millisecond)
+	if status, got := inFlight(); status != 200 || got != "a" {
 		t.Errorf("in-flight request across the port's removal: %d %q", status, got)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -210,17 +199,7 @@ func TestRemovedPortRefusesAtOnceAndBindsAgain(t *testing.T) {
 	rt := newRuntime(t)
 	a, b := slowBackend(t, "a"), slowBackend(t, "b")
 	p1, p2 := freePort(t), freePort(t)
-	if err := rt.Apply(httpPortConfig(t, p1, "svc", a)); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var status int
-	var got string
-	wg.Go(func() { status, got = body(t, fmt.Sprintf("http://127.0.0.1:%d/?delay=500ms", p1)) })
-	time.Sleep(100 * time.Millisecond) // the request is now at the backend
-	if err := rt.Apply(httpPortConfig(t, p2, "svc", a)); err != nil {
-		t.Fatal(err)
-	}
+	inFlight := removeDuringRequest(t, rt, a, p1, p2, 500*time.Millisecond)
 	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p1), time.Second); err == nil {
 		c.Close()
 		t.Error("the removed port accepts connections after Apply returned")
@@ -240,9 +219,30 @@ func TestRemovedPortRefusesAtOnceAndBindsAgain(t *testing.T) {
 	if _, got := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p1)); got != "b" {
 		t.Errorf("port added back answers %q, want b", got)
 	}
-	wg.Wait()
-	if status != 200 || got != "a" {
+	if status, got := inFlight(); status != 200 || got != "a" {
 		t.Errorf("in-flight request across the port's removal: %d %q", status, got)
+	}
+}
+
+// removeDuringRequest serves port from on backend, sends a request that
+// the backend answers after delay, and replaces the port by to while the
+// request is at the backend. The returned function waits for its answer.
+func removeDuringRequest(t *testing.T, rt *Runtime, backend string, from, to int, delay time.Duration) func() (int, string) {
+	t.Helper()
+	if err := rt.Apply(httpPortConfig(t, from, "svc", backend)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var status int
+	var got string
+	wg.Go(func() { status, got = body(t, fmt.Sprintf("http://127.0.0.1:%d/?delay=%s", from, delay)) })
+	time.Sleep(100 * time.Millisecond) // the request is now at the backend
+	if err := rt.Apply(httpPortConfig(t, to, "svc", backend)); err != nil {
+		t.Fatal(err)
+	}
+	return func() (int, string) {
+		wg.Wait()
+		return status, got
 	}
 }
 
