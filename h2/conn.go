@@ -276,7 +276,7 @@ func (c *conn) readLoop() error {
 				if err := c.sawStreamID(se.StreamID); err != nil {
 					return err
 				}
-				c.resetStream(se.StreamID, se.Code, errStreamReset)
+				c.resetStream(se.StreamID, se.Code, serverReset(se))
 				continue
 			}
 			return err
@@ -284,7 +284,7 @@ func (c *conn) readLoop() error {
 		if err := c.onFrame(f); err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				c.resetStream(se.StreamID, se.Code, errStreamReset)
+				c.resetStream(se.StreamID, se.Code, serverReset(se))
 				continue
 			}
 			return err
@@ -482,6 +482,14 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode, cause error) {
 	c.lockWrite()
 	c.wfr.WriteRSTStream(id, code)
 	_ = c.unlockWrite()
+}
+
+// serverReset is the cause a handler's context is cancelled with when the
+// server resets its stream for what the client sent (a malformed block, a
+// body past its content-length): the client broke the stream, it did not
+// reset it, and the log must say which.
+func serverReset(se http2.StreamError) error {
+	return fmt.Errorf("http2: stream reset by the server: %w", se)
 }
 
 // noteResetLocked remembers that the server reset stream id (c.mu held).
