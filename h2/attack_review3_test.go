@@ -89,7 +89,7 @@ func namesBytes(m map[string]string) int {
 // Attack: 300 requests on one connection, each with a field of its own
 // name, 32 kB long (within the 1 MB header list bound).
 //
-// Was: conn.canonical kept up to 256 names of any length, the name and
+// Was: the canonical name cache kept up to 256 names of any length, the name and
 // its canonical copy: 16 MB here, 512 MB with names near the bound, held
 // until the connection ends, for a few hundred kB of Huffman-coded
 // upload per MB.
@@ -119,7 +119,7 @@ func TestReview3CanonicalNamesBounded(t *testing.T) {
 //
 // Attack: 300 responses, each with a field of its own 32 kB name.
 //
-// Was: conn.lowerName kept up to 256 of them, 16 MB, for the
+// Was: the lowercase name cache kept up to 256 of them, 16 MB, for the
 // connection's life.
 func TestReview3LowerNamesBounded(t *testing.T) {
 	long := strings.Repeat("N", 32<<10)

@@ -72,10 +72,9 @@ type conn struct {
 	henc    *hpack.Encoder
 	hbuf    bytes.Buffer
 	werr    error
-	lower   map[string]string
-	// canon remembers canonical header keys (read loop only).
-	canon map[string]string
-	date  httpdate.Cache // under wmu
+	lower   nameCache      // response field names (under wmu)
+	canon   nameCache      // request header keys (read loop only)
+	date    httpdate.Cache // under wmu
 	// ctlPending is set when the read loop wrote a control frame it did
 	// not flush because more input was buffered (wmu).
 	ctlPending bool
@@ -122,7 +121,7 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c := &conn{srv: s, nc: nc, base: ctx, remote: nc.RemoteAddr().String(),
 		streams: map[uint32]*stream{}, sendWindow: initialWindow,
 		peerWindow: initialWindow, peerFrame: defaultPeerFrameSize,
-		recvWindow: s.connWindow(), done: make(chan struct{}), lower: map[string]string{}, canon: map[string]string{}}
+		recvWindow: s.connWindow(), done: make(chan struct{}), lower: nameCache{}, canon: nameCache{}}
 	c.sendCond.L = &c.mu
 	// A *tls.Conn, or a wrapper of one that tells its state.
 	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {

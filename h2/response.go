@@ -323,7 +323,7 @@ func (w *responseWriter) trailerFields() {
 			continue
 		}
 		for _, v := range w.header[k] {
-			c.field(c.lowerName(k), v)
+			c.field(c.lower.get(k, strings.ToLower), v)
 		}
 	}
 	for k, vv := range w.header {
@@ -427,7 +427,7 @@ func (c *conn) encodeHead(status int, h http.Header) {
 	c.hbuf.Reset()
 	c.field(":status", statusText(status))
 	for k, vv := range h {
-		name := c.lowerName(k)
+		name := c.lower.get(k, strings.ToLower)
 		switch name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 			continue
@@ -479,18 +479,6 @@ func (c *conn) peerFrameSize() uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.peerFrame
-}
-
-// lowerName is the field name for a header key (wmu held).
-func (c *conn) lowerName(k string) string {
-	if v, ok := c.lower[k]; ok {
-		return v
-	}
-	v := strings.ToLower(k)
-	if len(c.lower) < maxCachedNames && len(k) <= maxCachedName {
-		c.lower[k] = v
-	}
-	return v
 }
 
 func statusText(code int) string {

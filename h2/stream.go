@@ -324,7 +324,7 @@ func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
 			cookies = append(cookies, hf.Value)
 			continue
 		}
-		k := c.canonical(hf.Name)
+		k := c.canon.get(hf.Name, http.CanonicalHeaderKey)
 		if vv, ok := h[k]; ok {
 			h[k] = append(vv, hf.Value)
 			continue
@@ -339,24 +339,26 @@ func (c *conn) requestHeader(fields []hpackField) (http.Header, error) {
 	return h, nil
 }
 
-// canonical is http.CanonicalHeaderKey, remembered per connection for
-// the names it sees often (read loop only). Long names are not kept: the
-// client picks them, and the cache lives as long as the connection.
-func (c *conn) canonical(name string) string {
-	if k, ok := c.canon[name]; ok {
-		return k
-	}
-	k := http.CanonicalHeaderKey(name)
-	if len(c.canon) < maxCachedNames && len(name) <= maxCachedName {
-		c.canon[name] = k
-	}
-	return k
-}
+// nameCache remembers what a conversion makes of the field names a
+// connection sees again and again: canonical keys of request fields (read
+// loop only), lowercase names of response fields (under wmu). It keeps 256
+// names of 64 bytes at most: the names every request or response repeats
+// are short, and the peer picks the others while the cache lives as long
+// as the connection.
+type nameCache map[string]string
 
-// maxCachedNames and maxCachedName bound a connection's caches of field
-// names (canon, lower) to 256 names of 64 bytes: the names every request
-// or response repeats are short.
 const maxCachedNames, maxCachedName = 256, 64
+
+func (nc nameCache) get(name string, conv func(string) string) string {
+	if v, ok := nc[name]; ok {
+		return v
+	}
+	v := conv(name)
+	if len(nc) < maxCachedNames && len(name) <= maxCachedName {
+		nc[name] = v
+	}
+	return v
+}
 
 // declaredTrailer is the request's Trailer map: the fields its Trailer
 // field announces, as net/http makes it.
@@ -403,7 +405,7 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: st.id, Code: codeProtocol, Cause: errors.New("content-length mismatch")}
 	}
 	for _, hf := range f.RegularFields() {
-		k := c.canonical(hf.Name)
+		k := c.canon.get(hf.Name, http.CanonicalHeaderKey)
 		if !httpguts.ValidTrailerHeader(k) {
 			return http2.StreamError{StreamID: st.id, Code: codeProtocol}
 		}
