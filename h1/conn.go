@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,10 +123,7 @@ func (c *conn) serve() (hijacked bool) {
 		keep := w.finish()
 		w.cancel(nil)
 		if c.deadlines.Swap(false) {
-			c.cr.mu.Lock()
-			_ = c.rwc.SetDeadline(time.Time{})
-			c.cr.rd = rdNone
-			c.cr.mu.Unlock()
+			c.cr.liftHandlers()
 		}
 		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			c.closeWrite()
@@ -166,15 +164,11 @@ func (c *conn) awaitRequest(first bool) bool {
 		} else {
 			d = s.IdleTimeout
 		}
-		c.cr.mu.Lock()
 		if d > 0 {
-			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
-			c.cr.rd = rdArmed
-		} else if c.cr.rd != rdNone {
-			_ = c.rwc.SetReadDeadline(time.Time{})
-			c.cr.rd = rdNone
+			_ = c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
+		} else {
+			c.cr.lift(rdArmed, rdHead, rdStale)
 		}
-		c.cr.mu.Unlock()
 		if _, err := c.br.Peek(1); err != nil {
 			return false
 		}
@@ -186,9 +180,7 @@ func (c *conn) awaitRequest(first bool) bool {
 		// The header deadline is armed only if the head needs another
 		// read (see connReader.Read): most heads arrive whole with their
 		// first byte and then need none.
-		c.cr.mu.Lock()
-		c.cr.rd = rdHead
-		c.cr.mu.Unlock()
+		c.cr.mark(rdHead)
 	}
 	return true
 }
@@ -204,11 +196,7 @@ func (c *conn) readRequest() (*response, error) {
 	// The deadline that bounded the wait and the head is lifted only
 	// before the connection is read again (see connReader.Read): a
 	// request without a body is served without one more change.
-	c.cr.mu.Lock()
-	if c.cr.rd != rdNone {
-		c.cr.rd = rdStale
-	}
-	c.cr.mu.Unlock()
+	c.cr.mark(rdStale)
 	p := &c.parsed
 	if err := parseHead(c.head, p); err != nil {
 		return nil, err
@@ -399,6 +387,17 @@ func (r *connReader) prepareRead() {
 	}
 }
 
+// mark records what the deadline is for without changing it: rdHead (the
+// next read arms it), or rdStale (the next read lifts whatever the server
+// set; nothing when it set none).
+func (r *connReader) mark(rd readDeadline) {
+	r.mu.Lock()
+	if rd != rdStale || r.rd != rdNone {
+		r.rd = rd
+	}
+	r.mu.Unlock()
+}
+
 // reset runs as the connection is pooled; a watch of its last request
 // whose timer fired as it ended may still look at r, under the lock.
 func (r *connReader) reset() {
@@ -507,10 +506,19 @@ func (r *connReader) setReadDeadline(t time.Time, rd readDeadline) error {
 	return r.c.rwc.SetReadDeadline(t)
 }
 
-// liftStale lifts a deadline left on by the server that bounds nothing.
-func (r *connReader) liftStale() {
+// liftHandlers lifts the deadlines a handler set, both ways in one
+// change, once its response is done.
+func (r *connReader) liftHandlers() {
 	r.mu.Lock()
-	if r.rd == rdStale {
+	_ = r.c.rwc.SetDeadline(time.Time{})
+	r.rd = rdNone
+	r.mu.Unlock()
+}
+
+// lift lifts the server's read deadline when it is for one of what.
+func (r *connReader) lift(what ...readDeadline) {
+	r.mu.Lock()
+	if slices.Contains(what, r.rd) {
 		_ = r.c.rwc.SetReadDeadline(time.Time{})
 		r.rd = rdNone
 	}

@@ -461,8 +461,8 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// it in between sees the mark under the reader's lock and does not.
 	c.hijacked.Store(true)
 	c.cr.abortPending()
-	c.cr.liftStale() // the new owner reads without the server's deadline
-	c.header = nil   // the handler may go on using it
+	c.cr.lift(rdStale) // the new owner reads without the server's deadline
+	c.header = nil     // the handler may go on using it
 	w.hijacked = true
 	if w.body != nil {
 		w.body.Close()
