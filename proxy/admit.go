@@ -39,9 +39,10 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 	// would end the target of the request line a backend gets, which would
 	// then name another target than the routed one, and one in its path
 	// would reach the backend escaped, as another target than the client
-	// sent. An HTTP/1.1 request cannot carry one; RFC 9113 (8.3.1) makes
-	// such a :path malformed.
-	if !validTarget(r.RequestURI) {
+	// sent. RFC 9113 (8.3.1) makes such a :path malformed. An HTTP/1.1
+	// request line cannot carry one: both servers refuse it, so the scan
+	// is for HTTP/2 only.
+	if r.ProtoMajor == 2 && !validTarget(r.RequestURI) {
 		writeError(w, http.StatusBadRequest)
 		return "", false
 	}
