@@ -226,7 +226,7 @@ func (a *Answer) frame(br *bufio.Reader, method string, limit int) error {
 	if a.Minor == 1 {
 		a.Close = hasToken(conn, "close")
 	} else {
-		a.Close = !hasToken(conn, "keep-alive")
+		a.Close = hasToken(conn, "close") || !hasToken(conn, "keep-alive")
 	}
 	length, err := contentLength(h)
 	if err != nil {
