@@ -476,3 +476,142 @@ func listed(list []struct {
 	}
 	return false
 }
+
+// TestAnswerRules attacks each framing rule on its own: what the answer
+// is, where it ends and whether the connection may carry another request.
+func TestAnswerRules(t *testing.T) {
+	const next = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nX"
+	for _, tc := range []struct {
+		name, method, data string
+		err                bool
+		body               string
+		reusable           bool
+	}{
+		{"length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, "ok", true},
+		{"length then more", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + next, false, "ok", false},
+		{"HEAD with a length", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, "", true},
+		{"HEAD with a length and a body", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false, "", false},
+		{"HEAD chunked", "HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, "", true},
+		{"204 with a length", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false, "", true},
+		{"304 chunked", "GET", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", false, "", true},
+		{"103 with a length", "GET", "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n", false, "", true},
+		{"204 with a bad length", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: x\r\n\r\n", true, "", false},
+		{"chunked", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: CHUNKED\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, "ok", true},
+		{"chunked, trailer", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n", false, "ok", true},
+		{"chunked list", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", true, "", false},
+		{"gzip, chunked", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", true, "", false},
+		{"two TE fields", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true, "", false},
+		{"identity", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n", true, "", false},
+		{"TE and CL", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true, "", false},
+		{"TE in HTTP/1.0", "GET", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true, "", false},
+		{"same lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", false, "ok", true},
+		{"same lengths in a list", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok", false, "ok", true},
+		{"differing lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!", true, "", false},
+		{"differing lengths in a list", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok!", true, "", false},
+		{"signed length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", true, "", false},
+		{"huge length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", true, "", false},
+		{"empty length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", true, "", false},
+		{"until close", "GET", "HTTP/1.1 200 OK\r\n\r\nall of it", false, "all of it", false},
+		{"HTTP/1.0 kept alive", "GET", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", false, "ok", true},
+		{"HTTP/1.0", "GET", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false, "ok", false},
+		{"HTTP/1.0 until close", "GET", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\nok", false, "ok", false},
+		{"Connection: close", "GET", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false, "ok", false},
+		{"HTTP/2.0", "GET", "HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"HTTP/1.2", "GET", "HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"status 099", "GET", "HTTP/1.1 099 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"status of 2 digits", "GET", "HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"status of 4 digits", "GET", "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"two spaces", "GET", "HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"no reason", "GET", "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", false, "", true},
+		{"status 999", "GET", "HTTP/1.1 999 x\r\nContent-Length: 0\r\n\r\n", false, "", true},
+		{"control byte in reason", "GET", "HTTP/1.1 200 O\x00K\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"obs-fold", "GET", "HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"space before colon", "GET", "HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello", true, "", false},
+		{"NUL in a value", "GET", "HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"CR in a value", "GET", "HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n", true, "", false},
+		{"bare LF", "GET", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", false, "ok", true},
+		{"bare LF in a chunk line", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\nok\r\n0\r\n\r\n", true, "", false},
+		{"chunk data without CRLF", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokX0\r\n\r\n", true, "", false},
+		{"chunk size overflow", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000002\r\nok\r\n0\r\n\r\n", true, "", false},
+		{"chunk cut", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nok", true, "", false},
+		{"length cut", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok", true, "", false},
+		{"head cut", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", true, "", false},
+		{"trailer over the limit", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" +
+			strings.Repeat("X-T: "+strings.Repeat("a", 1000)+"\r\n", testLimit/1000+1) + "\r\n", true, "", false},
+		{"forbidden trailer announced", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: Content-Length\r\n\r\n0\r\n\r\n", true, "", false},
+	} {
+		var a Answer
+		br := bufio.NewReaderSize(strings.NewReader(tc.data), 4096)
+		err := a.ReadHead(br, tc.method, testLimit)
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(&a)
+		}
+		if (err != nil) != tc.err || err == nil && string(body) != tc.body {
+			t.Errorf("%s: body %q, error %v; want error %v", tc.name, body, err, tc.err)
+			continue
+		}
+		if err == nil && a.Reusable(br) != tc.reusable {
+			t.Errorf("%s: reusable %v", tc.name, !tc.reusable)
+		}
+	}
+}
+
+// TestAnswerHeadLimit: a head beyond the limit is refused before it is
+// all read.
+func TestAnswerHeadLimit(t *testing.T) {
+	var a Answer
+	head := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 100)+"\r\n", 1000) + "\r\n"
+	br := bufio.NewReaderSize(strings.NewReader(head), 4096)
+	if err := a.ReadHead(br, "GET", 50<<10); err == nil {
+		t.Fatal("a head of 100 KiB passed a limit of 50 KiB")
+	}
+	br = bufio.NewReaderSize(strings.NewReader(head), 4096)
+	if err := a.ReadHead(br, "GET", len(head)); err != nil {
+		t.Fatalf("a head at the limit: %v", err)
+	}
+}
+
+// TestAnswerValuesNotReused: the value slices of one answer, handed on,
+// keep their values while the Answer reads the next one.
+func TestAnswerValuesNotReused(t *testing.T) {
+	var a Answer
+	br := bufio.NewReaderSize(strings.NewReader(
+		"HTTP/1.1 200 OK\r\nX-A: first\r\nContent-Length: 0\r\n\r\n"+
+			"HTTP/1.1 200 OK\r\nX-A: second\r\nContent-Length: 0\r\n\r\n"), 4096)
+	if err := a.ReadHead(br, "GET", testLimit); err != nil {
+		t.Fatal(err)
+	}
+	kept := a.Header["X-A"]
+	if err := a.ReadHead(br, "GET", testLimit); err != nil {
+		t.Fatal(err)
+	}
+	if kept[0] != "first" || a.Header.Get("X-A") != "second" {
+		t.Errorf("kept %q, now %q", kept, a.Header["X-A"])
+	}
+}
+
+// TestAnswerAllocations: the head of an answer costs two allocations and
+// its body none.
+func TestAnswerAllocations(t *testing.T) {
+	const answer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Wed, 25 Nov 2026 09:00:00 GMT\r\nContent-Length: 5\r\n\r\nhello"
+	var a Answer
+	sr := strings.NewReader(answer)
+	br := bufio.NewReaderSize(sr, 4096)
+	buf := make([]byte, 64)
+	n := testing.AllocsPerRun(100, func() {
+		sr.Reset(answer)
+		br.Reset(sr)
+		if err := a.ReadHead(br, "GET", testLimit); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := a.Read(buf); err != nil {
+				break
+			}
+		}
+	})
+	if n > 2 {
+		t.Errorf("%v allocations per answer", n)
+	}
+}
