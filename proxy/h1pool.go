@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"portico.dev/portico/h1"
 )
 
 // Limits of the plain HTTP/1.1 backend pool, the same as the transport's
@@ -60,6 +62,8 @@ type h1Conn struct {
 	abortFn    func()
 	// keys is scratch space for writing headers in order.
 	keys []string
+	// ans reads the answers, its header maps and body reader reused.
+	ans h1.Answer
 }
 
 // Read reads from the connection within readLimit; the bufio.Reader reads
