@@ -86,9 +86,10 @@ const (
 	untilClose
 )
 
-// maxScratch is the largest head buffer kept for the next answer: a
-// backend sending one huge head does not leave a connection holding it.
-const maxScratch = 64 << 10
+// maxScratch is the largest head buffer kept for the next answer, the
+// size of a pooled connection's read buffer: a backend sending one huge
+// head does not leave every idle connection holding that much.
+const maxScratch = 4 << 10
 
 var errAnswerLine = errors.New("malformed status line")
 

@@ -615,3 +615,21 @@ func TestAnswerAllocations(t *testing.T) {
 		t.Errorf("%v allocations per answer", n)
 	}
 }
+
+// TestAnswerForbiddenTrailers: trailer fields a trailer may not carry
+// (framing, Host) are dropped as they are read, announced or not.
+func TestAnswerForbiddenTrailers(t *testing.T) {
+	var a Answer
+	br := bufio.NewReaderSize(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: Host, X-Sum\r\n\r\n"+
+		"2\r\nok\r\n0\r\nX-Sum: 1\r\nHost: evil\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\nX-Late: 2\r\n\r\n"), 4096)
+	if err := a.ReadHead(br, "GET", testLimit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(&a); err != nil {
+		t.Fatal(err)
+	}
+	want := http.Header{"X-Sum": {"1"}, "X-Late": {"2"}, "Host": nil}
+	if got := a.Trailers(); !reflect.DeepEqual(got, want) {
+		t.Errorf("trailers %q, want %q", got, want)
+	}
+}
