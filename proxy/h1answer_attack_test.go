@@ -180,7 +180,7 @@ func answerAttacks() []answerAttack {
 
 		// Content-Length.
 		{name: "CL twice, same", answer: send(ok + "Content-Length: LEN\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindOK},
-		// net/http: a list is no number to net/http.
+		// net/http: a list is no number.
 		{name: "CL list, same", answer: send(ok + "Content-Length: LEN, LEN\r\n\r\nTOK" + evil), want: kindOK, netHTTP: kindBad},
 		{name: "CL twice, differing", answer: send(ok + "Content-Length: LEN\r\nContent-Length: 2\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "CL list, differing", answer: send(ok + "Content-Length: LEN, 2\r\n\r\nTOK" + evil), want: kindBad},
@@ -194,7 +194,7 @@ func answerAttacks() []answerAttack {
 		{name: "CL over int64", answer: send(ok + "Content-Length: 99999999999999999999\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "CL 2^63", answer: send(ok + "Content-Length: 9223372036854775808\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "CL leading zeros", answer: send(ok + "Content-Length: 000LEN\r\n\r\nTOK" + evil), want: kindOK},
-		// net/http: net/http keeps "Content-Length " as a field of another
+		// net/http keeps "Content-Length " as a field of another
 		// name and reads the answer to the close, the smuggled bytes as
 		// its body.
 		{name: "CL name with space before colon", answer: sendKeep(ok+"Content-Length : 2\r\n\r\nTOK"+evil, false), want: kindBad, netHTTP: kindOK},
@@ -205,7 +205,7 @@ func answerAttacks() []answerAttack {
 		{name: "CL 18 digits, body then close", answer: sendKeep(ok+"Content-Length: 999999999999999999\r\n\r\nTOK", false), want: kindCut},
 
 		// Transfer-Encoding.
-		// net/http: net/http drops the Content-Length and reads the chunks.
+		// net/http drops the Content-Length and reads the chunks.
 		{name: "TE and CL", answer: send(ok + "Content-Length: 40\r\n" + chunkedTOK + "LEN\r\nTOK\r\n0\r\n\r\n" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "CL and TE, CL zero", answer: send(ok + "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\nLEN\r\nTOK\r\n0\r\n\r\n" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "TE upper case", answer: send(ok + "Transfer-Encoding: CHUNKED\r\n\r\nLEN\r\nTOK\r\n0\r\n\r\n" + evil), want: kindOK},
@@ -217,23 +217,23 @@ func answerAttacks() []answerAttack {
 		{name: "TE identity", answer: send(ok + "Transfer-Encoding: identity\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "TE empty", answer: send(ok + "Transfer-Encoding: \r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "TE chunkedx", answer: send(ok + "Transfer-Encoding: chunkedx\r\n\r\nLEN\r\nTOK\r\n0\r\n\r\n" + evil), want: kindBad},
-		// net/http: net/http keeps "Transfer-Encoding " as a field of another
+		// net/http keeps "Transfer-Encoding " as a field of another
 		// name and takes the length.
 		{name: "TE name with space before colon", answer: send(ok + "Transfer-Encoding : chunked\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
-		// net/http: net/http joins the folded line, drops the length and
+		// net/http joins the folded line, drops the length and
 		// finds no chunk.
 		{name: "TE folded", answer: send(ok + "Transfer-Encoding:\r\n chunked\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindCut},
-		// net/http: net/http ignores Transfer-Encoding in an HTTP/1.0 answer
+		// net/http ignores Transfer-Encoding in an HTTP/1.0 answer
 		// and reads to the close.
 		{name: "TE in HTTP/1.0", answer: sendKeep("HTTP/1.0 200 OK\r\n"+chunkedTOK+"LEN\r\nTOK\r\n0\r\n\r\n", false), want: kindBad, netHTTP: kindOK},
-		// net/http: net/http ignores Transfer-Encoding in an HTTP/1.0 answer
+		// net/http ignores Transfer-Encoding in an HTTP/1.0 answer
 		// and takes the length.
 		{name: "TE in HTTP/1.0 keep-alive with CL", answer: send("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: LEN\r\n" + chunkedTOK + "TOK" + evil), want: kindBad, netHTTP: kindOK},
 
 		// Chunks.
 		{name: "chunk extension", answer: send(ok + chunkedTOK + "LEN;a=b;c=\"d\"\r\nTOK\r\n0;z\r\n\r\n" + evil), want: kindOK},
 		{name: "chunk size overflow", answer: send(ok + chunkedTOK + "10000000000000009\r\nTOK\r\n0\r\n\r\n" + evil), want: kindCut},
-		// net/http: net/http takes a size up to 2^64-1 and waits for it.
+		// net/http takes a size up to 2^64-1 and waits for it.
 		{name: "chunk size 16 hex digits", answer: send(ok + chunkedTOK + "ffffffffffffffff\r\nTOK\r\n0\r\n\r\n" + evil), want: kindCut, netHTTP: kindHang},
 		// RFC 9112 allows any number of leading zeros; h1 counts them
 		// against its 15-digit bound, net/http against 16.
@@ -292,10 +292,10 @@ func answerAttacks() []answerAttack {
 		{name: "status plus sign", answer: send("HTTP/1.1 +99 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "status letters", answer: send("HTTP/1.1 2x0 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "status missing", answer: send("HTTP/1.1\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
-		// net/http: net/http skips spaces before the code.
+		// net/http skips spaces before the code.
 		{name: "status after two spaces", answer: send("HTTP/1.1  200 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "status line tab", answer: send("HTTP/1.1\t200 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
-		// net/http: net/http takes any HTTP/d.d.
+		// net/http takes any HTTP/d.d.
 		{name: "version 2.0", answer: send("HTTP/2.0 200 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "version 1.2", answer: send("HTTP/1.2 200 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "version 0.9", answer: send("HTTP/0.9 200 OK\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
@@ -304,15 +304,15 @@ func answerAttacks() []answerAttack {
 		{name: "no status line", answer: send("Content-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "garbage", answer: send("\x00\x01\x02\r\n\r\n" + evil), want: kindBad},
 		{name: "empty line first", answer: send("\r\n" + ok + "Content-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
-		// net/http: net/http passes a reason with control bytes on.
+		// net/http passes a reason with control bytes on.
 		{name: "reason with NUL", answer: send("HTTP/1.1 200 O\x00K\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "bare CR line ends", answer: send("HTTP/1.1 200 OK\rContent-Length: LEN\r\r\nTOK" + evil), want: kindBad},
 
 		// Fields.
-		// net/http: net/http joins a folded line to the value.
+		// net/http joins a folded line to the value.
 		{name: "obs-fold", answer: send(ok + "X-A: a\r\n b\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "first field folded", answer: send(ok + " X-A: a\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
-		// net/http: net/http keeps "X-A " as a field name.
+		// net/http keeps "X-A " as a field name.
 		{name: "space before colon", answer: send(ok + "X-A : a\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad, netHTTP: kindOK},
 		{name: "tab before colon", answer: send(ok + "X-A\t: a\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},
 		{name: "NUL in value", answer: send(ok + "X-A: a\x00b\r\nContent-Length: LEN\r\n\r\nTOK" + evil), want: kindBad},

@@ -1,0 +1,186 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// readOne reads one answer from data with a, body and trailers included.
+func readOne(t testing.TB, a *Answer, data string, limit int) {
+	t.Helper()
+	br := bufio.NewReaderSize(strings.NewReader(data), 4096)
+	if err := a.ReadHead(br, http.MethodGet, limit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldBy returns how many heap bytes a holds: the live heap with a, less
+// the live heap once a is dropped.
+func heldBy(a **Answer) uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	with := m.HeapAlloc
+	*a = nil
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	if m.HeapAlloc > with {
+		return 0
+	}
+	return with - m.HeapAlloc
+}
+
+// TestAnswerForgetsAHugeAnswer: an Answer lives as long as its pooled
+// connection, its maps reused for every answer. A backend that sends one
+// answer with many distinct field names, in its head or its trailer
+// section (both bounded by bytes only, 10 MiB on the direct path), must
+// not leave the connection holding maps of that size once a small answer
+// followed: clear keeps a map's buckets, and every later answer would pay
+// for clearing them too.
+func TestAnswerForgetsAHugeAnswer(t *testing.T) {
+	const fields = 100_000
+	var names strings.Builder
+	for i := range fields {
+		fmt.Fprintf(&names, "X-%d: v\r\n", i)
+	}
+	const small = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	const limit = 10 << 20
+	for _, tc := range []struct{ name, huge string }{
+		{"head", "HTTP/1.1 200 OK\r\n" + names.String() + "Content-Length: 0\r\n\r\n"},
+		{"trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + names.String() + "\r\n"},
+		{"announced trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: " +
+			strings.ReplaceAll(strings.ReplaceAll(names.String(), ": v\r\n", ", "), "X-", "Y-") + "X\r\n\r\n0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := new(Answer)
+			readOne(t, a, tc.huge, limit)
+			readOne(t, a, small, limit)
+			// What a fresh Answer holds after the small answer alone.
+			b := new(Answer)
+			readOne(t, b, small, limit)
+			base := heldBy(&b)
+			held := heldBy(&a)
+			t.Logf("held after the huge answer and a small one: %d bytes; after the small one alone: %d", held, base)
+			if held > base+(1<<20) {
+				t.Errorf("after one answer with %d field names and a small one, the Answer holds %d KiB (a fresh one %d KiB)",
+					fields, held>>10, base>>10)
+			}
+		})
+	}
+}
+
+// FuzzAnswer reads an input as one answer, to GET or HEAD, with Answer and
+// with http.ReadResponse. Answer must not panic; where both take the
+// answer they must agree on it and on where the next one starts; where
+// only one takes it, the difference must be an intended one (the lists
+// of TestAnswerAgreesWithNetHTTP). The same Answer then reads a clean
+// answer: nothing of the first may be left in it.
+func FuzzAnswer(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 200 OK\nContent-Length: 2, 2\n\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;a=b\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 200\r\n\r\nuntil close",
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	const clean = "HTTP/1.1 200 OK\r\nX-Clean: 1\r\nContent-Length: 5\r\n\r\nclean"
+	var fresh Answer
+	cleanWant := readWithAnswer(&fresh, []byte(clean), http.MethodGet)
+	f.Fuzz(func(t *testing.T, data []byte, head bool) {
+		method := http.MethodGet
+		if head {
+			method = http.MethodHead
+		}
+		var a Answer
+		got := readWithAnswer(&a, data, method)
+		want := readWithNetHTTP(data, method)
+		lines, after := rawHead(data)
+		switch {
+		case got.err != nil && want.err != nil:
+		case got.err != nil:
+			if !listed(intendedRefusals, method, lines, after) {
+				t.Errorf("%s %q: refused, net/http takes it: %v", method, data, got.err)
+			}
+		case want.err != nil:
+			if !listed(intendedAcceptances, method, lines, after) {
+				t.Errorf("%s %q: taken, net/http refuses it: %v", method, data, want.err)
+			}
+		default:
+			if got.status != want.status || got.contentLength != want.contentLength || got.close != want.close ||
+				got.body != want.body || got.rest != want.rest ||
+				!reflect.DeepEqual(normalize(got.header, false), normalize(want.header, false)) ||
+				!reflect.DeepEqual(normalize(got.trailer, true), normalize(want.trailer, true)) {
+				t.Errorf("%s %q:\n got %+v\nwant %+v", method, data, got, want)
+			}
+		}
+		if got.err == nil && got.rest != "" && len(data) <= 4096 {
+			// Reusable must see what is left after the end (all of data is
+			// buffered at the first read).
+			br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+			var b Answer
+			if b.ReadHead(br, method, testLimit) == nil {
+				if _, err := io.ReadAll(&b); err == nil && b.Reusable(br) {
+					t.Errorf("%s %q: reusable with %q after the answer", method, data, got.rest)
+				}
+			}
+		}
+		after2 := readWithAnswer(&a, []byte(clean), http.MethodGet)
+		if after2.err != nil || after2.status != cleanWant.status || after2.body != cleanWant.body ||
+			after2.contentLength != cleanWant.contentLength || after2.close != cleanWant.close ||
+			!reflect.DeepEqual(after2.header, cleanWant.header) || len(after2.trailer) != 0 {
+			t.Errorf("after %q, a clean answer read as %+v", data, after2)
+		}
+	})
+}
+
+// BenchmarkAnswerAfterHugeAnswer reads a small answer with an Answer that
+// read nothing else (fresh) or one answer with 100,000 field names before
+// (after-huge): what one such answer costs every later answer on its
+// connection.
+func BenchmarkAnswerAfterHugeAnswer(b *testing.B) {
+	var names strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&names, "X-%d: v\r\n", i)
+	}
+	huge := "HTTP/1.1 200 OK\r\n" + names.String() + "Content-Length: 0\r\n\r\n"
+	const small = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+	for _, name := range []string{"fresh", "after-huge"} {
+		b.Run(name, func(b *testing.B) {
+			var a Answer
+			if name == "after-huge" {
+				readOne(b, &a, huge, 10<<20)
+			}
+			sr := strings.NewReader(small)
+			br := bufio.NewReaderSize(sr, 4096)
+			buf := make([]byte, 64)
+			for b.Loop() {
+				sr.Reset(small)
+				br.Reset(sr)
+				if err := a.ReadHead(br, http.MethodGet, 10<<20); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := a.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+}
