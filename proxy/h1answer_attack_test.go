@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -552,5 +553,79 @@ func TestAnswerFramingAttacksConcurrent(t *testing.T) {
 	wg.Wait()
 	for name, err := range failures {
 		t.Errorf("%s: %s", name, err)
+	}
+}
+
+// TestDirectIdleConnectionForgetsHugeAnswer: a backend answers once with
+// 100,000 distinct field names (1.2 MB of head, within the 10 MiB bound)
+// and a body of known length, so its connection goes back to the pool.
+// While it waits there, Portico must not hold that answer's head, values
+// and maps: every pooled connection (up to 256 per endpoint) could, and a
+// head of short names near the bound costs about 100 MiB of maps. The
+// heap is measured after the answer reached the client, the
+// connection being idle.
+func TestDirectIdleConnectionForgetsHugeAnswer(t *testing.T) {
+	var fields strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&fields, "X-%d: v\r\n", i)
+	}
+	huge := "HTTP/1.1 200 OK\r\n" + fields.String() + "Content-Length: 2\r\n\r\nok"
+	var requests atomic.Int64
+	backend, accepted := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			requests.Add(1)
+			if strings.Contains(head[0], "/huge") {
+				io.WriteString(c, huge)
+			} else {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+		}
+	})
+	addr := directPort(t, backend)
+	ask := func(path string) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET /svc"+path+" HTTP/1.1\r\nHost: app.example.com\r\nConnection: close\r\n\r\n")
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		// The client's connection is closed: let the server let go of it.
+		time.Sleep(300 * time.Millisecond)
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	ask("/small")
+	base := heap()
+	ask("/huge")
+	held := heap()
+	if n := accepted(); n != 1 {
+		t.Fatalf("the backend accepted %d connections: the huge answer's was not pooled", n)
+	}
+	t.Logf("heap %d KiB after a small answer, %d KiB with the huge answer's connection idle", base>>10, held>>10)
+	if held > base+(4<<20) {
+		t.Errorf("an idle connection holds %d KiB after one answer with 100,000 field names", (held-base)>>10)
+	}
+	// The next answer on that connection is small: what stays then is
+	// the maps' size, kept for every later answer.
+	ask("/small")
+	if n := accepted(); n != 1 {
+		t.Fatalf("the backend accepted %d connections", n)
+	}
+	if after := heap(); after > base+(4<<20) {
+		t.Errorf("after a small answer, the connection still holds %d KiB", (after-base)>>10)
 	}
 }
