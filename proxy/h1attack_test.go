@@ -399,14 +399,17 @@ func TestAttackClientLeavesMidBody(t *testing.T) {
 // another client's.
 func TestAttackStrayBytesNeverAnswerAnother(t *testing.T) {
 	const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSMUGG"
-	for _, tc := range []struct{ method, answer string }{
-		{"HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + smuggled},
-		{"HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"GET", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n" + smuggled},
-		{"GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n" + smuggled},
-		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + smuggled},
-		{"GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled},
-		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled},
+	for _, tc := range []struct {
+		method, answer string
+		refused        bool // 502: framing two parsers could read differently
+	}{
+		{"HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + smuggled, false},
+		{"HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, false},
+		{"GET", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n" + smuggled, false},
+		{"GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n" + smuggled, false},
+		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + smuggled, false},
+		{"GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled, false},
+		{"GET", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + smuggled, true},
 	} {
 		var requests atomic.Int32
 		backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
@@ -433,7 +436,7 @@ func TestAttackStrayBytesNeverAnswerAnother(t *testing.T) {
 			_, err = io.Copy(io.Discard, resp.Body)
 		}
 		c.Close()
-		if err != nil || resp.StatusCode == http.StatusBadGateway {
+		if err != nil || (resp.StatusCode == http.StatusBadGateway) != tc.refused {
 			t.Fatalf("%.40q: %v %v", tc.answer, resp, err)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"portico.dev/portico/h1"
 )
 
 // The direct HTTP/1.1 path sends a request that has no body to a plain-text
@@ -142,9 +144,9 @@ func replayable(r *http.Request) bool {
 	return ok || xok
 }
 
-// roundTrip writes out and reads the final answer's headers, passing 1xx
-// answers on to w.
-func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange) (*http.Response, error) {
+// roundTrip writes out and reads the final answer's head into c.ans,
+// passing 1xx answers on to w.
+func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange) (*h1.Answer, error) {
 	if err := c.writeRequest(out, x); err != nil {
 		return nil, err
 	}
@@ -156,38 +158,34 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	// (a backend may send 102 Processing all through a long job), but a
 	// backend that sends nothing else ends at the limit.
 	c.readLimit = h1MaxResponseHeader
+	a := &c.ans
 	for n1xx := 0; ; n1xx++ {
 		// Once a 1xx arrived the backend has the request: a failure then
 		// is no stale connection, and sending it again would repeat it.
 		if _, err := c.br.Peek(1); err != nil && n1xx == 0 {
 			return nil, errNothingRead{err}
 		}
-		resp, err := http.ReadResponse(c.br, out)
-		if err != nil {
+		if err := a.ReadHead(c.br, out.Method, h1MaxResponseHeader); err != nil {
 			return nil, fmt.Errorf("reading the backend's answer: %w", err)
 		}
 		switch {
-		case resp.StatusCode < 100:
-			// ReadResponse takes any three digits; WriteHeader panics
-			// on these.
-			return nil, fmt.Errorf("backend answered with status %d", resp.StatusCode)
-		case resp.StatusCode == http.StatusSwitchingProtocols:
+		case a.Status == http.StatusSwitchingProtocols:
 			return nil, errors.New("backend switched protocols without being asked to")
-		case resp.StatusCode < 200:
+		case a.Status < 200:
 			h := w.Header()
-			copyHeader(h, resp.Header)
-			w.WriteHeader(resp.StatusCode)
+			copyHeader(h, a.Header)
+			w.WriteHeader(a.Status)
 			clear(h)
 			continue
 		}
 		c.readLimit = 1<<63 - 1
-		return resp, nil
+		return a, nil
 	}
 }
 
-// answerDirect sends resp to the client: what ReverseProxy does after its
-// transport answered.
-func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, c *h1Conn, stop func() bool, resp *http.Response) {
+// answerDirect sends the answer a to the client: what ReverseProxy does
+// after its transport answered.
+func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, c *h1Conn, stop func() bool, a *h1.Answer) {
 	kept := false
 	defer func() {
 		// Whatever ends the answer early (a panic included), the
@@ -197,49 +195,48 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 			c.conn.Close()
 		}
 	}()
-	removeHopByHop(resp.Header)
-	if slices.Contains(x.retryCodes, resp.StatusCode) {
+	removeHopByHop(a.Header)
+	if slices.Contains(x.retryCodes, a.Status) {
 		f.proxyError(w, out.WithContext(ctx), errRetryableStatus)
 		return
 	}
 	for _, fl := range x.respFilters {
-		fl.Apply(resp.Header)
+		fl.Apply(a.Header)
 	}
 	if x.cors != nil {
-		x.cors.Apply(x.in, resp.Header)
+		x.cors.Apply(x.in, a.Header)
 	}
 	h := w.Header()
-	copyHeader(h, resp.Header)
-	announced := len(resp.Trailer)
+	copyHeader(h, a.Header)
+	announced := len(a.Announced)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
-		for k := range resp.Trailer {
+		for k := range a.Announced {
 			keys = append(keys, k)
 		}
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
-	w.WriteHeader(resp.StatusCode)
-	streamed := resp.ContentLength == -1 || isEventStream(resp.Header)
-	if err := f.copyBody(w, resp.Body, streamed); err != nil {
+	w.WriteHeader(a.Status)
+	streamed := a.ContentLength == -1 || isEventStream(a.Header)
+	if err := f.copyBody(w, a, streamed); err != nil {
 		// As ReverseProxy does: the client must see an answer cut short,
 		// not one that looks complete.
 		panic(http.ErrAbortHandler)
 	}
-	resp.Body.Close() // at EOF already: reads nothing, fills resp.Trailer
-	if len(resp.Trailer) > 0 {
+	if trailer := a.Trailers(); len(trailer) > 0 {
 		// Force chunking, as ReverseProxy does, so trailers can follow.
 		http.NewResponseController(w).Flush() //nolint:errcheck // as ReverseProxy
-		if len(resp.Trailer) == announced {
-			copyHeader(h, resp.Trailer)
+		if len(trailer) == announced {
+			copyHeader(h, trailer)
 		} else {
-			for k, vv := range resp.Trailer {
+			for k, vv := range trailer {
 				for _, v := range vv {
 					h.Add(http.TrailerPrefix+k, v)
 				}
 			}
 		}
 	}
-	if stop() && !resp.Close {
+	if stop() && a.Reusable(c.br) {
 		kept = true
 		f.pool.put(c)
 	}

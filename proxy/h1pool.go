@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"portico.dev/portico/h1"
 	"portico.dev/portico/internal/reqctx"
 )
 
@@ -67,6 +68,8 @@ type h1Conn struct {
 	hooked *reqctx.Ctx
 	// keys is scratch space for writing headers in order.
 	keys []string
+	// ans reads the answers, its header maps and body reader reused.
+	ans h1.Answer
 }
 
 // Read reads from the connection within readLimit; the bufio.Reader reads
