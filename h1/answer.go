@@ -39,17 +39,25 @@ import (
 //     else the answer is refused; so is one in an HTTP/1.0 answer (net/http
 //     ignores it there) and one together with Content-Length (net/http
 //     drops the Content-Length; nginx refuses);
-//   - Content-Length: digits only, at most 18; identical values in several
+//   - Content-Length: digits only, at most 18 (net/http takes 19); identical values in several
 //     fields or in a comma list are one (net/http refuses a list), differing
 //     ones are refused; the header keeps the one value;
 //   - neither: the body lasts until the backend closes, and the connection
 //     cannot carry another request;
-//   - Connection: an HTTP/1.1 answer with "close", an HTTP/1.0 one without
-//     "keep-alive", ends the connection;
+//   - Connection: an HTTP/1.1 answer with "close", an HTTP/1.0 one with
+//     "close" or without "keep-alive", ends the connection; only HTTP/1.0
+//     and 1.1 are taken;
+//   - the connection carries another request (Reusable) only when the
+//     answer's end was known and reached exactly and nothing after it is
+//     buffered: bytes a backend sends past an answer's end are never read
+//     as the next answer;
 //   - chunked bodies under h1's request bounds: chunk-size line length,
 //     framing overhead, size overflow, CRLF (not a bare LF) after each
-//     chunk-size line, chunk's data and trailer line; trailers bounded by
-//     the same limit as the head, forbidden trailer fields dropped.
+//     chunk-size line, chunk's data and trailer line (net/http takes a bare
+//     LF in trailers), whitespace allowed before a chunk extension (net/http
+//     refuses it); trailers bounded by the same limit as the head, a
+//     trailer line by the connection's read buffer (net/http has no such
+//     bound), forbidden trailer fields dropped (net/http keeps them).
 //
 // As net/http, a "Pragma: no-cache" without Cache-Control gains
 // "Cache-Control: no-cache", and an announced trailer may not be named

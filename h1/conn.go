@@ -71,7 +71,7 @@ func (c *conn) serve() (hijacked bool) {
 			}
 			w := c.cur.Swap(nil)
 			if w != nil {
-				w.cancel(nil)
+				w.ctx.Cancel(nil)
 			}
 			if hijacked = c.hijacked.Load(); !hijacked {
 				c.rwc.Close()
@@ -121,7 +121,7 @@ func (c *conn) serve() (hijacked bool) {
 		c.cur.Store(nil)
 		c.unwatch()
 		keep := w.finish()
-		w.cancel(nil)
+		w.ctx.Cancel(nil)
 		if c.deadlines.Swap(false) {
 			c.cr.liftHandlers()
 		}
@@ -145,7 +145,7 @@ func (cw connWriter) Write(p []byte) (int, error) {
 	n, err := c.rwc.Write(p)
 	if err != nil && !c.hijacked.Load() {
 		if w := c.cur.Load(); w != nil {
-			w.cancel(err)
+			w.ctx.Cancel(err)
 		}
 	}
 	return n, err
@@ -205,8 +205,15 @@ func (c *conn) readRequest() (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancelCause(c.base)
-	req := (&http.Request{}).WithContext(ctx)
+	if c.header == nil {
+		c.header = make(http.Header, 8)
+	}
+	clear(c.header)
+	w := &response{c: c, contentLength: -1, header: c.header}
+	w.ctx.Init(c.base)
+	w.reqv = *(&http.Request{}).WithContext(&w.ctx)
+	req := &w.reqv
+	w.req = req
 	req.Method = p.method
 	req.URL = u
 	req.Proto, req.ProtoMajor, req.ProtoMinor = p.proto, p.major, p.minor
@@ -221,11 +228,6 @@ func (c *conn) readRequest() (*response, error) {
 	req.RemoteAddr = c.remote
 	req.RequestURI = p.target
 	req.TLS = c.tls
-	if c.header == nil {
-		c.header = make(http.Header, 8)
-	}
-	clear(c.header)
-	w := &response{c: c, req: req, cancel: cancel, contentLength: -1, header: c.header}
 	w.isHEAD = p.method == http.MethodHead
 	switch {
 	case p.chunked:
@@ -466,7 +468,7 @@ func (r *connReader) backgroundRead(w *response) {
 		// The client closed (or reset) the connection: the request is
 		// cancelled, its backend request with it.
 		r.gone = true
-		w.cancel(errClientGone)
+		w.ctx.Cancel(errClientGone)
 	}
 	r.pending = false
 	if r.cond != nil {

@@ -2,7 +2,9 @@
 // HTTP/1.1 requests read from one accepted connection (plain, or TLS after
 // its handshake) to an http.Handler, with a parser stricter than net/http's
 // (RFC 9112 without its leniencies) and without the per-request goroutine
-// and reads net/http's server pays on every kept-alive request.
+// and reads net/http's server pays on every kept-alive request. Answer
+// reads a backend's answers with the same field and chunked rules, for a
+// proxy's own HTTP/1.1 client.
 package h1
 
 import (

@@ -2,7 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"context"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
+	"portico.dev/portico/internal/reqctx"
 )
 
 // preMax is how much of a response body is held before its head is sent:
@@ -21,10 +21,16 @@ const preMax = 2048
 
 // response is the http.ResponseWriter of one request.
 type response struct {
-	c      *conn
-	req    *http.Request
-	body   *body // nil for a request without one
-	cancel context.CancelCauseFunc
+	c   *conn
+	req *http.Request // &reqv
+	// reqv is the request, held here so that request, context and
+	// response cost one allocation; nothing of it is reused, so a handler
+	// may keep them past its return.
+	reqv http.Request
+	body *body // nil for a request without one
+	// ctx is the request's context, cancelled when the request ends
+	// (or the client goes away) through its Cancel only.
+	ctx    reqctx.Ctx
 	header http.Header
 
 	status int // the final status, once WriteHeader chose it

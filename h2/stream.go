@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,17 +17,18 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
+	"portico.dev/portico/internal/reqctx"
 )
 
 // stream is one request and its response. The fields after the first
 // group are under c.mu.
 type stream struct {
-	c      *conn
-	id     uint32
-	req    *http.Request // &reqv
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	w      responseWriter
+	c   *conn
+	id  uint32
+	req *http.Request // &reqv
+	// ctx is the request's context, cancelled through its Cancel only.
+	ctx reqctx.Ctx
+	w   responseWriter
 	// reqv, url and body are the request's parts, held here so that a
 	// stream costs one allocation for all of them; each stream has its
 	// own (nothing is reused), so a handler may keep them past its return.
@@ -124,7 +124,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		st.cancel(errConnClosed)
+		st.ctx.Cancel(errConnClosed)
 		return nil
 	}
 	st.sendWindow = int64(c.peerWindow)
@@ -229,8 +229,8 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 		}
 	}
 	req.Trailer = declaredTrailer(header)
-	st.ctx, st.cancel = context.WithCancelCause(st.c.base)
-	st.reqv = *req.WithContext(st.ctx)
+	st.ctx.Init(st.c.base)
+	st.reqv = *req.WithContext(&st.ctx)
 	return &st.reqv, nil
 }
 
@@ -581,7 +581,7 @@ func (st *stream) abortLocked(cause error) {
 	}
 	st.bodyCond.Broadcast()
 	st.c.sendCond.Broadcast()
-	st.cancel(cause)
+	st.ctx.Cancel(cause)
 }
 
 func (st *stream) stopTimers() {

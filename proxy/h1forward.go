@@ -112,7 +112,7 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
 		}
-		stop := context.AfterFunc(ctx, c.abortFn)
+		stop := c.abortWhenDone(ctx, x)
 		resp, err := c.roundTrip(w, out, x)
 		if err == nil {
 			f.answerDirect(ctx, w, out, x, c, stop, resp)

@@ -379,3 +379,89 @@ func TestDirectClientGoneEndsBackendRequest(t *testing.T) {
 		t.Fatal("the backend's connection stayed open after the client left")
 	}
 }
+
+// TestDirectH2ResetEndsBackendRequest: over HTTP/2, a client that resets
+// its stream while the backend has not answered, or closes the whole
+// connection, ends the backend's request too; the connection whose stream
+// was reset serves on.
+func TestDirectH2ResetEndsBackendRequest(t *testing.T) {
+	closed := make(chan string, 4)
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		head, err := readHead(br)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(head[0], "GET /svc/ok ") {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return
+		}
+		// Never answer; report when Portico gives up on the connection.
+		if _, err := br.ReadByte(); err != nil {
+			closed <- head[0]
+		}
+	})
+	addr := directPort(t, backend)
+	dial := func() (net.Conn, *http2.ClientConn) {
+		t.Helper()
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := (&http2.Transport{AllowHTTP: true}).NewClientConn(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc, cc
+	}
+	get := func(cc *http2.ClientConn, ctx context.Context, path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://app.example.com"+path, nil)
+		return cc.RoundTrip(req)
+	}
+	waitClosed := func(want string) {
+		t.Helper()
+		select {
+		case got := <-closed:
+			if !strings.Contains(got, want) {
+				t.Fatalf("backend connection of %q closed, want %q's", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the backend's connection for %s stayed open after the client left", want)
+		}
+	}
+
+	// A reset stream: the client's context ends, it sends RST_STREAM.
+	_, cc := dial()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := get(cc, ctx, "/svc/hang1")
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the reset request was answered")
+	}
+	waitClosed("/svc/hang1")
+	resp, err := get(cc, t.Context(), "/svc/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("after the reset: %d %q", resp.StatusCode, body)
+	}
+
+	// The whole connection closed while a request waits.
+	nc, cc2 := dial()
+	go func() {
+		_, err := get(cc2, t.Context(), "/svc/hang2")
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	nc.Close()
+	<-errc
+	waitClosed("/svc/hang2")
+}

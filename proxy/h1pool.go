@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"portico.dev/portico/h1"
+	"portico.dev/portico/internal/reqctx"
 )
 
 // Limits of the plain HTTP/1.1 backend pool, the same as the transport's
@@ -55,11 +56,16 @@ type h1Conn struct {
 	readLimit int64
 	idleSince time.Time
 	reused    bool
-	// peekResult is what the last peek found (see usable); peekFn and
-	// abortFn are made once so that using them allocates nothing.
+	// peekResult is what the last peek found (see usable); peekFn,
+	// abortFn and unhookFn are made once so that using them allocates
+	// nothing.
 	peekResult int
 	peekFn     func(fd uintptr) bool
 	abortFn    func()
+	unhookFn   func() bool
+	// hooked is the request context abortFn is hooked to (see
+	// abortWhenDone).
+	hooked *reqctx.Ctx
 	// keys is scratch space for writing headers in order.
 	keys []string
 	// ans reads the answers, its header maps and body reader reused.
@@ -108,6 +114,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	c.bw = bufio.NewWriterSize(conn, 4<<10)
 	c.peekFn = c.peek
 	c.abortFn = c.abort
+	c.unhookFn = c.unhook
 	return c, nil
 }
 
@@ -181,6 +188,34 @@ func (c *h1Conn) peek(fd uintptr) bool {
 func (c *h1Conn) abort() { c.conn.SetDeadline(aLongTimeAgo) } //nolint:errcheck // a closed connection fails anyway
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// abortWhenDone makes the end of ctx, the context of an attempt of x, abort
+// c's blocked reads and writes. The function it returns undoes that and
+// reports whether ctx had not ended (the stop function of
+// context.AfterFunc). When the attempt's context is the exchange itself
+// (no backend timeout) over a request context of Portico's own servers,
+// the abort is that context's hook, which allocates nothing; otherwise it
+// is a context.AfterFunc.
+func (c *h1Conn) abortWhenDone(ctx context.Context, x *exchange) func() bool {
+	if ax, ok := ctx.(*exchange); ok && ax == x {
+		if rc, ok := x.Context.(*reqctx.Ctx); ok && rc.Hook(c.abortFn) {
+			c.hooked = rc
+			return c.unhookFn
+		}
+	}
+	return context.AfterFunc(ctx, c.abortFn)
+}
+
+// unhook may run twice for one hook, as AfterFunc's stop may: the second
+// time it reports false.
+func (c *h1Conn) unhook() bool {
+	rc := c.hooked
+	if rc == nil {
+		return false
+	}
+	c.hooked = nil
+	return rc.Unhook()
+}
 
 // sweep closes connections idle for longer than h1IdleTimeout, so that a
 // backend nobody sends to any more does not keep sockets open.
