@@ -629,3 +629,36 @@ func TestDirectIdleConnectionForgetsHugeAnswer(t *testing.T) {
 		t.Errorf("after a small answer, the connection still holds %d KiB", (after-base)>>10)
 	}
 }
+
+// TestDirectTrailerSectionBound: a backend's trailer section is bounded
+// as h1 bounds a client's (the server's header limit, 1 MiB by default),
+// not by the 10 MiB allowed the answer's head: every trailer line is an
+// allocation, a map entry and a field written to the client, and a 10 MiB
+// section of short lines costs over 200 MiB to read. net/http's reading
+// took at most its reader's buffer, 4 KiB. An answer with a 2 MiB trailer
+// section must reach the client cut short, without those trailers.
+func TestDirectTrailerSectionBound(t *testing.T) {
+	line := "X-T: " + strings.Repeat("t", 1000) + "\r\n"
+	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"+
+			strings.Repeat(line, 2<<20/len(line))+"\r\n")
+	})
+	addr := directPort(t, backend)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\nTE: trailers\r\nConnection: close\r\n\r\n")
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(raw, []byte("X-T: ")); n > 0 {
+		t.Errorf("%d trailer fields (%d KiB) of a 2 MiB trailer section reached the client", n, len(raw)>>10)
+	}
+}
