@@ -278,6 +278,22 @@ func answerAttacks() []answerAttack {
 		{name: "103 with CL and a body", answer: send("HTTP/1.1 103 Early Hints\r\nContent-Length: 4\r\n\r\nEVIL" + ok + "Content-Length: LEN\r\n\r\nTOK"), want: kindBad},
 		{name: "103 chunked", answer: send("HTTP/1.1 103 Early Hints\r\n" + chunkedTOK + "0\r\n\r\n" + ok + "Content-Length: LEN\r\n\r\nTOK"), want: kindBad},
 		{name: "103 with TE and CL", answer: send("HTTP/1.1 103 Early Hints\r\nContent-Length: 3\r\n" + chunkedTOK + ok + "Content-Length: LEN\r\n\r\nTOK"), want: kindOK | kindBad},
+		// The Answer keeps Transfer-Encoding and Trailer in its header
+		// (net/http dropped Transfer-Encoding): a 1xx head passed on must
+		// carry no framing field, which a client could take for a body.
+		{name: "103 with framing fields", answer: send("HTTP/1.1 103 Early Hints\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\nLink: <TOK>\r\n\r\n" +
+			"HTTP/1.1 103 Early Hints\r\nContent-Length: 4\r\n\r\n" + ok + "Content-Length: LEN\r\n\r\nTOK"), want: kindOK, check: func(s *answerSeen, tok string) error {
+			informational, _, _ := bytes.Cut(s.raw, []byte("HTTP/1.1 200"))
+			for _, f := range []string{"transfer-encoding:", "trailer:", "content-length:"} {
+				if bytes.Contains(bytes.ToLower(informational), []byte(f)) {
+					return fmt.Errorf("a 1xx head reached the client with %s: %q", f, informational)
+				}
+			}
+			if s.n1xx != 2 {
+				return fmt.Errorf("%d 1xx heads reached the client, want 2", s.n1xx)
+			}
+			return nil
+		}},
 		{name: "unasked 101", answer: send("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + evil), want: kindBad},
 		{name: "103 in HTTP/1.0", answer: send("HTTP/1.0 103 Early Hints\r\n\r\n" + ok + "Content-Length: LEN\r\n\r\nTOK"), want: kindOK | kindBad},
 		{name: "1xx then close", answer: sendKeep("HTTP/1.1 102 Processing\r\n\r\n", false), want: kindBad},
