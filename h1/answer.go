@@ -253,7 +253,7 @@ func (a *Answer) frame(br *bufio.Reader, method string, limit int) error {
 		}
 		for _, v := range h["Trailer"] {
 			for name := range strings.SplitSeq(v, ",") {
-				name = http.CanonicalHeaderKey(strings.Trim(name, " \t"))
+				name = http.CanonicalHeaderKey(trimOWS(name))
 				switch name {
 				case "Transfer-Encoding", "Trailer", "Content-Length":
 					return errors.New("backend answer: forbidden trailer announced")
@@ -299,7 +299,7 @@ func contentLength(h http.Header) (int64, error) {
 	first, n := "", 0
 	for _, v := range vv {
 		for e := range strings.SplitSeq(v, ",") {
-			e = strings.Trim(e, " \t")
+			e = trimOWS(e)
 			if e == "" || len(e) > 18 || !allDigits(e) {
 				return 0, errors.New("malformed Content-Length")
 			}

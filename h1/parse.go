@@ -83,19 +83,20 @@ type request struct {
 // point into one copy of it, made here: one allocation for every value.
 func parseHead(b []byte, r *request) error {
 	s := string(b)
-	line, rest, _ := strings.Cut(s, "\r\n")
+	// readHead ended every line with CRLF: cutting at LF is the same.
+	line, rest := nextLine(s)
 	*r = request{}
 	if err := r.parseRequestLine(line); err != nil {
 		return err
 	}
-	n := strings.Count(rest, "\r\n") - 1
+	n := strings.Count(rest, "\n") - 1
 	r.header = make(http.Header, n)
 	// One array holds the first value of every name (textproto does the
 	// same): one allocation instead of one per field.
 	strs := make([]string, n)
 	var hosts, lengths, encodings int
 	for {
-		line, rest, _ = strings.Cut(rest, "\r\n")
+		line, rest = nextLine(rest)
 		if line == "" {
 			break
 		}
@@ -182,8 +183,19 @@ func parseField(line string) (string, string, error) {
 			return "", "", badRequest("control byte in header value")
 		}
 	}
-	value = strings.Trim(value, " \t")
-	return canonicalName(name), value, nil
+	return canonicalName(name), trimOWS(value), nil
+}
+
+// trimOWS removes the spaces and tabs around s: strings.Trim with a cutset
+// builds a set on every call, once per header field.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // canonicalName is http.CanonicalHeaderKey without an allocation for a
