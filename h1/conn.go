@@ -201,10 +201,6 @@ func (c *conn) readRequest() (*response, error) {
 	if err := parseHead(c.head, p); err != nil {
 		return nil, err
 	}
-	u, err := p.newURL()
-	if err != nil {
-		return nil, err
-	}
 	if c.header == nil {
 		c.header = make(http.Header, 8)
 	}
@@ -214,6 +210,10 @@ func (c *conn) readRequest() (*response, error) {
 	w.reqv = *(&http.Request{}).WithContext(&w.ctx)
 	req := &w.reqv
 	w.req = req
+	u := &w.url
+	if err := p.parseURL(u); err != nil {
+		return nil, err
+	}
 	req.Method = p.method
 	req.URL = u
 	req.Proto, req.ProtoMajor, req.ProtoMinor = p.proto, p.major, p.minor

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+	"portico.dev/portico/internal/reqtarget"
 )
 
 // parseError is a request that cannot be served: the status it is answered
@@ -280,21 +281,30 @@ func (r *request) checkFraming(hosts, lengths, encodings int) error {
 	return nil
 }
 
-// newURL parses the request target as net/http does.
-func (r *request) newURL() (*url.URL, error) {
+// parseURL parses the request target into u as net/http does (with
+// url.ParseRequestURI), a target in origin form without its copy of the
+// URL.
+func (r *request) parseURL(u *url.URL) error {
 	raw := r.target
-	authority := r.method == http.MethodConnect && raw[0] != '/'
+	if raw[0] == '/' {
+		if err := reqtarget.Parse(u, raw); err != nil {
+			return badRequest("malformed request target")
+		}
+		return nil
+	}
+	authority := r.method == http.MethodConnect
 	if authority {
 		raw = "http://" + raw
 	}
-	u, err := url.ParseRequestURI(raw)
+	v, err := url.ParseRequestURI(raw)
 	if err != nil {
-		return nil, badRequest("malformed request target")
+		return badRequest("malformed request target")
 	}
 	if authority {
-		u.Scheme = ""
+		v.Scheme = ""
 	}
-	return u, nil
+	*u = *v
+	return nil
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type response struct {
 	// response cost one allocation; nothing of it is reused, so a handler
 	// may keep them past its return.
 	reqv http.Request
+	url  url.URL
 	body *body // nil for a request without one
 	// ctx is the request's context, cancelled when the request ends
 	// (or the client goes away) through its Cancel only.

@@ -187,7 +187,7 @@ func TestReview3FieldSliceKeepsNoOldBlock(t *testing.T) {
 // handler sees (r.URL's every field and RequestURI) to be what
 // url.ParseRequestURI makes of the target, as before the split of plain
 // paths; a target it refuses, and absolute form, reset the stream.
-// TestParseRequestPath holds parseRequestPath alone; this one holds the
+// reqtarget.TestParse holds reqtarget.Parse alone; this one holds the
 // request built around it, stream after stream on one connection (each
 // stream's URL is its own).
 func TestReview3TargetsAsParseRequestURI(t *testing.T) {

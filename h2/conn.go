@@ -114,6 +114,45 @@ type conn struct {
 	writeBound atomic.Int64
 	handlers   sync.WaitGroup
 	done       chan struct{}
+
+	// hmaps are response header maps of finished streams, cleared, for
+	// the next streams' responses (under hmu): a map and its first group
+	// are two allocations a stream.
+	hmu   sync.Mutex
+	hmaps []http.Header
+}
+
+// Bounds of the reused header maps: how many a connection keeps, and the
+// most fields a map may have held to be kept (a map keeps the room it grew
+// to).
+const (
+	maxHeaderMaps      = 32
+	maxHeaderMapFields = 32
+)
+
+func (c *conn) headerMap() http.Header {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if n := len(c.hmaps); n > 0 {
+		h := c.hmaps[n-1]
+		c.hmaps[n-1] = nil
+		c.hmaps = c.hmaps[:n-1]
+		return h
+	}
+	return http.Header{}
+}
+
+// putHeaderMap keeps h, whose response is over, for another stream.
+func (c *conn) putHeaderMap(h http.Header) {
+	if h == nil || len(h) > maxHeaderMapFields {
+		return
+	}
+	clear(h)
+	c.hmu.Lock()
+	if len(c.hmaps) < maxHeaderMaps {
+		c.hmaps = append(c.hmaps, h)
+	}
+	c.hmu.Unlock()
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {

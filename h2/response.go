@@ -41,9 +41,12 @@ func (w *responseWriter) reset(st *stream) {
 	*w = responseWriter{st: st, contentLength: -1, isHEAD: st.req.Method == http.MethodHead}
 }
 
+// Header is a map the connection reuses once the handler returned and the
+// response is over: a handler must not use it after it returned, as with
+// net/http.
 func (w *responseWriter) Header() http.Header {
 	if w.header == nil {
-		w.header = http.Header{}
+		w.header = w.st.c.headerMap()
 	}
 	return w.header
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"portico.dev/portico/internal/reqctx"
+	"portico.dev/portico/internal/reqtarget"
 )
 
 // stream is one request and its response. The fields after the first
@@ -192,7 +193,7 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	case path[0] != '/':
 		return nil, errors.New("malformed :path")
 	default:
-		if err = parseRequestPath(u, path); err != nil {
+		if err = reqtarget.Parse(u, path); err != nil {
 			return nil, fmt.Errorf("malformed :path: %w", err)
 		}
 	}
@@ -232,46 +233,6 @@ func (st *stream) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	st.ctx.Init(st.c.base)
 	st.reqv = *req.WithContext(&st.ctx)
 	return &st.reqv, nil
-}
-
-// parseRequestPath sets u to the URL of a request target in origin form
-// (path[0] is '/'), as url.ParseRequestURI makes it. A path of plain
-// characters with a query of printable ones, what nearly every request
-// has, is split here without the parser's copy of the URL.
-func parseRequestPath(u *url.URL, path string) error {
-	p, q, hasQuery := strings.Cut(path, "?")
-	plain := true
-	for i := 0; i < len(p) && plain; i++ {
-		plain = plainPathByte(p[i])
-	}
-	for i := 0; i < len(q) && plain; i++ {
-		plain = q[i] >= ' ' && q[i] != 0x7f
-	}
-	if !plain {
-		v, err := url.ParseRequestURI(path)
-		if err != nil {
-			return err
-		}
-		*u = *v
-		return nil
-	}
-	*u = url.URL{Path: p, RawQuery: q, ForceQuery: hasQuery && q == ""}
-	return nil
-}
-
-// plainPathByte tells whether c stands in a URL path as it is: neither
-// unescaped nor escaped by net/url, so that Path is the text and RawPath
-// is empty.
-func plainPathByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '-', '_', '.', '~', '$', '&', '+', ',', '/', ':', ';', '=', '@':
-		return true
-	}
-	return false
 }
 
 // requestAuthority checks the request's target fields as RFC 9113, 8.3.1
@@ -634,6 +595,8 @@ func (st *stream) finish(ok bool) {
 	}
 	c.srv.putHeldBuf(st.w.heldp)
 	st.w.held, st.w.heldp = nil, nil
+	c.putHeaderMap(st.w.header)
+	st.w.header = nil
 	c.mu.Lock()
 	st.handlerDone = true
 	unread := int32(len(st.buf) - st.off)
