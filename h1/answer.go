@@ -55,7 +55,7 @@ import (
 //     framing overhead, size overflow, CRLF (not a bare LF) after each
 //     chunk-size line, chunk's data and trailer line (net/http takes a bare
 //     LF in trailers), whitespace allowed before a chunk extension (net/http
-//     refuses it); trailers bounded by the same limit as the head, a
+//     refuses it); trailers bounded by the head's limit and at most 64 KiB, a
 //     trailer line by the connection's read buffer (net/http has no such
 //     bound), forbidden trailer fields dropped (net/http keeps them).
 //
@@ -95,27 +95,63 @@ const (
 )
 
 // maxScratch is the largest head buffer kept for the next answer, the
-// size of a pooled connection's read buffer: a backend sending one huge
-// head does not leave every idle connection holding that much.
-const maxScratch = 4 << 10
+// size of a pooled connection's read buffer, and maxKeptFields the most
+// fields a map may have held to be cleared and kept rather than dropped:
+// a backend sending one answer with a huge head or trailer section does
+// not leave its connection holding that much, nor make every later answer
+// clear the room it grew to.
+const (
+	maxScratch    = 4 << 10
+	maxKeptFields = 64
+)
 
-var errAnswerLine = errors.New("malformed status line")
+// maxAnswerTrailer bounds an answer's trailer section: every trailer line
+// costs an allocation, a map entry and a field written to the client, and
+// real trailers (gRPC's status and message, checksums) are a few hundred
+// bytes. net/http's reading took at most its reader's buffer, 4 KiB.
+const maxAnswerTrailer = 64 << 10
 
-// ReadHead reads the next answer's head from br, for a request with the
-// given method; limit bounds the head's bytes and, later, the trailer's.
-// The body is read with Read.
-func (a *Answer) ReadHead(br *bufio.Reader, method string, limit int) error {
-	if a.Header == nil {
-		a.Header, a.Announced, a.trailer = http.Header{}, http.Header{}, http.Header{}
-	}
-	clear(a.Header)
-	clear(a.Announced)
-	clear(a.trailer)
-	a.Status, a.Minor, a.ContentLength, a.Close, a.mode = 0, 0, -1, false, noBody
+// Release lets go of what the last answer holds (its values, its body
+// reader, maps and a head buffer that grew large), for a connection that
+// goes idle: nothing of an answer is held while the connection waits in a
+// pool. The answer's fields and trailers are gone after it.
+func (a *Answer) Release() {
+	a.Header = forget(a.Header)
+	a.Announced = forget(a.Announced)
+	a.trailer = forget(a.trailer)
 	a.body = body{}
 	if cap(a.head) > maxScratch {
 		a.head = nil
 	}
+}
+
+// forget clears h, or drops it when it grew past maxKeptFields.
+func forget(h http.Header) http.Header {
+	if len(h) > maxKeptFields {
+		return nil
+	}
+	clear(h)
+	return h
+}
+
+var errAnswerLine = errors.New("malformed status line")
+
+// ReadHead reads the next answer's head from br, for a request with the
+// given method; limit bounds the head's bytes and, with maxAnswerTrailer,
+// the trailer's.
+// The body is read with Read.
+func (a *Answer) ReadHead(br *bufio.Reader, method string, limit int) error {
+	a.Release()
+	if a.Header == nil {
+		a.Header = http.Header{}
+	}
+	if a.Announced == nil {
+		a.Announced = http.Header{}
+	}
+	if a.trailer == nil {
+		a.trailer = http.Header{}
+	}
+	a.Status, a.Minor, a.ContentLength, a.Close, a.mode = 0, 0, -1, false, noBody
 	head, lines, err := readAnswerHead(br, a.head[:0], limit)
 	a.head = head
 	if err != nil {
@@ -274,7 +310,7 @@ func (a *Answer) frame(br *bufio.Reader, method string, limit int) error {
 		return nil
 	case chunked:
 		a.mode = framedBody
-		a.body = body{br: br, chunked: true, first: true, trailer: &a.trailer, maxTrailer: limit}
+		a.body = body{br: br, chunked: true, first: true, trailer: &a.trailer, maxTrailer: min(limit, maxAnswerTrailer)}
 	case length == 0:
 		a.ContentLength = 0
 	case length > 0:

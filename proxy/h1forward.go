@@ -238,6 +238,8 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	}
 	if stop() && a.Reusable(c.br) {
 		kept = true
+		// Nothing of the answer stays with the idle connection.
+		a.Release()
 		f.pool.put(c)
 	}
 }

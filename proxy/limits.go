@@ -263,6 +263,13 @@ func (w *pacedWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
+	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		// These answers have no content (RFC 9110 sections 6.4.1 and 8.6:
+		// no Content-Length in a 1xx or 204; net/http's server drops it from
+		// a 304 too). Over HTTP/2 a backend's Content-Length would be sent
+		// on a stream without DATA, which clients read as a body cut short.
+		delete(w.Header(), "Content-Length")
+	}
 	if code < 200 && w.http10 && code != http.StatusSwitchingProtocols {
 		// No 1xx goes to an HTTP/1.0 client (RFC 9110, section 15.2): it
 		// would read it as the answer, and the answer as the next one.
