@@ -53,8 +53,13 @@ type pacer struct {
 
 	read, write paceOp
 
-	mu       sync.Mutex // guards timer, done and writeCut against the watchdog
-	timer    *time.Timer
+	mu    sync.Mutex // guards timer, armed, fires, done and writeCut against the watchdog
+	timer *time.Timer
+	// armed is set while the timer is set to fire, at fires (Unix ns): a
+	// pooled pacer's timer stays armed from one request to the next (see
+	// start), so that pacing a request changes no timer.
+	armed    bool
+	fires    int64
 	done     bool
 	writeCut bool
 	cut      atomic.Pointer[string] // why the request was first cut
@@ -113,12 +118,23 @@ func (p *pacer) start(w http.ResponseWriter, opts *Options) {
 	p.bodyCut.Store(false)
 	switch {
 	case p.idle <= 0:
+		if p.armed {
+			p.timer.Stop()
+			p.armed = false
+		}
 	case p.timer == nil:
 		p.timer = time.AfterFunc(p.idle, p.watch)
+		p.armed, p.fires = true, time.Now().Add(p.idle).UnixNano()
 	default:
-		// A watch of the previous request that runs late finds the new
-		// request's deadlines, none of them due: it only re-arms.
-		p.timer.Reset(p.idle)
+		// A timer still armed from an earlier request fires within idle
+		// of now (unless idle shrank since): before any deadline of this
+		// request, which the watch it runs then sleeps until. A watch of
+		// an earlier request that runs late finds this request's
+		// deadlines, none of them due: it only re-arms.
+		if now := time.Now(); !p.armed || p.fires > now.Add(p.idle).UnixNano() {
+			p.timer.Reset(p.idle)
+			p.armed, p.fires = true, now.Add(p.idle).UnixNano()
+		}
 	}
 }
 
@@ -127,7 +143,9 @@ func (p *pacer) start(w http.ResponseWriter, opts *Options) {
 func (p *pacer) watch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done {
+	if p.done || p.idle <= 0 {
+		// Between requests: the next one arms the timer again.
+		p.armed = false
 		return
 	}
 	now := time.Now()
@@ -151,6 +169,7 @@ func (p *pacer) watch() {
 		}
 	}
 	p.timer.Reset(next.Sub(now))
+	p.fires = next.UnixNano()
 }
 
 // cutLocked makes the read or write waiting on the client fail now.
@@ -193,12 +212,23 @@ func (p *pacer) cutNow(read bool, why string) {
 }
 
 // stop ends the watch; the handler is about to return or hand the
-// connection over (upgrade).
+// connection over (upgrade). The timer is left armed for a pooled pacer's
+// next request (a watch that fires before it finds the pacer done and
+// lets the timer be); release stops it.
 func (p *pacer) stop() {
 	p.mu.Lock()
 	p.done = true
-	if p.timer != nil {
+	p.mu.Unlock()
+}
+
+// release stops the timer of a pacer that is not pooled: left armed, it
+// would keep the pacer until it fired, and a timer per recent request
+// would wait in the runtime's heap.
+func (p *pacer) release() {
+	p.mu.Lock()
+	if p.armed {
 		p.timer.Stop()
+		p.armed = false
 	}
 	p.mu.Unlock()
 }
@@ -506,6 +536,8 @@ func (ps *portServer) donePacing(pw *pacedWriter, bodyless bool) {
 	pw.status = statusWriter{}
 	if bodyless {
 		ps.writers.Put(pw)
+	} else {
+		p.release()
 	}
 }
 
