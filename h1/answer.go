@@ -219,13 +219,7 @@ func (a *Answer) parse(s string, lines int) error {
 		if err != nil {
 			return fmt.Errorf("malformed field line: %w", err)
 		}
-		if vv, ok := a.Header[name]; ok {
-			a.Header[name] = append(vv, value)
-		} else {
-			strs[0] = value
-			a.Header[name] = strs[:1:1]
-			strs = strs[1:]
-		}
+		strs = addField(a.Header, strs, name, value)
 	}
 }
 

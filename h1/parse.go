@@ -92,9 +92,7 @@ func parseHead(b []byte, r *request) error {
 	}
 	n := strings.Count(rest, "\n") - 1
 	r.header = make(http.Header, n)
-	// One array holds the first value of every name (textproto does the
-	// same): one allocation instead of one per field.
-	strs := make([]string, n)
+	strs := make([]string, n) // see addField
 	var hosts, lengths, encodings int
 	for {
 		line, rest = nextLine(rest)
@@ -113,15 +111,23 @@ func parseHead(b []byte, r *request) error {
 		case "Transfer-Encoding":
 			encodings++
 		}
-		if vv, ok := r.header[name]; ok {
-			r.header[name] = append(vv, value)
-		} else {
-			strs[0] = value
-			r.header[name] = strs[:1:1]
-			strs = strs[1:]
-		}
+		strs = addField(r.header, strs, name, value)
 	}
 	return r.checkFraming(hosts, lengths, encodings)
+}
+
+// addField adds a field to h. A name's first value goes into strs[0], its
+// slice capped so that an append elsewhere copies: one array holds the first
+// value of every name (textproto does the same), one allocation instead of
+// one per field. It returns what is left of strs.
+func addField(h http.Header, strs []string, name, value string) []string {
+	if vv, ok := h[name]; ok {
+		h[name] = append(vv, value)
+		return strs
+	}
+	strs[0] = value
+	h[name] = strs[:1:1]
+	return strs[1:]
 }
 
 func (r *request) parseRequestLine(line string) error {

@@ -541,6 +541,15 @@ func TestAnswerFramingAttacks(t *testing.T) {
 // followed on its connection by others: every client gets its own answer
 // or a refusal, never bytes of another answer.
 func TestAnswerFramingAttacksConcurrent(t *testing.T) {
+	attackConcurrently(t, 6, 3, func(int) func(addr string, a *answerAttack, tok string) *answerSeen {
+		return askAnswer
+	})
+}
+
+// attackConcurrently sends every attack that is not heavy from clients x
+// rounds goroutines at once, each in its own order, through the client ask
+// makes for client i, and fails on any answer judge refuses.
+func attackConcurrently(t *testing.T, clients, rounds int, ask func(i int) func(addr string, a *answerAttack, tok string) *answerSeen) {
 	var attacks []answerAttack
 	for _, a := range answerAttacks() {
 		if !a.heavy {
@@ -549,27 +558,27 @@ func TestAnswerFramingAttacksConcurrent(t *testing.T) {
 	}
 	backend, _ := attackBackend(t, attacks)
 	addr := directPort(t, backend)
-	const clients, rounds = 6, 3
 	var n atomic.Int64
 	var mu sync.Mutex
 	failures := map[string]string{}
 	var wg sync.WaitGroup
 	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range rounds {
+		askOne := ask(i)
+		for r := range rounds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				for j := range attacks {
 					a := &attacks[(j*7+i*13+r*5)%len(attacks)]
 					tok := fmt.Sprintf("tk%06dk", n.Add(1))
-					if err := judge(a, tok, askAnswer(addr, a, tok)); err != nil {
+					if err := judge(a, tok, askOne(addr, a, tok)); err != nil {
 						mu.Lock()
 						failures[a.name] = err.Error()
 						mu.Unlock()
 					}
 				}
-			}
-		}()
+			}()
+		}
 	}
 	wg.Wait()
 	for name, err := range failures {
@@ -733,42 +742,11 @@ func askAnswerH2(c *http.Client, addr string, a *answerAttack, tok string) *answ
 // stream's own while the backend connections they came from read the
 // next answers.
 func TestAnswerFramingAttacksH2(t *testing.T) {
-	var attacks []answerAttack
-	for _, a := range answerAttacks() {
-		if !a.heavy && !slices.Contains(h2LengthOnBodiless, a.name) {
-			attacks = append(attacks, a)
-		}
-	}
-	backend, _ := attackBackend(t, attacks)
-	addr := directPort(t, backend)
-	const clients, rounds = 4, 2
-	var n atomic.Int64
-	var mu sync.Mutex
-	failures := map[string]string{}
-	var wg sync.WaitGroup
-	for i := range clients {
+	attackConcurrently(t, 4, 2, func(int) func(addr string, a *answerAttack, tok string) *answerSeen {
 		c := h2cClient()
-		defer c.CloseIdleConnections()
-		for r := range rounds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := range attacks {
-					a := &attacks[(j*7+i*13+r*5)%len(attacks)]
-					tok := fmt.Sprintf("tk%06dk", n.Add(1))
-					if err := judge(a, tok, askAnswerH2(c, addr, a, tok)); err != nil {
-						mu.Lock()
-						failures[a.name] = err.Error()
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for name, err := range failures {
-		t.Errorf("%s: %s", name, err)
-	}
+		t.Cleanup(c.CloseIdleConnections)
+		return func(addr string, a *answerAttack, tok string) *answerSeen { return askAnswerH2(c, addr, a, tok) }
+	})
 }
 
 // h2LengthOnBodiless are the attacks whose answer has no content but a
