@@ -40,8 +40,12 @@ type conn struct {
 	parsed request
 	header http.Header
 	date   httpdate.Cache
-	// watcher arms the watch for the client going away (see watch).
-	watcher *time.Timer
+	// watcher arms the watch for the client going away (see watch);
+	// watchArmed is set while it is set to fire, watchFrom is when the
+	// current request may be watched (Unix ns).
+	watcher    *time.Timer
+	watchArmed atomic.Bool
+	watchFrom  atomic.Int64
 	// cur is the response being served, for the watch.
 	cur      atomic.Pointer[response]
 	hijacked atomic.Bool
@@ -101,8 +105,7 @@ func (c *conn) serve() (hijacked bool) {
 			c.refuse(err)
 			return false
 		}
-		c.cur.Store(w)
-		c.watchAfter(s.closeDetectDelay())
+		c.watchAfter(w, s.closeDetectDelay())
 		if w.req.RequestURI == "*" {
 			// No handler sets a deadline for this answer: a client that
 			// never reads it (and pipelines more) would hold the
@@ -303,25 +306,58 @@ func (c *conn) closeWrite() {
 // client leave). A byte it reads is the start of the next, pipelined
 // request and is kept for it.
 
-func (c *conn) watchAfter(d time.Duration) {
+//
+// The timer is not set and stopped for each request: it stays armed while
+// requests follow each other, and when it fires early for the request then
+// current it sleeps on until that request's delay is over. A timer that
+// finds no request disarms; the next request arms it again.
+
+// watchAfter makes w the current request, to be watched once it ran for
+// d. The time goes first: a watch that finds w current finds its time.
+func (c *conn) watchAfter(w *response, d time.Duration) {
+	c.watchFrom.Store(time.Now().Add(d).UnixNano())
+	c.cur.Store(w)
 	if c.watcher == nil {
+		c.watchArmed.Store(true)
 		c.watcher = time.AfterFunc(d, c.watch)
 		return
 	}
-	c.watcher.Reset(d)
+	if c.watchArmed.CompareAndSwap(false, true) {
+		c.watcher.Reset(d)
+	}
 }
 
+// unwatch ends the watch of the request that was current: a background
+// read in progress is aborted; the timer stays as it is (see watch).
 func (c *conn) unwatch() {
-	c.watcher.Stop()
 	c.cr.abortPending()
 }
 
 // watch runs on the timer: it starts the background read, now or once the
-// body has been read.
+// body has been read, for a request that ran for the delay.
 func (c *conn) watch() {
 	w := c.cur.Load()
 	if w == nil {
+		// Between requests (or the connection is gone): disarmed, unless
+		// a request became current meanwhile, whose watchAfter may have
+		// found the timer still armed.
+		c.watchArmed.Store(false)
+		if c.cur.Load() != nil && c.watchArmed.CompareAndSwap(false, true) {
+			c.watcher.Reset(time.Duration(max(c.watchFrom.Load()-time.Now().UnixNano(), 0)))
+		}
 		return
+	}
+	if left := c.watchFrom.Load() - time.Now().UnixNano(); left > 0 {
+		// Armed for an earlier request: this one has not run for the
+		// delay yet.
+		c.watcher.Reset(time.Duration(left))
+		return
+	}
+	// The timer's work for this request is done; the next request arms
+	// it again.
+	c.watchArmed.Store(false)
+	if c.cur.Load() != w && c.cur.Load() != nil && c.watchArmed.CompareAndSwap(false, true) {
+		c.watcher.Reset(time.Duration(max(c.watchFrom.Load()-time.Now().UnixNano(), 0)))
 	}
 	if w.body != nil {
 		if unread, _ := w.body.unread(); unread {

@@ -464,7 +464,9 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Marked first: a watch starting now sees it, one started before is
 	// aborted.
 	c.hijacked.Store(true)
-	c.watcher.Stop()
+	if c.watcher.Stop() {
+		c.watchArmed.Store(false)
+	}
 	// Marked before the background read is ended: a watch that starts
 	// it in between sees the mark under the reader's lock and does not.
 	c.hijacked.Store(true)
