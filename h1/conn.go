@@ -338,13 +338,8 @@ func (c *conn) unwatch() {
 func (c *conn) watch() {
 	w := c.cur.Load()
 	if w == nil {
-		// Between requests (or the connection is gone): disarmed, unless
-		// a request became current meanwhile, whose watchAfter may have
-		// found the timer still armed.
-		c.watchArmed.Store(false)
-		if c.cur.Load() != nil && c.watchArmed.CompareAndSwap(false, true) {
-			c.watcher.Reset(time.Duration(max(c.watchFrom.Load()-time.Now().UnixNano(), 0)))
-		}
+		// Between requests, or the connection is gone.
+		c.disarmWatch(nil)
 		return
 	}
 	if left := c.watchFrom.Load() - time.Now().UnixNano(); left > 0 {
@@ -353,12 +348,8 @@ func (c *conn) watch() {
 		c.watcher.Reset(time.Duration(left))
 		return
 	}
-	// The timer's work for this request is done; the next request arms
-	// it again.
-	c.watchArmed.Store(false)
-	if c.cur.Load() != w && c.cur.Load() != nil && c.watchArmed.CompareAndSwap(false, true) {
-		c.watcher.Reset(time.Duration(max(c.watchFrom.Load()-time.Now().UnixNano(), 0)))
-	}
+	// The timer's work for this request is done.
+	c.disarmWatch(w)
 	if w.body != nil {
 		if unread, _ := w.body.unread(); unread {
 			w.body.mu.Lock()
@@ -371,6 +362,16 @@ func (c *conn) watch() {
 		}
 	}
 	c.cr.startBackground(w)
+}
+
+// disarmWatch marks the timer idle, the watch of done (nil: none) over; a
+// request made current meanwhile, whose watchAfter found the timer still
+// armed, has it armed again here.
+func (c *conn) disarmWatch(done *response) {
+	c.watchArmed.Store(false)
+	if cur := c.cur.Load(); cur != nil && cur != done && c.watchArmed.CompareAndSwap(false, true) {
+		c.watcher.Reset(time.Duration(max(c.watchFrom.Load()-time.Now().UnixNano(), 0)))
+	}
 }
 
 // connReader is what the connection's bufio.Reader reads: the socket, and
