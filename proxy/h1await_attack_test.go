@@ -52,7 +52,13 @@ type tokRequest struct {
 func newTokBackend(t *testing.T, act func(c net.Conn, br *bufio.Reader, r *tokRequest) bool) *tokBackend {
 	t.Helper()
 	b := &tokBackend{seen: map[string]int{}}
-	b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+	b.addr, b.accepted = scriptedBackend(t, b.serve(act))
+	return b
+}
+
+// serve is the loop of a tokBackend's connection.
+func (b *tokBackend) serve(act func(c net.Conn, br *bufio.Reader, r *tokRequest) bool) func(c net.Conn, br *bufio.Reader) {
+	return func(c net.Conn, br *bufio.Reader) {
 		for n := 0; ; n++ {
 			head, err := readHead(br)
 			if err != nil || len(head) == 0 {
@@ -66,8 +72,7 @@ func newTokBackend(t *testing.T, act func(c net.Conn, br *bufio.Reader, r *tokRe
 				return
 			}
 		}
-	})
-	return b
+	}
 }
 
 func tokRequestOf(head []string, n int) *tokRequest {
@@ -779,4 +784,58 @@ func TestAwaitManyClientsH2(t *testing.T) {
 		}
 		return tokReply{status: resp.StatusCode, tok: resp.Header.Get("X-Tok"), body: string(b)}
 	})
+}
+
+// TestAwaitGreetingBackend: a backend that speaks first on every new
+// connection, before any request. A greeting that is no HTTP answer (a
+// mail server's banner) fails the request with a 502, without a wait. One
+// shaped as an HTTP answer may be taken for the answer of the first
+// request on that connection: the greeting is written as the connection
+// is accepted, and reaches Portico after the request was sent, when no
+// proxy can tell it from an answer. It must stay that: the connection's
+// real answer, which follows, reaches no other client.
+func TestAwaitGreetingBackend(t *testing.T) {
+	for _, greeting := range []string{
+		"220 mail.example.com ESMTP ready\r\n",
+		"HTTP/1.1 200 OK\r\nX-Tok: GREET\r\nContent-Length: 5\r\n\r\nGREET",
+	} {
+		name := "banner"
+		if strings.HasPrefix(greeting, "HTTP") {
+			name = "HTTP answer"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := &tokBackend{seen: map[string]int{}}
+			serve := b.serve(func(c net.Conn, _ *bufio.Reader, r *tokRequest) bool {
+				_, err := io.WriteString(c, tokAnswer(r.tok, r.method))
+				return err == nil
+			})
+			b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+				io.WriteString(c, greeting)
+				serve(c, br)
+			})
+			addr := directPort(t, b.addr)
+			var n atomic.Int64
+			greeted := 0
+			for i := range 12 {
+				m := awaitMethods[i%len(awaitMethods)]
+				tok := tokToken(&n)
+				r := askTok(addr, m.method, "/svc/greet/"+tok, m.extra)
+				checkOwn(t, m.String(), tok, r)
+				switch {
+				case r.err != nil:
+					t.Errorf("%v: %v", m, r)
+				case r.status == http.StatusBadGateway && !strings.HasPrefix(greeting, "HTTP"):
+				case r.tok == "GREET" && strings.HasPrefix(greeting, "HTTP"):
+					greeted++
+				case !r.okFor(tok, m.method):
+					t.Errorf("%v: %v", m, r)
+				}
+				if got := b.received(tok); got > 1 {
+					t.Errorf("%v reached the backend %d times", m, got)
+				}
+				time.Sleep(20 * time.Millisecond) // the real answer follows the greeting meanwhile
+			}
+			t.Logf("%d greetings taken for answers, %d connections", greeted, b.accepted())
+		})
+	}
 }
