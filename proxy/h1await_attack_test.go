@@ -839,3 +839,55 @@ func TestAwaitGreetingBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitIdleCloseStorm: a backend that closes or resets its idle
+// connections a moment after answering, at random, while many clients
+// take them from the pool: the close reaches Portico before the
+// connection is taken, between the check and the write, during the write
+// or while the answer is awaited. A request that may be sent again is
+// always answered, with its own answer; one that may not is answered or
+// refused (502), and never reaches the backend twice.
+func TestAwaitIdleCloseStorm(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		name := "close"
+		if reset {
+			name = "reset"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := newTokBackend(t, func(c net.Conn, _ *bufio.Reader, r *tokRequest) bool {
+				if _, err := io.WriteString(c, tokAnswer(r.tok, r.method)); err != nil {
+					return false
+				}
+				if rand.N(2) == 0 {
+					return true
+				}
+				time.Sleep(rand.N(3 * time.Millisecond))
+				if reset {
+					resetConn(c)
+				}
+				return false
+			})
+			addr := directPort(t, b.addr)
+			var n atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 6 {
+				wg.Go(func() {
+					for j := range 60 {
+						m := awaitMethods[(i+j)%len(awaitMethods)]
+						tok := tokToken(&n)
+						r := askTok(addr, m.method, "/svc/storm/"+tok, m.extra)
+						checkOwn(t, m.String(), tok, r)
+						got := b.received(tok)
+						switch {
+						case r.okFor(tok, m.method) && (got == 1 || m.replayable):
+						case r.err == nil && r.status == http.StatusBadGateway && !m.replayable && got <= 1:
+						default:
+							t.Errorf("%v: %v, reached the backend %d times", m, r, got)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
