@@ -123,6 +123,9 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
 		}
+		if errors.Is(err, errStaleConn) {
+			continue // nothing of the request went out: any method goes again
+		}
 		var nr errNothingRead
 		if errors.As(err, &nr) && c.reused && ctx.Err() == nil && replayable(out) {
 			continue
@@ -147,10 +150,17 @@ func replayable(r *http.Request) bool {
 // roundTrip writes out and reads the final answer's head into c.ans,
 // passing 1xx answers on to w.
 func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange) (*h1.Answer, error) {
+	c.beginRequest()
 	if err := c.writeRequest(out, x); err != nil {
 		return nil, err
 	}
-	if err := c.bw.Flush(); err != nil {
+	c.lastFlush = true
+	err := c.bw.Flush()
+	c.lastFlush = false
+	if errors.Is(err, errStaleConn) {
+		return nil, errStaleConn
+	}
+	if err != nil {
 		return nil, errNothingRead{err}
 	}
 	// One limit spans the heads of every 1xx and of the final answer:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -56,11 +57,21 @@ type h1Conn struct {
 	readLimit int64
 	idleSince time.Time
 	reused    bool
-	// peekResult is what the last peek found (see usable); peekFn,
-	// abortFn and unhookFn are made once so that using them allocates
-	// nothing.
+	// The sending of a request's head (see Write and sendAndAwait):
+	// wrote is set once a byte of the head went out, lastFlush for the
+	// flush that ends it; out, sent and step are sendAndAwait's.
+	wrote     bool
+	lastFlush bool
+	out       []byte
+	sent      int
+	step      sendStep
+	sendErr   error
+	// peekResult is what the last peek found (see peek); peekFn,
+	// awaitFn, abortFn and unhookFn are made once so that using them
+	// allocates nothing.
 	peekResult int
 	peekFn     func(fd uintptr) bool
+	awaitFn    func(fd uintptr) bool
 	abortFn    func()
 	unhookFn   func() bool
 	// hooked is the request context abortFn is hooked to (see
@@ -88,7 +99,10 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 
 var errResponseHeaderTooLarge = errors.New("backend response headers exceed the limit")
 
-// get returns an idle connection to addr that is still open, or dials one.
+// get returns an idle connection to addr, or dials one. Whether the
+// backend left an idle connection usable is found out as the request is
+// sent (Write): a stale one fails with errStaleConn before any byte of the
+// request went out.
 func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	now := time.Now()
 	for {
@@ -96,7 +110,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		if c == nil {
 			break
 		}
-		if now.Sub(c.idleSince) < h1IdleTimeout && c.usable() {
+		if now.Sub(c.idleSince) < h1IdleTimeout && c.br.Buffered() == 0 {
 			c.reused = true
 			return c, nil
 		}
@@ -111,8 +125,9 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		c.raw, _ = tc.SyscallConn() // fails only for a closed connection, which usable finds out
 	}
 	c.br = bufio.NewReaderSize(c, 4<<10)
-	c.bw = bufio.NewWriterSize(conn, 4<<10)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
 	c.peekFn = c.peek
+	c.awaitFn = c.await
 	c.abortFn = c.abort
 	c.unhookFn = c.unhook
 	return c, nil
@@ -148,23 +163,37 @@ func (p *h1Pool) put(c *h1Conn) {
 	p.mu.Unlock()
 }
 
-// usable reports whether an idle connection can carry a request: the
-// backend has not closed it nor sent anything unasked (an answer nobody
-// waits for, such as a 408 before closing). http.Transport learns this from
-// a reader goroutine blocked on every idle connection; here one
-// non-blocking peek when the connection is taken does.
-func (c *h1Conn) usable() bool {
-	if c.br.Buffered() > 0 {
-		return false
-	}
+// errStaleConn says that a reused connection was found closed by the
+// backend, or holding bytes nobody asked for (such as a 408 sent before
+// closing), before any byte of the request went out on it: the request
+// goes to another connection whatever its method.
+var errStaleConn = errors.New("idle backend connection closed or sent bytes unasked")
+
+// beginRequest readies c for writing a request's head into bw.
+func (c *h1Conn) beginRequest() { c.wrote, c.lastFlush = false, false }
+
+// Write is where bw flushes to. The first write of a request on a reused
+// connection checks that the connection is still usable: http.Transport
+// learns that from a reader goroutine blocked on every idle connection;
+// here one non-blocking peek does. The flush that ends a request's head
+// goes through sendAndAwait, which does that peek, the write and the wait
+// for the answer in one.
+func (c *h1Conn) Write(p []byte) (int, error) {
+	first := !c.wrote
+	c.wrote = true
 	if c.raw == nil {
-		return true
+		return c.conn.Write(p)
 	}
-	c.peekResult = 0
-	if err := c.raw.Read(c.peekFn); err != nil {
-		return false
+	if c.lastFlush {
+		return c.sendAndAwait(p, first && c.reused)
 	}
-	return c.peekResult < 0
+	if first && c.reused {
+		c.peekResult = 0
+		if err := c.raw.Read(c.peekFn); err != nil || c.peekResult >= 0 {
+			return 0, errStaleConn
+		}
+	}
+	return c.conn.Write(p)
 }
 
 // peek runs inside RawConn.Read: it sets peekResult to -1 when nothing is
@@ -181,6 +210,83 @@ func (c *h1Conn) peek(fd uintptr) bool {
 		c.peekResult = n
 	}
 	return true // never wait for readiness
+}
+
+// sendStep is where sendAndAwait is.
+type sendStep uint8
+
+const (
+	stepCheck    sendStep = iota // peek, then write
+	stepWait                     // written: waiting for the answer
+	stepStale                    // a reused connection found stale: nothing written
+	stepFallback                 // the rest goes through conn.Write, the answer through the usual read
+	stepFailed                   // write(2) failed: sendErr
+)
+
+// sendAndAwait writes p, the end of a request's head, and returns once the
+// answer can be read, saving the read that would find nothing yet.
+//
+// Go's poller gives no way to wait for readability without reading
+// first: RawConn.Read clears the socket's readiness before it calls
+// await, so data that arrived before would never wake a wait. await
+// therefore peeks first, after that clearing: finding nothing proves that
+// any later data will wake the wait (the poller is edge-triggered). On a
+// reused connection that peek is also the check that the backend left it
+// usable (when stale matters: nothing of the request sent yet), so the
+// request costs one system call fewer than a peek, a write, a read that
+// finds nothing and the read of the answer. Deadlines (the abort of
+// abortWhenDone) end the wait as they end a read.
+func (c *h1Conn) sendAndAwait(p []byte, staleMatters bool) (int, error) {
+	c.out, c.sent, c.step = p, 0, stepCheck
+	err := c.raw.Read(c.awaitFn)
+	sent, step, sendErr := c.sent, c.step, c.sendErr
+	c.out, c.sendErr = nil, nil
+	switch {
+	case step == stepStale && staleMatters:
+		return 0, errStaleConn
+	case step == stepFailed:
+		return sent, sendErr
+	case err != nil:
+		return sent, err
+	case step == stepStale, step == stepFallback:
+		// Bytes wait on a new connection (the backend spoke first, or
+		// answered a head that went out in parts), or the socket took
+		// only part of p: the rest is written, and the answer read, as
+		// usual.
+		n, err := c.conn.Write(p[sent:])
+		return sent + n, err
+	}
+	return len(p), nil
+}
+
+// await runs inside RawConn.Read for sendAndAwait: it returns false to wait
+// for readability once p is written, true when done.
+func (c *h1Conn) await(fd uintptr) bool {
+	if c.step == stepWait {
+		return true // readable: the answer, or the end of the connection
+	}
+	var b [1]byte
+	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	if err != syscall.EAGAIN {
+		c.step = stepStale
+		return true
+	}
+	for c.sent < len(c.out) {
+		n, err := syscall.Write(int(fd), c.out[c.sent:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			c.step = stepFallback
+			return true
+		case err != nil:
+			c.step, c.sendErr = stepFailed, fmt.Errorf("writing to the backend: %w", err)
+			return true
+		}
+		c.sent += n
+	}
+	c.step = stepWait
+	return false
 }
 
 // abort makes a blocked read or write of the connection return at once; it
