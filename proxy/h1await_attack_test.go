@@ -894,3 +894,52 @@ func TestAwaitIdleCloseStorm(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitEarlyAnswerToStalledHead: on a reused connection, a backend
+// answers as soon as it has a request line (RFC 9112 lets a server answer
+// before the request is complete), then reads nothing for a while, so
+// that the answer is there while most of a head larger than the sockets
+// hold is still to go out. Bytes found on the connection once part of the
+// head went out are that request's answer, not a stale connection's: the
+// request must not be sent again (a POST is not replayable), and its
+// client gets that answer.
+func TestAwaitEarlyAnswerToStalledHead(t *testing.T) {
+	b := &tokBackend{seen: map[string]int{}}
+	b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			r := tokRequestOf([]string{strings.TrimRight(line, "\r\n")}, n)
+			b.mu.Lock()
+			b.seen[r.tok]++
+			b.mu.Unlock()
+			io.WriteString(c, tokAnswer(r.tok, r.method))
+			if strings.Contains(r.path, "/early/") {
+				time.Sleep(300 * time.Millisecond)
+			}
+			if _, err := readHead(br); err != nil {
+				return
+			}
+		}
+	})
+	_, addr := awaitRuntime(t, bigHeads, b.addr, nil)
+	extra := bigExtra(bigHead)
+	var n atomic.Int64
+	for _, method := range []string{"GET", "POST"} {
+		warm := tokToken(&n)
+		if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
+			t.Fatalf("warm-up: %v", r)
+		}
+		tok := tokToken(&n)
+		r := askTok(addr, method, "/svc/early/"+tok, extra)
+		checkOwn(t, method, tok, r)
+		if !r.okFor(tok, method) {
+			t.Errorf("%s answered early: %v, want its own answer", method, r)
+		}
+		if got := b.received(tok); got != 1 {
+			t.Errorf("%s answered early reached the backend %d times, want 1", method, got)
+		}
+	}
+}
