@@ -323,9 +323,9 @@ func TestAwaitBackendDropsSentRequest(t *testing.T) {
 // which leave in more than one write, on reused connections (some found
 // stale first): each reaches the backend once and whole, and its client
 // gets its own answer. A backend that answers as soon as it has the
-// request line, before the rest of the head arrived (an early answer is
-// allowed, RFC 9112 section 9.3 leaves the server free to answer first),
-// is answered too, and the request not sent a second time on that
+// request line, before the rest of the head arrived (a server may answer
+// before it has read the whole request, as one refusing it does), is
+// answered too, and the request not sent a second time on that
 // answer's account.
 func TestAwaitBigHeads(t *testing.T) {
 	sizes := []int{3000, 4000, 4060, 4096, 4200, 8192, 9000, 30000, 60000}
@@ -896,8 +896,8 @@ func TestAwaitIdleCloseStorm(t *testing.T) {
 }
 
 // TestAwaitEarlyAnswerToStalledHead: on a reused connection, a backend
-// answers as soon as it has a request line (RFC 9112 lets a server answer
-// before the request is complete), then reads nothing for a while, so
+// answers as soon as it has a request line (a server may answer before it
+// has read the whole request), then reads nothing for a while, so
 // that the answer is there while most of a head larger than the sockets
 // hold is still to go out. Bytes found on the connection once part of the
 // head went out are that request's answer, not a stale connection's: the
