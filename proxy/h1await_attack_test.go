@@ -597,8 +597,42 @@ func TestAwaitAbortEndsWait(t *testing.T) {
 // connection that goes back to the pool (a deadline in the past, a
 // half-sent head, an answer not read), so that requests that cannot be
 // sent again, sent afterwards, are all answered, each with its own
-// answer.
+// answer. Over HTTP/1.1 the client resets its connection; over HTTP/2 it
+// resets the stream.
 func TestAwaitAbortStorm(t *testing.T) {
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		awaitStorm(t, func(addr, tok string) error {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return err
+			}
+			io.WriteString(c, "POST /svc/storm/"+tok+" HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n\r\n")
+			time.Sleep(rand.N(2 * time.Millisecond))
+			resetConn(c)
+			return nil
+		})
+	})
+	t.Run("HTTP/2", func(t *testing.T) {
+		c := h2cClient()
+		t.Cleanup(c.CloseIdleConnections)
+		awaitStorm(t, func(addr, tok string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), rand.N(2*time.Millisecond))
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/svc/storm/"+tok, nil)
+			req.Host = "app.example.com"
+			if resp, err := c.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return nil
+		})
+	})
+}
+
+// awaitStorm sends requests that abort leaves at random moments, from a
+// few goroutines at once, to a backend answering after random short
+// delays, then checks the requests that follow.
+func awaitStorm(t *testing.T, abort func(addr, tok string) error) {
 	b := newTokBackend(t, func(c net.Conn, _ *bufio.Reader, r *tokRequest) bool {
 		if d := rand.N(1500 * time.Microsecond); d > 500*time.Microsecond {
 			time.Sleep(d - 500*time.Microsecond)
@@ -612,14 +646,10 @@ func TestAwaitAbortStorm(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 100 {
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
+				if err := abort(addr, tokToken(&n)); err != nil {
 					t.Error(err)
 					return
 				}
-				io.WriteString(c, "POST /svc/storm/"+tokToken(&n)+" HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n\r\n")
-				time.Sleep(rand.N(2 * time.Millisecond))
-				resetConn(c)
 			}
 		})
 	}
@@ -631,6 +661,53 @@ func TestAwaitAbortStorm(t *testing.T) {
 		if !r.okFor(tok, "POST") {
 			t.Fatalf("POST %d after the storm: %v, want its own answer", i, r)
 		}
+	}
+}
+
+// TestAwaitTimeoutStorm: a backend timeout of a few milliseconds against
+// a backend that answers within a few milliseconds, so that the timeout
+// ends the wait at every moment around the answer's coming: every client
+// gets its own answer or a 504, and a timed-out attempt leaves nothing on
+// a connection that goes back to the pool (a deadline in the past would
+// fail the next request, which cannot be sent again, with a 502).
+func TestAwaitTimeoutStorm(t *testing.T) {
+	b := newTokBackend(t, func(c net.Conn, _ *bufio.Reader, r *tokRequest) bool {
+		if strings.Contains(r.path, "/storm/") {
+			time.Sleep(rand.N(6 * time.Millisecond))
+		}
+		_, err := io.WriteString(c, tokAnswer(r.tok, r.method))
+		return err == nil
+	})
+	timeout := gwv1.Duration("3ms")
+	_, addr := awaitRuntime(t, nil, b.addr, &gwv1.HTTPRouteTimeouts{BackendRequest: &timeout})
+	var n atomic.Int64
+	var timedOut atomic.Int64
+	ask := func(what string) {
+		tok := tokToken(&n)
+		r := askTok(addr, "POST", "/svc/"+what+"/"+tok, "")
+		checkOwn(t, what, tok, r)
+		switch {
+		case r.err == nil && r.status == http.StatusGatewayTimeout:
+			timedOut.Add(1)
+		case !r.okFor(tok, "POST"):
+			t.Errorf("%s: %v, want its own answer or 504", what, r)
+		}
+		if got := b.received(tok); got > 1 {
+			t.Errorf("%s reached the backend %d times", what, got)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				ask("storm")
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of 400 timed out", timedOut.Load())
+	for range 40 {
+		ask("after")
 	}
 }
 
