@@ -869,11 +869,12 @@ func TestAwaitManyClientsH2(t *testing.T) {
 // TestAwaitGreetingBackend: a backend that speaks first on every new
 // connection, before any request. A greeting that is no HTTP answer (a
 // mail server's banner) fails the request with a 502, without a wait. One
-// shaped as an HTTP answer may be taken for the answer of the first
-// request on that connection: the greeting is written as the connection
-// is accepted, and reaches Portico after the request was sent, when no
-// proxy can tell it from an answer. It must stay that: the connection's
-// real answer, which follows, reaches no other client.
+// shaped as an HTTP answer is refused the same way when it is there
+// before the request goes out, and may be taken for the answer of the
+// first request on that connection when it arrives after (the greeting is
+// written as the connection is accepted: no proxy can tell it from an
+// answer then). Either way, the connection's real answer, which follows,
+// reaches no other client.
 func TestAwaitGreetingBackend(t *testing.T) {
 	for _, greeting := range []string{
 		"220 mail.example.com ESMTP ready\r\n",
@@ -895,7 +896,7 @@ func TestAwaitGreetingBackend(t *testing.T) {
 			})
 			addr := directPort(t, b.addr)
 			var n atomic.Int64
-			greeted := 0
+			greeted, refused := 0, 0
 			for i := range 12 {
 				m := awaitMethods[i%len(awaitMethods)]
 				tok := tokToken(&n)
@@ -904,7 +905,8 @@ func TestAwaitGreetingBackend(t *testing.T) {
 				switch {
 				case r.err != nil:
 					t.Errorf("%v: %v", m, r)
-				case r.status == http.StatusBadGateway && !strings.HasPrefix(greeting, "HTTP"):
+				case r.status == http.StatusBadGateway:
+					refused++
 				case r.tok == "GREET" && strings.HasPrefix(greeting, "HTTP"):
 					greeted++
 				case !r.okFor(tok, m.method):
@@ -915,7 +917,10 @@ func TestAwaitGreetingBackend(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond) // the real answer follows the greeting meanwhile
 			}
-			t.Logf("%d greetings taken for answers, %d connections", greeted, b.accepted())
+			t.Logf("%d greetings taken for answers, %d refused, %d connections", greeted, refused, b.accepted())
+			if !strings.HasPrefix(greeting, "HTTP") && refused != 12 {
+				t.Errorf("%d of 12 requests refused after a banner, want all", refused)
+			}
 		})
 	}
 }

@@ -263,3 +263,20 @@ func TestSendAndAwaitWriteFails(t *testing.T) {
 		t.Fatalf("flush after the write side closed: %v, want EPIPE", err)
 	}
 }
+
+// TestSendRefusesBackendThatSpokeFirst: bytes on a new connection before
+// its first request went out answer no request: they are refused, not
+// read as the answer, whether the head fits one write or goes in parts.
+func TestSendRefusesBackendThatSpokeFirst(t *testing.T) {
+	for _, size := range []int{100, 20 << 10} {
+		_, c, peer := smallBufferPair(t)
+		io.WriteString(peer, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+		time.Sleep(50 * time.Millisecond) // the greeting reaches Portico's side
+		c.beginRequest()
+		c.bw.WriteString("GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " + strings.Repeat("p", size) + "\r\n\r\n")
+		c.lastFlush = true
+		if err := c.bw.Flush(); !errors.Is(err, errSpokeFirst) {
+			t.Errorf("head of %d bytes after a greeting: %v, want %v", size, err, errSpokeFirst)
+		}
+	}
+}

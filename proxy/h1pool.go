@@ -122,7 +122,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	}
 	c := &h1Conn{pool: p, addr: addr, conn: conn}
 	if tc, ok := conn.(*net.TCPConn); ok {
-		c.raw, _ = tc.SyscallConn() // fails only for a closed connection, which usable finds out
+		c.raw, _ = tc.SyscallConn() // fails only for a closed connection, which the first write finds out
 	}
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	c.bw = bufio.NewWriterSize(c, 4<<10)
@@ -169,13 +169,19 @@ func (p *h1Pool) put(c *h1Conn) {
 // goes to another connection whatever its method.
 var errStaleConn = errors.New("idle backend connection closed or sent bytes unasked")
 
+// errSpokeFirst says that a new connection held bytes (or its end) before
+// the first byte of its first request went out: whatever the backend is,
+// it does not speak HTTP/1.1 there, and what it sent answers no request.
+var errSpokeFirst = errors.New("backend sent bytes before the request")
+
 // beginRequest readies c for writing a request's head into bw.
 func (c *h1Conn) beginRequest() { c.wrote, c.lastFlush = false, false }
 
-// Write is where bw flushes to. The first write of a request on a reused
-// connection checks that the connection is still usable: http.Transport
+// Write is where bw flushes to. The first write of a request checks that
+// nothing waits on the connection: on a reused one, that the backend did
+// not close it or send bytes unasked while it sat idle (http.Transport
 // learns that from a reader goroutine blocked on every idle connection;
-// here one non-blocking peek does. The flush that ends a request's head
+// here one non-blocking peek does). The flush that ends a request's head
 // goes through sendAndAwait, which does that peek, the write and the wait
 // for the answer in one.
 func (c *h1Conn) Write(p []byte) (int, error) {
@@ -185,15 +191,24 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 		return c.conn.Write(p)
 	}
 	if c.lastFlush {
-		return c.sendAndAwait(p, first && c.reused)
+		return c.sendAndAwait(p, first)
 	}
-	if first && c.reused {
+	if first {
 		c.peekResult = 0
 		if err := c.raw.Read(c.peekFn); err != nil || c.peekResult >= 0 {
-			return 0, errStaleConn
+			return 0, c.spoken()
 		}
 	}
 	return c.conn.Write(p)
+}
+
+// spoken is the error for bytes or an end found on the connection before
+// a request's first byte went out.
+func (c *h1Conn) spoken() error {
+	if c.reused {
+		return errStaleConn
+	}
+	return errSpokeFirst
 }
 
 // peek runs inside RawConn.Read: it sets peekResult to -1 when nothing is
@@ -232,27 +247,26 @@ const (
 // therefore peeks first, after that clearing: finding nothing proves that
 // any later data will wake the wait (the poller is edge-triggered). On a
 // reused connection that peek is also the check that the backend left it
-// usable (when stale matters: nothing of the request sent yet), so the
+// usable (when p is the whole head: nothing of the request sent yet), so the
 // request costs one system call fewer than a peek, a write, a read that
 // finds nothing and the read of the answer. Deadlines (the abort of
 // abortWhenDone) end the wait as they end a read.
-func (c *h1Conn) sendAndAwait(p []byte, staleMatters bool) (int, error) {
+func (c *h1Conn) sendAndAwait(p []byte, whole bool) (int, error) {
 	c.out, c.sent, c.step = p, 0, stepCheck
 	err := c.raw.Read(c.awaitFn)
 	sent, step, sendErr := c.sent, c.step, c.sendErr
 	c.out, c.sendErr = nil, nil
 	switch {
-	case step == stepStale && staleMatters:
-		return 0, errStaleConn
+	case step == stepStale && whole:
+		return 0, c.spoken()
 	case step == stepFailed:
 		return sent, sendErr
 	case err != nil:
 		return sent, err
 	case step == stepStale, step == stepFallback:
-		// Bytes wait on a new connection (the backend spoke first, or
-		// answered a head that went out in parts), or the socket took
-		// only part of p: the rest is written, and the answer read, as
-		// usual.
+		// The backend answered a head that went out in parts before all
+		// of it did, or the socket took only part of p: the rest is
+		// written, and the answer read, as usual.
 		n, err := c.conn.Write(p[sent:])
 		return sent + n, err
 	}
