@@ -233,7 +233,7 @@ type sendStep uint8
 const (
 	stepCheck    sendStep = iota // peek, then write
 	stepWait                     // written: waiting for the answer
-	stepStale                    // a reused connection found stale: nothing written
+	stepStale                    // bytes or an end found before anything was written
 	stepFallback                 // the rest goes through conn.Write, the answer through the usual read
 	stepFailed                   // write(2) failed: sendErr
 )
@@ -279,9 +279,7 @@ func (c *h1Conn) await(fd uintptr) bool {
 	if c.step == stepWait {
 		return true // readable: the answer, or the end of the connection
 	}
-	var b [1]byte
-	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	if err != syscall.EAGAIN {
+	if c.peek(fd); c.peekResult >= 0 {
 		c.step = stepStale
 		return true
 	}
