@@ -32,8 +32,7 @@ func TestDirectUnsolicitedAnswer(t *testing.T) {
 			if err != nil {
 				return
 			}
-			_, rest, _ := strings.Cut(head[0], " ")
-			path, _, _ := strings.Cut(rest, " ")
+			path := targetOf(head)
 			io.WriteString(c, answer(path))
 			if n == 0 {
 				time.Sleep(20 * time.Millisecond)

@@ -435,6 +435,32 @@ const bigHead = 6 << 20
 
 func bigHeads(o *Options) { o.MaxHeaderBytes = bigHead + 1<<20 }
 
+// askBigOnWarmConnection sends a GET and a POST, each with a bigHead head
+// under prefix on a connection a small GET left in the pool (the backend's
+// serving of "/warm/" paths sets the scene): each must get its own answer
+// and reach the backend once.
+func askBigOnWarmConnection(t *testing.T, b *tokBackend, prefix string) {
+	t.Helper()
+	_, addr := awaitRuntime(t, bigHeads, b.addr, nil)
+	extra := bigExtra(bigHead)
+	var n atomic.Int64
+	for _, method := range []string{"GET", "POST"} {
+		warm := tokToken(&n)
+		if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
+			t.Fatalf("warm-up: %v", r)
+		}
+		tok := tokToken(&n)
+		r := askTok(addr, method, prefix+tok, extra)
+		checkOwn(t, method, tok, r)
+		if !r.okFor(tok, method) {
+			t.Errorf("%s %s: %v, want its own answer", method, prefix, r)
+		}
+		if got := b.received(tok); got != 1 {
+			t.Errorf("%s %s reached the backend %d times, want 1", method, prefix, got)
+		}
+	}
+}
+
 // TestAwaitBackendNotReading: a reused connection to a backend that
 // stops reading for a while, with a request head far larger than what the
 // sockets' buffers hold, so that its write goes partially and then waits
@@ -448,24 +474,7 @@ func TestAwaitBackendNotReading(t *testing.T) {
 		}
 		return true
 	})
-	_, addr := awaitRuntime(t, bigHeads, b.addr, nil)
-	extra := bigExtra(bigHead)
-	var n atomic.Int64
-	for _, method := range []string{"GET", "POST"} {
-		warm := tokToken(&n)
-		if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
-			t.Fatalf("warm-up: %v", r)
-		}
-		tok := tokToken(&n)
-		r := askTok(addr, method, "/svc/big/"+tok, extra)
-		checkOwn(t, method, tok, r)
-		if !r.okFor(tok, method) {
-			t.Errorf("%s: %v, want its own answer", method, r)
-		}
-		if got := b.received(tok); got != 1 {
-			t.Errorf("%s reached the backend %d times", method, got)
-		}
-	}
+	askBigOnWarmConnection(t, b, "/svc/big/")
 }
 
 // TestAwaitAbortEndsWait: on a reused connection, a request whose answer
@@ -1006,22 +1015,5 @@ func TestAwaitEarlyAnswerToStalledHead(t *testing.T) {
 			}
 		}
 	})
-	_, addr := awaitRuntime(t, bigHeads, b.addr, nil)
-	extra := bigExtra(bigHead)
-	var n atomic.Int64
-	for _, method := range []string{"GET", "POST"} {
-		warm := tokToken(&n)
-		if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
-			t.Fatalf("warm-up: %v", r)
-		}
-		tok := tokToken(&n)
-		r := askTok(addr, method, "/svc/early/"+tok, extra)
-		checkOwn(t, method, tok, r)
-		if !r.okFor(tok, method) {
-			t.Errorf("%s answered early: %v, want its own answer", method, r)
-		}
-		if got := b.received(tok); got != 1 {
-			t.Errorf("%s answered early reached the backend %d times, want 1", method, got)
-		}
-	}
+	askBigOnWarmConnection(t, b, "/svc/early/")
 }

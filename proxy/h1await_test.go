@@ -36,8 +36,7 @@ func TestDirectStaleConnectionReplaced(t *testing.T) {
 						if err != nil {
 							return
 						}
-						_, rest, _ := strings.Cut(head[0], " ")
-						path, _, _ := strings.Cut(rest, " ")
+						path := targetOf(head)
 						mu.Lock()
 						seen[path]++
 						mu.Unlock()
@@ -89,15 +88,9 @@ func TestDirectStaleConnectionReplaced(t *testing.T) {
 // connection, the last written in the call that waits for the answer) to a
 // backend with a small receive window that reads nothing for a while.
 func TestDirectSendWhenBackendReadsLate(t *testing.T) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			// Set on the listener, so that accepted connections start with
-			// a small window.
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		})
-		return cmp.Or(err, serr)
-	}}
+	// Set on the listener, so that accepted connections start with a
+	// small window.
+	lc := net.ListenConfig{Control: smallBuffer(syscall.SO_RCVBUF)}
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +111,7 @@ func TestDirectSendWhenBackendReadsLate(t *testing.T) {
 					if err != nil {
 						return
 					}
-					_, rest, _ := strings.Cut(head[0], " ")
-					path, _, _ := strings.Cut(rest, " ")
+					path := targetOf(head)
 					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(path), path)
 				}
 			}()
@@ -152,25 +144,35 @@ func TestDirectSendWhenBackendReadsLate(t *testing.T) {
 	}
 }
 
+// smallBuffer is a socket Control function that sets the buffer opt
+// (SO_RCVBUF, SO_SNDBUF) to 4 KiB.
+func smallBuffer(opt int) func(_, _ string, rc syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) })
+		return cmp.Or(err, serr)
+	}
+}
+
+// targetOf is the request target of a head read by readHead.
+func targetOf(head []string) string {
+	_, rest, _ := strings.Cut(head[0], " ")
+	target, _, _ := strings.Cut(rest, " ")
+	return target
+}
+
 // smallBufferPair dials a listener whose connections have a small receive
 // buffer through a pool whose connections have a small send buffer, so that
 // a little unread data fills everything between them.
 func smallBufferPair(t *testing.T) (*h1Pool, *h1Conn, net.Conn) {
 	t.Helper()
-	sockopt := func(opt int) func(_, _ string, rc syscall.RawConn) error {
-		return func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) })
-			return cmp.Or(err, serr)
-		}
-	}
-	lc := net.ListenConfig{Control: sockopt(syscall.SO_RCVBUF)}
+	lc := net.ListenConfig{Control: smallBuffer(syscall.SO_RCVBUF)}
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	p := newH1Pool(&net.Dialer{Control: sockopt(syscall.SO_SNDBUF)})
+	p := newH1Pool(&net.Dialer{Control: smallBuffer(syscall.SO_SNDBUF)})
 	t.Cleanup(p.close)
 	c, err := p.get(context.Background(), ln.Addr().String())
 	if err != nil {
