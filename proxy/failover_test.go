@@ -2,17 +2,20 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -185,5 +188,36 @@ func TestFailoverDoesNotSpendRetries(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the live endpoint saw %d requests, want 2", n)
+	}
+}
+
+// pastDeadline is a context whose deadline has passed but whose timer has
+// not yet marked it done: the moment between the poller cutting a dial at
+// the deadline and the context's own timer.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestDialCutAtDeadline: a dial the poller cut at the attempt's deadline,
+// failing before the context says so, is the attempt's timeout (504), and
+// says nothing of the endpoint.
+func TestDialCutAtDeadline(t *testing.T) {
+	cut := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	req := httptest.NewRequest("GET", "http://a.example/", nil)
+	ctx := pastDeadline{req.Context()}
+	err := cutByDeadline(ctx, cut)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("dial cut at the deadline: %v, not the deadline", err)
+	}
+	if unreachable(req.WithContext(ctx), err) {
+		t.Error("dial cut at the deadline: endpoint unreachable")
+	}
+	if err := cutByDeadline(req.Context(), cut); errors.Is(err, context.DeadlineExceeded) {
+		t.Error("a dial timeout without a request deadline taken for the request's")
+	}
+	rec := httptest.NewRecorder()
+	(&forwarder{log: zap.NewNop()}).proxyError(rec, req.WithContext(ctx), cut)
+	if rec.Code != http.StatusGatewayTimeout {
+		t.Errorf("status %d, want 504", rec.Code)
 	}
 }

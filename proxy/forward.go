@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -231,6 +232,7 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	err = cutByDeadline(r.Context(), err)
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	if berr := x.bodyFailed(); berr != nil {
 		// Reading the client's body failed: neither the endpoint's fault
@@ -617,6 +619,20 @@ func pickBackend(rule *routing.Rule) *routing.Backend {
 
 // isDialError reports whether err is a failure to connect, as opposed to a
 // failure of an exchange on an established connection.
+// cutByDeadline says when err is the attempt's timeout: a dial or read that
+// the poller cut at ctx's deadline can fail just before ctx's own timer
+// marks it done, with the poller's "i/o timeout", which is neither a 504
+// nor a reason to leave the endpoint out.
+func cutByDeadline(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
