@@ -23,9 +23,6 @@ import (
 // the real one. The backend answers each request with its path, and the
 // first one of each connection twice, 20ms apart.
 func TestDirectUnsolicitedAnswer(t *testing.T) {
-	answer := func(path string) string {
-		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(path), path)
-	}
 	backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
 		for n := 0; ; n++ {
 			head, err := readHead(br)
@@ -33,10 +30,10 @@ func TestDirectUnsolicitedAnswer(t *testing.T) {
 				return
 			}
 			path := targetOf(head)
-			io.WriteString(c, answer(path))
+			io.WriteString(c, pathAnswer(path))
 			if n == 0 {
 				time.Sleep(20 * time.Millisecond)
-				io.WriteString(c, answer(path))
+				io.WriteString(c, pathAnswer(path))
 			}
 		}
 	})

@@ -65,14 +65,41 @@ func (b *tokBackend) serve(act func(c net.Conn, br *bufio.Reader, r *tokRequest)
 				return
 			}
 			r := tokRequestOf(head, n)
-			b.mu.Lock()
-			b.seen[r.tok]++
-			b.mu.Unlock()
+			b.count(r)
 			if !act(c, br, r) {
 				return
 			}
 		}
 	}
+}
+
+// newLineFirstTokBackend is newTokBackend for a backend that acts on a
+// request's line before the rest of its head arrived: act gets the
+// request as its line says and reads the rest of the head itself.
+func newLineFirstTokBackend(t *testing.T, act func(c net.Conn, br *bufio.Reader, r *tokRequest) bool) *tokBackend {
+	t.Helper()
+	b := &tokBackend{seen: map[string]int{}}
+	b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			r := tokRequestOf([]string{strings.TrimRight(line, "\r\n")}, n)
+			b.count(r)
+			if !act(c, br, r) {
+				return
+			}
+		}
+	})
+	return b
+}
+
+// count records that r reached the backend.
+func (b *tokBackend) count(r *tokRequest) {
+	b.mu.Lock()
+	b.seen[r.tok]++
+	b.mu.Unlock()
 }
 
 func tokRequestOf(head []string, n int) *tokRequest {
@@ -335,41 +362,29 @@ func TestAwaitBigHeads(t *testing.T) {
 			name = "answer on the request line"
 		}
 		t.Run(name, func(t *testing.T) {
-			// Not newTokBackend: an early answer needs the request line
-			// before the rest of the head.
-			b := &tokBackend{seen: map[string]int{}}
-			b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
-				for n := 0; ; n++ {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					r := tokRequestOf([]string{strings.TrimRight(line, "\r\n")}, n)
-					b.mu.Lock()
-					b.seen[r.tok]++
-					b.mu.Unlock()
-					if early {
-						io.WriteString(c, tokAnswer(r.tok, r.method))
-					}
-					rest, err := readHead(br)
-					if err != nil {
-						return
-					}
-					pad := 0
-					for _, l := range rest {
-						if v, ok := strings.CutPrefix(l, "X-Pad: "); ok {
-							pad = len(v)
-						}
-					}
-					if !early {
-						body := fmt.Sprintf("%s %d", r.tok, pad)
-						fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Tok: %s\r\nContent-Length: %d\r\n\r\n%s", r.tok, len(body), body)
-					}
-					if strings.Contains(r.path, "/stale/") {
-						time.Sleep(20 * time.Millisecond)
-						io.WriteString(c, strayAnswer)
+			b := newLineFirstTokBackend(t, func(c net.Conn, br *bufio.Reader, r *tokRequest) bool {
+				if early {
+					io.WriteString(c, tokAnswer(r.tok, r.method))
+				}
+				rest, err := readHead(br)
+				if err != nil {
+					return false
+				}
+				pad := 0
+				for _, l := range rest {
+					if v, ok := strings.CutPrefix(l, "X-Pad: "); ok {
+						pad = len(v)
 					}
 				}
+				if !early {
+					body := fmt.Sprintf("%s %d", r.tok, pad)
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Tok: %s\r\nContent-Length: %d\r\n\r\n%s", r.tok, len(body), body)
+				}
+				if strings.Contains(r.path, "/stale/") {
+					time.Sleep(20 * time.Millisecond)
+					io.WriteString(c, strayAnswer)
+				}
+				return true
 			})
 			addr := directPort(t, b.addr)
 			var n atomic.Int64
@@ -995,25 +1010,13 @@ func TestAwaitIdleCloseStorm(t *testing.T) {
 // request must not be sent again (a POST is not replayable), and its
 // client gets that answer.
 func TestAwaitEarlyAnswerToStalledHead(t *testing.T) {
-	b := &tokBackend{seen: map[string]int{}}
-	b.addr, b.accepted = scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
-		for n := 0; ; n++ {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			r := tokRequestOf([]string{strings.TrimRight(line, "\r\n")}, n)
-			b.mu.Lock()
-			b.seen[r.tok]++
-			b.mu.Unlock()
-			io.WriteString(c, tokAnswer(r.tok, r.method))
-			if strings.Contains(r.path, "/early/") {
-				time.Sleep(300 * time.Millisecond)
-			}
-			if _, err := readHead(br); err != nil {
-				return
-			}
+	b := newLineFirstTokBackend(t, func(c net.Conn, br *bufio.Reader, r *tokRequest) bool {
+		io.WriteString(c, tokAnswer(r.tok, r.method))
+		if strings.Contains(r.path, "/early/") {
+			time.Sleep(300 * time.Millisecond)
 		}
+		_, err := readHead(br)
+		return err == nil
 	})
 	askBigOnWarmConnection(t, b, "/svc/early/")
 }

@@ -40,7 +40,7 @@ func TestDirectStaleConnectionReplaced(t *testing.T) {
 						mu.Lock()
 						seen[path]++
 						mu.Unlock()
-						fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(path), path)
+						io.WriteString(c, pathAnswer(path))
 						if n == 0 && path == "/svc/first" {
 							if idle == "unasked 408" {
 								io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntimeout")
@@ -112,7 +112,7 @@ func TestDirectSendWhenBackendReadsLate(t *testing.T) {
 						return
 					}
 					path := targetOf(head)
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(path), path)
+					io.WriteString(c, pathAnswer(path))
 				}
 			}()
 		}
@@ -152,6 +152,11 @@ func smallBuffer(opt int) func(_, _ string, rc syscall.RawConn) error {
 		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) })
 		return cmp.Or(err, serr)
 	}
+}
+
+// pathAnswer is an answer whose body is the request's path.
+func pathAnswer(path string) string {
+	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(path), path)
 }
 
 // targetOf is the request target of a head read by readHead.
