@@ -269,10 +269,7 @@ func TestAwaitStaleIdleConnection(t *testing.T) {
 			addr := directPort(t, b.addr)
 			var n atomic.Int64
 			for _, m := range awaitMethods {
-				warm := tokToken(&n)
-				if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
-					t.Fatalf("warm-up: %v", r)
-				}
+				warmUp(t, addr, &n)
 				time.Sleep(80 * time.Millisecond) // the backend makes the connection stale meanwhile
 				tok := tokToken(&n)
 				r := askTok(addr, m.method, "/svc/after/"+tok, m.extra)
@@ -323,10 +320,7 @@ func TestAwaitBackendDropsSentRequest(t *testing.T) {
 			addr := directPort(t, b.addr)
 			var n atomic.Int64
 			for _, m := range awaitMethods {
-				warm := tokToken(&n)
-				if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
-					t.Fatalf("warm-up: %v", r)
-				}
+				warmUp(t, addr, &n)
 				tok := tokToken(&n)
 				r := askTok(addr, m.method, "/svc/drop/"+tok, m.extra)
 				checkOwn(t, m.String(), tok, r)
@@ -450,6 +444,17 @@ const bigHead = 6 << 20
 
 func bigHeads(o *Options) { o.MaxHeaderBytes = bigHead + 1<<20 }
 
+// warmUp leaves a connection to the backend in the pool: a GET under
+// /svc/warm/, whose answer the backend may follow with what makes the
+// connection stale.
+func warmUp(t *testing.T, addr string, n *atomic.Int64) {
+	t.Helper()
+	warm := tokToken(n)
+	if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
+		t.Fatalf("warm-up: %v", r)
+	}
+}
+
 // askBigOnWarmConnection sends a GET and a POST, each with a bigHead head
 // under prefix on a connection a small GET left in the pool (the backend's
 // serving of "/warm/" paths sets the scene): each must get its own answer
@@ -460,10 +465,7 @@ func askBigOnWarmConnection(t *testing.T, b *tokBackend, prefix string) {
 	extra := bigExtra(bigHead)
 	var n atomic.Int64
 	for _, method := range []string{"GET", "POST"} {
-		warm := tokToken(&n)
-		if r := askTok(addr, "GET", "/svc/warm/"+warm, ""); !r.okFor(warm, "GET") {
-			t.Fatalf("warm-up: %v", r)
-		}
+		warmUp(t, addr, &n)
 		tok := tokToken(&n)
 		r := askTok(addr, method, prefix+tok, extra)
 		checkOwn(t, method, tok, r)
