@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/routing"
 )
 
@@ -24,7 +25,7 @@ import (
 // Gateways presenting different certificates, never share one, even when
 // they share an endpoint address.
 type backendTLSTransports struct {
-	dialer  *net.Dialer
+	dialer  *sockio.Dialer
 	timeout time.Duration // TLS handshake
 	// byID maps a poolKey to its *backendTLSTransport. Keys are written
 	// once and then read by every request to their backends, the case
@@ -92,12 +93,26 @@ func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS, cc *BackendC
 // too, which http2.Transport's own dialer would leave to the request's
 // context.
 func (ts *backendTLSTransports) dialH2(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
-	d := tls.Dialer{NetDialer: ts.dialer, Config: cfg}
-	c, err := d.DialContext(ctx, network, addr)
+	if ts.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ts.timeout)
+		defer cancel()
+	}
+	raw, err := ts.dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	if p := c.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
 		c.Close()
 		return nil, fmt.Errorf("dial %s: backend negotiated ALPN protocol %q, not %q", addr, p, http2.NextProtoTLS)
 	}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/routing"
 )
 
@@ -96,7 +97,7 @@ func (x *exchange) Value(key any) any {
 var errRetryableStatus = errors.New("retryable response status")
 
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
-	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
 		pool: newH1Pool(dialer), bufs: &bufferPool{}}
 	// Portico retries nothing on its own unless a rule says so, except a

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/sockio"
 )
 
 // TestDirectStaleConnectionReplaced: a pooled connection the backend closed
@@ -177,7 +179,7 @@ func smallBufferPair(t *testing.T) (*h1Pool, *h1Conn, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	p := newH1Pool(&net.Dialer{Control: smallBuffer(syscall.SO_SNDBUF)})
+	p := newH1Pool(&sockio.Dialer{Dialer: net.Dialer{Control: smallBuffer(syscall.SO_SNDBUF)}})
 	t.Cleanup(p.close)
 	c, err := p.get(context.Background(), ln.Addr().String())
 	if err != nil {
@@ -258,7 +260,7 @@ func TestSendAndAwaitPartialWrite(t *testing.T) {
 // request may have reached the backend in part).
 func TestSendAndAwaitWriteFails(t *testing.T) {
 	_, c, _ := smallBufferPair(t)
-	if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil {
+	if err := c.conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	c.reused = true

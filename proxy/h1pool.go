@@ -12,6 +12,7 @@ import (
 
 	"portico.dev/portico/h1"
 	"portico.dev/portico/internal/reqctx"
+	"portico.dev/portico/internal/sockio"
 )
 
 // Limits of the plain HTTP/1.1 backend pool, the same as the transport's
@@ -30,7 +31,7 @@ const (
 // per connection as http.Transport has, so a request costs no hand-offs
 // between goroutines.
 type h1Pool struct {
-	dialer *net.Dialer
+	dialer *sockio.Dialer
 	mu     sync.Mutex
 	idle   map[string][]*h1Conn // most recently used last
 	nidle  int
@@ -38,7 +39,7 @@ type h1Pool struct {
 	stop   chan struct{}
 }
 
-func newH1Pool(dialer *net.Dialer) *h1Pool {
+func newH1Pool(dialer *sockio.Dialer) *h1Pool {
 	p := &h1Pool{dialer: dialer, idle: map[string][]*h1Conn{}, stop: make(chan struct{})}
 	go p.sweep()
 	return p
@@ -121,7 +122,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{pool: p, addr: addr, conn: conn}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc, ok := conn.(syscall.Conn); ok {
 		c.raw, _ = tc.SyscallConn() // fails only for a closed connection, which the first write finds out
 	}
 	c.br = bufio.NewReaderSize(c, 4<<10)
@@ -214,12 +215,11 @@ func (c *h1Conn) spoken() error {
 // peek runs inside RawConn.Read: it sets peekResult to -1 when nothing is
 // waiting on the socket, else to what recv said (0: closed, >0: data).
 func (c *h1Conn) peek(fd uintptr) bool {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	n, err := sockio.Peek(fd)
 	switch {
 	case err == syscall.EAGAIN:
 		c.peekResult = -1
-	case err != nil:
+	case err != 0:
 		c.peekResult = 0
 	default:
 		c.peekResult = n
@@ -284,14 +284,14 @@ func (c *h1Conn) await(fd uintptr) bool {
 		return true
 	}
 	for c.sent < len(c.out) {
-		n, err := syscall.Write(int(fd), c.out[c.sent:])
+		n, err := sockio.Send(fd, c.out[c.sent:])
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
 			c.step = stepFallback
 			return true
-		case err != nil:
+		case err != 0:
 			c.step, c.sendErr = stepFailed, fmt.Errorf("writing to the backend: %w", err)
 			return true
 		}

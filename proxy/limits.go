@@ -198,7 +198,7 @@ func (p *pacer) cutLocked(read bool, why string) {
 		// What the kernel still buffers for a client that does not read
 		// is dropped with a reset when the connection closes, instead of
 		// trickling out to it at its pace.
-		if tc, ok := p.conn.Conn.(*net.TCPConn); ok {
+		if tc, ok := p.conn.Conn.(interface{ SetLinger(int) error }); ok {
 			_ = tc.SetLinger(0)
 		}
 	}

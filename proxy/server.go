@@ -16,6 +16,7 @@ import (
 
 	"portico.dev/portico/h1"
 	"portico.dev/portico/h2"
+	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/sni"
 )
 
@@ -236,7 +237,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.limit.admit() {
-			return &trackedConn{Conn: c, limit: l.limit}, nil
+			return &trackedConn{Conn: sockio.Wrap(c), limit: l.limit}, nil
 		}
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // a reset: the client learns at once
