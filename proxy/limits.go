@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
+
+	"portico.dev/portico/internal/sockio"
 )
 
 // errClientTooSlow is what a request body read or response write returns
@@ -636,6 +638,7 @@ type connLimit struct {
 	open   atomic.Int64
 	logged atomic.Int64 // UnixNano of the last log of a refusal
 	log    *zap.Logger
+	keeper *sockio.Keeper // counts the connections of every port
 }
 
 // connLimitLogEvery spaces the warnings of a port at its cap.
@@ -645,6 +648,9 @@ const connLimitLogEvery = 5 * time.Second
 // must be called once when it closes.
 func (l *connLimit) admit() bool {
 	if l.open.Add(1) <= l.max || l.max <= 0 {
+		if l.keeper != nil {
+			l.keeper.Opened()
+		}
 		return true
 	}
 	l.open.Add(-1)
@@ -655,4 +661,9 @@ func (l *connLimit) admit() bool {
 	return false
 }
 
-func (l *connLimit) release() { l.open.Add(-1) }
+func (l *connLimit) release() {
+	l.open.Add(-1)
+	if l.keeper != nil {
+		l.keeper.Closed()
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/internal/workers"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
@@ -176,6 +177,10 @@ type Runtime struct {
 	h2Workers *workers.Pool
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
+	// keeper bounds the runtime monitor's sleep while clients are
+	// connected: their sockets' reads and writes no longer wake it
+	// (internal/sockio).
+	keeper *sockio.Keeper
 
 	mu       sync.Mutex // serializes Apply and Close
 	ports    map[PortKey]*portServer
@@ -192,6 +197,7 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		fwd:       newForwarder(opts, log),
 		h2Workers: workers.New(h2IdleWorkers),
 		emptySNI:  sni.NewTable(nil),
+		keeper:    sockio.NewKeeper(),
 		ports:     map[PortKey]*portServer{},
 		draining:  map[*portServer]bool{},
 	}
@@ -317,6 +323,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	wg.Wait()
 	rt.fwd.close()
 	rt.h2Workers.Close()
+	rt.keeper.Stop()
 	return ctx.Err()
 }
 
@@ -338,7 +345,7 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
 	}
-	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), log: ps.log}
+	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), log: ps.log, keeper: rt.keeper}
 	ps.srv = &http.Server{
 		Handler:           http.HandlerFunc(ps.serveLimited),
 		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
