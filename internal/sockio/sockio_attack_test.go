@@ -218,7 +218,7 @@ func TestAttackDeadlineChangedWhileBlocked(t *testing.T) {
 		atkTimeout(t, c, "read", <-errc)
 
 		// Cleared: the read outlives the deadline it started with.
-		if err := c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		if err := c.SetReadDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan string, 1)
@@ -235,7 +235,7 @@ func TestAttackDeadlineChangedWhileBlocked(t *testing.T) {
 		if err := c.SetReadDeadline(time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(700 * time.Millisecond)
 		if _, err := peer.Write([]byte("late")); err != nil {
 			t.Fatal(err)
 		}
@@ -589,10 +589,20 @@ func TestAttackZeroLength(t *testing.T) {
 // A zero-length Read or Write of a closed connection reports the close, as
 // on a TCPConn (which takes the descriptor's lock before it looks at the
 // length); a caller probing with an empty write learns the connection is
-// gone.
+// gone. A TCPConn's empty write also reports a deadline gone, and a
+// socket shut for writing.
 func TestAttackZeroLengthClosed(t *testing.T) {
 	atkEach(t, func(t *testing.T, wrap bool) {
 		c, _ := atkPair(t, wrap)
+		c.SetWriteDeadline(time.Now().Add(-time.Second))
+		if _, err := c.Write(nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("Write(nil) past the write deadline: %v, want os.ErrDeadlineExceeded", err)
+		}
+		c.SetWriteDeadline(time.Time{})
+		c.(interface{ CloseWrite() error }).CloseWrite()
+		if _, err := c.Write(nil); !errors.Is(err, syscall.EPIPE) {
+			t.Errorf("Write(nil) after CloseWrite: %v, want EPIPE", err)
+		}
 		c.Close()
 		if _, err := c.Read(nil); !errors.Is(err, net.ErrClosed) {
 			t.Errorf("Read(nil) of a closed connection: %v, want net.ErrClosed", err)
