@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"portico.dev/portico/clienthello"
+	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/stream"
 	"portico.dev/portico/tlsrouting"
 )
@@ -184,8 +185,8 @@ func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert,
 	if addr == "" {
 		return nil, errNoStreamBackend
 	}
-	d := net.Dialer{Timeout: ps.rt.opts.DialTimeout}
-	conn, err := d.Dial("tcp", addr)
+	d := sockio.Dialer{Dialer: net.Dialer{Timeout: ps.rt.opts.DialTimeout}}
+	conn, err := d.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@
 // of times a second, and that polling, with the thread switches it costs,
 // took 7-13% of Portico's CPU. Conn makes the same calls with
 // syscall.RawSyscall inside syscall.RawConn, which keeps the poller's
-// waiting, deadlines and close semantics.
+// waiting, deadlines and close semantics; under the race detector it makes
+// them through the syscall package (sys_race.go). Keeper keeps the
+// monitor's other duties, preemption above all, on time.
 package sockio
 
 import (
@@ -43,13 +45,11 @@ type Conn struct {
 	wmu     sync.Mutex
 	wbuf    []byte
 	wn      int
-	werr    syscall.Errno
+	werr    error
 	writeFn func(uintptr) bool
 }
 
-// Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn or
-// its descriptor cannot be had (a closed connection, which then fails on
-// its own).
+// Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn.
 func Wrap(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -73,6 +73,10 @@ func (c *Conn) Inner() net.Conn { return c.TCPConn }
 // otherwise.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
+		// As a TCPConn: nothing read, but a closed connection says so.
+		if err := c.rc.Control(func(uintptr) {}); err != nil {
+			return 0, c.opError("read", err)
+		}
 		return 0, nil
 	}
 	c.rmu.Lock()
@@ -94,10 +98,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 func (c *Conn) read(fd uintptr) bool {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, e := sysRead(fd, c.rbuf)
 		switch e {
 		case 0:
-			c.rn = int(r)
+			c.rn = n
 			return true
 		case syscall.EINTR:
 			continue
@@ -110,42 +114,49 @@ func (c *Conn) read(fd uintptr) bool {
 }
 
 // Write writes all of p, waiting for the socket to take more when it is
-// full, like net.TCPConn.Write.
+// full, like net.TCPConn.Write. An empty p is still written (a write of
+// nothing), so that a passed deadline, a closed connection or a shut
+// socket are reported as a TCPConn reports them.
 func (c *Conn) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
 	c.wmu.Lock()
-	c.wbuf, c.wn, c.werr = p, 0, 0
+	c.wbuf, c.wn, c.werr = p, 0, nil
 	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werr
-	c.wbuf = nil
+	n, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
 	c.wmu.Unlock()
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)
-	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
+	case werr != nil:
+		return n, c.opError("write", werr)
 	}
 	return n, nil
 }
 
 func (c *Conn) write(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
+	for {
 		n, e := Send(fd, c.wbuf[c.wn:])
 		switch e {
 		case 0:
-			c.wn += n
-			continue
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
+		default:
+			c.werr = os.NewSyscallError("write", e)
+			return true
 		}
-		c.werr = e
-		return true
+		c.wn += n
+		if c.wn == len(c.wbuf) {
+			return true
+		}
+		if n == 0 {
+			// A socket that takes nothing without an error would
+			// make this loop spin; TCPConn reports it so too.
+			c.werr = io.ErrUnexpectedEOF
+			return true
+		}
 	}
-	return true
 }
 
 // opError wraps err as net.TCPConn does, with the operation's name rather
@@ -157,13 +168,10 @@ func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
-// Send makes one send(2) of b, which must not be empty, on the
-// non-blocking socket fd. MSG_NOSIGNAL: a peer gone is EPIPE, never a
-// signal.
-func Send(fd uintptr, b []byte) (int, syscall.Errno) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), syscall.MSG_NOSIGNAL, 0, 0)
-	return int(r), e
-}
+// Send makes one write(2) of b on the non-blocking socket fd, as a
+// TCPConn's Write does (a peer gone is EPIPE; the runtime ignores the
+// SIGPIPE of a socket unless the program asked for it).
+func Send(fd uintptr, b []byte) (int, syscall.Errno) { return sysWrite(fd, b) }
 
 // Peek reports, without waiting or taking anything, whether the socket fd
 // holds data: 1 when it does, 0 at its end, and EAGAIN when nothing is
