@@ -123,7 +123,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	}
 	c := &h1Conn{pool: p, addr: addr, conn: conn}
 	if tc, ok := conn.(syscall.Conn); ok {
-		c.raw, _ = tc.SyscallConn() // fails only for a closed connection, which the first write finds out
+		c.raw, _ = tc.SyscallConn() // a connection closed meanwhile fails at the first write
 	}
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	c.bw = bufio.NewWriterSize(c, 4<<10)
@@ -293,6 +293,11 @@ func (c *h1Conn) await(fd uintptr) bool {
 			return true
 		case err != 0:
 			c.step, c.sendErr = stepFailed, fmt.Errorf("writing to the backend: %w", err)
+			return true
+		case n == 0:
+			// A socket that takes nothing without an error: conn.Write
+			// reports it rather than this loop spinning.
+			c.step = stepFallback
 			return true
 		}
 		c.sent += n

@@ -159,6 +159,25 @@ func (c *Conn) write(fd uintptr) bool {
 	}
 }
 
+// ReadFrom leaves to the TCPConn what the kernel copies by itself (from
+// another socket by splice, from a file by sendfile) and copies anything
+// else through Write, so that those writes too are made the raw way (a
+// request body that http.Transport sends, say).
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	src := r
+	if lr, ok := r.(*io.LimitedReader); ok {
+		src = lr.R
+	}
+	switch src.(type) {
+	case *net.TCPConn, *net.UnixConn, *os.File:
+		return c.TCPConn.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{c}, r)
+}
+
+// writerOnly hides Conn's ReadFrom from io.Copy, which would call it again.
+type writerOnly struct{ io.Writer }
+
 // opError wraps err as net.TCPConn does, with the operation's name rather
 // than RawConn's ("raw-read"), so that logs and errors.Is see the same.
 func (c *Conn) opError(op string, err error) error {

@@ -170,6 +170,34 @@ func TestSendStopsWhenFull(t *testing.T) {
 	}
 }
 
+// TestReadFromCopiesThroughWrite: io.Copy from a reader the kernel cannot
+// splice (a pipe of the io package, read in pieces) goes through Conn's
+// ReadFrom and arrives whole and in order, and a LimitedReader's limit
+// holds.
+func TestReadFromCopiesThroughWrite(t *testing.T) {
+	c, peer := pair(t)
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	pr, pw := io.Pipe()
+	go func() {
+		for b := data; len(b) > 0; b = b[min(len(b), 10000):] {
+			pw.Write(b[:min(len(b), 10000)])
+		}
+		pw.Close()
+	}()
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(peer); got <- b }()
+	limit := int64(len(data) - 5)
+	n, err := c.ReadFrom(&io.LimitedReader{R: pr, N: limit})
+	if err != nil || n != limit {
+		t.Fatalf("ReadFrom: %d %v, want %d", n, err, limit)
+	}
+	c.CloseWrite()
+	if b := <-got; !bytes.Equal(b, data[:limit]) {
+		t.Fatalf("peer received %d bytes, want the first %d in order", len(b), limit)
+	}
+}
+
 // TestWrapLeavesOthers: only TCP connections are wrapped.
 func TestWrapLeavesOthers(t *testing.T) {
 	a, b := net.Pipe()
