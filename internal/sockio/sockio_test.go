@@ -12,30 +12,11 @@ import (
 	"time"
 )
 
-// pair returns both ends of a loopback TCP connection, the dialed one as
-// a Conn.
+// pair returns both ends of a loopback TCP connection, one as a Conn.
 func pair(t *testing.T) (*Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	d := &Dialer{}
-	c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); peer.Close() })
-	sc, ok := c.(*Conn)
-	if !ok {
-		t.Fatalf("Dialer returned %T, want *Conn", c)
-	}
-	return sc, peer
+	c, peer := atkPair(t, true)
+	return c.(*Conn), peer
 }
 
 func fd(t *testing.T, c *Conn) uintptr {
@@ -198,16 +179,25 @@ func TestReadFromCopiesThroughWrite(t *testing.T) {
 	}
 }
 
-// TestWrapLeavesOthers: only TCP connections are wrapped.
-func TestWrapLeavesOthers(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	if Wrap(a) != a {
-		t.Fatal("a pipe was wrapped")
+// TestDialer: a dialed connection is a Conn; a refused dial is the net
+// package's error.
+func TestDialer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer ln.Close()
 	d := &Dialer{Dialer: net.Dialer{Timeout: time.Second}}
-	if _, err := d.DialContext(context.Background(), "tcp", "127.0.0.1:1"); !errors.Is(err, syscall.ECONNREFUSED) {
+	c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*Conn); !ok {
+		t.Fatalf("Dialer returned %T, want *Conn", c)
+	}
+	ln.Close()
+	if _, err := d.DialContext(context.Background(), "tcp", ln.Addr().String()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial of a closed port: %v, want ECONNREFUSED", err)
 	}
 }
