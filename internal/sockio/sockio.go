@@ -49,7 +49,11 @@ type Conn struct {
 	writeFn func(uintptr) bool
 }
 
-// Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn.
+// Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn or
+// its socket is not non-blocking: a raw read(2) of a blocking socket
+// would hold its processor, which the scheduler does not know is waiting,
+// for as long as the peer sends nothing. Every socket of the net package
+// is non-blocking; the check costs one fcntl(2) per connection.
 func Wrap(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -57,6 +61,14 @@ func Wrap(c net.Conn) net.Conn {
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
+		return c
+	}
+	nonblocking := false
+	err = rc.Control(func(fd uintptr) {
+		flags, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		nonblocking = e == 0 && flags&syscall.O_NONBLOCK != 0
+	})
+	if err != nil || !nonblocking {
 		return c
 	}
 	s := &Conn{TCPConn: tc, rc: rc}

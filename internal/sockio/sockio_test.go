@@ -179,6 +179,29 @@ func TestReadFromCopiesThroughWrite(t *testing.T) {
 	}
 }
 
+// TestWrapRefusesBlockingSocket: a socket someone switched to blocking
+// mode is left a TCPConn, whose reads the scheduler knows may wait.
+func TestWrapRefusesBlockingSocket(t *testing.T) {
+	c, _ := atkPair(t, false)
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), false) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if w := Wrap(c); w != c {
+		t.Fatalf("Wrap of a blocking socket = %T, want it unchanged", w)
+	}
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), true) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if _, ok := Wrap(c).(*Conn); !ok {
+		t.Fatal("Wrap of the same socket made non-blocking again is not a Conn")
+	}
+}
+
 // TestDialer: a dialed connection is a Conn; a refused dial is the net
 // package's error.
 func TestDialer(t *testing.T) {
