@@ -618,8 +618,6 @@ func pickBackend(rule *routing.Rule) *routing.Backend {
 	return nil
 }
 
-// isDialError reports whether err is a failure to connect, as opposed to a
-// failure of an exchange on an established connection.
 // cutByDeadline says when err is the attempt's timeout: a dial or read that
 // the poller cut at ctx's deadline can fail just before ctx's own timer
 // marks it done, with the poller's "i/o timeout", which is neither a 504
@@ -634,6 +632,8 @@ func cutByDeadline(ctx context.Context, err error) error {
 	return err
 }
 
+// isDialError reports whether err is a failure to connect, as opposed to a
+// failure of an exchange on an established connection.
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"

@@ -648,9 +648,7 @@ const connLimitLogEvery = 5 * time.Second
 // must be called once when it closes.
 func (l *connLimit) admit() bool {
 	if l.open.Add(1) <= l.max || l.max <= 0 {
-		if l.keeper != nil {
-			l.keeper.Opened()
-		}
+		l.keeper.Opened()
 		return true
 	}
 	l.open.Add(-1)
@@ -663,7 +661,5 @@ func (l *connLimit) admit() bool {
 
 func (l *connLimit) release() {
 	l.open.Add(-1)
-	if l.keeper != nil {
-		l.keeper.Closed()
-	}
+	l.keeper.Closed()
 }

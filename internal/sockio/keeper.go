@@ -59,19 +59,15 @@ func (k *Keeper) run() {
 	t := time.NewTimer(KeepPeriod)
 	defer t.Stop()
 	for {
-		if k.open.Load() <= 0 {
+		var due <-chan time.Time // nil: no timer while no connection is open
+		if k.open.Load() > 0 {
+			t.Reset(KeepPeriod)
+			due = t.C
+		} else {
 			t.Stop()
-			select {
-			case <-k.wake:
-				t.Reset(KeepPeriod)
-				continue
-			case <-k.stop:
-				return
-			}
 		}
 		select {
-		case <-t.C:
-			t.Reset(KeepPeriod)
+		case <-due:
 		case <-k.wake:
 		case <-k.stop:
 			return

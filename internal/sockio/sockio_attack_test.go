@@ -982,19 +982,8 @@ func TestAttackRaceSocketOrdersWrite(t *testing.T) {
 }
 
 func TestAttackRaceChildOrdersWrite(t *testing.T) {
-	wrap := atkRaceChildWrap(t)
-	c, peer := atkPair(t, wrap)
-	state := new(int)
-	go func() {
-		*state = 1
-		c.Write([]byte{1})
-	}()
-	if _, err := io.ReadFull(peer, make([]byte, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if *state != 1 {
-		t.Fatal("state not seen")
-	}
+	c, peer := atkPair(t, atkRaceChildWrap(t))
+	atkOrders(t, c, peer)
 }
 
 func TestAttackRaceSocketOrdersRead(t *testing.T) {
@@ -1002,14 +991,19 @@ func TestAttackRaceSocketOrdersRead(t *testing.T) {
 }
 
 func TestAttackRaceChildOrdersRead(t *testing.T) {
-	wrap := atkRaceChildWrap(t)
-	c, peer := atkPair(t, wrap)
+	c, peer := atkPair(t, atkRaceChildWrap(t))
+	atkOrders(t, peer, c)
+}
+
+// atkOrders stores state, writes a byte to w on another goroutine, reads
+// it from r and then the state.
+func atkOrders(t *testing.T, w io.Writer, r io.Reader) {
 	state := new(int)
 	go func() {
 		*state = 1
-		peer.Write([]byte{1})
+		w.Write([]byte{1})
 	}()
-	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+	if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if *state != 1 {
