@@ -22,14 +22,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/usage"
 	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni/snitest"
 	"portico.dev/portico/translate"
 )
@@ -236,11 +235,11 @@ func withChangedSlice(res *resources.Resources, k int) (*resources.Resources, *d
 // first iteration checks that the runtime serves the change.
 func BenchmarkTranslateApply(b *testing.B) {
 	b.Run("EndpointSlice", func(b *testing.B) {
-		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, proxy.PortKey)) {
+		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, config.PortKey)) {
 			next, es := withChangedSlice(res, k)
-			key := routing.BackendKey{Service: types.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}, Port: 80}
+			key := config.BackendKey{Service: config.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}, Port: 80}
 			want := net.JoinHostPort(es.Endpoints[0].Addresses[0], strconv.Itoa(int(*es.Ports[0].Port)))
-			return next, func(rt *proxy.Runtime, _ proxy.PortKey) {
+			return next, func(rt *proxy.Runtime, _ config.PortKey) {
 				if eps := rt.Current().Endpoints.Lookup(key); eps == nil || !slices.Equal(eps.Addrs, []string{want}) {
 					b.Fatalf("endpoints of %v after the change: %v, want [%s]", key, eps, want)
 				}
@@ -248,16 +247,16 @@ func BenchmarkTranslateApply(b *testing.B) {
 		})
 	})
 	b.Run("AddHostname", func(b *testing.B) {
-		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, proxy.PortKey)) {
+		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, config.PortKey)) {
 			next, host := withNewHostname(b, res, k)
-			return next, func(rt *proxy.Runtime, https proxy.PortKey) { checkCertificate(b, rt, https, host) }
+			return next, func(rt *proxy.Runtime, https config.PortKey) { checkCertificate(b, rt, https, host) }
 		})
 	})
 }
 
 // translateApply runs BenchmarkTranslateApply with change making each
 // iteration's snapshot from the one before, and the check of its first.
-func translateApply(b *testing.B, change func(*resources.Resources, int) (*resources.Resources, func(*proxy.Runtime, proxy.PortKey))) {
+func translateApply(b *testing.B, change func(*resources.Resources, int) (*resources.Resources, func(*proxy.Runtime, config.PortKey))) {
 	res := ownCopy(workloadOf(b, 100_000))
 	mem := checkTranslated(b, res)
 	// Nothing changed since: the Config of the translation mem is from.
@@ -272,7 +271,7 @@ func translateApply(b *testing.B, change func(*resources.Resources, int) (*resou
 	startTiming(b)
 	start := usage.CPU()
 	for k := 0; b.Loop(); k++ {
-		var check func(*proxy.Runtime, proxy.PortKey)
+		var check func(*proxy.Runtime, config.PortKey)
 		res, check = change(res, k)
 		out, mem = pipeline.TranslateConcurrently(translate.Settings{}, res, mem)
 		cfg := onPorts(out.Config, ports)
@@ -283,7 +282,7 @@ func translateApply(b *testing.B, change func(*resources.Resources, int) (*resou
 		applying += time.Since(applyStart)
 		if k == 0 {
 			checkStart := usage.CPU()
-			check(rt, proxy.PortKey{Number: ports[443]})
+			check(rt, config.PortKey{Number: ports[443]})
 			start += usage.CPU() - checkStart // not the runtime's work
 		}
 	}
@@ -293,9 +292,9 @@ func translateApply(b *testing.B, change func(*resources.Resources, int) (*resou
 
 // onPorts is cfg with its ports renumbered by to: the workload's 80 and
 // 443 moved to free loopback ports.
-func onPorts(cfg *proxy.Config, to map[int32]int32) *proxy.Config {
+func onPorts(cfg *config.Config, to map[int32]int32) *config.Config {
 	moved := *cfg
-	moved.Ports = make([]*proxy.Port, len(cfg.Ports))
+	moved.Ports = make([]*config.Port, len(cfg.Ports))
 	for i, p := range cfg.Ports {
 		c := *p
 		c.Number = to[p.Number]
@@ -306,7 +305,7 @@ func onPorts(cfg *proxy.Config, to map[int32]int32) *proxy.Config {
 
 // checkCertificate fails unless a handshake with rt's port for host gets
 // a certificate for host.
-func checkCertificate(b *testing.B, rt *proxy.Runtime, port proxy.PortKey, host string) {
+func checkCertificate(b *testing.B, rt *proxy.Runtime, port config.PortKey, host string) {
 	addr := rt.Addr(port.Address, port.Number)
 	if addr == nil {
 		b.Fatalf("port %s is not bound", port)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/kubetest"
@@ -252,8 +253,8 @@ func (k *knBench) createAndWait(name string) time.Duration {
 func (k *knBench) checkServed(name string) {
 	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s:%d/", k.ip, k.settings.ExternalHTTPPort), nil)
 	req.Host = name + ".serving.example.com"
-	req.Header.Set(knative.ProbeHeader, knative.PorticoProbe)
-	req.Header.Set(knative.HashHeader, knative.HashOverride)
+	req.Header.Set(config.KnativeProbeHeader, config.KnativePorticoProbe)
+	req.Header.Set(config.KnativeHashHeader, config.KnativeHashOverride)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		k.b.Fatal(err)

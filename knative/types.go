@@ -32,17 +32,6 @@ const (
 	DefaultCertificateClass    = "portico.certificate.networking.knative.dev"
 )
 
-// Headers of Knative's readiness probing.
-const (
-	// HashHeader carries the hash of the Ingress version a gateway serves.
-	HashHeader = "K-Network-Hash"
-	// HashOverride, as HashHeader's value, asks the gateway to replace it
-	// with the hash of the version it serves.
-	HashOverride = "override"
-	// ProbeHeader marks a probe request.
-	ProbeHeader = "K-Network-Probe"
-)
-
 // Ingress is a KIngress.
 type Ingress struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -195,9 +184,3 @@ type HTTP01Challenge struct {
 	ServiceNamespace string             `json:"serviceNamespace,omitempty"`
 	ServicePort      intstr.IntOrString `json:"servicePort,omitempty"`
 }
-
-// PorticoProbe, as ProbeHeader's value with a HashHeader of HashOverride,
-// is the probe of Portico's own leader: the replica answers it itself with
-// the hash of the version it serves, whatever the backend's state, since
-// what the probe asks is whether this replica serves that version.
-const PorticoProbe = "portico"

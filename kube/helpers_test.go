@@ -5,14 +5,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/filesource"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
 )
 
 // translateFile translates the objects of a YAML file or directory.
-func translateFile(t testing.TB, path string) (*proxy.Config, *status.Computed) {
+func translateFile(t testing.TB, path string) (*config.Config, *status.Computed) {
 	t.Helper()
 	res, err := filesource.New(path, zap.NewNop()).Snapshot()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
 )
 
@@ -249,12 +250,12 @@ func TestKnativeEndToEnd(t *testing.T) {
 
 	t.Run("probe hash on every replica", func(t *testing.T) {
 		for _, r := range f.replicas {
-			e := echoGet(t, c, ext(r), host, "/", http.Header{knative.HashHeader: {knative.HashOverride}})
-			if got := e.Headers[knative.HashHeader]; !slices.Equal(got, []string{hash}) {
-				t.Errorf("replica %s forwarded %s %v, want the hash %s", r.ip, knative.HashHeader, got, hash)
+			e := echoGet(t, c, ext(r), host, "/", http.Header{config.KnativeHashHeader: {config.KnativeHashOverride}})
+			if got := e.Headers[config.KnativeHashHeader]; !slices.Equal(got, []string{hash}) {
+				t.Errorf("replica %s forwarded %s %v, want the hash %s", r.ip, config.KnativeHashHeader, got, hash)
 			}
-			e = echoGet(t, c, ext(r), host+":80", "/", http.Header{knative.HashHeader: {"other"}})
-			if got := e.Headers[knative.HashHeader]; !slices.Equal(got, []string{"other"}) {
+			e = echoGet(t, c, ext(r), host+":80", "/", http.Header{config.KnativeHashHeader: {"other"}})
+			if got := e.Headers[config.KnativeHashHeader]; !slices.Equal(got, []string{"other"}) {
 				t.Errorf("a value other than override became %v", got)
 			}
 		}
@@ -406,9 +407,9 @@ func TestKnativeEndToEnd(t *testing.T) {
 		// The first request after Ready sees the new version on every
 		// replica.
 		for _, r := range f.replicas {
-			e := echoGet(t, c, ext(r), host, "/split", http.Header{knative.HashHeader: {knative.HashOverride}})
-			if !slices.Equal(e.Headers["X-Set"], []string{"two"}) || !slices.Equal(e.Headers[knative.HashHeader], []string{hash2}) {
-				t.Errorf("replica %s after Ready: X-Set %v, hash %v (want two, %s)", r.ip, e.Headers["X-Set"], e.Headers[knative.HashHeader], hash2)
+			e := echoGet(t, c, ext(r), host, "/split", http.Header{config.KnativeHashHeader: {config.KnativeHashOverride}})
+			if !slices.Equal(e.Headers["X-Set"], []string{"two"}) || !slices.Equal(e.Headers[config.KnativeHashHeader], []string{hash2}) {
+				t.Errorf("replica %s after Ready: X-Set %v, hash %v (want two, %s)", r.ip, e.Headers["X-Set"], e.Headers[config.KnativeHashHeader], hash2)
 			}
 		}
 		// The watch may lag behind the read above.

@@ -12,8 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
-	"portico.dev/portico/routing"
 )
 
 const knRollout = `apiVersion: networking.internal.knative.dev/v1alpha1
@@ -88,9 +88,9 @@ func TestKnativeRollouts(t *testing.T) {
 		ing := f.waitReady("serving", "roll")
 		hash, _ := knative.Hash(ing)
 		for _, r := range f.replicas {
-			e := echoGet(t, c, r.addr(f.settings.ExternalHTTPPort), host, "/", http.Header{knative.HashHeader: {knative.HashOverride}})
-			if e.Backend != name || !slices.Equal(e.Headers["X-Rollout"], []string{fmt.Sprint(i)}) || !slices.Equal(e.Headers[knative.HashHeader], []string{hash}) {
-				t.Errorf("rollout %d, replica %s, first request after Ready: backend %s, X-Rollout %v, hash %v", i, r.ip, e.Backend, e.Headers["X-Rollout"], e.Headers[knative.HashHeader])
+			e := echoGet(t, c, r.addr(f.settings.ExternalHTTPPort), host, "/", http.Header{config.KnativeHashHeader: {config.KnativeHashOverride}})
+			if e.Backend != name || !slices.Equal(e.Headers["X-Rollout"], []string{fmt.Sprint(i)}) || !slices.Equal(e.Headers[config.KnativeHashHeader], []string{hash}) {
+				t.Errorf("rollout %d, replica %s, first request after Ready: backend %s, X-Rollout %v, hash %v", i, r.ip, e.Backend, e.Headers["X-Rollout"], e.Headers[config.KnativeHashHeader])
 			}
 		}
 		// As a pod would: its endpoints go at once, it stops a moment
@@ -118,7 +118,7 @@ func TestKnativeRollouts(t *testing.T) {
 // endpoints for Service serving/name.
 func (f *knFixture) waitEndpoints(name string) {
 	f.t.Helper()
-	key := routing.BackendKey{Service: nn("serving", name), Port: 80}
+	key := config.BackendKey{Service: config.NamespacedName(nn("serving", name)), Port: 80}
 	waitFor(f.t, 10*time.Second, "endpoints of "+name, func() error {
 		for _, r := range f.replicas {
 			if eps := r.rt.Current().Endpoints.Lookup(key); eps == nil || len(eps.Addrs) == 0 {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/translate"
@@ -318,13 +319,13 @@ func (w *kingressWriter) probeOne(ctx context.Context, addr, host, hash string) 
 		return false
 	}
 	req.Host = host
-	req.Header.Set(knative.ProbeHeader, knative.PorticoProbe)
-	req.Header.Set(knative.HashHeader, knative.HashOverride)
+	req.Header.Set(config.KnativeProbeHeader, config.KnativePorticoProbe)
+	req.Header.Set(config.KnativeHashHeader, config.KnativeHashOverride)
 	resp, err := w.opts.Client.Do(req)
 	if err != nil {
 		w.log.Debug("probe failed", zap.String("addr", addr), zap.String("host", host), zap.Error(err))
 		return false
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && resp.Header.Get(knative.HashHeader) == hash
+	return resp.StatusCode == http.StatusOK && resp.Header.Get(config.KnativeHashHeader) == hash
 }

@@ -11,7 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/conditions"
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
@@ -24,7 +24,7 @@ const reasonParentNotProgrammed gwv1.ListenerSetConditionReason = "ParentNotProg
 // portFailure is a port apply could not bind (nil: the configuration as
 // a whole could not be applied), and why.
 type portFailure struct {
-	port *proxy.PortKey
+	port *config.PortKey
 	msg  string
 }
 
@@ -32,26 +32,26 @@ type portFailure struct {
 // it applies everything else, returns those ports (whose Gateways the
 // caller reports not programmed) and tries again later. It reports whether
 // any configuration was applied.
-func (l *Loop) apply(cfg *proxy.Config) (bool, []portFailure, error) {
+func (l *Loop) apply(cfg *config.Config) (bool, []portFailure, error) {
 	err := l.runtime.Apply(cfg)
 	if err == nil {
 		return true, nil, nil
 	}
 	// Ports already bound with the same protocol cannot fail; try those
 	// first, then each new port on its own.
-	bound := map[proxy.PortKey]proxy.Protocol{}
+	bound := map[config.PortKey]config.Protocol{}
 	for _, p := range l.runtime.Current().Ports {
 		if l.runtime.Addr(p.Address, p.Number) != nil {
 			bound[p.Key()] = p.Protocol
 		}
 	}
-	without := func(ports []*proxy.Port) *proxy.Config {
+	without := func(ports []*config.Port) *config.Config {
 		next := *cfg
 		next.Ports = ports
 		return &next
 	}
 	base := without(nil)
-	var fresh []*proxy.Port
+	var fresh []*config.Port
 	for _, p := range cfg.Ports {
 		if proto, ok := bound[p.Key()]; ok && proto == p.Protocol {
 			base.Ports = append(base.Ports, p)
@@ -96,7 +96,7 @@ func (l *Loop) retryLater() {
 // address is only that of the Gateways given that address (an address
 // pool); a port without one is bound for every Gateway. Accepted stays as
 // it is: the configuration is valid, it is just not live.
-func markNotProgrammed(st *status.Computed, res *resources.Resources, port *proxy.PortKey, msg string) {
+func markNotProgrammed(st *status.Computed, res *resources.Resources, port *config.PortKey, msg string) {
 	on := func(gw types.NamespacedName, p gwv1.PortNumber, conds []metav1.Condition) bool {
 		switch {
 		case port == nil:

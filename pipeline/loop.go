@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/acme"
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/debounce"
 	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
@@ -334,7 +335,7 @@ func changedLen(c *status.Changed) int {
 // they can (translate/incremental.go, translate/endpointsmemo.go).
 func TranslateConcurrently(s translate.Settings, res *resources.Resources, mem translate.Memory) (translate.Output, translate.Memory) {
 	type resolved struct {
-		eps proxy.EndpointTable
+		eps config.EndpointTable
 		mem translate.EndpointsMemory
 	}
 	done := make(chan resolved, 1)

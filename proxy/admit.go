@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // admit checks what every request must satisfy before a route sees it, and
@@ -69,7 +69,7 @@ func headerCount(h http.Header, max int) int {
 // normalizeRequestPath brings r's path to normal form and makes r.URL
 // carry exactly that form. It reports false for a path that is rejected. A
 // request without a path (OPTIONS *, CONNECT) is left as it is.
-func normalizeRequestPath(r *http.Request, o routing.PathOptions) (string, bool) {
+func normalizeRequestPath(r *http.Request, o config.PathOptions) (string, bool) {
 	raw, ok := targetPath(r)
 	if !ok {
 		if r.URL.Path == "" {
@@ -77,7 +77,7 @@ func normalizeRequestPath(r *http.Request, o routing.PathOptions) (string, bool)
 		}
 		return r.URL.Path, true
 	}
-	path, err := routing.NormalizePath(raw, o)
+	path, err := config.NormalizePath(raw, o)
 	if err != nil {
 		return "", false
 	}

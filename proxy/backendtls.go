@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/sockio"
-	"portico.dev/portico/routing"
 )
 
 // backendTLSTransports pools the TLS connections to backends per
@@ -48,7 +48,7 @@ type backendTLSTransport struct {
 
 // get returns the pool for b.ID and cc, making it on first use. b and cc
 // are only read then: the same IDs mean the same settings.
-func (ts *backendTLSTransports) get(b *routing.BackendTLS, cc *BackendClientCert) *backendTLSTransport {
+func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClientCert) *backendTLSTransport {
 	key := poolKey{tls: b.ID}
 	if cc != nil {
 		key.cert = cc.ID
@@ -62,7 +62,7 @@ func (ts *backendTLSTransports) get(b *routing.BackendTLS, cc *BackendClientCert
 	return t.(*backendTLSTransport)
 }
 
-func (ts *backendTLSTransports) newTransport(b *routing.BackendTLS, cc *BackendClientCert) *backendTLSTransport {
+func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.BackendClientCert) *backendTLSTransport {
 	return &backendTLSTransport{
 		h1: &http.Transport{
 			DialContext:         ts.dialer.DialContext,
@@ -162,7 +162,7 @@ func (t *backendTLSTransport) roundTripper(h2 bool, r *http.Request) http.RoundT
 // verification is off because with subjectAltNames the policy's hostname
 // is only the SNI, not the identity; verifyBackend does the whole check,
 // on resumed sessions too.
-func backendTLSConfig(b *routing.BackendTLS, cc *BackendClientCert, alpn string) *tls.Config {
+func backendTLSConfig(b *config.BackendTLS, cc *config.BackendClientCert, alpn string) *tls.Config {
 	cfg := &tls.Config{
 		ServerName:         b.ServerName,
 		MinVersion:         tls.VersionTLS12,
@@ -185,7 +185,7 @@ func backendTLSConfig(b *routing.BackendTLS, cc *BackendClientCert, alpn string)
 // verifyBackend checks a backend's certificate chain against the policy's
 // CAs, then its identity: valid for ServerName, or, when the policy lists
 // subjectAltNames, carrying one of them.
-func verifyBackend(b *routing.BackendTLS, chain []*x509.Certificate) error {
+func verifyBackend(b *config.BackendTLS, chain []*x509.Certificate) error {
 	if len(chain) == 0 {
 		return errors.New("backend sent no certificate")
 	}

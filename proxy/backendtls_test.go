@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
@@ -139,7 +140,7 @@ func tlsBackend(t *testing.T, cert tls.Certificate) string {
 type testService struct {
 	name        string
 	appProtocol string
-	tls         *routing.BackendTLS
+	tls         *config.BackendTLS
 	addr        string
 	// mirrorTo, when set, names a Service every request of this one is
 	// mirrored to.
@@ -148,7 +149,7 @@ type testService struct {
 
 // servicesConfig serves an HTTP port whose one route sends each "/name"
 // to the Service of that name, port 80.
-func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
+func servicesConfig(t *testing.T, number int, svcs ...testService) *config.Config {
 	t.Helper()
 	port := gwv1.PortNumber(80)
 	prefix := gwv1.PathMatchPathPrefix
@@ -156,7 +157,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
 		Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}},
 	}
-	cfg := &Config{BackendTLSIDs: map[string]struct{}{}}
+	cfg := &config.Config{BackendTLSIDs: map[string]struct{}{}}
 	services := map[types.NamespacedName]routing.Service{}
 	for _, s := range svcs {
 		path := "/" + s.name
@@ -174,13 +175,13 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *Config {
 		route.Spec.Rules = append(route.Spec.Rules, rule)
 		key := types.NamespacedName{Namespace: "ns", Name: s.name}
 		services[key] = routing.Service{Ports: []routing.ServicePort{{Name: "http", Port: 80, AppProtocol: s.appProtocol, TLS: s.tls}}}
-		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: key, Port: 80}, NewEndpoints(s.addr))
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, config.BackendKey{Service: config.NamespacedName(key), Port: 80}, config.NewEndpoints(s.addr))
 		if s.tls != nil {
 			cfg.BackendTLSIDs[s.tls.ID] = struct{}{}
 		}
 	}
-	l := &Listener{Key: "Gateway/ns/gw/http", Routes: compileRoute(t, route, services)}
-	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}}
+	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: compileRoute(t, route, services)}
+	cfg.Ports = []*config.Port{{Number: int32(number), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}}
 	return cfg
 }
 
@@ -228,62 +229,62 @@ func TestBackendTLS(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		cert   tls.Certificate
-		policy routing.BackendTLS
+		policy config.BackendTLS
 		want   int
 		errMsg string // in the logged error of a 502
 	}{{
 		name:   "valid for server name",
 		cert:   ca.issue(t, []string{"backend.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
 		want:   200,
 	}, {
 		name:   "wildcard certificate for server name",
 		cert:   ca.issue(t, []string{"*.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
 		want:   200,
 	}, {
 		name:   "signed by a CA not in RootCAs",
 		cert:   otherCA.issue(t, []string{"backend.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
 		want:   502,
 		errMsg: "certificate chain is not trusted",
 	}, {
 		name:   "system roots do not trust a private CA",
 		cert:   ca.issue(t, []string{"backend.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc"},
+		policy: config.BackendTLS{ServerName: "backend.app.svc"},
 		want:   502,
 		errMsg: "certificate chain is not trusted",
 	}, {
 		name:   "not valid for server name",
 		cert:   ca.issue(t, []string{"other.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool},
 		want:   502,
 		errMsg: `not valid for server name "backend.app.svc"`,
 	}, {
 		name:   "subject alt name hostname instead of server name",
 		cert:   ca.issue(t, []string{"identity.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"nope.app.svc", "identity.app.svc"}},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"nope.app.svc", "identity.app.svc"}},
 		want:   200,
 	}, {
 		name:   "subject alt name hostname under a wildcard",
 		cert:   ca.issue(t, []string{"*.identity.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"a.identity.svc"}},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"a.identity.svc"}},
 		want:   200,
 	}, {
 		name:   "subject alt names replace server name",
 		cert:   ca.issue(t, []string{"backend.app.svc"}),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"identity.app.svc"}},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANHostnames: []string{"identity.app.svc"}},
 		want:   502,
 		errMsg: "none of the subject alt names",
 	}, {
 		name:   "subject alt name URI",
 		cert:   ca.issue(t, []string{"backend.app.svc"}, spiffe),
-		policy: routing.BackendTLS{ServerName: "other.app.svc", RootCAs: ca.pool, SANHostnames: []string{"nope.app.svc"}, SANURIs: []string{spiffe}},
+		policy: config.BackendTLS{ServerName: "other.app.svc", RootCAs: ca.pool, SANHostnames: []string{"nope.app.svc"}, SANURIs: []string{spiffe}},
 		want:   200,
 	}, {
 		name:   "other URI",
 		cert:   ca.issue(t, nil, spiffe+"-2"),
-		policy: routing.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANURIs: []string{spiffe}},
+		policy: config.BackendTLS{ServerName: "backend.app.svc", RootCAs: ca.pool, SANURIs: []string{spiffe}},
 		want:   502,
 		errMsg: "none of the subject alt names",
 	}} {
@@ -330,9 +331,9 @@ func TestBackendTLSPoolPerID(t *testing.T) {
 	rt := newRuntime(t)
 	p := freePort(t)
 	err := rt.Apply(servicesConfig(t, p,
-		testService{name: "a", addr: addr, tls: &routing.BackendTLS{ID: "a", Policy: "app/a", ServerName: "a.app.svc", RootCAs: ca.pool}},
-		testService{name: "b", addr: addr, tls: &routing.BackendTLS{ID: "b", Policy: "app/b", ServerName: "b.app.svc", RootCAs: otherCA.pool}},
-		testService{name: "c", addr: addr, tls: &routing.BackendTLS{ID: "c", Policy: "app/c", ServerName: "b.app.svc", RootCAs: ca.pool}},
+		testService{name: "a", addr: addr, tls: &config.BackendTLS{ID: "a", Policy: "app/a", ServerName: "a.app.svc", RootCAs: ca.pool}},
+		testService{name: "b", addr: addr, tls: &config.BackendTLS{ID: "b", Policy: "app/b", ServerName: "b.app.svc", RootCAs: otherCA.pool}},
+		testService{name: "c", addr: addr, tls: &config.BackendTLS{ID: "c", Policy: "app/c", ServerName: "b.app.svc", RootCAs: ca.pool}},
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +361,7 @@ func TestBackendTLSH2(t *testing.T) {
 	p := freePort(t)
 	err := rt.Apply(servicesConfig(t, p, testService{
 		name: "svc", appProtocol: appProtocolH2C, addr: tlsBackend(t, ca.issue(t, []string{"backend.app.svc"})),
-		tls: &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool},
+		tls: &config.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool},
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +380,7 @@ func TestBackendTLSUpgrade(t *testing.T) {
 	addr := tlsBackend(t, ca.issue(t, []string{"backend.app.svc"}))
 	rt := newRuntime(t)
 	p := freePort(t)
-	policy := &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
+	policy := &config.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
 	err := rt.Apply(servicesConfig(t, p,
 		testService{name: "h1", addr: addr, tls: policy},
 		testService{name: "h2", appProtocol: appProtocolH2C, addr: addr, tls: policy},
@@ -430,7 +431,7 @@ func TestBackendTLSMirror(t *testing.T) {
 	p := freePort(t)
 	err := rt.Apply(servicesConfig(t, p,
 		testService{name: "main", addr: slowBackend(t, "main"), mirrorTo: "mirror"},
-		testService{name: "mirror", addr: srv.Listener.Addr().String(), tls: &routing.BackendTLS{ID: "m", Policy: "app/m", ServerName: "mirror.app.svc", RootCAs: ca.pool}},
+		testService{name: "mirror", addr: srv.Listener.Addr().String(), tls: &config.BackendTLS{ID: "m", Policy: "app/m", ServerName: "mirror.app.svc", RootCAs: ca.pool}},
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +456,7 @@ func TestBackendTLSTransportsPruned(t *testing.T) {
 	addr := tlsBackend(t, ca.issue(t, []string{"backend.app.svc"}))
 	rt := newRuntime(t)
 	p := freePort(t)
-	withTLS := servicesConfig(t, p, testService{name: "svc", addr: addr, tls: &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}})
+	withTLS := servicesConfig(t, p, testService{name: "svc", addr: addr, tls: &config.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}})
 	if err := rt.Apply(withTLS); err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func TestBackendTLSTransportsPruned(t *testing.T) {
 	}
 	first, _ := rt.fwd.tls.byID.Load(poolKey{tls: "id"})
 	// The same settings in a new Config, as translation makes them.
-	again := servicesConfig(t, p, testService{name: "svc", addr: addr, tls: &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}})
+	again := servicesConfig(t, p, testService{name: "svc", addr: addr, tls: &config.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}})
 	if err := rt.Apply(again); err != nil {
 		t.Fatal(err)
 	}
@@ -522,8 +523,8 @@ func TestBackendClientCertificate(t *testing.T) {
 
 	rt := newRuntime(t)
 	p := freePort(t)
-	settings := &routing.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
-	config := func(cc *BackendClientCert) *Config {
+	settings := &config.BackendTLS{ID: "id", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
+	configWith := func(cc *config.BackendClientCert) *config.Config {
 		cfg := servicesConfig(t, p, testService{name: "svc", addr: srv.Listener.Addr().String(), tls: settings})
 		cfg.Ports[0].All.At(0).BackendClientCert = cc
 		cfg.BackendClientCertIDs = map[string]struct{}{}
@@ -532,7 +533,7 @@ func TestBackendClientCertificate(t *testing.T) {
 		}
 		return cfg
 	}
-	if err := rt.Apply(config(&BackendClientCert{ID: "cert", Cert: &clientCert})); err != nil {
+	if err := rt.Apply(configWith(&config.BackendClientCert{ID: "cert", Cert: &clientCert})); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // the second reuses the pooled connection
@@ -540,7 +541,7 @@ func TestBackendClientCertificate(t *testing.T) {
 			t.Fatalf("with the client certificate: %d %q", code, body)
 		}
 	}
-	if err := rt.Apply(config(nil)); err != nil {
+	if err := rt.Apply(configWith(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := get(t, p, "/svc"); code != http.StatusBadGateway {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"portico.dev/portico/config"
 )
 
 // clientCertHeader carries the client certificate of a listener that
@@ -23,7 +25,7 @@ const clientCertHeader = "X-Forwarded-Client-Cert"
 // or "" when there is none or it did not verify. With a required check the
 // handshake verified it; with AllowInsecureFallback it is checked here,
 // once per connection.
-func verifiedClientCert(r *http.Request, l *Listener) string {
+func verifiedClientCert(r *http.Request, l *config.Listener) string {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return ""
 	}
@@ -40,7 +42,7 @@ func verifiedClientCert(r *http.Request, l *Listener) string {
 // clientCertVerified checks chain against l's CAs, remembering the answer
 // on the connection (its certificate does not change, and a change of CAs
 // makes the handler refuse the connection).
-func clientCertVerified(tc *trackedConn, l *Listener, chain []*x509.Certificate) bool {
+func clientCertVerified(tc *trackedConn, l *config.Listener, chain []*x509.Certificate) bool {
 	if tc != nil {
 		switch tc.clientVerified.Load() {
 		case 1:

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"portico.dev/portico/config"
 )
 
 // An endpoint that refused a connection (or could not be reached at all) is
@@ -74,8 +76,8 @@ func (d *downSet) any(now time.Time) bool {
 // pickUp returns the next address of e that is not down, or the next
 // address when all of them are (trying one beats failing every request),
 // or "" when e has none.
-func (e *Endpoints) pickUp(down *downSet, now time.Time) string {
-	addr := e.pick()
+func (down *downSet) pickUp(e *config.Endpoints, now time.Time) string {
+	addr := e.Pick()
 	if addr == "" || len(e.Addrs) == 1 || !down.any(now) {
 		return addr
 	}
@@ -83,14 +85,14 @@ func (e *Endpoints) pickUp(down *downSet, now time.Time) string {
 		if !down.isDown(addr, now) {
 			return addr
 		}
-		addr = e.pick()
+		addr = e.Pick()
 	}
 	return addr
 }
 
 // hasUp reports whether e has an address other than except that is not
 // down: somewhere to fail over to.
-func (e *Endpoints) hasUp(down *downSet, except string, now time.Time) bool {
+func (down *downSet) hasUp(e *config.Endpoints, except string, now time.Time) bool {
 	if e == nil {
 		return false
 	}

@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // deadAddr is a loopback address nothing listens on: connecting is refused.
@@ -40,12 +39,12 @@ func deadAddr(t *testing.T) string {
 func TestFailoverToLiveEndpoint(t *testing.T) {
 	live := slowBackend(t, "live")
 	dead := deadAddr(t)
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
 	start := func() (*Runtime, string) {
 		rt := newRuntime(t)
 		p := freePort(t)
 		cfg := httpPortConfig(t, p, "svc", live)
-		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(dead, live)) // the dead one is picked first
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(dead, live)) // the dead one is picked first
 		if err := rt.Apply(cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -95,8 +94,8 @@ func TestAllEndpointsDown(t *testing.T) {
 	rt := newRuntime(t)
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", deadAddr(t))
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
-	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(deadAddr(t), deadAddr(t)))
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(deadAddr(t), deadAddr(t)))
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -129,19 +128,19 @@ func TestDownSetExpires(t *testing.T) {
 		t.Error("something down after every entry expired")
 	}
 
-	e := NewEndpoints("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
+	e := config.NewEndpoints("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
 	now := time.Now()
 	d.mark("10.0.0.1:80", now)
 	d.mark("10.0.0.2:80", now)
 	for range 6 {
-		if a := e.pickUp(&d, now); a != "10.0.0.3:80" {
+		if a := d.pickUp(e, now); a != "10.0.0.3:80" {
 			t.Fatalf("pickUp = %s, want the only endpoint up", a)
 		}
 	}
-	if !e.hasUp(&d, "10.0.0.2:80", now) || e.hasUp(&d, "10.0.0.3:80", now) {
+	if !d.hasUp(e, "10.0.0.2:80", now) || d.hasUp(e, "10.0.0.3:80", now) {
 		t.Error("hasUp")
 	}
-	if a := e.pickUp(&d, now.Add(downFor)); a == "" || e.hasUp(&d, "10.0.0.3:80", now.Add(downFor)) != true {
+	if a := d.pickUp(e, now.Add(downFor)); a == "" || d.hasUp(e, "10.0.0.3:80", now.Add(downFor)) != true {
 		t.Error("endpoints still left out after downFor")
 	}
 }

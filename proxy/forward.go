@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/sockio"
-	"portico.dev/portico/routing"
 )
 
 // appProtocolH2C is the Service port appProtocol for HTTP/2 cleartext.
@@ -56,17 +56,17 @@ type exchange struct {
 	context.Context
 	addr string
 	h2c  bool
-	tls  *routing.BackendTLS // nil: plain text
+	tls  *config.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
-	clientCert *BackendClientCert
+	clientCert *config.BackendClientCert
 	// listener received the request, on port (the number, for
 	// X-Forwarded-Port).
-	listener *Listener
+	listener *config.Listener
 	port     string
 	origHost string
 	// respFilters modify the backend's response headers.
-	respFilters []*routing.HeaderModifier
-	cors        *routing.CORS
+	respFilters []*config.HeaderModifier
+	cors        *config.CORS
 	in          *http.Request
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
@@ -297,7 +297,7 @@ func (f *forwarder) close() {
 // serve routes a request, whose path admit normalised to path, among the
 // routes of l, which received it on port, applies the rule's filters and
 // forwards it.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l *Listener, path, port string) *routing.Rule {
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Config, l *config.Listener, path, port string) *config.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
 		if isGRPC(r) {
@@ -313,7 +313,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *Config, l
 
 // forward applies the matched rule: filters, backend choice, retries and
 // timeouts. x holds what is known of the request so far.
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config, rule *routing.Rule, m *routing.Match, x *exchange) {
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.Config, rule *config.Rule, m *config.Match, x *exchange) {
 	if rule.Invalid != "" {
 		f.refuse(w, r, rule, "route rule is invalid", rule.Invalid)
 		return
@@ -371,7 +371,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *Config,
 	}
 	eps := cfg.Endpoints.Lookup(b.Key)
 	if b.Address != "" {
-		eps = NewEndpoints(b.Address)
+		eps = config.NewEndpoints(b.Address)
 	}
 	f.send(ctx, w, r, out, body, replay, rule, eps, x)
 }
@@ -381,14 +381,14 @@ type filterRun struct {
 	w       http.ResponseWriter
 	in      *http.Request
 	out     *http.Request // in, or the copy the filters changed
-	m       *routing.Match
+	m       *config.Match
 	x       *exchange
-	mirrors []*routing.Mirror
+	mirrors []*config.Mirror
 }
 
 // apply runs one list of filters; it reports whether the request was
 // answered (redirect, CORS preflight).
-func (fr *filterRun) apply(filters []routing.Filter) bool {
+func (fr *filterRun) apply(filters []config.Filter) bool {
 	w, r, x := fr.w, fr.in, fr.x
 	for i := range filters {
 		fl := &filters[i]
@@ -433,7 +433,7 @@ func (fr *filterRun) apply(filters []routing.Filter) bool {
 // send sends out, the request r after its filters, to an endpoint of eps
 // until an attempt is answered: retries as rule says (replay: the body, if
 // any, was kept in body), fail-over to another endpoint, backoff.
-func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *routing.Rule, eps *Endpoints, x *exchange) {
+func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *config.Rule, eps *config.Endpoints, x *exchange) {
 	attempts := 1
 	if replay && rule.Retry != nil {
 		attempts += rule.Retry.Attempts
@@ -450,7 +450,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// is swapped for the next one.
 		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			x.addr = eps.pickUp(&f.down, now)
+			x.addr = f.down.pickUp(eps, now)
 		}
 		if x.addr == "" {
 			writeErrorFor(w, r, http.StatusServiceUnavailable)
@@ -459,7 +459,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
 		}
-		x.failover = resendable && failovers < maxFailover && eps.hasUp(&f.down, x.addr, now)
+		x.failover = resendable && failovers < maxFailover && f.down.hasUp(eps, x.addr, now)
 		last := attempt >= attempts
 		if !last {
 			x.retryCodes = rule.Retry.Codes
@@ -539,8 +539,8 @@ func bufferBody(r *http.Request) ([]byte, bool) {
 
 // mirror sends a copy of the request to a mirror backend and discards the
 // answer; it never delays or changes the client's response.
-func (f *forwarder) mirror(r *http.Request, body []byte, m *routing.Mirror, cfg *Config, x *exchange) {
-	addr := cfg.Endpoints.Lookup(m.Backend).pick()
+func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *config.Config, x *exchange) {
+	addr := cfg.Endpoints.Lookup(m.Backend).Pick()
 	if addr == "" {
 		return
 	}
@@ -600,7 +600,7 @@ func mirrorHeader(r *http.Request, x *exchange) http.Header {
 
 // pickBackend chooses a backend by weight; nil when every weight is zero
 // (the spec says such a rule answers 500).
-func pickBackend(rule *routing.Rule) *routing.Backend {
+func pickBackend(rule *config.Rule) *config.Backend {
 	switch {
 	case len(rule.Backends) == 0 || rule.TotalWeight <= 0:
 		return nil

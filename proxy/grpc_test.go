@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/internal/grpctest"
@@ -91,17 +92,17 @@ func grpcTestRoute() *gwv1.GRPCRoute {
 // grpcTestConfig serves grpcTestRoute on an HTTP port, with backends "a"
 // and "b" (h2c, Service ports without appProtocol: a GRPCRoute implies
 // HTTP/2) and "tls" (a BackendTLSPolicy with the test CA).
-func grpcTestConfig(t *testing.T, number int) *Config {
+func grpcTestConfig(t *testing.T, number int) *config.Config {
 	t.Helper()
 	ca := newTestCA(t)
 	cert := ca.issue(t, []string{"backend.app.svc"})
-	policy := &routing.BackendTLS{ID: "id", Policy: "ns/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
+	policy := &config.BackendTLS{ID: "id", Policy: "ns/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}
 	addrs := map[string]string{
 		"a":   grpcBackend(t, "a", nil, "test.Echo", "other.Svc"),
 		"b":   grpcBackend(t, "b", nil, "test.Echo", "other.Svc"),
 		"tls": grpcBackend(t, "tls", &cert, "tls.Echo"),
 	}
-	cfg := &Config{BackendTLSIDs: map[string]struct{}{"id": {}}}
+	cfg := &config.Config{BackendTLSIDs: map[string]struct{}{"id": {}}}
 	services := map[types.NamespacedName]routing.Service{}
 	for name, addr := range addrs {
 		key := types.NamespacedName{Namespace: "ns", Name: name}
@@ -110,7 +111,7 @@ func grpcTestConfig(t *testing.T, number int) *Config {
 			sp.TLS = policy
 		}
 		services[key] = routing.Service{Ports: []routing.ServicePort{sp}}
-		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: key, Port: 80}, NewEndpoints(addr))
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, config.BackendKey{Service: config.NamespacedName(key), Port: 80}, config.NewEndpoints(addr))
 	}
 	same := gwv1.NamespacesFromSame
 	out := routing.Compile(routing.Input{
@@ -130,8 +131,8 @@ func grpcTestConfig(t *testing.T, number int) *Config {
 	if out.Tables[0] == nil {
 		t.Fatalf("GRPCRoute did not attach: %+v", out.GRPCRouteParents)
 	}
-	l := &Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
-	cfg.Ports = []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}}
+	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
+	cfg.Ports = []*config.Port{{Number: int32(number), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}}
 	return cfg
 }
 
@@ -375,8 +376,8 @@ func TestGRPCOverHTTPS(t *testing.T) {
 	port := cfg.Ports[0]
 	l := port.All.At(0)
 	l.Hostname = host
-	port.Protocol = HTTPS
-	port.Listeners = hostname.NewTable([]string{host}, []*Listener{l})
+	port.Protocol = config.HTTPS
+	port.Listeners = hostname.NewTable([]string{host}, []*config.Listener{l})
 	port.SNI = sni.NewTable([]*sni.Entry{{Hostname: host, Certificates: []*tls.Certificate{cert}, Value: l}})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)

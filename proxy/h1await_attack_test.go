@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // The attacks of this file are backends that misbehave around the moment a
@@ -418,8 +417,8 @@ func awaitRuntime(t *testing.T, set func(*Options), backend string, timeouts *gw
 	rt := relRuntime(t, set)
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", "")
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
-	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(backend))
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(backend))
 	cfg.Ports[0].All.At(0).Routes = ruleTable(t, "svc", gwv1.HTTPRouteRule{Timeouts: timeouts})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)

@@ -5,8 +5,8 @@ import (
 
 	"time"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/tracing"
 )
 
@@ -66,13 +66,13 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // route serves one request and returns the rule that matched, if any.
-func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rule {
+func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule {
 	path, ok := ps.rt.admit(w, r)
 	if !ok {
 		return nil
 	}
 	cfg := ps.rt.current.Load()
-	port := cfg.port(ps.key)
+	port := cfg.Port(ps.key)
 	if port == nil {
 		if port = ps.last.Load(); port == nil {
 			http.NotFound(w, r)
@@ -81,7 +81,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 	}
 	host := hostname.WithoutPort(r.Host)
 	l, ok := port.Listeners.Lookup(host)
-	if port.Protocol == HTTPS {
+	if port.Protocol == config.HTTPS {
 		if tc, _ := r.Context().Value(connKey{}).(*trackedConn); tc != nil {
 			// The handshake chose a listener by SNI. A Host that another,
 			// more specific listener on this port owns was sent to the
@@ -90,7 +90,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *routing.Rul
 			// than the connection's handshake passed (its configuration
 			// changed since) gets a 421 too: the client's new connection
 			// goes through the current check.
-			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key || l.clientAuthID() != cl.clientAuthID()) {
+			if cl := tc.listener.Load(); cl != nil && (!ok || l.Key != cl.Key || l.ClientAuthID() != cl.ClientAuthID()) {
 				if ok {
 					if l.Key == cl.Key {
 						// This connection can serve nothing any more: an

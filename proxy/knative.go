@@ -4,20 +4,19 @@ import (
 	"context"
 	"net/http"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
-	"portico.dev/portico/knative"
-	"portico.dev/portico/routing"
 )
 
 // answerProbe answers the readiness probe of Portico's leader on a KIngress
 // rule with the hash of the version this replica serves; it reports
 // whether r was that probe.
-func answerProbe(w http.ResponseWriter, r *http.Request, rule *routing.Rule) bool {
-	if rule.NetworkHash == "" || r.Header.Get(knative.ProbeHeader) != knative.PorticoProbe ||
-		r.Header.Get(knative.HashHeader) != knative.HashOverride {
+func answerProbe(w http.ResponseWriter, r *http.Request, rule *config.Rule) bool {
+	if rule.NetworkHash == "" || r.Header.Get(config.KnativeProbeHeader) != config.KnativePorticoProbe ||
+		r.Header.Get(config.KnativeHashHeader) != config.KnativeHashOverride {
 		return false
 	}
-	w.Header().Set(knative.HashHeader, rule.NetworkHash)
+	w.Header().Set(config.KnativeHashHeader, rule.NetworkHash)
 	w.WriteHeader(http.StatusOK)
 	return true
 }
@@ -25,15 +24,15 @@ func answerProbe(w http.ResponseWriter, r *http.Request, rule *routing.Rule) boo
 // overrideHash returns r, or a copy of it whose K-Network-Hash of
 // "override" is replaced by the hash of the KIngress version rule comes
 // from; any other value goes on unchanged.
-func overrideHash(r *http.Request, rule *routing.Rule) *http.Request {
+func overrideHash(r *http.Request, rule *config.Rule) *http.Request {
 	if rule.NetworkHash == "" {
 		return r
 	}
-	if v := r.Header[knative.HashHeader]; len(v) != 1 || v[0] != knative.HashOverride {
+	if v := r.Header[config.KnativeHashHeader]; len(v) != 1 || v[0] != config.KnativeHashOverride {
 		return r
 	}
 	out := r.Clone(r.Context())
-	out.Header.Set(knative.HashHeader, rule.NetworkHash)
+	out.Header.Set(config.KnativeHashHeader, rule.NetworkHash)
 	return out
 }
 
@@ -44,12 +43,12 @@ type dispatchedKey struct{}
 // dispatch routes r again on Portico's own port, in process: the backend
 // is an ExternalName Service naming Portico's cluster-local Service, and a
 // trip through the network would only come back here.
-func (f *forwarder) dispatch(w http.ResponseWriter, r *http.Request, cfg *Config, port int32, x *exchange) {
+func (f *forwarder) dispatch(w http.ResponseWriter, r *http.Request, cfg *config.Config, port int32, x *exchange) {
 	if r.Context().Value(dispatchedKey{}) != nil {
 		writeError(w, http.StatusLoopDetected)
 		return
 	}
-	p := cfg.port(PortKey{Number: port})
+	p := cfg.Port(config.PortKey{Number: port})
 	if p == nil {
 		http.NotFound(w, r)
 		return

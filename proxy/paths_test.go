@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 const secret = "SECRET-ADMIN-CONTENT"
@@ -241,16 +241,16 @@ func TestForwardedPathIsTheMatchedPath(t *testing.T) {
 func TestPathOptions(t *testing.T) {
 	root := fileTree(t)
 	for _, c := range []struct {
-		opts         routing.PathOptions
+		opts         config.PathOptions
 		target, seen string
 		code         int
 	}{
-		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashKeep}, "/pub/a%2fb%5C", "/pub/a%2Fb%5C", 404},
-		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashKeep}, `/pub/a\b`, "/pub/a%5Cb", 404},
-		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashUnescape}, "/pub/x%2f..%2ffile.txt", "/pub/file.txt", 200},
-		{routing.PathOptions{EscapedSlashes: routing.EscapedSlashUnescape}, "/pub/..%2fadmin/secret.txt", "", 404},
-		{routing.PathOptions{KeepEmptySegments: true}, "/pub//file.txt", "/pub//file.txt", 200},
-		{routing.PathOptions{KeepEmptySegments: true}, "//pub/file.txt", "", 404},
+		{config.PathOptions{EscapedSlashes: config.EscapedSlashKeep}, "/pub/a%2fb%5C", "/pub/a%2Fb%5C", 404},
+		{config.PathOptions{EscapedSlashes: config.EscapedSlashKeep}, `/pub/a\b`, "/pub/a%5Cb", 404},
+		{config.PathOptions{EscapedSlashes: config.EscapedSlashUnescape}, "/pub/x%2f..%2ffile.txt", "/pub/file.txt", 200},
+		{config.PathOptions{EscapedSlashes: config.EscapedSlashUnescape}, "/pub/..%2fadmin/secret.txt", "", 404},
+		{config.PathOptions{KeepEmptySegments: true}, "/pub//file.txt", "/pub//file.txt", 200},
+		{config.PathOptions{KeepEmptySegments: true}, "//pub/file.txt", "", 404},
 	} {
 		opts := DefaultOptions()
 		opts.BindAddress = "127.0.0.1"

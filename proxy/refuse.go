@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // refuseLogEvery is how often the same refusal is logged: every request of
@@ -18,7 +18,7 @@ const refuseLogEvery = 10 * time.Second
 // cannot be served (what), and logs why. The reason names namespaces,
 // Services and references, so it goes to the log and the route's status,
 // never to the client.
-func (f *forwarder) refuse(w http.ResponseWriter, r *http.Request, rule *routing.Rule, what, why string) {
+func (f *forwarder) refuse(w http.ResponseWriter, r *http.Request, rule *config.Rule, what, why string) {
 	if f.refusals.first(rule.RouteName+"\x00"+what+"\x00"+why, time.Now()) {
 		f.log.Warn("request refused: "+what, zap.String("route", rule.RouteName), zap.Int("rule", rule.Index), zap.String("reason", why))
 	}

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/sni"
@@ -104,12 +105,12 @@ func relHTTPSPort(t *testing.T, rt *Runtime, backend string) (string, *tls.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Listener{Key: "Gateway/ns/gw/https", Hostname: relHostname, Routes: routeTable(t, "svc")}
+	l := &config.Listener{Key: "Gateway/ns/gw/https", Hostname: relHostname, Routes: routeTable(t, "svc")}
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", backend)
-	cfg.Ports[0].Protocol = HTTPS
-	cfg.Ports[0].All = chunked.Of([]*Listener{l})
-	cfg.Ports[0].Listeners = hostname.NewTable([]string{relHostname}, []*Listener{l})
+	cfg.Ports[0].Protocol = config.HTTPS
+	cfg.Ports[0].All = chunked.Of([]*config.Listener{l})
+	cfg.Ports[0].Listeners = hostname.NewTable([]string{relHostname}, []*config.Listener{l})
 	cfg.Ports[0].SNI = sni.NewTable([]*sni.Entry{{Hostname: relHostname, Certificates: []*tls.Certificate{cert}, Value: l}})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
@@ -187,7 +188,7 @@ func tlsRecorderPort(t *testing.T, rec *recorder) (string, *x509.CertPool) {
 	p := freePort(t)
 	cfg := servicesConfig(t, p, testService{name: "svc", addr: serveBackend(t, rec)})
 	port := cfg.Ports[0]
-	port.Protocol = HTTPS
+	port.Protocol = config.HTTPS
 	port.All.At(0).Hostname = "app.example.com"
 	port.Listeners = hostname.NewTable([]string{"app.example.com"}, port.All.Slice())
 	port.SNI = sni.NewTable([]*sni.Entry{{Hostname: "app.example.com", Certificates: []*tls.Certificate{cert}, Value: port.All.At(0)}})

@@ -12,9 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // TestRequestID: with Options.RequestID every request reaches the backend
@@ -25,7 +24,7 @@ func TestRequestID(t *testing.T) {
 		io.WriteString(w, strings.Join(r.Header.Values(requestIDHeader), ","))
 	}))
 	t.Cleanup(backend.Close)
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
 	start := func(on bool) (string, *observer.ObservedLogs) {
 		core, logs := observer.New(zapcore.InfoLevel)
 		opts := DefaultOptions()
@@ -36,7 +35,7 @@ func TestRequestID(t *testing.T) {
 		t.Cleanup(func() { _ = rt.Close(t.Context()) })
 		p := freePort(t)
 		cfg := httpPortConfig(t, p, "svc", "")
-		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(backend.Listener.Addr().String()))
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(backend.Listener.Addr().String()))
 		if err := rt.Apply(cfg); err != nil {
 			t.Fatal(err)
 		}

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // retryRuntime serves one route to the endpoints of svc whose rule has
@@ -22,8 +21,8 @@ func retryRuntime(t *testing.T, endpoints []string, retry *gwv1.HTTPRouteRetry, 
 	rt := newRuntime(t)
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", "")
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
-	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, NewEndpoints(endpoints...))
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(endpoints...))
 	cfg.Ports[0].All.At(0).Routes = ruleTable(t, "svc", gwv1.HTTPRouteRule{Retry: retry, Timeouts: timeouts})
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)

@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/internal/workers"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/tracing"
 )
@@ -87,7 +87,7 @@ type Options struct {
 	Challenges ChallengeHandler
 	// Paths are the choices of request path normalisation (see
 	// routing.NormalizePath); the zero value is the default.
-	Paths routing.PathOptions
+	Paths config.PathOptions
 	// MaxHeaderCount bounds the header fields of a request (each value of
 	// a repeated name counts); a request with more gets 431.
 	MaxHeaderCount int
@@ -168,7 +168,7 @@ type Runtime struct {
 	log  *zap.Logger
 	opts Options
 
-	current atomic.Pointer[Config]
+	current atomic.Pointer[config.Config]
 	// streamTurn spreads TLS streams over their route's backends by weight.
 	streamTurn atomic.Uint32
 	fwd        *forwarder
@@ -183,7 +183,7 @@ type Runtime struct {
 	keeper *sockio.Keeper
 
 	mu       sync.Mutex // serializes Apply and Close
-	ports    map[PortKey]*portServer
+	ports    map[config.PortKey]*portServer
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
 }
@@ -198,28 +198,28 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		h2Workers: workers.New(h2IdleWorkers),
 		emptySNI:  sni.NewTable(nil),
 		keeper:    sockio.NewKeeper(),
-		ports:     map[PortKey]*portServer{},
+		ports:     map[config.PortKey]*portServer{},
 		draining:  map[*portServer]bool{},
 	}
-	rt.current.Store(&Config{})
+	rt.current.Store(&config.Config{})
 	return rt
 }
 
 // Current returns the Config being served.
-func (rt *Runtime) Current() *Config { return rt.current.Load() }
+func (rt *Runtime) Current() *config.Config { return rt.current.Load() }
 
 // Apply makes cfg the served configuration. It binds the ports cfg adds
 // first; if any cannot be bound the old configuration stays in place
 // (nothing half-applied) and the error says which port failed. Then it swaps
 // the configuration in one atomic store, and only then drains the ports cfg
 // no longer has.
-func (rt *Runtime) Apply(cfg *Config) error {
-	if err := cfg.validate(); err != nil {
+func (rt *Runtime) Apply(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("apply config %d: %w", cfg.Generation, err)
 	}
 	sorted := *cfg
 	sorted.Ports = slices.Clone(cfg.Ports)
-	slices.SortFunc(sorted.Ports, comparePorts)
+	slices.SortFunc(sorted.Ports, config.ComparePorts)
 	cfg = &sorted
 
 	rt.mu.Lock()
@@ -267,12 +267,12 @@ func (rt *Runtime) Apply(cfg *Config) error {
 	rt.fwd.tls.retain(cfg.BackendTLSIDs, cfg.BackendClientCertIDs)
 
 	for key, ps := range rt.ports {
-		if cfg.port(key) != nil {
+		if cfg.Port(key) != nil {
 			continue
 		}
 		// Requests still arriving on a draining port are served with the
 		// config it had, not turned away.
-		ps.last.Store(old.port(key))
+		ps.last.Store(old.Port(key))
 		delete(rt.ports, key)
 		rt.draining[ps] = true
 		// The port stops accepting before Apply returns: a client
@@ -295,7 +295,7 @@ func (rt *Runtime) Apply(cfg *Config) error {
 func (rt *Runtime) Addr(address string, number int32) net.Addr {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if ps, ok := rt.ports[PortKey{address, number}]; ok {
+	if ps, ok := rt.ports[config.PortKey{Address: address, Number: number}]; ok {
 		return ps.ln.Addr()
 	}
 	return nil
@@ -312,7 +312,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for ps := range rt.draining {
 		ports = append(ports, ps)
 	}
-	rt.ports = map[PortKey]*portServer{}
+	rt.ports = map[config.PortKey]*portServer{}
 	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ps := range ports {
@@ -327,7 +327,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (rt *Runtime) bind(p *Port) (*portServer, error) {
+func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 	address := p.Address
 	if address == "" {
 		address = rt.opts.BindAddress
@@ -363,7 +363,7 @@ func (rt *Runtime) bind(p *Port) (*portServer, error) {
 		// A client that stops reading the connection altogether.
 		WriteByteTimeout: max(rt.opts.ClientIdleTimeout, 0),
 	}
-	if p.Protocol == HTTPS {
+	if p.Protocol == config.HTTPS {
 		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if err := http2.ConfigureServer(ps.srv, ps.h2); err != nil {

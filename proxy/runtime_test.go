@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/routing"
@@ -25,14 +26,14 @@ import (
 
 // routeTable compiles one HTTPRoute sending every request on an HTTP
 // listener to svc:80.
-func routeTable(t testing.TB, svc string) *routing.Table {
+func routeTable(t testing.TB, svc string) *config.Table {
 	t.Helper()
 	return ruleTable(t, svc, gwv1.HTTPRouteRule{})
 }
 
 // ruleTable is routeTable with rule's other fields (retry, timeouts, ...)
 // in the one rule.
-func ruleTable(t testing.TB, svc string, rule gwv1.HTTPRouteRule) *routing.Table {
+func ruleTable(t testing.TB, svc string, rule gwv1.HTTPRouteRule) *config.Table {
 	t.Helper()
 	port := gwv1.PortNumber(80)
 	rule.BackendRefs = []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
@@ -50,7 +51,7 @@ func ruleTable(t testing.TB, svc string, rule gwv1.HTTPRouteRule) *routing.Table
 
 // compileRoute compiles route (namespace ns, parent Gateway ns/gw) for the
 // one HTTP listener of ns/gw on port 80, with services.
-func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.NamespacedName]routing.Service) *routing.Table {
+func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.NamespacedName]routing.Service) *config.Table {
 	t.Helper()
 	same := gwv1.NamespacesFromSame
 	out := routing.Compile(routing.Input{
@@ -73,12 +74,12 @@ func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.Namesp
 	return out.Tables[0]
 }
 
-func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *Config {
-	l := &Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
-	return &Config{
-		Ports: []*Port{{Number: int32(number), Protocol: HTTP, Listeners: hostname.NewTable([]string{""}, []*Listener{l}), All: chunked.Of([]*Listener{l})}},
-		Endpoints: NewEndpointTable(map[routing.BackendKey]*Endpoints{
-			{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: NewEndpoints(backendAddr),
+func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *config.Config {
+	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
+	return &config.Config{
+		Ports: []*config.Port{{Number: int32(number), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}},
+		Endpoints: config.NewEndpointTable(map[config.BackendKey]*config.Endpoints{
+			{Service: config.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: config.NewEndpoints(backendAddr),
 		}),
 	}
 }
@@ -329,4 +330,9 @@ func TestObserverSeesRouteAndStatus(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("observed %q, want %q", got, want)
 	}
+}
+
+// withEndpoints is t with k's endpoints set to e.
+func withEndpoints(t config.EndpointTable, k config.BackendKey, e *config.Endpoints) config.EndpointTable {
+	return t.With(map[config.BackendKey]*config.Endpoints{k: e})
 }

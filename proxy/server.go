@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/h1"
 	"portico.dev/portico/h2"
 	"portico.dev/portico/internal/sockio"
@@ -23,10 +24,10 @@ import (
 // portServer serves one bound port for as long as configs keep it.
 type portServer struct {
 	rt  *Runtime
-	key PortKey
+	key config.PortKey
 	// portText is the port's number in decimal, for X-Forwarded-Port.
 	portText string
-	protocol Protocol
+	protocol config.Protocol
 	ln       net.Listener
 	srv      *http.Server
 	// h1 serves HTTP/1 instead of srv when Options.HTTP1Server is
@@ -47,7 +48,7 @@ type portServer struct {
 	log   *zap.Logger
 	// last is the port's config when it was removed, for requests that
 	// arrive while it drains.
-	last atomic.Pointer[Port]
+	last atomic.Pointer[config.Port]
 
 	// untracked are the connections srv does not track: cleartext
 	// HTTP/2 and upgraded ones.
@@ -65,7 +66,7 @@ type portServer struct {
 // request whose Host belongs to another listener can be told so (421).
 type trackedConn struct {
 	net.Conn
-	listener atomic.Pointer[Listener]
+	listener atomic.Pointer[config.Listener]
 	// clientVerified caches whether the client certificate of the
 	// connection chains to its listener's CAs, when the handshake did not
 	// require that: 0 not checked yet, 1 yes, 2 no.
@@ -114,7 +115,7 @@ func tracked(c net.Conn) *trackedConn {
 func (ps *portServer) start() {
 	ps.served = make(chan struct{})
 	var ln net.Listener = &trackingListener{Listener: ps.ln, limit: &ps.conns}
-	if ps.protocol == HTTPS {
+	if ps.protocol == config.HTTPS {
 		ps.tlsConfig = sni.ServerConfig(ps.srv.TLSConfig.Clone(), ps.sniTable, rememberListener)
 		s := newSorter(ln, ps)
 		s.sort = s.sortTLS
@@ -142,7 +143,7 @@ func (ps *portServer) start() {
 // sniTable returns the certificate table of the config being served now, so
 // a swap rotates certificates at the next handshake.
 func (ps *portServer) sniTable() *sni.Table {
-	if p := ps.rt.current.Load().port(ps.key); p != nil && p.SNI != nil {
+	if p := ps.rt.current.Load().Port(ps.key); p != nil && p.SNI != nil {
 		return p.SNI
 	}
 	if p := ps.last.Load(); p != nil && p.SNI != nil {
@@ -153,7 +154,7 @@ func (ps *portServer) sniTable() *sni.Table {
 
 func rememberListener(c net.Conn, e *sni.Entry) {
 	if t := tracked(c); t != nil {
-		if l, ok := e.Value.(*Listener); ok {
+		if l, ok := e.Value.(*config.Listener); ok {
 			t.listener.Store(l)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/sni"
@@ -70,14 +71,14 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 		}
 		return c
 	}
-	open := &Listener{Key: "Gateway/ns/gw/open", Hostname: "open.example.com", Routes: routeTable(t, "svc")}
-	strict := &Listener{Key: "Gateway/ns/gw/strict", Hostname: "strict.example.com", Routes: routeTable(t, "svc"),
+	open := &config.Listener{Key: "Gateway/ns/gw/open", Hostname: "open.example.com", Routes: routeTable(t, "svc")}
+	strict := &config.Listener{Key: "Gateway/ns/gw/strict", Hostname: "strict.example.com", Routes: routeTable(t, "svc"),
 		ClientAuth: &sni.ClientAuth{ID: "strict", CAs: ca.Pool}}
 	entries := []*sni.Entry{
 		{Hostname: open.Hostname, Certificates: []*tls.Certificate{leaf(open.Hostname)}, Value: open},
 		{Hostname: strict.Hostname, Certificates: []*tls.Certificate{leaf(strict.Hostname)}, Value: strict, ClientAuth: strict.ClientAuth},
 	}
-	all := []*Listener{open, strict}
+	all := []*config.Listener{open, strict}
 
 	failures := &handshakeFailures{}
 	opts := DefaultOptions()
@@ -87,7 +88,7 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
-	cfg.Ports[0].Protocol = HTTPS
+	cfg.Ports[0].Protocol = config.HTTPS
 	cfg.Ports[0].All = chunked.Of(all)
 	cfg.Ports[0].Listeners = hostname.NewTable([]string{open.Hostname, strict.Hostname}, all)
 	cfg.Ports[0].SNI = sni.NewTable(entries)

@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"portico.dev/portico/clienthello"
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/sockio"
 	"portico.dev/portico/stream"
-	"portico.dev/portico/tlsrouting"
 )
 
 // StreamObserver records finished TLS streams (metrics): the TLSRoute as
@@ -64,10 +64,10 @@ func (s *sorter) sortTLS(c net.Conn) {
 		return
 	}
 	pc := &replayConn{Conn: c, pending: hello}
-	var l *Listener
+	var l *config.Listener
 	if err == nil {
 		if e := ps.sniTable().Lookup(name); e != nil {
-			l, _ = e.Value.(*Listener)
+			l, _ = e.Value.(*config.Listener)
 		}
 	}
 	switch {
@@ -75,7 +75,7 @@ func (s *sorter) sortTLS(c net.Conn) {
 		ps.handshakeFailed(HandshakeUnknownName)
 		refuse(c)
 		return
-	case l == nil || l.Stream == StreamNone:
+	case l == nil || l.Stream == config.StreamNone:
 		s.handOn(pc)
 		return
 	}
@@ -84,7 +84,7 @@ func (s *sorter) sortTLS(c net.Conn) {
 
 // servesStreams reports whether the port has TLS listeners now.
 func (ps *portServer) servesStreams() bool {
-	if p := ps.rt.current.Load().port(ps.key); p != nil {
+	if p := ps.rt.current.Load().Port(ps.key); p != nil {
 		return p.Streams
 	}
 	if p := ps.last.Load(); p != nil {
@@ -122,7 +122,7 @@ func unwrapTCP(c net.Conn) (*net.TCPConn, bool) {
 // refused before a handshake; then the client's session is forwarded as it
 // is (Passthrough), or terminated with the listener's certificates
 // (Terminate) and its plaintext forwarded.
-func (ps *portServer) stream(c net.Conn, pc *replayConn, l *Listener, name string) {
+func (ps *portServer) stream(c net.Conn, pc *replayConn, l *config.Listener, name string) {
 	start := time.Now()
 	route := l.Streams.Lookup(name)
 	if route == nil {
@@ -130,12 +130,12 @@ func (ps *portServer) stream(c net.Conn, pc *replayConn, l *Listener, name strin
 		ps.streamEnded(c, l, name, "", StreamNoRoute, stream.Result{}, start)
 		return
 	}
-	var cc *BackendClientCert
-	if l.Stream == StreamTerminate {
+	var cc *config.BackendClientCert
+	if l.Stream == config.StreamTerminate {
 		cc = l.BackendClientCert
 	}
-	backend, err := ps.dialStream(route, cc, l.Stream == StreamTerminate)
-	if err == nil && l.Stream == StreamPassthrough {
+	backend, err := ps.dialStream(route, cc, l.Stream == config.StreamTerminate)
+	if err == nil && l.Stream == config.StreamPassthrough {
 		_, err = backend.Write(pc.take())
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func (ps *portServer) stream(c net.Conn, pc *replayConn, l *Listener, name strin
 		ps.streamEnded(c, l, name, route.Name, StreamNoBackend, stream.Result{}, start)
 		return
 	}
-	if l.Stream == StreamPassthrough {
+	if l.Stream == config.StreamPassthrough {
 		ps.pipe(c, backend, l, name, route.Name, start)
 		return
 	}
@@ -163,7 +163,7 @@ func (ps *portServer) stream(c net.Conn, pc *replayConn, l *Listener, name strin
 	ps.pipe(tc, backend, l, name, route.Name, start)
 }
 
-func (ps *portServer) pipe(client, backend net.Conn, l *Listener, name, route string, start time.Time) {
+func (ps *portServer) pipe(client, backend net.Conn, l *config.Listener, name, route string, start time.Time) {
 	res := stream.Pipe(client, backend, max(ps.rt.opts.StreamIdleTimeout, 0))
 	outcome := StreamDone
 	if res.Idle {
@@ -175,13 +175,13 @@ func (ps *portServer) pipe(client, backend net.Conn, l *Listener, name, route st
 // dialStream connects to a backend of route, picked by weight; with
 // reencrypt (terminated streams), a backend with a BackendTLSPolicy gets a
 // TLS session of Portico's own.
-func (ps *portServer) dialStream(route *tlsrouting.Route, cc *BackendClientCert, reencrypt bool) (net.Conn, error) {
+func (ps *portServer) dialStream(route *config.StreamRoute, cc *config.BackendClientCert, reencrypt bool) (net.Conn, error) {
 	b := route.Pick(ps.rt.streamTurn.Add(1) - 1)
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
 	}
 	cfg := ps.rt.current.Load()
-	addr := cfg.Endpoints.Lookup(b.Key).pick()
+	addr := cfg.Endpoints.Lookup(b.Key).Pick()
 	if addr == "" {
 		return nil, errNoStreamBackend
 	}
@@ -243,10 +243,10 @@ func (ps *portServer) handshakeFailed(reason string) {
 var errNoStreamBackend = errors.New("no usable backend")
 
 // streamEnded reports a finished stream to the metrics and the access log.
-func (ps *portServer) streamEnded(c net.Conn, l *Listener, name, route, outcome string, res stream.Result, start time.Time) {
+func (ps *portServer) streamEnded(c net.Conn, l *config.Listener, name, route, outcome string, res stream.Result, start time.Time) {
 	d := time.Since(start)
 	mode := "terminate"
-	if l.Stream == StreamPassthrough {
+	if l.Stream == config.StreamPassthrough {
 		mode = "passthrough"
 	}
 	if o := ps.rt.opts.Streams; o != nil {

@@ -13,13 +13,11 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/tlsrouting"
 )
 
 // tlsPort is an HTTPS port with one passthrough listener (*.pass.test)
@@ -31,31 +29,31 @@ type tlsPort struct {
 	endpoints  map[string]string // Service name -> address
 }
 
-func (p tlsPort) config(number int) *Config {
-	table := func(routes map[string]string) *tlsrouting.Table {
+func (p tlsPort) config(number int) *config.Config {
+	table := func(routes map[string]string) *config.StreamTable {
 		var hosts []string
-		var rs []*tlsrouting.Route
+		var rs []*config.StreamRoute
 		for h, svc := range routes {
 			hosts = append(hosts, h)
-			rs = append(rs, &tlsrouting.Route{Name: "ns/" + svc, TotalWeight: 1, Backends: []tlsrouting.Backend{
-				{Key: routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, Weight: 1}}})
+			rs = append(rs, &config.StreamRoute{Name: "ns/" + svc, TotalWeight: 1, Backends: []config.StreamBackend{
+				{Key: config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, Weight: 1}}})
 		}
-		return tlsrouting.NewTable(hosts, rs)
+		return config.NewStreamTable(hosts, rs)
 	}
-	pass := &Listener{Key: "Gateway/ns/gw/pass", Hostname: "*.pass.test", Stream: StreamPassthrough, Streams: table(p.pass)}
-	term := &Listener{Key: "Gateway/ns/gw/term", Hostname: "*.term.test", Stream: StreamTerminate, Streams: table(p.term)}
+	pass := &config.Listener{Key: "Gateway/ns/gw/pass", Hostname: "*.pass.test", Stream: config.StreamPassthrough, Streams: table(p.pass)}
+	term := &config.Listener{Key: "Gateway/ns/gw/term", Hostname: "*.term.test", Stream: config.StreamTerminate, Streams: table(p.term)}
 	cert := p.cert
 	entries := []*sni.Entry{
 		{Hostname: "*.pass.test", Value: pass},
 		{Hostname: "*.term.test", Value: term, Certificates: []*tls.Certificate{&cert}},
 	}
-	cfg := &Config{
-		Ports: []*Port{{Number: int32(number), Protocol: HTTPS,
-			Listeners: hostname.NewTable([]string{"*.pass.test", "*.term.test"}, []*Listener{pass, term}),
-			All:       chunked.Of([]*Listener{pass, term}), SNI: sni.NewTable(entries), Streams: true}},
+	cfg := &config.Config{
+		Ports: []*config.Port{{Number: int32(number), Protocol: config.HTTPS,
+			Listeners: hostname.NewTable([]string{"*.pass.test", "*.term.test"}, []*config.Listener{pass, term}),
+			All:       chunked.Of([]*config.Listener{pass, term}), SNI: sni.NewTable(entries), Streams: true}},
 	}
 	for svc, addr := range p.endpoints {
-		cfg.Endpoints = withEndpoints(cfg.Endpoints, routing.BackendKey{Service: types.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, NewEndpoints(addr))
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: svc}, Port: 443}, config.NewEndpoints(addr))
 	}
 	return cfg
 }
@@ -293,7 +291,7 @@ func TestTLSTenThousandHostnamesEach(t *testing.T) {
 		for _, mode := range []string{"pass", "term"} {
 			name := fmt.Sprintf("h%d.%s.test", i, mode)
 			e := port.SNI.Lookup(name)
-			l, _ := e.Value.(*Listener)
+			l, _ := e.Value.(*config.Listener)
 			r := l.Streams.Lookup(name)
 			if want := fmt.Sprintf("ns/%s%d", mode[:1], i); r == nil || r.Name != want {
 				t.Fatalf("%s: route %v, want %s", name, r, want)
@@ -380,7 +378,7 @@ func TestTLSStreamDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	removed := time.Now()
-	if err := rt.Apply(&Config{}); err != nil {
+	if err := rt.Apply(&config.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := echo("draining"); err != nil {

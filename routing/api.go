@@ -4,11 +4,10 @@
 package routing
 
 import (
-	"crypto/x509"
-	"time"
-
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
 )
 
 // Parent is an object a route may name in a parentRef.
@@ -39,33 +38,7 @@ type ServicePort struct {
 	AppProtocol string
 	// TLS, when set, is the BackendTLSPolicy for this port: the data plane
 	// speaks TLS to it.
-	TLS *BackendTLS
-}
-
-// BackendTLS is how the data plane connects to a backend over TLS, as a
-// BackendTLSPolicy says.
-type BackendTLS struct {
-	// ID is the same for the same settings in every Config: the data plane
-	// pools backend connections per ID, so that connections made with one
-	// identity check are never used for another.
-	ID string
-	// Policy is the BackendTLSPolicy, "namespace/name", for messages.
-	Policy string
-	// ServerName is the SNI sent to the backend, and the name its
-	// certificate must be valid for unless SubjectAltNames are given.
-	ServerName string
-	// RootCAs verify the backend's certificate chain; nil means the
-	// system's roots.
-	RootCAs *x509.CertPool
-	// SANHostnames and SANURIs, when either is set, replace ServerName in
-	// the identity check: the certificate must have one of these DNS
-	// names (matched as a TLS client matches a hostname, wildcards
-	// included) or URIs (compared as strings).
-	SANHostnames []string
-	SANURIs      []string
-	// Invalid, when not empty, says why no connection to the backend can be
-	// trusted (no CA certificate could be loaded): requests get a 500.
-	Invalid string
+	TLS *config.BackendTLS
 }
 
 // Service is what backend validation needs to know about a Service.
@@ -89,77 +62,12 @@ type Input struct {
 
 // Output is the compiled tables and the route statuses.
 type Output struct {
-	Tables         map[int]*Table // listener ID -> its routes; absent when none attached
-	AttachedRoutes map[int]int32  // listener ID -> number of routes attached
+	Tables         map[int]*config.Table // listener ID -> its routes; absent when none attached
+	AttachedRoutes map[int]int32         // listener ID -> number of routes attached
 	// RouteParents holds, per route, the RouteParentStatus entries for
 	// parentRefs that name one of our Parents (other controllers' entries are
 	// not ours to compute).
 	RouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
 	// GRPCRouteParents is RouteParents for GRPCRoutes.
 	GRPCRouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
-}
-
-// BackendKey names the endpoints of one Service port.
-type BackendKey struct {
-	Service types.NamespacedName
-	Port    int32
-}
-
-// Rule is one compiled HTTPRoute rule: what the data plane does with a
-// request that matched it.
-type Rule struct {
-	Route types.NamespacedName
-	// RouteName is Route as "namespace/name", made once so that per-request
-	// metrics do not build it.
-	RouteName string
-	Index     int    // position of the rule in the route's spec.rules
-	Name      string // the rule's name, "" when it has none
-	// Invalid, when not empty, says why this rule cannot be served; the data
-	// plane answers 500.
-	Invalid     string
-	Backends    []Backend
-	TotalWeight int32
-	// Filters are applied in order by the data plane (see filters.go).
-	// A rule without backends (TotalWeight 0) and without a RequestRedirect
-	// answers 500.
-	Filters []Filter
-	// RequestTimeout and BackendRequestTimeout are timeouts.request and
-	// timeouts.backendRequest: 0 when the route leaves them unset (the data
-	// plane's default applies), NoTimeout when the route disables them.
-	RequestTimeout        time.Duration
-	BackendRequestTimeout time.Duration
-	// Retry is the rule's retry policy, nil when it has none.
-	Retry *Retry
-	// NetworkHash, set on the rules of a KIngress, is the hash of the
-	// version of it this configuration serves: Knative's readiness probing
-	// asks for it with a K-Network-Hash header of "override".
-	NetworkHash string
-}
-
-// Retry is a compiled HTTPRouteRetry.
-type Retry struct {
-	Codes    []int         // response codes to retry on
-	Attempts int           // retries after the first attempt; 0 disables them
-	Backoff  time.Duration // 0: unset
-}
-
-// Backend is one weighted backendRef of a rule.
-type Backend struct {
-	Key         BackendKey
-	Weight      int32
-	AppProtocol string // Service port appProtocol, e.g. "kubernetes.io/h2c"
-	// TLS is the port's BackendTLSPolicy, nil for plain text.
-	TLS *BackendTLS
-	// Invalid, when not empty, says why requests given to this backend get a
-	// 500 (BackendNotFound, RefNotPermitted, ...).
-	Invalid string
-	Filters []Filter
-	// Address, when set, is the "host:port" of a backend named by DNS (an
-	// ExternalName Service), used instead of endpoints.
-	Address string
-	// Dispatch, when not zero, is a port of Portico's own (on its bind
-	// address) that serves this backend: the request is routed again
-	// there in process rather than sent through the network (an
-	// ExternalName Service naming Portico's own cluster-local Service).
-	Dispatch int32
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/slab"
 	"portico.dev/portico/resources"
@@ -107,10 +108,10 @@ type compiler struct {
 
 	// What compiled routes are made of, cut from a few large allocations.
 	conds     slab.Slab[metav1.Condition]
-	rules     slab.Slab[Rule]
-	matches   slab.Slab[Match]
-	matchPtrs slab.Slab[*Match]
-	backends  slab.Slab[Backend]
+	rules     slab.Slab[config.Rule]
+	matches   slab.Slab[config.Match]
+	matchPtrs slab.Slab[*config.Match]
+	backends  slab.Slab[config.Backend]
 }
 
 // parentInfo is one of our parents and its listeners.
@@ -210,8 +211,8 @@ type compiledRoute struct {
 }
 
 type compiledRule struct {
-	rule    *Rule
-	matches []*Match // nil when the rule's matches cannot be compiled
+	rule    *config.Rule
+	matches []*config.Match // nil when the rule's matches cannot be compiled
 	// perListener is set when filters carry listener details (redirects),
 	// so each listener gets its own copy of the rule.
 	perListener bool
@@ -220,7 +221,7 @@ type compiledRule struct {
 // placed is a candidate on its way to the table of listener slot.
 type placed struct {
 	slot int
-	hostCandidate
+	config.HostCandidate
 }
 
 func (c *compiler) run() Output {
@@ -264,7 +265,7 @@ func (c *compiler) run() Output {
 		}
 	}
 
-	grouped, start := make([]hostCandidate, len(all)), make([]int, len(c.ls)+1)
+	grouped, start := make([]config.HostCandidate, len(all)), make([]int, len(c.ls)+1)
 	groupBySlot(all, grouped, start)
 	tables := 0
 	for i := range c.ls {
@@ -272,13 +273,13 @@ func (c *compiler) run() Output {
 			tables++
 		}
 	}
-	out.Tables = make(map[int]*Table, tables)
-	b := newTableBuilder(tables, sortHostGroups(grouped, start), len(all))
+	out.Tables = make(map[int]*config.Table, tables)
+	b := config.NewTableBuilder(tables, sortHostGroups(grouped, start), len(all))
 	for i := range c.ls {
 		id := c.ls[i].ID
 		out.AttachedRoutes[id] = attached[i]
 		if hasTable[i] {
-			out.Tables[id] = b.build(grouped[start[i]:start[i+1]])
+			out.Tables[id] = b.Build(grouped[start[i]:start[i+1]])
 		}
 	}
 	return out
@@ -315,10 +316,10 @@ func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
 func (c *compiler) reset(n int) {
 	c.attachedBy = make([]int, len(c.ls))
 	c.conds = slab.New[metav1.Condition](2 * n)
-	c.rules = slab.New[Rule](n)
-	c.matches = slab.New[Match](n)
-	c.matchPtrs = slab.New[*Match](n)
-	c.backends = slab.New[Backend](n)
+	c.rules = slab.New[config.Rule](n)
+	c.matches = slab.New[config.Match](n)
+	c.matchPtrs = slab.New[*config.Match](n)
+	c.backends = slab.New[config.Backend](n)
 }
 
 // groupBySlot gathers the candidates of each listener slot into one
@@ -327,7 +328,7 @@ func (c *compiler) reset(n int) {
 // one per slot and one more, all zero. A counting sort, because the
 // candidates of every listener together can number in the hundreds of
 // thousands.
-func groupBySlot(all []placed, grouped []hostCandidate, start []int) {
+func groupBySlot(all []placed, grouped []config.HostCandidate, start []int) {
 	slots := len(start) - 1
 	for _, p := range all {
 		start[p.slot+1]++
@@ -337,7 +338,7 @@ func groupBySlot(all []placed, grouped []hostCandidate, start []int) {
 	}
 	next := slices.Clone(start[:slots])
 	for _, p := range all {
-		grouped[next[p.slot]] = p.hostCandidate
+		grouped[next[p.slot]] = p.HostCandidate
 		next[p.slot]++
 	}
 }
@@ -345,15 +346,15 @@ func groupBySlot(all []placed, grouped []hostCandidate, start []int) {
 // sortHostGroups sorts each slot's candidates by hostname and precedence
 // and returns how many (slot, hostname) groups there are, which sizes the
 // table builder.
-func sortHostGroups(grouped []hostCandidate, start []int) int {
+func sortHostGroups(grouped []config.HostCandidate, start []int) int {
 	hostGroups := 0
 	for i := range len(start) - 1 {
 		cs := grouped[start[i]:start[i+1]]
 		if len(cs) > 1 {
-			slices.SortFunc(cs, compareHostCandidates)
+			slices.SortFunc(cs, config.CompareHostCandidates)
 		}
 		for j := range cs {
-			if j == 0 || cs[j].host != cs[j-1].host {
+			if j == 0 || cs[j].Host != cs[j-1].Host {
 				hostGroups++
 			}
 		}
@@ -418,9 +419,9 @@ func addCandidates(all []placed, cr *compiledRoute, h hit, order int) []placed {
 		rule := cru.forListener(h.l.Listener)
 		for _, host := range h.hosts {
 			for mi, m := range cru.matches {
-				all = append(all, placed{slot: h.l.slot, hostCandidate: hostCandidate{
-					host:      host,
-					candidate: candidate{rule: rule, match: m, routeOrder: order, matchIndex: mi},
+				all = append(all, placed{slot: h.l.slot, HostCandidate: config.HostCandidate{
+					Host:      host,
+					Candidate: config.Candidate{Rule: rule, Match: m, RouteOrder: order, MatchIndex: mi},
 				}})
 			}
 		}
@@ -829,7 +830,7 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 // cr.refs instead.
 func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spec *gwv1.HTTPRouteRule) (compiledRule, *problem) {
 	rule := c.rules.One()
-	rule.Route, rule.RouteName, rule.Index = cr.nn, cr.nn.String(), index
+	rule.Route, rule.RouteName, rule.Index = config.NamespacedName(cr.nn), cr.nn.String(), index
 	if spec.Name != nil {
 		rule.Name = string(*spec.Name)
 	}
@@ -860,7 +861,7 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 		matches[i] = m
 	}
 	out.matches = matches
-	prefixOK := len(matches) == 1 && matches[0].PathType == gwv1.PathMatchPathPrefix
+	prefixOK := len(matches) == 1 && matches[0].PathType == config.PathMatchPathPrefix
 
 	fail(compileTimeouts(rule, spec.Timeouts))
 	fail(compileRetry(rule, spec.Retry))
@@ -910,7 +911,7 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 }
 
 // forListener returns the rule as served on listener l.
-func (cr *compiledRule) forListener(l *Listener) *Rule {
+func (cr *compiledRule) forListener(l *Listener) *config.Rule {
 	if !cr.perListener {
 		return cr.rule
 	}
@@ -923,7 +924,7 @@ func (cr *compiledRule) forListener(l *Listener) *Rule {
 	return &r
 }
 
-func filtersForListener(fs []Filter, l *Listener) []Filter {
+func filtersForListener(fs []config.Filter, l *Listener) []config.Filter {
 	if len(fs) == 0 {
 		return fs
 	}
@@ -943,8 +944,8 @@ func filtersForListener(fs []Filter, l *Listener) []Filter {
 	return out
 }
 
-func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
-	m := &Match{}
+func compileMatch(spec *gwv1.HTTPRouteMatch) (*config.Match, *problem) {
+	m := &config.Match{}
 	if p := compileMatchInto(m, spec); p != nil {
 		return nil, p
 	}
@@ -952,7 +953,7 @@ func compileMatch(spec *gwv1.HTTPRouteMatch) (*Match, *problem) {
 }
 
 // compileMatchInto compiles spec into m, which must be zero.
-func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
+func compileMatchInto(m *config.Match, spec *gwv1.HTTPRouteMatch) *problem {
 	if p := compilePathMatch(m, spec.Path); p != nil {
 		return p
 	}
@@ -974,49 +975,30 @@ func compileMatchInto(m *Match, spec *gwv1.HTTPRouteMatch) *problem {
 
 // compilePathMatch sets m's path match from spec, a prefix match on "/"
 // when spec leaves it out.
-func compilePathMatch(m *Match, spec *gwv1.HTTPPathMatch) *problem {
-	m.PathType, m.Path = gwv1.PathMatchPathPrefix, "/"
+func compilePathMatch(m *config.Match, spec *gwv1.HTTPPathMatch) *problem {
+	typ, value := config.PathMatchPathPrefix, "/"
 	if spec != nil {
 		if spec.Type != nil {
-			m.PathType = *spec.Type
+			typ = config.PathMatchType(*spec.Type)
 		}
 		if spec.Value != nil {
-			m.Path = *spec.Value
+			value = *spec.Value
 		}
 	}
-	switch m.PathType {
-	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
-		if !strings.HasPrefix(m.Path, "/") {
-			return unsupportedf("path %q does not start with '/'", m.Path)
-		}
-		c, err := CanonicalPathValue(m.Path)
-		if err != nil {
-			return unsupportedf("path %q: %v", m.Path, err)
-		}
-		m.path = c
-		if m.PathType == gwv1.PathMatchPathPrefix {
-			m.path = normalizePrefix(c)
-		}
-	case gwv1.PathMatchRegularExpression:
-		re, err := anchored(m.Path)
-		if err != nil {
-			return unsupportedf("path regular expression %q: %v", m.Path, err)
-		}
-		m.re = re
-	default:
-		return unsupportedf("unsupported path match type %q", m.PathType)
+	if err := m.SetPath(typ, value); err != nil {
+		return unsupportedf("%v", err)
 	}
 	return nil
 }
 
 // compileHeaderMatches appends specs to m.Headers, names canonicalized.
-func compileHeaderMatches(m *Match, specs []gwv1.HTTPHeaderMatch) *problem {
+func compileHeaderMatches(m *config.Match, specs []gwv1.HTTPHeaderMatch) *problem {
 	for _, h := range specs {
 		name := http.CanonicalHeaderKey(string(h.Name))
-		if slices.ContainsFunc(m.Headers, func(x HeaderMatch) bool { return x.Name == name }) {
+		if slices.ContainsFunc(m.Headers, func(x config.HeaderMatch) bool { return x.Name == name }) {
 			continue // the spec says only the first entry for a name counts
 		}
-		hm := HeaderMatch{Name: name, Value: h.Value}
+		hm := config.HeaderMatch{Name: name, Value: h.Value}
 		typ := gwv1.HeaderMatchExact
 		if h.Type != nil {
 			typ = *h.Type
@@ -1024,7 +1006,7 @@ func compileHeaderMatches(m *Match, specs []gwv1.HTTPHeaderMatch) *problem {
 		switch typ {
 		case gwv1.HeaderMatchExact:
 		case gwv1.HeaderMatchRegularExpression:
-			re, err := anchored(h.Value)
+			re, err := config.Anchored(h.Value)
 			if err != nil {
 				return unsupportedf("header %s regular expression %q: %v", name, h.Value, err)
 			}
@@ -1038,13 +1020,13 @@ func compileHeaderMatches(m *Match, specs []gwv1.HTTPHeaderMatch) *problem {
 }
 
 // compileQueryParamMatches appends specs to m.QueryParams.
-func compileQueryParamMatches(m *Match, specs []gwv1.HTTPQueryParamMatch) *problem {
+func compileQueryParamMatches(m *config.Match, specs []gwv1.HTTPQueryParamMatch) *problem {
 	for _, q := range specs {
 		name := string(q.Name)
-		if slices.ContainsFunc(m.QueryParams, func(x QueryParamMatch) bool { return x.Name == name }) {
+		if slices.ContainsFunc(m.QueryParams, func(x config.QueryParamMatch) bool { return x.Name == name }) {
 			continue // as for headers, the first entry for a name counts
 		}
-		qm := QueryParamMatch{Name: name, Value: q.Value}
+		qm := config.QueryParamMatch{Name: name, Value: q.Value}
 		typ := gwv1.QueryParamMatchExact
 		if q.Type != nil {
 			typ = *q.Type
@@ -1052,7 +1034,7 @@ func compileQueryParamMatches(m *Match, specs []gwv1.HTTPQueryParamMatch) *probl
 		switch typ {
 		case gwv1.QueryParamMatchExact:
 		case gwv1.QueryParamMatchRegularExpression:
-			re, err := anchored(q.Value)
+			re, err := config.Anchored(q.Value)
 			if err != nil {
 				return unsupportedf("query parameter %s regular expression %q: %v", name, q.Value, err)
 			}

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -14,7 +16,7 @@ func ptr[T any](v T) *T { return &v }
 // redirectTable compiles one route with one redirect rule per entry, each
 // under its own path prefix, attached to a listener with the given port
 // and protocol, and returns that listener's table.
-func redirectTable(t *testing.T, port gwv1.PortNumber, proto gwv1.ProtocolType, filters map[string]gwv1.HTTPRequestRedirectFilter) *Table {
+func redirectTable(t *testing.T, port gwv1.PortNumber, proto gwv1.ProtocolType, filters map[string]gwv1.HTTPRequestRedirectFilter) *config.Table {
 	t.Helper()
 	f := loadFixture(t)
 	f.in.Listeners = []Listener{{
@@ -39,7 +41,7 @@ func redirectTable(t *testing.T, port gwv1.PortNumber, proto gwv1.ProtocolType, 
 	return out.Tables[0]
 }
 
-func location(t *testing.T, tb *Table, host, target string) (string, int) {
+func location(t *testing.T, tb *config.Table, host, target string) (string, int) {
 	t.Helper()
 	req := request("GET", host, target)
 	rule, m := tb.Match(req)
@@ -165,7 +167,7 @@ func TestPrefixReplacement(t *testing.T) {
 			t.Fatal(p.msg)
 		}
 		r := request("GET", "h", c.path)
-		(&Rewrite{Path: pm}).Apply(r, m)
+		(&config.Rewrite{Path: pm}).Apply(r, m)
 		if r.URL.Path != c.want || r.URL.RawPath != "" {
 			t.Errorf("%s with prefix %q -> %q: got %q (raw %q), want %q", c.path, c.prefix, c.replace, r.URL.Path, r.URL.RawPath, c.want)
 		}
@@ -177,7 +179,7 @@ func TestRewrite(t *testing.T) {
 	strip, _ := compilePathModifier(&gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}, true)
 	cases := []struct {
 		name     string
-		rw       Rewrite
+		rw       config.Rewrite
 		match    gwv1.HTTPRouteMatch
 		target   string
 		wantHost string
@@ -185,10 +187,10 @@ func TestRewrite(t *testing.T) {
 		wantRaw  string
 		wantURI  string
 	}{
-		{"host", Rewrite{Hostname: "one.example.org"}, prefix("/one"), "/one", "one.example.org", "/one", "", "/one"},
-		{"full path", Rewrite{Path: full}, prefix("/full/one"), "/full/one/two?x=1", "rewrite.example", "/one", "", "/one?x=1"},
-		{"prefix keeps an encoded delimiter", Rewrite{Path: strip}, prefix("/old"), "/old/a%3Bb", "rewrite.example", "/new/a;b", "/new/a%3Bb", "/new/a%3Bb"},
-		{"prefix re-escapes", Rewrite{Path: strip}, prefix("/old"), "/old/a%20b", "rewrite.example", "/new/a b", "", "/new/a%20b"},
+		{"host", config.Rewrite{Hostname: "one.example.org"}, prefix("/one"), "/one", "one.example.org", "/one", "", "/one"},
+		{"full path", config.Rewrite{Path: full}, prefix("/full/one"), "/full/one/two?x=1", "rewrite.example", "/one", "", "/one?x=1"},
+		{"prefix keeps an encoded delimiter", config.Rewrite{Path: strip}, prefix("/old"), "/old/a%3Bb", "rewrite.example", "/new/a;b", "/new/a%3Bb", "/new/a%3Bb"},
+		{"prefix re-escapes", config.Rewrite{Path: strip}, prefix("/old"), "/old/a%20b", "rewrite.example", "/new/a b", "", "/new/a%20b"},
 	}
 	for _, c := range cases {
 		r := request("GET", "rewrite.example", c.target)
@@ -330,13 +332,13 @@ func TestCORS(t *testing.T) {
 
 func TestMirrorTake(t *testing.T) {
 	for _, c := range []struct {
-		m    Mirror
+		m    config.Mirror
 		want int // of 1000 consecutive numbers
 	}{
-		{Mirror{Numerator: 1, Denominator: 1}, 1000},
-		{Mirror{Numerator: 0, Denominator: 100}, 0},
-		{Mirror{Numerator: 20, Denominator: 100}, 200},
-		{Mirror{Numerator: 25, Denominator: 50}, 500},
+		{config.Mirror{Numerator: 1, Denominator: 1}, 1000},
+		{config.Mirror{Numerator: 0, Denominator: 100}, 0},
+		{config.Mirror{Numerator: 20, Denominator: 100}, 200},
+		{config.Mirror{Numerator: 25, Denominator: 50}, 500},
 	} {
 		n := 0
 		for i := uint64(0); i < 1000; i++ {

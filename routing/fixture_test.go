@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 )
 
@@ -164,7 +165,7 @@ func (f *fixture) listener(t testing.TB, parent string, name gwv1.SectionName) i
 // route serves requests the way the data plane does: it picks the listener
 // of a Gateway (with its ListenerSets) on a port by Host, most specific
 // hostname first, and asks that listener's table.
-func route(out Output, in Input, gateway types.NamespacedName, port gwv1.PortNumber, r *http.Request) (*Rule, *Match) {
+func route(out Output, in Input, gateway types.NamespacedName, port gwv1.PortNumber, r *http.Request) (*config.Rule, *config.Match) {
 	var patterns []string
 	var ids []int
 	for _, l := range in.Listeners {
@@ -191,7 +192,7 @@ func request(method, host, target string, headers ...string) *http.Request {
 }
 
 // backendOf names the single backend Service of a rule, "" for none.
-func backendOf(r *Rule) string {
+func backendOf(r *config.Rule) string {
 	if r == nil || len(r.Backends) == 0 {
 		return ""
 	}

@@ -3,17 +3,18 @@ package routing
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
 )
 
 // compiledFilters is the outcome of compiling one filter list.
 type compiledFilters struct {
-	filters     []Filter
+	filters     []config.Filter
 	unsupported *problem
 	// extensionRef, when set, says why requests through these filters must
 	// fail: an ExtensionRef Portico cannot resolve must not be skipped.
@@ -46,30 +47,30 @@ func (c *compiler) compileFilters(cr *compiledRoute, routeNS string, specs []gwv
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
 			hm, p := compileHeaderModifier(f.RequestHeaderModifier)
 			out.fail(p)
-			out.filters = append(out.filters, Filter{Type: f.Type, RequestHeaders: hm})
+			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), RequestHeaders: hm})
 		case gwv1.HTTPRouteFilterResponseHeaderModifier:
 			hm, p := compileHeaderModifier(f.ResponseHeaderModifier)
 			out.fail(p)
-			out.filters = append(out.filters, Filter{Type: f.Type, ResponseHeaders: hm})
+			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), ResponseHeaders: hm})
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			rd, p := compileRedirect(f.RequestRedirect, prefixOK)
 			out.fail(p)
-			out.filters = append(out.filters, Filter{Type: f.Type, Redirect: rd})
+			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), Redirect: rd})
 			out.redirect = true
 		case gwv1.HTTPRouteFilterURLRewrite:
 			rw, p := compileRewrite(f.URLRewrite, prefixOK)
 			out.fail(p)
-			out.filters = append(out.filters, Filter{Type: f.Type, Rewrite: rw})
+			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), Rewrite: rw})
 		case gwv1.HTTPRouteFilterRequestMirror:
 			mr, p := c.compileMirror(cr, routeNS, f.RequestMirror)
 			out.fail(p)
 			if mr != nil {
-				out.filters = append(out.filters, Filter{Type: f.Type, Mirror: mr})
+				out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), Mirror: mr})
 			}
 		case gwv1.HTTPRouteFilterCORS:
 			cors, p := compileCORS(f.CORS)
 			out.fail(p)
-			out.filters = append(out.filters, Filter{Type: f.Type, CORS: cors})
+			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), CORS: cors})
 		case gwv1.HTTPRouteFilterExtensionRef:
 			msg := extensionRefProblem(f.ExtensionRef)
 			cr.refs = append(cr.refs, problem{gwv1.RouteReasonInvalidKind, msg})
@@ -121,8 +122,8 @@ func configured(f *gwv1.HTTPRouteFilter) bool {
 	return true
 }
 
-func compileRewrite(spec *gwv1.HTTPURLRewriteFilter, prefixOK bool) (*Rewrite, *problem) {
-	rw := &Rewrite{}
+func compileRewrite(spec *gwv1.HTTPURLRewriteFilter, prefixOK bool) (*config.Rewrite, *problem) {
+	rw := &config.Rewrite{}
 	if spec.Hostname != nil {
 		rw.Hostname = string(*spec.Hostname)
 	}
@@ -139,7 +140,7 @@ func compileRewrite(spec *gwv1.HTTPURLRewriteFilter, prefixOK bool) (*Rewrite, *
 // a problem with the filters: its reason goes to cr.refs. One whose
 // backend is invalid is dropped silently: a mirror that cannot be trusted
 // is not sent.
-func (c *compiler) compileMirror(cr *compiledRoute, routeNS string, spec *gwv1.HTTPRequestMirrorFilter) (*Mirror, *problem) {
+func (c *compiler) compileMirror(cr *compiledRoute, routeNS string, spec *gwv1.HTTPRequestMirrorFilter) (*config.Mirror, *problem) {
 	mr, p := compileMirrorShare(spec)
 	if p != nil {
 		return nil, p
@@ -167,8 +168,8 @@ func extensionRefProblem(e *gwv1.LocalObjectReference) string {
 	return what + " is not supported"
 }
 
-func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*HeaderModifier, *problem) {
-	hm := &HeaderModifier{}
+func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*config.HeaderModifier, *problem) {
+	hm := &config.HeaderModifier{}
 	actions := map[string]string{}
 	var conflict *problem
 	claim := func(name, action string) bool {
@@ -183,12 +184,12 @@ func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*HeaderModifier, *probl
 	}
 	for _, h := range spec.Set {
 		if name := http.CanonicalHeaderKey(string(h.Name)); claim(name, "set") {
-			hm.Set = append(hm.Set, Header{Name: name, Value: h.Value})
+			hm.Set = append(hm.Set, config.Header{Name: name, Value: h.Value})
 		}
 	}
 	for _, h := range spec.Add {
 		if name := http.CanonicalHeaderKey(string(h.Name)); claim(name, "add") {
-			hm.Add = append(hm.Add, Header{Name: name, Value: h.Value})
+			hm.Add = append(hm.Add, config.Header{Name: name, Value: h.Value})
 		}
 	}
 	for _, h := range spec.Remove {
@@ -199,8 +200,8 @@ func compileHeaderModifier(spec *gwv1.HTTPHeaderFilter) (*HeaderModifier, *probl
 	return hm, conflict
 }
 
-func compileRedirect(spec *gwv1.HTTPRequestRedirectFilter, prefixOK bool) (*Redirect, *problem) {
-	rd := &Redirect{StatusCode: http.StatusFound}
+func compileRedirect(spec *gwv1.HTTPRequestRedirectFilter, prefixOK bool) (*config.Redirect, *problem) {
+	rd := &config.Redirect{StatusCode: http.StatusFound}
 	if spec.Scheme != nil {
 		switch *spec.Scheme {
 		case "http", "https":
@@ -236,8 +237,8 @@ func compileRedirect(spec *gwv1.HTTPRequestRedirectFilter, prefixOK bool) (*Redi
 	return rd, nil
 }
 
-func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*PathModifier, *problem) {
-	pm := &PathModifier{Type: spec.Type}
+func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*config.PathModifier, *problem) {
+	pm := &config.PathModifier{Type: config.PathModifierType(spec.Type)}
 	var value *string
 	switch spec.Type {
 	case gwv1.FullPathHTTPPathModifier:
@@ -253,12 +254,12 @@ func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*PathModif
 	if value == nil {
 		return nil, unsupportedf("path modifier %s has no value", spec.Type)
 	}
-	dec, err := CanonicalPathValue(*value)
+	dec, err := config.CanonicalPathValue(*value)
 	if err != nil {
 		return nil, unsupportedf("path modifier value %q: %v", *value, err)
 	}
 	if spec.Type == gwv1.PrefixMatchHTTPPathModifier {
-		dec = normalizePrefix(dec)
+		dec = config.NormalizePrefix(dec)
 	} else if !strings.HasPrefix(dec, "/") {
 		dec = "/" + dec
 	}
@@ -266,8 +267,8 @@ func compilePathModifier(spec *gwv1.HTTPPathModifier, prefixOK bool) (*PathModif
 	return pm, nil
 }
 
-func compileMirrorShare(spec *gwv1.HTTPRequestMirrorFilter) (*Mirror, *problem) {
-	mr := &Mirror{Numerator: 1, Denominator: 1}
+func compileMirrorShare(spec *gwv1.HTTPRequestMirrorFilter) (*config.Mirror, *problem) {
+	mr := &config.Mirror{Numerator: 1, Denominator: 1}
 	switch {
 	case spec.Percent != nil && spec.Fraction != nil:
 		return nil, unsupportedf("mirror sets both percent and fraction")
@@ -290,12 +291,11 @@ func compileMirrorShare(spec *gwv1.HTTPRequestMirrorFilter) (*Mirror, *problem) 
 	return mr, nil
 }
 
-func compileCORS(spec *gwv1.HTTPCORSFilter) (*CORS, *problem) {
-	c := &CORS{MaxAge: spec.MaxAge}
+func compileCORS(spec *gwv1.HTTPCORSFilter) (*config.CORS, *problem) {
+	c := &config.CORS{MaxAge: spec.MaxAge}
 	if c.MaxAge <= 0 {
 		c.MaxAge = 5
 	}
-	c.maxAge = strconv.Itoa(int(c.MaxAge))
 	if spec.AllowCredentials != nil {
 		c.AllowCredentials = *spec.AllowCredentials
 	}
@@ -305,12 +305,10 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*CORS, *problem) {
 			c.AllowAllOrigins = true
 			continue
 		}
-		co, ok := parseOrigin(s)
-		if !ok {
+		if !config.ValidOrigin(s) {
 			return c, unsupportedf("CORS origin %q is invalid", o)
 		}
 		c.AllowOrigins = append(c.AllowOrigins, s)
-		c.origins = append(c.origins, co)
 	}
 	for _, m := range spec.AllowMethods {
 		if m == "*" {
@@ -333,21 +331,14 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*CORS, *problem) {
 		}
 		c.ExposeHeaders = append(c.ExposeHeaders, string(h))
 	}
-	c.allowMethods = strings.Join(c.AllowMethods, ", ")
-	c.allowHeaders = strings.Join(c.AllowHeaders, ", ")
-	c.exposeHeaders = strings.Join(c.ExposeHeaders, ", ")
-	// With credentials a browser takes "*" literally, so it is only sent
-	// without them; the named headers are exposed either way.
-	if c.ExposeAllHeaders && !c.AllowCredentials {
-		c.exposeHeaders = "*"
-	}
+	c.Prepare()
 	return c, nil
 }
 
 // resolveBackend checks a backend reference: a core Service, in the route's
 // namespace or one whose ReferenceGrant allows it, that exists and has the
 // port, with an application protocol HTTP can speak.
-func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (Backend, *problem) {
+func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.Backend, *problem) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -360,7 +351,7 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 		ns = string(*ref.Namespace)
 	}
 	svc := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-	b := Backend{Key: BackendKey{Service: svc}}
+	b := config.Backend{Key: config.BackendKey{Service: config.NamespacedName(svc)}}
 	if ref.Port != nil {
 		b.Key.Port = *ref.Port
 	}
@@ -453,7 +444,7 @@ func (c *compiler) granted(from string, svc types.NamespacedName, k routeKind) b
 // NoTimeout marks a timeout the route disabled explicitly ("0s").
 const NoTimeout time.Duration = -1
 
-func compileTimeouts(rule *Rule, spec *gwv1.HTTPRouteTimeouts) *problem {
+func compileTimeouts(rule *config.Rule, spec *gwv1.HTTPRouteTimeouts) *problem {
 	if spec == nil {
 		return nil
 	}
@@ -484,13 +475,13 @@ func orNoTimeout(d time.Duration) time.Duration {
 	return d
 }
 
-func compileRetry(rule *Rule, spec *gwv1.HTTPRouteRetry) *problem {
+func compileRetry(rule *config.Rule, spec *gwv1.HTTPRouteRetry) *problem {
 	if spec == nil {
 		return nil
 	}
 	// One retry unless the route says otherwise: the API's default, which
 	// objects created before v1.7's CRDs (or without admission) lack.
-	rt := &Retry{Attempts: 1}
+	rt := &config.Retry{Attempts: 1}
 	for _, code := range spec.Codes {
 		if code < 400 || code > 599 {
 			return unsupportedf("retry code %d is outside 400-599", code)

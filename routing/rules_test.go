@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"portico.dev/portico/config"
 )
 
 func TestRules(t *testing.T) {
@@ -50,7 +52,7 @@ func TestRules(t *testing.T) {
 	}
 
 	tb := out.Tables[f.listener(t, "Gateway/infra/same-ns", "http")]
-	get := func(host, target string) *Rule {
+	get := func(host, target string) *config.Rule {
 		r, _ := tb.Match(request("GET", host, target))
 		return r
 	}
@@ -60,7 +62,7 @@ func TestRules(t *testing.T) {
 		bad    bool
 		proto  string
 	}
-	backends := func(r *Rule) []backend {
+	backends := func(r *config.Rule) []backend {
 		var out []backend
 		for _, b := range r.Backends {
 			out = append(out, backend{b.Key.Service.Name, b.Weight, b.Invalid != "", b.AppProtocol})
@@ -116,7 +118,7 @@ func TestRules(t *testing.T) {
 	if set.RequestTimeout != 10*time.Second || set.BackendRequestTimeout != time.Minute+500*time.Millisecond {
 		t.Errorf("timeouts %v %v", set.RequestTimeout, set.BackendRequestTimeout)
 	}
-	if want := (&Retry{Codes: []int{500, 502}, Attempts: 3, Backoff: 100 * time.Millisecond}); !reflect.DeepEqual(set.Retry, want) {
+	if want := (&config.Retry{Codes: []int{500, 502}, Attempts: 3, Backoff: 100 * time.Millisecond}); !reflect.DeepEqual(set.Retry, want) {
 		t.Errorf("retry %+v, want %+v", set.Retry, want)
 	}
 	if d := get("timeouts.test", "/disabled"); d.RequestTimeout != NoTimeout || d.BackendRequestTimeout != NoTimeout || d.Retry != nil {
@@ -127,15 +129,15 @@ func TestRules(t *testing.T) {
 	}
 
 	m := get("mirrors.test", "/")
-	var mirrors []Mirror
+	var mirrors []config.Mirror
 	for _, fl := range m.Filters {
 		if fl.Mirror != nil {
 			mirrors = append(mirrors, *fl.Mirror)
 		}
 	}
-	wantMirrors := []Mirror{
-		{Backend: BackendKey{types.NamespacedName{Namespace: "infra", Name: "v2"}, 8080}, Numerator: 20, Denominator: 100},
-		{Backend: BackendKey{types.NamespacedName{Namespace: "infra", Name: "v3"}, 8080}, Numerator: 25, Denominator: 50},
+	wantMirrors := []config.Mirror{
+		{Backend: config.BackendKey{Service: config.NamespacedName{Namespace: "infra", Name: "v2"}, Port: 8080}, Numerator: 20, Denominator: 100},
+		{Backend: config.BackendKey{Service: config.NamespacedName{Namespace: "infra", Name: "v3"}, Port: 8080}, Numerator: 25, Denominator: 50},
 	}
 	if !reflect.DeepEqual(mirrors, wantMirrors) {
 		t.Errorf("mirrors %+v, want %+v", mirrors, wantMirrors)
@@ -143,7 +145,7 @@ func TestRules(t *testing.T) {
 	if len(m.Filters) != 3 || m.Filters[2].RequestHeaders == nil || m.Filters[2].RequestHeaders.Set[0].Name != "X-Mirrored" {
 		t.Errorf("filters %+v", m.Filters)
 	}
-	if bf := m.Backends[0].Filters; len(bf) != 1 || bf[0].ResponseHeaders == nil || bf[0].ResponseHeaders.Add[0] != (Header{"X-Backend", "v1"}) {
+	if bf := m.Backends[0].Filters; len(bf) != 1 || bf[0].ResponseHeaders == nil || bf[0].ResponseHeaders.Add[0] != (config.Header{Name: "X-Backend", Value: "v1"}) {
 		t.Errorf("backend filters %+v", bf)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
 )
 
 // Tries must list what Match tries, in its order: for every request, the
@@ -31,8 +33,8 @@ func TestTriesAgreesWithMatch(t *testing.T) {
 				for _, headers := range [][]string{nil, {"x-v", "1"}} {
 					r := request(m, host, target, headers...)
 					wantRule, wantMatch := tb.Match(r)
-					var gotRule *Rule
-					var gotMatch *Match
+					var gotRule *config.Rule
+					var gotMatch *config.Match
 				search:
 					for _, level := range levels {
 						for _, rm := range level {
@@ -52,7 +54,7 @@ func TestTriesAgreesWithMatch(t *testing.T) {
 	if pattern, levels, _ := tb.Tries("c.b.example.com"); pattern != "*.b.example.com" || len(levels) != 3 {
 		t.Errorf("c.b.example.com: pattern %q with %d levels, want *.b.example.com, then *.example.com and the catch-all", pattern, len(levels))
 	}
-	var none *Table
+	var none *config.Table
 	if _, _, ok := none.Tries("a.example.com"); ok {
 		t.Error("a nil table has a pattern")
 	}

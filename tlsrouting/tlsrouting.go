@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
@@ -33,79 +34,22 @@ type Input struct {
 
 // Output is the compiled tables and the route statuses.
 type Output struct {
-	Tables         map[int]*Table // listener ID -> its routes; absent when none attached
+	Tables         map[int]*config.StreamTable // listener ID -> its routes; absent when none attached
 	AttachedRoutes map[int]int32
 	RouteParents   map[types.NamespacedName][]gwv1.RouteParentStatus
 }
-
-// Route is what the data plane does with a connection whose SNI picked it:
-// open a stream to one of its backends, chosen by weight.
-type Route struct {
-	// Name is "namespace/name", for metrics and the access log.
-	Name        string
-	Backends    []Backend
-	TotalWeight int32
-}
-
-// Backend is one backendRef of a route's rule.
-type Backend struct {
-	Key    routing.BackendKey
-	Weight int32
-	// TLS is the port's BackendTLSPolicy: a terminated stream is
-	// encrypted again towards the backend. Passthrough streams ignore it,
-	// as they carry the client's own TLS session.
-	TLS *routing.BackendTLS
-	// Invalid, when not empty, says why connections given to this backend
-	// are refused (the spec: a share of connections as large as its
-	// weight is rejected).
-	Invalid string
-}
-
-// Pick returns the backend for the n-th connection: weighted, over the
-// total weight. Nil when the route has no weight at all.
-func (r *Route) Pick(n uint32) *Backend {
-	if r.TotalWeight <= 0 {
-		return nil
-	}
-	w := int32(n % uint32(r.TotalWeight))
-	for i := range r.Backends {
-		if w < r.Backends[i].Weight {
-			return &r.Backends[i]
-		}
-		w -= r.Backends[i].Weight
-	}
-	return nil
-}
-
-// Table picks a route by SNI: the most specific hostname wins, as for
-// certificates.
-type Table struct {
-	hosts *hostname.Table[*Route]
-}
-
-// Lookup returns the route for a server name, or nil.
-func (t *Table) Lookup(serverName string) *Route {
-	if t == nil {
-		return nil
-	}
-	r, _ := t.hosts.Lookup(serverName)
-	return r
-}
-
-// Len is the number of hostnames in the table.
-func (t *Table) Len() int { return t.hosts.Len() }
 
 // candidate is one hostname a route serves on a listener.
 type candidate struct {
 	host     string // the intersection, the table's key
 	original string // the route's own hostname it came from
 	order    int    // the route's position, oldest first
-	route    *Route
+	route    *config.StreamRoute
 }
 
 // Compile attaches every route and builds each listener's table.
 func Compile(in Input) Output {
-	out := Output{Tables: map[int]*Table{}, AttachedRoutes: map[int]int32{},
+	out := Output{Tables: map[int]*config.StreamTable{}, AttachedRoutes: map[int]int32{},
 		RouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.Routes))}
 	c := compiler{in: &in, byParent: map[routing.Parent][]*routing.Listener{}, selectors: map[int]labels.Selector{}}
 	for i := range in.Listeners {
@@ -157,7 +101,7 @@ func Compile(in Input) Output {
 // buildTable keeps, for each hostname, the candidate whose own hostname is
 // the most specific (an exact name before a wildcard, longer before
 // shorter), then the oldest route.
-func buildTable(cands []candidate) *Table {
+func buildTable(cands []candidate) *config.StreamTable {
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		if c := cmp.Compare(a.host, b.host); c != 0 {
 			return c
@@ -174,7 +118,7 @@ func buildTable(cands []candidate) *Table {
 		return cmp.Compare(a.order, b.order)
 	})
 	patterns := make([]string, 0, len(cands))
-	values := make([]*Route, 0, len(cands))
+	values := make([]*config.StreamRoute, 0, len(cands))
 	for i, cd := range cands {
 		if i > 0 && cands[i-1].host == cd.host {
 			continue
@@ -182,14 +126,7 @@ func buildTable(cands []candidate) *Table {
 		patterns = append(patterns, cd.host)
 		values = append(values, cd.route)
 	}
-	return NewTable(patterns, values)
-}
-
-// NewTable maps hostname patterns (listener-style: exact, "*.suffix", ""
-// for any) to routes, routes[i] to patterns[i]; the first of equal
-// patterns wins.
-func NewTable(patterns []string, routes []*Route) *Table {
-	return &Table{hosts: hostname.NewTable(patterns, routes)}
+	return config.NewStreamTable(patterns, values)
 }
 
 type compiler struct {
@@ -323,8 +260,8 @@ func intersect(listener string, route []gwv1.Hostname) [][2]string {
 // compileRoute resolves the backends of the route's rule (the API allows
 // exactly one). The problems are those of the references, for
 // ResolvedRefs.
-func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*Route, []problem) {
-	r := &Route{Name: route.Namespace + "/" + route.Name}
+func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*config.StreamRoute, []problem) {
+	r := &config.StreamRoute{Name: route.Namespace + "/" + route.Name}
 	var refs []problem
 	for _, rule := range route.Spec.Rules {
 		for _, br := range rule.BackendRefs {
@@ -349,7 +286,7 @@ func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*Route, []problem) {
 
 // resolveBackend checks a backendRef: a core Service with the port, in the
 // route's namespace or allowed by a ReferenceGrant.
-func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (Backend, *problem) {
+func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.StreamBackend, *problem) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -362,7 +299,7 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 		ns = string(*ref.Namespace)
 	}
 	svc := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-	b := Backend{Key: routing.BackendKey{Service: svc}}
+	b := config.StreamBackend{Key: config.BackendKey{Service: config.NamespacedName(svc)}}
 	if ref.Port != nil {
 		b.Key.Port = *ref.Port
 	}

@@ -4,12 +4,14 @@ import (
 	"testing"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
 )
 
 // TestPickByWeight: connections go to backends in proportion to their
 // weights, an invalid backend keeping its share.
 func TestPickByWeight(t *testing.T) {
-	r := &Route{TotalWeight: 6, Backends: []Backend{{Weight: 3}, {Weight: 1}, {Weight: 2, Invalid: "not found"}}}
+	r := &config.StreamRoute{TotalWeight: 6, Backends: []config.StreamBackend{{Weight: 3}, {Weight: 1}, {Weight: 2, Invalid: "not found"}}}
 	counts := map[int]int{}
 	for n := range uint32(600) {
 		b := r.Pick(n)
@@ -22,7 +24,7 @@ func TestPickByWeight(t *testing.T) {
 	if counts[0] != 300 || counts[1] != 100 || counts[2] != 200 {
 		t.Fatalf("picks %v, want 300/100/200", counts)
 	}
-	if (&Route{}).Pick(1) != nil {
+	if (&config.StreamRoute{}).Pick(1) != nil {
 		t.Fatal("a route without weight picked a backend")
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/status"
 )
 
@@ -48,7 +48,7 @@ type tlsTarget struct {
 // backendTLS is what translate makes of the BackendTLSPolicies.
 type backendTLS struct {
 	// settings of the policy that won each target.
-	byTarget map[tlsTarget]*routing.BackendTLS
+	byTarget map[tlsTarget]*config.BackendTLS
 	// verdicts of every policy, by policy, with the targets it asked for.
 	verdicts map[types.NamespacedName]*policyVerdict
 }
@@ -119,7 +119,7 @@ func (c *caSource) certificates(namespace, name string) ([]*x509.Certificate, er
 
 // forPort returns the settings for a Service port: those of a policy
 // naming the port, else those of one naming the whole Service, else nil.
-func (b *backendTLS) forPort(svc types.NamespacedName, portName string) *routing.BackendTLS {
+func (b *backendTLS) forPort(svc types.NamespacedName, portName string) *config.BackendTLS {
 	if len(b.byTarget) == 0 {
 		return nil
 	}
@@ -156,7 +156,7 @@ func (t *translation) policyStatuses() {
 // resolveBackendTLS evaluates every BackendTLSPolicy, oldest first.
 func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
 	out := &backendTLS{
-		byTarget: map[tlsTarget]*routing.BackendTLS{},
+		byTarget: map[tlsTarget]*config.BackendTLS{},
 		verdicts: make(map[types.NamespacedName]*policyVerdict, len(res.BackendTLSPolicies)),
 	}
 	if len(res.BackendTLSPolicies) == 0 {
@@ -201,10 +201,10 @@ func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
 
 // evaluatePolicy checks one policy on its own and returns the settings it
 // asks for and its conditions.
-func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*routing.BackendTLS, *policyVerdict) {
+func evaluatePolicy(p *gwv1.BackendTLSPolicy, cas *caSource) (*config.BackendTLS, *policyVerdict) {
 	gen := p.Generation
 	val := &p.Spec.Validation
-	settings := &routing.BackendTLS{
+	settings := &config.BackendTLS{
 		Policy:     p.Namespace + "/" + p.Name,
 		ServerName: strings.ToLower(string(val.Hostname)),
 	}
@@ -315,7 +315,7 @@ func policyCAs(p *gwv1.BackendTLSPolicy, cas *caSource) ([]*x509.CertPool, []*x5
 // checkID identifies the identity check of settings, so that the same
 // check shares pooled connections across policies and rebuilds, and a
 // changed one never reuses a connection made under the old one.
-func checkID(settings *routing.BackendTLS, caSums []string) string {
+func checkID(settings *config.BackendTLS, caSums []string) string {
 	h := sha256.New()
 	for _, part := range [][]string{{settings.ServerName}, settings.SANHostnames, settings.SANURIs, caSums} {
 		for _, s := range part {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
 )
 
@@ -90,7 +90,7 @@ func withSecret(res *resources.Resources, key types.NamespacedName, edit func(*c
 // nil when none.
 func sniCertificate(t *testing.T, out Output) any {
 	t.Helper()
-	i := slices.IndexFunc(out.Config.Ports, func(p *proxy.Port) bool { return p.Number == 8443 })
+	i := slices.IndexFunc(out.Config.Ports, func(p *config.Port) bool { return p.Number == 8443 })
 	if i < 0 || out.Config.Ports[i].SNI == nil {
 		return nil
 	}

@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"portico.dev/portico/proxy"
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // endpointSlices are a Service and its EndpointSlices. Most Services have
@@ -47,7 +46,7 @@ func (e endpointSlices) at(i int) *discoveryv1.EndpointSlice {
 
 // endpoints resolves every Service port to the ready addresses of its
 // EndpointSlices; terminating endpoints are used only when nothing else is.
-func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlice) map[routing.BackendKey]*proxy.Endpoints {
+func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlice) map[config.BackendKey]*config.Endpoints {
 	bySvc := make(map[types.NamespacedName]endpointSlices, len(services))
 	for _, s := range services {
 		bySvc[nn(s.Namespace, s.Name)] = endpointSlices{svc: s}
@@ -64,7 +63,7 @@ func endpoints(services []*corev1.Service, allSlices []*discoveryv1.EndpointSlic
 		}
 	}
 
-	out := make(map[routing.BackendKey]*proxy.Endpoints, len(services))
+	out := make(map[config.BackendKey]*config.Endpoints, len(services))
 	var r resolver
 	// Services are visited in snapshot order, which is also the order they
 	// sit in memory.
@@ -86,7 +85,7 @@ type resolver struct {
 }
 
 // service puts the endpoints of every port of svc into out.
-func (r *resolver) service(out map[routing.BackendKey]*proxy.Endpoints, key types.NamespacedName, svc *corev1.Service, list endpointSlices) {
+func (r *resolver) service(out map[config.BackendKey]*config.Endpoints, key types.NamespacedName, svc *corev1.Service, list endpointSlices) {
 	for _, sp := range svc.Spec.Ports {
 		ready, terminating := r.ready[:0], r.terminating[:0]
 		for i := range list.len() {
@@ -125,7 +124,7 @@ func (r *resolver) service(out map[routing.BackendKey]*proxy.Endpoints, key type
 			// A copy: the Config keeps it, and the buffers are reused.
 			kept = slices.Clone(slices.Compact(addrs))
 		}
-		out[routing.BackendKey{Service: key, Port: sp.Port}] = proxy.NewEndpoints(kept...)
+		out[config.BackendKey{Service: config.NamespacedName(key), Port: sp.Port}] = config.NewEndpoints(kept...)
 		r.ready, r.terminating = ready, terminating
 	}
 }

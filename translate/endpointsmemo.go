@@ -7,9 +7,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 )
 
 // EndpointsMemory is what one resolution of endpoints hands the next, as
@@ -27,7 +26,7 @@ type endpointsMemo struct {
 	slices   keptList[*discoveryv1.EndpointSlice]
 	svcs     layered[types.NamespacedName, *corev1.Service]
 	bySvc    layered[types.NamespacedName, []*discoveryv1.EndpointSlice]
-	out      proxy.EndpointTable
+	out      config.EndpointTable
 }
 
 // WithEndpoints returns m carrying e.
@@ -39,7 +38,7 @@ func (m Memory) WithEndpoints(e EndpointsMemory) Memory {
 // ResolveEndpoints is Endpoints with mem: only the Services whose Service
 // or EndpointSlices changed since the resolution mem carries are resolved
 // again, and the table returned shares the rest with the one before.
-func ResolveEndpoints(res *resources.Resources, mem Memory) (proxy.EndpointTable, EndpointsMemory) {
+func ResolveEndpoints(res *resources.Resources, mem Memory) (config.EndpointTable, EndpointsMemory) {
 	if prev := mem.eps; prev != nil {
 		if m, ok := prev.next(res); ok {
 			return m.out, EndpointsMemory{m}
@@ -106,12 +105,12 @@ func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
 	n.bySvc = e.done()
 	// The changed Services' ports: those they had are removed, those they
 	// have resolved again.
-	set := make(map[routing.BackendKey]*proxy.Endpoints, len(changed))
+	set := make(map[config.BackendKey]*config.Endpoints, len(changed))
 	var r resolver
 	for _, key := range changed {
 		if old, ok := m.svcs.get(key); ok {
 			for _, sp := range old.Spec.Ports {
-				set[routing.BackendKey{Service: key, Port: sp.Port}] = nil
+				set[config.BackendKey{Service: config.NamespacedName(key), Port: sp.Port}] = nil
 			}
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/parameters"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 )
@@ -72,7 +72,7 @@ func (t *translation) gatewaysAndListeners() {
 			lsByParent[parent] = append(lsByParent[parent], ls)
 		}
 	}
-	t.clientCerts = map[types.NamespacedName]*proxy.BackendClientCert{}
+	t.clientCerts = map[types.NamespacedName]*config.BackendClientCert{}
 	t.parents = make(map[routing.Parent]bool, len(res.Gateways)+len(res.ListenerSets))
 	for _, gw := range resources.SortedByAge(res.Gateways) {
 		accepted, ours := t.ourClasses[string(gw.Spec.GatewayClassName)]
@@ -124,7 +124,7 @@ func (t *translation) gatewaysAndListeners() {
 
 // backendClientCert is the certificate a Gateway presents to TLS backends,
 // nil when its reference did not resolve.
-func (t *translation) backendClientCert(ref *types.NamespacedName) *proxy.BackendClientCert {
+func (t *translation) backendClientCert(ref *types.NamespacedName) *config.BackendClientCert {
 	if ref == nil {
 		return nil
 	}
@@ -136,7 +136,7 @@ func (t *translation) backendClientCert(ref *types.NamespacedName) *proxy.Backen
 	for _, der := range c.Certificate {
 		h.Write(der)
 	}
-	return &proxy.BackendClientCert{ID: hex.EncodeToString(h.Sum(nil)[:12]), Cert: c}
+	return &config.BackendClientCert{ID: hex.EncodeToString(h.Sum(nil)[:12]), Cert: c}
 }
 
 // ListenerSetParent resolves a ListenerSet's parentRef to a Gateway; false

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 )
@@ -31,7 +31,7 @@ import (
 type gepFixture struct {
 	t   *testing.T
 	res *resources.Resources
-	cfg *proxy.Config
+	cfg *config.Config
 	st  *status.Computed
 }
 
@@ -347,7 +347,7 @@ type gepRequest struct {
 // Service of the first backend, "" when the answer is 404, or what makes
 // the answer a 500.
 func (f *gepFixture) backendFor(port int32, host, path string) string {
-	var p *proxy.Port
+	var p *config.Port
 	for _, cp := range f.cfg.Ports {
 		if cp.Number == port {
 			p = cp
@@ -680,7 +680,7 @@ func TestGEP1713ConflictWinnerDeleted(t *testing.T) {
 
 // gepServedBy names the listener and certificate the SNI table picks for a
 // server name on an HTTPS port.
-func gepServedBy(cfg *proxy.Config, port int32, serverName string) string {
+func gepServedBy(cfg *config.Config, port int32, serverName string) string {
 	for _, p := range cfg.Ports {
 		if p.Number != port || p.SNI == nil {
 			continue
@@ -689,7 +689,7 @@ func gepServedBy(cfg *proxy.Config, port int32, serverName string) string {
 		if e == nil {
 			return ""
 		}
-		l, _ := e.Value.(*proxy.Listener)
+		l, _ := e.Value.(*config.Listener)
 		out := ""
 		if l != nil {
 			out = l.Key

@@ -80,10 +80,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/filesource"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 )
 
@@ -633,11 +632,11 @@ type goldenDumper struct {
 	tlsHostnames   []string // probes for every TLSRoute hostname
 }
 
-func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
+func (d *goldenDumper) dataPlane(cfg *config.Config) goldenDataPlane {
 	out := goldenDataPlane{Endpoints: map[string][]string{}, BackendTLS: d.backendTLS}
 	// The data plane sorts ports itself: their order here means nothing.
 	ports := slices.Clone(cfg.Ports)
-	slices.SortFunc(ports, func(a, b *proxy.Port) int {
+	slices.SortFunc(ports, func(a, b *config.Port) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Number, b.Number))
 	})
 	for _, p := range ports {
@@ -655,7 +654,7 @@ func (d *goldenDumper) dataPlane(cfg *proxy.Config) goldenDataPlane {
 	return out
 }
 
-func goldenBackendKey(k routing.BackendKey) string {
+func goldenBackendKey(k config.BackendKey) string {
 	return k.Service.String() + ":" + strconv.Itoa(int(k.Port))
 }
 
@@ -670,7 +669,7 @@ func goldenProbe(h string) string {
 	return h
 }
 
-func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
+func (d *goldenDumper) port(p *config.Port) goldenPortOut {
 	out := goldenPortOut{
 		Port:     p.Address + ":" + strconv.Itoa(int(p.Number)),
 		Protocol: p.Protocol.String(),
@@ -679,7 +678,7 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 	if p.Address != "" && strings.Contains(p.Address, ":") {
 		out.Port = "[" + p.Address + "]:" + strconv.Itoa(int(p.Number))
 	}
-	keyOf := func(l *proxy.Listener, ok bool) string {
+	keyOf := func(l *config.Listener, ok bool) string {
 		if !ok || l == nil {
 			return "none"
 		}
@@ -706,15 +705,15 @@ func (d *goldenDumper) port(p *proxy.Port) goldenPortOut {
 	return out
 }
 
-func sniListener(e *sni.Entry) (*proxy.Listener, bool) {
+func sniListener(e *sni.Entry) (*config.Listener, bool) {
 	if e == nil {
 		return nil, false
 	}
-	l, ok := e.Value.(*proxy.Listener)
+	l, ok := e.Value.(*config.Listener)
 	return l, ok
 }
 
-func (d *goldenDumper) listener(p *proxy.Port, l *proxy.Listener) goldenListenerOut {
+func (d *goldenDumper) listener(p *config.Port, l *config.Listener) goldenListenerOut {
 	out := goldenListenerOut{Key: l.Key, Hostname: l.Hostname}
 	if p.SNI != nil {
 		if e := p.SNI.Lookup(goldenProbe(l.Hostname)); e != nil && e.Value == l {
@@ -739,8 +738,8 @@ func (d *goldenDumper) listener(p *proxy.Port, l *proxy.Listener) goldenListener
 
 // streams lists the TLSRoute a TLS listener picks for every TLSRoute
 // hostname of the snapshot and an unknown name.
-func (d *goldenDumper) streams(l *proxy.Listener) (string, map[string]string) {
-	mode := map[proxy.StreamMode]string{proxy.StreamPassthrough: "passthrough", proxy.StreamTerminate: "terminate"}[l.Stream]
+func (d *goldenDumper) streams(l *config.Listener) (string, map[string]string) {
+	mode := map[config.StreamMode]string{config.StreamPassthrough: "passthrough", config.StreamTerminate: "terminate"}[l.Stream]
 	if l.Streams == nil {
 		return mode, nil
 	}
@@ -806,13 +805,13 @@ func poolSubjects(pool *x509.CertPool) []string {
 
 // routes lists a listener's route table per hostname pattern, probing it
 // with every hostname the table can hold, and its rules by ID.
-func (d *goldenDumper) routes(l *proxy.Listener) ([]goldenHostRoutes, map[string]*yaml.Node) {
+func (d *goldenDumper) routes(l *config.Listener) ([]goldenHostRoutes, map[string]*yaml.Node) {
 	if l.Routes == nil {
 		return nil, nil
 	}
 	rules := map[string]*yaml.Node{}
-	ruleIDs := map[*routing.Rule]string{}
-	ruleID := func(r *routing.Rule) string {
+	ruleIDs := map[*config.Rule]string{}
+	ruleID := func(r *config.Rule) string {
 		if id, ok := ruleIDs[r]; ok {
 			return id
 		}
@@ -825,7 +824,7 @@ func (d *goldenDumper) routes(l *proxy.Listener) ([]goldenHostRoutes, map[string
 		rules[id] = d.value(reflect.ValueOf(*r))
 		return id
 	}
-	type level = []routing.RuleMatch
+	type level = []config.RuleMatch
 	own := map[string]level{}
 	chains := map[string][]level{}
 	for _, probe := range d.tableProbes(l) {
@@ -885,7 +884,7 @@ func goldenCovers(p, q string) bool {
 // table can have, which are intersections of the listener's hostname and
 // route hostnames: the probe of each of those, and a name only a
 // catch-all serves.
-func (d *goldenDumper) tableProbes(l *proxy.Listener) []string {
+func (d *goldenDumper) tableProbes(l *config.Listener) []string {
 	probes := []string{goldenProbe(l.Hostname), goldenProbe("")}
 	for _, h := range d.routeHostnames {
 		probes = append(probes, goldenProbe(h))
@@ -897,9 +896,9 @@ func (d *goldenDumper) tableProbes(l *proxy.Listener) []string {
 // at their zero value but for goldenAlwaysShown.
 func (d *goldenDumper) value(v reflect.Value) *yaml.Node {
 	switch x := v.Interface().(type) {
-	case routing.BackendKey:
+	case config.BackendKey:
 		return scalar(goldenBackendKey(x))
-	case *routing.BackendTLS:
+	case *config.BackendTLS:
 		if x == nil {
 			return nil
 		}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/testyaml"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 )
@@ -27,7 +27,7 @@ type translator struct {
 
 func newTranslator() *translator { return &translator{} }
 
-func (t *translator) Translate(res *resources.Resources) (*proxy.Config, *status.Computed) {
+func (t *translator) Translate(res *resources.Resources) (*config.Config, *status.Computed) {
 	var out Output
 	out, t.mem = Translate(t.Settings, res, t.mem)
 	t.acme = out.ACME

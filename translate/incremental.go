@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
@@ -58,13 +58,13 @@ type incremental struct {
 	// served are each ListenerSet's listeners on the data plane; order
 	// is the precedence of each listener of every Port.All.
 	served layered[types.NamespacedName, []servedListener]
-	order  layered[*proxy.Listener, listenerOrder]
+	order  layered[*config.Listener, listenerOrder]
 	// spent is set once a translation started from this state: it may
 	// then have reused the maps of the output it was kept with (see
 	// delta.statuses), and a second one translates in full.
 	spent       *atomic.Bool
 	nsLabels    map[string]map[string]string
-	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
+	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
 	cas         map[types.NamespacedName]*corev1.ConfigMap
 }
@@ -98,9 +98,9 @@ type gatewayMemo struct {
 }
 
 type servedListener struct {
-	port  proxy.PortKey
+	port  config.PortKey
 	host  string
-	l     *proxy.Listener
+	l     *config.Listener
 	entry *sni.Entry
 	order listenerOrder
 }
@@ -209,7 +209,7 @@ func (t *translation) incrementalState() *incremental {
 	inc.claims, inc.protocols = newLayered(claims), newLayered(protocols)
 	inc.lsBySecret, inc.routesByParent, inc.routesByService = newLayered(lsBySecret), newLayered(byParent), newLayered(byService)
 	served := make(map[types.NamespacedName][]servedListener, len(res.ListenerSets))
-	order := make(map[*proxy.Listener]listenerOrder, len(t.placed))
+	order := make(map[*config.Listener]listenerOrder, len(t.placed))
 	for _, p := range t.placed {
 		m := &t.merged[p.i]
 		o := inc.orderOf(m)
@@ -833,12 +833,12 @@ func (d *delta) compile(t *translation) bool {
 
 // place takes the affected ListenerSets' listeners off their ports and
 // puts their new ones on, in a Config that shares every other port.
-func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) {
-	changes := map[proxy.PortKey]*portChange{}
-	change := func(pk proxy.PortKey) *portChange {
+func (d *delta) place(t *translation, prev *config.Config) (*config.Config, bool) {
+	changes := map[config.PortKey]*portChange{}
+	change := func(pk config.PortKey) *portChange {
 		c, ok := changes[pk]
 		if !ok {
-			c = &portChange{removed: map[*proxy.Listener]bool{}}
+			c = &portChange{removed: map[*config.Listener]bool{}}
 			changes[pk] = c
 		}
 		return c
@@ -860,7 +860,7 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 			continue
 		}
 		key := nn(m.Source.Namespace, m.Source.Name)
-		pk := proxy.PortKey{Number: int32(m.Port)}
+		pk := config.PortKey{Number: int32(m.Port)}
 		l := b.listener(i)
 		s := servedListener{port: pk, host: hostname.Normalize(m.Hostname), l: l, order: d.next.orderOf(m)}
 		if m.Protocol == gwv1.HTTPSProtocolType {
@@ -881,7 +881,7 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 	cfg := *prev
 	cfg.Ports = slices.Clone(prev.Ports)
 	for pk, c := range changes {
-		at := slices.IndexFunc(cfg.Ports, func(p *proxy.Port) bool { return p.Address == pk.Address && p.Number == pk.Number })
+		at := slices.IndexFunc(cfg.Ports, func(p *config.Port) bool { return p.Address == pk.Address && p.Number == pk.Number })
 		if at < 0 {
 			return nil, false
 		}
@@ -898,11 +898,11 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 	}
 	// Ports come in the order of their first listeners, which may have
 	// changed.
-	first := func(p *proxy.Port) listenerOrder {
+	first := func(p *config.Port) listenerOrder {
 		o, _ := order.get(p.All.At(0))
 		return o
 	}
-	slices.SortStableFunc(cfg.Ports, func(a, b *proxy.Port) int { return compareOrder(first(a), first(b)) })
+	slices.SortStableFunc(cfg.Ports, func(a, b *config.Port) int { return compareOrder(first(a), first(b)) })
 	d.next.order = order.done()
 	return &cfg, true
 }
@@ -910,25 +910,25 @@ func (d *delta) place(t *translation, prev *proxy.Config) (*proxy.Config, bool) 
 // portChange is what a delta changes on one port.
 type portChange struct {
 	removeHosts []string
-	removed     map[*proxy.Listener]bool
+	removed     map[*config.Listener]bool
 	adds        []servedListener
 }
 
 // patchPort is prev with c applied; false when the port would go, which
 // changes the list of ports.
-func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listener, listenerOrder]) (*proxy.Port, bool) {
+func patchPort(prev *config.Port, c *portChange, order *layeredEdit[*config.Listener, listenerOrder]) (*config.Port, bool) {
 	p := *prev
 	p.All = placeAll(p.All, order, c.removed, c.adds)
 	if p.All.Len() == 0 {
 		return nil, false
 	}
-	hosts, ls, entries := make([]string, len(c.adds)), make([]*proxy.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
+	hosts, ls, entries := make([]string, len(c.adds)), make([]*config.Listener, len(c.adds)), make([]*sni.Entry, 0, len(c.adds))
 	for i, s := range c.adds {
 		hosts[i], ls[i] = s.host, s.l
 		if s.entry != nil {
 			entries = append(entries, s.entry)
 		}
-		if (s.entry != nil) != (p.Protocol == proxy.HTTPS) {
+		if (s.entry != nil) != (p.Protocol == config.HTTPS) {
 			return nil, false
 		}
 	}
@@ -941,10 +941,10 @@ func patchPort(prev *proxy.Port, c *portChange, order *layeredEdit[*proxy.Listen
 
 // placeAll is a port's listener list without those removed and with adds,
 // each where its precedence (order, which knows both) puts it.
-func placeAll(all chunked.List[*proxy.Listener], order *layeredEdit[*proxy.Listener, listenerOrder], removed map[*proxy.Listener]bool,
-	adds []servedListener) chunked.List[*proxy.Listener] {
-	byOrder := func(target listenerOrder) func(*proxy.Listener) int {
-		return func(l *proxy.Listener) int {
+func placeAll(all chunked.List[*config.Listener], order *layeredEdit[*config.Listener, listenerOrder], removed map[*config.Listener]bool,
+	adds []servedListener) chunked.List[*config.Listener] {
+	byOrder := func(target listenerOrder) func(*config.Listener) int {
+		return func(l *config.Listener) int {
 			o, _ := order.get(l)
 			return compareOrder(o, target)
 		}

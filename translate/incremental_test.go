@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/sni/snitest"
@@ -315,7 +315,7 @@ func incrementalDiff(a, b Output) string {
 	}
 	ca, cb := *a.Config, *b.Config
 	ca.Ports, cb.Ports = nil, nil
-	ca.Endpoints, cb.Endpoints = proxy.EndpointTable{}, proxy.EndpointTable{}
+	ca.Endpoints, cb.Endpoints = config.EndpointTable{}, config.EndpointTable{}
 	if d := diff(reflect.ValueOf(ca), reflect.ValueOf(cb), "Config"); d != "" {
 		return d
 	}
@@ -346,13 +346,13 @@ func incrementalDiff(a, b Output) string {
 	return ""
 }
 
-func entriesDiff(a, b *hostname.Table[*proxy.Listener], path string) string {
+func entriesDiff(a, b *hostname.Table[*config.Listener], path string) string {
 	ap, av := a.Entries()
 	bp, bv := b.Entries()
 	if len(ap) != len(bp) {
 		return path + ".len"
 	}
-	byPattern := map[string]*proxy.Listener{}
+	byPattern := map[string]*config.Listener{}
 	for i, p := range bp {
 		byPattern[p] = bv[i]
 	}
@@ -442,8 +442,8 @@ func runIncremental(t *testing.T, seed uint64, kinds []int) int {
 }
 
 // portLists are the listeners of each port of out, in order.
-func portLists(out Output) [][]*proxy.Listener {
-	var lists [][]*proxy.Listener
+func portLists(out Output) [][]*config.Listener {
+	var lists [][]*config.Listener
 	for _, p := range out.Config.Ports {
 		lists = append(lists, p.All.Slice())
 	}

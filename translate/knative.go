@@ -13,14 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/knative"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
 )
 
@@ -83,7 +81,7 @@ const (
 
 // knativeGateway collects what one gateway serves.
 type knativeGateway struct {
-	hosts   []routing.OrderedHost
+	hosts   []config.OrderedHost
 	at      map[string]int // host -> index in hosts
 	certs   []*sni.Entry
 	certFor map[string]bool
@@ -91,7 +89,7 @@ type knativeGateway struct {
 	size int
 }
 
-func (g *knativeGateway) add(host string, entries []routing.OrderedEntry) {
+func (g *knativeGateway) add(host string, entries []config.OrderedEntry) {
 	if g.at == nil {
 		g.at = make(map[string]int, g.size)
 	}
@@ -102,7 +100,7 @@ func (g *knativeGateway) add(host string, entries []routing.OrderedEntry) {
 		return
 	}
 	g.at[host] = len(g.hosts)
-	g.hosts = append(g.hosts, routing.OrderedHost{Hostname: host, Entries: slices.Clip(entries)})
+	g.hosts = append(g.hosts, config.OrderedHost{Hostname: host, Entries: slices.Clip(entries)})
 }
 
 func (g *knativeGateway) addCert(host string, cert *tls.Certificate) {
@@ -129,7 +127,7 @@ type knativeTranslation struct {
 	// but for hosts Redirected to HTTPS, which are answered 301.
 	externalPlain knativeGateway
 	local         knativeGateway
-	matches       routing.PrefixMatcher
+	matches       config.PrefixMatcher
 }
 
 // knative serves the KIngresses of Portico's class: oldest first, each
@@ -238,7 +236,7 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 	certs, problems := k.certificates(ing, spec)
 	probe := k.probeEntry(ing, hash)
 	for ri, rule := range spec.Rules {
-		entries := []routing.OrderedEntry{probe}
+		entries := []config.OrderedEntry{probe}
 		if rule.HTTP != nil {
 			for pi := range rule.HTTP.Paths {
 				e, p := k.path(ing, ri, pi, &rule.HTTP.Paths[pi], hash)
@@ -246,7 +244,7 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 				problems = append(problems, p...)
 			}
 		}
-		redirect := []routing.OrderedEntry{probe, k.redirectEntry(ing, ri, hash)}
+		redirect := []config.OrderedEntry{probe, k.redirectEntry(ing, ri, hash)}
 		for _, h := range rule.Hosts {
 			h = strings.ToLower(h)
 			k.local.add(h, entries)
@@ -304,26 +302,26 @@ func routeName(ing *knative.Ingress) string { return ing.Namespace + "/" + ing.N
 // probeEntry catches the probe of Portico's leader on every path of a
 // host, whatever header conditions its paths have; the data plane answers
 // it with the hash (proxy.answerProbe).
-func (k *knativeTranslation) probeEntry(ing *knative.Ingress, hash string) routing.OrderedEntry {
+func (k *knativeTranslation) probeEntry(ing *knative.Ingress, hash string) config.OrderedEntry {
 	m, _ := k.matches.Match("/", map[string]string{ // valid: "/" and non-empty values
-		knative.ProbeHeader: knative.PorticoProbe, knative.HashHeader: knative.HashOverride})
-	return routing.OrderedEntry{Match: m, Rule: &routing.Rule{
-		Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: -1, Name: "probe", NetworkHash: hash}}
+		config.KnativeProbeHeader: config.KnativePorticoProbe, config.KnativeHashHeader: config.KnativeHashOverride})
+	return config.OrderedEntry{Match: m, Rule: &config.Rule{
+		Route: config.NamespacedName(nn(ing.Namespace, ing.Name)), RouteName: routeName(ing), Index: -1, Name: "probe", NetworkHash: hash}}
 }
 
 // redirectEntry answers plain HTTP requests for a host Redirected to HTTPS.
-func (k *knativeTranslation) redirectEntry(ing *knative.Ingress, ri int, hash string) routing.OrderedEntry {
+func (k *knativeTranslation) redirectEntry(ing *knative.Ingress, ri int, hash string) config.OrderedEntry {
 	m, _ := k.matches.Match("/", nil) // "/" is always valid
-	return routing.OrderedEntry{Match: m, Rule: &routing.Rule{
-		Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: ri, NetworkHash: hash,
-		Filters: []routing.Filter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
-			Redirect: &routing.Redirect{Scheme: "https", StatusCode: http.StatusMovedPermanently}}},
+	return config.OrderedEntry{Match: m, Rule: &config.Rule{
+		Route: config.NamespacedName(nn(ing.Namespace, ing.Name)), RouteName: routeName(ing), Index: ri, NetworkHash: hash,
+		Filters: []config.Filter{{Type: config.FilterRequestRedirect,
+			Redirect: &config.Redirect{Scheme: "https", StatusCode: http.StatusMovedPermanently}}},
 	}}
 }
 
 // path compiles one path of a KIngress rule.
-func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.HTTPIngressPath, hash string) (routing.OrderedEntry, []string) {
-	rule := &routing.Rule{Route: nn(ing.Namespace, ing.Name), RouteName: routeName(ing), Index: pi,
+func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.HTTPIngressPath, hash string) (config.OrderedEntry, []string) {
+	rule := &config.Rule{Route: config.NamespacedName(nn(ing.Namespace, ing.Name)), RouteName: routeName(ing), Index: pi,
 		Name: fmt.Sprintf("rule%d/path%d", ri, pi), NetworkHash: hash}
 	var headers map[string]string
 	if len(p.Headers) > 0 {
@@ -336,14 +334,14 @@ func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.H
 	if err != nil {
 		// Matches nothing: the path is written so that no request has it.
 		m, _ = k.matches.Match("/", map[string]string{"K-Portico-Invalid-Path": "never"})
-		return routing.OrderedEntry{Rule: rule, Match: m}, []string{err.Error()}
+		return config.OrderedEntry{Rule: rule, Match: m}, []string{err.Error()}
 	}
 	if f := setHeaders(p.AppendHeaders); f != nil {
 		rule.Filters = append(rule.Filters, *f)
 	}
 	if p.RewriteHost != "" {
-		rule.Filters = append(rule.Filters, routing.Filter{Type: gwv1.HTTPRouteFilterURLRewrite,
-			Rewrite: &routing.Rewrite{Hostname: p.RewriteHost}})
+		rule.Filters = append(rule.Filters, config.Filter{Type: config.FilterURLRewrite,
+			Rewrite: &config.Rewrite{Hostname: p.RewriteHost}})
 	}
 	var problems []string
 	for _, split := range p.Splits {
@@ -354,29 +352,29 @@ func (k *knativeTranslation) path(ing *knative.Ingress, ri, pi int, p *knative.H
 		rule.Backends = append(rule.Backends, b)
 		rule.TotalWeight += b.Weight
 	}
-	return routing.OrderedEntry{Rule: rule, Match: m}, problems
+	return config.OrderedEntry{Rule: rule, Match: m}, problems
 }
 
 // setHeaders is a filter that sets (overwrites) headers, nil for none.
-func setHeaders(h map[string]string) *routing.Filter {
+func setHeaders(h map[string]string) *config.Filter {
 	if len(h) == 0 {
 		return nil
 	}
-	mod := &routing.HeaderModifier{}
+	mod := &config.HeaderModifier{}
 	for name, v := range h {
-		mod.Set = append(mod.Set, routing.Header{Name: http.CanonicalHeaderKey(name), Value: v})
+		mod.Set = append(mod.Set, config.Header{Name: http.CanonicalHeaderKey(name), Value: v})
 	}
-	slices.SortFunc(mod.Set, func(a, b routing.Header) int { return strings.Compare(a.Name, b.Name) })
-	return &routing.Filter{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaders: mod}
+	slices.SortFunc(mod.Set, func(a, b config.Header) int { return strings.Compare(a.Name, b.Name) })
+	return &config.Filter{Type: config.FilterRequestHeaderModifier, RequestHeaders: mod}
 }
 
 // backend resolves one split to a Service port; a backend that does not
 // resolve answers 500 and is reported.
-func (k *knativeTranslation) backend(ing *knative.Ingress, split *knative.IngressBackendSplit) (routing.Backend, string) {
+func (k *knativeTranslation) backend(ing *knative.Ingress, split *knative.IngressBackendSplit) (config.Backend, string) {
 	key := nn(cmp.Or(split.ServiceNamespace, ing.Namespace), split.ServiceName)
-	b := routing.Backend{Weight: int32(max(split.Percent, 0))}
+	b := config.Backend{Weight: int32(max(split.Percent, 0))}
 	if f := setHeaders(split.AppendHeaders); f != nil {
-		b.Filters = []routing.Filter{*f}
+		b.Filters = []config.Filter{*f}
 	}
 	svc := k.services[key]
 	if svc == nil {
@@ -403,7 +401,7 @@ func (k *knativeTranslation) backend(ing *knative.Ingress, split *knative.Ingres
 		b.Invalid = fmt.Sprintf("Service %s has no port %s", key, split.ServicePort.String())
 		return b, b.Invalid
 	}
-	b.Key = routing.BackendKey{Service: key, Port: sp.Port}
+	b.Key = config.BackendKey{Service: config.NamespacedName(key), Port: sp.Port}
 	return b, ""
 }
 
@@ -449,7 +447,7 @@ func (k *knativeTranslation) ports() []string {
 	for _, p := range k.t.cfg.Ports {
 		taken[p.Number] = true
 	}
-	add := func(number int32, proto proxy.Protocol, key string, hosts []routing.OrderedHost, certs []*sni.Entry) {
+	add := func(number int32, proto config.Protocol, key string, hosts []config.OrderedHost, certs []*sni.Entry) {
 		if number == 0 {
 			return
 		}
@@ -458,10 +456,10 @@ func (k *knativeTranslation) ports() []string {
 			return
 		}
 		taken[number] = true
-		l := &proxy.Listener{Key: key + "/" + strconv.Itoa(int(number)), Routes: routing.NewOrderedTable(hosts)}
-		p := &proxy.Port{Number: number, Protocol: proto, All: chunked.Of([]*proxy.Listener{l}),
-			Listeners: hostname.NewTable([]string{""}, []*proxy.Listener{l})}
-		if proto == proxy.HTTPS {
+		l := &config.Listener{Key: key + "/" + strconv.Itoa(int(number)), Routes: config.NewOrderedTable(hosts)}
+		p := &config.Port{Number: number, Protocol: proto, All: chunked.Of([]*config.Listener{l}),
+			Listeners: hostname.NewTable([]string{""}, []*config.Listener{l})}
+		if proto == config.HTTPS {
 			entries := make([]*sni.Entry, len(certs))
 			for i, e := range certs {
 				c := *e
@@ -472,11 +470,11 @@ func (k *knativeTranslation) ports() []string {
 		}
 		k.t.cfg.Ports = append(k.t.cfg.Ports, p)
 	}
-	add(k.s.ExternalHTTPPort, proxy.HTTP, KnativeExternalKey, k.externalPlain.hosts, nil)
-	add(k.s.ExternalHTTPSPort, proxy.HTTPS, KnativeExternalKey, k.external.hosts, k.external.certs)
-	add(k.s.LocalHTTPPort, proxy.HTTP, KnativeLocalKey, k.local.hosts, nil)
+	add(k.s.ExternalHTTPPort, config.HTTP, KnativeExternalKey, k.externalPlain.hosts, nil)
+	add(k.s.ExternalHTTPSPort, config.HTTPS, KnativeExternalKey, k.external.hosts, k.external.certs)
+	add(k.s.LocalHTTPPort, config.HTTP, KnativeLocalKey, k.local.hosts, nil)
 	if len(k.local.certs) > 0 {
-		add(k.s.LocalHTTPSPort, proxy.HTTPS, KnativeLocalKey, k.local.hosts, k.local.certs)
+		add(k.s.LocalHTTPSPort, config.HTTPS, KnativeLocalKey, k.local.hosts, k.local.certs)
 	}
 	return problems
 }

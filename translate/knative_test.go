@@ -13,10 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/routing"
 )
 
 var knSettings = &KnativeSettings{ExternalHTTPPort: 8080, ExternalHTTPSPort: 8443, LocalHTTPPort: 8081, LocalHTTPSPort: 8444,
@@ -39,7 +38,7 @@ func knService(name string, ports ...corev1.ServicePort) *corev1.Service {
 }
 
 // knRoute matches a request on one of the Knative ports.
-func knRoute(t *testing.T, cfg *proxy.Config, port int32, host, path string, header http.Header) *routing.Rule {
+func knRoute(t *testing.T, cfg *config.Config, port int32, host, path string, header http.Header) *config.Rule {
 	t.Helper()
 	for _, p := range cfg.Ports {
 		if p.Number != port {
@@ -178,7 +177,7 @@ rules:
 		t.Errorf("ExternalName of the cluster-local Service: %+v", r)
 	}
 	// The probe of the leader is caught on every path.
-	r = knRoute(t, cfg, 8080, "a.example.com", "/anything", http.Header{knative.ProbeHeader: {knative.PorticoProbe}, knative.HashHeader: {knative.HashOverride}})
+	r = knRoute(t, cfg, 8080, "a.example.com", "/anything", http.Header{config.KnativeProbeHeader: {config.KnativePorticoProbe}, config.KnativeHashHeader: {config.KnativeHashOverride}})
 	if r == nil || r.Name != "probe" || r.NetworkHash != a.Hash {
 		t.Errorf("probe: %+v", r)
 	}

@@ -9,11 +9,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/conditions"
+	"portico.dev/portico/config"
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
 	"portico.dev/portico/internal/slab"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/sni"
 	"portico.dev/portico/status"
 )
@@ -39,9 +39,9 @@ func (t *translation) portTables() {
 // placedListener is a serving listener, merged[i], on its port.
 type placedListener struct {
 	i     int
-	port  proxy.PortKey
+	port  config.PortKey
 	host  string
-	l     *proxy.Listener
+	l     *config.Listener
 	entry *sni.Entry
 }
 
@@ -50,13 +50,13 @@ type placedListener struct {
 // each instead of one per listener.
 type portsBuilder struct {
 	t       *translation
-	ports   map[proxy.PortKey]*portBuild
-	order   []proxy.PortKey
-	perPort map[proxy.PortKey]int // serving listeners, to size each port
+	ports   map[config.PortKey]*portBuild
+	order   []config.PortKey
+	perPort map[config.PortKey]int // serving listeners, to size each port
 	// The listeners of a port share one ClientValidation, and so one
 	// sni.ClientAuth.
 	clientAuths map[*listeners.ClientValidation]*sni.ClientAuth
-	listeners   slab.Slab[proxy.Listener]
+	listeners   slab.Slab[config.Listener]
 	entries     slab.Slab[sni.Entry]
 	certs       slab.Slab[*tls.Certificate]
 	// shared is where every Gateway binds without an address pool:
@@ -67,9 +67,9 @@ type portsBuilder struct {
 
 // portBuild is one port being built.
 type portBuild struct {
-	protocol  proxy.Protocol
+	protocol  config.Protocol
 	patterns  []string
-	listeners []*proxy.Listener
+	listeners []*config.Listener
 	entries   []*sni.Entry
 	hosts     map[string]bool
 	streams   bool // a TLS listener is on the port
@@ -78,8 +78,8 @@ type portBuild struct {
 func newPortsBuilder(t *translation) *portsBuilder {
 	b := &portsBuilder{
 		t:           t,
-		ports:       map[proxy.PortKey]*portBuild{},
-		perPort:     map[proxy.PortKey]int{},
+		ports:       map[config.PortKey]*portBuild{},
+		perPort:     map[config.PortKey]int{},
 		clientAuths: map[*listeners.ClientValidation]*sni.ClientAuth{},
 		shared:      []string{""},
 	}
@@ -92,10 +92,10 @@ func newPortsBuilder(t *translation) *portsBuilder {
 		serving++
 		certs += len(m.Certificates)
 		for _, address := range b.binds(m) {
-			b.perPort[proxy.PortKey{Address: address, Number: int32(m.Port)}]++
+			b.perPort[config.PortKey{Address: address, Number: int32(m.Port)}]++
 		}
 	}
-	b.listeners = slab.New[proxy.Listener](serving)
+	b.listeners = slab.New[config.Listener](serving)
 	b.entries = slab.New[sni.Entry](serving)
 	b.certs = slab.New[*tls.Certificate](certs)
 	return b
@@ -116,11 +116,11 @@ func (b *portsBuilder) binds(m *listeners.Listener) []string {
 func (b *portsBuilder) add(i int) {
 	m := &b.t.merged[i]
 	st := b.t.st
-	protocol := proxy.HTTP
+	protocol := config.HTTP
 	if m.Protocol == gwv1.HTTPSProtocolType || m.Protocol == gwv1.TLSProtocolType {
 		// TLS listeners share HTTPS ports: the data plane tells them apart
 		// by the SNI of each ClientHello.
-		protocol = proxy.HTTPS
+		protocol = config.HTTPS
 	}
 	host := hostname.Normalize(m.Hostname)
 	bound := b.binds(m)
@@ -128,10 +128,10 @@ func (b *portsBuilder) add(i int) {
 		notProgrammed(st, m, gwv1.ListenerReasonPending, "The Gateway has no address to serve on; its conditions say why")
 		return
 	}
-	var l *proxy.Listener
+	var l *config.Listener
 	var e *sni.Entry
 	for _, address := range bound {
-		pb := b.port(proxy.PortKey{Address: address, Number: int32(m.Port)}, protocol)
+		pb := b.port(config.PortKey{Address: address, Number: int32(m.Port)}, protocol)
 		switch {
 		case pb.protocol != protocol:
 			// The message names no other Gateway: a ListenerSet's status
@@ -150,19 +150,19 @@ func (b *portsBuilder) add(i int) {
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
-		pb.streams = pb.streams || l.Stream != proxy.StreamNone
-		if protocol == proxy.HTTPS {
+		pb.streams = pb.streams || l.Stream != config.StreamNone
+		if protocol == config.HTTPS {
 			if e == nil {
 				e = b.entry(m, host, l)
 			}
 			pb.entries = append(pb.entries, e)
 		}
-		b.placed = append(b.placed, placedListener{i: i, port: proxy.PortKey{Address: address, Number: int32(m.Port)}, host: host, l: l, entry: e})
+		b.placed = append(b.placed, placedListener{i: i, port: config.PortKey{Address: address, Number: int32(m.Port)}, host: host, l: l, entry: e})
 	}
 }
 
 // port returns the port being built at pk, starting it with protocol.
-func (b *portsBuilder) port(pk proxy.PortKey, protocol proxy.Protocol) *portBuild {
+func (b *portsBuilder) port(pk config.PortKey, protocol config.Protocol) *portBuild {
 	if pb, ok := b.ports[pk]; ok {
 		return pb
 	}
@@ -171,9 +171,9 @@ func (b *portsBuilder) port(pk proxy.PortKey, protocol proxy.Protocol) *portBuil
 		protocol:  protocol,
 		hosts:     make(map[string]bool, n),
 		patterns:  make([]string, 0, n),
-		listeners: make([]*proxy.Listener, 0, n),
+		listeners: make([]*config.Listener, 0, n),
 	}
-	if protocol == proxy.HTTPS {
+	if protocol == config.HTTPS {
 		pb.entries = make([]*sni.Entry, 0, n)
 	}
 	b.ports[pk] = pb
@@ -182,10 +182,10 @@ func (b *portsBuilder) port(pk proxy.PortKey, protocol proxy.Protocol) *portBuil
 }
 
 // listener is the data plane's listener for merged[i].
-func (b *portsBuilder) listener(i int) *proxy.Listener {
+func (b *portsBuilder) listener(i int) *config.Listener {
 	m := &b.t.merged[i]
 	l := b.listeners.One()
-	*l = proxy.Listener{
+	*l = config.Listener{
 		Key:               m.Source.Kind + "/" + m.Source.Namespace + "/" + m.Source.Name + "/" + string(m.Name),
 		Hostname:          m.Hostname,
 		Routes:            b.t.compiled.Tables[i],
@@ -194,9 +194,9 @@ func (b *portsBuilder) listener(i int) *proxy.Listener {
 	}
 	switch m.TLSMode {
 	case gwv1.TLSModePassthrough:
-		l.Stream, l.Streams = proxy.StreamPassthrough, b.t.compiledTLS.Tables[i]
+		l.Stream, l.Streams = config.StreamPassthrough, b.t.compiledTLS.Tables[i]
 	case gwv1.TLSModeTerminate:
-		l.Stream, l.Streams = proxy.StreamTerminate, b.t.compiledTLS.Tables[i]
+		l.Stream, l.Streams = config.StreamTerminate, b.t.compiledTLS.Tables[i]
 	}
 	return l
 }
@@ -215,7 +215,7 @@ func (b *portsBuilder) clientAuth(v *listeners.ClientValidation) *sni.ClientAuth
 
 // entry is the SNI entry of an HTTPS listener: its certificates that
 // resolved.
-func (b *portsBuilder) entry(m *listeners.Listener, host string, l *proxy.Listener) *sni.Entry {
+func (b *portsBuilder) entry(m *listeners.Listener, host string, l *config.Listener) *sni.Entry {
 	e := b.entries.One()
 	*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
 	if len(m.Certificates) == 0 {
@@ -235,11 +235,11 @@ func (b *portsBuilder) entry(m *listeners.Listener, host string, l *proxy.Listen
 
 // config builds each port's tables, in the order the ports were first
 // asked for.
-func (b *portsBuilder) config() *proxy.Config {
-	cfg := &proxy.Config{}
+func (b *portsBuilder) config() *config.Config {
+	cfg := &config.Config{}
 	for _, pk := range b.order {
 		pb := b.ports[pk]
-		p := &proxy.Port{
+		p := &config.Port{
 			Address:   pk.Address,
 			Number:    pk.Number,
 			Protocol:  pb.protocol,
@@ -247,7 +247,7 @@ func (b *portsBuilder) config() *proxy.Config {
 			All:       chunked.Of(pb.listeners),
 			Streams:   pb.streams,
 		}
-		if pb.protocol == proxy.HTTPS {
+		if pb.protocol == config.HTTPS {
 			p.SNI = sni.NewTable(pb.entries)
 		}
 		cfg.Ports = append(cfg.Ports, p)

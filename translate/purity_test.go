@@ -12,18 +12,35 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// TestNoClientGo fails when translate, or a stage around it that must run
-// without a cluster, imports client-go, directly or through anything it
-// imports. Only kube and cmd may talk to an API server.
-func TestNoClientGo(t *testing.T) {
-	for _, pkg := range []string{"translate", "resources", "filesource", "admission", "status", "conditions", "pipeline", "listeners", "routing", "proxy"} {
-		out, err := exec.Command("go", "list", "-deps", "portico.dev/portico/"+pkg).CombinedOutput()
+// TestStageBoundaries holds the stages to the direction data flows in:
+// only kube and cmd talk to an API server; translate and the data plane's
+// configuration know nothing of the data plane's servers or logging; the
+// data plane knows nothing of Kubernetes or Gateway API types. A package
+// is refused when it depends, directly or through anything it imports, on
+// a path of its list (a prefix ending in "/" names a tree).
+func TestStageBoundaries(t *testing.T) {
+	const mod = "portico.dev/portico/"
+	server := []string{mod + "proxy", mod + "h1", mod + "h2", mod + "internal/sockio", mod + "internal/workers", "go.uber.org/zap", "k8s.io/client-go/"}
+	kubernetes := []string{"k8s.io/", "sigs.k8s.io/gateway-api/", mod + "translate", mod + "routing", mod + "tlsrouting", mod + "listeners", mod + "knative"}
+	refused := map[string][]string{
+		"translate": server,
+		"config":    append(slices.Clone(server), kubernetes...),
+		"proxy":     kubernetes,
+	}
+	for _, pkg := range []string{"resources", "filesource", "admission", "status", "conditions", "pipeline", "listeners", "routing"} {
+		refused[pkg] = []string{"k8s.io/client-go/"}
+	}
+	for pkg, bad := range refused {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
 		}
 		for dep := range strings.Lines(string(out)) {
-			if strings.HasPrefix(dep, "k8s.io/client-go/") || strings.TrimSpace(dep) == "k8s.io/client-go" {
-				t.Errorf("%s imports %s", pkg, strings.TrimSpace(dep))
+			dep = strings.TrimSpace(dep)
+			for _, b := range bad {
+				if dep == strings.TrimSuffix(b, "/") || strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
 			}
 		}
 	}

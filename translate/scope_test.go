@@ -8,7 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/proxy"
+	"portico.dev/portico/config"
 	"portico.dev/portico/resources"
 )
 
@@ -61,7 +61,7 @@ func TestScopeMatchesFull(t *testing.T) {
 // scopeDump is a Config as the golden files show it, with only the
 // endpoints of backends its route tables name (the whole snapshot has
 // endpoints of every Service; a data plane needs those it routes to).
-func scopeDump(t *testing.T, res *resources.Resources, cfg *proxy.Config) string {
+func scopeDump(t *testing.T, res *resources.Resources, cfg *config.Config) string {
 	t.Helper()
 	d := &goldenDumper{backendTLS: map[string]*yaml.Node{}}
 	for _, r := range res.HTTPRoutes {

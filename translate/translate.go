@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/knative"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/parameters"
 	"portico.dev/portico/provision"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/status"
@@ -71,7 +71,7 @@ func (s Settings) controller() gwv1.GatewayController {
 // Its status maps belong to that Memory: the next translation from it may
 // patch them in place (incremental.go), so copy what must outlive it.
 type Output struct {
-	Config   *proxy.Config
+	Config   *config.Config
 	Statuses *status.Computed
 	// StatusesChanged names, after a translation that reused the one
 	// before it (a delta, or nothing but EndpointSlices changed), the
@@ -207,8 +207,8 @@ func unchanged(out Output) Output {
 
 // Endpoints resolves every Service port of res to its ready endpoints
 // (endpoints.go).
-func Endpoints(res *resources.Resources) proxy.EndpointTable {
-	return proxy.NewEndpointTable(endpoints(res.Services, res.EndpointSlices))
+func Endpoints(res *resources.Resources) config.EndpointTable {
+	return config.NewEndpointTable(endpoints(res.Services, res.EndpointSlices))
 }
 
 // translation is the state of one full translation: the lookups built
@@ -242,7 +242,7 @@ type translation struct {
 	// did.
 	placed      []placedListener
 	parents     map[routing.Parent]bool
-	clientCerts map[types.NamespacedName]*proxy.BackendClientCert
+	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
@@ -251,7 +251,7 @@ type translation struct {
 	// pool; poolAssigned is what the next translation remembers of them.
 	addresses    map[types.NamespacedName][]string
 	poolAssigned map[types.NamespacedName][]string
-	cfg          *proxy.Config
+	cfg          *config.Config
 	// kingresses and kingressHashes are the knative step's results.
 	kingresses     map[types.NamespacedName]KIngressResult
 	kingressHashes map[*knative.Ingress]string

@@ -7,7 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/routing"
+	"portico.dev/portico/config"
 )
 
 // TestEndpointChangeReusesRouteTables: an EndpointSlice update changes the
@@ -17,7 +17,7 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	res := loadFixture(t, "../examples/standalone")
 	tr := newTranslator()
 	cfg1, st1 := tr.Translate(res)
-	key := routing.BackendKey{Service: types.NamespacedName{Namespace: "demo", Name: "echo"}, Port: 80}
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "demo", Name: "echo"}, Port: 80}
 	if got := cfg1.Endpoints.Lookup(key).Addrs; len(got) != 1 || got[0] != "127.0.0.1:9090" {
 		t.Fatalf("endpoints before: %v", got)
 	}

@@ -14,8 +14,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/filesource"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/resources"
 	"portico.dev/portico/status"
 )
@@ -62,7 +62,7 @@ func loadFixture(t testing.TB, path string) *resources.Resources {
 	return res
 }
 
-func toGolden(cfg *proxy.Config, st *status.Computed) golden {
+func toGolden(cfg *config.Config, st *status.Computed) golden {
 	g := golden{
 		Endpoints:      map[string][]string{},
 		GatewayClasses: st.GatewayClasses,

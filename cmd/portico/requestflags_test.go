@@ -5,8 +5,8 @@ import (
 	"io"
 	"testing"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/routing"
 )
 
 func TestRequestFlags(t *testing.T) {
@@ -21,11 +21,11 @@ func TestRequestFlags(t *testing.T) {
 		return opts, rf.apply(&opts)
 	}
 	opts, err := parse()
-	if err != nil || opts.Paths != (routing.PathOptions{}) || opts.MaxHeaderCount != proxy.DefaultOptions().MaxHeaderCount {
+	if err != nil || opts.Paths != (config.PathOptions{}) || opts.MaxHeaderCount != proxy.DefaultOptions().MaxHeaderCount {
 		t.Errorf("defaults: %+v, %v", opts, err)
 	}
 	opts, err = parse("--merge-slashes=false", "--escaped-slashes=unescape", "--max-request-headers=50", "--max-request-header-bytes=8192")
-	want := routing.PathOptions{KeepEmptySegments: true, EscapedSlashes: routing.EscapedSlashUnescape}
+	want := config.PathOptions{KeepEmptySegments: true, EscapedSlashes: config.EscapedSlashUnescape}
 	if err != nil || opts.Paths != want || opts.MaxHeaderCount != 50 || opts.MaxHeaderBytes != 8192 {
 		t.Errorf("set: %+v, %v", opts, err)
 	}

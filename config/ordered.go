@@ -1,4 +1,4 @@
-package routing
+package config
 
 import (
 	"fmt"
@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
 )
@@ -108,7 +106,7 @@ func (pm *PrefixMatcher) Match(prefix string, headers map[string]string) (*Match
 	if err != nil {
 		return nil, fmt.Errorf("path %q: %w", prefix, err)
 	}
-	m := &Match{PathType: gwv1.PathMatchRegularExpression, Path: prefix}
+	m := &Match{PathType: PathMatchRegularExpression, Path: prefix}
 	m.re = regexp.MustCompile(`^` + regexp.QuoteMeta(c) + `(?s:.*)$`)
 	for _, name := range names {
 		hm := HeaderMatch{Name: http.CanonicalHeaderKey(name), Value: headers[name]}

@@ -1,6 +1,8 @@
-package routing
+package config
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -46,9 +48,9 @@ func refWinner(values []string, path string) int {
 
 // indexOf builds a path index with one rule per prefix value.
 func indexOf(t *testing.T, values []string) *pathIndex {
-	var cs []candidate
+	var cs []Candidate
 	for i, v := range values {
-		cs = append(cs, candidate{rule: &Rule{Index: i}, match: mustMatch(t, prefix(v))})
+		cs = append(cs, Candidate{Rule: &Rule{Index: i}, Match: pathMatch(t, PathMatchPathPrefix, v)})
 	}
 	return buildIndex(cs)
 }
@@ -76,11 +78,11 @@ func FuzzPathMatch(f *testing.F) {
 			return
 		}
 		want := refPrefix(dec, path)
-		m := mustMatch(t, prefix(value))
+		m := pathMatch(t, PathMatchPathPrefix, value)
 		if got := m.matchesPath(path); got != want {
 			t.Fatalf("PathPrefix %q on %q: got %v, reference %v", value, path, got, want)
 		}
-		if got := mustMatch(t, exact(value)).matchesPath(path); got != (path == dec) {
+		if got := pathMatch(t, PathMatchExact, value).matchesPath(path); got != (path == dec) {
 			t.Fatalf("Exact %q on %q: got %v", value, path, got)
 		}
 
@@ -106,4 +108,25 @@ func FuzzPathMatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// pathMatch is a Match of one path condition.
+func pathMatch(t testing.TB, typ PathMatchType, value string) *Match {
+	t.Helper()
+	m := &Match{}
+	if err := m.SetPath(typ, value); err != nil {
+		t.Fatalf("SetPath(%s, %q): %v", typ, value, err)
+	}
+	return m
+}
+
+// request is a request for target on host, with headers as name, value
+// pairs.
+func request(method, host, target string, headers ...string) *http.Request {
+	r := httptest.NewRequest(method, "http://"+host+target, nil)
+	r.Host = host
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Add(headers[i], headers[i+1])
+	}
+	return r
 }

@@ -1,11 +1,9 @@
-package proxy
+package config
 
 import (
 	"iter"
 	"maps"
 	"math"
-
-	"portico.dev/portico/routing"
 )
 
 // EndpointTable holds the endpoints of every backend. It is never changed
@@ -14,17 +12,17 @@ import (
 // 99,999 while the data plane still reads the table it replaces. The zero
 // value is an empty table.
 type EndpointTable struct {
-	base map[routing.BackendKey]*Endpoints
+	base map[BackendKey]*Endpoints
 	// over holds what With changed since base was built, nil for a
 	// backend of base removed. Lookups try it first; With copies it, and
 	// folds it into a new base once it passes overlayLimit.
-	over map[routing.BackendKey]*Endpoints
+	over map[BackendKey]*Endpoints
 	n    int
 }
 
 // NewEndpointTable returns the table of m's entries; an entry whose value
 // is nil is no entry. m becomes the table's: the caller must not change it.
-func NewEndpointTable(m map[routing.BackendKey]*Endpoints) EndpointTable {
+func NewEndpointTable(m map[BackendKey]*Endpoints) EndpointTable {
 	n := 0
 	for _, e := range m {
 		if e != nil {
@@ -37,7 +35,7 @@ func NewEndpointTable(m map[routing.BackendKey]*Endpoints) EndpointTable {
 // Lookup returns the endpoints of k, nil when there are none. It runs for
 // every request: one map read without an overlay, and with one, a read of
 // a small map more.
-func (t EndpointTable) Lookup(k routing.BackendKey) *Endpoints {
+func (t EndpointTable) Lookup(k BackendKey) *Endpoints {
 	if len(t.over) > 0 {
 		if e, ok := t.over[k]; ok {
 			return e
@@ -50,8 +48,8 @@ func (t EndpointTable) Lookup(k routing.BackendKey) *Endpoints {
 func (t EndpointTable) Len() int { return t.n }
 
 // All yields every backend and its endpoints, in no particular order.
-func (t EndpointTable) All() iter.Seq2[routing.BackendKey, *Endpoints] {
-	return func(yield func(routing.BackendKey, *Endpoints) bool) {
+func (t EndpointTable) All() iter.Seq2[BackendKey, *Endpoints] {
+	return func(yield func(BackendKey, *Endpoints) bool) {
 		for k, e := range t.base {
 			if _, changed := t.over[k]; changed || e == nil {
 				continue
@@ -72,11 +70,11 @@ func (t EndpointTable) All() iter.Seq2[routing.BackendKey, *Endpoints] {
 // backend's. Neither t nor set is changed, and set is not kept. A change
 // costs a copy of the overlay, not of the table, until the overlay passes
 // overlayLimit and the two are folded into a new base.
-func (t EndpointTable) With(set map[routing.BackendKey]*Endpoints) EndpointTable {
+func (t EndpointTable) With(set map[BackendKey]*Endpoints) EndpointTable {
 	if len(set) == 0 {
 		return t
 	}
-	over := make(map[routing.BackendKey]*Endpoints, len(t.over)+len(set))
+	over := make(map[BackendKey]*Endpoints, len(t.over)+len(set))
 	maps.Copy(over, t.over)
 	n := t.n
 	for k, e := range set {
@@ -104,7 +102,7 @@ func (t EndpointTable) With(set map[routing.BackendKey]*Endpoints) EndpointTable
 func (t EndpointTable) folded() EndpointTable {
 	base := maps.Clone(t.base)
 	if base == nil {
-		base = make(map[routing.BackendKey]*Endpoints, len(t.over))
+		base = make(map[BackendKey]*Endpoints, len(t.over))
 	}
 	for k, e := range t.over {
 		if e == nil {

@@ -1,12 +1,10 @@
-package routing
+package config
 
 import (
 	"cmp"
 	"net/http"
 	"slices"
 	"strings"
-
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/slab"
@@ -207,37 +205,37 @@ func firstMatching(es []entry, r *http.Request) *entry {
 	return nil
 }
 
-// candidate is a match waiting for its place in a table.
-type candidate struct {
-	rule       *Rule
-	match      *Match
-	routeOrder int // position of the route after sorting by age and name
-	matchIndex int
+// Candidate is a match waiting for its place in a table.
+type Candidate struct {
+	Rule       *Rule
+	Match      *Match
+	RouteOrder int // position of the route after sorting by age and name
+	MatchIndex int
 }
 
-// hostCandidate is a candidate under the effective hostname it serves.
-type hostCandidate struct {
-	host string
-	candidate
+// HostCandidate is a candidate under the effective hostname it serves.
+type HostCandidate struct {
+	Host string
+	Candidate
 }
 
-// compareHostCandidates orders the candidates of one listener by hostname,
+// CompareHostCandidates orders the candidates of one listener by hostname,
 // then by precedence, so each hostname's matches form one run in
 // precedence order.
-func compareHostCandidates(a, b hostCandidate) int {
-	if c := strings.Compare(a.host, b.host); c != 0 {
+func CompareHostCandidates(a, b HostCandidate) int {
+	if c := strings.Compare(a.Host, b.Host); c != 0 {
 		return c
 	}
-	return compareCandidates(a.candidate, b.candidate)
+	return compareCandidates(a.Candidate, b.Candidate)
 }
 
-// tableBuilder builds the tables of one Compile. The many small pieces of
+// TableBuilder builds the tables of one compilation. The many small pieces of
 // the tables (entries, path indexes, levels) are cut from a few large
 // allocations instead of being allocated one by one: thousands of
 // listeners with one route each would otherwise cost several allocations
 // per listener. Every piece handed out has its capacity capped at its
 // length, so nothing appended to it can overwrite a neighbour.
-type tableBuilder struct {
+type TableBuilder struct {
 	entries slab.Slab[entry]
 	groups  slab.Slab[prefixGroup]
 	indexes slab.Slab[pathIndex]
@@ -247,10 +245,10 @@ type tableBuilder struct {
 	own     []*pathIndex // scratch for build
 }
 
-// newTableBuilder sizes the slabs for tables that hold candidates
+// NewTableBuilder sizes the slabs for tables that hold candidates
 // candidates under hosts (listener, hostname) groups in all.
-func newTableBuilder(tables, hosts, candidates int) *tableBuilder {
-	return &tableBuilder{
+func NewTableBuilder(tables, hosts, candidates int) *TableBuilder {
+	return &TableBuilder{
 		entries: slab.New[entry](candidates),
 		groups:  slab.New[prefixGroup](hosts),
 		indexes: slab.New[pathIndex](hosts),
@@ -260,12 +258,12 @@ func newTableBuilder(tables, hosts, candidates int) *tableBuilder {
 	}
 }
 
-// build turns the candidates of one listener, ordered by
-// compareHostCandidates, into its Table.
-func (b *tableBuilder) build(cs []hostCandidate) *Table {
+// Build turns the candidates of one listener, ordered by
+// CompareHostCandidates, into its Table.
+func (b *TableBuilder) Build(cs []HostCandidate) *Table {
 	n := 0 // distinct hostnames
 	for i := range cs {
-		if i == 0 || cs[i].host != cs[i-1].host {
+		if i == 0 || cs[i].Host != cs[i-1].Host {
 			n++
 		}
 	}
@@ -273,10 +271,10 @@ func (b *tableBuilder) build(cs []hostCandidate) *Table {
 	own := b.own[:0] // own[k] is the index of hosts[k]
 	for i := 0; i < len(cs); {
 		j := i + 1
-		for j < len(cs) && cs[j].host == cs[i].host {
+		for j < len(cs) && cs[j].Host == cs[i].Host {
 			j++
 		}
-		hosts[len(own)].pattern = cs[i].host
+		hosts[len(own)].pattern = cs[i].Host
 		own = append(own, b.index(cs[i:j]))
 		i = j
 	}
@@ -300,7 +298,7 @@ func (b *tableBuilder) build(cs []hostCandidate) *Table {
 
 // levelsFew fills in the levels of each pattern from the patterns that
 // cover it, comparing every pair: there are at most fewHosts.
-func (b *tableBuilder) levelsFew(hosts []hostRoutes, own []*pathIndex) {
+func (b *TableBuilder) levelsFew(hosts []hostRoutes, own []*pathIndex) {
 	find := func(wild bool, name string) *pathIndex {
 		for i := range hosts {
 			p := hosts[i].pattern
@@ -317,7 +315,7 @@ func (b *tableBuilder) levelsFew(hosts []hostRoutes, own []*pathIndex) {
 
 // levelsMany is levelsFew for many patterns, with the covering patterns
 // looked up in a map.
-func (b *tableBuilder) levelsMany(hosts []hostRoutes, own []*pathIndex) {
+func (b *TableBuilder) levelsMany(hosts []hostRoutes, own []*pathIndex) {
 	wild := map[string]*pathIndex{} // "*.example.com" under "example.com"
 	var all *pathIndex
 	for i := range hosts {
@@ -347,7 +345,7 @@ func (b *tableBuilder) levelsMany(hosts []hostRoutes, own []*pathIndex) {
 // "a.b.c" those are "*.b.c", "*.c" and "", for "*.b.c" "*.c" and "". find
 // looks up a wildcard by its suffix after "*." (wild) or another pattern
 // by itself.
-func (b *tableBuilder) levelsOf(own *pathIndex, h string, find func(wild bool, name string) *pathIndex) []*pathIndex {
+func (b *TableBuilder) levelsOf(own *pathIndex, h string, find func(wild bool, name string) *pathIndex) []*pathIndex {
 	var buf [8]*pathIndex
 	levels := append(buf[:0], own)
 	if h != "" {
@@ -403,30 +401,30 @@ func specificityClass(p string) int {
 
 // buildIndex builds the path index of one hostname from its candidates in
 // any order.
-func buildIndex(cs []candidate) *pathIndex {
+func buildIndex(cs []Candidate) *pathIndex {
 	slices.SortFunc(cs, compareCandidates)
-	hcs := make([]hostCandidate, len(cs))
+	hcs := make([]HostCandidate, len(cs))
 	for i, c := range cs {
-		hcs[i].candidate = c
+		hcs[i].Candidate = c
 	}
-	return newTableBuilder(0, 1, len(cs)).index(hcs)
+	return NewTableBuilder(0, 1, len(cs)).index(hcs)
 }
 
 // index builds the path index of one hostname from its candidates in
 // precedence order.
-func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
+func (b *TableBuilder) index(cs []HostCandidate) *pathIndex {
 	ix := b.indexes.One()
 	es := b.entries.Take(len(cs))
 	for i := range cs {
-		es[i] = entry{rule: cs[i].rule, match: cs[i].match}
+		es[i] = entry{rule: cs[i].Rule, match: cs[i].Match}
 	}
 	// Precedence order puts Exact matches first, grouped by path, then
 	// prefixes grouped by normalized prefix, longest first, then regular
 	// expressions: each group is a run of es.
 	i := 0
-	for i < len(es) && es[i].match.PathType == gwv1.PathMatchExact {
+	for i < len(es) && es[i].match.PathType == PathMatchExact {
 		j := i + 1
-		for j < len(es) && es[j].match.PathType == gwv1.PathMatchExact && es[j].match.path == es[i].match.path {
+		for j < len(es) && es[j].match.PathType == PathMatchExact && es[j].match.path == es[i].match.path {
 			j++
 		}
 		if ix.exact == nil {
@@ -436,7 +434,7 @@ func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
 		i = j
 	}
 	ngroups := 0
-	for j := i; j < len(es) && es[j].match.PathType == gwv1.PathMatchPathPrefix; j++ {
+	for j := i; j < len(es) && es[j].match.PathType == PathMatchPathPrefix; j++ {
 		if j == i || es[j].match.path != es[j-1].match.path {
 			ngroups++
 		}
@@ -444,9 +442,9 @@ func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
 	if ngroups > 0 {
 		ix.prefixes = b.groups.Take(ngroups)
 		g := 0
-		for i < len(es) && es[i].match.PathType == gwv1.PathMatchPathPrefix {
+		for i < len(es) && es[i].match.PathType == PathMatchPathPrefix {
 			j := i + 1
-			for j < len(es) && es[j].match.PathType == gwv1.PathMatchPathPrefix && es[j].match.path == es[i].match.path {
+			for j < len(es) && es[j].match.PathType == PathMatchPathPrefix && es[j].match.path == es[i].match.path {
 				j++
 			}
 			ix.prefixes[g] = prefixGroup{prefix: es[i].match.path, entries: es[i:j:j]}
@@ -470,13 +468,13 @@ func (b *tableBuilder) index(cs []hostCandidate) *pathIndex {
 // Prefixes are ordered by their normalized value first so that equal
 // prefixes form one group; two different prefixes of the same length can
 // never both cover a path, so this does not change which one wins.
-func compareCandidates(a, b candidate) int {
-	am, bm := a.match, b.match
+func compareCandidates(a, b Candidate) int {
+	am, bm := a.Match, b.Match
 	if c := cmp.Compare(pathKindOrder(am.PathType), pathKindOrder(bm.PathType)); c != 0 {
 		return c
 	}
 	switch am.PathType {
-	case gwv1.PathMatchPathPrefix:
+	case PathMatchPathPrefix:
 		if c := cmp.Compare(len(bm.path), len(am.path)); c != 0 {
 			return c
 		}
@@ -488,11 +486,11 @@ func compareCandidates(a, b candidate) int {
 		if c := cmp.Compare(len(bm.Path), len(am.Path)); c != 0 {
 			return c
 		}
-	case gwv1.PathMatchExact:
+	case PathMatchExact:
 		if c := strings.Compare(am.path, bm.path); c != 0 {
 			return c
 		}
-	case gwv1.PathMatchRegularExpression:
+	case PathMatchRegularExpression:
 		if c := cmp.Compare(len(bm.Path), len(am.Path)); c != 0 {
 			return c
 		}
@@ -506,20 +504,20 @@ func compareCandidates(a, b candidate) int {
 	if c := cmp.Compare(len(bm.QueryParams), len(am.QueryParams)); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.routeOrder, b.routeOrder); c != 0 {
+	if c := cmp.Compare(a.RouteOrder, b.RouteOrder); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.rule.Index, b.rule.Index); c != 0 {
+	if c := cmp.Compare(a.Rule.Index, b.Rule.Index); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.matchIndex, b.matchIndex)
+	return cmp.Compare(a.MatchIndex, b.MatchIndex)
 }
 
-func pathKindOrder(t gwv1.PathMatchType) int {
+func pathKindOrder(t PathMatchType) int {
 	switch t {
-	case gwv1.PathMatchExact:
+	case PathMatchExact:
 		return 0
-	case gwv1.PathMatchPathPrefix:
+	case PathMatchPathPrefix:
 		return 1
 	}
 	return 2

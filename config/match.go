@@ -1,12 +1,11 @@
-package routing
+package config
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
-
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Match is one compiled HTTPRouteMatch: every condition in it must hold for
@@ -20,7 +19,7 @@ import (
 // escaped ("%20", not a space). An encoded slash that is kept
 // (EscapedSlashKeep) is part of its segment, never a separator.
 type Match struct {
-	PathType gwv1.PathMatchType
+	PathType PathMatchType
 	// Path is the path value as written in the route.
 	Path string
 	// path is what the request path is compared with: in normal form, and
@@ -54,7 +53,7 @@ type QueryParamMatch struct {
 // Prefix returns the matched path prefix of a PathPrefix match, without a
 // trailing slash ("" for "/"); "" for other match types.
 func (m *Match) Prefix() string {
-	if m == nil || m.PathType != gwv1.PathMatchPathPrefix {
+	if m == nil || m.PathType != PathMatchPathPrefix {
 		return ""
 	}
 	return m.path
@@ -69,11 +68,11 @@ func (m *Match) Matches(r *http.Request) bool {
 
 func (m *Match) matchesPath(path string) bool {
 	switch m.PathType {
-	case gwv1.PathMatchExact:
+	case PathMatchExact:
 		return path == m.path
-	case gwv1.PathMatchPathPrefix:
+	case PathMatchPathPrefix:
 		return pathHasPrefix(path, m.path)
-	case gwv1.PathMatchRegularExpression:
+	case PathMatchRegularExpression:
 		return m.re.MatchString(path)
 	}
 	return false
@@ -213,13 +212,52 @@ func pathHasPrefix(path, prefix string) bool {
 	return strings.HasPrefix(path, prefix) && (len(path) == len(prefix) || path[len(prefix)] == '/')
 }
 
-// normalizePrefix drops the trailing slash the spec says to ignore; "/"
+// NormalizePrefix drops the trailing slash the spec says to ignore; "/"
 // becomes "", the prefix of everything.
-func normalizePrefix(p string) string {
+func NormalizePrefix(p string) string {
 	return strings.TrimRight(p, "/")
 }
 
-// anchored compiles an RE2 expression that must match the whole input.
-func anchored(expr string) (*regexp.Regexp, error) {
+// Anchored compiles an RE2 expression that must match the whole input.
+func Anchored(expr string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
+// PathMatchType is how a Match compares the request path. The values are
+// the Gateway API's, so that translate converts one type into the other.
+type PathMatchType string
+
+const (
+	PathMatchExact             PathMatchType = "Exact"
+	PathMatchPathPrefix        PathMatchType = "PathPrefix"
+	PathMatchRegularExpression PathMatchType = "RegularExpression"
+)
+
+// SetPath sets m's path condition: value, as written in the route, compared
+// as typ says. The error says why the value cannot be served.
+func (m *Match) SetPath(typ PathMatchType, value string) error {
+	m.PathType, m.Path = typ, value
+	switch typ {
+	case PathMatchExact, PathMatchPathPrefix:
+		if !strings.HasPrefix(value, "/") {
+			return fmt.Errorf("path %q does not start with '/'", value)
+		}
+		c, err := CanonicalPathValue(value)
+		if err != nil {
+			return fmt.Errorf("path %q: %w", value, err)
+		}
+		m.path = c
+		if typ == PathMatchPathPrefix {
+			m.path = NormalizePrefix(c)
+		}
+	case PathMatchRegularExpression:
+		re, err := Anchored(value)
+		if err != nil {
+			return fmt.Errorf("path regular expression %q: %w", value, err)
+		}
+		m.re = re
+	default:
+		return fmt.Errorf("unsupported path match type %q", typ)
+	}
+	return nil
 }

@@ -2,7 +2,7 @@
 // terminates TLS, routes each request with lookups into tables compiled
 // ahead of time and forwards it to an endpoint. A new Config replaces the
 // old one with a single atomic swap; sockets and in-flight requests survive.
-package proxy
+package config
 
 import (
 	"cmp"
@@ -15,9 +15,7 @@ import (
 
 	"portico.dev/portico/hostname"
 	"portico.dev/portico/internal/chunked"
-	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/tlsrouting"
 )
 
 // Protocol is what a port speaks.
@@ -46,7 +44,7 @@ type Config struct {
 	// Endpoints holds the ready addresses ("ip:port") of every backend a
 	// route refers to. Consecutive Configs share most of it.
 	Endpoints EndpointTable
-	// BackendTLSIDs holds the ID of every routing.BackendTLS a route of
+	// BackendTLSIDs holds the ID of every BackendTLS a route of
 	// this Config may send requests or mirrors to; listing more does no
 	// harm. Apply closes the backend connection pools of all other IDs: the
 	// pool of an ID missing here is rebuilt at its next request, so an
@@ -100,7 +98,7 @@ type Listener struct {
 	// after a swap, not pointers.
 	Key      string
 	Hostname string
-	Routes   *routing.Table // nil when no route is attached
+	Routes   *Table // nil when no route is attached
 	// BackendClientCert is what requests through this listener present to
 	// TLS backends; nil: no client certificate.
 	BackendClientCert *BackendClientCert
@@ -114,7 +112,7 @@ type Listener struct {
 	// StreamNone for HTTP and HTTPS listeners; Streams picks a TLS
 	// listener's route by SNI (nil: no route, every connection refused).
 	Stream  StreamMode
-	Streams *tlsrouting.Table
+	Streams *StreamTable
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or
@@ -131,8 +129,8 @@ const (
 	StreamTerminate
 )
 
-// clientAuthID is the ID of l's client certificate check, "" for none.
-func (l *Listener) clientAuthID() string {
+// ClientAuthID is the ID of l's client certificate check, "" for none.
+func (l *Listener) ClientAuthID() string {
 	if l.ClientAuth == nil {
 		return ""
 	}
@@ -150,8 +148,8 @@ func NewEndpoints(addrs ...string) *Endpoints {
 	return &Endpoints{Addrs: addrs}
 }
 
-// pick returns the next address, or "" when there is none.
-func (e *Endpoints) pick() string {
+// Pick returns the next address, or "" when there is none.
+func (e *Endpoints) Pick() string {
 	if e == nil || len(e.Addrs) == 0 {
 		return ""
 	}
@@ -159,8 +157,8 @@ func (e *Endpoints) pick() string {
 	return e.Addrs[int(n-1)%len(e.Addrs)]
 }
 
-// validate checks what Apply relies on.
-func (c *Config) validate() error {
+// Validate checks what Apply relies on.
+func (c *Config) Validate() error {
 	seen := map[PortKey]bool{}
 	for _, p := range c.Ports {
 		if p.Number < 1 || p.Number > 65535 {
@@ -204,7 +202,7 @@ func (k PortKey) String() string {
 // Key identifies the port.
 func (p *Port) Key() PortKey { return PortKey{p.Address, p.Number} }
 
-func comparePorts(a, b *Port) int {
+func ComparePorts(a, b *Port) int {
 	return comparePortKey(a, PortKey{b.Address, b.Number})
 }
 
@@ -215,10 +213,10 @@ func comparePortKey(p *Port, k PortKey) int {
 	return cmp.Compare(p.Number, k.Number)
 }
 
-// port returns the config of one port, or nil. Ports are sorted by
+// Port returns the config of one port, or nil. Ports are sorted by
 // comparePorts (Apply sorts them). It runs for every request, and searches
 // by key so that it allocates nothing.
-func (c *Config) port(k PortKey) *Port {
+func (c *Config) Port(k PortKey) *Port {
 	i, ok := slices.BinarySearchFunc(c.Ports, k, comparePortKey)
 	if !ok {
 		return nil

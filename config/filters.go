@@ -1,12 +1,10 @@
-package routing
+package config
 
 import (
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/hostname"
 )
@@ -15,7 +13,7 @@ import (
 // pointers is set. ExtensionRef and unsupported filters never reach a
 // Filter: they make the rule Invalid instead.
 type Filter struct {
-	Type            gwv1.HTTPRouteFilterType
+	Type            FilterType
 	RequestHeaders  *HeaderModifier // RequestHeaderModifier
 	ResponseHeaders *HeaderModifier // ResponseHeaderModifier
 	Redirect        *Redirect       // RequestRedirect
@@ -68,7 +66,7 @@ func (f *HeaderModifier) ApplyRequest(r *http.Request) {
 
 // PathModifier replaces a request path, fully or the matched prefix.
 type PathModifier struct {
-	Type gwv1.HTTPPathModifierType
+	Type PathModifierType
 	// Value is the replacement in normal escaped form (CanonicalPathValue):
 	// the full path, or the new prefix without a trailing slash ("" replaces
 	// the prefix with "/").
@@ -79,11 +77,11 @@ type PathModifier struct {
 // that matched m. The part kept after a replaced prefix stays in its normal
 // form, escapes included ("%3B" stays "%3B").
 func (p *PathModifier) apply(path string, m *Match) string {
-	if p.Type == gwv1.FullPathHTTPPathModifier {
+	if p.Type == FullPathModifier {
 		return p.Value
 	}
 	kept := path
-	if m != nil && m.PathType == gwv1.PathMatchPathPrefix && pathHasPrefix(path, m.path) {
+	if m != nil && m.PathType == PathMatchPathPrefix && pathHasPrefix(path, m.path) {
 		kept = path[len(m.path):]
 	}
 	out := p.Value + kept
@@ -320,6 +318,34 @@ func (c *CORS) Apply(r *http.Request, h http.Header) {
 	h.Set("Access-Control-Max-Age", c.maxAge)
 }
 
+// ValidOrigin reports whether s, lowercased, is an origin a CORS filter
+// may allow: "scheme://host[:port]", the host "*" or "*.suffix" allowed.
+func ValidOrigin(s string) bool {
+	_, ok := parseOrigin(s)
+	return ok
+}
+
+// Prepare computes what the data plane sends from c's exported fields, once,
+// so that no request joins or parses them; origins that are not valid
+// (ValidOrigin) are left out.
+func (c *CORS) Prepare() {
+	c.maxAge = strconv.Itoa(int(c.MaxAge))
+	c.origins = c.origins[:0]
+	for _, o := range c.AllowOrigins {
+		if co, ok := parseOrigin(o); ok {
+			c.origins = append(c.origins, co)
+		}
+	}
+	c.allowMethods = strings.Join(c.AllowMethods, ", ")
+	c.allowHeaders = strings.Join(c.AllowHeaders, ", ")
+	c.exposeHeaders = strings.Join(c.ExposeHeaders, ", ")
+	// With credentials a browser takes "*" literally, so it is only sent
+	// without them; the named headers are exposed either way.
+	if c.ExposeAllHeaders && !c.AllowCredentials {
+		c.exposeHeaders = "*"
+	}
+}
+
 // parseOrigin splits "scheme://host[:port]" (lowercased, default port
 // filled in). The host may be "*" or start with "*." only in configuration.
 func parseOrigin(s string) (corsOrigin, bool) {
@@ -345,3 +371,25 @@ func parseOrigin(s string) (corsOrigin, bool) {
 	}
 	return corsOrigin{scheme: scheme, host: host, port: port}, true
 }
+
+// FilterType says which filter a Filter is. The values are the Gateway
+// API's HTTPRouteFilterType values.
+type FilterType string
+
+const (
+	FilterRequestHeaderModifier  FilterType = "RequestHeaderModifier"
+	FilterResponseHeaderModifier FilterType = "ResponseHeaderModifier"
+	FilterRequestRedirect        FilterType = "RequestRedirect"
+	FilterURLRewrite             FilterType = "URLRewrite"
+	FilterRequestMirror          FilterType = "RequestMirror"
+	FilterCORS                   FilterType = "CORS"
+)
+
+// PathModifierType says what a PathModifier replaces: the Gateway API's
+// HTTPPathModifierType values.
+type PathModifierType string
+
+const (
+	FullPathModifier    PathModifierType = "ReplaceFullPath"
+	PrefixMatchModifier PathModifierType = "ReplacePrefixMatch"
+)

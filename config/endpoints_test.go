@@ -1,4 +1,4 @@
-package proxy
+package config
 
 import (
 	"fmt"
@@ -6,23 +6,21 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
-	"portico.dev/portico/routing"
+	"portico.dev/portico/internal/usage"
 )
 
 // withEndpoints is t with k's endpoints set to e.
-func withEndpoints(t EndpointTable, k routing.BackendKey, e *Endpoints) EndpointTable {
-	return t.With(map[routing.BackendKey]*Endpoints{k: e})
+func withEndpoints(t EndpointTable, k BackendKey, e *Endpoints) EndpointTable {
+	return t.With(map[BackendKey]*Endpoints{k: e})
 }
 
-func backendKey(i int) routing.BackendKey {
-	return routing.BackendKey{Service: types.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i/100), Name: fmt.Sprintf("svc-%d", i)}, Port: int32(80 + i%3)}
+func backendKey(i int) BackendKey {
+	return BackendKey{Service: NamespacedName{Namespace: fmt.Sprintf("ns-%d", i/100), Name: fmt.Sprintf("svc-%d", i)}, Port: int32(80 + i%3)}
 }
 
 // checkTable fails unless t holds exactly want, by Lookup over every key
 // of keys, by Len and by All.
-func checkTable(t *testing.T, step int, tbl EndpointTable, want map[routing.BackendKey]*Endpoints, keys int) {
+func checkTable(t *testing.T, step int, tbl EndpointTable, want map[BackendKey]*Endpoints, keys int) {
 	t.Helper()
 	for i := range keys {
 		k := backendKey(i)
@@ -33,7 +31,7 @@ func checkTable(t *testing.T, step int, tbl EndpointTable, want map[routing.Back
 	if tbl.Len() != len(want) {
 		t.Fatalf("step %d: Len() = %d, want %d", step, tbl.Len(), len(want))
 	}
-	all := map[routing.BackendKey]*Endpoints{}
+	all := map[BackendKey]*Endpoints{}
 	for k, e := range tbl.All() {
 		if _, twice := all[k]; twice {
 			t.Fatalf("step %d: All yields %v twice", step, k)
@@ -53,7 +51,7 @@ func TestEndpointTableMatchesMap(t *testing.T) {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(size), 7))
 			keys := size + 200
-			initial := map[routing.BackendKey]*Endpoints{}
+			initial := map[BackendKey]*Endpoints{}
 			for i := range size {
 				initial[backendKey(i)] = NewEndpoints(fmt.Sprintf("10.1.0.%d:80", i%250))
 			}
@@ -61,14 +59,14 @@ func TestEndpointTableMatchesMap(t *testing.T) {
 			want := initial
 			type kept struct {
 				tbl  EndpointTable
-				want map[routing.BackendKey]*Endpoints
+				want map[BackendKey]*Endpoints
 			}
 			var history []kept
 			folded := 0
 			for step := range 400 {
 				batch := 1 + r.IntN(8)
 				want = maps.Clone(want)
-				set := map[routing.BackendKey]*Endpoints{}
+				set := map[BackendKey]*Endpoints{}
 				for range batch {
 					k := backendKey(r.IntN(keys))
 					if r.IntN(3) == 0 {
@@ -114,7 +112,7 @@ func TestEndpointTableZero(t *testing.T) {
 	if none := withEndpoints(one, backendKey(1), nil); none.Lookup(backendKey(1)) != nil || none.Len() != 0 {
 		t.Fatal("a removal is lost")
 	}
-	if nilEntry := NewEndpointTable(map[routing.BackendKey]*Endpoints{backendKey(2): nil}); nilEntry.Len() != 0 {
+	if nilEntry := NewEndpointTable(map[BackendKey]*Endpoints{backendKey(2): nil}); nilEntry.Len() != 0 {
 		t.Fatal("a nil entry counts")
 	}
 }
@@ -130,7 +128,7 @@ func FuzzEndpointTable(f *testing.F) {
 			return
 		}
 		batch := 1 + int(ops[0]%8)
-		initial := map[routing.BackendKey]*Endpoints{}
+		initial := map[BackendKey]*Endpoints{}
 		for i := range keys / 2 {
 			initial[backendKey(i)] = NewEndpoints(fmt.Sprintf("10.1.0.%d:80", i))
 		}
@@ -139,7 +137,7 @@ func FuzzEndpointTable(f *testing.F) {
 		ops = ops[1:]
 		for i := 0; i+1 < len(ops); i += 2 * batch {
 			chunk := ops[i:min(len(ops), i+2*batch)]
-			set := map[routing.BackendKey]*Endpoints{}
+			set := map[BackendKey]*Endpoints{}
 			for j := 0; j+1 < len(chunk); j += 2 {
 				k := backendKey(int(chunk[j]) % keys)
 				if chunk[j+1]%4 == 0 {
@@ -164,8 +162,8 @@ func FuzzEndpointTable(f *testing.F) {
 // the whole table.
 func BenchmarkEndpointLookup(b *testing.B) {
 	const n = 100_000
-	m := make(map[routing.BackendKey]*Endpoints, n)
-	keys := make([]routing.BackendKey, n)
+	m := make(map[BackendKey]*Endpoints, n)
+	keys := make([]BackendKey, n)
 	for i := range n {
 		keys[i] = backendKey(i)
 		m[keys[i]] = NewEndpoints("10.0.0.1:80")
@@ -179,7 +177,9 @@ func BenchmarkEndpointLookup(b *testing.B) {
 	if len(layered.over) < overlayLimit(n)/2 {
 		b.Fatalf("overlay of %d entries, want about %d", len(layered.over), overlayLimit(n))
 	}
-	b.Run("map", func(b *testing.B) { benchLookups(b, func(k routing.BackendKey) *Endpoints { return m[k] }, keys) })
+	b.Run("map", func(b *testing.B) {
+		benchLookups(b, func(k BackendKey) *Endpoints { return m[k] }, keys)
+	})
 	b.Run("table", func(b *testing.B) { benchLookups(b, flat.Lookup, keys) })
 	b.Run("overlay", func(b *testing.B) { benchLookups(b, layered.Lookup, keys) })
 }
@@ -187,16 +187,16 @@ func BenchmarkEndpointLookup(b *testing.B) {
 // benchLookups looks keys up in turn with lookup. Besides ns/op it reports
 // cpu-ns/op, the process's CPU time per lookup, which other work on a
 // shared machine does not inflate.
-func benchLookups(b *testing.B, lookup func(routing.BackendKey) *Endpoints, keys []routing.BackendKey) {
+func benchLookups(b *testing.B, lookup func(BackendKey) *Endpoints, keys []BackendKey) {
 	b.ReportAllocs()
-	start := processCPU(b)
+	start := usage.CPU()
 	found := 0
 	for i := 0; b.Loop(); i++ {
 		if lookup(keys[i%len(keys)]) != nil {
 			found++
 		}
 	}
-	b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(usage.CPU()-start)/float64(b.N), "cpu-ns/op")
 	if found != b.N {
 		b.Fatalf("%d of %d lookups found their endpoints", found, b.N)
 	}
@@ -206,16 +206,16 @@ func benchLookups(b *testing.B, lookup func(routing.BackendKey) *Endpoints, keys
 // folds: what a one-Service change costs the table.
 func BenchmarkEndpointTableWith(b *testing.B) {
 	const n = 100_000
-	m := make(map[routing.BackendKey]*Endpoints, n)
+	m := make(map[BackendKey]*Endpoints, n)
 	for i := range n {
 		m[backendKey(i)] = NewEndpoints("10.0.0.1:80")
 	}
 	tbl := NewEndpointTable(m)
 	e := NewEndpoints("10.0.0.2:80")
 	b.ReportAllocs()
-	start := processCPU(b)
+	start := usage.CPU()
 	for i := 0; b.Loop(); i++ {
 		tbl = withEndpoints(tbl, backendKey(i*7919%n), e)
 	}
-	b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(usage.CPU()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -1,4 +1,4 @@
-package routing
+package config
 
 import (
 	"slices"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"portico.dev/portico/hostname"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // patternPool is what the hostname lookup tests pick table patterns from:
@@ -60,13 +59,13 @@ func refLevels(patterns []string, name string) []string {
 
 // tableOf builds a table with one rule per pattern, named after it.
 func tableOf(patterns []string) *Table {
-	m := &Match{PathType: gwv1.PathMatchPathPrefix, Path: "/"}
-	var cs []hostCandidate
+	m := &Match{PathType: PathMatchPathPrefix, Path: "/"}
+	var cs []HostCandidate
 	for i, p := range patterns {
-		cs = append(cs, hostCandidate{host: p, candidate: candidate{rule: &Rule{Name: p}, match: m, routeOrder: i}})
+		cs = append(cs, HostCandidate{Host: p, Candidate: Candidate{Rule: &Rule{Name: p}, Match: m, RouteOrder: i}})
 	}
-	slices.SortFunc(cs, compareHostCandidates)
-	return newTableBuilder(1, len(cs), len(cs)).build(cs)
+	slices.SortFunc(cs, CompareHostCandidates)
+	return NewTableBuilder(1, len(cs), len(cs)).Build(cs)
 }
 
 // gotLevels names the levels a lookup of name finds in t.
@@ -123,4 +122,19 @@ func FuzzHostLookup(f *testing.F) {
 			t.Fatalf("patterns %q, host %q: levels %q, want %q", patterns, name, got, want)
 		}
 	})
+}
+
+// More than manyPrefixes prefixes on one hostname are looked up by path
+// segment rather than scanned; the match fuzz test holds both ways to the
+// same answers.
+func TestManyPrefixesIndexBySegment(t *testing.T) {
+	values := []string{"/", "/a", "/a/", "/a/b", "/a/b/c", "/b", "/b/c/", "/c", "/c/d/e/f", "/ab", "/x/y"}
+	ix := indexOf(t, values)
+	if ix.prefixAt == nil {
+		t.Fatal("expected the per-segment index")
+	}
+	e := ix.find(request("GET", "h", "/"), "/a/b/c/d")
+	if e == nil || e.rule.Index != 4 {
+		t.Fatalf("/a/b/c/d: got %+v, want the rule of /a/b/c", e)
+	}
 }

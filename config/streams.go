@@ -1,0 +1,67 @@
+package config
+
+import "portico.dev/portico/hostname"
+
+// StreamRoute is what the data plane does with a connection whose SNI picked it:
+// open a stream to one of its backends, chosen by weight.
+type StreamRoute struct {
+	// Name is "namespace/name", for metrics and the access log.
+	Name        string
+	Backends    []StreamBackend
+	TotalWeight int32
+}
+
+// StreamBackend is one backendRef of a TLSRoute's rule.
+type StreamBackend struct {
+	Key    BackendKey
+	Weight int32
+	// TLS is the port's BackendTLSPolicy: a terminated stream is
+	// encrypted again towards the backend. Passthrough streams ignore it,
+	// as they carry the client's own TLS session.
+	TLS *BackendTLS
+	// Invalid, when not empty, says why connections given to this backend
+	// are refused (the spec: a share of connections as large as its
+	// weight is rejected).
+	Invalid string
+}
+
+// Pick returns the backend for the n-th connection: weighted, over the
+// total weight. Nil when the route has no weight at all.
+func (r *StreamRoute) Pick(n uint32) *StreamBackend {
+	if r.TotalWeight <= 0 {
+		return nil
+	}
+	w := int32(n % uint32(r.TotalWeight))
+	for i := range r.Backends {
+		if w < r.Backends[i].Weight {
+			return &r.Backends[i]
+		}
+		w -= r.Backends[i].Weight
+	}
+	return nil
+}
+
+// StreamTable picks a TLSRoute by SNI: the most specific hostname wins, as for
+// certificates.
+type StreamTable struct {
+	hosts *hostname.Table[*StreamRoute]
+}
+
+// Lookup returns the route for a server name, or nil.
+func (t *StreamTable) Lookup(serverName string) *StreamRoute {
+	if t == nil {
+		return nil
+	}
+	r, _ := t.hosts.Lookup(serverName)
+	return r
+}
+
+// Len is the number of hostnames in the table.
+func (t *StreamTable) Len() int { return t.hosts.Len() }
+
+// NewStreamTable maps hostname patterns (listener-style: exact, "*.suffix", ""
+// for any) to routes, routes[i] to patterns[i]; the first of equal
+// patterns wins.
+func NewStreamTable(patterns []string, routes []*StreamRoute) *StreamTable {
+	return &StreamTable{hosts: hostname.NewTable(patterns, routes)}
+}
