@@ -184,30 +184,44 @@ func (c *Cluster) Snapshot() (*resources.Resources, error) {
 	return c.informers.snapshot()
 }
 
-// WriteStatuses hands the statuses of a rebuild to the status writer,
-// which writes what differs while this replica leads
-// (pipeline.Outputs.Statuses). It copies what the writer needs: every
-// status when changed is nil, else only those changed names, with the
-// GatewayClasses' (a handful, which the CRD check below may change without
-// any object changing).
+// WriteStatuses hands the statuses of a rebuild, as translate.Finish
+// decided them, to the status writer, which writes what differs while this
+// replica leads (pipeline.Outputs.Statuses). It copies what the writer
+// needs: every status when changed is nil, else only those changed names,
+// with the GatewayClasses' (a handful, which the CRD check may change
+// without any object changing).
 func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *resources.Resources) {
-	c.mu.Lock()
-	problems := c.crdProblems
-	c.mu.Unlock()
 	var u *statusUpdate
-	if changed == nil || c.hub != nil {
-		// With data planes of their own, a Gateway's status also follows
-		// their acknowledgements, which no object change brings.
+	if changed == nil {
 		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
-		c.demoteUnacknowledged(u.st, res)
 	} else {
 		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
 		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
 	}
-	if len(problems) > 0 {
-		setUnsupportedVersion(u.st, problems)
-	}
 	c.writer.submit(u)
+}
+
+// Facts are what this cluster knows that decides statuses beyond the
+// snapshot (pipeline.Outputs.Facts): the installed CRDs of another version
+// and, with data planes of their own, the configuration each is to
+// acknowledge, which its hub published just before.
+func (c *Cluster) Facts(res *resources.Resources) translate.Facts {
+	c.mu.Lock()
+	f := translate.Facts{CRDProblems: c.crdProblems}
+	c.mu.Unlock()
+	if c.hub == nil {
+		return f
+	}
+	for _, gw := range res.Gateways {
+		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+		if current, _ := c.hub.Version(key); current != "" {
+			if f.DataPlaneVersions == nil {
+				f.DataPlaneVersions = map[types.NamespacedName]string{}
+			}
+			f.DataPlaneVersions[key] = current
+		}
+	}
+	return f
 }
 
 // WriteACME writes the certificates wanted into their Secrets, off the

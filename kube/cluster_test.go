@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1017,22 +1016,5 @@ func mustCreate(t testing.TB) func(any, error) {
 		if err != nil {
 			t.Fatalf("create: %v", err)
 		}
-	}
-}
-
-// TestSetUnsupportedVersion: CRDs of another minor version make the
-// GatewayClass report SupportedVersion=False; it stays Accepted.
-func TestSetUnsupportedVersion(t *testing.T) {
-	st := &status.Computed{GatewayClasses: map[string]gwv1.GatewayClassStatus{"a": {Conditions: []metav1.Condition{
-		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3},
-		{Type: "SupportedVersion", Status: metav1.ConditionTrue, Reason: "SupportedVersion", ObservedGeneration: 3},
-	}}}}
-	setUnsupportedVersion(st, []string{"CRD gateways.gateway.networking.k8s.io is version v1.5.0"})
-	conds := st.GatewayClasses["a"].Conditions
-	if c := meta.FindStatusCondition(conds, "SupportedVersion"); c == nil || c.Status != "False" || c.Reason != "UnsupportedVersion" || c.ObservedGeneration != 3 || !strings.Contains(c.Message, "v1.5.0") {
-		t.Errorf("SupportedVersion = %+v", c)
-	}
-	if !meta.IsStatusConditionTrue(conds, "Accepted") {
-		t.Error("Accepted changed")
 	}
 }

@@ -154,7 +154,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := d.Annotations[AppliedVersionAnnotation]; got != current {
+		if got := d.Annotations[provision.AppliedVersionAnnotation]; got != current {
 			return fmt.Errorf("Deployment says version %q applied, want %q", got, current)
 		}
 		return nil

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -12,21 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/conditions"
 	"portico.dev/portico/dataplane"
 	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
 )
-
-// AppliedVersionAnnotation is set on a data plane's Deployment to the
-// version of the configuration its pods acknowledged. Acknowledgements reach
-// whichever controller replica a data plane dialled; the annotation brings
-// them to the leader, which writes status. It is metadata of the
-// Deployment, not of its pod template: it rolls nothing.
-const AppliedVersionAnnotation = "portico.dev/applied-version"
 
 // ackWriter records acknowledgements on the data planes' Deployments: one
 // write at a time per Deployment, the latest acknowledgement replacing those
@@ -128,7 +116,7 @@ func (w *ackWriter) write(key types.NamespacedName) {
 }
 
 func (w *ackWriter) patch(deployment types.NamespacedName, version string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AppliedVersionAnnotation: version}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{provision.AppliedVersionAnnotation: version}}})
 	if err != nil {
 		return err
 	}
@@ -137,33 +125,4 @@ func (w *ackWriter) patch(deployment types.NamespacedName, version string) error
 	_, err = w.kube.AppsV1().Deployments(deployment.Namespace).Patch(ctx, deployment.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager + "-acks"})
 	return err
-}
-
-// demoteUnacknowledged keeps a Gateway with a data plane of its own from
-// being Programmed until its data plane acknowledged the configuration
-// this replica would send it now.
-func (c *Cluster) demoteUnacknowledged(st *status.Computed, res *resources.Resources) {
-	if c.hub == nil {
-		return
-	}
-	deployments := deploymentsByName(res.Deployments)
-	for _, gw := range res.Gateways {
-		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
-		gs, ok := st.Gateways[key]
-		if !ok {
-			continue
-		}
-		current, _ := c.hub.Version(key)
-		if current == "" {
-			continue // no data plane of its own
-		}
-		name := provision.Name(gw.Name, string(gw.Spec.GatewayClassName))
-		d := deployments[[2]string{gw.Namespace, name}]
-		if d != nil && d.Annotations[AppliedVersionAnnotation] == current {
-			continue
-		}
-		gs.Conditions = conditions.Demote(gs.Conditions, gwv1.GatewayConditionProgrammed, gwv1.GatewayReasonPending,
-			fmt.Sprintf("waiting for the data plane (Deployment %s/%s) to apply configuration %s", gw.Namespace, name, current))
-		st.Gateways[key] = gs
-	}
 }

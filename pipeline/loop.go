@@ -61,8 +61,13 @@ type Options struct {
 // Outputs are where a rebuild's results go besides the data plane. Each may
 // be nil; each runs on the loop's goroutine and must not block.
 type Outputs struct {
-	// Statuses gets the statuses of every rebuild, after apply failures
-	// were marked, with the snapshot they were computed from. st is the
+	// Facts gets what the source knows beyond the snapshot that decides
+	// statuses (the installed CRD versions, the configuration each data
+	// plane of its own is to acknowledge), after DataPlanes; the loop adds
+	// what apply found, and translate.Finish decides.
+	Facts func(*resources.Resources) translate.Facts
+	// Statuses gets the statuses of every rebuild, as translate.Finish
+	// decided them, with the snapshot they were computed from. st is the
 	// loop's: it may be read during the call only, as the next rebuild
 	// may patch its maps in place. changed names the statuses that may
 	// differ from those of the call before; nil when any may.
@@ -76,7 +81,8 @@ type Outputs struct {
 	// snapshot.
 	Knative func(*translate.KnativeOutput, *resources.Resources)
 	// DataPlanes gets the Gateways that have data planes of their own
-	// (GEP-1762), with the snapshot, after Statuses.
+	// (GEP-1762), with the snapshot, before Facts and Statuses: what it
+	// publishes is what their data planes are to acknowledge.
 	DataPlanes func([]provision.Input, *resources.Resources)
 }
 
@@ -115,9 +121,10 @@ type Loop struct {
 	// under it.
 	statusMu sync.Mutex
 	statuses *status.Computed
-	// marked is set when the statuses of the last rebuild were marked
-	// for ports not bound: the next hands on every status, marked or not.
-	marked bool
+	// decorated names the statuses translate.Finish changed in the last
+	// rebuild: the next hands them on again, changed or not, so that a
+	// fact gone takes its mark with it.
+	decorated *status.Changed
 
 	mu         sync.Mutex
 	generation int64
@@ -265,23 +272,8 @@ func (l *Loop) rebuild() error {
 	cfg := *out.Config
 	cfg.Generation = gen
 	applyStart := time.Now()
-	applied, failed, applyErr := l.apply(&cfg)
+	applied, facts, applyErr := l.apply(&cfg)
 	applyTook := time.Since(applyStart)
-	// The statuses are translate's, and the next delta patches them where
-	// they are: they are copied only to be marked, and otherwise handed
-	// on with what changed, which is all a status writer copies.
-	st, changed := out.Statuses, out.StatusesChanged
-	if len(failed) > 0 {
-		st = st.Clone()
-		for _, f := range failed {
-			markNotProgrammed(st, res, f.port, f.msg)
-		}
-	}
-	if len(failed) > 0 || l.marked {
-		changed = nil
-	}
-	l.marked = len(failed) > 0
-	l.statuses = st
 
 	l.mu.Lock()
 	l.generation = gen
@@ -293,17 +285,28 @@ func (l *Loop) rebuild() error {
 	}
 	l.logRebuild(applyErr,
 		zap.Int64("generation", gen), zap.Duration("snapshot", snapshotTook), zap.Duration("translate", translated-snapshotTook),
-		zap.Bool("incremental", mem.Incremental()), zap.Duration("apply", applyTook), zap.Int("statusesChanged", changedLen(changed)),
+		zap.Bool("incremental", mem.Incremental()), zap.Duration("apply", applyTook), zap.Int("statusesChanged", changedLen(out.StatusesChanged)),
 		zap.Int("gateways", len(res.Gateways)), zap.Int("listenerSets", len(res.ListenerSets)), zap.Int("httpRoutes", len(res.HTTPRoutes)))
 	outputsStart := time.Now()
+	if l.out.DataPlanes != nil {
+		l.out.DataPlanes(out.DataPlanes, res)
+	}
+	if l.out.Facts != nil {
+		known := l.out.Facts(res)
+		facts.CRDProblems, facts.DataPlaneVersions = known.CRDProblems, known.DataPlaneVersions
+	}
+	// Every status is decided here: translate's, with the facts only known
+	// now. Finish copies what it changes, so the memory of the next
+	// translation keeps translate's own.
+	st, decorated := translate.Finish(out.Statuses, res, facts)
+	changed := out.StatusesChanged.With(decorated).With(l.decorated)
+	l.decorated = decorated
+	l.statuses = st
 	if l.out.Statuses != nil {
 		l.out.Statuses(st, changed, res)
 	}
 	if l.out.Knative != nil && out.Knative != nil {
 		l.out.Knative(out.Knative, res)
-	}
-	if l.out.DataPlanes != nil {
-		l.out.DataPlanes(out.DataPlanes, res)
 	}
 	l.log.Debug("outputs told", zap.Int64("generation", gen), zap.Duration("outputs", time.Since(outputsStart)), zap.Duration("rebuild", time.Since(start)))
 	return nil

@@ -24,6 +24,13 @@ import (
 	"portico.dev/portico/parameters"
 )
 
+// AppliedVersionAnnotation is set on a data plane's Deployment to the
+// version of the configuration its pods acknowledged. Acknowledgements reach
+// whichever controller replica a data plane dialled; the annotation brings
+// them to the leader, which writes status. It is metadata of the
+// Deployment, not of its pod template: it rolls nothing.
+const AppliedVersionAnnotation = "portico.dev/applied-version"
+
 // Labels Portico sets on everything it provisions.
 const (
 	// GatewayNameLabel and GatewayClassLabel are the spec's own labels.

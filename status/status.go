@@ -69,6 +69,34 @@ func (c *Changed) Len() int {
 	return len(c.Gateways) + len(c.ListenerSets) + len(c.HTTPRoutes)
 }
 
+// With returns the names of c and of more, each once; nil (every status
+// may have changed) when c is nil. c and more are not changed.
+func (c *Changed) With(more *Changed) *Changed {
+	if c == nil || more == nil || more.Len() == 0 {
+		return c
+	}
+	return &Changed{
+		Gateways:     union(c.Gateways, more.Gateways),
+		ListenerSets: union(c.ListenerSets, more.ListenerSets),
+		HTTPRoutes:   union(c.HTTPRoutes, more.HTTPRoutes),
+	}
+}
+
+func union(a, b []types.NamespacedName) []types.NamespacedName {
+	if len(b) == 0 {
+		return a
+	}
+	seen := make(map[types.NamespacedName]bool, len(a)+len(b))
+	out := make([]types.NamespacedName, 0, len(a)+len(b))
+	for _, k := range slices.Concat(a, b) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Only returns the statuses of c named by changed, in maps of their own:
 // what a translation changed, to keep past the next one. A name without a
 // status in c (its object is gone or no longer Portico's) is left out.

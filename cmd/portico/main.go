@@ -387,7 +387,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		if storage, err = secretstorage.New(c.Kube, secretstorage.Options{Namespace: c.LeaderElection.Namespace, Identity: c.LeaderElection.Identity}); err != nil {
 			return nil, err
 		}
-		source, out.Statuses, out.ACME, out.DataPlanes = c, c.WriteStatuses, c.WriteACME, c.WriteDataPlanes
+		source, out.Statuses, out.Facts, out.ACME, out.DataPlanes = c, c.WriteStatuses, c.Facts, c.WriteACME, c.WriteDataPlanes
 		// Data planes ask the controller about challenges the CA sends them.
 		c.Challenges = challenges
 		if popts.Translate.Knative != nil {

@@ -1,0 +1,252 @@
+package translate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/consts"
+
+	"portico.dev/portico/conditions"
+	"portico.dev/portico/config"
+	"portico.dev/portico/provision"
+	"portico.dev/portico/resources"
+	"portico.dev/portico/status"
+)
+
+// Facts are what is known of a configuration only once translate has made
+// it: whether the data plane could bind its ports, which Gateway API CRDs
+// are installed, what each data plane of its own acknowledged. They decide
+// statuses too, in Finish, the one step after Translate where a status may
+// still change.
+type Facts struct {
+	// NotApplied, when not empty, says why no configuration could be
+	// applied at all: every Gateway is then not programmed.
+	NotApplied string
+	// Unbound lists the ports the data plane could not bind.
+	Unbound []UnboundPort
+	// CRDProblems describe each installed Gateway API CRD of a version
+	// Portico was not built for.
+	CRDProblems []string
+	// DataPlaneVersions holds, for each Gateway with a data plane of its
+	// own, the version of configuration its data plane is to acknowledge
+	// now (on its Deployment, provision.AppliedVersionAnnotation).
+	DataPlaneVersions map[types.NamespacedName]string
+}
+
+// UnboundPort is a port the data plane could not bind, and why.
+type UnboundPort struct {
+	Port    config.PortKey
+	Message string
+}
+
+func (f *Facts) none() bool {
+	return f.NotApplied == "" && len(f.Unbound) == 0 && len(f.CRDProblems) == 0 && len(f.DataPlaneVersions) == 0
+}
+
+// reasonParentNotProgrammed is listed for the ListenerSet Programmed
+// condition but has no constant in the API package.
+const reasonParentNotProgrammed gwv1.ListenerSetConditionReason = "ParentNotProgrammed"
+
+// Finish returns the statuses to write: st, as Translate computed them,
+// with what f says. It never changes st, which the next translation's
+// memory may share: a map it changes is copied first. It returns st itself
+// when f changes nothing, and names in decorated the Gateways and
+// ListenerSets whose statuses it changed (GatewayClasses, a handful, are
+// written whole), so that a writer that copies only what changed also
+// copies these, and those of the Finish before.
+func Finish(st *status.Computed, res *resources.Resources, f Facts) (out *status.Computed, decorated *status.Changed) {
+	if f.none() {
+		return st, nil
+	}
+	fin := finisher{in: st, out: *st, decorated: &status.Changed{}}
+	if f.NotApplied != "" {
+		fin.unprogramPort(res, nil, f.NotApplied)
+	}
+	for _, u := range f.Unbound {
+		fin.unprogramPort(res, &u.Port, u.Message)
+	}
+	fin.demoteUnacknowledged(res, f.DataPlaneVersions)
+	if len(f.CRDProblems) > 0 {
+		fin.unsupportedVersion(f.CRDProblems)
+	}
+	return &fin.out, fin.decorated
+}
+
+// finisher copies a map of out the first time it changes one of its
+// entries: until then out shares in's.
+type finisher struct {
+	in        *status.Computed
+	out       status.Computed
+	decorated *status.Changed
+	// ownGateways and ownListenerSets are set once out's map is a copy.
+	ownGateways, ownListenerSets bool
+}
+
+func (f *finisher) setGateway(key types.NamespacedName, gs gwv1.GatewayStatus) {
+	if !f.ownGateways {
+		f.out.Gateways, f.ownGateways = maps.Clone(f.in.Gateways), true
+	}
+	f.out.Gateways[key] = gs
+	if !slices.Contains(f.decorated.Gateways, key) {
+		f.decorated.Gateways = append(f.decorated.Gateways, key)
+	}
+}
+
+func (f *finisher) setListenerSet(key types.NamespacedName, ls gwv1.ListenerSetStatus) {
+	if !f.ownListenerSets {
+		f.out.ListenerSets, f.ownListenerSets = maps.Clone(f.in.ListenerSets), true
+	}
+	f.out.ListenerSets[key] = ls
+	if !slices.Contains(f.decorated.ListenerSets, key) {
+		f.decorated.ListenerSets = append(f.decorated.ListenerSets, key)
+	}
+}
+
+// unprogramPort turns Programmed False on every Gateway that has a
+// programmed listener on port (every Gateway when port is nil), on its
+// listeners, and on its ListenerSets and their listeners. A port with an
+// address is only that of the Gateways given that address (an address
+// pool); a port without one is bound for every Gateway. Accepted stays as
+// it is: the configuration is valid, it is just not live.
+func (f *finisher) unprogramPort(res *resources.Resources, port *config.PortKey, msg string) {
+	st := &f.out
+	on := func(gw types.NamespacedName, p gwv1.PortNumber, conds []metav1.Condition) bool {
+		switch {
+		case port == nil:
+			return true
+		case int32(p) != port.Number || !meta.IsStatusConditionTrue(conds, string(gwv1.ListenerConditionProgrammed)):
+			return false
+		case port.Address == "":
+			return true
+		}
+		return slices.ContainsFunc(st.Gateways[gw].Addresses, func(a gwv1.GatewayStatusAddress) bool { return a.Value == port.Address })
+	}
+	hit := map[types.NamespacedName]bool{}
+	for _, gw := range res.Gateways {
+		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+		gs, ok := st.Gateways[key]
+		if !ok {
+			continue
+		}
+		for _, l := range gw.Spec.Listeners {
+			for _, ls := range gs.Listeners {
+				if ls.Name == l.Name && on(key, l.Port, ls.Conditions) {
+					hit[key] = true
+				}
+			}
+		}
+	}
+	children := map[types.NamespacedName][]types.NamespacedName{}
+	for _, ls := range res.ListenerSets {
+		lsKey := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}
+		lss, ok := st.ListenerSets[lsKey]
+		if !ok {
+			continue
+		}
+		parent, ok := ListenerSetParent(ls)
+		if !ok {
+			continue
+		}
+		children[parent] = append(children[parent], lsKey)
+		for _, l := range ls.Spec.Listeners {
+			for _, le := range lss.Listeners {
+				if le.Name == l.Name && on(parent, l.Port, le.Conditions) {
+					hit[parent] = true
+				}
+			}
+		}
+	}
+	// In a fixed order, so that decorated is the same for the same facts.
+	keys := slices.SortedFunc(maps.Keys(hit), compareNames)
+	for _, key := range keys {
+		f.unprogramGateway(key, children[key], msg)
+	}
+}
+
+func compareNames(a, b types.NamespacedName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// unprogramGateway marks one Gateway and its ListenerSets not programmed.
+func (f *finisher) unprogramGateway(key types.NamespacedName, children []types.NamespacedName, msg string) {
+	gs, ok := f.out.Gateways[key]
+	if !ok {
+		return
+	}
+	gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, gwv1.GatewayReasonNoResources, msg)
+	gs.Listeners = slices.Clone(gs.Listeners)
+	for i := range gs.Listeners {
+		gs.Listeners[i].Conditions = conditions.Demote(gs.Listeners[i].Conditions, gwv1.ListenerConditionProgrammed, gwv1.ListenerReasonPending, msg)
+	}
+	f.setGateway(key, gs)
+	for _, lsKey := range children {
+		lss := f.out.ListenerSets[lsKey]
+		lss.Conditions = conditions.Demote(lss.Conditions, gwv1.ListenerSetConditionProgrammed, reasonParentNotProgrammed, "The parent Gateway is not programmed: "+msg)
+		lss.Listeners = slices.Clone(lss.Listeners)
+		for i := range lss.Listeners {
+			lss.Listeners[i].Conditions = conditions.Demote(lss.Listeners[i].Conditions, gwv1.ListenerConditionProgrammed, gwv1.ListenerReasonPending, "The parent Gateway is not programmed")
+		}
+		f.setListenerSet(lsKey, lss)
+	}
+}
+
+// demoteUnacknowledged keeps a Gateway with a data plane of its own from
+// being Programmed until its Deployment records that its data plane applied
+// the configuration it is to apply now (versions).
+func (f *finisher) demoteUnacknowledged(res *resources.Resources, versions map[types.NamespacedName]string) {
+	if len(versions) == 0 {
+		return
+	}
+	deployments := map[types.NamespacedName]string{}
+	for _, d := range res.Deployments {
+		deployments[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}] = d.Annotations[provision.AppliedVersionAnnotation]
+	}
+	for _, gw := range res.Gateways {
+		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+		current := versions[key]
+		gs, ok := f.out.Gateways[key]
+		if !ok || current == "" {
+			continue
+		}
+		name := provision.Name(gw.Name, string(gw.Spec.GatewayClassName))
+		if applied, ok := deployments[types.NamespacedName{Namespace: gw.Namespace, Name: name}]; ok && applied == current {
+			continue
+		}
+		gs.Conditions = conditions.Demote(gs.Conditions, gwv1.GatewayConditionProgrammed, gwv1.GatewayReasonPending,
+			fmt.Sprintf("waiting for the data plane (Deployment %s/%s) to apply configuration %s", gw.Namespace, name, current))
+		f.setGateway(key, gs)
+	}
+}
+
+// unsupportedVersion turns every GatewayClass's SupportedVersion condition
+// False. Portico keeps serving the classes (Accepted stays True): its
+// support for other CRD versions is best effort, as the specification
+// allows.
+func (f *finisher) unsupportedVersion(problems []string) {
+	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", MinorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
+	classes := maps.Clone(f.in.GatewayClasses)
+	for name, gcs := range classes {
+		gcs.Conditions = conditions.Set(gcs.Conditions, gwv1.GatewayClassConditionStatusSupportedVersion, metav1.ConditionFalse,
+			gwv1.GatewayClassReasonUnsupportedVersion, msg)
+		classes[name] = gcs
+	}
+	f.out.GatewayClasses = classes
+}
+
+// MinorVersion turns "v1.6.3" into "v1.6".
+func MinorVersion(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
