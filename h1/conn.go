@@ -52,6 +52,10 @@ type conn struct {
 	// deadlines is set when a handler set a deadline of the connection,
 	// which is lifted once its response is done.
 	deadlines atomic.Bool
+	// idleSince is when the connection last went idle after a request
+	// (Unix ns); 0 while it waits for its first one. Read with state by
+	// the shedding of idle connections (Server.CloseIdleSince).
+	idleSince atomic.Int64
 }
 
 func (c *conn) reset() {
@@ -128,6 +132,9 @@ func (c *conn) serve() (hijacked bool) {
 		if c.deadlines.Swap(false) {
 			c.cr.liftHandlers()
 		}
+		// Stored before the state turns idle: a shedding that sees the
+		// connection idle sees when it went idle too.
+		c.idleSince.Store(time.Now().UnixNano())
 		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			c.closeWrite()
 			return false

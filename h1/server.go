@@ -111,6 +111,9 @@ func (s *Server) track(c *conn) bool {
 		s.conns = map[*conn]struct{}{}
 		s.idle = make(chan struct{}, 1)
 	}
+	// A connection waiting for its first request is not kept alive yet:
+	// it is no candidate for shedding (idleSince 0).
+	c.idleSince.Store(0)
 	c.state.Store(stateIdle)
 	s.conns[c] = struct{}{}
 	return true
@@ -171,6 +174,42 @@ func (s *Server) closeIdle() bool {
 		}
 	}
 	return len(s.conns) == 0
+}
+
+// AppendIdle appends to dst when each kept-alive connection waiting for
+// its next request went idle (Unix ns), for a caller that must free file
+// descriptors and looks for the oldest idle connections of several
+// servers. Connections waiting for their first request are left out:
+// their clients have only just connected.
+func (s *Server) AppendIdle(dst []int64) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if since := c.idleSince.Load(); since != 0 && c.state.Load() == stateIdle {
+			dst = append(dst, since)
+		}
+	}
+	return dst
+}
+
+// CloseIdleSince closes the kept-alive connections that have waited for
+// their next request since before or at since (Unix ns), and reports how
+// many it closed. A connection whose next request arrives meanwhile is
+// left alone, as Shutdown leaves it: the state decides, not the time.
+func (s *Server) CloseIdleSince(since int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if t := c.idleSince.Load(); t == 0 || t > since {
+			continue
+		}
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.rwc.Close()
+			n++
+		}
+	}
+	return n
 }
 
 // Close closes every connection at once, active or not.

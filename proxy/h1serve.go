@@ -41,14 +41,24 @@ func (ps *portServer) newH1Server() *h1.Server {
 
 // acceptH1 serves the connections ln hands on: HTTP/1 to the port's h1
 // server, TLS connections that chose HTTP/2 to the HTTP/2 server. It
-// returns when ln is closed.
+// returns when ln is closed; any other error is retried after a backoff,
+// as the sorter's loop retries those of the socket, so that no error ends
+// the port's serving while its socket stays bound.
 func (ps *portServer) acceptH1(ln net.Listener) error {
+	var backoff acceptBackoff
 	for {
 		c, err := ln.Accept()
-		if err != nil {
+		if err == nil {
+			backoff.reset()
+			go ps.serveH1Conn(c)
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) || ps.stopping.Load() {
 			return err
 		}
-		go ps.serveH1Conn(c)
+		delay := backoff.next()
+		ps.log.Warn("taking a sorted connection failed; retrying", zap.Error(err), zap.Duration("retry_in", delay))
+		time.Sleep(delay)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -629,37 +630,93 @@ func (s *untrackedConns) closeAll() int {
 	return len(conns)
 }
 
-// connLimit caps the open connections of a port. Past the cap a new
-// connection is closed at once (with a reset): the client fails fast, and
-// the kernel's accept queue does not fill with connections nobody serves,
-// while established connections go on as before.
+// connLimit caps the open connections of a port, and those of each
+// client address on it. Past a cap a new connection is closed at once
+// (with a reset): the client fails fast, and the kernel's accept queue does
+// not fill with connections nobody serves, while established connections
+// go on as before.
 type connLimit struct {
 	max    int64 // <= 0: no cap
 	open   atomic.Int64
 	logged atomic.Int64 // UnixNano of the last log of a refusal
 	log    *zap.Logger
 	keeper *sockio.Keeper // counts the connections of every port
+
+	// perClient is each client address's share of the port (<= 0: no
+	// cap); clients counts the open connections of each address that has
+	// any, so it holds at most as many entries as the port has
+	// connections.
+	perClient     int64
+	mu            sync.Mutex
+	clients       map[netip.Addr]int64
+	clientsLogged atomic.Int64 // UnixNano of the last log of a refusal
 }
 
 // connLimitLogEvery spaces the warnings of a port at its cap.
 const connLimitLogEvery = 5 * time.Second
 
-// admit reports whether a new connection may be served; if so, release
-// must be called once when it closes.
-func (l *connLimit) admit() bool {
-	if l.open.Add(1) <= l.max || l.max <= 0 {
-		l.keeper.Opened()
-		return true
+// admit reports whether a new connection from client may be served; if
+// so, release must be called once, with the same client, when it closes.
+func (l *connLimit) admit(client netip.Addr) bool {
+	if l.open.Add(1) > l.max && l.max > 0 {
+		l.open.Add(-1)
+		l.warn(&l.logged, "connection cap of the port reached; refusing new connections", zap.Int64("max", l.max))
+		return false
 	}
-	l.open.Add(-1)
-	now := time.Now().UnixNano()
-	if last := l.logged.Load(); now-last >= int64(connLimitLogEvery) && l.logged.CompareAndSwap(last, now) {
-		l.log.Warn("connection cap of the port reached; refusing new connections", zap.Int64("max", l.max))
+	if !l.admitClient(client) {
+		l.open.Add(-1)
+		l.warn(&l.clientsLogged, "a client reached its share of the port's connections (--max-connections-per-client); refusing its new connections",
+			zap.Int64("max", l.perClient), zap.Stringer("client", client))
+		return false
 	}
-	return false
+	l.keeper.Opened()
+	return true
 }
 
-func (l *connLimit) release() {
+func (l *connLimit) admitClient(client netip.Addr) bool {
+	if l.perClient <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.clients[client]
+	if n >= l.perClient {
+		return false
+	}
+	if l.clients == nil {
+		l.clients = map[netip.Addr]int64{}
+	}
+	l.clients[client] = n + 1
+	return true
+}
+
+// warn logs msg at most every connLimitLogEvery, as last records.
+func (l *connLimit) warn(last *atomic.Int64, msg string, fields ...zap.Field) {
+	now := time.Now().UnixNano()
+	if prev := last.Load(); now-prev >= int64(connLimitLogEvery) && last.CompareAndSwap(prev, now) {
+		l.log.Warn(msg, fields...)
+	}
+}
+
+func (l *connLimit) release(client netip.Addr) {
+	if l.perClient > 0 {
+		l.mu.Lock()
+		if n := l.clients[client] - 1; n > 0 {
+			l.clients[client] = n
+		} else {
+			delete(l.clients, client)
+		}
+		l.mu.Unlock()
+	}
 	l.open.Add(-1)
 	l.keeper.Closed()
+}
+
+// clientAddr is the address a connection counts against for
+// MaxConnsPerClient: its peer's IP, an IPv4-mapped address as IPv4.
+func clientAddr(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }

@@ -48,6 +48,16 @@ type Options struct {
 	// MaxConnsPerPort caps the open connections of each port; past it new
 	// connections are reset at once. Negative: no cap.
 	MaxConnsPerPort int
+	// MaxConnsPerClient caps the open connections of each client address
+	// on a port, so that one client cannot take the whole of
+	// MaxConnsPerPort; past it its new connections are reset at once.
+	// Negative: no cap.
+	MaxConnsPerClient int
+	// FileLimit is the process's limit of open files (RLIMIT_NOFILE), which
+	// every client and backend connection counts against; when set, Apply
+	// warns about a configuration whose connection caps cannot fit in it
+	// (see checkFileLimit). Zero: unknown, no check.
+	FileLimit uint64
 	// ClientIdleTimeout bounds how long a request body read or a response
 	// write may wait on the client without progress; ClientMinRate (bytes
 	// per second) is the pace the client must keep, averaged over
@@ -128,6 +138,7 @@ func DefaultOptions() Options {
 		DialTimeout:          5 * time.Second,
 		MaxHeaderCount:       100,
 		MaxConnsPerPort:      10000,
+		MaxConnsPerClient:    1000,
 		ClientIdleTimeout:    60 * time.Second,
 		ClientMinRate:        512,
 		ClientRateWindow:     30 * time.Second,
@@ -152,6 +163,7 @@ func (o Options) withDefaults() Options {
 	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
 	o.MaxHeaderCount = cmp.Or(o.MaxHeaderCount, d.MaxHeaderCount)
 	o.MaxConnsPerPort = cmp.Or(o.MaxConnsPerPort, d.MaxConnsPerPort)
+	o.MaxConnsPerClient = cmp.Or(o.MaxConnsPerClient, d.MaxConnsPerClient)
 	o.ClientIdleTimeout = cmp.Or(o.ClientIdleTimeout, d.ClientIdleTimeout)
 	o.ClientMinRate = cmp.Or(o.ClientMinRate, d.ClientMinRate)
 	o.ClientRateWindow = cmp.Or(o.ClientRateWindow, d.ClientRateWindow)
@@ -181,11 +193,19 @@ type Runtime struct {
 	// connected: their sockets' reads and writes no longer wake it
 	// (internal/sockio).
 	keeper *sockio.Keeper
+	// listen binds a port's socket: net.Listen, or in tests a listener
+	// whose accepts fail.
+	listen func(network, address string) (net.Listener, error)
+	// acceptUnreadyAfter is how long a port's accepts fail before Ready
+	// says so (acceptUnreadyAfter; shorter in tests).
+	acceptUnreadyAfter time.Duration
 
 	mu       sync.Mutex // serializes Apply and Close
 	ports    map[config.PortKey]*portServer
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
+	// fileCheckPorts is the number of ports checkFileLimit last looked at.
+	fileCheckPorts int
 }
 
 // New returns a Runtime with no ports bound.
@@ -198,8 +218,11 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		h2Workers: workers.New(h2IdleWorkers),
 		emptySNI:  sni.NewTable(nil),
 		keeper:    sockio.NewKeeper(),
+		listen:    net.Listen,
 		ports:     map[config.PortKey]*portServer{},
 		draining:  map[*portServer]bool{},
+
+		acceptUnreadyAfter: acceptUnreadyAfter,
 	}
 	rt.current.Store(&config.Config{})
 	return rt
@@ -286,6 +309,7 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 			rt.mu.Unlock()
 		}()
 	}
+	rt.checkFileLimit(len(rt.ports))
 	rt.log.Info("config applied", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
 	return nil
 }
@@ -333,7 +357,7 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 		address = rt.opts.BindAddress
 	}
 	addr := net.JoinHostPort(address, strconv.Itoa(int(p.Number)))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := rt.listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("bind port %s: %w", p.Key(), err)
 	}
@@ -345,7 +369,7 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
 	}
-	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), log: ps.log, keeper: rt.keeper}
+	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), perClient: int64(rt.opts.MaxConnsPerClient), log: ps.log, keeper: rt.keeper}
 	ps.srv = &http.Server{
 		Handler:           http.HandlerFunc(ps.serveLimited),
 		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
@@ -373,9 +397,48 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 	ps.srv.TLSNextProto[http2.NextProtoTLS] = ps.serveTLSH2
 	if rt.opts.HTTP1Server != HTTP1Go {
 		ps.h1 = ps.newH1Server()
+	} else {
+		ps.srv.ConnState = ps.goIdle.connState
 	}
 	if rt.opts.HTTP2Server != HTTP2X {
 		ps.h2own = ps.newH2Server()
 	}
 	return ps, nil
+}
+
+// fileHeadroom is the file descriptors checkFileLimit keeps aside for
+// what is not a proxied connection: the control plane's connections to
+// the API server, the admin and ACME servers, log and certificate files.
+const fileHeadroom = 1024
+
+// checkFileLimit warns when the connection caps of ports ports cannot fit
+// in Options.FileLimit: each client connection may hold a backend
+// connection too, so the rule is
+//
+//	2 × MaxConnsPerPort × ports + fileHeadroom ≤ FileLimit.
+//
+// Past it, a client can make the process run out of files before any
+// port reaches its cap: accepts then fail for every port (shed and
+// retried, see sorter.acceptLoop) and dials to backends fail with 502.
+// It looks again only when the number of ports changed.
+func (rt *Runtime) checkFileLimit(ports int) {
+	limit, perPort := rt.opts.FileLimit, rt.opts.MaxConnsPerPort
+	if limit == 0 || ports == rt.fileCheckPorts {
+		return
+	}
+	rt.fileCheckPorts = ports
+	if ports == 0 {
+		return
+	}
+	if perPort <= 0 {
+		rt.log.Warn("ports have no connection cap (--max-connections-per-port): clients can exhaust the open files limit",
+			zap.Uint64("open_files_limit", limit), zap.Int("ports", ports))
+		return
+	}
+	need := 2*uint64(perPort)*uint64(ports) + fileHeadroom
+	if need > limit {
+		rt.log.Warn("connection caps do not fit in the open files limit: lower --max-connections-per-port or raise RLIMIT_NOFILE",
+			zap.Int("max_connections_per_port", perPort), zap.Int("ports", ports),
+			zap.Uint64("files_needed", need), zap.Uint64("open_files_limit", limit))
+	}
 }

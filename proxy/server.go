@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,12 @@ type portServer struct {
 	// HTTP/2 and upgraded ones.
 	untracked untrackedConns
 	conns     connLimit
+	// health is what the accept loop reports of failing accepts, for
+	// readiness.
+	health acceptHealth
+	// goIdle are srv's idle HTTP/1 connections, when it serves them
+	// (HTTP1Go), for shedIdle.
+	goIdle goIdleConns
 	// writers are the paced writers of requests without a body (see
 	// pacedWriter).
 	writers  sync.Pool
@@ -72,7 +79,9 @@ type trackedConn struct {
 	// require that: 0 not checked yet, 1 yes, 2 no.
 	clientVerified atomic.Int32
 	limit          *connLimit
-	closed         atomic.Bool
+	// client is the address the connection counts against in limit.
+	client netip.Addr
+	closed atomic.Bool
 }
 
 // Close releases the connection's place under the port's cap, once.
@@ -81,7 +90,7 @@ func (t *trackedConn) Inner() net.Conn { return t.Conn }
 
 func (t *trackedConn) Close() error {
 	if !t.closed.Swap(true) {
-		t.limit.release()
+		t.limit.release(t.client)
 	}
 	return t.Conn.Close()
 }
@@ -237,8 +246,9 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.limit.admit() {
-			return &trackedConn{Conn: sockio.Wrap(c), limit: l.limit}, nil
+		client := clientAddr(c)
+		if l.limit.admit(client) {
+			return &trackedConn{Conn: sockio.Wrap(c), limit: l.limit, client: client}, nil
 		}
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // a reset: the client learns at once
@@ -268,17 +278,6 @@ type sorter struct {
 
 func newSorter(ln net.Listener, ps *portServer) *sorter {
 	return &sorter{Listener: ln, ps: ps, conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
-}
-
-func (s *sorter) acceptLoop() {
-	for {
-		c, err := s.Listener.Accept()
-		if err != nil {
-			s.errc <- err
-			return
-		}
-		go s.sort(c)
-	}
 }
 
 func (s *sorter) sortH2C(c net.Conn) {

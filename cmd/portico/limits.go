@@ -11,6 +11,7 @@ import (
 func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	d := proxy.DefaultOptions()
 	maxConns := fs.Int("max-connections-per-port", d.MaxConnsPerPort, "open connections each port accepts; past it new ones are reset at once (negative: no cap)")
+	perClient := fs.Int("max-connections-per-client", d.MaxConnsPerClient, "open connections of one client IP address each port accepts; past it that address's new ones are reset at once, other clients' still served (0 or negative: no cap; raise it when clients reach Portico through a NAT or a load balancer that hides their addresses)")
 	idle := fs.Duration("client-idle-timeout", d.ClientIdleTimeout, "cut a request whose body read or response write waits this long on the client without progress (negative: never)")
 	rate := fs.Int("client-min-rate", d.ClientMinRate, "bytes per second a client must move while Portico waits on it, averaged over --client-rate-window; applies to responses and to request bodies of declared length (negative: no minimum)")
 	window := fs.Duration("client-rate-window", d.ClientRateWindow, "time spent waiting on a client over which --client-min-rate is averaged")
@@ -19,6 +20,11 @@ func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	forgiven := fs.Float64("http2-glitches-forgiven", d.H2GlitchesForgiven, "abusive HTTP/2 frames forgotten per second")
 	return func(o *proxy.Options) {
 		o.MaxConnsPerPort = *maxConns
+		// Zero is the options' default; the flag's zero turns the cap off.
+		o.MaxConnsPerClient = *perClient
+		if *perClient <= 0 {
+			o.MaxConnsPerClient = -1
+		}
 		o.ClientIdleTimeout = *idle
 		o.ClientMinRate = *rate
 		o.ClientRateWindow = *window

@@ -26,7 +26,8 @@ func TestLimitFlags(t *testing.T) {
 	}
 	if got, want := parse(), proxy.DefaultOptions(); got.MaxConnsPerPort != want.MaxConnsPerPort || got.ClientIdleTimeout != want.ClientIdleTimeout ||
 		got.ClientMinRate != want.ClientMinRate || got.ClientRateWindow != want.ClientRateWindow ||
-		got.H2MaxGlitches != want.H2MaxGlitches || got.H2GlitchesForgiven != want.H2GlitchesForgiven {
+		got.H2MaxGlitches != want.H2MaxGlitches || got.H2GlitchesForgiven != want.H2GlitchesForgiven ||
+		got.MaxConnsPerClient != want.MaxConnsPerClient {
 		t.Errorf("no flags: %+v, want the defaults %+v", got, want)
 	}
 	o := parse("--max-connections-per-port=-1", "--client-idle-timeout=5s", "--client-min-rate=100",
@@ -34,5 +35,23 @@ func TestLimitFlags(t *testing.T) {
 	if o.MaxConnsPerPort != -1 || o.ClientIdleTimeout != 5*time.Second || o.ClientMinRate != 100 ||
 		o.ClientRateWindow != 10*time.Second || o.H2MaxGlitches != 50 || o.H2GlitchesForgiven != 2.5 {
 		t.Errorf("flags not applied: %+v", o)
+	}
+}
+
+// TestMaxConnectionsPerClientFlag: the flag's value reaches the options,
+// and its zero turns the cap off (the options' zero would be the default).
+func TestMaxConnectionsPerClientFlag(t *testing.T) {
+	for arg, want := range map[string]int{"--max-connections-per-client=50": 50, "--max-connections-per-client=0": -1, "--max-connections-per-client=-3": -1} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		set := limitFlags(fs)
+		if err := fs.Parse([]string{arg}); err != nil {
+			t.Fatal(err)
+		}
+		o := proxy.DefaultOptions()
+		set(&o)
+		if o.MaxConnsPerClient != want {
+			t.Errorf("%s: MaxConnsPerClient %d, want %d", arg, o.MaxConnsPerClient, want)
+		}
 	}
 }

@@ -306,6 +306,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// plane (in a cluster its storage needs the API client).
 	challenges := &lateChallenges{}
 	opts.Challenges = challenges
+	opts.FileLimit = raiseFileLimit(log)
 	rt := proxy.New(opts, log.Named("proxy"))
 
 	m, err := f.newMode(popts, rt, metrics, challenges, log)
@@ -323,7 +324,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// the data plane drains.
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, metrics, m.loop.Ready, log)
+	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, metrics, readiness(m.loop.Ready, rt.Ready), log)
 	if err != nil {
 		return err
 	}
@@ -431,6 +432,18 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 	loop = pipeline.New(popts, source, rt, manager, out, log.Named(name))
 	m.loop = loop
 	return m, nil
+}
+
+// readiness is what /readyz answers: a configuration applied, and every
+// port able to accept connections (a port whose accepts keep failing, out
+// of files, would only make new clients time out).
+func readiness(applied, accepting func() error) func() error {
+	return func() error {
+		if err := applied(); err != nil {
+			return err
+		}
+		return accepting()
+	}
 }
 
 // startAdmin serves the admin endpoints on addr ("" for none) until
