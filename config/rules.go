@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/x509"
+	"strconv"
 	"time"
 )
 
@@ -46,6 +47,11 @@ type BackendTLS struct {
 type BackendKey struct {
 	Service NamespacedName
 	Port    int32
+}
+
+// String is "namespace/service:port".
+func (k BackendKey) String() string {
+	return k.Service.String() + ":" + strconv.Itoa(int(k.Port))
 }
 
 // Rule is one compiled HTTPRoute rule: what the data plane does with a

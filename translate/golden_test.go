@@ -50,11 +50,6 @@ package translate
 import (
 	"bufio"
 	"bytes"
-	"cmp"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,14 +58,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-	"unicode"
 
 	"go.uber.org/zap"
 	yaml "go.yaml.in/yaml/v3"
@@ -83,7 +73,6 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/filesource"
 	"portico.dev/portico/resources"
-	"portico.dev/portico/sni"
 )
 
 // goldenDir holds the cases. The -update flag (update) is declared with
@@ -331,8 +320,8 @@ type goldenOut struct {
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
 	// parameters-as-JSON", one per Gateway with a data plane of its own.
-	Provisioned []string        `yaml:"provisioned,omitempty"`
-	DataPlane   goldenDataPlane `yaml:"dataPlane"`
+	Provisioned []string           `yaml:"provisioned,omitempty"`
+	DataPlane   config.Description `yaml:"dataPlane"`
 }
 
 // goldenCondition is a condition on one line, without its time:
@@ -377,103 +366,10 @@ type goldenAncestor struct {
 	Conditions     []goldenCondition `yaml:"conditions"`
 }
 
-type goldenDataPlane struct {
-	Ports []goldenPortOut `yaml:"ports,omitempty"`
-	// Endpoints are by "namespace/service:port".
-	Endpoints map[string][]string `yaml:"endpoints,omitempty"`
-	// BackendTLS are the settings routes and mirrors refer to, by ID.
-	BackendTLS           map[string]*yaml.Node `yaml:"backendTLS,omitempty"`
-	BackendTLSIDs        []string              `yaml:"backendTLSIDs,omitempty"`
-	BackendClientCertIDs []string              `yaml:"backendClientCertIDs,omitempty"`
-}
-
-type goldenPortOut struct {
-	Port     string `yaml:"port"` // "address:number", ":number" for Portico's own address
-	Protocol string `yaml:"protocol"`
-	// Lookups are by probe name: the listener a Host header and an SNI
-	// server name select ("none" when nothing matches).
-	Lookups   map[string]goldenLookup `yaml:"lookups"`
-	Listeners []goldenListenerOut     `yaml:"listeners"`
-	// Streams: a TLS listener is on the port (unknown names are refused
-	// by closing the connection).
-	Streams bool `yaml:"streams,omitempty"`
-}
-
-type goldenLookup struct {
-	Host string `yaml:"host,omitempty"`
-	SNI  string `yaml:"sni,omitempty"`
-}
-
-// MarshalYAML puts a lookup on one line.
-func (l goldenLookup) MarshalYAML() (any, error) {
-	type plain goldenLookup
-	n := scalar(plain(l))
-	n.Style = yaml.FlowStyle
-	return n, nil
-}
-
-type goldenListenerOut struct {
-	Key      string `yaml:"key"`
-	Hostname string `yaml:"hostname,omitempty"`
-	// Certificates and ClientAuthID are those of the SNI entry its
-	// hostname selects, when that entry is this listener's.
-	Certificates      []goldenCert       `yaml:"certificates,omitempty"`
-	SNIClientAuth     string             `yaml:"sniClientAuth,omitempty"`
-	ClientAuth        *goldenClientAuth  `yaml:"clientAuth,omitempty"`
-	BackendClientCert *goldenClientCert  `yaml:"backendClientCert,omitempty"`
-	Routes            []goldenHostRoutes `yaml:"routes,omitempty"`
-	// Stream and Streams are a TLS listener's mode and the TLSRoute each
-	// probe name picks: "namespace/name -> backend (weight N)[ invalid: why], ...".
-	Stream  string                `yaml:"stream,omitempty"`
-	Streams map[string]string     `yaml:"streams,omitempty"`
-	Rules   map[string]*yaml.Node `yaml:"rules,omitempty"`
-}
-
-type goldenCert struct {
-	Subject  string   `yaml:"subject"`
-	DNSNames []string `yaml:"dnsNames,omitempty,flow"`
-	Serial   string   `yaml:"serial"`
-	Issuer   string   `yaml:"issuer"`
-	NotAfter string   `yaml:"notAfter"`
-}
-
-type goldenClientAuth struct {
-	ID       string   `yaml:"id"`
-	Optional bool     `yaml:"optional,omitempty"`
-	CAs      []string `yaml:"cas"`
-}
-
-type goldenClientCert struct {
-	ID          string     `yaml:"id"`
-	Certificate goldenCert `yaml:"certificate"`
-}
-
-type goldenHostRoutes struct {
-	Hostname string       `yaml:"hostname"` // "" for any
-	Matches  []*yaml.Node `yaml:"matches"`
-	Then     []string     `yaml:"then,omitempty"`
-}
-
 // dumpGolden renders a translation of res as the golden document.
 func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byte {
 	t.Helper()
 	cfg, st := translated.Config, translated.Statuses
-	d := &goldenDumper{backendTLS: map[string]*yaml.Node{}}
-	for _, r := range res.HTTPRoutes {
-		for _, h := range r.Spec.Hostnames {
-			d.routeHostnames = append(d.routeHostnames, string(h))
-		}
-	}
-	for _, r := range res.GRPCRoutes {
-		for _, h := range r.Spec.Hostnames {
-			d.routeHostnames = append(d.routeHostnames, string(h))
-		}
-	}
-	for _, r := range res.TLSRoutes {
-		for _, h := range r.Spec.Hostnames {
-			d.tlsHostnames = append(d.tlsHostnames, goldenProbe(string(h)))
-		}
-	}
 	out := goldenOut{
 		GatewayClasses:     map[string]goldenClass{},
 		Gateways:           map[string]goldenGateway{},
@@ -556,7 +452,7 @@ func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byt
 		out.Provisioned = append(out.Provisioned, fmt.Sprintf("%s/%s %s %s [%s] %s", dp.Gateway.Namespace, dp.Gateway.Name,
 			dp.ClassName, acc, strings.Join(ports, " "), params))
 	}
-	out.DataPlane = d.dataPlane(cfg)
+	out.DataPlane = config.Describe(cfg, ProbesOf(res))
 
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -582,9 +478,12 @@ func goldenConditions(conds []metav1.Condition) []goldenCondition {
 type goldenFlowList []string
 
 func (l goldenFlowList) MarshalYAML() (any, error) {
-	n := scalar([]string(l))
+	var n yaml.Node
+	if err := n.Encode([]string(l)); err != nil {
+		return nil, err
+	}
 	n.Style = yaml.FlowStyle
-	return n, nil
+	return &n, nil
 }
 
 func goldenKinds(kinds []gwv1.RouteGroupKind) *goldenFlowList {
@@ -622,413 +521,6 @@ func goldenRef(r gwv1.ParentReference) string {
 		add("port", strconv.Itoa(int(*r.Port)))
 	}
 	return strings.Join(parts, " ")
-}
-
-// goldenDumper renders the data plane config; it collects the backend TLS
-// settings rules refer to by ID.
-type goldenDumper struct {
-	backendTLS     map[string]*yaml.Node
-	routeHostnames []string // of every HTTPRoute of the snapshot
-	tlsHostnames   []string // probes for every TLSRoute hostname
-}
-
-func (d *goldenDumper) dataPlane(cfg *config.Config) goldenDataPlane {
-	out := goldenDataPlane{Endpoints: map[string][]string{}, BackendTLS: d.backendTLS}
-	// The data plane sorts ports itself: their order here means nothing.
-	ports := slices.Clone(cfg.Ports)
-	slices.SortFunc(ports, func(a, b *config.Port) int {
-		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Number, b.Number))
-	})
-	for _, p := range ports {
-		out.Ports = append(out.Ports, d.port(p))
-	}
-	for k, e := range cfg.Endpoints.All() {
-		addrs := []string{}
-		if e != nil {
-			addrs = append(addrs, e.Addrs...)
-		}
-		out.Endpoints[goldenBackendKey(k)] = addrs
-	}
-	out.BackendTLSIDs = slices.Sorted(maps.Keys(cfg.BackendTLSIDs))
-	out.BackendClientCertIDs = slices.Sorted(maps.Keys(cfg.BackendClientCertIDs))
-	return out
-}
-
-func goldenBackendKey(k config.BackendKey) string {
-	return k.Service.String() + ":" + strconv.Itoa(int(k.Port))
-}
-
-// goldenProbe turns a listener hostname into a name its pattern matches.
-func goldenProbe(h string) string {
-	switch {
-	case h == "":
-		return "unknown.invalid"
-	case strings.HasPrefix(h, "*."):
-		return "golden-probe" + h[1:]
-	}
-	return h
-}
-
-func (d *goldenDumper) port(p *config.Port) goldenPortOut {
-	out := goldenPortOut{
-		Port:     p.Address + ":" + strconv.Itoa(int(p.Number)),
-		Protocol: p.Protocol.String(),
-		Lookups:  map[string]goldenLookup{},
-	}
-	if p.Address != "" && strings.Contains(p.Address, ":") {
-		out.Port = "[" + p.Address + "]:" + strconv.Itoa(int(p.Number))
-	}
-	keyOf := func(l *config.Listener, ok bool) string {
-		if !ok || l == nil {
-			return "none"
-		}
-		return l.Key
-	}
-	probes := []string{"unknown.invalid"}
-	for l := range p.All.Values() {
-		probes = append(probes, goldenProbe(l.Hostname))
-	}
-	for _, name := range probes {
-		lk := goldenLookup{Host: keyOf(p.Listeners.Lookup(name))}
-		if p.SNI != nil {
-			lk.SNI = keyOf(sniListener(p.SNI.Lookup(name)))
-		}
-		out.Lookups[name] = lk
-	}
-	if p.SNI != nil {
-		out.Lookups[""] = goldenLookup{SNI: keyOf(sniListener(p.SNI.Lookup("")))}
-	}
-	for l := range p.All.Values() {
-		out.Listeners = append(out.Listeners, d.listener(p, l))
-	}
-	out.Streams = p.Streams
-	return out
-}
-
-func sniListener(e *sni.Entry) (*config.Listener, bool) {
-	if e == nil {
-		return nil, false
-	}
-	l, ok := e.Value.(*config.Listener)
-	return l, ok
-}
-
-func (d *goldenDumper) listener(p *config.Port, l *config.Listener) goldenListenerOut {
-	out := goldenListenerOut{Key: l.Key, Hostname: l.Hostname}
-	if p.SNI != nil {
-		if e := p.SNI.Lookup(goldenProbe(l.Hostname)); e != nil && e.Value == l {
-			for _, c := range e.Certificates {
-				out.Certificates = append(out.Certificates, goldenCertificate(c))
-			}
-			if e.ClientAuth != nil {
-				out.SNIClientAuth = e.ClientAuth.ID
-			}
-		}
-	}
-	if a := l.ClientAuth; a != nil {
-		out.ClientAuth = &goldenClientAuth{ID: a.ID, Optional: a.Optional, CAs: poolSubjects(a.CAs)}
-	}
-	if c := l.BackendClientCert; c != nil {
-		out.BackendClientCert = &goldenClientCert{ID: c.ID, Certificate: goldenCertificate(c.Cert)}
-	}
-	out.Routes, out.Rules = d.routes(l)
-	out.Stream, out.Streams = d.streams(l)
-	return out
-}
-
-// streams lists the TLSRoute a TLS listener picks for every TLSRoute
-// hostname of the snapshot and an unknown name.
-func (d *goldenDumper) streams(l *config.Listener) (string, map[string]string) {
-	mode := map[config.StreamMode]string{config.StreamPassthrough: "passthrough", config.StreamTerminate: "terminate"}[l.Stream]
-	if l.Streams == nil {
-		return mode, nil
-	}
-	out := map[string]string{}
-	for _, name := range append([]string{"unknown.invalid"}, d.tlsHostnames...) {
-		r := l.Streams.Lookup(name)
-		if r == nil {
-			out[name] = "none"
-			continue
-		}
-		var bs []string
-		for _, b := range r.Backends {
-			s := fmt.Sprintf("%s (weight %d)", goldenBackendKey(b.Key), b.Weight)
-			if b.TLS != nil {
-				s += " tls " + b.TLS.ID
-			}
-			if b.Invalid != "" {
-				s += " invalid: " + b.Invalid
-			}
-			bs = append(bs, s)
-		}
-		out[name] = r.Name + " -> " + strings.Join(bs, ", ")
-	}
-	return mode, out
-}
-
-func goldenCertificate(c *tls.Certificate) goldenCert {
-	leaf := c.Leaf
-	if leaf == nil && len(c.Certificate) > 0 {
-		leaf, _ = x509.ParseCertificate(c.Certificate[0])
-	}
-	if leaf == nil {
-		return goldenCert{Subject: "unparsable"}
-	}
-	return goldenCert{
-		Subject:  leaf.Subject.String(),
-		DNSNames: leaf.DNSNames,
-		Serial:   leaf.SerialNumber.String(),
-		Issuer:   leaf.Issuer.String(),
-		NotAfter: leaf.NotAfter.UTC().Format(time.RFC3339),
-	}
-}
-
-// poolSubjects lists the subjects of a pool's certificates, sorted.
-func poolSubjects(pool *x509.CertPool) []string {
-	if pool == nil {
-		return nil
-	}
-	var out []string
-	for _, raw := range pool.Subjects() { // deprecated for system pools only; these come from ConfigMaps
-		var seq pkix.RDNSequence
-		if _, err := asn1.Unmarshal(raw, &seq); err != nil {
-			out = append(out, "unparsable subject")
-			continue
-		}
-		var name pkix.Name
-		name.FillFromRDNSequence(&seq)
-		out = append(out, name.String())
-	}
-	slices.Sort(out)
-	return out
-}
-
-// routes lists a listener's route table per hostname pattern, probing it
-// with every hostname the table can hold, and its rules by ID.
-func (d *goldenDumper) routes(l *config.Listener) ([]goldenHostRoutes, map[string]*yaml.Node) {
-	if l.Routes == nil {
-		return nil, nil
-	}
-	rules := map[string]*yaml.Node{}
-	ruleIDs := map[*config.Rule]string{}
-	ruleID := func(r *config.Rule) string {
-		if id, ok := ruleIDs[r]; ok {
-			return id
-		}
-		id := r.RouteName + " #" + strconv.Itoa(r.Index)
-		// A rule compiled twice for one listener shows as two rules.
-		for n := 2; rules[id] != nil; n++ {
-			id = r.RouteName + " #" + strconv.Itoa(r.Index) + " (copy " + strconv.Itoa(n) + ")"
-		}
-		ruleIDs[r] = id
-		rules[id] = d.value(reflect.ValueOf(*r))
-		return id
-	}
-	type level = []config.RuleMatch
-	own := map[string]level{}
-	chains := map[string][]level{}
-	for _, probe := range d.tableProbes(l) {
-		pattern, levels, ok := l.Routes.Tries(probe)
-		if !ok {
-			continue
-		}
-		own[pattern] = levels[0]
-		chains[pattern] = levels[1:]
-	}
-	var out []goldenHostRoutes
-	for _, pattern := range slices.Sorted(maps.Keys(own)) {
-		hr := goldenHostRoutes{Hostname: pattern}
-		for _, rm := range own[pattern] {
-			m := d.value(reflect.ValueOf(*rm.Match))
-			if m == nil {
-				m = &yaml.Node{Kind: yaml.MappingNode}
-			}
-			m.Style = yaml.FlowStyle
-			m.Content = append([]*yaml.Node{scalar("rule"), scalar(ruleID(rm.Rule))}, m.Content...)
-			hr.Matches = append(hr.Matches, m)
-		}
-		// The lists only say which matches a level holds; its pattern is
-		// the most specific unused pattern covering this one whose own
-		// matches they are.
-		var covering []string
-		for p := range own {
-			if p != pattern && goldenCovers(p, pattern) {
-				covering = append(covering, p)
-			}
-		}
-		slices.SortFunc(covering, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), cmp.Compare(a, b)) })
-		used := map[string]bool{}
-		for _, lv := range chains[pattern] {
-			name := "unknown pattern"
-			for _, p := range covering {
-				if !used[p] && slices.Equal(own[p], lv) {
-					name, used[p] = p, true
-					break
-				}
-			}
-			hr.Then = append(hr.Then, name)
-		}
-		out = append(out, hr)
-	}
-	return out, rules
-}
-
-// goldenCovers reports whether listener-style pattern p covers pattern q:
-// "" covers everything, "*.example.com" every name and wildcard below
-// example.com.
-func goldenCovers(p, q string) bool {
-	return p == "" || strings.HasPrefix(p, "*.") && len(q) > len(p)-1 && strings.HasSuffix(q, p[1:])
-}
-
-// tableProbes are names that select every hostname pattern a listener's
-// table can have, which are intersections of the listener's hostname and
-// route hostnames: the probe of each of those, and a name only a
-// catch-all serves.
-func (d *goldenDumper) tableProbes(l *config.Listener) []string {
-	probes := []string{goldenProbe(l.Hostname), goldenProbe("")}
-	for _, h := range d.routeHostnames {
-		probes = append(probes, goldenProbe(h))
-	}
-	return probes
-}
-
-// value renders the exported fields of a routing value, leaving out those
-// at their zero value but for goldenAlwaysShown.
-func (d *goldenDumper) value(v reflect.Value) *yaml.Node {
-	switch x := v.Interface().(type) {
-	case config.BackendKey:
-		return scalar(goldenBackendKey(x))
-	case *config.BackendTLS:
-		if x == nil {
-			return nil
-		}
-		if _, ok := d.backendTLS[x.ID]; !ok {
-			d.backendTLS[x.ID] = d.value(reflect.ValueOf(*x))
-		}
-		return scalar(x.ID)
-	case *regexp.Regexp:
-		if x == nil {
-			return nil
-		}
-		return scalar(x.String())
-	case *x509.CertPool:
-		if x == nil {
-			return nil
-		}
-		return d.value(reflect.ValueOf(poolSubjects(x)))
-	case time.Duration:
-		if x == 0 {
-			return nil
-		}
-		return scalar(x.String())
-	case types.NamespacedName:
-		return scalar(x.String())
-	}
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return nil
-		}
-		return d.value(v.Elem())
-	case reflect.Struct:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		typ := v.Type()
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			if !f.IsExported() || goldenShownElsewhere(typ.Name()+"."+f.Name) {
-				continue
-			}
-			c := d.value(v.Field(i))
-			if c == nil && goldenAlwaysShown(typ.Name()+"."+f.Name) {
-				c = scalar(v.Field(i).Interface())
-			}
-			if c != nil {
-				n.Content = append(n.Content, scalar(lowerCamel(f.Name)), c)
-			}
-		}
-		if len(n.Content) == 0 {
-			return nil
-		}
-		return n
-	case reflect.Slice, reflect.Array:
-		if v.Len() == 0 {
-			return nil
-		}
-		n := &yaml.Node{Kind: yaml.SequenceNode}
-		for i := range v.Len() {
-			c := d.value(v.Index(i))
-			if c == nil {
-				c = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
-				if v.Index(i).Kind() == reflect.String {
-					c = scalar("")
-				}
-			}
-			n.Content = append(n.Content, c)
-		}
-		return n
-	case reflect.Map:
-		if v.Len() == 0 {
-			return nil
-		}
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
-		for _, k := range keys {
-			if c := d.value(v.MapIndex(k)); c != nil {
-				n.Content = append(n.Content, scalar(fmt.Sprint(k)), c)
-			}
-		}
-		return n
-	}
-	if v.IsZero() {
-		return nil
-	}
-	return scalar(v.Interface())
-}
-
-// goldenAlwaysShown tells the fields whose zero value matters to a
-// reader: a backend of weight 0 gets no request.
-func goldenAlwaysShown(field string) bool {
-	return field == "Backend.Weight" || field == "Rule.TotalWeight"
-}
-
-// goldenShownElsewhere tells the fields the dump shows elsewhere: a rule's
-// route and index make its ID.
-func goldenShownElsewhere(field string) bool {
-	switch field {
-	case "Rule.Route", "Rule.RouteName", "Rule.Index":
-		return true
-	}
-	return false
-}
-
-func scalar(v any) *yaml.Node {
-	var n yaml.Node
-	if err := n.Encode(v); err != nil {
-		panic(err)
-	}
-	return &n
-}
-
-// lowerCamel turns a Go field name into a YAML key: "TotalWeight" ->
-// "totalWeight", "ID" -> "id", "SANHostnames" -> "sanHostnames",
-// "SANURIs" -> "sanuris".
-func lowerCamel(s string) string {
-	r := []rune(s)
-	i := 0
-	for i < len(r) && unicode.IsUpper(r[i]) {
-		i++
-	}
-	switch {
-	case i > 1 && string(r[i:]) == "s":
-		i++ // a plural acronym: "IDs" -> "ids"
-	case i > 1 && i < len(r):
-		i-- // the last capital starts the next word
-	}
-	for j := range min(i, len(r)) {
-		r[j] = unicode.ToLower(r[j])
-	}
-	return string(r)
 }
 
 // goldenDiff shows how got differs from want, line by line: lines only in

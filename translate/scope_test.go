@@ -63,13 +63,16 @@ func TestScopeMatchesFull(t *testing.T) {
 // endpoints of every Service; a data plane needs those it routes to).
 func scopeDump(t *testing.T, res *resources.Resources, cfg *config.Config) string {
 	t.Helper()
-	d := &goldenDumper{backendTLS: map[string]*yaml.Node{}}
+	// Probed with HTTPRoute hostnames only: a TLSRoute's backend that
+	// another Gateway's scope leaves out lists endpoints in the full
+	// Config alone.
+	var probes config.Probes
 	for _, r := range res.HTTPRoutes {
 		for _, h := range r.Spec.Hostnames {
-			d.routeHostnames = append(d.routeHostnames, string(h))
+			probes.RouteHostnames = append(probes.RouteHostnames, string(h))
 		}
 	}
-	dp := d.dataPlane(cfg)
+	dp := config.Describe(cfg, probes)
 	// Which backend TLS settings the pools keep is the whole snapshot's in
 	// a full translate and only the Gateway's own in a scoped one; the
 	// settings each backend uses are in the tables compared below.

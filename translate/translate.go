@@ -339,3 +339,25 @@ func anys[T any](in []T) []any {
 func nn(namespace, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: namespace, Name: name}
 }
+
+// ProbesOf are the hostnames of res's routes, which config.Describe looks
+// the configuration translated from res up with.
+func ProbesOf(res *resources.Resources) config.Probes {
+	var p config.Probes
+	for _, r := range res.HTTPRoutes {
+		for _, h := range r.Spec.Hostnames {
+			p.RouteHostnames = append(p.RouteHostnames, string(h))
+		}
+	}
+	for _, r := range res.GRPCRoutes {
+		for _, h := range r.Spec.Hostnames {
+			p.RouteHostnames = append(p.RouteHostnames, string(h))
+		}
+	}
+	for _, r := range res.TLSRoutes {
+		for _, h := range r.Spec.Hostnames {
+			p.TLSHostnames = append(p.TLSHostnames, string(h))
+		}
+	}
+	return p
+}

@@ -22,6 +22,7 @@ import (
 
 	"portico.dev/portico/acme"
 	"portico.dev/portico/admin"
+	"portico.dev/portico/config"
 	"portico.dev/portico/filesource"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/secretstorage"
@@ -39,7 +40,8 @@ Usage:
                                 (or of --kubeconfig's), writing their status
   portico serve --config PATH   serve Gateway API objects from YAML files (standalone)
   portico check --config PATH   print the status Portico would write for every Gateway,
-                                ListenerSet and HTTPRoute in PATH
+                                ListenerSet and HTTPRoute in PATH (-o config: the data
+                                plane's configuration Portico would serve instead)
   portico echo  --listen ADDR   run a small HTTP backend that echoes requests as JSON
   portico version               print the version, commit and Go release of this build
 
@@ -475,7 +477,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
 	controller := fs.String("controller-name", string(translate.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
-	output := fs.String("o", "yaml", "output format: yaml (a stream of objects) or json (one List of them)")
+	output := fs.String("o", "yaml", "output: yaml (the statuses, a stream of objects), json (one List of them) or config (the data plane's configuration, as YAML)")
 	maxConfig := fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a configuration whose files hold more bytes than this together")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -483,8 +485,8 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if *configPath == "" {
 		return errors.New("--config is required")
 	}
-	if *output != "yaml" && *output != "json" {
-		return fmt.Errorf("-o: %q is neither yaml nor json", *output)
+	if *output != "yaml" && *output != "json" && *output != "config" {
+		return fmt.Errorf("-o: %q is not yaml, json or config", *output)
 	}
 	src := filesource.New(*configPath, zap.NewNop())
 	src.MaxBytes = *maxConfig
@@ -494,6 +496,14 @@ func check(args []string, stdout, stderr io.Writer) error {
 	}
 	settings := translate.Settings{ControllerName: gwv1.GatewayController(*controller)}
 	out, _ := translate.Translate(settings, res, translate.Memory{})
+	if *output == "config" {
+		doc, err := config.Dump(out.Config, translate.ProbesOf(res))
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(doc)
+		return err
+	}
 	write := func(w io.Writer) error {
 		return status.Write(w, res, out.Statuses, settings.ControllerName, time.Now())
 	}

@@ -90,6 +90,45 @@ func mustUnmarshal(t *testing.T, doc string, v any) {
 	}
 }
 
+// TestCheckPrintsConfig: -o config prints the data plane's configuration
+// of the example: its port, the listeners on it with the Host each serves,
+// their routes, and the endpoints they send to.
+func TestCheckPrintsConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check", "--config", "../../examples/standalone", "-o", "config"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var doc struct {
+		Ports []struct {
+			Port      string
+			Protocol  string
+			Listeners []struct {
+				Key    string
+				Routes []struct{ Hostname string }
+			}
+		}
+		Endpoints map[string][]string
+	}
+	if err := yaml.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(doc.Ports) == 0 || len(doc.Endpoints) == 0 {
+		t.Fatalf("no ports or no endpoints:\n%s", out.String())
+	}
+	routes := 0
+	for _, p := range doc.Ports {
+		for _, l := range p.Listeners {
+			if !strings.HasPrefix(l.Key, "Gateway/") && !strings.HasPrefix(l.Key, "ListenerSet/") {
+				t.Errorf("listener key %q", l.Key)
+			}
+			routes += len(l.Routes)
+		}
+	}
+	if routes == 0 {
+		t.Errorf("no route table printed:\n%s", out.String())
+	}
+}
+
 func TestCheckErrorsNameFileAndDocument(t *testing.T) {
 	cases := map[string]struct {
 		content string
