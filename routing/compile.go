@@ -619,15 +619,15 @@ func exactNames(hosts []string) bool {
 }
 
 // carries reports whether listener l is of a kind that takes routes of
-// kind k at all: its protocol and allowed kinds, acceptance aside.
+// kind k at all: its protocol and supported kinds, acceptance aside.
+// SupportedKinds already is allowedRoutes.kinds narrowed to what the
+// protocol carries; empty, it takes no route (a listener whose kinds are
+// all invalid), not every kind.
 func carries(l *Listener, k routeKind) bool {
 	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
 		return false
 	}
-	if len(l.AllowedRoutes.Kinds) > 0 && !hasKind(l.AllowedRoutes.Kinds, k) {
-		return false
-	}
-	return len(l.SupportedKinds) == 0 || hasKind(l.SupportedKinds, k)
+	return hasKind(l.SupportedKinds, k)
 }
 
 // allows reports whether listener l accepts routes of kind k from
