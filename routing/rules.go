@@ -419,7 +419,9 @@ func tlsAppProtocol(p string) bool {
 }
 
 // granted reports whether a ReferenceGrant in the Service's namespace lets
-// routes of kind k from namespace from refer to it.
+// routes of kind k from namespace from refer to it. Only an omitted to.name
+// covers every Service: an empty one, which the API refuses, names none,
+// as for the Secrets of listeners.
 func (c *compiler) granted(from string, svc types.NamespacedName, k routeKind) bool {
 	for _, g := range c.grants[svc.Namespace] {
 		fromOK := false
@@ -433,7 +435,7 @@ func (c *compiler) granted(from string, svc types.NamespacedName, k routeKind) b
 			continue
 		}
 		for _, t := range g.Spec.To {
-			if t.Group == "" && t.Kind == "Service" && (t.Name == nil || *t.Name == "" || string(*t.Name) == svc.Name) {
+			if t.Group == "" && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == svc.Name) {
 				return true
 			}
 		}
