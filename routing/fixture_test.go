@@ -171,11 +171,11 @@ func supportedKinds(proto gwv1.ProtocolType, ar *gwv1.AllowedRoutes) []gwv1.Rout
 	return out
 }
 
-func kindOf(name gwv1.Kind) routeKind {
+func kindOf(name gwv1.Kind) RouteKind {
 	if name == "GRPCRoute" {
-		return kindGRPCRoute
+		return KindGRPCRoute
 	}
-	return kindHTTPRoute
+	return KindHTTPRoute
 }
 
 // listener returns the ID of the listener name of parent "Kind/ns/name".
