@@ -27,8 +27,8 @@ type Listener struct {
 	Protocol       gwv1.ProtocolType
 	Hostname       string // "" = any
 	AllowedRoutes  gwv1.AllowedRoutes
-	SupportedKinds []gwv1.RouteGroupKind
-	Accepted       bool // routes may attach and are counted
+	SupportedKinds []gwv1.RouteGroupKind // the protocol's kinds narrowed by allowedRoutes.kinds; empty = none
+	Accepted       bool                  // routes may attach and are counted
 }
 
 // ServicePort is one port of a Service.

@@ -110,7 +110,8 @@ func manyListeners(tb testing.TB, n int) Input {
 		f.in.Listeners = append(f.in.Listeners, Listener{
 			ID: len(f.in.Listeners), Parent: p, Name: gwv1.SectionName(fmt.Sprintf("l%d", i)),
 			Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: fmt.Sprintf("svc-%d.example.com", i), Accepted: true,
-			AllowedRoutes: gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}},
+			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}},
+			SupportedKinds: supportedKinds(gwv1.HTTPSProtocolType, nil),
 		})
 		f.in.Routes = append(f.in.Routes, testRoute{ns: "web", name: fmt.Sprintf("r%d", i), age: i,
 			hosts: []string{fmt.Sprintf("svc-%d.example.com", i)}, rules: [][]gwv1.HTTPRouteMatch{{prefix("/")}}}.build("many"))

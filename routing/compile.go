@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -31,12 +30,12 @@ import (
 // ExtensionRef filters) leave the route Accepted and set ResolvedRefs=False.
 func Compile(in Input) Output {
 	c := &compiler{
-		in:        in,
-		ls:        make([]listenerInfo, len(in.Listeners)),
-		parents:   make(map[Parent]*parentInfo, len(in.Parents)),
-		selectors: map[int]labels.Selector{},
-		grants:    map[string][]*gwv1.ReferenceGrant{},
-		anyHost:   []string{""},
+		in:          in,
+		ls:          make([]listenerInfo, len(in.Listeners)),
+		parents:     make(map[Parent]*parentInfo, len(in.Parents)),
+		admission:   NewAdmission(in.NamespaceLabels),
+		backendRefs: NewBackendRefs(in.Services, in.ReferenceGrants),
+		anyHost:     []string{""},
 	}
 	infos := make([]parentInfo, 0, len(in.Parents))
 	for p, accepted := range in.Parents {
@@ -73,11 +72,6 @@ func Compile(in Input) Output {
 			pi.index()
 		}
 	}
-	for _, g := range in.ReferenceGrants {
-		if g != nil {
-			c.grants[g.Namespace] = append(c.grants[g.Namespace], g)
-		}
-	}
 	return c.run()
 }
 
@@ -85,10 +79,10 @@ type compiler struct {
 	in Input
 	// ls holds what Compile works out once per listener, in the order of
 	// in.Listeners; the position there is the listener's slot.
-	ls        []listenerInfo
-	parents   map[Parent]*parentInfo  // in.Parents with their listeners
-	selectors map[int]labels.Selector // listener ID -> compiled namespace selector
-	grants    map[string][]*gwv1.ReferenceGrant
+	ls          []listenerInfo
+	parents     map[Parent]*parentInfo // in.Parents with their listeners
+	admission   Admission              // allowedRoutes, shared with tlsrouting
+	backendRefs BackendRefs            // backendRef checks, shared with tlsrouting
 	// grpc holds the GRPCRoutes rewritten as HTTPRoutes (grpc.go).
 	grpc map[*gwv1.HTTPRoute]*grpcRoute
 	// hostsByKind[slot] are the hostnames each kind of route serves on the
@@ -198,7 +192,7 @@ type problem struct {
 
 type compiledRoute struct {
 	nn        types.NamespacedName
-	kind      routeKind
+	kind      RouteKind
 	grpc      *grpcRoute // set for a GRPCRoute
 	hostnames []string   // normalized, deduplicated; empty means any
 	rules     []compiledRule
@@ -245,7 +239,7 @@ func (c *compiler) run() Output {
 		statuses := c.attachRoute(route, cr)
 		if len(statuses) > 0 {
 			parents := out.RouteParents
-			if cr.kind == kindGRPCRoute {
+			if cr.kind == KindGRPCRoute {
 				parents = out.GRPCRouteParents
 			}
 			parents[cr.nn] = statuses
@@ -555,7 +549,7 @@ func (c *compiler) attachSelected(selected []*listenerInfo, cr *compiledRoute, r
 		}
 		return noListener(r.parent, r.ref)
 	}
-	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return carries(l.Listener, cr.kind) }) {
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return Carries(l.Listener, cr.kind) }) {
 		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes " + cr.kind.String() + "s"}
 	}
 	if !r.info.accepted {
@@ -564,7 +558,7 @@ func (c *compiler) attachSelected(selected []*listenerInfo, cr *compiledRoute, r
 	if c.accepting(selected, cr, routeNS) > 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return c.allows(l.Listener, routeNS, cr.kind) }) {
+	if !slices.ContainsFunc(selected, func(l *listenerInfo) bool { return c.admission.Allows(l.Listener, cr.kind, routeNS) }) {
 		return &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows " + cr.kind.String() + "s from namespace " + routeNS}
 	}
 	return &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
@@ -594,7 +588,7 @@ func noListener(p Parent, ref *gwv1.ParentReference) *problem {
 func (c *compiler) accepting(ls []*listenerInfo, cr *compiledRoute, routeNS string) int {
 	n := 0
 	for _, l := range ls {
-		if !c.allows(l.Listener, routeNS, cr.kind) {
+		if !c.admission.Allows(l.Listener, cr.kind, routeNS) {
 			continue
 		}
 		if hosts := tableHosts(l.hostname, cr.hostnames, c.anyHost); len(hosts) > 0 {
@@ -616,68 +610,6 @@ func listenerHostname(l *Listener) string {
 // exactNames reports whether hosts is non-empty and has no wildcard.
 func exactNames(hosts []string) bool {
 	return len(hosts) > 0 && !slices.ContainsFunc(hosts, hostname.IsWildcard)
-}
-
-// carries reports whether listener l is of a kind that takes routes of
-// kind k at all: its protocol and allowed kinds, acceptance aside.
-func carries(l *Listener, k routeKind) bool {
-	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
-		return false
-	}
-	if len(l.AllowedRoutes.Kinds) > 0 && !hasKind(l.AllowedRoutes.Kinds, k) {
-		return false
-	}
-	return len(l.SupportedKinds) == 0 || hasKind(l.SupportedKinds, k)
-}
-
-// allows reports whether listener l accepts routes of kind k from
-// namespace ns.
-func (c *compiler) allows(l *Listener, ns string, k routeKind) bool {
-	if !l.Accepted || !carries(l, k) {
-		return false
-	}
-	from := gwv1.NamespacesFromSame
-	var selector *metav1.LabelSelector
-	if rn := l.AllowedRoutes.Namespaces; rn != nil {
-		if rn.From != nil {
-			from = *rn.From
-		}
-		selector = rn.Selector
-	}
-	switch from {
-	case gwv1.NamespacesFromAll:
-		return true
-	case gwv1.NamespacesFromSame:
-		own := l.Parent.Namespace
-		if own == "" {
-			own = l.Gateway.Namespace
-		}
-		return ns == own
-	case gwv1.NamespacesFromSelector:
-		if selector == nil {
-			return false
-		}
-		s, ok := c.selectors[l.ID]
-		if !ok {
-			var err error
-			if s, err = metav1.LabelSelectorAsSelector(selector); err != nil {
-				s = labels.Nothing()
-			}
-			c.selectors[l.ID] = s
-		}
-		return s.Matches(labels.Set(c.in.NamespaceLabels[ns]))
-	}
-	return false
-}
-
-func hasKind(kinds []gwv1.RouteGroupKind, kind routeKind) bool {
-	name := gwv1.Kind(kind.String())
-	for _, k := range kinds {
-		if k.Kind == name && (k.Group == nil || *k.Group == gwv1.GroupName) {
-			return true
-		}
-	}
-	return false
 }
 
 // tableHosts returns the hostnames under which a route's rules go into
@@ -784,7 +716,7 @@ func (c *compiler) compileRoute(route *gwv1.HTTPRoute) *compiledRoute {
 		rules:     cr.rules[:0],
 	}
 	if cr.grpc != nil {
-		cr.kind = kindGRPCRoute
+		cr.kind = KindGRPCRoute
 	}
 	for _, h := range route.Spec.Hostnames {
 		n := hostname.Normalize(string(h))

@@ -21,7 +21,7 @@ func redirectTable(t *testing.T, port gwv1.PortNumber, proto gwv1.ProtocolType, 
 	f := loadFixture(t)
 	f.in.Listeners = []Listener{{
 		ID: 0, Parent: Parent{Kind: "Gateway", Namespace: "infra", Name: "r"}, Name: "l",
-		Port: port, Protocol: proto, Accepted: true,
+		Port: port, Protocol: proto, Accepted: true, SupportedKinds: supportedKinds(proto, nil),
 	}}
 	f.in.Parents = map[Parent]bool{f.in.Listeners[0].Parent: true}
 	r := &gwv1.HTTPRoute{}

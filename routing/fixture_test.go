@@ -147,7 +147,35 @@ func (f *fixture) addListener(ann map[string]string, gw types.NamespacedName, p 
 	if ar != nil {
 		l.AllowedRoutes = *ar
 	}
+	l.SupportedKinds = supportedKinds(proto, ar)
 	f.in.Listeners = append(f.in.Listeners, l)
+}
+
+// supportedKinds is what the listeners package gives a listener of
+// protocol proto: the route kinds the protocol carries, narrowed by
+// allowedRoutes.kinds when it lists any.
+func supportedKinds(proto gwv1.ProtocolType, ar *gwv1.AllowedRoutes) []gwv1.RouteGroupKind {
+	if proto != gwv1.HTTPProtocolType && proto != gwv1.HTTPSProtocolType {
+		return nil
+	}
+	own := []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}, {Kind: "GRPCRoute"}}
+	if ar == nil || len(ar.Kinds) == 0 {
+		return own
+	}
+	var out []gwv1.RouteGroupKind
+	for _, k := range own {
+		if hasKind(ar.Kinds, kindOf(k.Kind)) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func kindOf(name gwv1.Kind) RouteKind {
+	if name == "GRPCRoute" {
+		return KindGRPCRoute
+	}
+	return KindHTTPRoute
 }
 
 // listener returns the ID of the listener name of parent "Kind/ns/name".

@@ -34,21 +34,6 @@ import (
 // except among regular expressions (implementation-specific), which keep
 // the HTTPRoute order: longest expression first.
 
-// routeKind is the kind of route a compiled route came from.
-type routeKind uint8
-
-const (
-	kindHTTPRoute routeKind = iota
-	kindGRPCRoute
-)
-
-func (k routeKind) String() string {
-	if k == kindGRPCRoute {
-		return "GRPCRoute"
-	}
-	return "HTTPRoute"
-}
-
 // grpcAppProtocol is what a GRPCRoute's backends speak: HTTP/2, over TLS
 // when a BackendTLSPolicy covers the port, cleartext (h2c) otherwise.
 const grpcAppProtocol = "kubernetes.io/h2c"
@@ -203,7 +188,7 @@ func grpcFilters(fs []gwv1.GRPCRouteFilter) []gwv1.HTTPRouteFilter {
 }
 
 // kindHosts are the hostnames served on one listener by the routes of
-// each kind attached so far.
+// each kind attached so far, by KindHTTPRoute and KindGRPCRoute.
 type kindHosts [2][]string
 
 // mixedKinds returns the hostname the route of kind k serving hosts on a
@@ -212,7 +197,7 @@ type kindHosts [2][]string
 // reject one of an HTTPRoute and a GRPCRoute whose hostnames intersect on
 // a listener, the newer one: Portico does, so that no request has to be
 // told apart by kind.
-func (kh *kindHosts) mixedKinds(k routeKind, hosts []string) (string, bool) {
+func (kh *kindHosts) mixedKinds(k RouteKind, hosts []string) (string, bool) {
 	for _, other := range kh[1-k] {
 		for _, h := range hosts {
 			if hostsIntersect(h, other) {
@@ -229,7 +214,7 @@ func hostsIntersect(a, b string) bool {
 	return a == "" || b == "" || a == b || hostname.Match(a, b) || hostname.Match(b, a)
 }
 
-func mixedKindsProblem(k routeKind, l *listenerInfo, host string) *problem {
+func mixedKindsProblem(k RouteKind, l *listenerInfo, host string) *problem {
 	if host == "" {
 		host = "any hostname"
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
@@ -335,110 +334,20 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*config.CORS, *problem) {
 	return c, nil
 }
 
-// resolveBackend checks a backend reference: a core Service, in the route's
-// namespace or one whose ReferenceGrant allows it, that exists and has the
-// port, with an application protocol HTTP can speak.
+// resolveBackend checks a backend reference of the route being compiled
+// (BackendRefs.Resolve) and makes it the data plane's.
 func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.Backend, *problem) {
-	group, kind := "", "Service"
-	if ref.Group != nil {
-		group = string(*ref.Group)
-	}
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	ns := routeNS
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	svc := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-	b := config.Backend{Key: config.BackendKey{Service: config.NamespacedName(svc)}}
-	if ref.Port != nil {
-		b.Key.Port = *ref.Port
-	}
-	if group != "" || kind != "Service" {
-		return b, &problem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backend %s: unsupported kind %s.%s", ref.Name, kind, group)}
-	}
-	if ns != routeNS && !c.granted(routeNS, svc, c.cr.kind) {
-		return b, &problem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("backend %s: no ReferenceGrant allows %ss in %s to use it", svc, c.cr.kind, routeNS)}
-	}
-	s, ok := c.in.Services[svc]
-	if !ok {
-		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service not found", svc)}
-	}
-	if ref.Port == nil {
-		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: port is required", svc)}
-	}
-	found := false
-	for _, p := range s.Ports {
-		if p.Port == *ref.Port {
-			found, b.AppProtocol, b.TLS = true, p.AppProtocol, p.TLS
-			break
-		}
-	}
-	if !found {
-		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service has no port %d", svc, *ref.Port)}
-	}
-	if tlsAppProtocol(b.AppProtocol) && b.TLS == nil {
-		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q needs a BackendTLSPolicy for the port, "+
-			"which says how to verify the backend", svc, *ref.Port, b.AppProtocol)}
-	}
-	if !httpAppProtocol(b.AppProtocol) && !tlsAppProtocol(b.AppProtocol) {
-		return b, &problem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("backend %s port %d: appProtocol %q is not supported for %s", svc, *ref.Port, b.AppProtocol, c.cr.kind)}
+	r := c.backendRefs.Resolve(c.cr.kind, routeNS, ref)
+	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS}
+	if r.Reason != "" {
+		return b, &problem{r.Reason, r.Message}
 	}
 	if b.TLS != nil && b.TLS.Invalid != "" {
 		// The route is fine; its requests to this backend fail, as the
 		// policy's status explains.
 		b.Invalid = fmt.Sprintf("BackendTLSPolicy %s: %s", b.TLS.Policy, b.TLS.Invalid)
 	}
-	if c.cr.kind == kindGRPCRoute {
-		b.AppProtocol = grpcAppProtocol
-	}
 	return b, nil
-}
-
-// httpAppProtocol reports whether Portico can forward HTTPRoute traffic to a
-// Service port with this appProtocol: plain HTTP/1.1, cleartext HTTP/2 and
-// WebSocket.
-func httpAppProtocol(p string) bool {
-	switch strings.ToLower(p) {
-	case "", "http", "kubernetes.io/h2c", "kubernetes.io/ws":
-		return true
-	}
-	return false
-}
-
-// tlsAppProtocol reports whether a Service port's appProtocol says it
-// speaks HTTP over TLS: Portico forwards to it only with the port's
-// BackendTLSPolicy.
-func tlsAppProtocol(p string) bool {
-	switch strings.ToLower(p) {
-	case "https", "kubernetes.io/wss":
-		return true
-	}
-	return false
-}
-
-// granted reports whether a ReferenceGrant in the Service's namespace lets
-// routes of kind k from namespace from refer to it.
-func (c *compiler) granted(from string, svc types.NamespacedName, k routeKind) bool {
-	for _, g := range c.grants[svc.Namespace] {
-		fromOK := false
-		for _, f := range g.Spec.From {
-			if f.Group == gwv1.GroupName && f.Kind == gwv1.Kind(k.String()) && string(f.Namespace) == from {
-				fromOK = true
-				break
-			}
-		}
-		if !fromOK {
-			continue
-		}
-		for _, t := range g.Spec.To {
-			if t.Group == "" && t.Kind == "Service" && (t.Name == nil || *t.Name == "" || string(*t.Name) == svc.Name) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // NoTimeout marks a timeout the route disabled explicitly ("0s").

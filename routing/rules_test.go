@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
 )
@@ -163,6 +165,44 @@ func TestParseDuration(t *testing.T) {
 	for _, s := range []string{"", "1", "1d", "100000s", "1.5s", "-1s", "1h1m1s1ms1s", "1us", "s", " 1s"} {
 		if _, err := parseDuration(s); err == nil {
 			t.Errorf("parseDuration(%q): want an error", s)
+		}
+	}
+}
+
+// TestGrantNamesService: a ReferenceGrant's to.name names one Service; an
+// empty name (which the API's validation refuses) is no Service at all,
+// not every Service of the namespace.
+func TestGrantNamesService(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		to   *gwv1.ObjectName
+		want metav1.ConditionStatus
+	}{
+		{"omitted", nil, metav1.ConditionTrue},
+		{"the Service", ptr[gwv1.ObjectName]("svc"), metav1.ConditionTrue},
+		{"another Service", ptr[gwv1.ObjectName]("other"), metav1.ConditionFalse},
+		{"empty", ptr[gwv1.ObjectName](""), metav1.ConditionFalse},
+	} {
+		in := grpcListenerInput()
+		in.Services[types.NamespacedName{Namespace: "backends", Name: "svc"}] = Service{Ports: []ServicePort{{Port: 80}}}
+		g := &gwv1.ReferenceGrant{}
+		g.Namespace, g.Name = "backends", "grant"
+		g.Spec.From = []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns"}}
+		g.Spec.To = []gwv1.ReferenceGrantTo{{Kind: "Service", Name: tc.to}}
+		in.ReferenceGrants = []*gwv1.ReferenceGrant{g}
+		r := &gwv1.HTTPRoute{}
+		r.Namespace, r.Name = "ns", "web"
+		r.Spec.ParentRefs = []gwv1.ParentReference{{Name: "gw"}}
+		r.Spec.Rules = []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+			BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Namespace: ptr[gwv1.Namespace]("backends"), Port: ptr[gwv1.PortNumber](80)},
+		}}}}}
+		in.Routes = []*gwv1.HTTPRoute{r}
+		st := Compile(in).RouteParents[types.NamespacedName{Namespace: "ns", Name: "web"}]
+		if len(st) != 1 || len(st[0].Conditions) < 2 {
+			t.Fatalf("%s: statuses %v", tc.name, st)
+		}
+		if got := st[0].Conditions[1]; got.Status != tc.want {
+			t.Errorf("%s: ResolvedRefs %s (%s), want %s", tc.name, got.Status, got.Message, tc.want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -51,7 +50,8 @@ type candidate struct {
 func Compile(in Input) Output {
 	out := Output{Tables: map[int]*config.StreamTable{}, AttachedRoutes: map[int]int32{},
 		RouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.Routes))}
-	c := compiler{in: &in, byParent: map[routing.Parent][]*routing.Listener{}, selectors: map[int]labels.Selector{}}
+	c := compiler{in: &in, byParent: map[routing.Parent][]*routing.Listener{},
+		admission: routing.NewAdmission(in.NamespaceLabels), backendRefs: routing.NewBackendRefs(in.Services, in.ReferenceGrants)}
 	for i := range in.Listeners {
 		l := &in.Listeners[i]
 		c.byParent[l.Parent] = append(c.byParent[l.Parent], l)
@@ -130,9 +130,10 @@ func buildTable(cands []candidate) *config.StreamTable {
 }
 
 type compiler struct {
-	in        *Input
-	byParent  map[routing.Parent][]*routing.Listener
-	selectors map[int]labels.Selector
+	in          *Input
+	byParent    map[routing.Parent][]*routing.Listener
+	admission   routing.Admission
+	backendRefs routing.BackendRefs
 }
 
 // hit is a listener a route attached to and the hostnames it serves there,
@@ -165,7 +166,7 @@ func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p rou
 		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
 	case len(selected) == 0:
 		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)}
-	case !slices.ContainsFunc(selected, takesTLSRoutes):
+	case !slices.ContainsFunc(selected, carriesTLSRoutes):
 		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes TLSRoutes (protocol TLS)"}
 	case !accepted:
 		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
@@ -173,7 +174,7 @@ func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p rou
 	var hits []hit
 	allowed := false
 	for _, l := range selected {
-		if !l.Accepted || !takesTLSRoutes(l) || !c.allows(l, route.Namespace) {
+		if !c.admission.Allows(l, routing.KindTLSRoute, route.Namespace) {
 			continue
 		}
 		allowed = true
@@ -190,47 +191,7 @@ func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p rou
 	return nil, &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
 }
 
-// takesTLSRoutes reports whether l is a TLS listener whose kinds include
-// TLSRoute, acceptance aside.
-func takesTLSRoutes(l *routing.Listener) bool {
-	if l.Protocol != gwv1.TLSProtocolType {
-		return false
-	}
-	return slices.ContainsFunc(l.SupportedKinds, func(k gwv1.RouteGroupKind) bool {
-		return k.Kind == "TLSRoute" && (k.Group == nil || *k.Group == gwv1.GroupName)
-	})
-}
-
-// allows applies the listener's allowedRoutes.namespaces to a route in ns.
-func (c *compiler) allows(l *routing.Listener, ns string) bool {
-	from := gwv1.NamespacesFromSame
-	var selector *metav1.LabelSelector
-	if rn := l.AllowedRoutes.Namespaces; rn != nil {
-		if rn.From != nil {
-			from = *rn.From
-		}
-		selector = rn.Selector
-	}
-	switch from {
-	case gwv1.NamespacesFromAll:
-		return true
-	case gwv1.NamespacesFromSame:
-		return ns == cmp.Or(l.Parent.Namespace, l.Gateway.Namespace)
-	case gwv1.NamespacesFromSelector:
-		s, ok := c.selectors[l.ID]
-		if !ok {
-			s = labels.Nothing()
-			if selector != nil {
-				if parsed, err := metav1.LabelSelectorAsSelector(selector); err == nil {
-					s = parsed
-				}
-			}
-			c.selectors[l.ID] = s
-		}
-		return s.Matches(labels.Set(c.in.NamespaceLabels[ns]))
-	}
-	return false
-}
+func carriesTLSRoutes(l *routing.Listener) bool { return routing.Carries(l, routing.KindTLSRoute) }
 
 // intersect returns the hostnames a route serves on a listener, each with
 // the route hostname it came from: a route hostname the listener's admits
@@ -284,65 +245,17 @@ func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*config.StreamRoute, []pr
 	return r, refs
 }
 
-// resolveBackend checks a backendRef: a core Service with the port, in the
-// route's namespace or allowed by a ReferenceGrant.
+// resolveBackend checks a backendRef (routing.BackendRefs.Resolve) and
+// makes it the data plane's. A port's BackendTLSPolicy that cannot be
+// used does not make the backend invalid: passthrough streams ignore it,
+// and a terminated one refuses the connection when it dials.
 func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.StreamBackend, *problem) {
-	group, kind := "", "Service"
-	if ref.Group != nil {
-		group = string(*ref.Group)
+	r := c.backendRefs.Resolve(routing.KindTLSRoute, routeNS, ref)
+	b := config.StreamBackend{Key: r.Key, TLS: r.TLS}
+	if r.Reason != "" {
+		return b, &problem{r.Reason, r.Message}
 	}
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	ns := routeNS
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	svc := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-	b := config.StreamBackend{Key: config.BackendKey{Service: config.NamespacedName(svc)}}
-	if ref.Port != nil {
-		b.Key.Port = *ref.Port
-	}
-	if group != "" || kind != "Service" {
-		return b, &problem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backend %s: unsupported kind %s.%s", ref.Name, kind, group)}
-	}
-	if ns != routeNS && !c.granted(routeNS, svc) {
-		return b, &problem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("backend %s: no ReferenceGrant allows TLSRoutes in %s to use it", svc, routeNS)}
-	}
-	s, ok := c.in.Services[svc]
-	if !ok {
-		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service not found", svc)}
-	}
-	if ref.Port == nil {
-		return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: port is required", svc)}
-	}
-	for _, p := range s.Ports {
-		if p.Port == *ref.Port {
-			b.TLS = p.TLS
-			return b, nil
-		}
-	}
-	return b, &problem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("backend %s: Service has no port %d", svc, *ref.Port)}
-}
-
-// granted reports whether a ReferenceGrant in the Service's namespace lets
-// TLSRoutes of routeNS refer to it.
-func (c *compiler) granted(routeNS string, svc types.NamespacedName) bool {
-	for _, g := range c.in.ReferenceGrants {
-		if g == nil || g.Namespace != svc.Namespace {
-			continue
-		}
-		from := slices.ContainsFunc(g.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
-			return f.Group == gwv1.GroupName && f.Kind == "TLSRoute" && string(f.Namespace) == routeNS
-		})
-		to := slices.ContainsFunc(g.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
-			return t.Group == "" && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == svc.Name)
-		})
-		if from && to {
-			return true
-		}
-	}
-	return false
+	return b, nil
 }
 
 // parentOf resolves a parentRef to a Gateway or ListenerSet.
