@@ -14,7 +14,7 @@ COPY . .
 ARG VERSION=""
 ARG COMMIT=""
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags="-s -w -X portico.dev/portico/internal/buildinfo.version=${VERSION} -X portico.dev/portico/internal/buildinfo.commit=${COMMIT}" \
+      -ldflags="-s -w -X portico.dev/portico/internal/shared/buildinfo.version=${VERSION} -X portico.dev/portico/internal/shared/buildinfo.commit=${COMMIT}" \
       -o /out/portico ./cmd/portico \
  && mkdir -p /out/etc /out/tmp \
  && echo 'portico:x:65532:65532:portico:/nonexistent:/sbin/nologin' > /out/etc/passwd \

@@ -28,13 +28,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/internal/testyaml"
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/snitest"
+	"portico.dev/portico/internal/testkit/testyaml"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/sni/snitest"
 )
 
 // addsCPUProfile profiles the timed adds only: -cpuprofile would be
@@ -59,7 +59,7 @@ func (t *timedSource) Run(ctx context.Context, changed, ready func()) error {
 	}, ready)
 }
 
-func (t *timedSource) Snapshot() (*resources.Resources, error) {
+func (t *timedSource) Snapshot() (*snapshot.Resources, error) {
 	start := time.Now()
 	res, err := t.Source.Snapshot()
 	t.mu.Lock()

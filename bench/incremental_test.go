@@ -25,11 +25,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/usage"
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/snitest"
+	"portico.dev/portico/internal/testkit/usage"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/sni/snitest"
 	"portico.dev/portico/translate"
 )
 
@@ -37,10 +37,10 @@ import (
 // takes longer than every benchmark of it together.
 var (
 	workloadsMu sync.Mutex
-	workloads   = map[int]*resources.Resources{}
+	workloads   = map[int]*snapshot.Resources{}
 )
 
-func workloadOf(b testing.TB, n int) *resources.Resources {
+func workloadOf(b testing.TB, n int) *snapshot.Resources {
 	b.Helper()
 	workloadsMu.Lock()
 	defer workloadsMu.Unlock()
@@ -70,7 +70,7 @@ var extraPairs = sync.OnceValues(func() ([]snitest.KeyPair, error) {
 
 // ownCopy is a snapshot of its own slices over the shared workload's
 // objects, which a benchmark may then change.
-func ownCopy(shared *resources.Resources) *resources.Resources {
+func ownCopy(shared *snapshot.Resources) *snapshot.Resources {
 	res := *shared
 	res.ListenerSets = slices.Clone(shared.ListenerSets)
 	res.HTTPRoutes = slices.Clone(shared.HTTPRoutes)
@@ -82,7 +82,7 @@ func ownCopy(shared *resources.Resources) *resources.Resources {
 
 // newHostname is ListenerSet, HTTPRoute and Secret number k of those the
 // benchmarks add, in the shape of the workload's.
-func newHostname(b *testing.B, like *resources.Resources, k int) (*gwv1.ListenerSet, *gwv1.HTTPRoute, *corev1.Secret) {
+func newHostname(b *testing.B, like *snapshot.Resources, k int) (*gwv1.ListenerSet, *gwv1.HTTPRoute, *corev1.Secret) {
 	pairs, err := extraPairs()
 	if err != nil {
 		b.Fatal(err)
@@ -129,7 +129,7 @@ func BenchmarkAddHostname(b *testing.B) {
 }
 
 // withNewHostname is res with newHostname k added, and its hostname.
-func withNewHostname(b *testing.B, res *resources.Resources, k int) (*resources.Resources, string) {
+func withNewHostname(b *testing.B, res *snapshot.Resources, k int) (*snapshot.Resources, string) {
 	ls, route, secret := newHostname(b, res, k)
 	next := *res
 	next.ListenerSets = append(res.ListenerSets, ls)
@@ -218,7 +218,7 @@ func BenchmarkChangeEndpointSlice(b *testing.B) {
 // withChangedSlice is res with EndpointSlice k*7919 (modulo their number:
 // spread over the list) replaced by one with another address, and the new
 // one.
-func withChangedSlice(res *resources.Resources, k int) (*resources.Resources, *discoveryv1.EndpointSlice) {
+func withChangedSlice(res *snapshot.Resources, k int) (*snapshot.Resources, *discoveryv1.EndpointSlice) {
 	i := k * 7919 % len(res.EndpointSlices)
 	changed := res.EndpointSlices[i].DeepCopy()
 	changed.Endpoints[0].Addresses = []string{fmt.Sprintf("10.200.%d.%d", k>>8&0xff, k&0xff)}
@@ -235,7 +235,7 @@ func withChangedSlice(res *resources.Resources, k int) (*resources.Resources, *d
 // first iteration checks that the runtime serves the change.
 func BenchmarkTranslateApply(b *testing.B) {
 	b.Run("EndpointSlice", func(b *testing.B) {
-		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, config.PortKey)) {
+		translateApply(b, func(res *snapshot.Resources, k int) (*snapshot.Resources, func(*proxy.Runtime, config.PortKey)) {
 			next, es := withChangedSlice(res, k)
 			key := config.BackendKey{Service: config.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}, Port: 80}
 			want := net.JoinHostPort(es.Endpoints[0].Addresses[0], strconv.Itoa(int(*es.Ports[0].Port)))
@@ -247,7 +247,7 @@ func BenchmarkTranslateApply(b *testing.B) {
 		})
 	})
 	b.Run("AddHostname", func(b *testing.B) {
-		translateApply(b, func(res *resources.Resources, k int) (*resources.Resources, func(*proxy.Runtime, config.PortKey)) {
+		translateApply(b, func(res *snapshot.Resources, k int) (*snapshot.Resources, func(*proxy.Runtime, config.PortKey)) {
 			next, host := withNewHostname(b, res, k)
 			return next, func(rt *proxy.Runtime, https config.PortKey) { checkCertificate(b, rt, https, host) }
 		})
@@ -256,7 +256,7 @@ func BenchmarkTranslateApply(b *testing.B) {
 
 // translateApply runs BenchmarkTranslateApply with change making each
 // iteration's snapshot from the one before, and the check of its first.
-func translateApply(b *testing.B, change func(*resources.Resources, int) (*resources.Resources, func(*proxy.Runtime, config.PortKey))) {
+func translateApply(b *testing.B, change func(*snapshot.Resources, int) (*snapshot.Resources, func(*proxy.Runtime, config.PortKey))) {
 	res := ownCopy(workloadOf(b, 100_000))
 	mem := checkTranslated(b, res)
 	// Nothing changed since: the Config of the translation mem is from.

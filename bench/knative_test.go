@@ -24,10 +24,10 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )

@@ -9,16 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"portico.dev/portico/knative"
-	"portico.dev/portico/pipeline"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/translate"
 )
 
 // knativeResources is n KIngresses as Knative Serving writes them for a
 // service each: an external and three cluster-local hosts, one split.
-func knativeResources(n int) *resources.Resources {
-	res := &resources.Resources{Services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "app"},
+func knativeResources(n int) *snapshot.Resources {
+	res := &snapshot.Resources{Services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "app"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}}}
 	for i := range n {
 		res.KIngresses = append(res.KIngresses, kingressN(i, 1))

@@ -26,16 +26,16 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/sni/snitest"
 )
 
 // memorySource is a pipeline.Source whose snapshot the benchmark sets.
 type memorySource struct {
 	mu      sync.Mutex
-	res     *resources.Resources
+	res     *snapshot.Resources
 	changed func()
 }
 
@@ -48,13 +48,13 @@ func (s *memorySource) Run(ctx context.Context, changed, ready func()) error {
 	return nil
 }
 
-func (s *memorySource) Snapshot() (*resources.Resources, error) {
+func (s *memorySource) Snapshot() (*snapshot.Resources, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.res, nil
 }
 
-func (s *memorySource) set(res *resources.Resources) {
+func (s *memorySource) set(res *snapshot.Resources) {
 	s.mu.Lock()
 	s.res = res
 	changed := s.changed
@@ -194,7 +194,7 @@ func reportPercentiles(b *testing.B, took []time.Duration) {
 // withHostname is res with a ListenerSet for host on res's HTTPS port, its
 // HTTPRoute, certificate Secret, Service and an EndpointSlice to the
 // backend on loopback.
-func withHostname(b *testing.B, res *resources.Resources, ca *snitest.CA, host string, k, backendPort int) *resources.Resources {
+func withHostname(b *testing.B, res *snapshot.Resources, ca *snitest.CA, host string, k, backendPort int) *snapshot.Resources {
 	pair, err := ca.Issue(snitest.ECDSA, int64(10_000_000+k), host)
 	if err != nil {
 		b.Fatal(err)

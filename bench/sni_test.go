@@ -19,8 +19,8 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
 )
 
 var sizes = []int{1000, 10000, 100000}

@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/internal/usage"
-	"portico.dev/portico/pipeline"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/snitest"
+	"portico.dev/portico/internal/testkit/usage"
 	"portico.dev/portico/translate"
 )
 
@@ -35,11 +35,11 @@ const setsPerNamespace = 100
 
 // translateWorkload builds the Resources once per test binary: issuing 5,000
 // certificates takes longer than the translate being measured.
-var translateWorkload = sync.OnceValues(func() (*resources.Resources, error) {
+var translateWorkload = sync.OnceValues(func() (*snapshot.Resources, error) {
 	return buildTranslateWorkload(translateSets)
 })
 
-func buildTranslateWorkload(n int) (*resources.Resources, error) {
+func buildTranslateWorkload(n int) (*snapshot.Resources, error) {
 	res, _, err := buildWorkloadOnPorts(n, 80, 443)
 	return res, err
 }
@@ -47,7 +47,7 @@ func buildTranslateWorkload(n int) (*resources.Resources, error) {
 // buildWorkloadOnPorts is the workload with the Gateway's HTTP listener on
 // httpPort and the ListenerSets' HTTPS listeners on httpsPort, and the CA
 // of its certificates.
-func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*resources.Resources, *snitest.CA, error) {
+func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*snapshot.Resources, *snitest.CA, error) {
 	ca, err := snitest.NewCA()
 	if err != nil {
 		return nil, nil, err
@@ -66,7 +66,7 @@ func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*resource
 		return metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(created.Add(time.Duration(i) * time.Second))}
 	}
 	from := gwv1.NamespacesFromAll
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		GatewayClasses: []*gwv1.GatewayClass{{
 			ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
 			Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
@@ -145,7 +145,7 @@ func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*resource
 // of a config that serves nothing measures nothing.
 // It returns the memory that translation leaves, as a running instance has
 // it after its first translate.
-func checkTranslated(b testing.TB, res *resources.Resources) translate.Memory {
+func checkTranslated(b testing.TB, res *snapshot.Resources) translate.Memory {
 	b.Helper()
 	out, mem := translate.Translate(translate.Settings{}, res, translate.Memory{})
 	cfg, st := out.Config, out.Statuses

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"portico.dev/portico/charts/charttest"
+	"portico.dev/portico/internal/testkit/charttest"
 )
 
 const chartDir = "portico"

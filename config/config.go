@@ -1,7 +1,10 @@
-// Package proxy is Portico's data plane: it binds the ports of a Config,
-// terminates TLS, routes each request with lookups into tables compiled
-// ahead of time and forwards it to an endpoint. A new Config replaces the
-// old one with a single atomic swap; sockets and in-flight requests survive.
+// Package config is the data plane's configuration: ports, listeners,
+// certificates, the compiled route tables with their matches, filters and
+// backends, TLS stream tables and endpoints. translate produces a Config
+// and proxy serves it; neither owns it, and it holds no Kubernetes or
+// Gateway API type, so that the data plane never evaluates an object,
+// an attachment or a precedence rule at request time. Everything in it is
+// immutable once built: the next Config shares what did not change.
 package config
 
 import (
@@ -13,8 +16,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/sni"
 )
 

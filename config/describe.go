@@ -177,7 +177,6 @@ func (d *describer) dataPlane(cfg *Config) Description {
 	return out
 }
 
-
 // probeName turns a listener hostname into a name its pattern matches.
 func probeName(h string) string {
 	switch {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"portico.dev/portico/internal/usage"
+	"portico.dev/portico/internal/testkit/usage"
 )
 
 // withEndpoints is t with k's endpoints set to e.

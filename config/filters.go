@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // Filter is one compiled HTTPRouteFilter. Type says which one of the

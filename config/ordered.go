@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // OrderedEntry is a rule and the match that selects it.

@@ -1,6 +1,6 @@
 package config
 
-import "portico.dev/portico/hostname"
+import "portico.dev/portico/internal/shared/hostname"
 
 // StreamRoute is what the data plane does with a connection whose SNI picked it:
 // open a stream to one of its backends, chosen by weight.

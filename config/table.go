@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/slab"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/shared/slab"
 )
 
 // Table holds the routes attached to one listener, compiled for lookup: a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // patternPool is what the hostname lookup tests pick table patterns from:

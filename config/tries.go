@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // RuleMatch is one match of a rule, as a Table holds it.

@@ -33,11 +33,11 @@ fi
 go mod tidy -diff >&2 || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >&2; exit 1; }
 go vet "${pkgs[@]}"
 go test -race -count=1 -timeout 45m "${pkgs[@]}"
-# Under the race detector internal/sockio reads and writes sockets through
+# Under the race detector internal/dataplane/sockio reads and writes sockets through
 # the syscall package (sys_race.go); the raw calls that the real binary
 # makes are tested here, under sockio's own tests and the proxy's.
 if (($# == 0)); then
-	go test -count=1 -timeout 20m ./internal/sockio/ ./proxy/
+	go test -count=1 -timeout 20m ./internal/dataplane/sockio/ ./proxy/
 fi
 
 # The upstream Gateway API conformance suite, on a real control plane, with

@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/proxy"
 )
 

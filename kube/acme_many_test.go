@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/testkit/acmetest"
 )
 
 const acmeManyGatewayTmpl = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP}

@@ -17,7 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"portico.dev/portico/acme/acmetest"
+	"portico.dev/portico/internal/testkit/acmetest"
 )
 
 // acmeStaticTmpl adds to acmeStandaloneTmpl a ListenerSet on the same

@@ -14,8 +14,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/testkit/acmetest"
 )
 
 // leafFor completes a handshake for host at addr and returns the leaf the

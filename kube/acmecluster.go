@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/translate"
 )
 

@@ -20,11 +20,11 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/secretstorage"
-	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )

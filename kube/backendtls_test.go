@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/translate"
 )
 

@@ -27,12 +27,12 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/internal/debounce"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/translate"
 )
 
@@ -69,7 +69,7 @@ type Cluster struct {
 	DataPlaneTLSSecret string
 	// Challenges answer the ACME HTTP-01 challenges data planes are sent
 	// (the ACME manager); nil answers none.
-	Challenges dataplane.ChallengeHandler
+	Challenges configstream.ChallengeHandler
 
 	// Hooks for metrics; each may be nil. They run on Portico's own
 	// goroutines and must not block.
@@ -85,7 +85,7 @@ type Cluster struct {
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
 	provisioner *provisioner
-	hub         *dataplane.Hub
+	hub         *configstream.Hub
 	hubServe    func(context.Context)
 }
 
@@ -180,7 +180,7 @@ func (c *Cluster) controller() gwv1.GatewayController {
 }
 
 // Snapshot lists the informers' caches (pipeline.Source).
-func (c *Cluster) Snapshot() (*resources.Resources, error) {
+func (c *Cluster) Snapshot() (*snapshot.Resources, error) {
 	return c.informers.snapshot()
 }
 
@@ -190,7 +190,7 @@ func (c *Cluster) Snapshot() (*resources.Resources, error) {
 // needs: every status when changed is nil, else only those changed names,
 // with the GatewayClasses' (a handful, which the CRD check may change
 // without any object changing).
-func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *resources.Resources) {
+func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
 	var u *statusUpdate
 	if changed == nil {
 		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
@@ -205,7 +205,7 @@ func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, re
 // snapshot (pipeline.Outputs.Facts): the installed CRDs of another version
 // and, with data planes of their own, the configuration each is to
 // acknowledge, which its hub published just before.
-func (c *Cluster) Facts(res *resources.Resources) translate.Facts {
+func (c *Cluster) Facts(res *snapshot.Resources) translate.Facts {
 	c.mu.Lock()
 	f := translate.Facts{CRDProblems: c.crdProblems}
 	c.mu.Unlock()
@@ -226,7 +226,7 @@ func (c *Cluster) Facts(res *resources.Resources) translate.Facts {
 
 // WriteACME writes the certificates wanted into their Secrets, off the
 // rebuild's goroutine (pipeline.Outputs.ACME).
-func (c *Cluster) WriteACME(wanted []translate.ACMECertificate, res *resources.Resources) {
+func (c *Cluster) WriteACME(wanted []translate.ACMECertificate, res *snapshot.Resources) {
 	if c.ACME == nil {
 		return
 	}

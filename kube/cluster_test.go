@@ -31,11 +31,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
 )
 

@@ -21,10 +21,10 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/pipeline"
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )
@@ -74,7 +74,7 @@ func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *cluster
 	gwNS, gwName, _ := strings.Cut(gateway, "/")
 	key := types.NamespacedName{Namespace: gwNS, Name: gwName}
 	log := zaptest.NewLogger(t).Named("dataplane")
-	src := &dataplane.Source{Gateway: key, Controller: controller, TokenFile: tokenFile, RootCAs: roots, Pod: name + "-0", Log: log, Silence: 2 * time.Second}
+	src := &configstream.Source{Gateway: key, Controller: controller, TokenFile: tokenFile, RootCAs: roots, Pod: name + "-0", Log: log, Silence: 2 * time.Second}
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = time.Second

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/provision"
 )
 
 // ackWriter records acknowledgements on the data planes' Deployments: one
@@ -61,7 +61,7 @@ func newAckWriter(kube kubernetes.Interface, superseded func(types.NamespacedNam
 // record takes an acknowledgement (Hub.OnAck); it does not block. One of
 // an apply that failed in part is not recorded: the Gateway stays waiting,
 // and the hub logged what failed.
-func (w *ackWriter) record(gw types.NamespacedName, deployment string, a dataplane.Ack) {
+func (w *ackWriter) record(gw types.NamespacedName, deployment string, a configstream.Ack) {
 	if a.Error != "" {
 		return
 	}

@@ -22,10 +22,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // heldPatches is a transport that holds each PATCH whose body holds a
@@ -80,9 +80,9 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	}
 
 	web := types.NamespacedName{Namespace: "apps", Name: "web"}
-	hub := dataplane.NewHub(nil, zaptest.NewLogger(t))
+	hub := configstream.NewHub(nil, zaptest.NewLogger(t))
 	publish := func(route string) string {
-		hub.Publish([]dataplane.Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: &resources.Resources{
+		hub.Publish([]configstream.Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: &snapshot.Resources{
 			HTTPRoutes: []*gwv1.HTTPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: route}}},
 		}}})
 		v, _ := hub.Version(web)
@@ -98,7 +98,7 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	}
 	w := newAckWriter(slow, hub.Superseded, zaptest.NewLogger(t))
 
-	w.record(web, "web-dedicated", dataplane.Ack{Gateway: web.String(), Version: first})
+	w.record(web, "web-dedicated", configstream.Ack{Gateway: web.String(), Version: first})
 	waitFor(t, 10*time.Second, "the first record under way", func() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -108,7 +108,7 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 		return nil
 	})
 	second := publish("second")
-	w.record(web, "web-dedicated", dataplane.Ack{Gateway: web.String(), Version: second})
+	w.record(web, "web-dedicated", configstream.Ack{Gateway: web.String(), Version: second})
 	time.Sleep(500 * time.Millisecond) // room for a write side by side
 	close(held.release)
 	waitFor(t, 10*time.Second, "both records written", func() error {
@@ -143,10 +143,10 @@ func TestAckWriterPacesHostileDataPlane(t *testing.T) {
 	versions := []string{"aaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbb"}
 	start := time.Now()
 	for i := 0; time.Since(start) < time.Second; i++ {
-		w.record(gw, "web-dedicated", dataplane.Ack{Gateway: gw.String(), Version: versions[i%2]})
+		w.record(gw, "web-dedicated", configstream.Ack{Gateway: gw.String(), Version: versions[i%2]})
 		time.Sleep(100 * time.Microsecond)
 	}
-	w.record(gw, "web-dedicated", dataplane.Ack{Gateway: gw.String(), Version: "cccccccccccccccccccccccc"})
+	w.record(gw, "web-dedicated", configstream.Ack{Gateway: gw.String(), Version: "cccccccccccccccccccccccc"})
 	waitFor(t, 10*time.Second, "the last acknowledgement written", func() error {
 		d, err := kc.AppsV1().Deployments("apps").Get(context.Background(), "web-dedicated", metav1.GetOptions{})
 		if err == nil && d.Annotations[provision.AppliedVersionAnnotation] != "cccccccccccccccccccccccc" {

@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestDataPlaneAuthAgainstAPIServer attacks the hub's authentication with
@@ -84,10 +84,10 @@ func TestDataPlaneAuthAgainstAPIServer(t *testing.T) {
 	}
 
 	web := types.NamespacedName{Namespace: "tenant", Name: "web"}
-	planes := []dataplane.Plane{{Gateway: web, ServiceAccount: "web-portico", Resources: &resources.Resources{}},
-		{Gateway: types.NamespacedName{Namespace: "tenant", Name: "recreated-gw"}, ServiceAccount: "recreated", Resources: &resources.Resources{}}}
+	planes := []configstream.Plane{{Gateway: web, ServiceAccount: "web-portico", Resources: &snapshot.Resources{}},
+		{Gateway: types.NamespacedName{Namespace: "tenant", Name: "recreated-gw"}, ServiceAccount: "recreated", Resources: &snapshot.Resources{}}}
 	core, logs := observer.New(zap.DebugLevel)
-	hub := dataplane.NewHub(TokenReviewer(kc), zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())))
+	hub := configstream.NewHub(TokenReviewer(kc), zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())))
 	hub.Publish(planes)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +100,7 @@ func TestDataPlaneAuthAgainstAPIServer(t *testing.T) {
 	defer srv.Close()
 	ask := func(gateway, tok string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+dataplane.ChallengePath+"?gateway="+gateway+"&host=x&token=y", nil)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+configstream.ChallengePath+"?gateway="+gateway+"&host=x&token=y", nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/provision"
 )
 
 // TokenReviewer authenticates data planes: it has the API server review a
@@ -41,7 +41,7 @@ import (
 // and the reviews share the API client's rate limit with leader election
 // and status writes; a token refused for that is not remembered, and its
 // data plane retries.
-func TokenReviewer(kube kubernetes.Interface) dataplane.Authenticator {
+func TokenReviewer(kube kubernetes.Interface) configstream.Authenticator {
 	limit := flowcontrol.NewTokenBucketRateLimiter(reviewQPS, reviewBurst)
 	type verdict struct {
 		ns, sa string
@@ -110,7 +110,7 @@ const (
 // errReviewUnavailable marks a review that could not be made (the API
 // server unreachable, too many reviews): it is not kept as a verdict on
 // the token.
-var errReviewUnavailable = dataplane.ErrReviewUnavailable
+var errReviewUnavailable = configstream.ErrReviewUnavailable
 
 func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (string, string, error) {
 	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
@@ -258,7 +258,7 @@ func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
 			return fmt.Errorf("data plane listener: %w", err)
 		}
 		settings.ControllerCA = string(caPEM)
-		c.hub = dataplane.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
+		c.hub = configstream.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
 		c.hub.OnAck = newAckWriter(c.Kube, c.hub.Superseded, c.Log).record
 		c.hub.Challenges = c.Challenges
 		c.hubServe = func(ctx context.Context) { c.serveDataPlanes(ctx, ln, cert) }

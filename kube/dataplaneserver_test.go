@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/controlplane/provision"
 )
 
 // TestTokenReviewerSharesReviews: a burst of questions about one token

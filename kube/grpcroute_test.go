@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/internal/grpctest"
+	"portico.dev/portico/internal/testkit/grpctest"
 	"portico.dev/portico/translate"
 )
 

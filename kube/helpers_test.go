@@ -6,8 +6,8 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/translate"
 )
 

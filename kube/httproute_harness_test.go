@@ -30,9 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/translate"
 )
 
@@ -246,7 +246,7 @@ func (e *confEnv) update(t testing.TB, name, content string) {
 }
 
 // statuses translates the files as they are now.
-func (e *confEnv) statuses(t testing.TB) (*resources.Resources, *status.Computed) {
+func (e *confEnv) statuses(t testing.TB) (*snapshot.Resources, *status.Computed) {
 	t.Helper()
 	res, err := e.src.Snapshot()
 	if err != nil {
@@ -665,7 +665,7 @@ func parentStatus(t testing.TB, st *status.Computed, route, gateway types.Namesp
 // mustHaveCondition asserts one condition of a route's status for a
 // Gateway; an empty reason accepts any. Every condition must be about the
 // route's current generation.
-func mustHaveCondition(t testing.TB, res *resources.Resources, st *status.Computed, route, gateway types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) {
+func mustHaveCondition(t testing.TB, res *snapshot.Resources, st *status.Computed, route, gateway types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	ps := parentStatus(t, st, route, gateway)
 	if ps.ControllerName != translate.DefaultControllerName {
@@ -686,7 +686,7 @@ func mustHaveCondition(t testing.TB, res *resources.Resources, st *status.Comput
 	}
 }
 
-func routeGeneration(t testing.TB, res *resources.Resources, route types.NamespacedName) int64 {
+func routeGeneration(t testing.TB, res *snapshot.Resources, route types.NamespacedName) int64 {
 	t.Helper()
 	for _, r := range res.HTTPRoutes {
 		if r.Namespace == route.Namespace && r.Name == route.Name {

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/translate"
 
 	corev1 "k8s.io/api/core/v1"
@@ -240,9 +240,9 @@ func (in *informers) shutdown() {
 
 // snapshot lists every cache into one Resources. The objects are the
 // caches' own and must not be modified; translate only reads them.
-func (in *informers) snapshot() (*resources.Resources, error) {
+func (in *informers) snapshot() (*snapshot.Resources, error) {
 	o := in.order
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		GatewayClasses:     o.gatewayClasses.list(),
 		Gateways:           o.gateways.list(),
 		ListenerSets:       o.listenerSets.list(),

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"portico.dev/portico/knative"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/translate"
 )
 
@@ -108,7 +108,7 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 
 // Snapshot is the Cluster's snapshot with the KIngresses, in
 // namespace/name order (pipeline.Source).
-func (k *Knative) Snapshot() (*resources.Resources, error) {
+func (k *Knative) Snapshot() (*snapshot.Resources, error) {
 	res, err := k.Cluster.Snapshot()
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (k *Knative) Snapshot() (*resources.Resources, error) {
 		}
 	}
 	slices.SortFunc(out.KIngresses, func(a, b *knative.Ingress) int {
-		return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
+		return snapshot.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	certs := k.certs.GetStore().List()
 	out.KCertificates = make([]*knative.Certificate, 0, len(certs))
@@ -132,7 +132,7 @@ func (k *Knative) Snapshot() (*resources.Resources, error) {
 		}
 	}
 	slices.SortFunc(out.KCertificates, func(a, b *knative.Certificate) int {
-		return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
+		return snapshot.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	return &out, nil
 }
@@ -140,7 +140,7 @@ func (k *Knative) Snapshot() (*resources.Resources, error) {
 // WriteKnative hands what translate says of the KIngresses and
 // Certificates of Portico's classes to their status writers
 // (pipeline.Outputs.Knative).
-func (k *Knative) WriteKnative(out *translate.KnativeOutput, res *resources.Resources) {
+func (k *Knative) WriteKnative(out *translate.KnativeOutput, res *snapshot.Resources) {
 	k.writer.submit(out.Ingresses, res)
 	k.certWriter.submit(out.Certificates)
 }

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/translate"
 )
 

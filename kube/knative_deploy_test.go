@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"portico.dev/portico/charts/charttest"
+	"portico.dev/portico/internal/testkit/charttest"
 )
 
 // TestKnativeDeployOverlay builds deploy/knative, applies it to a real API

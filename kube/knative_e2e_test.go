@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 )
 
 const knHello = `apiVersion: networking.internal.knative.dev/v1alpha1

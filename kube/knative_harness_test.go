@@ -38,12 +38,12 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/acme/acmetest"
-	"portico.dev/portico/knative"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/secretstorage"
-	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )

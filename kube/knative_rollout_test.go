@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 )
 
 const knRollout = `apiVersion: networking.internal.knative.dev/v1alpha1

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/translate"
 )
 

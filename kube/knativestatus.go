@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/translate"
 )
 
@@ -82,7 +82,7 @@ func (w *kingressWriter) poke() {
 }
 
 // submit takes the results of a rebuild and the replicas of its snapshot.
-func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngressResult, res *resources.Resources) {
+func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngressResult, res *snapshot.Resources) {
 	replicas := readyAddresses(res, w.k.Settings.LocalService)
 	w.mu.Lock()
 	if !slices.Equal(replicas, w.replicas) {
@@ -119,7 +119,7 @@ func sameResult(a, b translate.KIngressResult) bool {
 }
 
 // readyAddresses lists the ready endpoint addresses of a Service, sorted.
-func readyAddresses(res *resources.Resources, svc types.NamespacedName) []string {
+func readyAddresses(res *snapshot.Resources, svc types.NamespacedName) []string {
 	var out []string
 	for _, es := range res.EndpointSlices {
 		if es.Namespace != svc.Namespace || es.Labels[discoveryv1.LabelServiceName] != svc.Name {

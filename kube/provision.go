@@ -16,9 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/dataplane"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/translate"
 )
 
@@ -47,7 +47,7 @@ type provisioner struct {
 
 type dataPlaneBatch struct {
 	inputs []provision.Input
-	res    *resources.Resources
+	res    *snapshot.Resources
 }
 
 func newProvisioner(kube kubernetes.Interface, s provision.Settings, leading func() bool, log *zap.Logger) *provisioner {
@@ -246,7 +246,7 @@ type applyStep struct {
 // provisioner, which applies them while this replica leads
 // (pipeline.Outputs.DataPlanes). Without Cluster.DataPlanes it does
 // nothing.
-func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resources) {
+func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *snapshot.Resources) {
 	if c.provisioner != nil {
 		c.provisioner.submit(&dataPlaneBatch{inputs: inputs, res: res})
 	}
@@ -258,8 +258,8 @@ func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *resources.Resou
 // planes are the snapshots of every data plane. A Gateway that is not
 // accepted keeps what its data plane was sent before: a typo must not take
 // it down.
-func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plane {
-	out := make([]dataplane.Plane, 0, len(inputs))
+func planes(inputs []provision.Input, res *snapshot.Resources) []configstream.Plane {
+	out := make([]configstream.Plane, 0, len(inputs))
 	holders := provision.Holders(inputs)
 	for _, in := range inputs {
 		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
@@ -267,7 +267,7 @@ func planes(inputs []provision.Input, res *resources.Resources) []dataplane.Plan
 		if holders[[2]string{key.Namespace, name}] != in.Gateway {
 			continue // its data plane's name is another Gateway's
 		}
-		p := dataplane.Plane{Gateway: key, ServiceAccount: name, Keep: !in.Accepted}
+		p := configstream.Plane{Gateway: key, ServiceAccount: name, Keep: !in.Accepted}
 		if in.Accepted {
 			p.Resources = translate.Scope(res, key)
 		}

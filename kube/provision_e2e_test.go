@@ -20,9 +20,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/parameters"
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // provisionFixture is a real API server and controller manager (garbage

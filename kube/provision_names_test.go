@@ -14,8 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // TestCollidingDataPlaneNames is an attack by a tenant who may create
@@ -41,7 +41,7 @@ func TestCollidingDataPlaneNames(t *testing.T) {
 		t.Fatal("the names no longer collide: the test needs another pair")
 	}
 	for _, inputs := range [][]provision.Input{{victim, attacker}, {attacker, victim}} {
-		planes := planes(inputs, &resources.Resources{})
+		planes := planes(inputs, &snapshot.Resources{})
 		if len(planes) != 1 || planes[0].Gateway.Name != "web" {
 			t.Errorf("planes published: %v, want only apps/web's", planes)
 		}
@@ -52,7 +52,7 @@ func TestCollidingDataPlaneNames(t *testing.T) {
 			return true, nil, nil
 		})
 		p := newProvisioner(kc, provision.Settings{Image: "portico:test", Controller: "c:9443"}, func() bool { return true }, zaptest.NewLogger(t))
-		_ = p.reconcile(context.Background(), &dataPlaneBatch{inputs: inputs, res: &resources.Resources{}})
+		_ = p.reconcile(context.Background(), &dataPlaneBatch{inputs: inputs, res: &snapshot.Resources{}})
 		if len(applied) != 1 || !strings.Contains(applied[0], "apps/web\"") {
 			t.Errorf("%d Deployments applied, want one for apps/web: %.300q", len(applied), applied)
 		}

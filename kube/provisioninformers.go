@@ -21,9 +21,9 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"portico.dev/portico/parameters"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // ParametersResource is the resource of PorticoParameters.
@@ -103,7 +103,7 @@ func toParameters(log *zap.Logger) cache.TransformFunc {
 
 // snapshotDataPlanes adds the PorticoParameters and provisioned
 // Deployments to res.
-func (in *informers) snapshotDataPlanes(res *resources.Resources) error {
+func (in *informers) snapshotDataPlanes(res *snapshot.Resources) error {
 	if in.dataPlanes.parameters != nil {
 		for _, obj := range in.dataPlanes.parameters.List() {
 			if p, ok := obj.(*parameters.PorticoParameters); ok {

@@ -19,9 +19,9 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/net/http2"
 
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/internal/testyaml"
-	"portico.dev/portico/pipeline"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/testkit/testyaml"
 	"portico.dev/portico/proxy"
 )
 

@@ -18,8 +18,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // statusFieldManager names Portico in the managedFields of what it writes.
@@ -723,7 +723,7 @@ func (w *statusWriter) report(kind, result string) {
 
 // statusVersions records the identity and generation of every object a
 // full update may write, from the snapshot it was computed from.
-func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
+func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	out := make(map[statusKey]objectVersion, len(res.GatewayClasses)+len(res.Gateways)+len(res.ListenerSets)+len(res.HTTPRoutes))
 	add := func(kind string, o metav1.Object) {
 		out[statusKey{kind, nn(o.GetNamespace(), o.GetName())}] = objectVersion{o.GetUID(), o.GetGeneration()}
@@ -756,7 +756,7 @@ func statusVersions(res *resources.Resources) map[statusKey]objectVersion {
 // delta update names, and of every GatewayClass (which it carries whole).
 // Finding them is a pass over the names of two kinds, no map of every
 // object.
-func changedVersions(res *resources.Resources, changed *status.Changed) map[statusKey]objectVersion {
+func changedVersions(res *snapshot.Resources, changed *status.Changed) map[statusKey]objectVersion {
 	out := make(map[statusKey]objectVersion, changed.Len()+len(res.GatewayClasses))
 	for _, o := range res.GatewayClasses {
 		out[statusKey{"GatewayClass", nn("", o.Name)}] = objectVersion{o.UID, o.Generation}

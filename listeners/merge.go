@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/conditions"
-	"portico.dev/portico/internal/slab"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/conditions"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/slab"
 )
 
 const (
@@ -407,7 +407,7 @@ func sortedListenerSets(in []*gwv1.ListenerSet) []*gwv1.ListenerSet {
 		if c := cmp.Compare(a.nsec, b.nsec); c != 0 {
 			return c
 		}
-		if c := resources.CompareNames(a.ls.Namespace, a.ls.Name, b.ls.Namespace, b.ls.Name); c != 0 {
+		if c := snapshot.CompareNames(a.ls.Namespace, a.ls.Name, b.ls.Namespace, b.ls.Name); c != 0 {
 			return c
 		}
 		return a.pos - b.pos

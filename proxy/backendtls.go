@@ -15,7 +15,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // backendTLSTransports pools the TLS connections to backends per

@@ -30,10 +30,10 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/routing"
-	"portico.dev/portico/sni/snitest"
 )
 
 // testCA issues backend certificates. snitest's CA cannot put URIs in a

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"portico.dev/portico/h1"
+	"portico.dev/portico/internal/dataplane/h1"
 )
 
 // BenchmarkForwardOnly is BenchmarkForward with a client and a backend that

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // appProtocolH2C is the Service port appProtocol for HTTP/2 cleartext.

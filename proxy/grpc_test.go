@@ -27,12 +27,12 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
-	"portico.dev/portico/internal/grpctest"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/grpctest"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
 )
 
 // grpcBackend serves grpctest.EchoService as name under each of

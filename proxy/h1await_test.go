@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // TestDirectStaleConnectionReplaced: a pooled connection the backend closed

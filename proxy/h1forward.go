@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"portico.dev/portico/h1"
+	"portico.dev/portico/internal/dataplane/h1"
 )
 
 // The direct HTTP/1.1 path sends a request that has no body to a plain-text

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"portico.dev/portico/h1"
-	"portico.dev/portico/internal/reqctx"
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/h1"
+	"portico.dev/portico/internal/dataplane/reqctx"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // Limits of the plain HTTP/1.1 backend pool, the same as the transport's

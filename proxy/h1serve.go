@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
-	"portico.dev/portico/h1"
+	"portico.dev/portico/internal/dataplane/h1"
 )
 
 // Which server serves HTTP/1 requests (Options.HTTP1Server).

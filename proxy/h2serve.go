@@ -3,7 +3,7 @@ package proxy
 import (
 	"net/http"
 
-	"portico.dev/portico/h2"
+	"portico.dev/portico/internal/dataplane/h2"
 )
 
 // Which server serves HTTP/2 requests (Options.HTTP2Server).

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/tracing"
+	"portico.dev/portico/internal/dataplane/tracing"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // serveHTTP picks the listener for the request's Host, enforces the

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // answerProbe answers the readiness probe of Portico's leader on a KIngress

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // errClientTooSlow is what a request body read or response write returns

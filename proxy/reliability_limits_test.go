@@ -34,10 +34,10 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
 )
 
 // relRuntime is a Runtime on loopback with opts changed by set.

@@ -23,10 +23,10 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
 )
 
 // seenRequest is what a recording backend got.

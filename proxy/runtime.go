@@ -1,3 +1,8 @@
+// Package proxy is Portico's data plane: it binds the ports of a
+// config.Config, terminates TLS, routes each request with lookups into
+// tables compiled ahead of time and forwards it to an endpoint. A new
+// Config replaces the old one with a single atomic swap; sockets and
+// in-flight requests survive.
 package proxy
 
 import (
@@ -19,10 +24,10 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/sockio"
-	"portico.dev/portico/internal/workers"
+	"portico.dev/portico/internal/dataplane/sockio"
+	"portico.dev/portico/internal/dataplane/tracing"
+	"portico.dev/portico/internal/dataplane/workers"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/tracing"
 )
 
 // Options are the data plane's fixed settings. Zero values get the defaults

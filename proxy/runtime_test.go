@@ -19,8 +19,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/routing"
 )
 

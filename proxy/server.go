@@ -16,9 +16,9 @@ import (
 	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/h1"
-	"portico.dev/portico/h2"
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/h1"
+	"portico.dev/portico/internal/dataplane/h2"
+	"portico.dev/portico/internal/dataplane/sockio"
 	"portico.dev/portico/sni"
 )
 

@@ -18,10 +18,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
 )
 
 type handshakeFailures struct {

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"portico.dev/portico/internal/sockio"
+	"portico.dev/portico/internal/dataplane/sockio"
 )
 
 // dialH2 dials and handshakes by itself, where tls.Dialer did both: these

@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"portico.dev/portico/clienthello"
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/sockio"
-	"portico.dev/portico/stream"
+	"portico.dev/portico/internal/dataplane/clienthello"
+	"portico.dev/portico/internal/dataplane/sockio"
+	"portico.dev/portico/internal/dataplane/stream"
 )
 
 // StreamObserver records finished TLS streams (metrics): the TLSRoute as

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/sni"
 )
 

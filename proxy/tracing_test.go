@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/tracing"
-	"portico.dev/portico/tracing/tracingtest"
+	"portico.dev/portico/internal/dataplane/tracing"
+	"portico.dev/portico/internal/testkit/tracingtest"
 )
 
 // tracedRuntime is a Runtime on loopback that exports spans to rc.

@@ -1,6 +1,8 @@
-// Package routing attaches routes to listeners and compiles them into
-// per-listener tables that the data plane matches requests against without
-// allocating.
+// Package routing attaches HTTPRoutes and GRPCRoutes to listeners, decides
+// their statuses, and compiles each listener's routes into the
+// config.Table the data plane matches requests against. It also holds the
+// rules every route kind shares: which listeners admit a route
+// (allowedRoutes) and which backend references resolve.
 package routing
 
 import (

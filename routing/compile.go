@@ -11,9 +11,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/slab"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/shared/slab"
 )
 
 // Compile attaches every route to the listeners its parentRefs select and
@@ -433,7 +433,7 @@ func compareRoutes(a, b *gwv1.HTTPRoute) int {
 		}
 		return 1
 	}
-	return resources.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
+	return snapshot.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 }
 
 // ourRefs appends to refs the parentRefs of route that name one of our

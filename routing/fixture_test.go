@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 const testController = gwv1.GatewayController("portico.dev/gateway-controller")

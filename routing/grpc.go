@@ -7,7 +7,7 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // A GRPCRoute is compiled into the same tables as HTTPRoutes: a gRPC call

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 func issuePEM(t testing.TB, kind snitest.KeyKind, names ...string) snitest.KeyPair {

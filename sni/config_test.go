@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 // testServer serves TLS on 127.0.0.1 with a ServerConfig over the table in

@@ -12,7 +12,7 @@ import (
 	"crypto/x509"
 	"fmt"
 
-	"portico.dev/portico/hostname"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // Entry is one listener on an HTTPS port.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 // testCA is shared by the tests of this package; issuing is the slow part.

@@ -12,9 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/hostname"
 )
 
 // ACME opt-in and ownership markers.
@@ -58,7 +58,7 @@ type acmeCandidate struct {
 // their spec alone, and records their Secrets in the index so that a
 // missing one reads as "waiting for a certificate". Whether they are
 // accepted is only known after the merge (acmeWanted).
-func (ix *index) acmeCandidates(res *resources.Resources) []acmeCandidate {
+func (ix *index) acmeCandidates(res *snapshot.Resources) []acmeCandidate {
 	var out []acmeCandidate
 	add := func(kind string, obj metav1.Object, ls []gwv1.Listener) {
 		for i := range ls {

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/conditions"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/conditions"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // A Gateway's spec.addresses.
@@ -118,7 +118,7 @@ func (t *translation) gatewayAddresses() {
 		return
 	}
 	var reqs []*addressRequest
-	for _, gw := range resources.SortedByAge(t.res.Gateways) {
+	for _, gw := range snapshot.SortedByAge(t.res.Gateways) {
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := t.st.Gateways[key]
 		if !ours || t.perGateway[key] || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) {
@@ -266,7 +266,7 @@ func (r *addressRequest) report(st *status.Computed, poolSize int) {
 // every accepted Gateway: Portico's own, or those of them its spec.addresses
 // names (see sharedAddresses). They bind nothing: every Gateway is served on
 // Portico's listening addresses.
-func reportSharedAddresses(shared *SharedAddresses, res *resources.Resources, st *status.Computed, perGateway map[types.NamespacedName]bool) {
+func reportSharedAddresses(shared *SharedAddresses, res *snapshot.Resources, st *status.Computed, perGateway map[types.NamespacedName]bool) {
 	own := shared.own(res)
 	for _, gw := range res.Gateways {
 		key := nn(gw.Namespace, gw.Name)
@@ -297,7 +297,7 @@ type SharedAddresses struct {
 }
 
 // own lists the addresses: the fixed ones, then those of the Service.
-func (sh *SharedAddresses) own(res *resources.Resources) []gwv1.GatewayStatusAddress {
+func (sh *SharedAddresses) own(res *snapshot.Resources) []gwv1.GatewayStatusAddress {
 	out := slices.Clone(sh.Addresses)
 	if sh.Service.Name != "" {
 		for _, svc := range res.Services {

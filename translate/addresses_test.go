@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 func TestGatewayAddresses(t *testing.T) {
@@ -40,7 +40,7 @@ func TestGatewayAddresses(t *testing.T) {
 		Addresses: []gwv1.GatewayStatusAddress{GatewayAddress("192.0.2.1")},
 		Service:   types.NamespacedName{Namespace: "portico-system", Name: "portico"},
 	}
-	res := &resources.Resources{Services: []*corev1.Service{
+	res := &snapshot.Resources{Services: []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.99"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}},
 	}}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 const twoGateways = classYAML + `apiVersion: gateway.networking.k8s.io/v1

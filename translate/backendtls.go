@@ -19,8 +19,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // BackendTLSPolicy.
@@ -75,7 +75,7 @@ type caSource struct {
 	prev, used map[*corev1.ConfigMap]caBundle
 }
 
-func newCASource(res *resources.Resources, prev map[*corev1.ConfigMap]caBundle) *caSource {
+func newCASource(res *snapshot.Resources, prev map[*corev1.ConfigMap]caBundle) *caSource {
 	c := &caSource{
 		configMaps: make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps)),
 		prev:       prev,
@@ -154,7 +154,7 @@ func (t *translation) policyStatuses() {
 }
 
 // resolveBackendTLS evaluates every BackendTLSPolicy, oldest first.
-func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
+func resolveBackendTLS(res *snapshot.Resources, cas *caSource) *backendTLS {
 	out := &backendTLS{
 		byTarget: map[tlsTarget]*config.BackendTLS{},
 		verdicts: make(map[types.NamespacedName]*policyVerdict, len(res.BackendTLSPolicies)),
@@ -163,7 +163,7 @@ func resolveBackendTLS(res *resources.Resources, cas *caSource) *backendTLS {
 		return out
 	}
 	winner := map[tlsTarget]types.NamespacedName{}
-	for _, p := range resources.SortedByAge(res.BackendTLSPolicies) {
+	for _, p := range snapshot.SortedByAge(res.BackendTLSPolicies) {
 		key := nn(p.Namespace, p.Name)
 		settings, v := evaluatePolicy(p, cas)
 		var conflicts []string
@@ -329,7 +329,7 @@ func checkID(settings *config.BackendTLS, caSums []string) string {
 
 // referencedConfigMaps lists, in snapshot order, the ConfigMaps some
 // BackendTLSPolicy or Gateway (client certificate validation) names.
-func referencedConfigMaps(res *resources.Resources) []*corev1.ConfigMap {
+func referencedConfigMaps(res *snapshot.Resources) []*corev1.ConfigMap {
 	named := configMapNames(res)
 	if len(named) == 0 {
 		return nil
@@ -345,7 +345,7 @@ func referencedConfigMaps(res *resources.Resources) []*corev1.ConfigMap {
 
 // configMapNames are the ConfigMaps res's BackendTLSPolicies and Gateways
 // name for CA certificates.
-func configMapNames(res *resources.Resources) map[types.NamespacedName]bool {
+func configMapNames(res *snapshot.Resources) map[types.NamespacedName]bool {
 	named := map[types.NamespacedName]bool{}
 	for _, p := range res.BackendTLSPolicies {
 		for _, ref := range p.Spec.Validation.CACertificateRefs {
@@ -433,7 +433,7 @@ func policyCondition(typ gwv1.PolicyConditionType, ok bool, reason gwv1.PolicyCo
 // policyAncestors writes the status of every BackendTLSPolicy: one entry
 // per Gateway of ours with an accepted route to a port the policy targets
 // (whether or not the policy won it), at most status.MaxPolicyAncestors of them.
-func policyAncestors(res *resources.Resources, st *status.Computed, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
+func policyAncestors(res *snapshot.Resources, st *status.Computed, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
 	out := map[types.NamespacedName][]gwv1.PolicyAncestorStatus{}
 	if len(tls.verdicts) == 0 {
 		return out
@@ -489,7 +489,7 @@ func policyAncestors(res *resources.Resources, st *status.Computed, tls *backend
 
 // routedGateways finds, for each policy wanted, the Gateways with an
 // accepted route (of controller) to a port the policy targets.
-func routedGateways(res *resources.Resources, st *status.Computed, controller gwv1.GatewayController,
+func routedGateways(res *snapshot.Resources, st *status.Computed, controller gwv1.GatewayController,
 	wanted map[tlsTarget][]types.NamespacedName, portNames map[types.NamespacedName]map[int32]string) map[types.NamespacedName]map[types.NamespacedName]bool {
 	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
@@ -560,7 +560,7 @@ type routedBackends struct {
 
 // routeBackends lists the backends of every HTTPRoute, GRPCRoute and
 // TLSRoute.
-func routeBackends(res *resources.Resources, st *status.Computed) []routedBackends {
+func routeBackends(res *snapshot.Resources, st *status.Computed) []routedBackends {
 	out := make([]routedBackends, 0, len(res.HTTPRoutes)+len(res.GRPCRoutes)+len(res.TLSRoutes))
 	for _, r := range res.TLSRoutes {
 		rb := routedBackends{namespace: r.Namespace, parents: st.TLSRoutes[nn(r.Namespace, r.Name)]}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 // backendTLSYAML has one Gateway, a route per Service, and policies that

@@ -12,7 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // TestBrokenSecretUpdateKeepsPreviousCertificate: a Secret whose update
@@ -68,7 +68,7 @@ func TestBrokenSecretUpdateKeepsPreviousCertificate(t *testing.T) {
 
 // withSecret returns a copy of res whose Secret key is changed by edit (a
 // copy of it), or removed when edit is nil.
-func withSecret(res *resources.Resources, key types.NamespacedName, edit func(*corev1.Secret)) *resources.Resources {
+func withSecret(res *snapshot.Resources, key types.NamespacedName, edit func(*corev1.Secret)) *snapshot.Resources {
 	out := *res
 	out.Secrets = nil
 	for _, s := range res.Secrets {

@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/conditions"
+	"portico.dev/portico/internal/controlplane/conditions"
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/parameters"
-	"portico.dev/portico/provision"
 )
 
 // addDataPlane records a Gateway of a class whose Gateways have data

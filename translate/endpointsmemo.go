@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // EndpointsMemory is what one resolution of endpoints hands the next, as
@@ -38,7 +38,7 @@ func (m Memory) WithEndpoints(e EndpointsMemory) Memory {
 // ResolveEndpoints is Endpoints with mem: only the Services whose Service
 // or EndpointSlices changed since the resolution mem carries are resolved
 // again, and the table returned shares the rest with the one before.
-func ResolveEndpoints(res *resources.Resources, mem Memory) (config.EndpointTable, EndpointsMemory) {
+func ResolveEndpoints(res *snapshot.Resources, mem Memory) (config.EndpointTable, EndpointsMemory) {
 	if prev := mem.eps; prev != nil {
 		if m, ok := prev.next(res); ok {
 			return m.out, EndpointsMemory{m}
@@ -61,7 +61,7 @@ func ResolveEndpoints(res *resources.Resources, mem Memory) (config.EndpointTabl
 }
 
 // next is the resolution of res from m; false when res changed too much.
-func (m *endpointsMemo) next(res *resources.Resources) (*endpointsMemo, bool) {
+func (m *endpointsMemo) next(res *snapshot.Resources) (*endpointsMemo, bool) {
 	svcRemoved, svcAdded, services, ok1 := m.services.diff(res.Services)
 	esRemoved, esAdded, kept, ok2 := m.slices.diff(res.EndpointSlices)
 	if !ok1 || !ok2 {

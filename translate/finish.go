@@ -12,11 +12,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
-	"portico.dev/portico/conditions"
 	"portico.dev/portico/config"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/conditions"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // Facts are what is known of a configuration only once translate has made
@@ -60,7 +60,7 @@ const reasonParentNotProgrammed gwv1.ListenerSetConditionReason = "ParentNotProg
 // ListenerSets whose statuses it changed (GatewayClasses, a handful, are
 // written whole), so that a writer that copies only what changed also
 // copies these, and those of the Finish before.
-func Finish(st *status.Computed, res *resources.Resources, f Facts) (out *status.Computed, decorated *status.Changed) {
+func Finish(st *status.Computed, res *snapshot.Resources, f Facts) (out *status.Computed, decorated *status.Changed) {
 	if f.none() {
 		return st, nil
 	}
@@ -114,7 +114,7 @@ func (f *finisher) setListenerSet(key types.NamespacedName, ls gwv1.ListenerSetS
 // address is only that of the Gateways given that address (an address
 // pool); a port without one is bound for every Gateway. Accepted stays as
 // it is: the configuration is valid, it is just not live.
-func (f *finisher) unprogramPort(res *resources.Resources, port *config.PortKey, msg string) {
+func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, msg string) {
 	st := &f.out
 	on := func(gw types.NamespacedName, p gwv1.PortNumber, conds []metav1.Condition) bool {
 		switch {
@@ -202,7 +202,7 @@ func (f *finisher) unprogramGateway(key types.NamespacedName, children []types.N
 // demoteUnacknowledged keeps a Gateway with a data plane of its own from
 // being Programmed until its Deployment records that its data plane applied
 // the configuration it is to apply now (versions).
-func (f *finisher) demoteUnacknowledged(res *resources.Resources, versions map[types.NamespacedName]string) {
+func (f *finisher) demoteUnacknowledged(res *snapshot.Resources, versions map[types.NamespacedName]string) {
 	if len(versions) == 0 {
 		return
 	}

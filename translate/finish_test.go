@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/internal/testyaml"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/testkit/testyaml"
 )
 
 // TestFinishNotApplied: a Gateway whose configuration could not be put on
@@ -95,7 +95,7 @@ func TestFinishUnsupportedVersion(t *testing.T) {
 		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3},
 		{Type: "SupportedVersion", Status: metav1.ConditionTrue, Reason: "SupportedVersion", ObservedGeneration: 3},
 	}}}}
-	out, _ := Finish(st, &resources.Resources{}, Facts{CRDProblems: []string{"CRD gateways.gateway.networking.k8s.io is version v1.5.0"}})
+	out, _ := Finish(st, &snapshot.Resources{}, Facts{CRDProblems: []string{"CRD gateways.gateway.networking.k8s.io is version v1.5.0"}})
 	if c := meta.FindStatusCondition(st.GatewayClasses["a"].Conditions, "SupportedVersion"); c.Status != metav1.ConditionTrue {
 		t.Errorf("the translation's own status changed: %+v", c)
 	}
@@ -133,7 +133,7 @@ func TestFinishUnacknowledged(t *testing.T) {
 	}{{"", metav1.ConditionFalse}, {"an-older-one", metav1.ConditionFalse}, {current, metav1.ConditionTrue}} {
 		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-dedicated",
 			Annotations: map[string]string{provision.AppliedVersionAnnotation: tc.applied}}}
-		st, _ := Finish(programmed(), &resources.Resources{Gateways: gateways, Deployments: []*appsv1.Deployment{dep}},
+		st, _ := Finish(programmed(), &snapshot.Resources{Gateways: gateways, Deployments: []*appsv1.Deployment{dep}},
 			Facts{DataPlaneVersions: map[types.NamespacedName]string{web: current}})
 		if got := st.Gateways[web].Conditions[0]; got.Status != tc.want {
 			t.Errorf("applied %q: Programmed %s (%s), want %s", tc.applied, got.Status, got.Message, tc.want)
@@ -145,7 +145,7 @@ func TestFinishUnacknowledged(t *testing.T) {
 }
 
 // yamlSnapshot is the snapshot of the objects in yaml.
-func yamlSnapshot(t *testing.T, yaml string) *resources.Resources {
+func yamlSnapshot(t *testing.T, yaml string) *snapshot.Resources {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"portico.dev/portico/admission"
+	"portico.dev/portico/internal/controlplane/validation"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
-	"portico.dev/portico/filesource"
+	"portico.dev/portico/internal/controlplane/filesource"
 )
 
 // FuzzTranslate feeds standalone YAML through decode, assemble and
@@ -39,7 +39,7 @@ func FuzzTranslate(f *testing.F) {
 		}
 		f.Add(raw)
 	}
-	admit, err := admission.New()
+	admit, err := validation.New()
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/parameters"
-	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 )
 
@@ -74,7 +74,7 @@ func (t *translation) gatewaysAndListeners() {
 	}
 	t.clientCerts = map[types.NamespacedName]*config.BackendClientCert{}
 	t.parents = make(map[routing.Parent]bool, len(res.Gateways)+len(res.ListenerSets))
-	for _, gw := range resources.SortedByAge(res.Gateways) {
+	for _, gw := range snapshot.SortedByAge(res.Gateways) {
 		accepted, ours := t.ourClasses[string(gw.Spec.GatewayClassName)]
 		if !ours {
 			continue

@@ -16,8 +16,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // The tests in this file translate the golden inputs of testdata/ and
@@ -30,7 +30,7 @@ import (
 // gepFixture is one translated golden input.
 type gepFixture struct {
 	t   *testing.T
-	res *resources.Resources
+	res *snapshot.Resources
 	cfg *config.Config
 	st  *status.Computed
 }

@@ -71,8 +71,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // goldenDir holds the cases. The -update flag (update) is declared with
@@ -103,7 +103,7 @@ const goldenOptionsKind = "GoldenOptions"
 // translateGolden is the only code here that calls translate: it
 // translates each snapshot in turn, each with the Memory of the one
 // before, from an empty Memory, and returns the last result.
-func translateGolden(opts goldenOptions, snapshots ...*resources.Resources) Output {
+func translateGolden(opts goldenOptions, snapshots ...*snapshot.Resources) Output {
 	s := Settings{ControllerName: gwv1.GatewayController(opts.ControllerName), AddressPool: opts.AddressPool}
 	if ns, name, ok := strings.Cut(opts.Gateway, "/"); ok {
 		s.Gateway = &types.NamespacedName{Namespace: ns, Name: name}
@@ -123,7 +123,7 @@ func translateGolden(opts goldenOptions, snapshots ...*resources.Resources) Outp
 }
 
 // loadGolden reads a case: its options and its objects.
-func loadGolden(t *testing.T, path string) (goldenOptions, *resources.Resources) {
+func loadGolden(t *testing.T, path string) (goldenOptions, *snapshot.Resources) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -251,7 +251,7 @@ func TestGoldenDeterministic(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
 			opts, res := loadGolden(t, in)
-			dump := func(snapshots ...*resources.Resources) []byte {
+			dump := func(snapshots ...*snapshot.Resources) []byte {
 				return dumpGolden(t, res, translateGolden(opts, snapshots...))
 			}
 			want := dump(res)
@@ -273,9 +273,9 @@ func TestGoldenDeterministic(t *testing.T) {
 }
 
 // shuffledCopy deep-copies every object of res into shuffled slices.
-func shuffledCopy(res *resources.Resources, seed uint64) *resources.Resources {
+func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 	rnd := rand.New(rand.NewPCG(seed, 0x901de7))
-	out := &resources.Resources{
+	out := &snapshot.Resources{
 		GatewayClasses:     shuffle(rnd, res.GatewayClasses),
 		Gateways:           shuffle(rnd, res.Gateways),
 		ListenerSets:       shuffle(rnd, res.ListenerSets),
@@ -367,7 +367,7 @@ type goldenAncestor struct {
 }
 
 // dumpGolden renders a translation of res as the golden document.
-func dumpGolden(t *testing.T, res *resources.Resources, translated Output) []byte {
+func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte {
 	t.Helper()
 	cfg, st := translated.Config, translated.Statuses
 	out := goldenOut{

@@ -3,12 +3,12 @@ package translate
 import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 // grpcRouteBackends is routeBackends for GRPCRoutes.
-func grpcRouteBackends(res *resources.Resources, st *status.Computed) []routedBackends {
+func grpcRouteBackends(res *snapshot.Resources, st *status.Computed) []routedBackends {
 	out := make([]routedBackends, 0, len(res.GRPCRoutes))
 	for _, r := range res.GRPCRoutes {
 		rb := routedBackends{namespace: r.Namespace, parents: st.GRPCRoutes[nn(r.Namespace, r.Name)]}

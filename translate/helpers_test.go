@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/testyaml"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/testkit/testyaml"
 )
 
 // translator keeps the Memory between calls, as the run loop does, and the
@@ -27,7 +27,7 @@ type translator struct {
 
 func newTranslator() *translator { return &translator{} }
 
-func (t *translator) Translate(res *resources.Resources) (*config.Config, *status.Computed) {
+func (t *translator) Translate(res *snapshot.Resources) (*config.Config, *status.Computed) {
 	var out Output
 	out, t.mem = Translate(t.Settings, res, t.mem)
 	t.acme = out.ACME

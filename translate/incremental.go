@@ -13,13 +13,13 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/status"
 )
 
 // incremental is what a translation keeps so that the next one re-derives
@@ -34,7 +34,7 @@ type incremental struct {
 	settings Settings
 	// res is the snapshot's other kinds, to compare the next one's with;
 	// lists its ListenerSets, HTTPRoutes, Secrets and Services.
-	res      *resources.Resources
+	res      *snapshot.Resources
 	lists    keptLists
 	ls       layered[types.NamespacedName, *gwv1.ListenerSet]
 	routes   layered[types.NamespacedName, *gwv1.HTTPRoute]
@@ -129,7 +129,7 @@ func compareOrder(a, b listenerOrder) int {
 	if !a.created.Equal(b.created) {
 		return a.created.Compare(b.created)
 	}
-	if c := resources.CompareNames(a.ns, a.name, b.ns, b.name); c != 0 {
+	if c := snapshot.CompareNames(a.ns, a.name, b.ns, b.name); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.index, b.index)
@@ -227,7 +227,7 @@ func (t *translation) incrementalState() *incremental {
 // snapshotCopy is res with slices of its own: what the next translation
 // compares its snapshot with must not change if a caller reuses a slice.
 // The kinds a delta re-derives are kept in keptLists instead.
-func snapshotCopy(res *resources.Resources) *resources.Resources {
+func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c := *res
 	c.GatewayClasses, c.Gateways = slices.Clone(res.GatewayClasses), slices.Clone(res.Gateways)
 	c.GRPCRoutes, c.TLSRoutes = slices.Clone(res.GRPCRoutes), slices.Clone(res.TLSRoutes)
@@ -243,7 +243,7 @@ func snapshotCopy(res *resources.Resources) *resources.Resources {
 // byKey indexes objects by namespace/name; false when a key repeats.
 func byKey[T interface {
 	comparable
-	resources.Object
+	snapshot.Object
 }](objs []T) (layered[types.NamespacedName, T], bool) {
 	m := make(map[types.NamespacedName]T, len(objs))
 	for _, o := range objs {
@@ -369,7 +369,7 @@ func eachBackendRef(r *gwv1.HTTPRoute, fn func(gwv1.BackendObjectReference)) {
 
 // unchangedKinds reports whether every kind a delta does not re-derive is
 // the same in both snapshots.
-func unchangedKinds(a, b *resources.Resources) bool {
+func unchangedKinds(a, b *snapshot.Resources) bool {
 	return slices.Equal(a.GatewayClasses, b.GatewayClasses) && slices.Equal(a.Gateways, b.Gateways) &&
 		slices.Equal(a.GRPCRoutes, b.GRPCRoutes) && slices.Equal(a.TLSRoutes, b.TLSRoutes) &&
 		slices.Equal(a.ReferenceGrants, b.ReferenceGrants) && slices.Equal(a.BackendTLSPolicies, b.BackendTLSPolicies) &&
@@ -408,7 +408,7 @@ func diffMiddle[T comparable](o, nw []T) (removed, added []T) {
 // that changed; false when an added object's key is taken.
 func applyDiff[T interface {
 	comparable
-	resources.Object
+	snapshot.Object
 }](idx layered[types.NamespacedName, T], removed, added []T) (layered[types.NamespacedName, T], []types.NamespacedName, bool) {
 	if len(removed) == 0 && len(added) == 0 {
 		return idx, nil, true
@@ -464,7 +464,7 @@ type delta struct {
 	prev *incremental
 	next *incremental
 	mem  Memory
-	res  *resources.Resources
+	res  *snapshot.Resources
 	// old versions of the changed ListenerSets and routes.
 	oldLS     map[types.NamespacedName]*gwv1.ListenerSet
 	oldRoutes map[types.NamespacedName]*gwv1.HTTPRoute
@@ -476,7 +476,7 @@ type delta struct {
 
 // apply translates res from the translation inc was kept from, re-deriving
 // only what changed; false when res must be translated in full.
-func (inc *incremental) apply(s Settings, res *resources.Resources, mem Memory) (Output, Memory, bool) {
+func (inc *incremental) apply(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory, bool) {
 	if !inc.spent.CompareAndSwap(false, true) || !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
 		return Output{}, mem, false
 	}
@@ -807,7 +807,7 @@ func (d *delta) compile(t *translation) bool {
 	}
 	// The order Compile is given routes in does not matter (it sorts), but
 	// keep it fixed.
-	slices.SortFunc(routes, resources.CompareAge)
+	slices.SortFunc(routes, snapshot.CompareAge)
 	in := routing.Input{
 		ControllerName:  t.controller,
 		Listeners:       make([]routing.Listener, len(t.merged)),

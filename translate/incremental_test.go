@@ -17,11 +17,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/sni/snitest"
-	"portico.dev/portico/status"
 )
 
 // world is a random cluster the property test changes one object at a
@@ -31,7 +31,7 @@ import (
 type world struct {
 	r     *rand.Rand
 	pairs []snitest.KeyPair
-	res   *resources.Resources
+	res   *snapshot.Resources
 	clock int
 }
 
@@ -53,7 +53,7 @@ func newWorld(t testing.TB, seed uint64) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{r: rand.New(rand.NewPCG(seed, 3)), pairs: pairs, res: &resources.Resources{}}
+	w := &world{r: rand.New(rand.NewPCG(seed, 3)), pairs: pairs, res: &snapshot.Resources{}}
 	w.res.GatewayClasses = []*gwv1.GatewayClass{{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
@@ -213,7 +213,7 @@ func (w *world) grant() *gwv1.ReferenceGrant {
 
 // upsert replaces the object of o's key in list, or adds o (at a random
 // place: sources list objects in any order); remove deletes a random one.
-func upsert[T resources.Object](w *world, list []T, o T) []T {
+func upsert[T snapshot.Object](w *world, list []T, o T) []T {
 	out := slices.Clone(list)
 	for i, x := range out {
 		if x.GetNamespace() == o.GetNamespace() && x.GetName() == o.GetName() {

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/resources"
 	"portico.dev/portico/sni"
 )
 
@@ -26,7 +26,7 @@ type index struct {
 	acmeErrors map[string]string
 }
 
-func newIndex(res *resources.Resources, prevCerts layered[types.NamespacedName, parsedCert]) *index {
+func newIndex(res *snapshot.Resources, prevCerts layered[types.NamespacedName, parsedCert]) *index {
 	ix := &index{
 		nsLabels: make(map[string]map[string]string, len(res.Namespaces)),
 		secrets:  make(map[types.NamespacedName]*corev1.Secret, len(res.Secrets)),

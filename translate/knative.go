@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
-	"portico.dev/portico/knative"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/sni"
 )
 
@@ -152,7 +152,7 @@ func (t *translation) knative(prevHashes map[*knative.Ingress]string) {
 	n := len(t.res.KIngresses)
 	k.external.size, k.externalPlain.size, k.local.size = n, n, 4*n
 	owners := make(map[gatewayHost]*knative.Ingress, 5*n)
-	for _, ing := range resources.SortedByAge(ours(t.res.KIngresses, s.class())) {
+	for _, ing := range snapshot.SortedByAge(ours(t.res.KIngresses, s.class())) {
 		spec := knative.Defaulted(&ing.Spec)
 		r := KIngressResult{Generation: ing.Generation, Hash: k.hash(ing)}
 		if r.Conflict = claim(owners, ing, &spec); r.Conflict == "" {

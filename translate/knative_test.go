@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 var knSettings = &KnativeSettings{ExternalHTTPPort: 8080, ExternalHTTPSPort: 8443, LocalHTTPPort: 8081, LocalHTTPSPort: 8444,
@@ -61,7 +61,7 @@ func knRoute(t *testing.T, cfg *config.Config, port int32, host, path string, he
 
 func TestKnativeRoutes(t *testing.T) {
 	tlsCert := newTestCert(t, "a.example.com")
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		Services: []*corev1.Service{
 			knService("one", corev1.ServicePort{Name: "http", Port: 80}),
 			knService("two", corev1.ServicePort{Name: "http2", Port: 81}),
@@ -205,7 +205,7 @@ func TestKnativeCertificates(t *testing.T) {
 			Spec: knative.CertificateSpec{DNSNames: names, SecretName: name + "-tls"}}
 	}
 	ours := knative.DefaultCertificateClass
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		KCertificates: []*knative.Certificate{
 			cert("ok", ours, "OK.example.com"), cert("failing", ours, "failing.example.com"), cert("waiting", ours, "waiting.example.com"),
 			cert("two", ours, "a.example.com", "b.example.com"), cert("none", ours), cert("foreign", "other", "f.example.com"),
@@ -249,7 +249,7 @@ func TestKnativeCertificates(t *testing.T) {
 // TestKnativeHostInTwoRules serves the paths of both rules that name a
 // host, in order, on plain HTTP and on TLS.
 func TestKnativeHostInTwoRules(t *testing.T) {
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		Services: []*corev1.Service{knService("one", corev1.ServicePort{Name: "http", Port: 80})},
 		KIngresses: []*knative.Ingress{kingress(t, "a", 0, `
 rules:

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 )
 
 // KCertificateResult is what translate says of one Certificate of

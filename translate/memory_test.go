@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // TestMemoryEarliestExpiry: the memory reports when the first certificate
@@ -17,7 +17,7 @@ func TestMemoryEarliestExpiry(t *testing.T) {
 	if got, want := mem.EarliestExpiry(), time.Date(2125, 1, 1, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("earliest expiry %v, want %v", got, want)
 	}
-	_, mem = Translate(Settings{}, &resources.Resources{}, mem)
+	_, mem = Translate(Settings{}, &snapshot.Resources{}, mem)
 	if got := mem.EarliestExpiry(); !got.IsZero() {
 		t.Errorf("with no certificate used: %v, want the zero time", got)
 	}

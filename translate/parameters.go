@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/parameters"
+	"portico.dev/portico/internal/controlplane/parameters"
 )
 
 // paramsRef is what a GatewayClass's or a Gateway's parametersRef says.

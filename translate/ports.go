@@ -8,14 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/conditions"
 	"portico.dev/portico/config"
-	"portico.dev/portico/hostname"
-	"portico.dev/portico/internal/chunked"
-	"portico.dev/portico/internal/slab"
+	"portico.dev/portico/internal/controlplane/conditions"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/shared/slab"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/sni"
-	"portico.dev/portico/status"
 )
 
 // portTables puts the serving listeners on their ports: for each address

@@ -20,14 +20,14 @@ import (
 // a path of its list (a prefix ending in "/" names a tree).
 func TestStageBoundaries(t *testing.T) {
 	const mod = "portico.dev/portico/"
-	server := []string{mod + "proxy", mod + "h1", mod + "h2", mod + "internal/sockio", mod + "internal/workers", "go.uber.org/zap", "k8s.io/client-go/"}
-	kubernetes := []string{"k8s.io/", "sigs.k8s.io/gateway-api/", mod + "translate", mod + "routing", mod + "tlsrouting", mod + "listeners", mod + "knative"}
+	server := []string{mod + "proxy", mod + "internal/dataplane/", "go.uber.org/zap", "k8s.io/client-go/"}
+	kubernetes := []string{"k8s.io/", "sigs.k8s.io/gateway-api/", mod + "translate", mod + "routing", mod + "listeners", mod + "internal/controlplane/"}
 	refused := map[string][]string{
 		"translate": server,
 		"config":    append(slices.Clone(server), kubernetes...),
 		"proxy":     kubernetes,
 	}
-	for _, pkg := range []string{"resources", "filesource", "admission", "status", "conditions", "pipeline", "listeners", "routing"} {
+	for _, pkg := range []string{"internal/controlplane/snapshot", "internal/controlplane/filesource", "internal/controlplane/validation", "internal/controlplane/status", "internal/controlplane/conditions", "internal/controlplane/pipeline", "listeners", "routing"} {
 		refused[pkg] = []string{"k8s.io/client-go/"}
 	}
 	for pkg, bad := range refused {
@@ -149,7 +149,7 @@ func diff(a, b reflect.Value, path string) string {
 		}
 		return diff(a.Elem(), b.Elem(), path)
 	case reflect.Struct:
-		if t := a.Type(); t.PkgPath() == "portico.dev/portico/hostname" && strings.HasPrefix(t.Name(), "Table[") {
+		if t := a.Type(); t.PkgPath() == "portico.dev/portico/internal/shared/hostname" && strings.HasPrefix(t.Name(), "Table[") {
 			return tableDiff(a, b, path)
 		}
 		for i := range a.NumField() {

@@ -5,8 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/resources"
 )
 
 // Scope is the part of res that the data plane of one Gateway needs
@@ -20,8 +20,8 @@ import (
 // Gateway's client validation name, every ReferenceGrant and Namespace
 // (small, and read by attachment and reference rules), and no other
 // Secret: a data plane never sees another Gateway's keys.
-func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resources {
-	out := &resources.Resources{ReferenceGrants: res.ReferenceGrants, Namespaces: res.Namespaces, ACMEErrors: res.ACMEErrors}
+func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources {
+	out := &snapshot.Resources{ReferenceGrants: res.ReferenceGrants, Namespaces: res.Namespaces, ACMEErrors: res.ACMEErrors}
 	var g *gwv1.Gateway
 	for _, x := range res.Gateways {
 		if x.Namespace == gw.Namespace && x.Name == gw.Name {
@@ -85,7 +85,7 @@ func Scope(res *resources.Resources, gw types.NamespacedName) *resources.Resourc
 // not read for a data plane: a status write must not make a new snapshot
 // (the data plane's acknowledgement of it would move the status again).
 // The copies are shallow; nothing of them is modified.
-func specOnly(out *resources.Resources) {
+func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.GatewayClasses, func(o *gwv1.GatewayClass) { o.Status = gwv1.GatewayClassStatus{} })
 	withoutStatus(out.Gateways, func(o *gwv1.Gateway) { o.Status = gwv1.GatewayStatus{} })
 	withoutStatus(out.ListenerSets, func(o *gwv1.ListenerSet) { o.Status = gwv1.ListenerSetStatus{} })
@@ -111,7 +111,7 @@ func withoutStatus[T any, P interface {
 }
 
 // scopeClass adds g's class and the parameters it and g name.
-func scopeClass(res, out *resources.Resources, g *gwv1.Gateway) {
+func scopeClass(res, out *snapshot.Resources, g *gwv1.Gateway) {
 	params := map[types.NamespacedName]bool{}
 	for _, c := range res.GatewayClasses {
 		if c.Name == string(g.Spec.GatewayClassName) {
@@ -133,7 +133,7 @@ func scopeClass(res, out *resources.Resources, g *gwv1.Gateway) {
 
 // scopeRoutes adds the HTTPRoutes, GRPCRoutes and TLSRoutes with a parentRef among parents
 // ("Kind/namespace/name") and returns the Services they send to.
-func scopeRoutes(res, out *resources.Resources, parents map[string]bool) map[types.NamespacedName]bool {
+func scopeRoutes(res, out *snapshot.Resources, parents map[string]bool) map[types.NamespacedName]bool {
 	services := map[types.NamespacedName]bool{}
 	for _, r := range res.GRPCRoutes {
 		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
@@ -206,7 +206,7 @@ func backendAdder(services map[types.NamespacedName]bool, ns string) func(gwv1.B
 // scopeBackends adds the Services routes send to, their EndpointSlices,
 // the BackendTLSPolicies that target them, and the ConfigMaps those and
 // the Gateway name.
-func scopeBackends(res, out *resources.Resources, services map[types.NamespacedName]bool) {
+func scopeBackends(res, out *snapshot.Resources, services map[types.NamespacedName]bool) {
 	for _, s := range res.Services {
 		if services[nn(s.Namespace, s.Name)] {
 			out.Services = append(out.Services, s)

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // TestScopeWithholdsUngrantedSecrets is an attack on the snapshot a
@@ -37,7 +37,7 @@ func TestScopeWithholdsUngrantedSecrets(t *testing.T) {
 			Namespace: ptrTo(gwv1.Namespace("victim")), Name: "client"}}},
 	}}
 	all := gwv1.ObjectName("granted")
-	res := &resources.Resources{
+	res := &snapshot.Resources{
 		Gateways: []*gwv1.Gateway{gw},
 		Secrets:  []*corev1.Secret{secret("victim", "wildcard"), secret("victim", "client"), secret("shared", "granted"), secret("tenant", "own")},
 		ReferenceGrants: []*gwv1.ReferenceGrant{

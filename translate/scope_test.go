@@ -9,7 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/resources"
+	"portico.dev/portico/internal/controlplane/snapshot"
 )
 
 // TestScopeMatchesFull is the property the per-Gateway data planes rest
@@ -32,7 +32,7 @@ func TestScopeMatchesFull(t *testing.T) {
 	checked := 0
 	for _, path := range cases {
 		var opts goldenOptions
-		var res *resources.Resources
+		var res *snapshot.Resources
 		if strings.Contains(path, goldenDir) {
 			opts, res = loadGolden(t, path)
 		} else {
@@ -61,7 +61,7 @@ func TestScopeMatchesFull(t *testing.T) {
 // scopeDump is a Config as the golden files show it, with only the
 // endpoints of backends its route tables name (the whole snapshot has
 // endpoints of every Service; a data plane needs those it routes to).
-func scopeDump(t *testing.T, res *resources.Resources, cfg *config.Config) string {
+func scopeDump(t *testing.T, res *snapshot.Resources, cfg *config.Config) string {
 	t.Helper()
 	// Probed with HTTPRoute hostnames only: a TLSRoute's backend that
 	// another Gateway's scope leaves out lists endpoints in the full

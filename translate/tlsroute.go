@@ -1,8 +1,8 @@
 package translate
 
 import (
+	"portico.dev/portico/internal/controlplane/tlsrouting"
 	"portico.dev/portico/routing"
-	"portico.dev/portico/tlsrouting"
 )
 
 // tlsRoutes attaches every TLSRoute to the TLS listeners of the merged list

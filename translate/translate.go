@@ -1,5 +1,5 @@
 // Package translate is the pure stage between a snapshot of objects and
-// what Portico does with them: Translate turns a resources.Resources into
+// what Portico does with them: Translate turns a snapshot.Resources into
 // the data plane's proxy.Config, every status Portico reports and the
 // certificates to order over ACME. It starts no goroutine, reads no clock,
 // logs nothing and talks to no API server; what it carries from one call to
@@ -19,14 +19,14 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/tlsrouting"
 	"portico.dev/portico/listeners"
-	"portico.dev/portico/parameters"
-	"portico.dev/portico/provision"
-	"portico.dev/portico/resources"
 	"portico.dev/portico/routing"
-	"portico.dev/portico/status"
-	"portico.dev/portico/tlsrouting"
 )
 
 // DefaultControllerName is the controllerName of GatewayClasses Portico
@@ -150,7 +150,7 @@ type fullTranslation struct {
 
 // Translate computes the data plane Config, every status and the ACME
 // certificates wanted from res: Routes, then Endpoints.
-func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
+func Translate(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	out, next := Routes(s, res, mem)
 	cfg := *out.Config
 	eps, em := ResolveEndpoints(res, mem)
@@ -164,7 +164,7 @@ func Translate(s Settings, res *resources.Resources, mem Memory) (Output, Memory
 // depends on them, so a caller with a core to spare resolves them with
 // Endpoints meanwhile. When nothing but EndpointSlices changed since the
 // translation mem comes from, its Output is returned as it was.
-func Routes(s Settings, res *resources.Resources, mem Memory) (Output, Memory) {
+func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	var inputs []any
 	if mem.inc != nil {
 		if out, next, ok := mem.inc.apply(s, res, mem); ok {
@@ -207,7 +207,7 @@ func unchanged(out Output) Output {
 
 // Endpoints resolves every Service port of res to its ready endpoints
 // (endpoints.go).
-func Endpoints(res *resources.Resources) config.EndpointTable {
+func Endpoints(res *snapshot.Resources) config.EndpointTable {
 	return config.NewEndpointTable(endpoints(res.Services, res.EndpointSlices))
 }
 
@@ -216,7 +216,7 @@ func Endpoints(res *resources.Resources) config.EndpointTable {
 type translation struct {
 	settings   Settings
 	controller gwv1.GatewayController
-	res        *resources.Resources
+	res        *snapshot.Resources
 	ix         *index
 	cas        *caSource
 
@@ -263,7 +263,7 @@ type gatewayResult struct {
 	*listeners.Result
 }
 
-func newTranslation(s Settings, res *resources.Resources, mem Memory) *translation {
+func newTranslation(s Settings, res *snapshot.Resources, mem Memory) *translation {
 	t := &translation{
 		settings:   s,
 		controller: s.controller(),
@@ -295,7 +295,7 @@ func (t *translation) output() Output {
 // routingInputs lists the objects a full translation depends on besides
 // EndpointSlices. Informers hand out a new pointer for every changed object,
 // so comparing pointers tells whether anything but endpoints changed.
-func routingInputs(res *resources.Resources) []any {
+func routingInputs(res *snapshot.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
@@ -342,7 +342,7 @@ func nn(namespace, name string) types.NamespacedName {
 
 // ProbesOf are the hostnames of res's routes, which config.Describe looks
 // the configuration translated from res up with.
-func ProbesOf(res *resources.Resources) config.Probes {
+func ProbesOf(res *snapshot.Resources) config.Probes {
 	var p config.Probes
 	for _, r := range res.HTTPRoutes {
 		for _, h := range r.Spec.Hostnames {

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/filesource"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden *.out.yaml files of translate tests")
@@ -53,7 +53,7 @@ func fixedSource(path string) *filesource.Source {
 }
 
 // loadFixture decodes one *.in.yaml with a fixed clock.
-func loadFixture(t testing.TB, path string) *resources.Resources {
+func loadFixture(t testing.TB, path string) *snapshot.Resources {
 	t.Helper()
 	res, err := fixedSource(path).Snapshot()
 	if err != nil {

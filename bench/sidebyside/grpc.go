@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"portico.dev/portico/internal/grpctest"
-	"portico.dev/portico/internal/testyaml"
+	"portico.dev/portico/internal/testkit/grpctest"
+	"portico.dev/portico/internal/testkit/testyaml"
 )
 
 // The gRPC run (-grpc) measures unary calls per second through each proxy

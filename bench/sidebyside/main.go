@@ -49,7 +49,7 @@ import (
 	"syscall"
 	"time"
 
-	"portico.dev/portico/sni/snitest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 type options struct {

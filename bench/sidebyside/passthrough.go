@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"portico.dev/portico/internal/testyaml"
+	"portico.dev/portico/internal/testkit/testyaml"
 )
 
 // The passthrough mode (-mode passthrough) compares TLS passthrough by SNI:

@@ -14,7 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"portico.dev/portico/internal/testyaml"
+	"portico.dev/portico/internal/testkit/testyaml"
 )
 
 // site is one hostname with its own certificate, as a Knative Service

@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
-	"portico.dev/portico/acme"
+	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/proxy"
 )
 

@@ -21,8 +21,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/charts/charttest"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/charttest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // containerArgs returns the args and environment of the chart's container

@@ -21,7 +21,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"portico.dev/portico/admin"
+	"portico.dev/portico/internal/admin"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/translate"
 )

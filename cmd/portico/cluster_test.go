@@ -22,7 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // lockedBuffer is the log sink of a serve running in the test.

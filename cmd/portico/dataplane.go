@@ -9,11 +9,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"portico.dev/portico/admin"
-	"portico.dev/portico/dataplane"
+	"portico.dev/portico/internal/admin"
+	"portico.dev/portico/internal/configstream"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/kube"
-	"portico.dev/portico/pipeline"
-	"portico.dev/portico/provision"
 	"portico.dev/portico/proxy"
 )
 
@@ -85,7 +85,7 @@ func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, m
 	if err != nil {
 		return nil, err
 	}
-	src := &dataplane.Source{Gateway: key, Controller: f.gateway.controller, TokenFile: f.gateway.token,
+	src := &configstream.Source{Gateway: key, Controller: f.gateway.controller, TokenFile: f.gateway.token,
 		RootCAs: roots, Pod: os.Getenv("POD_NAME"), Log: log.Named("stream")}
 	challenges.set(src)
 	popts.Translate.Gateway = &key

@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube"
-	"portico.dev/portico/kube/kubetest"
-	"portico.dev/portico/provision"
 )
 
 // runServe runs serve with args until the test ends.

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/translate"
 )

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/knative"
+	"portico.dev/portico/internal/controlplane/knative"
 )
 
 // TestKnativeFlags checks the flags of Knative mode as they reach the run

@@ -20,16 +20,16 @@ import (
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/acme"
-	"portico.dev/portico/admin"
 	"portico.dev/portico/config"
-	"portico.dev/portico/filesource"
+	"portico.dev/portico/internal/admin"
+	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/secretstorage"
-	"portico.dev/portico/pipeline"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/resources"
-	"portico.dev/portico/status"
 	"portico.dev/portico/translate"
 )
 
@@ -379,7 +379,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		fsrc.MaxBytes = *f.maxConfig
 		source = fsrc
 		storage = f.acme.fileStorage()
-		out.Statuses = func(st *status.Computed, changed *status.Changed, _ *resources.Resources) {
+		out.Statuses = func(st *status.Computed, changed *status.Changed, _ *snapshot.Resources) {
 			pipeline.LogProblems(log.Named("standalone"), st, changed)
 		}
 	} else {

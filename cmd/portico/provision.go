@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"portico.dev/portico/provision"
+	"portico.dev/portico/internal/controlplane/provision"
 )
 
 // dataPlaneOptions are the flags of provisioning (GEP-1762): what the

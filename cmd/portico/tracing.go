@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 
-	"portico.dev/portico/internal/buildinfo"
-	"portico.dev/portico/tracing"
+	"portico.dev/portico/internal/dataplane/tracing"
+	"portico.dev/portico/internal/shared/buildinfo"
 )
 
 // tracingFlags are the flags of OpenTelemetry tracing (off unless

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"portico.dev/portico/internal/buildinfo"
+	"portico.dev/portico/internal/shared/buildinfo"
 )
 
 // printVersion is "portico version": the build, as text or JSON.

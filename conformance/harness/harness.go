@@ -14,7 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"portico.dev/portico/internal/proc"
+	"portico.dev/portico/internal/testkit/proc"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +31,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/conformance/kubelet"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // The addresses of a run. Pods get addresses from a range reserved for

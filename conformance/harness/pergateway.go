@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"portico.dev/portico/conformance/loadbalancer"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // perGatewayParameters names the PorticoParameters of the per-Gateway run.

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // serverEnv makes the test binary, started as a pod's container, serve

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"portico.dev/portico/acme/storagetest"
-	"portico.dev/portico/kube/kubetest"
+	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/storagetest"
 	"portico.dev/portico/kube/secretstorage"
 )
 

@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"portico.dev/portico/internal/shared/buildinfo"
+)
+
+func scrape(t *testing.T, base, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// startServer serves s on a loopback port until the test ends.
+func startServer(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	var ready atomic.Bool
+	base := startServer(t, &Server{Ready: func() error {
+		if !ready.Load() {
+			return errors.New("no configuration applied yet")
+		}
+		return nil
+	}})
+	if code, _ := scrape(t, base, "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d before ready, want 200: liveness must not depend on readiness", code)
+	}
+	code, body := scrape(t, base, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no configuration applied yet") {
+		t.Errorf("/readyz before ready = %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, _ := scrape(t, base, "/readyz"); code != 200 {
+		t.Errorf("/readyz when ready = %d", code)
+	}
+	if code, _ := scrape(t, base, "/metrics"); code != http.StatusNotFound {
+		t.Errorf("/metrics without Metrics = %d, want 404", code)
+	}
+}
+
+func TestMetricsExposition(t *testing.T) {
+	m := NewMetrics()
+	base := startServer(t, &Server{Metrics: m})
+	m.ObserveRequest("apps/r", 200, 3*time.Millisecond)
+	m.ObserveRequest("apps/r", 200, 7*time.Millisecond)
+	m.ObserveRequest("apps/r", 503, time.Millisecond)
+	m.ObserveRequest("", 404, time.Millisecond)
+	m.ConfigApplied(7, 20*time.Millisecond, time.Millisecond, 1200, nil)
+	// A failed apply is counted but does not move what is served.
+	m.ConfigApplied(8, 20*time.Millisecond, time.Millisecond, 1300, errors.New("bind: address in use"))
+	m.SetLeader(true)
+	m.StatusWritten("Gateway", "ok")
+	m.StatusWritten("Gateway", "conflict")
+	m.ObserveHandshakeFailure("443", "unknown_server_name")
+	m.ObserveHandshakeFailure("443", "unknown_server_name")
+	m.ObserveHandshakeFailure("10.0.0.1:8443", "not_tls")
+	m.SetCertificatesExpiry(time.Unix(1900000000, 0))
+
+	code, body := scrape(t, base, "/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{
+		`portico_http_requests_total{code="200",route="apps/r"} 2`,
+		`portico_http_requests_total{code="503",route="apps/r"} 1`,
+		`portico_http_requests_total{code="404",route=""} 1`,
+		`portico_http_request_duration_seconds_count 4`,
+		`portico_http_request_duration_seconds_bucket{le="0.005"} 3`,
+		`portico_config_generation 7`,
+		`portico_certificates_loaded 1200`,
+		`portico_config_applies_total{result="ok"} 1`,
+		`portico_config_applies_total{result="error"} 1`,
+		`portico_translate_duration_seconds_count 2`,
+		`portico_apply_duration_seconds_count 2`,
+		`portico_leader 1`,
+		`portico_status_writes_total{kind="Gateway",result="conflict"} 1`,
+		`portico_tls_handshake_failures_total{port="443",reason="unknown_server_name"} 2`,
+		`portico_tls_handshake_failures_total{port="10.0.0.1:8443",reason="not_tls"} 1`,
+		`portico_certificates_earliest_expiry_timestamp_seconds 1.9e+09`,
+		`go_goroutines `,
+		`process_open_fds `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(body, `portico_acme_events_total{event="renew_failed"} 0`) {
+		t.Error("ACME events are not exported at 0 before the first one")
+	}
+	build := buildinfo.Read()
+	if want := fmt.Sprintf(`portico_build_info{commit=%q,goversion=%q,version=%q} 1`, build.Commit, build.GoVersion, build.Version); !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	m.SetLeader(false)
+	m.SetCertificatesExpiry(time.Time{})
+	_, body = scrape(t, base, "/metrics")
+	if !strings.Contains(body, "portico_leader 0") {
+		t.Error("leader gauge did not drop")
+	}
+	if !strings.Contains(body, "portico_certificates_earliest_expiry_timestamp_seconds 0") {
+		t.Error("certificate expiry did not drop to 0 with no certificate loaded")
+	}
+}
+
+func TestNilMetricsIsOff(t *testing.T) {
+	var m *Metrics
+	m.ObserveRequest("r", 200, time.Millisecond)
+	m.ConfigApplied(1, 0, 0, 0, nil)
+	m.SetLeader(true)
+	m.StatusWritten("Gateway", "ok")
+	m.ObserveHandshakeFailure("443", "closed")
+	m.SetCertificatesExpiry(time.Now())
+}
+
+func BenchmarkObserveRequest(b *testing.B) {
+	m := NewMetrics()
+	routes := []string{"apps/a", "apps/b", "apps/c", "shop/cart"}
+	codes := []int{200, 200, 200, 404, 503}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			m.ObserveRequest(routes[i%len(routes)], codes[i%len(codes)], time.Duration(i%50)*time.Millisecond)
+			i++
+		}
+	})
+}
+
+// BenchmarkObserveRequestManyRoutes is the per-request cost of the request metrics
+// with many routes, each answered before (its counter cached).
+func BenchmarkObserveRequestManyRoutes(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := NewMetrics()
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("ns-%d/route-%d", i, i)
+				m.ObserveRequest(names[i], 200, time.Millisecond)
+			}
+			i := 0
+			for b.Loop() {
+				m.ObserveRequest(names[(i*7919)%n], 200, time.Millisecond)
+				i++
+			}
+		})
+	}
+}
+
+// TestConcurrentFirstRequestsCounted: many routes answered for the first
+// time at once, from several goroutines whose copies of the counter
+// cache's shards race (run it with -race), each count lands on its own
+// route and code.
+func TestConcurrentFirstRequestsCounted(t *testing.T) {
+	m := NewMetrics()
+	const routes, workers = 2000, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range routes {
+				r := (i*31 + w*257) % routes
+				m.ObserveRequest(fmt.Sprintf("ns/r%d", r), 200+r%3, time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for r := range routes {
+		var d dto.Metric
+		if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(200+r%3)).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetCounter().GetValue(); got != workers {
+			t.Fatalf("route ns/r%d: %v requests counted, want %d", r, got, workers)
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package filesource
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/validation"
+)
+
+// Document is one object read from a YAML stream, with where it came from.
+type Document struct {
+	File   string
+	Index  int // 1-based position of the document in its file
+	Object metav1.Object
+}
+
+// DecodeError names the file and document a decode failure is about.
+type DecodeError struct {
+	File  string
+	Index int
+	Err   error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Index == 0 {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// kinds maps apiVersion+kind to a constructor of the typed object. Only the
+// kinds a cluster would hand Portico are accepted; anything else is an error
+// so a typo never silently drops an object.
+func newObject(apiVersion, kind string) (metav1.Object, error) {
+	switch apiVersion + "/" + kind {
+	case "gateway.networking.k8s.io/v1/GatewayClass", "gateway.networking.k8s.io/v1beta1/GatewayClass":
+		return &gwv1.GatewayClass{}, nil
+	case "gateway.networking.k8s.io/v1/Gateway", "gateway.networking.k8s.io/v1beta1/Gateway":
+		return &gwv1.Gateway{}, nil
+	case "gateway.networking.k8s.io/v1/ListenerSet":
+		return &gwv1.ListenerSet{}, nil
+	case "gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1beta1/HTTPRoute":
+		return &gwv1.HTTPRoute{}, nil
+	case "gateway.networking.k8s.io/v1/GRPCRoute":
+		return &gwv1.GRPCRoute{}, nil
+	case "gateway.networking.k8s.io/v1/TLSRoute", "gateway.networking.k8s.io/v1alpha2/TLSRoute":
+		return &gwv1.TLSRoute{}, nil
+	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
+		// v1beta1 and v1 ReferenceGrants have the same schema.
+		return &gwv1.ReferenceGrant{}, nil
+	case "gateway.networking.k8s.io/v1/BackendTLSPolicy":
+		return &gwv1.BackendTLSPolicy{}, nil
+	case "v1/ConfigMap":
+		return &corev1.ConfigMap{}, nil
+	case "v1/Namespace":
+		return &corev1.Namespace{}, nil
+	case "v1/Secret":
+		return &corev1.Secret{}, nil
+	case "v1/Service":
+		return &corev1.Service{}, nil
+	case "discovery.k8s.io/v1/EndpointSlice":
+		return &discoveryv1.EndpointSlice{}, nil
+	case parameters.APIVersion + "/" + parameters.Kind:
+		// Its rules beyond the schema's types are checked where it is
+		// used (parameters.Spec.Validate), as in a cluster.
+		return &parameters.PorticoParameters{}, nil
+	}
+	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
+}
+
+// Decode reads a multi-document YAML stream. Empty documents are skipped;
+// unknown fields are errors. Every object is admitted as the API server
+// would: it gets its kind's schema defaults and is refused when it breaks a
+// rule the API server enforces (admission), so standalone mode serves what a
+// cluster would hold and nothing a cluster would refuse.
+func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var raws [][]byte
+	var indexes []int
+	for index := 1; ; index++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &DecodeError{File: file, Index: index, Err: err}
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			index--
+			continue
+		}
+		raws = append(raws, raw)
+		indexes = append(indexes, index)
+	}
+	objs, errs := decodeAll(raws, admit)
+	docs := make([]Document, len(raws))
+	for i := range raws {
+		// The first failing document in file order is reported, whichever
+		// worker got to it first.
+		if errs[i] != nil {
+			return nil, &DecodeError{File: file, Index: indexes[i], Err: errs[i]}
+		}
+		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i]}
+	}
+	return docs, nil
+}
+
+// decodeAll decodes and admits documents on every core: admission (the
+// CRDs' schema and CEL rules) costs far more than parsing, and a file of
+// thousands of objects is the common case of a large configuration.
+func decodeAll(raws [][]byte, admit *validation.Checker) ([]metav1.Object, []error) {
+	objs := make([]metav1.Object, len(raws))
+	errs := make([]error, len(raws))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(raws)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(raws); i = int(next.Add(1) - 1) {
+				objs[i], errs[i] = decodeOne(raws[i], admit)
+			}
+		})
+	}
+	wg.Wait()
+	return objs, errs
+}
+
+func decodeOne(raw []byte, admit *validation.Checker) (metav1.Object, error) {
+	if obj, tm, ok := decodeScanned(raw); ok {
+		return admitted(obj, &tm, admit)
+	}
+	return decodeParsed(raw, admit)
+}
+
+// decodeScanned decodes raw parsing its YAML once: its apiVersion and kind
+// are read off its top-level lines (typedMeta) to pick the type the strict
+// decoding needs. ok is false when the lines do not say, or when the
+// decoded object's own apiVersion and kind differ from what they said (a
+// line that only looked like a top-level key, inside a quoted scalar):
+// decodeParsed then decodes raw the long way, which also words every error.
+func decodeScanned(raw []byte) (metav1.Object, metav1.TypeMeta, bool) {
+	tm, ok := typeMeta(raw)
+	if !ok {
+		return nil, tm, false
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, tm, false
+	}
+	if err := yaml.UnmarshalStrict(raw, obj); err != nil || obj.GetName() == "" {
+		return nil, tm, false
+	}
+	typed, ok := obj.(interface{ GetObjectKind() schema.ObjectKind })
+	if !ok {
+		return nil, tm, false
+	}
+	got := typed.GetObjectKind().GroupVersionKind()
+	if got.Kind != tm.Kind || got.GroupVersion().String() != tm.APIVersion {
+		return nil, tm, false
+	}
+	return obj, tm, true
+}
+
+// typeMeta reads apiVersion and kind from the lines of raw that start, in
+// the first column, with "apiVersion:" or "kind:" followed by a plain or
+// simply quoted scalar: the top-level keys of a document in block style.
+// ok is false unless each key is found once with such a value.
+func typeMeta(raw []byte) (tm metav1.TypeMeta, ok bool) {
+	var seenVersion, seenKind int
+	for line := range bytes.Lines(raw) {
+		var dst *string
+		var rest []byte
+		switch {
+		case bytes.HasPrefix(line, []byte("apiVersion:")):
+			dst, rest = &tm.APIVersion, line[len("apiVersion:"):]
+			seenVersion++
+		case bytes.HasPrefix(line, []byte("kind:")):
+			dst, rest = &tm.Kind, line[len("kind:"):]
+			seenKind++
+		default:
+			continue
+		}
+		v, ok := plainScalar(rest)
+		if !ok {
+			return tm, false
+		}
+		*dst = v
+	}
+	return tm, seenVersion == 1 && seenKind == 1
+}
+
+// plainScalar is the value after a key's colon when it is a word of the
+// characters apiVersions and kinds are made of, maybe quoted, maybe
+// followed by a comment.
+func plainScalar(rest []byte) (string, bool) {
+	if len(rest) == 0 || (rest[0] != ' ' && rest[0] != '\t') {
+		return "", false
+	}
+	v := bytes.TrimSpace(rest)
+	if i := bytes.Index(v, []byte(" #")); i >= 0 {
+		v = bytes.TrimSpace(v[:i])
+	}
+	if n := len(v); n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n-1] == v[0] {
+		v = v[1 : n-1]
+	}
+	if len(v) == 0 {
+		return "", false
+	}
+	for _, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '/', c == '-':
+		default:
+			return "", false
+		}
+	}
+	return string(v), true
+}
+
+// decodeParsed decodes raw reading its apiVersion and kind with a YAML
+// parser first.
+func decodeParsed(raw []byte, admit *validation.Checker) (metav1.Object, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(raw, &tm); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	if tm.Kind == "" || tm.APIVersion == "" {
+		return nil, errors.New("apiVersion and kind are required")
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if obj.GetName() == "" {
+		return nil, fmt.Errorf("%s: metadata.name is required", tm.Kind)
+	}
+	return admitted(obj, &tm, admit)
+}
+
+// admitted decodes raw again after giving it the defaults of its kind, as
+// the API server stores it, and checks it. raw has passed the strict typed
+// decoding, so its fields are all known.
+func admitted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker) (metav1.Object, error) {
+	// The fields come from the typed object rather than from the YAML:
+	// the strict typed decoding already read each scalar by its field's
+	// type (a listener named "on" is a name, not YAML 1.1's true).
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	var fields map[string]any
+	if err := utiljson.Unmarshal(js, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	// The API server neither defaults nor checks the status of an object
+	// it creates; whatever status the file holds stays as it is.
+	delete(fields, "status")
+	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
+		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
+	}
+	if js, err = utiljson.Marshal(fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	// Defaults only add fields: decoding them over the object gives the
+	// defaulted object.
+	if err := json.Unmarshal(js, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	if err := admit.Check(tm.APIVersion, tm.Kind, fields, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// stripComments drops comment-only lines so a document made of comments
+// counts as empty.
+func stripComments(raw []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(raw) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '#' {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
+}

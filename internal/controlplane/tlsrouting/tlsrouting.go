@@ -1,0 +1,297 @@
+// Package tlsrouting attaches TLSRoutes to TLS listeners and compiles, per
+// listener, the table that picks a route by the SNI of a connection's
+// ClientHello. It is pure: the same input gives the same output.
+package tlsrouting
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/routing"
+)
+
+// Input is everything Compile needs. Listeners, Parents, Services and
+// NamespaceLabels mean what they mean in routing.Input.
+type Input struct {
+	ControllerName  gwv1.GatewayController
+	Listeners       []routing.Listener
+	Parents         map[routing.Parent]bool
+	Routes          []*gwv1.TLSRoute // any order
+	NamespaceLabels map[string]map[string]string
+	Services        map[types.NamespacedName]routing.Service
+	ReferenceGrants []*gwv1.ReferenceGrant
+}
+
+// Output is the compiled tables and the route statuses.
+type Output struct {
+	Tables         map[int]*config.StreamTable // listener ID -> its routes; absent when none attached
+	AttachedRoutes map[int]int32
+	RouteParents   map[types.NamespacedName][]gwv1.RouteParentStatus
+}
+
+// candidate is one hostname a route serves on a listener.
+type candidate struct {
+	host     string // the intersection, the table's key
+	original string // the route's own hostname it came from
+	order    int    // the route's position, oldest first
+	route    *config.StreamRoute
+}
+
+// Compile attaches every route and builds each listener's table.
+func Compile(in Input) Output {
+	out := Output{Tables: map[int]*config.StreamTable{}, AttachedRoutes: map[int]int32{},
+		RouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.Routes))}
+	c := compiler{in: &in, byParent: map[routing.Parent][]*routing.Listener{},
+		admission: routing.NewAdmission(in.NamespaceLabels), backendRefs: routing.NewBackendRefs(in.Services, in.ReferenceGrants)}
+	for i := range in.Listeners {
+		l := &in.Listeners[i]
+		c.byParent[l.Parent] = append(c.byParent[l.Parent], l)
+	}
+	routes := slices.Clone(in.Routes)
+	slices.SortFunc(routes, snapshot.CompareAge[*gwv1.TLSRoute])
+	perListener := map[int][]candidate{}
+	for order, route := range routes {
+		if route == nil {
+			continue
+		}
+		compiled, refs := c.compileRoute(route)
+		var parents []gwv1.RouteParentStatus
+		for pi := range route.Spec.ParentRefs {
+			ref := &route.Spec.ParentRefs[pi]
+			p, ok := parentOf(*ref, route.Namespace)
+			if !ok {
+				continue
+			}
+			accepted, known := in.Parents[p]
+			if !known {
+				continue
+			}
+			hits, problem := c.attach(route, ref, p, accepted)
+			for _, h := range hits {
+				out.AttachedRoutes[h.listener]++
+				for _, hc := range h.hosts {
+					perListener[h.listener] = append(perListener[h.listener], candidate{host: hc[0], original: hc[1], order: order, route: compiled})
+				}
+			}
+			parents = append(parents, gwv1.RouteParentStatus{
+				ParentRef:      *ref,
+				ControllerName: in.ControllerName,
+				Conditions:     routeConditions(route.Generation, problem, refs),
+			})
+		}
+		if parents != nil {
+			out.RouteParents[types.NamespacedName{Namespace: route.Namespace, Name: route.Name}] = parents
+		}
+	}
+	for id, cands := range perListener {
+		out.Tables[id] = buildTable(cands)
+	}
+	return out
+}
+
+// buildTable keeps, for each hostname, the candidate whose own hostname is
+// the most specific (an exact name before a wildcard, longer before
+// shorter), then the oldest route.
+func buildTable(cands []candidate) *config.StreamTable {
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(a.host, b.host); c != 0 {
+			return c
+		}
+		if aw, bw := hostname.IsWildcard(a.original), hostname.IsWildcard(b.original); aw != bw {
+			if aw {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(len(b.original), len(a.original)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.order, b.order)
+	})
+	patterns := make([]string, 0, len(cands))
+	values := make([]*config.StreamRoute, 0, len(cands))
+	for i, cd := range cands {
+		if i > 0 && cands[i-1].host == cd.host {
+			continue
+		}
+		patterns = append(patterns, cd.host)
+		values = append(values, cd.route)
+	}
+	return config.NewStreamTable(patterns, values)
+}
+
+type compiler struct {
+	in          *Input
+	byParent    map[routing.Parent][]*routing.Listener
+	admission   routing.Admission
+	backendRefs routing.BackendRefs
+}
+
+// hit is a listener a route attached to and the hostnames it serves there,
+// each as {intersection, the route's own hostname}.
+type hit struct {
+	listener int
+	hosts    [][2]string
+}
+
+type problem struct {
+	reason gwv1.RouteConditionReason
+	msg    string
+}
+
+// attach finds the listeners of parent p that ref selects and that take the
+// route, or the reason there are none.
+func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]hit, *problem) {
+	var selected []*routing.Listener
+	for _, l := range c.byParent[p] {
+		if ref.SectionName != nil && *ref.SectionName != "" && l.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && *ref.Port != 0 && l.Port != *ref.Port {
+			continue
+		}
+		selected = append(selected, l)
+	}
+	switch {
+	case len(selected) == 0 && !accepted:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	case len(selected) == 0:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)}
+	case !slices.ContainsFunc(selected, carriesTLSRoutes):
+		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes TLSRoutes (protocol TLS)"}
+	case !accepted:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	}
+	var hits []hit
+	allowed := false
+	for _, l := range selected {
+		if !c.admission.Allows(l, routing.KindTLSRoute, route.Namespace) {
+			continue
+		}
+		allowed = true
+		if hosts := intersect(l.Hostname, route.Spec.Hostnames); len(hosts) > 0 {
+			hits = append(hits, hit{listener: l.ID, hosts: hosts})
+		}
+	}
+	switch {
+	case len(hits) > 0:
+		return hits, nil
+	case !allowed:
+		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows TLSRoutes from namespace " + route.Namespace}
+	}
+	return nil, &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
+}
+
+func carriesTLSRoutes(l *routing.Listener) bool { return routing.Carries(l, routing.KindTLSRoute) }
+
+// intersect returns the hostnames a route serves on a listener, each with
+// the route hostname it came from: a route hostname the listener's admits
+// as it is, or the listener's own when that is the narrower one. A route
+// without hostnames serves the listener's.
+func intersect(listener string, route []gwv1.Hostname) [][2]string {
+	listener = hostname.Normalize(listener)
+	if listener == "*" {
+		listener = ""
+	}
+	if len(route) == 0 {
+		return [][2]string{{listener, listener}}
+	}
+	var out [][2]string
+	for _, rh := range route {
+		h := hostname.Normalize(string(rh))
+		switch {
+		case listener == "" || h == listener || hostname.Match(listener, h):
+			out = append(out, [2]string{h, h})
+		case hostname.Match(h, listener):
+			out = append(out, [2]string{listener, h})
+		}
+	}
+	return out
+}
+
+// compileRoute resolves the backends of the route's rule (the API allows
+// exactly one). The problems are those of the references, for
+// ResolvedRefs.
+func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*config.StreamRoute, []problem) {
+	r := &config.StreamRoute{Name: route.Namespace + "/" + route.Name}
+	var refs []problem
+	for _, rule := range route.Spec.Rules {
+		for _, br := range rule.BackendRefs {
+			weight := int32(1)
+			if br.Weight != nil {
+				weight = *br.Weight
+			}
+			b, p := c.resolveBackend(route.Namespace, br.BackendObjectReference)
+			b.Weight = weight
+			if p != nil {
+				refs = append(refs, *p)
+				b.Invalid = p.msg
+			}
+			if weight > 0 {
+				r.Backends = append(r.Backends, b)
+				r.TotalWeight += weight
+			}
+		}
+	}
+	return r, refs
+}
+
+// resolveBackend checks a backendRef (routing.BackendRefs.Resolve) and
+// makes it the data plane's. A port's BackendTLSPolicy that cannot be
+// used does not make the backend invalid: passthrough streams ignore it,
+// and a terminated one refuses the connection when it dials.
+func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.StreamBackend, *problem) {
+	r := c.backendRefs.Resolve(routing.KindTLSRoute, routeNS, ref)
+	b := config.StreamBackend{Key: r.Key, TLS: r.TLS}
+	if r.Reason != "" {
+		return b, &problem{r.Reason, r.Message}
+	}
+	return b, nil
+}
+
+// parentOf resolves a parentRef to a Gateway or ListenerSet.
+func parentOf(ref gwv1.ParentReference, routeNS string) (routing.Parent, bool) {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName {
+		return routing.Parent{}, false
+	}
+	kind := "Gateway"
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if kind != "Gateway" && kind != "ListenerSet" {
+		return routing.Parent{}, false
+	}
+	ns := routeNS
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	return routing.Parent{Kind: kind, Namespace: ns, Name: string(ref.Name)}, true
+}
+
+// routeConditions are Accepted and ResolvedRefs of one parent entry.
+func routeConditions(gen int64, rejected *problem, refs []problem) []metav1.Condition {
+	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonAccepted), Message: "Route is accepted", ObservedGeneration: gen}
+	if rejected != nil {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(rejected.reason), rejected.msg
+	}
+	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonResolvedRefs), Message: "All references are resolved", ObservedGeneration: gen}
+	if len(refs) > 0 {
+		msgs := make([]string, len(refs))
+		for i, p := range refs {
+			msgs[i] = p.msg
+		}
+		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refs[0].reason), strings.Join(msgs, "; ")
+	}
+	return []metav1.Condition{accepted, resolved}
+}
