@@ -137,7 +137,10 @@ func DefaultOptions() Options {
 		MaxHeaderBytes:       64 << 10,
 		DrainTimeout:         30 * time.Second,
 		MaxConcurrentStreams: 250,
-		MaxReadFrameSize:     1 << 20,
+		// The protocol's initial value, which nginx and haproxy keep too:
+		// a larger one lets every client make the server buffer that much
+		// for one frame, and buys a client little.
+		MaxReadFrameSize:     16 << 10,
 		MaxUploadBufferConn:  4 << 20,
 		MaxUploadBufferStrm:  1 << 20,
 		DialTimeout:          5 * time.Second,

@@ -29,6 +29,9 @@ type Network struct {
 
 	mu   sync.Mutex
 	used map[netip.Addr]bool
+	// last is the address allocate handed out last; the next one starts
+	// after it.
+	last netip.Addr
 }
 
 // PodNetwork is one pod's namespace on a Network.
@@ -168,6 +171,12 @@ func (n *Network) AddPod(ctx context.Context, uid string) (_ *PodNetwork, err er
 		{"-n", p.Netns, "addr", "add", netip.PrefixFrom(addr, n.Prefix.Bits()).String(), "dev", "eth0"},
 		{"-n", p.Netns, "link", "set", "eth0", "up"},
 		{"-n", p.Netns, "link", "set", "lo", "up"},
+		// The host may still have a neighbour (ARP) entry for the address
+		// naming the MAC of a pod deleted before (allocate takes that long
+		// to come back to an address, but not forever): until it went
+		// stale, the host's packets to this pod would go to that MAC and
+		// nowhere.
+		{"neigh", "flush", "to", addr.String(), "dev", n.Bridge},
 	}
 	for _, s := range steps {
 		if err := ip(ctx, s...); err != nil {
@@ -177,16 +186,29 @@ func (n *Network) AddPod(ctx context.Context, uid string) (_ *PodNetwork, err er
 	return p, nil
 }
 
-// allocate hands out the lowest free address of the range.
+// allocate hands out the next free address of the range after the one it
+// handed out last, wrapping around at the end: an address freed by a pod
+// is the last to be handed out again, so that the neighbour entries and
+// the connections that named its old pod have long gone by then.
 func (n *Network) allocate() (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	last := lastAddr(n.Prefix)
-	for a := n.Prefix.Addr().Next(); a.Less(last); a = a.Next() {
+	first, end := n.Prefix.Addr().Next(), lastAddr(n.Prefix)
+	start := first
+	if n.last.IsValid() && n.Prefix.Contains(n.last) {
+		start = n.last.Next()
+	}
+	a := start
+	for range uint64(1) << (32 - n.Prefix.Bits()) {
+		if !a.Less(end) || a.Less(first) {
+			a = first
+		}
 		if !n.used[a] {
 			n.used[a] = true
+			n.last = a
 			return a, nil
 		}
+		a = a.Next()
 	}
 	return netip.Addr{}, fmt.Errorf("pod range %v is full", n.Prefix)
 }

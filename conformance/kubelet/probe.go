@@ -23,6 +23,13 @@ var probeClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// probeUserAgent is the User-Agent of a kubelet's HTTP probes,
+// kube-probe/<major>.<minor> of its Kubernetes version: that of the
+// k8s.io/api module in go.mod (v0.37.x is Kubernetes 1.37), which
+// TestProbeUserAgentMatchesModule holds it to. A backend may answer
+// probes by it, as Knative's queue-proxy does.
+const probeUserAgent = "kube-probe/1.37"
+
 // containerReady is whether a container is ready: its readinessProbe's
 // httpGet answers 200-399 when it has one, else it has a socket listening.
 func containerReady(spec corev1.Container, pid int, netns, podIP string) bool {
@@ -54,6 +61,10 @@ func containerReady(spec corev1.Container, pid int, netns, podIP string) bool {
 	}
 	for _, h := range p.HTTPGet.HTTPHeaders {
 		req.Header.Add(h.Name, h.Value)
+	}
+	// A probe's own User-Agent wins, as a kubelet's does.
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", probeUserAgent)
 	}
 	resp, err := probeClient.Do(req)
 	if err != nil {

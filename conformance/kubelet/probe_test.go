@@ -6,7 +6,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +49,58 @@ func TestReadinessProbeHTTPGet(t *testing.T) {
 	if containerReady(c, os.Getpid(), "", "127.0.0.1") {
 		t.Fatal("ready with a probe port that names no container port")
 	}
+}
+
+// TestProbeUserAgent: an HTTP probe says it is a kubelet's, as
+// kube-probe/<major>.<minor>, not Go's default User-Agent; a probe that
+// sets its own User-Agent keeps it.
+func TestProbeUserAgent(t *testing.T) {
+	agents := make(chan []string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agents <- r.Header.Values("User-Agent")
+	}))
+	defer srv.Close()
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	get := &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(port)}
+	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: get}}}
+	if !containerReady(c, os.Getpid(), "", "127.0.0.1") {
+		t.Fatal("not ready")
+	}
+	if got := <-agents; !slices.Equal(got, []string{"kube-probe/1.37"}) {
+		t.Errorf("User-Agent %q, want kube-probe/1.37", got)
+	}
+	get.HTTPHeaders = []corev1.HTTPHeader{{Name: "user-agent", Value: "mine"}}
+	if !containerReady(c, os.Getpid(), "", "127.0.0.1") {
+		t.Fatal("not ready")
+	}
+	if got := <-agents; !slices.Equal(got, []string{"mine"}) {
+		t.Errorf("User-Agent %q with the probe's own, want only it", got)
+	}
+}
+
+// TestProbeUserAgentMatchesModule: probeUserAgent names the Kubernetes
+// version of the k8s.io/api module the kubelet is built with (v0.X.Y is
+// Kubernetes 1.X), so that an upgrade of the module cannot leave it behind.
+func TestProbeUserAgentMatchesModule(t *testing.T) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build information in the test binary")
+	}
+	for _, m := range info.Deps {
+		if m.Path != "k8s.io/api" {
+			continue
+		}
+		parts := strings.SplitN(strings.TrimPrefix(m.Version, "v"), ".", 3)
+		if len(parts) < 2 || parts[0] != "0" {
+			t.Fatalf("k8s.io/api version %s is not v0.X.Y", m.Version)
+		}
+		if want := "kube-probe/1." + parts[1]; probeUserAgent != want {
+			t.Errorf("probeUserAgent is %q; k8s.io/api %s makes it %q", probeUserAgent, m.Version, want)
+		}
+		return
+	}
+	t.Fatal("k8s.io/api is not among the test binary's modules")
 }
 
 // TestProjectedVolume: a projected volume gets the ServiceAccount token for

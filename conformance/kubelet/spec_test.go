@@ -278,3 +278,40 @@ func TestAllocate(t *testing.T) {
 		t.Errorf("after release: %v, %v; want 198.19.252.4", a, err)
 	}
 }
+
+// TestAllocateRoundRobin: a freed address is handed out again only after
+// every other free one, so that the host's neighbour entry naming the old
+// pod's MAC is not taken for the new pod's.
+func TestAllocateRoundRobin(t *testing.T) {
+	n := &Network{Prefix: netip.MustParsePrefix("198.19.252.0/29")}
+	n.used = map[netip.Addr]bool{n.HostAddr(): true}
+	alloc := func() string {
+		t.Helper()
+		a, err := n.allocate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	free := func(a string) { n.release(netip.MustParseAddr(a)) }
+	var got []string
+	got = append(got, alloc(), alloc()) // .2 .3
+	free("198.19.252.2")
+	got = append(got, alloc()) // not .2 again: .4
+	free("198.19.252.3")
+	got = append(got, alloc(), alloc()) // .5 .6, then the end of the range
+	got = append(got, alloc())          // wraps to the first free: .2
+	free("198.19.252.5")
+	got = append(got, alloc()) // after .2: .3 is free again
+	want := []string{"198.19.252.2", "198.19.252.3", "198.19.252.4", "198.19.252.5", "198.19.252.6", "198.19.252.2", "198.19.252.3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("allocated %v, want %v", got, want)
+	}
+	// .5 is the only free address left, wherever the search starts.
+	if a := alloc(); a != "198.19.252.5" {
+		t.Errorf("last free: %s, want 198.19.252.5", a)
+	}
+	if a, err := n.allocate(); err == nil {
+		t.Errorf("full range handed out %v", a)
+	}
+}

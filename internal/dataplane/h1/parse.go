@@ -9,6 +9,7 @@ package h1
 
 import (
 	"bufio"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -33,6 +34,15 @@ var (
 	errHeaderTooLarge = &parseError{status: http.StatusRequestHeaderFieldsTooLarge, why: "header too large"}
 	errBareLF         = badRequest("line not ended by CRLF")
 )
+
+// errNotHTTP is a first line whose version field is not HTTP's at all:
+// the client speaks another protocol, and an HTTP/1 answer would only be
+// garbage to it. The connection closes without one. On a cleartext port
+// that also takes HTTP/2 with prior knowledge this is what a mangled
+// HTTP/2 connection preface gets: RFC 9113, 3.4 makes it a connection
+// error, and with no HTTP/2 connection set up there is nothing to say it
+// with but the close. Not a parseError, so that refuse sends nothing.
+var errNotHTTP = errors.New("request line of another protocol than HTTP")
 
 // readHead appends the request line and header fields, up to and including
 // the empty line that ends them, to buf. limit bounds their bytes; a head
@@ -144,6 +154,11 @@ func (r *request) parseRequestLine(line string) error {
 	default:
 		if len(proto) == 8 && strings.HasPrefix(proto, "HTTP/") && isDigit(proto[5]) && proto[6] == '.' && isDigit(proto[7]) {
 			return &parseError{status: http.StatusHTTPVersionNotSupported, why: "unsupported version " + proto}
+		}
+		// The line's last field is where HTTP puts its version (the
+		// target may hold a space, a malformation of its own).
+		if v := line[strings.LastIndexByte(line, ' ')+1:]; len(v) < 5 || !strings.EqualFold(v[:5], "HTTP/") {
+			return errNotHTTP
 		}
 		return badRequest("malformed version")
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -736,6 +737,40 @@ func TestFullDuplexAndDeadlines(t *testing.T) {
 		}
 		if b, _ := io.ReadAll(resp.Body); string(b) != "short" {
 			t.Fatalf("request %d: %q", i+1, b)
+		}
+	}
+}
+
+// TestNotHTTPClosedUnanswered (h2spec 3.5/2 on a cleartext port that also
+// takes HTTP/2 with prior knowledge): a first line whose version field is
+// not HTTP's at all, such as a mangled HTTP/2 preface, gets no HTTP/1
+// answer, only the close; one with a malformed HTTP version is still
+// answered 400.
+func TestNotHTTPClosedUnanswered(t *testing.T) {
+	addr, _ := serve(t, http.NotFoundHandler().ServeHTTP, nil)
+	for _, tc := range []struct {
+		head   string
+		answer bool
+	}{
+		{"INVALID CONNECTION PREFACE\r\n\r\n", false},
+		{"PRI * HTTP/2.1\r\n\r\nSM\r\n\r\n", true}, // 505
+		{"GET / HTTP/x\r\nHost: a\r\n\r\n", true},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, tc.head); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%q: reading: %v", tc.head, err)
+		}
+		if answered := len(got) > 0; answered != tc.answer {
+			t.Errorf("%q: answered %q, want an answer: %v", tc.head, got, tc.answer)
 		}
 	}
 }

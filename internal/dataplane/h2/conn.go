@@ -44,6 +44,15 @@ const (
 	writeBufferSize      = 16 << 10
 )
 
+// maxKnownCode is the highest error code RFC 9113 defines.
+const maxKnownCode = http2.ErrCodeHTTP11Required
+
+// clientGoneError is a GOAWAY from the client with an error code: it
+// ends the connection at once.
+type clientGoneError struct{ code http2.ErrCode }
+
+func (e clientGoneError) Error() string { return fmt.Sprintf("client went away: %v", e.code) }
+
 var (
 	errServerClosed = errors.New("http2: server closed")
 	errConnClosed   = errors.New("http2: client connection closed")
@@ -243,9 +252,16 @@ func (c *conn) serve() {
 		err = http2.ConnectionError(codeFrameSize)
 	}
 	var ce http2.ConnectionError
+	var gone clientGoneError
 	switch {
 	case errors.As(err, &ce):
 		c.goAwayAndClose(http2.ErrCode(ce), err)
+		c.linger()
+	case errors.As(err, &gone):
+		// The client's streams end now; the socket closes once the
+		// client is done sending, as after a connection error, so that
+		// frames it sent after its GOAWAY do not reset the connection.
+		c.goAwayAndClose(codeNo, err)
 		c.linger()
 	default:
 		c.close(err)
@@ -367,8 +383,10 @@ func (c *conn) onFrame(f http2.Frame) error {
 	case *http2.RSTStreamFrame:
 		return c.onReset(f)
 	case *http2.GoAwayFrame:
-		if f.ErrCode != codeNo {
-			return fmt.Errorf("client went away: %v", f.ErrCode)
+		// An unknown code must not trigger any special behaviour (RFC
+		// 9113, 7): it is taken as NO_ERROR.
+		if f.ErrCode != codeNo && f.ErrCode <= maxKnownCode {
+			return clientGoneError{f.ErrCode}
 		}
 		c.goAway(codeNo)
 		return nil
@@ -493,6 +511,7 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 	}
 	st := c.streams[f.StreamID]
 	if st != nil {
+		st.resetRecv = true
 		st.abortLocked(errStreamReset)
 		c.maybeRemoveLocked(st)
 	}
@@ -545,6 +564,17 @@ func (c *conn) recentlyResetLocked(id uint32) bool {
 	for i, r := range c.resetIDs {
 		if r == id {
 			c.resetIDs[i] = 0
+			return true
+		}
+	}
+	return false
+}
+
+// resetLatelyLocked tells whether the server reset stream id lately
+// (c.mu held), without forgetting it: DATA frames in flight may be many.
+func (c *conn) resetLatelyLocked(id uint32) bool {
+	for _, r := range c.resetIDs {
+		if r == id {
 			return true
 		}
 	}

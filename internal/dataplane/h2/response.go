@@ -197,12 +197,14 @@ func (w *responseWriter) sendHead(final bool) error {
 	if withData {
 		c.wfr.WriteData(st.id, dataEnd, held)
 	}
-	err := c.unlockWrite()
 	if end {
+		// Before the flush: a frame the client sends once it has seen the
+		// END_STREAM must find the stream closed both ways (onTrailers).
 		c.mu.Lock()
 		st.sendClosed = true
 		c.mu.Unlock()
 	}
+	err := c.unlockWrite()
 	if err != nil {
 		return err
 	}
@@ -309,10 +311,11 @@ func (w *responseWriter) finish() {
 		w.trailerFields()
 		c.writeBlock(st.id, true)
 	}
-	_ = c.unlockWrite()
+	// Before the flush, as in sendHead.
 	c.mu.Lock()
 	st.sendClosed = true
 	c.mu.Unlock()
+	_ = c.unlockWrite()
 }
 
 var errShortBody = errors.New("http2: response body shorter than its content-length")

@@ -46,6 +46,7 @@ type stream struct {
 	sendClosed  bool // the response ended (END_STREAM sent)
 	aborted     bool // reset either way, or the connection closed
 	resetSent   bool
+	resetRecv   bool // the client reset the stream (RST_STREAM)
 	handlerDone bool
 	removed     bool
 	sendWindow  int64
@@ -81,15 +82,26 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return c.onTrailers(st, f)
 	}
 	if id <= c.maxClientID {
-		reset := c.recentlyResetLocked(id)
+		ignore := c.goingAway && id > c.lastID || c.recentlyResetLocked(id)
 		c.mu.Unlock()
-		if reset {
-			// Trailers the client sent before it saw the server's
-			// RST_STREAM (RFC 9113, 5.1: ignored).
+		if ignore {
+			// Past the GOAWAY's last stream (RFC 9113, 6.8), or trailers
+			// the client sent before it saw the server's RST_STREAM
+			// (5.1): ignored.
 			return nil
 		}
-		// A stream id must grow; a closed stream takes no new headers.
-		return http2.ConnectionError(codeProtocol)
+		// A connection error either way: the block was decoded, which
+		// costs the server what ignoring it would cost the client
+		// nothing. A request's block tries to open a stream with an id
+		// that did not grow (PROTOCOL_ERROR, 5.1.1); a trailer block can
+		// only be meant for a stream opened before, which is closed,
+		// since below the highest id seen a stream that is not tracked
+		// is closed (an idle one can only have a higher id): a block on
+		// a closed stream is STREAM_CLOSED (5.1).
+		if len(f.PseudoFields()) > 0 {
+			return http2.ConnectionError(codeProtocol)
+		}
+		return http2.ConnectionError(codeStreamClose)
 	}
 	c.maxClientID = id
 	if f.HasPriority() && f.Priority.StreamDep == id {
@@ -346,20 +358,36 @@ func declaredTrailer(h http.Header) http.Header {
 	return t
 }
 
+// onTrailers takes a header block on a stream that is still tracked: the
+// request's trailers, or a block on a stream that is closed or half-closed
+// (remote), which RFC 9113, 5.1 makes STREAM_CLOSED.
 func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
-	if !f.StreamEnded() {
-		return http2.ConnectionError(codeProtocol)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case st.resetSent && !st.recvClosed:
+	case st.resetSent:
+		if st.recvClosed || st.resetRecv || !f.StreamEnded() {
+			// More than the one trailer block that may have been in
+			// flight when the server's RST_STREAM left: a stream error
+			// would be dropped (the stream was reset already), and
+			// ignoring block after block lets a client make the server
+			// decode them for nothing.
+			return http2.ConnectionError(codeStreamClose)
+		}
 		// Sent before the client saw the RST_STREAM: ignored, once; the
 		// client's side is closed by them.
 		st.recvClosed = true
 		return nil
-	case st.recvClosed:
+	case st.recvClosed && st.sendClosed:
+		// Closed after END_STREAM both ways: a connection error (RFC
+		// 9113, 5.1), as on a stream no longer tracked.
+		return http2.ConnectionError(codeStreamClose)
+	case st.resetRecv || st.recvClosed:
+		// Closed by the client's RST_STREAM (a stream error, 5.1), or
+		// half-closed (remote) (the same, 5.1).
 		return http2.StreamError{StreamID: st.id, Code: codeStreamClose}
+	case !f.StreamEnded():
+		return http2.ConnectionError(codeProtocol)
 	case len(f.PseudoFields()) > 0 || f.Truncated:
 		return http2.StreamError{StreamID: st.id, Code: codeProtocol}
 	case st.declLen >= 0 && st.gotLen != st.declLen:
@@ -400,22 +428,15 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	st := c.streams[id]
 	if st == nil || st.recvClosed || st.aborted || st.handlerDone || st.bodyErr != nil {
 		// Nobody reads these bytes: the connection gets them back.
-		idle := st == nil && id > c.maxClientID
-		halfClosed := st != nil && st.recvClosed && !st.aborted
-		if st != nil && !st.recvClosed && f.StreamEnded() {
+		err := c.unreadDataLocked(st, id)
+		if err == nil && st != nil && !st.recvClosed && f.StreamEnded() {
 			st.recvClosed = true // its body was closed or timed out
 			c.maybeRemoveLocked(st)
 		}
 		inc := c.creditLocked(n)
 		c.mu.Unlock()
 		c.sendWindowUpdates(0, inc)
-		switch {
-		case idle:
-			return http2.ConnectionError(codeProtocol)
-		case halfClosed:
-			return http2.StreamError{StreamID: id, Code: codeStreamClose}
-		}
-		return nil
+		return err
 	}
 	if n > st.recvWindow {
 		inc := c.creditLocked(n)
@@ -455,6 +476,40 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	c.sendWindowUpdates(id, sinc)
 	c.sendWindowUpdates(0, cinc)
 	return err
+}
+
+// unreadDataLocked tells what a DATA frame for stream id that nobody
+// reads is (c.mu held; st is the stream, nil when it is not tracked): nil
+// when it is to be ignored, else the error to answer it with.
+//
+// RFC 9113: DATA on an idle stream is a connection error PROTOCOL_ERROR
+// (5.1); on a stream that is neither open nor half-closed (local) it is a
+// stream error STREAM_CLOSED (6.1), except on a stream the server reset,
+// whose frames in flight are ignored (5.1, closed), and past the last
+// stream of a GOAWAY (6.8). Below the highest id the client used, a stream
+// that is not tracked is closed (an idle one can only have a higher id,
+// 5.1.1): that takes no memory of closed streams. The streams the server
+// reset are remembered for a while only (resetIDs): DATA on an older one
+// gets the STREAM_CLOSED reset too, which costs its client nothing, the
+// stream being over already.
+func (c *conn) unreadDataLocked(st *stream, id uint32) error {
+	switch {
+	case st == nil && id > c.maxClientID:
+		return http2.ConnectionError(codeProtocol)
+	case st == nil:
+		if c.goingAway && id > c.lastID || c.resetLatelyLocked(id) {
+			return nil
+		}
+		return http2.StreamError{StreamID: id, Code: codeStreamClose}
+	case st.resetSent:
+		return nil
+	case st.resetRecv || st.recvClosed:
+		// Reset by the client, or half-closed (remote).
+		return http2.StreamError{StreamID: id, Code: codeStreamClose}
+	}
+	// Open still, with a body that nobody reads any more (its handler
+	// returned or closed it): taken and dropped.
+	return nil
 }
 
 // appendBodyLocked adds request body bytes to buf (c.mu held). The buffer
