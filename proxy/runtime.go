@@ -140,21 +140,21 @@ func DefaultOptions() Options {
 		// The protocol's initial value, which nginx and haproxy keep too:
 		// a larger one lets every client make the server buffer that much
 		// for one frame, and buys a client little.
-		MaxReadFrameSize:     16 << 10,
-		MaxUploadBufferConn:  4 << 20,
-		MaxUploadBufferStrm:  1 << 20,
-		DialTimeout:          5 * time.Second,
-		MaxHeaderCount:       100,
-		MaxConnsPerPort:      10000,
-		MaxConnsPerClient:    1000,
-		ClientIdleTimeout:    60 * time.Second,
-		ClientMinRate:        512,
-		ClientRateWindow:     30 * time.Second,
-		H2MaxGlitches:        200,
-		H2GlitchesForgiven:   20,
-		StreamIdleTimeout:    time.Hour,
-		HTTP1Server:          HTTP1Portico,
-		HTTP2Server:          HTTP2Portico,
+		MaxReadFrameSize:    16 << 10,
+		MaxUploadBufferConn: 4 << 20,
+		MaxUploadBufferStrm: 1 << 20,
+		DialTimeout:         5 * time.Second,
+		MaxHeaderCount:      100,
+		MaxConnsPerPort:     10000,
+		MaxConnsPerClient:   1000,
+		ClientIdleTimeout:   60 * time.Second,
+		ClientMinRate:       512,
+		ClientRateWindow:    30 * time.Second,
+		H2MaxGlitches:       200,
+		H2GlitchesForgiven:  20,
+		StreamIdleTimeout:   time.Hour,
+		HTTP1Server:         HTTP1Portico,
+		HTTP2Server:         HTTP2Portico,
 	}
 }
 
