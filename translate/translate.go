@@ -92,8 +92,14 @@ type Output struct {
 }
 
 // Memory is what one translation hands the next. The zero value is a first
-// translation. A Memory is never changed once returned: passing the same
-// one twice gives the same Output twice.
+// translation. Passing the same Memory twice gives the same Output twice
+// (TestDeterministic), with one difference in cost, not in result: the
+// first translation from a Memory may be a delta, which patches the status
+// maps of the Output returned with that Memory in place, so that a change
+// of one object among 100,000 copies no map; every later translation from
+// the same Memory is a full one and leaves them alone. An Output's status
+// maps are therefore valid until the next translation from its Memory:
+// whoever keeps statuses longer copies them (Finish and status.Only do).
 type Memory struct {
 	// certs are the parsed key pairs of the Secrets the last translation
 	// read, by Secret, with the bytes they were parsed from.
