@@ -26,6 +26,8 @@ func TestStageBoundaries(t *testing.T) {
 		"translate": server,
 		"config":    append(slices.Clone(server), kubernetes...),
 		"proxy":     kubernetes,
+		// The run loop applies configurations through its DataPlane seam.
+		"internal/controlplane/pipeline": server[:2],
 	}
 	for _, pkg := range []string{"internal/controlplane/snapshot", "internal/controlplane/filesource", "internal/controlplane/validation", "internal/controlplane/status", "internal/controlplane/conditions", "internal/controlplane/pipeline", "listeners", "routing"} {
 		refused[pkg] = []string{"k8s.io/client-go/"}

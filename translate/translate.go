@@ -1,6 +1,6 @@
 // Package translate is the pure stage between a snapshot of objects and
 // what Portico does with them: Translate turns a snapshot.Resources into
-// the data plane's proxy.Config, every status Portico reports and the
+// the data plane's config.Config, every status Portico reports and the
 // certificates to order over ACME. It starts no goroutine, reads no clock,
 // logs nothing and talks to no API server; what it carries from one call to
 // the next (parsed certificates and CA bundles, pool addresses handed out,

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -23,7 +24,6 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/shared/debounce"
-	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )
 
@@ -56,6 +56,18 @@ type Options struct {
 	// storage of their own (files); a cluster writes them into Secrets,
 	// which come back through its informers.
 	ACMESecrets bool
+}
+
+// DataPlane is where the loop puts each configuration: proxy.Runtime. The
+// control plane knows the data plane by these three calls only.
+type DataPlane interface {
+	// Apply serves cfg; when it cannot, the configuration served stays
+	// as it was and the error says why.
+	Apply(cfg *config.Config) error
+	// Current is the configuration served.
+	Current() *config.Config
+	// Addr is the bound address of a port, nil when it is not bound.
+	Addr(address string, number int32) net.Addr
 }
 
 // Outputs are where a rebuild's results go besides the data plane. Each may
@@ -104,7 +116,7 @@ type ApplyReport struct {
 type Loop struct {
 	opts    Options
 	source  Source
-	runtime *proxy.Runtime
+	runtime DataPlane
 	log     *zap.Logger
 	acme    *acme.Manager
 	out     Outputs
@@ -134,7 +146,7 @@ type Loop struct {
 }
 
 // New returns a loop over source. manager may be nil (no ACME).
-func New(opts Options, source Source, rt *proxy.Runtime, manager *acme.Manager, out Outputs, log *zap.Logger) *Loop {
+func New(opts Options, source Source, rt DataPlane, manager *acme.Manager, out Outputs, log *zap.Logger) *Loop {
 	return &Loop{
 		opts:      opts,
 		source:    source,
