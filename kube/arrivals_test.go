@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
 
@@ -117,7 +118,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 		Labels: map[string]string{"kubernetes.io/metadata.name": "apps"}}}, metav1.CreateOptions{})
 	must(err)
 	_, err = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec: gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName}}, metav1.CreateOptions{})
+		Spec: gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName}}, metav1.CreateOptions{})
 	must(err)
 	from := gwv1.NamespacesFromAll
 	_, err = gc.GatewayV1().Gateways("apps").Create(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/snitest"
-	"portico.dev/portico/translate"
 )
 
 // TestStandaloneBackendTLS sends requests through Portico to TLS backends
@@ -165,7 +165,7 @@ func TestKeepCACertificate(t *testing.T) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"big": "annotation"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Data:       map[string]string{translate.CACertificateKey: "PEM", "config.yaml": "large"},
+		Data:       map[string]string{wellknown.CACertificateKey: "PEM", "config.yaml": "large"},
 		BinaryData: map[string][]byte{"blob": []byte("large")},
 	}
 	out, err := keepCACertificate(cm)
@@ -173,7 +173,7 @@ func TestKeepCACertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.ConfigMap)
-	if len(got.Data) != 1 || got.Data[translate.CACertificateKey] != "PEM" || got.BinaryData != nil || got.Annotations != nil || got.ManagedFields != nil {
+	if len(got.Data) != 1 || got.Data[wellknown.CACertificateKey] != "PEM" || got.BinaryData != nil || got.Annotations != nil || got.ManagedFields != nil {
 		t.Errorf("kept %+v", got)
 	}
 	plain, _ := keepCACertificate(&corev1.ConfigMap{Data: map[string]string{"a": "b"}})

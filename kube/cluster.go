@@ -32,6 +32,7 @@ import (
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/translate"
 )
@@ -174,7 +175,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 
 func (c *Cluster) controller() gwv1.GatewayController {
 	if c.ControllerName == "" {
-		return translate.DefaultControllerName
+		return wellknown.ControllerName
 	}
 	return c.ControllerName
 }

@@ -7,10 +7,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
-
-	"portico.dev/portico/translate"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -31,7 +30,7 @@ func checkCRDVersions(ctx context.Context, md metadata.Interface) ([]string, err
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("CRD %s has no %s annotation", name, consts.BundleVersionAnnotation))
-		case translate.MinorVersion(v) != translate.MinorVersion(consts.BundleVersion):
+		case wellknown.MinorVersion(v) != wellknown.MinorVersion(consts.BundleVersion):
 			problems = append(problems, fmt.Sprintf("CRD %s is version %s", name, v))
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/translate"
 )
@@ -190,7 +191,7 @@ func TestDeployManifests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if ours := routeParent(r, translate.DefaultControllerName, "gw"); ours == nil {
+		if ours := routeParent(r, wellknown.ControllerName, "gw"); ours == nil {
 			return errors.New("no route status")
 		}
 		return nil
@@ -232,7 +233,7 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a Gateway's spec"] = gc.GatewayV1().Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
 	refused["delete an HTTPRoute"] = gc.GatewayV1().HTTPRoutes("apps").Delete(ctx, "r", metav1.DeleteOptions{})
 	_, refused["create a GatewayClass"] = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}, metav1.CreateOptions{})
 	_, refused["create a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "portico"}}, metav1.CreateOptions{})
 	_, refused["update a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "apps"}}, metav1.UpdateOptions{})

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/translate"
+	"portico.dev/portico/internal/controlplane/wellknown"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -281,8 +281,8 @@ func keepCACertificate(obj any) (any, error) {
 		cm.SetManagedFields(nil)
 		cm.Annotations = nil
 		cm.BinaryData = nil
-		if ca, ok := cm.Data[translate.CACertificateKey]; ok {
-			cm.Data = map[string]string{translate.CACertificateKey: ca}
+		if ca, ok := cm.Data[wellknown.CACertificateKey]; ok {
+			cm.Data = map[string]string{wellknown.CACertificateKey: ca}
 		} else {
 			cm.Data = nil
 		}
@@ -300,7 +300,7 @@ func caHandler(h eventHandlers) cache.ResourceEventHandler {
 			obj = d.Obj
 		}
 		cm, ok := obj.(*corev1.ConfigMap)
-		return !ok || cm.Data[translate.CACertificateKey] != ""
+		return !ok || cm.Data[wellknown.CACertificateKey] != ""
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -311,7 +311,7 @@ func caHandler(h eventHandlers) cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okOld := oldObj.(*corev1.ConfigMap)
 			n, okNew := newObj.(*corev1.ConfigMap)
-			if okOld && okNew && o.Data[translate.CACertificateKey] == n.Data[translate.CACertificateKey] {
+			if okOld && okNew && o.Data[wellknown.CACertificateKey] == n.Data[wellknown.CACertificateKey] {
 				return
 			}
 			h.changed()

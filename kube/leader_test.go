@@ -11,9 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"portico.dev/portico/translate"
 )
 
 // TestClusterLeaderElection runs two replicas against one API server: both
@@ -30,7 +29,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	port := int32(freePort(t))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}, metav1.CreateOptions{}))
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
@@ -97,7 +96,7 @@ func TestClusterLeaderElection(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, translate.DefaultControllerName, "gw")
+			ours := routeParent(r, wellknown.ControllerName, "gw")
 			if ours == nil {
 				return errors.New("no status entry")
 			}

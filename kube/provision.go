@@ -19,12 +19,9 @@ import (
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
-
-// FieldManager is the server-side apply field manager of what Portico
-// provisions.
-const FieldManager = "portico"
 
 // provisioner applies the data planes of Gateways that have their own
 // (GEP-1762) while this replica leads: it renders each one (package
@@ -163,7 +160,7 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // applied. The order lets the Deployment's pods find their
 // ServiceAccount.
 func (p *provisioner) apply(ctx context.Context, o provision.Objects) error {
-	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager, Force: ptr.To(true)}
 	ns, name := o.Deployment.Namespace, o.Deployment.Name
 	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
 	steps := []applyStep{

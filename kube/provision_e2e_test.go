@@ -22,6 +22,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -204,7 +205,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	}
 	for _, o := range []metav1.Object{dep, svc, sa, pdb} {
 		l, a := o.GetLabels(), o.GetAnnotations()
-		if l["team"] != "payments" || l[provision.GatewayNameLabel] != "web" || l[provision.GatewayClassLabel] != "dedicated" || l[provision.ManagedByLabel] != "portico" {
+		if l["team"] != "payments" || l[provision.GatewayNameLabel] != "web" || l[provision.GatewayClassLabel] != "dedicated" || l[wellknown.ManagedByLabel] != "portico" {
 			t.Errorf("%T labels = %v", o, l)
 		}
 		if a["cost"] != "42" || a["gateway.networking.k8s.io/x"] != "" {

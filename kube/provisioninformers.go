@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"portico.dev/portico/internal/controlplane/parameters"
-	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // ParametersResource is the resource of PorticoParameters.
@@ -37,7 +37,7 @@ type dataPlaneInformers struct {
 
 // dataPlaneSelector selects the Deployments Portico provisioned.
 var dataPlaneSelector = labels.SelectorFromSet(labels.Set{
-	provision.ManagedByLabel: provision.ManagedBy, "app.kubernetes.io/component": "data-plane",
+	wellknown.ManagedByLabel: wellknown.ManagedByValue, "app.kubernetes.io/component": "data-plane",
 }).String()
 
 // addDataPlaneInformers watches PorticoParameters (when dyn is set and

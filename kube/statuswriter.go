@@ -20,10 +20,8 @@ import (
 
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
-
-// statusFieldManager names Portico in the managedFields of what it writes.
-const statusFieldManager = "portico"
 
 // statusUpdate is what one translation hands the status writer.
 type statusUpdate struct {
@@ -652,7 +650,7 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusK
 				func(ctx context.Context) (T, error) { return client.Get(ctx, o.key.Name, metav1.GetOptions{}) },
 				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
 				func(ctx context.Context, obj T) (T, error) {
-					return client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: statusFieldManager})
+					return client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
 				})
 		}})
 	}
