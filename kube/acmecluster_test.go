@@ -25,6 +25,7 @@ import (
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -61,7 +62,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		Kube:    kc,
 		Gateway: gc,
 		Log:     log,
-		LeaderElection: LeaderElection{
+		LeaderElection: leader.Election{
 			Namespace: "portico-system", Name: "portico", Identity: "replica-a",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
 			ReleaseOnCancel: true,

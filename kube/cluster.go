@@ -34,6 +34,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/translate"
 )
 
@@ -49,7 +50,7 @@ type Cluster struct {
 	Metadata       metadata.Interface
 	ControllerName gwv1.GatewayController
 	Log            *zap.Logger
-	LeaderElection LeaderElection
+	LeaderElection leader.Election
 	// StatusWorkers bounds the status updates in flight; 0 means 8.
 	StatusWorkers int
 	// ACME, when set, holds the certificates that WriteACME writes into
@@ -106,7 +107,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if c.Kube == nil || c.Gateway == nil || c.Log == nil {
 		return errors.New("cluster: Kube, Gateway and Log are required")
 	}
-	if err := c.LeaderElection.validate(); err != nil {
+	if err := c.LeaderElection.Validate(); err != nil {
 		return err
 	}
 	c.changed = changed
@@ -151,7 +152,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	wg.Go(func() { c.writer.run(ctx) })
 	wg.Go(func() { statusDebouncer.Run(ctx, c.writer.resync) })
 	wg.Go(func() {
-		err := elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
+		err := leader.Elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
 		if err != nil {
 			cancel()
 		}

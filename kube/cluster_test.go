@@ -36,6 +36,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )
@@ -189,7 +190,7 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 			Gateway:  gc,
 			Metadata: md,
 			Log:      log,
-			LeaderElection: LeaderElection{
+			LeaderElection: leader.Election{
 				Namespace: "portico-system", Name: "portico", Identity: identity,
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
 				ReleaseOnCancel: true,

@@ -10,9 +10,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"portico.dev/portico/internal/controlplane/wellknown"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
+
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // TestStatusesOfUntouchedObjectsNotRewritten: with ListenerSets and routes
