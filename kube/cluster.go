@@ -35,6 +35,7 @@ import (
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/kube/leader"
+	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
 )
 
@@ -78,7 +79,7 @@ type Cluster struct {
 	OnLeader      func(leading bool)
 	OnStatusWrite func(kind, result string)
 
-	informers   *informers
+	informers   *source.Informers
 	writer      *statusWriter
 	leading     atomic.Bool
 	changed     func()
@@ -118,19 +119,19 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	// set before the informers start).
 	statusDebouncer := debounce.New(time.Second, 5*time.Second)
 	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
-	in, err := newInformers(c.Kube, c.Gateway, 0, eventHandlers{changed: changed, statusChanged: statusChanged})
+	in, err := source.New(c.Kube, c.Gateway, 0, source.Handlers{Changed: changed, StatusChanged: statusChanged})
 	if err != nil {
 		return err
 	}
-	if err := in.addDataPlaneInformers(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
-		eventHandlers{changed: changed, statusChanged: statusChanged}, c.Log); err != nil {
+	if err := in.AddDataPlanes(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
+		source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
 	c.informers = in
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err
 	}
-	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
+	c.writer = newStatusWriter(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
 	c.writer.foreign = statusDebouncer.Mark
 	if c.StatusWorkers > 0 {
@@ -138,9 +139,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 
 	start := time.Now()
-	in.start(ctx)
-	defer in.shutdown()
-	if err := in.waitForSync(ctx, c.Log); err != nil {
+	in.Start(ctx)
+	defer in.Shutdown()
+	if err := in.WaitForSync(ctx, c.Log); err != nil {
 		return nil // ctx ended before the caches filled
 	}
 	c.Log.Info("caches synced", zap.Duration("took", time.Since(start)))
@@ -183,7 +184,7 @@ func (c *Cluster) controller() gwv1.GatewayController {
 
 // Snapshot lists the informers' caches (pipeline.Source).
 func (c *Cluster) Snapshot() (*snapshot.Resources, error) {
-	return c.informers.snapshot()
+	return c.informers.Snapshot()
 }
 
 // WriteStatuses hands the statuses of a rebuild, as translate.Finish
@@ -297,7 +298,7 @@ func (c *Cluster) checkCRDs(ctx context.Context) bool {
 	if c.Metadata == nil {
 		return false
 	}
-	problems, err := checkCRDVersions(ctx, c.Metadata)
+	problems, err := source.CheckCRDVersions(ctx, c.Metadata)
 	if err != nil {
 		c.Log.Warn("cannot check the Gateway API CRD versions", zap.Error(err))
 		return false
@@ -328,4 +329,8 @@ func (c *Cluster) recheckCRDs(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
 }

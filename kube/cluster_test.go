@@ -1020,3 +1020,13 @@ func mustCreate(t testing.TB) func(any, error) {
 		}
 	}
 }
+func TestParseNamespacedName(t *testing.T) {
+	if got, err := ParseNamespacedName("portico-system/portico"); err != nil || got.Namespace != "portico-system" || got.Name != "portico" {
+		t.Errorf("valid: %v, %v", got, err)
+	}
+	for _, bad := range []string{"portico", "/portico", "ns/", "a/b/c", ""} {
+		if _, err := ParseNamespacedName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
 )
 
@@ -243,7 +244,7 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a BackendTLSPolicy's spec"] = gc.GatewayV1().BackendTLSPolicies("apps").Update(ctx, &gwv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Name: "any", Namespace: "apps"}}, metav1.UpdateOptions{})
 	_, refused["list Events"] = kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{})
 	refused["delete an Event"] = kc.CoreV1().Events("apps").Delete(ctx, "any", metav1.DeleteOptions{})
-	_, refused["read an unrelated CRD"] = md.Resource(crdResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
+	_, refused["read an unrelated CRD"] = md.Resource(source.CRDResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
 	_, refused["update a Service"] = kc.CoreV1().Services("portico-system").Update(ctx, front, metav1.UpdateOptions{})
 	for what, err := range refused {
 		if !apierrors.IsForbidden(err) {

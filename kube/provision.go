@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -274,3 +276,12 @@ func planes(inputs []provision.Input, res *snapshot.Resources) []configstream.Pl
 }
 
 func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// deploymentsByName is a lookup of res.Deployments.
+func deploymentsByName(deps []*appsv1.Deployment) map[[2]string]*appsv1.Deployment {
+	out := make(map[[2]string]*appsv1.Deployment, len(deps))
+	for _, d := range deps {
+		out[[2]string{d.Namespace, d.Name}] = d
+	}
+	return out
+}

@@ -24,6 +24,7 @@ import (
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/source"
 )
 
 // provisionFixture is a real API server and controller manager (garbage
@@ -72,7 +73,7 @@ func (f *provisionFixture) parameters(ns, name, spec string) {
 	if err := yamlToUnstructured(y, obj); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.dyn.Resource(ParametersResource).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := f.dyn.Resource(source.ParametersResource).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		f.t.Fatalf("create PorticoParameters %s/%s: %v", ns, name, err)
 	}
 }
