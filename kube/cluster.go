@@ -1,8 +1,9 @@
-// Package kube is Portico's side of a Kubernetes cluster: the informers
-// that make snapshots of every object translate reads, the status writer
-// (one generic path for every kind, leader only), leader election, the CRD
-// version check and the ACME certificates written into Secrets. With cmd,
-// it is the only package that imports client-go.
+// Package kube is Portico's side of a Kubernetes cluster: Cluster composes
+// the informers of kube/source, the status writer (one generic path for
+// every kind, leader only), leader election (kube/leader), the
+// provisioning of per-Gateway data planes, and the ACME certificates
+// written into Secrets, for cmd; Knative adds the KIngress source. With
+// cmd, it and its sub-packages are the only ones that import client-go.
 package kube
 
 import (
