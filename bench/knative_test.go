@@ -28,6 +28,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )
@@ -124,7 +125,7 @@ func (k *knBench) start() {
 		if kind == "Knative" {
 			k.writes.Add(1)
 		}
-	}, LeaderElection: kube.LeaderElection{Namespace: "portico-system", Name: "portico", Identity: "bench",
+	}, LeaderElection: leader.Election{Namespace: "portico-system", Name: "portico", Identity: "bench",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
 	kn := &kube.Knative{Cluster: c, Dynamic: k.dyn, Settings: k.settings,
 		ExternalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}}

@@ -20,6 +20,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/internal/testkit/usage"
 	"portico.dev/portico/translate"
@@ -69,7 +70,7 @@ func buildWorkloadOnPorts(n int, httpPort, httpsPort gwv1.PortNumber) (*snapshot
 	res := &snapshot.Resources{
 		GatewayClasses: []*gwv1.GatewayClass{{
 			ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
-			Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+			Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 		}},
 		Gateways: []*gwv1.Gateway{{
 			ObjectMeta: objectMeta("knative-serving", "gw", -1),

@@ -20,11 +20,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
-	"portico.dev/portico/translate"
 )
 
 // answering counts the challenge requests a replica answered.
@@ -128,7 +128,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	gws := f.gc.GatewayV1()
 	createClassAndGateway(t, f.gc, httpPort)
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{translate.ACMEAnnotation: translate.ACMEHTTP01}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{wellknown.ACMEAnnotation: wellknown.ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
 			Listeners: []gwv1.ListenerEntry{{

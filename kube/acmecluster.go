@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/acme"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/translate"
 )
@@ -64,7 +65,7 @@ func writeACMESecret(ctx context.Context, client kubernetes.Interface, c transla
 	want := translate.ManagedSecret(c, cert.CertPEM, cert.KeyPEM)
 	secrets := client.CoreV1().Secrets(c.Secret.Namespace)
 	if cur == nil {
-		_, err := secrets.Create(ctx, want, metav1.CreateOptions{FieldManager: "portico"})
+		_, err := secrets.Create(ctx, want, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			return nil // another replica, or a user: the informer will tell
 		}
@@ -77,21 +78,21 @@ func writeACMESecret(ctx context.Context, client kubernetes.Interface, c transla
 		return nil
 	}
 	if bytes.Equal(cur.Data[corev1.TLSCertKey], cert.CertPEM) && bytes.Equal(cur.Data[corev1.TLSPrivateKeyKey], cert.KeyPEM) &&
-		cur.Annotations[translate.ACMEHostnameAnnotation] == c.Hostname {
+		cur.Annotations[wellknown.ACMEHostnameAnnotation] == c.Hostname {
 		return nil
 	}
 	next := cur.DeepCopy()
 	next.Data = want.Data
 	next.Labels = maps.Clone(cur.Labels)
-	next.Labels[translate.ManagedByLabel] = translate.ManagedByValue
+	next.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 	next.Annotations = maps.Clone(cur.Annotations)
 	if next.Annotations == nil {
 		next.Annotations = map[string]string{}
 	}
-	next.Annotations[translate.ACMEHostnameAnnotation] = c.Hostname
+	next.Annotations[wellknown.ACMEHostnameAnnotation] = c.Hostname
 	// The resourceVersion of the snapshot makes a write over a newer
 	// Secret fail rather than clobber it; the next rebuild looks again.
-	if _, err := secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: "portico"}); err != nil && !apierrors.IsConflict(err) {
+	if _, err := secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: wellknown.FieldManager}); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("update: %w", err)
 	}
 	return nil
@@ -221,7 +222,7 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 		}
 		for i := range lss.Items {
 			ls := &lss.Items[i]
-			if ls.Annotations[translate.ACMEAnnotation] == translate.ACMEHTTP01 && slices.ContainsFunc(ls.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return declares(l.Protocol, l.Hostname) }) {
+			if ls.Annotations[wellknown.ACMEAnnotation] == wellknown.ACMEHTTP01 && slices.ContainsFunc(ls.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return declares(l.Protocol, l.Hostname) }) {
 				out = append(out, ref("ListenerSet", ls))
 			}
 		}
@@ -231,7 +232,7 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 		}
 		for i := range gws.Items {
 			gw := &gws.Items[i]
-			if gw.Annotations[translate.ACMEAnnotation] == translate.ACMEHTTP01 && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return declares(l.Protocol, l.Hostname) }) {
+			if gw.Annotations[wellknown.ACMEAnnotation] == wellknown.ACMEHTTP01 && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return declares(l.Protocol, l.Hostname) }) {
 				out = append(out, ref("Gateway", gw))
 			}
 		}

@@ -22,8 +22,10 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/pipeline"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -60,7 +62,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		Kube:    kc,
 		Gateway: gc,
 		Log:     log,
-		LeaderElection: LeaderElection{
+		LeaderElection: leader.Election{
 			Namespace: "portico-system", Name: "portico", Identity: "replica-a",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
 			ReleaseOnCancel: true,
@@ -113,7 +115,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		}
 	}
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{translate.ACMEAnnotation: translate.ACMEHTTP01}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{wellknown.ACMEAnnotation: wellknown.ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
 			Listeners: []gwv1.ListenerEntry{entry("app", host, "app-tls"), entry("theirs", theirHost, "theirs-tls")},
@@ -132,7 +134,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		return nil
 	})
 	t.Logf("Secret with the certificate for %s written %v after the ListenerSet", host, time.Since(start).Round(time.Millisecond))
-	if secret.Type != corev1.SecretTypeTLS || !translate.IsManaged(secret) || secret.Annotations[translate.ACMEHostnameAnnotation] != host {
+	if secret.Type != corev1.SecretTypeTLS || !translate.IsManaged(secret) || secret.Annotations[wellknown.ACMEHostnameAnnotation] != host {
 		t.Errorf("Secret: type %q labels %v annotations %v; want kubernetes.io/tls, managed by Portico, for %s", secret.Type, secret.Labels, secret.Annotations, host)
 	}
 	verifyChain(t, secret.Data[corev1.TLSCertKey], host, pebble.Roots)

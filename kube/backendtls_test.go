@@ -16,13 +16,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/internal/testkit/snitest"
-	"portico.dev/portico/translate"
 )
 
 // TestStandaloneBackendTLS sends requests through Portico to TLS backends
@@ -158,28 +155,6 @@ ports: [{name: https, port: %[3]s}]
 endpoints: [{addresses: [%[2]s], conditions: {ready: true}}]
 ---
 `, name, host, port)
-}
-
-// TestKeepCACertificate: the ConfigMap cache holds ca.crt and nothing else.
-func TestKeepCACertificate(t *testing.T) {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"big": "annotation"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Data:       map[string]string{translate.CACertificateKey: "PEM", "config.yaml": "large"},
-		BinaryData: map[string][]byte{"blob": []byte("large")},
-	}
-	out, err := keepCACertificate(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*corev1.ConfigMap)
-	if len(got.Data) != 1 || got.Data[translate.CACertificateKey] != "PEM" || got.BinaryData != nil || got.Annotations != nil || got.ManagedFields != nil {
-		t.Errorf("kept %+v", got)
-	}
-	plain, _ := keepCACertificate(&corev1.ConfigMap{Data: map[string]string{"a": "b"}})
-	if d := plain.(*corev1.ConfigMap).Data; d != nil {
-		t.Errorf("a ConfigMap without ca.crt kept %v", d)
-	}
 }
 
 // TestStandaloneClientCertificates: a Gateway validating client

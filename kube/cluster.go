@@ -1,8 +1,9 @@
-// Package kube is Portico's side of a Kubernetes cluster: the informers
-// that make snapshots of every object translate reads, the status writer
-// (one generic path for every kind, leader only), leader election, the CRD
-// version check and the ACME certificates written into Secrets. With cmd,
-// it is the only package that imports client-go.
+// Package kube is Portico's side of a Kubernetes cluster: Cluster composes
+// the informers of kube/source, the status writer (one generic path for
+// every kind, leader only), leader election (kube/leader), the
+// provisioning of per-Gateway data planes, and the ACME certificates
+// written into Secrets, for cmd; Knative adds the KIngress source. With
+// cmd, it and its sub-packages are the only ones that import client-go.
 package kube
 
 import (
@@ -32,7 +33,10 @@ import (
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
+	"portico.dev/portico/kube/leader"
+	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
 )
 
@@ -48,7 +52,7 @@ type Cluster struct {
 	Metadata       metadata.Interface
 	ControllerName gwv1.GatewayController
 	Log            *zap.Logger
-	LeaderElection LeaderElection
+	LeaderElection leader.Election
 	// StatusWorkers bounds the status updates in flight; 0 means 8.
 	StatusWorkers int
 	// ACME, when set, holds the certificates that WriteACME writes into
@@ -76,7 +80,7 @@ type Cluster struct {
 	OnLeader      func(leading bool)
 	OnStatusWrite func(kind, result string)
 
-	informers   *informers
+	informers   *source.Informers
 	writer      *statusWriter
 	leading     atomic.Bool
 	changed     func()
@@ -105,7 +109,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if c.Kube == nil || c.Gateway == nil || c.Log == nil {
 		return errors.New("cluster: Kube, Gateway and Log are required")
 	}
-	if err := c.LeaderElection.validate(); err != nil {
+	if err := c.LeaderElection.Validate(); err != nil {
 		return err
 	}
 	c.changed = changed
@@ -116,19 +120,19 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	// set before the informers start).
 	statusDebouncer := debounce.New(time.Second, 5*time.Second)
 	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
-	in, err := newInformers(c.Kube, c.Gateway, 0, eventHandlers{changed: changed, statusChanged: statusChanged})
+	in, err := source.New(c.Kube, c.Gateway, 0, source.Handlers{Changed: changed, StatusChanged: statusChanged})
 	if err != nil {
 		return err
 	}
-	if err := in.addDataPlaneInformers(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
-		eventHandlers{changed: changed, statusChanged: statusChanged}, c.Log); err != nil {
+	if err := in.AddDataPlanes(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
+		source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
 	c.informers = in
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err
 	}
-	c.writer = newStatusWriter(c.Gateway, in, c.controller(), c.Log.Named("status"))
+	c.writer = newStatusWriter(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"))
 	c.writer.observe = c.OnStatusWrite
 	c.writer.foreign = statusDebouncer.Mark
 	if c.StatusWorkers > 0 {
@@ -136,9 +140,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 
 	start := time.Now()
-	in.start(ctx)
-	defer in.shutdown()
-	if err := in.waitForSync(ctx, c.Log); err != nil {
+	in.Start(ctx)
+	defer in.Shutdown()
+	if err := in.WaitForSync(ctx, c.Log); err != nil {
 		return nil // ctx ended before the caches filled
 	}
 	c.Log.Info("caches synced", zap.Duration("took", time.Since(start)))
@@ -150,7 +154,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	wg.Go(func() { c.writer.run(ctx) })
 	wg.Go(func() { statusDebouncer.Run(ctx, c.writer.resync) })
 	wg.Go(func() {
-		err := elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
+		err := leader.Elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
 		if err != nil {
 			cancel()
 		}
@@ -174,14 +178,14 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 
 func (c *Cluster) controller() gwv1.GatewayController {
 	if c.ControllerName == "" {
-		return translate.DefaultControllerName
+		return wellknown.ControllerName
 	}
 	return c.ControllerName
 }
 
 // Snapshot lists the informers' caches (pipeline.Source).
 func (c *Cluster) Snapshot() (*snapshot.Resources, error) {
-	return c.informers.snapshot()
+	return c.informers.Snapshot()
 }
 
 // WriteStatuses hands the statuses of a rebuild, as translate.Finish
@@ -295,7 +299,7 @@ func (c *Cluster) checkCRDs(ctx context.Context) bool {
 	if c.Metadata == nil {
 		return false
 	}
-	problems, err := checkCRDVersions(ctx, c.Metadata)
+	problems, err := source.CheckCRDVersions(ctx, c.Metadata)
 	if err != nil {
 		c.Log.Warn("cannot check the Gateway API CRD versions", zap.Error(err))
 		return false
@@ -326,4 +330,8 @@ func (c *Cluster) recheckCRDs(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
 }

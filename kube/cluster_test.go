@@ -34,7 +34,9 @@ import (
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
 )
@@ -188,7 +190,7 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 			Gateway:  gc,
 			Metadata: md,
 			Log:      log,
-			LeaderElection: LeaderElection{
+			LeaderElection: leader.Election{
 				Namespace: "portico-system", Name: "portico", Identity: identity,
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
 				ReleaseOnCancel: true,
@@ -486,7 +488,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, translate.DefaultControllerName, parent)
+			ours := routeParent(r, wellknown.ControllerName, parent)
 			if ours == nil {
 				return fmt.Errorf("no parent entry of Portico for %s: %+v", parent, r.Status.Parents)
 			}
@@ -495,7 +497,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 					return err
 				}
 			}
-			if routeParent(r, translate.DefaultControllerName, "other-gw") != nil {
+			if routeParent(r, wellknown.ControllerName, "other-gw") != nil {
 				return errors.New("Portico wrote an entry for another controller's Gateway")
 			}
 			if other := routeParent(r, otherController, "other-gw"); wantOther && (other == nil || other.Conditions[0].ObservedGeneration != 1) {
@@ -660,7 +662,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		computed := []gwv1.RouteParentStatus{*routeParent(stale, translate.DefaultControllerName, "gw")}
+		computed := []gwv1.RouteParentStatus{*routeParent(stale, wellknown.ControllerName, "gw")}
 		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
 		computed[0].Conditions[0].Message = "rewritten by the conflict test"
 		var conflicts atomic.Int64
@@ -676,7 +678,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				return gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
 			},
 			func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-				return status.MergeHTTPRoute(o, computed, translate.DefaultControllerName, now)
+				return status.MergeHTTPRoute(o, computed, wellknown.ControllerName, now)
 			},
 			func(ctx context.Context, o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, error) {
 				return gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
@@ -697,7 +699,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				others++
 			}
 		}
-		ours := routeParent(got, translate.DefaultControllerName, "gw")
+		ours := routeParent(got, wellknown.ControllerName, "gw")
 		if others != 2 || ours == nil || ours.Conditions[0].Message != "rewritten by the conflict test" {
 			t.Errorf("after a conflict: %+v", got.Status.Parents)
 		}
@@ -883,7 +885,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if routeParent(r, translate.DefaultControllerName, "gw") != nil {
+			if routeParent(r, wellknown.ControllerName, "gw") != nil {
 				return errors.New("Portico's entry is still there")
 			}
 			if routeParent(r, otherController, "other-gw") == nil {
@@ -959,7 +961,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, translate.DefaultControllerName, "gw")
+			ours := routeParent(r, wellknown.ControllerName, "gw")
 			if ours == nil {
 				return fmt.Errorf("no entry: %+v", r.Status.Parents)
 			}
@@ -997,7 +999,7 @@ func createClassAndGateway(t testing.TB, gc gatewayclient.Interface, httpPort in
 	gws := gc.GatewayV1()
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}, metav1.CreateOptions{}))
 	same := gwv1.NamespacesFromSame
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
@@ -1015,6 +1017,16 @@ func mustCreate(t testing.TB) func(any, error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("create: %v", err)
+		}
+	}
+}
+func TestParseNamespacedName(t *testing.T) {
+	if got, err := ParseNamespacedName("portico-system/portico"); err != nil || got.Namespace != "portico-system" || got.Name != "portico" {
+		t.Errorf("valid: %v, %v", got, err)
+	}
+	for _, bad := range []string{"portico", "/portico", "ns/", "a/b/c", ""} {
+		if _, err := ParseNamespacedName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

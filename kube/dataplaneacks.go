@@ -14,6 +14,7 @@ import (
 
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // ackWriter records acknowledgements on the data planes' Deployments: one
@@ -123,6 +124,6 @@ func (w *ackWriter) patch(deployment types.NamespacedName, version string) error
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = w.kube.AppsV1().Deployments(deployment.Namespace).Patch(ctx, deployment.Name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: FieldManager + "-acks"})
+		metav1.PatchOptions{FieldManager: wellknown.FieldManager + "-acks"})
 	return err
 }

@@ -30,6 +30,7 @@ import (
 
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // TokenReviewer authenticates data planes: it has the API server review a
@@ -147,7 +148,7 @@ func DataPlaneCertificate(ctx context.Context, kube kubernetes.Interface, ns, na
 			return tls.Certificate{}, nil, err
 		}
 		s = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{provision.ManagedByLabel: provision.ManagedBy}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue}},
 			Type:       corev1.SecretTypeTLS,
 			Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 		}

@@ -27,7 +27,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/kube/secretstorage"
+	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
 )
 
@@ -190,7 +192,7 @@ func TestDeployManifests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if ours := routeParent(r, translate.DefaultControllerName, "gw"); ours == nil {
+		if ours := routeParent(r, wellknown.ControllerName, "gw"); ours == nil {
 			return errors.New("no route status")
 		}
 		return nil
@@ -232,7 +234,7 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a Gateway's spec"] = gc.GatewayV1().Gateways("apps").Update(ctx, gw, metav1.UpdateOptions{})
 	refused["delete an HTTPRoute"] = gc.GatewayV1().HTTPRoutes("apps").Delete(ctx, "r", metav1.DeleteOptions{})
 	_, refused["create a GatewayClass"] = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}, metav1.CreateOptions{})
 	_, refused["create a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "portico"}}, metav1.CreateOptions{})
 	_, refused["update a Lease elsewhere"] = kc.CoordinationV1().Leases("apps").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "apps"}}, metav1.UpdateOptions{})
@@ -242,7 +244,7 @@ func TestDeployManifests(t *testing.T) {
 	_, refused["update a BackendTLSPolicy's spec"] = gc.GatewayV1().BackendTLSPolicies("apps").Update(ctx, &gwv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Name: "any", Namespace: "apps"}}, metav1.UpdateOptions{})
 	_, refused["list Events"] = kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{})
 	refused["delete an Event"] = kc.CoreV1().Events("apps").Delete(ctx, "any", metav1.DeleteOptions{})
-	_, refused["read an unrelated CRD"] = md.Resource(crdResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
+	_, refused["read an unrelated CRD"] = md.Resource(source.CRDResource).Get(ctx, "tcproutes."+gwv1.GroupName, metav1.GetOptions{})
 	_, refused["update a Service"] = kc.CoreV1().Services("portico-system").Update(ctx, front, metav1.UpdateOptions{})
 	for what, err := range refused {
 		if !apierrors.IsForbidden(err) {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/grpctest"
-	"portico.dev/portico/translate"
 )
 
 // grpcBackend serves grpctest.EchoService (test.Echo, as name) over h2c
@@ -79,7 +79,7 @@ func TestClusterGRPCRoute(t *testing.T) {
 			return nil, err
 		}
 		for i := range r.Status.Parents {
-			if ps := &r.Status.Parents[i]; ps.ControllerName == translate.DefaultControllerName {
+			if ps := &r.Status.Parents[i]; ps.ControllerName == wellknown.ControllerName {
 				return ps, nil
 			}
 		}

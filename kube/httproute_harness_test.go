@@ -33,6 +33,7 @@ import (
 	"portico.dev/portico/internal/controlplane/filesource"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
 
@@ -668,7 +669,7 @@ func parentStatus(t testing.TB, st *status.Computed, route, gateway types.Namesp
 func mustHaveCondition(t testing.TB, res *snapshot.Resources, st *status.Computed, route, gateway types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	ps := parentStatus(t, st, route, gateway)
-	if ps.ControllerName != translate.DefaultControllerName {
+	if ps.ControllerName != wellknown.ControllerName {
 		t.Errorf("HTTPRoute %s: controllerName %q", route, ps.ControllerName)
 	}
 	c := meta.FindStatusCondition(ps.Conditions, typ)

@@ -43,6 +43,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -129,7 +130,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	opts.DrainTimeout = 2 * time.Second
 	r := &knReplica{ip: ip, rt: proxy.New(opts, log.Named("proxy")), done: make(chan error, 1)}
 	c := &Cluster{Kube: kc, Gateway: gc, Log: log,
-		LeaderElection: LeaderElection{Namespace: "portico-system", Name: "portico", Identity: identity,
+		LeaderElection: leader.Election{Namespace: "portico-system", Name: "portico", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
 	kn := &Knative{Cluster: c, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
 		Probe: ProbeOptions{Interval: 20 * time.Millisecond}}

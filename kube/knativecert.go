@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/translate"
 )
 
@@ -57,7 +58,7 @@ func (w *kcertWriter) submit(results map[types.NamespacedName]translate.KCertifi
 }
 
 func (w *kcertWriter) run(ctx context.Context) {
-	runWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
+	leader.RunWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
 }
 
 // pass writes the statuses of the Certificates marked dirty, all of them
@@ -66,7 +67,7 @@ func (w *kcertWriter) pass(ctx context.Context, fresh bool) {
 	w.mu.Lock()
 	w.all = w.all || fresh
 	results := w.results
-	dirty := takeDirty(&w.dirty, &w.all, results)
+	dirty := leader.TakeDirty(&w.dirty, &w.all, results)
 	w.mu.Unlock()
 	for key := range dirty {
 		if r, ok := results[key]; ok && !w.write(ctx, key, r) {

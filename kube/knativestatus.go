@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/translate"
 )
 
@@ -139,7 +140,7 @@ func readyAddresses(res *snapshot.Resources, svc types.NamespacedName) []string 
 // run writes statuses after every change while leading; a tick retries
 // writes that failed.
 func (w *kingressWriter) run(ctx context.Context) {
-	runWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
+	leader.RunWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
 }
 
 // pass compares the KIngresses marked dirty with the status they should
@@ -148,7 +149,7 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	w.mu.Lock()
 	w.all = w.all || fresh
 	results, replicas := w.results, w.replicas
-	dirty := takeDirty(&w.dirty, &w.all, results)
+	dirty := leader.TakeDirty(&w.dirty, &w.all, results)
 	w.mu.Unlock()
 	now := metav1.Now()
 	for key := range dirty {

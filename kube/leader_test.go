@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/translate"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // TestClusterLeaderElection runs two replicas against one API server: both
@@ -30,7 +30,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	port := int32(freePort(t))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}, metav1.CreateOptions{}))
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
@@ -97,7 +97,7 @@ func TestClusterLeaderElection(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ours := routeParent(r, translate.DefaultControllerName, "gw")
+			ours := routeParent(r, wellknown.ControllerName, "gw")
 			if ours == nil {
 				return errors.New("no status entry")
 			}
@@ -190,25 +190,5 @@ func TestClusterLeaderElection(t *testing.T) {
 			t.Errorf("replica %s served nothing", name)
 		}
 		t.Logf("replica %s: %d requests ok", name, l.ok.Load())
-	}
-}
-
-func TestLeaderElectionValidate(t *testing.T) {
-	ok := DefaultLeaderElection("portico-system", "pod-0")
-	if err := ok.validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	for name, mod := range map[string]func(*LeaderElection){
-		"no namespace":           func(l *LeaderElection) { l.Namespace = "" },
-		"no identity":            func(l *LeaderElection) { l.Identity = "" },
-		"renew deadline ≥ lease": func(l *LeaderElection) { l.RenewDeadline = l.LeaseDuration },
-		"retry period too long":  func(l *LeaderElection) { l.RetryPeriod = l.RenewDeadline },
-		"no retry period":        func(l *LeaderElection) { l.RetryPeriod = 0 },
-	} {
-		le := ok
-		mod(&le)
-		if err := le.validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,12 +21,9 @@ import (
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
-
-// FieldManager is the server-side apply field manager of what Portico
-// provisions.
-const FieldManager = "portico"
 
 // provisioner applies the data planes of Gateways that have their own
 // (GEP-1762) while this replica leads: it renders each one (package
@@ -163,7 +162,7 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // applied. The order lets the Deployment's pods find their
 // ServiceAccount.
 func (p *provisioner) apply(ctx context.Context, o provision.Objects) error {
-	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager, Force: ptr.To(true)}
 	ns, name := o.Deployment.Namespace, o.Deployment.Name
 	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
 	steps := []applyStep{
@@ -277,3 +276,12 @@ func planes(inputs []provision.Input, res *snapshot.Resources) []configstream.Pl
 }
 
 func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// deploymentsByName is a lookup of res.Deployments.
+func deploymentsByName(deps []*appsv1.Deployment) map[[2]string]*appsv1.Deployment {
+	out := make(map[[2]string]*appsv1.Deployment, len(deps))
+	for _, d := range deps {
+		out[[2]string{d.Namespace, d.Name}] = d
+	}
+	return out
+}

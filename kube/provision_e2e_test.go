@@ -22,7 +22,9 @@ import (
 
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/source"
 )
 
 // provisionFixture is a real API server and controller manager (garbage
@@ -71,7 +73,7 @@ func (f *provisionFixture) parameters(ns, name, spec string) {
 	if err := yamlToUnstructured(y, obj); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.dyn.Resource(ParametersResource).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := f.dyn.Resource(source.ParametersResource).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		f.t.Fatalf("create PorticoParameters %s/%s: %v", ns, name, err)
 	}
 }
@@ -204,7 +206,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	}
 	for _, o := range []metav1.Object{dep, svc, sa, pdb} {
 		l, a := o.GetLabels(), o.GetAnnotations()
-		if l["team"] != "payments" || l[provision.GatewayNameLabel] != "web" || l[provision.GatewayClassLabel] != "dedicated" || l[provision.ManagedByLabel] != "portico" {
+		if l["team"] != "payments" || l[provision.GatewayNameLabel] != "web" || l[provision.GatewayClassLabel] != "dedicated" || l[wellknown.ManagedByLabel] != "portico" {
 			t.Errorf("%T labels = %v", o, l)
 		}
 		if a["cost"] != "42" || a["gateway.networking.k8s.io/x"] != "" {

@@ -13,7 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
-	"portico.dev/portico/translate"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // TestStatusesOfUntouchedObjectsNotRewritten: with ListenerSets and routes
@@ -45,7 +45,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if routeParent(r, translate.DefaultControllerName, name) == nil {
+			if routeParent(r, wellknown.ControllerName, name) == nil {
 				return fmt.Errorf("route %s: no status of Portico's", name)
 			}
 			return nil

@@ -20,10 +20,9 @@ import (
 
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/kube/source"
 )
-
-// statusFieldManager names Portico in the managedFields of what it writes.
-const statusFieldManager = "portico"
 
 // statusUpdate is what one translation hands the status writer.
 type statusUpdate struct {
@@ -61,7 +60,7 @@ type statusKey struct {
 // status (resync), and after a failure.
 type statusWriter struct {
 	client     gatewayclient.Interface
-	in         *informers
+	in         source.Listers
 	controller gwv1.GatewayController
 	log        *zap.Logger
 	now        func() time.Time
@@ -115,7 +114,7 @@ type statusWriter struct {
 	fullCompares atomic.Int64
 }
 
-func newStatusWriter(client gatewayclient.Interface, in *informers, controller gwv1.GatewayController, log *zap.Logger) *statusWriter {
+func newStatusWriter(client gatewayclient.Interface, in source.Listers, controller gwv1.GatewayController, log *zap.Logger) *statusWriter {
 	return &statusWriter{
 		client:     client,
 		in:         in,
@@ -443,7 +442,7 @@ func (w *statusWriter) jobs() []statusJob {
 	jobs = append(jobs, kindJobs(w, ts, k.listenerSet, fromComputed(st.ListenerSets, k.getListenerSet))...)
 	// Every route is visited, not only those with computed entries: a route
 	// that no longer attaches to Portico must lose the entries Portico wrote.
-	routes, _ := w.in.httpRoutes.List(labels.Everything())
+	routes, _ := w.in.HTTPRoutes.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, ts, k.route, fromCache(routes, st.HTTPRoutes, k.routeIsOurs))...)
 	jobs = append(jobs, w.otherJobs(ts)...)
 	sortJobs(jobs)
@@ -500,15 +499,15 @@ func (w *statusWriter) kinds() writerKinds {
 				return status.MergeHTTPRoute(o, c, w.controller, now)
 			},
 		},
-		getClass: func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.gatewayClasses.Get(k.Name) },
+		getClass: func(k types.NamespacedName) (*gwv1.GatewayClass, error) { return w.in.GatewayClasses.Get(k.Name) },
 		getGateway: func(k types.NamespacedName) (*gwv1.Gateway, error) {
-			return w.in.gateways.Gateways(k.Namespace).Get(k.Name)
+			return w.in.Gateways.Gateways(k.Namespace).Get(k.Name)
 		},
 		getListenerSet: func(k types.NamespacedName) (*gwv1.ListenerSet, error) {
-			return w.in.listenerSets.ListenerSets(k.Namespace).Get(k.Name)
+			return w.in.ListenerSets.ListenerSets(k.Namespace).Get(k.Name)
 		},
 		getRoute: func(k types.NamespacedName) (*gwv1.HTTPRoute, error) {
-			return w.in.httpRoutes.HTTPRoutes(k.Namespace).Get(k.Name)
+			return w.in.HTTPRoutes.HTTPRoutes(k.Namespace).Get(k.Name)
 		},
 		routeIsOurs: func(r *gwv1.HTTPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) },
 	}
@@ -520,7 +519,7 @@ func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
 	gws := w.client.GatewayV1()
 	st := w.cur
 	var jobs []statusJob
-	grpcRoutes, _ := w.in.grpcRoutes.List(labels.Everything())
+	grpcRoutes, _ := w.in.GRPCRoutes.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.GRPCRoute, []gwv1.RouteParentStatus]{
 		name:   "GRPCRoute",
 		client: func(ns string) statusClient[*gwv1.GRPCRoute] { return gws.GRPCRoutes(ns) },
@@ -528,7 +527,7 @@ func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
 			return status.MergeGRPCRoute(o, c, w.controller, now)
 		},
 	}, fromCache(grpcRoutes, st.GRPCRoutes, func(r *gwv1.GRPCRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
-	tlsRoutes, _ := w.in.tlsRoutes.List(labels.Everything())
+	tlsRoutes, _ := w.in.TLSRoutes.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.TLSRoute, []gwv1.RouteParentStatus]{
 		name:   "TLSRoute",
 		client: func(ns string) statusClient[*gwv1.TLSRoute] { return gws.TLSRoutes(ns) },
@@ -538,7 +537,7 @@ func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
 	}, fromCache(tlsRoutes, st.TLSRoutes, func(r *gwv1.TLSRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
-	policies, _ := w.in.backendTLS.List(labels.Everything())
+	policies, _ := w.in.BackendTLS.List(labels.Everything())
 	jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.BackendTLSPolicy, []gwv1.PolicyAncestorStatus]{
 		name:   "BackendTLSPolicy",
 		client: func(ns string) statusClient[*gwv1.BackendTLSPolicy] { return gws.BackendTLSPolicies(ns) },
@@ -652,7 +651,7 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusK
 				func(ctx context.Context) (T, error) { return client.Get(ctx, o.key.Name, metav1.GetOptions{}) },
 				func(obj T) (T, bool) { return k.merge(obj, o.computed, ts) },
 				func(ctx context.Context, obj T) (T, error) {
-					return client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: statusFieldManager})
+					return client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
 				})
 		}})
 	}

@@ -14,31 +14,22 @@ import (
 
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/hostname"
 )
 
-// ACME opt-in and ownership markers.
+// ACME opt-in (the markers are in wellknown).
 //
-// A Gateway or ListenerSet annotated ACMEAnnotation: ACMEHTTP01 asks for
-// certificates over ACME HTTP-01 for its own HTTPS listeners (a Gateway's
-// annotation does not extend to its ListenerSets: each object opts in for
-// itself, so whoever owns the listener decides). A listener qualifies when
-// it is HTTPS with TLS mode Terminate, has a concrete hostname (HTTP-01
-// cannot prove a wildcard), and has exactly one certificateRef: a Secret
-// in its own namespace that either does not exist yet or is managed by
-// Portico (ManagedByLabel: ManagedByValue). A Secret that exists and is
-// not Portico's is used as it is and never written.
-const (
-	ACMEAnnotation = "portico.dev/acme"
-	ACMEHTTP01     = "http-01"
-	// ManagedByLabel marks Secrets that Portico writes; only those are
-	// ever overwritten.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "portico"
-	// ACMEHostnameAnnotation on a managed Secret names the hostname its
-	// certificate was ordered for.
-	ACMEHostnameAnnotation = "portico.dev/acme-hostname"
-)
+// A Gateway or ListenerSet annotated wellknown.ACMEAnnotation:
+// wellknown.ACMEHTTP01 asks for certificates over ACME HTTP-01 for its own
+// HTTPS listeners (a Gateway's annotation does not extend to its
+// ListenerSets: each object opts in for itself, so whoever owns the
+// listener decides). A listener qualifies when it is HTTPS with TLS mode
+// Terminate, has a concrete hostname (HTTP-01 cannot prove a wildcard), and
+// has exactly one certificateRef: a Secret in its own namespace that either
+// does not exist yet or is managed by Portico (wellknown.ManagedByLabel:
+// wellknown.ManagedByValue). A Secret that exists and is not Portico's is
+// used as it is and never written.
 
 // ACMECertificate is one certificate to obtain: for Hostname, to be
 // written into Secret.
@@ -77,12 +68,12 @@ func (ix *index) acmeCandidates(res *snapshot.Resources) []acmeCandidate {
 		}
 	}
 	for _, gw := range res.Gateways {
-		if gw.Annotations[ACMEAnnotation] == ACMEHTTP01 {
+		if gw.Annotations[wellknown.ACMEAnnotation] == wellknown.ACMEHTTP01 {
 			add("Gateway", gw, gw.Spec.Listeners)
 		}
 	}
 	for _, ls := range res.ListenerSets {
-		if ls.Annotations[ACMEAnnotation] != ACMEHTTP01 {
+		if ls.Annotations[wellknown.ACMEAnnotation] != wellknown.ACMEHTTP01 {
 			continue // the common case costs no copy
 		}
 		// ListenerEntry and Listener share their fields but not their type.
@@ -167,7 +158,7 @@ func acmeWanted(st *status.Computed, candidates []acmeCandidate) []ACMECertifica
 
 // IsManaged reports whether Portico manages s and may overwrite it.
 func IsManaged(s *corev1.Secret) bool {
-	return s.Labels[ManagedByLabel] == ManagedByValue
+	return s.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue
 }
 
 // ManagedSecret is the Secret Portico writes for an ACME certificate.
@@ -176,8 +167,8 @@ func ManagedSecret(c ACMECertificate, certPEM, keyPEM []byte) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   c.Secret.Namespace,
 			Name:        c.Secret.Name,
-			Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-			Annotations: map[string]string{ACMEHostnameAnnotation: c.Hostname},
+			Labels:      map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue},
+			Annotations: map[string]string{wellknown.ACMEHostnameAnnotation: c.Hostname},
 		},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},

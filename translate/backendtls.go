@@ -21,6 +21,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // BackendTLSPolicy.
@@ -34,9 +35,6 @@ import (
 //
 // Status goes to every Gateway, as ancestor, that has an accepted route to
 // a port the policy targets.
-
-// CACertificateKey is the ConfigMap key of a CA bundle.
-const CACertificateKey = "ca.crt"
 
 // tlsTarget is what a targetRef selects: a Service, and one port of it by
 // name or, with section "", every port.
@@ -282,7 +280,7 @@ func policyCAs(p *gwv1.BackendTLSPolicy, cas *caSource) ([]*x509.CertPool, []*x5
 	for _, ref := range p.Spec.Validation.CACertificateRefs {
 		if ref.Group != "" || ref.Kind != "ConfigMap" {
 			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
-				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), CACertificateKey))
+				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), wellknown.CACertificateKey))
 			continue
 		}
 		b, ok := cas.get(p.Namespace, string(ref.Name))
@@ -379,13 +377,13 @@ func configMapNames(res *snapshot.Resources) map[types.NamespacedName]bool {
 
 // parseCABundle reads the certificates of a ConfigMap's ca.crt.
 func parseCABundle(cm *corev1.ConfigMap) caBundle {
-	data, ok := cm.Data[CACertificateKey]
+	data, ok := cm.Data[wellknown.CACertificateKey]
 	if !ok {
-		return caBundle{err: "no key " + CACertificateKey}
+		return caBundle{err: "no key " + wellknown.CACertificateKey}
 	}
 	certs := pemCertificates(data)
 	if len(certs) == 0 {
-		return caBundle{err: "key " + CACertificateKey + " holds no PEM certificate that can be parsed"}
+		return caBundle{err: "key " + wellknown.CACertificateKey + " holds no PEM certificate that can be parsed"}
 	}
 	pool := x509.NewCertPool()
 	for _, c := range certs {

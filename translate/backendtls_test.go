@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/snitest"
 )
 
@@ -171,7 +172,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 			continue
 		}
 		e := entries[0]
-		if ptr.Deref(e.AncestorRef.Kind, "") != "Gateway" || e.AncestorRef.Name != "gw" || ptr.Deref(e.AncestorRef.Namespace, "") != "apps" || e.ControllerName != DefaultControllerName {
+		if ptr.Deref(e.AncestorRef.Kind, "") != "Gateway" || e.AncestorRef.Name != "gw" || ptr.Deref(e.AncestorRef.Namespace, "") != "apps" || e.ControllerName != wellknown.ControllerName {
 			t.Errorf("%s: ancestor %+v by %s", c.policy, e.AncestorRef, e.ControllerName)
 		}
 		acc := meta.FindStatusCondition(e.Conditions, "Accepted")

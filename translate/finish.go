@@ -17,6 +17,7 @@ import (
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // Facts are what is known of a configuration only once translate has made
@@ -232,7 +233,7 @@ func (f *finisher) demoteUnacknowledged(res *snapshot.Resources, versions map[ty
 // support for other CRD versions is best effort, as the specification
 // allows.
 func (f *finisher) unsupportedVersion(problems []string) {
-	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", MinorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
+	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", wellknown.MinorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
 	classes := maps.Clone(f.in.GatewayClasses)
 	for name, gcs := range classes {
 		gcs.Conditions = conditions.Set(gcs.Conditions, gwv1.GatewayClassConditionStatusSupportedVersion, metav1.ConditionFalse,
@@ -240,13 +241,4 @@ func (f *finisher) unsupportedVersion(problems []string) {
 		classes[name] = gcs
 	}
 	f.out.GatewayClasses = classes
-}
-
-// MinorVersion turns "v1.6.3" into "v1.6".
-func MinorVersion(v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return v
-	}
-	return parts[0] + "." + parts[1]
 }

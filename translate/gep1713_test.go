@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // The tests in this file translate the golden inputs of testdata/ and
@@ -312,7 +313,7 @@ func (f *gepFixture) routesAcceptedBy(kind, parent string, routes ...string) {
 		r := f.route(rnn)
 		ok := false
 		for _, p := range f.st.HTTPRoutes[rnn] {
-			if p.ControllerName == DefaultControllerName && gepParentRefNames(p.ParentRef, r.Namespace, kind, gepSplitNN(parent)) {
+			if p.ControllerName == wellknown.ControllerName && gepParentRefNames(p.ParentRef, r.Namespace, kind, gepSplitNN(parent)) {
 				ok = true
 				f.hasConds("HTTPRoute "+route+" parent "+kind+" "+parent, r.Generation, p.Conditions,
 					gepCondIs(string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted)))

@@ -19,7 +19,7 @@ package translate
 // decoded strictly; it is not an object and the file source never sees it:
 //
 //	kind: GoldenOptions
-//	controllerName: example.com/other  # default: DefaultControllerName
+//	controllerName: example.com/other  # default: wellknown.ControllerName
 //	addressPool: [192.0.2.1, 192.0.2.2] # Settings.AddressPool
 //	shared:                             # Settings.Shared; absent: nil
 //	  addresses: [{type: IPAddress, value: 192.0.2.10}]

@@ -15,6 +15,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/chunked"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/listeners"
@@ -581,7 +582,7 @@ func (d *delta) listenerSetChanged(key types.NamespacedName) bool {
 	old, _ := inc.ls.get(key)
 	cur, _ := next.ls.get(key)
 	for _, ls := range []*gwv1.ListenerSet{old, cur} {
-		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[ACMEAnnotation] != "") {
+		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[wellknown.ACMEAnnotation] != "") {
 			return false
 		}
 	}

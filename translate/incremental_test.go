@@ -19,6 +19,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/internal/testkit/snitest"
 	"portico.dev/portico/sni"
@@ -56,7 +57,7 @@ func newWorld(t testing.TB, seed uint64) *world {
 	w := &world{r: rand.New(rand.NewPCG(seed, 3)), pairs: pairs, res: &snapshot.Resources{}}
 	w.res.GatewayClasses = []*gwv1.GatewayClass{{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
 	}}
 	for _, ns := range worldNamespaces {
 		w.res.Namespaces = append(w.res.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/sni"
 )
@@ -94,7 +95,7 @@ func (ix *index) certificate(namespace, name string) error {
 	// A managed Secret still holding the certificate of a hostname the
 	// listener no longer has is as good as missing.
 	if host, isACME := ix.acme[key]; isACME && (!ok || len(s.Data[corev1.TLSCertKey]) == 0 ||
-		cmp.Or(s.Annotations[ACMEHostnameAnnotation], host) != host) {
+		cmp.Or(s.Annotations[wellknown.ACMEHostnameAnnotation], host) != host) {
 		if msg := ix.acmeErrors[host]; msg != "" {
 			return fmt.Errorf("ACME order for %s failed, will retry: %s", host, msg)
 		}

@@ -16,6 +16,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 var knSettings = &KnativeSettings{ExternalHTTPPort: 8080, ExternalHTTPSPort: 8443, LocalHTTPPort: 8081, LocalHTTPSPort: 8444,
@@ -211,7 +212,7 @@ func TestKnativeCertificates(t *testing.T) {
 			cert("two", ours, "a.example.com", "b.example.com"), cert("none", ours), cert("foreign", "other", "f.example.com"),
 		},
 		Secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ok-tls",
-			Annotations: map[string]string{ACMEHostnameAnnotation: "ok.example.com"}}, Type: corev1.SecretTypeTLS,
+			Annotations: map[string]string{wellknown.ACMEHostnameAnnotation: "ok.example.com"}}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: []byte(issued.certPEM), corev1.TLSPrivateKeyKey: []byte(issued.keyPEM)}}},
 		ACMEErrors: map[string]string{"failing.example.com": "rate limited"},
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // KCertificateResult is what translate says of one Certificate of
@@ -77,7 +78,7 @@ func (t *translation) issued(c *knative.Certificate, want ACMECertificate) KCert
 			fmt.Sprintf("ACME order for %s failed, will retry: %s", want.Hostname, msg)
 	}
 	sec := t.ix.secrets[want.Secret]
-	if sec == nil || sec.Annotations[ACMEHostnameAnnotation] != want.Hostname || len(sec.Data[corev1.TLSCertKey]) == 0 {
+	if sec == nil || sec.Annotations[wellknown.ACMEHostnameAnnotation] != want.Hostname || len(sec.Data[corev1.TLSCertKey]) == 0 {
 		return r
 	}
 	p := t.ix.certs.load(want.Secret, sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])

@@ -25,18 +25,15 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/tlsrouting"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 )
 
-// DefaultControllerName is the controllerName of GatewayClasses Portico
-// serves unless told otherwise.
-const DefaultControllerName gwv1.GatewayController = "portico.dev/gateway-controller"
-
 // Settings are what translate is told once, from the flags.
 type Settings struct {
 	// ControllerName selects the GatewayClasses Portico serves;
-	// DefaultControllerName when empty.
+	// wellknown.ControllerName when empty.
 	ControllerName gwv1.GatewayController
 	// AddressPool, when set, gives every Gateway an IP address of its own
 	// from this list, on which its ports are bound and which its status
@@ -60,7 +57,7 @@ type Settings struct {
 
 func (s Settings) controller() gwv1.GatewayController {
 	if s.ControllerName == "" {
-		return DefaultControllerName
+		return wellknown.ControllerName
 	}
 	return s.ControllerName
 }

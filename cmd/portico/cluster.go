@@ -23,6 +23,7 @@ import (
 
 	"portico.dev/portico/internal/admin"
 	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/translate"
 )
 
@@ -53,7 +54,7 @@ type clusterOptions struct {
 
 func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	o := &clusterOptions{}
-	defaults := kube.DefaultLeaderElection("", "")
+	defaults := leader.Default("", "")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file to reach the API server (default: the in-cluster service account)")
 	fs.StringVar(&o.namespace, "namespace", "", "Portico's own namespace, for its leader Lease and Events (default: $POD_NAMESPACE, else the service account's, else "+defaultNamespace+")")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the leader election (default: $POD_NAME, else the hostname)")
@@ -203,7 +204,7 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 	if err != nil {
 		return nil, err
 	}
-	le := kube.DefaultLeaderElection(ownNamespace(o.namespace), identity)
+	le := leader.Default(ownNamespace(o.namespace), identity)
 	le.Name = o.leaseName
 	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = o.leaseDuration, o.renewDeadline, o.retryPeriod
 

@@ -20,7 +20,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/testkit/kubetest"
-	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/source"
 )
 
 // runServe runs serve with args until the test ends.
@@ -75,7 +75,7 @@ func TestServeGatewayMode(t *testing.T) {
 		"metadata": map[string]any{"name": "dedicated", "namespace": "portico-system"},
 		"spec":     map[string]any{"mode": "PerGateway", "drainTimeout": "1s"},
 	}}
-	if _, err := dyn.Resource(kube.ParametersResource).Namespace("portico-system").Create(ctx, params, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(source.ParametersResource).Namespace("portico-system").Create(ctx, params, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{

@@ -27,6 +27,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
@@ -156,7 +157,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		configPath: fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
 		logFormat:  fs.String("log-format", "console", "log format: console or json"),
 		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
-		controller: fs.String("controller-name", string(translate.DefaultControllerName), "serve GatewayClasses with this controllerName"),
+		controller: fs.String("controller-name", string(wellknown.ControllerName), "serve GatewayClasses with this controllerName"),
 		bind:       fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
 		pool:       fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
 		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
@@ -476,7 +477,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
-	controller := fs.String("controller-name", string(translate.DefaultControllerName), "controllerName of the GatewayClasses Portico serves")
+	controller := fs.String("controller-name", string(wellknown.ControllerName), "controllerName of the GatewayClasses Portico serves")
 	output := fs.String("o", "yaml", "output: yaml (the statuses, a stream of objects), json (one List of them) or config (the data plane's configuration, as YAML)")
 	maxConfig := fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a configuration whose files hold more bytes than this together")
 	if err := fs.Parse(args); err != nil {

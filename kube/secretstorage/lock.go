@@ -13,6 +13,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // A lock is a Lease named after the lock. Its holder renews it while it
@@ -137,7 +139,7 @@ func (s *Storage) acquire(ctx context.Context, name, holder string, seen *observ
 	case err != nil:
 		return false, fmt.Errorf("lock %q: %w", name, err)
 	}
-	if lease.Labels[LabelManagedBy] != ManagedBy || lease.Annotations[AnnotationKey] != name {
+	if lease.Labels[wellknown.ManagedByLabel] != wellknown.ManagedByValue || lease.Annotations[AnnotationKey] != name {
 		return false, fmt.Errorf("lock %q: Lease %s/%s does not belong to %s", name, s.opts.Namespace, leaseName, s)
 	}
 
@@ -247,7 +249,7 @@ func (s *Storage) newLease(leaseName, lockName, holder string, now time.Time) *c
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        leaseName,
 			Namespace:   s.opts.Namespace,
-			Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelStorage: s.opts.Name},
+			Labels:      map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue, LabelStorage: s.opts.Name},
 			Annotations: map[string]string{AnnotationKey: lockName},
 		},
 		Spec: coordinationv1.LeaseSpec{

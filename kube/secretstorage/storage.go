@@ -34,13 +34,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 const (
-	// LabelManagedBy marks every Secret and Lease the storage writes.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedBy is the value of LabelManagedBy.
-	ManagedBy = "portico"
 	// LabelStorage names the storage an object belongs to, so that several
 	// storages can share a namespace.
 	LabelStorage = "storage.portico.dev/name"
@@ -366,14 +364,14 @@ func (s *Storage) eachUnder(ctx context.Context, parts []string, limit int, fn f
 
 // owns reports whether secret is this storage's Secret for key.
 func (s *Storage) owns(secret *corev1.Secret, key string) bool {
-	return secret.Labels[LabelManagedBy] == ManagedBy &&
+	return secret.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue &&
 		secret.Labels[LabelStorage] == s.opts.Name &&
 		secret.Annotations[AnnotationKey] == key &&
 		secret.Type == SecretType
 }
 
 func (s *Storage) keyLabels(parts []string) map[string]string {
-	l := map[string]string{LabelManagedBy: ManagedBy, LabelStorage: s.opts.Name}
+	l := map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue, LabelStorage: s.opts.Name}
 	for depth := 1; depth < len(parts); depth++ {
 		l[dirLabelPrefix+strconv.Itoa(depth)] = hashOf(strings.Join(parts[:depth], "/"))
 	}
@@ -382,7 +380,7 @@ func (s *Storage) keyLabels(parts []string) map[string]string {
 
 // dirSelector selects this storage's Secrets below the directory parts.
 func (s *Storage) dirSelector(parts []string) string {
-	set := labels.Set{LabelManagedBy: ManagedBy, LabelStorage: s.opts.Name}
+	set := labels.Set{wellknown.ManagedByLabel: wellknown.ManagedByValue, LabelStorage: s.opts.Name}
 	if len(parts) > 0 {
 		set[dirLabelPrefix+strconv.Itoa(len(parts))] = hashOf(strings.Join(parts, "/"))
 	}

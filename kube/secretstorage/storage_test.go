@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/internal/testkit/storagetest"
 	"portico.dev/portico/kube/secretstorage"
@@ -93,7 +94,7 @@ func TestContract(t *testing.T) {
 			t.Fatalf("%d Secrets for one key", len(secrets.Items))
 		}
 		sec := secrets.Items[0]
-		if sec.Labels[secretstorage.LabelManagedBy] != "portico" || sec.Annotations[secretstorage.AnnotationKey] != key ||
+		if sec.Labels[wellknown.ManagedByLabel] != "portico" || sec.Annotations[secretstorage.AnnotationKey] != key ||
 			sec.Type != secretstorage.SecretType || !strings.HasPrefix(sec.Name, "portico-acme-") {
 			t.Errorf("Secret %s: labels %v, annotations %v, type %q", sec.Name, sec.Labels, sec.Annotations, sec.Type)
 		}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
 
@@ -66,7 +67,7 @@ type managedSecrets map[types.NamespacedName]*corev1.Secret
 // secret is the managed Secret of c holding certPEM and keyPEM: the one
 // made before when it holds the same.
 func (m managedSecrets) secret(c translate.ACMECertificate, certPEM, keyPEM []byte) *corev1.Secret {
-	if prev := m[c.Secret]; prev != nil && prev.Annotations[translate.ACMEHostnameAnnotation] == c.Hostname &&
+	if prev := m[c.Secret]; prev != nil && prev.Annotations[wellknown.ACMEHostnameAnnotation] == c.Hostname &&
 		bytes.Equal(prev.Data[corev1.TLSCertKey], certPEM) && bytes.Equal(prev.Data[corev1.TLSPrivateKeyKey], keyPEM) {
 		return prev
 	}

@@ -12,6 +12,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
 
@@ -32,7 +33,7 @@ func TestManagedSecretKept(t *testing.T) {
 	}
 	other := c
 	other.Hostname = "b.example.com"
-	if got := m.secret(other, []byte("cert 1"), []byte("key 1")); got == first || got.Annotations[translate.ACMEHostnameAnnotation] != "b.example.com" {
+	if got := m.secret(other, []byte("cert 1"), []byte("key 1")); got == first || got.Annotations[wellknown.ACMEHostnameAnnotation] != "b.example.com" {
 		t.Errorf("another hostname into the same Secret: %+v", got)
 	}
 	m.keep(nil)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // AppliedVersionAnnotation is set on a data plane's Deployment to the
@@ -36,13 +37,9 @@ const (
 	// GatewayNameLabel and GatewayClassLabel are the spec's own labels.
 	GatewayNameLabel  = gwv1.GatewayNameLabelKey
 	GatewayClassLabel = "gateway.networking.k8s.io/gateway-class-name"
-	// ManagedByLabel marks Portico's objects, so that those of a Gateway
-	// that left its class can be found and removed.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedBy      = "portico"
-	nameLabel      = "app.kubernetes.io/name"
-	instanceLabel  = "app.kubernetes.io/instance"
-	componentLabel = "app.kubernetes.io/component"
+	nameLabel         = "app.kubernetes.io/name"
+	instanceLabel     = "app.kubernetes.io/instance"
+	componentLabel    = "app.kubernetes.io/component"
 	// reservedPrefix: keys the spec keeps for itself; a Gateway's
 	// infrastructure labels and annotations under it are dropped.
 	reservedPrefix = "gateway.networking.k8s.io/"
@@ -126,7 +123,7 @@ func SelectorLabels(gateway, class string) map[string]string {
 func ownLabels(in *Input) map[string]string {
 	l := SelectorLabels(in.Gateway.Name, in.ClassName)
 	l[componentLabel] = "data-plane"
-	l[ManagedByLabel] = ManagedBy
+	l[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 	l[GatewayNameLabel] = labelValue(in.Gateway.Name)
 	l[GatewayClassLabel] = labelValue(in.ClassName)
 	return l

@@ -1,4 +1,4 @@
-package kube
+package source
 
 import (
 	"context"
@@ -10,20 +10,22 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
-	"portico.dev/portico/translate"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+// CRDResource is the resource of CustomResourceDefinitions, whose
+// metadata alone CheckCRDVersions reads.
+var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// checkCRDVersions reads the bundle-version annotation of every Gateway API
+// CheckCRDVersions reads the bundle-version annotation of every Gateway API
 // CRD Portico uses and describes each one Portico was not built for. Any
 // patch release of Portico's own minor version is supported.
-func checkCRDVersions(ctx context.Context, md metadata.Interface) ([]string, error) {
+func CheckCRDVersions(ctx context.Context, md metadata.Interface) ([]string, error) {
 	var problems []string
 	// The Gateway API CRDs Portico reads.
 	for _, plural := range []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "tlsroutes", "referencegrants", "backendtlspolicies"} {
 		name := plural + "." + gwv1.GroupName
-		obj, err := md.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		obj, err := md.Resource(CRDResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("read CRD %s: %w", name, err)
 		}
@@ -31,7 +33,7 @@ func checkCRDVersions(ctx context.Context, md metadata.Interface) ([]string, err
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("CRD %s has no %s annotation", name, consts.BundleVersionAnnotation))
-		case translate.MinorVersion(v) != translate.MinorVersion(consts.BundleVersion):
+		case wellknown.MinorVersion(v) != wellknown.MinorVersion(consts.BundleVersion):
 			problems = append(problems, fmt.Sprintf("CRD %s is version %s", name, v))
 		}
 	}

@@ -1,4 +1,4 @@
-package kube
+package leader
 
 import (
 	"context"
@@ -7,16 +7,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// leaderRetry is how often a leader-only writer looks again without being
+// retry is how often a leader-only writer looks again without being
 // woken: writes that failed are retried at this pace.
-const leaderRetry = 2 * time.Second
+const retry = 2 * time.Second
 
-// runWhileLeading calls pass after every wake and every tick while this
+// RunWhileLeading calls pass after every wake and every tick while this
 // replica leads, until ctx ends. fresh is true on the first pass of each
 // term: another replica may have led in between, so everything must be
 // looked at again, not only what changed here.
-func runWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() bool, pass func(ctx context.Context, fresh bool)) {
-	t := time.NewTicker(leaderRetry)
+func RunWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() bool, pass func(ctx context.Context, fresh bool)) {
+	t := time.NewTicker(retry)
 	defer t.Stop()
 	led := false
 	for {
@@ -35,10 +35,10 @@ func runWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() b
 	}
 }
 
-// takeDirty hands a pass the keys it must look at, every key of results when
+// TakeDirty hands a pass the keys it must look at, every key of results when
 // all is set, and leaves an empty set for the changes that come meanwhile.
 // The caller holds the lock that guards the three.
-func takeDirty[R any](dirty *map[types.NamespacedName]struct{}, all *bool, results map[types.NamespacedName]R) map[types.NamespacedName]struct{} {
+func TakeDirty[R any](dirty *map[types.NamespacedName]struct{}, all *bool, results map[types.NamespacedName]R) map[types.NamespacedName]struct{} {
 	out := *dirty
 	if *all {
 		out = make(map[types.NamespacedName]struct{}, len(results))

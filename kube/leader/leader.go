@@ -1,4 +1,8 @@
-package kube
+// Package leader elects the one replica of Portico that writes to the API
+// server (statuses, provisioned data planes, Knative statuses) over a
+// coordination.k8s.io Lease, and runs the passes of those leader-only
+// writers. Every replica serves traffic whether it leads or not.
+package leader
 
 import (
 	"context"
@@ -15,9 +19,9 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// LeaderElection configures the election of the one replica that writes
-// status. Every replica serves traffic whether it leads or not.
-type LeaderElection struct {
+// Election configures the election of the one replica that writes
+// status.
+type Election struct {
 	// Namespace and Name locate the Lease; Namespace is Portico's own.
 	Namespace string
 	Name      string
@@ -36,10 +40,10 @@ type LeaderElection struct {
 	ReleaseOnCancel bool
 }
 
-// DefaultLeaderElection returns the usual client-go timings with the Lease
-// named "portico" in namespace.
-func DefaultLeaderElection(namespace, identity string) LeaderElection {
-	return LeaderElection{
+// Default returns the usual client-go timings with the Lease named
+// "portico" in namespace.
+func Default(namespace, identity string) Election {
+	return Election{
 		Namespace:       namespace,
 		Name:            "portico",
 		Identity:        identity,
@@ -50,8 +54,9 @@ func DefaultLeaderElection(namespace, identity string) LeaderElection {
 	}
 }
 
-// validate checks what client-go would otherwise only refuse later.
-func (cfg LeaderElection) validate() error {
+// Validate checks what client-go would otherwise only refuse later, so
+// that a Cluster refuses to start rather than fail once running.
+func (cfg Election) Validate() error {
 	switch {
 	case cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "":
 		return fmt.Errorf("leader election: namespace, name and identity are required (have %q, %q, %q)", cfg.Namespace, cfg.Name, cfg.Identity)
@@ -62,11 +67,11 @@ func (cfg LeaderElection) validate() error {
 	return nil
 }
 
-// elect takes part in the election until ctx ends: whenever this replica
+// Elect takes part in the election until ctx ends: whenever this replica
 // gains the lease it calls onLead with a context that ends when the lease
 // is lost, and after losing it, it stands again.
-func elect(ctx context.Context, kube kubernetes.Interface, cfg LeaderElection, log *zap.Logger, onLead func(context.Context), onStop func()) error {
-	if err := cfg.validate(); err != nil {
+func Elect(ctx context.Context, kube kubernetes.Interface, cfg Election, log *zap.Logger, onLead func(context.Context), onStop func()) error {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	// Transitions are recorded as Events on the Lease, in Portico's own

@@ -1,4 +1,4 @@
-package kube
+package source
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
+	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
 
@@ -102,7 +103,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kc, gc := fake.NewClientset(), gwfake.NewSimpleClientset() //nolint:staticcheck // NewClientset's tracker lacks the schema of v1 Gateways
-	in, err := newInformers(kc, gc, 0, eventHandlers{changed: func() {}, statusChanged: func(metav1.Object) {}})
+	in, err := New(kc, gc, 0, Handlers{Changed: func() {}, StatusChanged: func(metav1.Object) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 		Labels: map[string]string{"kubernetes.io/metadata.name": "apps"}}}, metav1.CreateOptions{})
 	must(err)
 	_, err = gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"},
-		Spec: gwv1.GatewayClassSpec{ControllerName: translate.DefaultControllerName}}, metav1.CreateOptions{})
+		Spec: gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName}}, metav1.CreateOptions{})
 	must(err)
 	from := gwv1.NamespacesFromAll
 	_, err = gc.GatewayV1().Gateways("apps").Create(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
@@ -148,15 +149,15 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 	}
 	// Started once the first objects are there, which the informers then
 	// list: the fake's watches hold 100 events, fewer than these.
-	in.start(ctx)
+	in.Start(ctx)
 	defer func() {
 		cancel() // the informers end with ctx; shutdown waits for them
-		in.shutdown()
+		in.Shutdown()
 	}()
 	waitFor := func(n int) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			res, err := in.snapshot()
+			res, err := in.Snapshot()
 			must(err)
 			if len(res.ListenerSets) == n && len(res.HTTPRoutes) == n && len(res.Gateways) == 1 && len(res.GatewayClasses) == 1 {
 				return
@@ -167,7 +168,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 		}
 	}
 	waitFor(sites)
-	res, err := in.snapshot()
+	res, err := in.Snapshot()
 	must(err)
 	_, mem := translate.Translate(translate.Settings{}, res, translate.Memory{})
 	if mem.Incremental() {
@@ -176,7 +177,7 @@ func TestClusterSnapshotsTranslateIncrementally(t *testing.T) {
 	for i := sites; i < sites+3; i++ {
 		addSite(i)
 		waitFor(i + 1)
-		res, err := in.snapshot()
+		res, err := in.Snapshot()
 		must(err)
 		_, mem = translate.Translate(translate.Settings{}, res, mem)
 		if !mem.Incremental() {

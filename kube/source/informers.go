@@ -1,4 +1,9 @@
-package kube
+// Package source is the cluster's source of snapshots: informers over every
+// kind translate reads (and, for per-Gateway data planes, their Deployments
+// and PorticoParameters), kept in arrival order so that consecutive
+// snapshots list each kind alike, and the check of the installed Gateway
+// API CRDs' versions.
+package source
 
 import (
 	"context"
@@ -11,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/translate"
+	"portico.dev/portico/internal/controlplane/wellknown"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -29,9 +34,9 @@ import (
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 )
 
-// informers watches every kind translate reads, cluster-wide, and keeps
+// Informers watches every kind translate reads, cluster-wide, and keeps
 // them in shared caches.
-type informers struct {
+type Informers struct {
 	factories []factory
 	synced    map[string]cache.InformerSynced // by kind
 
@@ -110,20 +115,45 @@ func statusOnly(o, n metav1.Object) bool {
 		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
-// eventHandlers are what informer events turn into.
-type eventHandlers struct {
-	// changed is called for every event that can change the configuration.
-	changed func()
-	// statusChanged is called when only the status (or nothing translate
+// Handlers are what informer events turn into.
+type Handlers struct {
+	// Changed is called for every event that can change the configuration.
+	Changed func()
+	// StatusChanged is called when only the status (or nothing translate
 	// reads) of a Gateway API object changed: no rebuild is needed, but the
 	// status writer should compare again in case someone else wrote it.
-	statusChanged func(metav1.Object)
+	StatusChanged func(metav1.Object)
 }
 
-// newInformers sets up the informers; nothing runs until start. Secrets are
+// Listers are the caches of the Gateway API kinds Portico writes status on:
+// the status writer compares what it computed with what they hold.
+type Listers struct {
+	GatewayClasses gwlisters.GatewayClassLister
+	Gateways       gwlisters.GatewayLister
+	ListenerSets   gwlisters.ListenerSetLister
+	HTTPRoutes     gwlisters.HTTPRouteLister
+	GRPCRoutes     gwlisters.GRPCRouteLister
+	TLSRoutes      gwlisters.TLSRouteLister
+	BackendTLS     gwlisters.BackendTLSPolicyLister
+}
+
+// Listers returns the caches of the kinds Portico writes status on.
+func (in *Informers) Listers() Listers {
+	return Listers{
+		GatewayClasses: in.gatewayClasses,
+		Gateways:       in.gateways,
+		ListenerSets:   in.listenerSets,
+		HTTPRoutes:     in.httpRoutes,
+		GRPCRoutes:     in.grpcRoutes,
+		TLSRoutes:      in.tlsRoutes,
+		BackendTLS:     in.backendTLS,
+	}
+}
+
+// New sets up the informers; nothing runs until Start. Secrets are
 // filtered by the API server to type kubernetes.io/tls: only those can be
 // listener certificates, and a cluster holds many other Secrets.
-func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync time.Duration, h eventHandlers) (*informers, error) {
+func New(kube kubernetes.Interface, gw gatewayclient.Interface, resync time.Duration, h Handlers) (*Informers, error) {
 	gwf := gwinformers.NewSharedInformerFactoryWithOptions(gw, resync, gwinformers.WithTransform(stripManagedFields))
 	coref := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(stripManagedFields))
 	secretf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync,
@@ -137,7 +167,7 @@ func newInformers(kube kubernetes.Interface, gw gatewayclient.Interface, resync 
 	// nothing else.
 	configf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(keepCACertificate))
 
-	in := &informers{order: newOrders()}
+	in := &Informers{order: newOrders()}
 	o := in.order
 	in.factories = []factory{gwf, coref, secretf, configf}
 
@@ -193,18 +223,18 @@ type factory interface {
 	Shutdown()
 }
 
-// start runs the informers until ctx ends.
-func (in *informers) start(ctx context.Context) {
+// Start runs the informers until ctx ends.
+func (in *Informers) Start(ctx context.Context) {
 	for _, f := range in.factories {
 		f.Start(ctx.Done())
 	}
 }
 
-// waitForSync blocks until every cache holds a full list, or ctx ends.
+// WaitForSync blocks until every cache holds a full list, or ctx ends.
 // Meanwhile it logs which kinds it still waits for: a missing CRD or a
 // missing permission shows up there (and in client-go's own log) rather
 // than as a silent hang.
-func (in *informers) waitForSync(ctx context.Context, log *zap.Logger) error {
+func (in *Informers) WaitForSync(ctx context.Context, log *zap.Logger) error {
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	report := time.Now().Add(10 * time.Second)
@@ -231,16 +261,16 @@ func (in *informers) waitForSync(ctx context.Context, log *zap.Logger) error {
 	}
 }
 
-// shutdown waits for the informers' goroutines once ctx has ended.
-func (in *informers) shutdown() {
+// Shutdown waits for the informers' goroutines once ctx has ended.
+func (in *Informers) Shutdown() {
 	for _, f := range in.factories {
 		f.Shutdown()
 	}
 }
 
-// snapshot lists every cache into one Resources. The objects are the
+// Snapshot lists every cache into one Resources. The objects are the
 // caches' own and must not be modified; translate only reads them.
-func (in *informers) snapshot() (*snapshot.Resources, error) {
+func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	o := in.order
 	res := &snapshot.Resources{
 		GatewayClasses:     o.gatewayClasses.list(),
@@ -281,8 +311,8 @@ func keepCACertificate(obj any) (any, error) {
 		cm.SetManagedFields(nil)
 		cm.Annotations = nil
 		cm.BinaryData = nil
-		if ca, ok := cm.Data[translate.CACertificateKey]; ok {
-			cm.Data = map[string]string{translate.CACertificateKey: ca}
+		if ca, ok := cm.Data[wellknown.CACertificateKey]; ok {
+			cm.Data = map[string]string{wellknown.CACertificateKey: ca}
 		} else {
 			cm.Data = nil
 		}
@@ -294,47 +324,47 @@ func keepCACertificate(obj any) (any, error) {
 // caHandler reports ConfigMaps whose ca.crt appears, changes or goes: the
 // caches hold nothing else of them (keepCACertificate), and the rest of a
 // cluster's ConfigMap traffic must not cause rebuilds.
-func caHandler(h eventHandlers) cache.ResourceEventHandler {
+func caHandler(h Handlers) cache.ResourceEventHandler {
 	hasCA := func(obj any) bool {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		cm, ok := obj.(*corev1.ConfigMap)
-		return !ok || cm.Data[translate.CACertificateKey] != ""
+		return !ok || cm.Data[wellknown.CACertificateKey] != ""
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if hasCA(obj) {
-				h.changed()
+				h.Changed()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okOld := oldObj.(*corev1.ConfigMap)
 			n, okNew := newObj.(*corev1.ConfigMap)
-			if okOld && okNew && o.Data[translate.CACertificateKey] == n.Data[translate.CACertificateKey] {
+			if okOld && okNew && o.Data[wellknown.CACertificateKey] == n.Data[wellknown.CACertificateKey] {
 				return
 			}
-			h.changed()
+			h.Changed()
 		},
 		DeleteFunc: func(obj any) {
 			if hasCA(obj) {
-				h.changed()
+				h.Changed()
 			}
 		},
 	}
 }
 
 // anyHandler reports every change.
-func anyHandler(h eventHandlers) cache.ResourceEventHandler {
+func anyHandler(h Handlers) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { h.changed() },
+		AddFunc: func(any) { h.Changed() },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameVersion(oldObj, newObj) {
 				return // a resync: nothing changed
 			}
-			h.changed()
+			h.Changed()
 		},
-		DeleteFunc: func(any) { h.changed() },
+		DeleteFunc: func(any) { h.Changed() },
 	}
 }
 
@@ -342,9 +372,9 @@ func anyHandler(h eventHandlers) cache.ResourceEventHandler {
 // an update that leaves generation, labels and annotations alone changed
 // only the status, which translate does not read, so rebuilding for it
 // would only turn every status write into a rebuild.
-func specHandler(h eventHandlers) cache.ResourceEventHandler {
+func specHandler(h Handlers) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { h.changed() },
+		AddFunc: func(any) { h.Changed() },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameVersion(oldObj, newObj) {
 				return
@@ -352,12 +382,12 @@ func specHandler(h eventHandlers) cache.ResourceEventHandler {
 			o, okOld := oldObj.(metav1.Object)
 			n, okNew := newObj.(metav1.Object)
 			if okOld && okNew && statusOnly(o, n) {
-				h.statusChanged(n)
+				h.StatusChanged(n)
 				return
 			}
-			h.changed()
+			h.Changed()
 		},
-		DeleteFunc: func(any) { h.changed() },
+		DeleteFunc: func(any) { h.Changed() },
 	}
 }
 

@@ -1,4 +1,4 @@
-package kube
+package source
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 func TestEventHandlersSeparateStatusFromSpec(t *testing.T) {
@@ -27,7 +29,7 @@ func TestEventHandlersSeparateStatusFromSpec(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var changed, onlyStatus int
-		h := eventHandlers{changed: func() { changed++ }, statusChanged: func(metav1.Object) { onlyStatus++ }}
+		h := Handlers{Changed: func() { changed++ }, StatusChanged: func(metav1.Object) { onlyStatus++ }}
 		handler := anyHandler(h)
 		if tc.spec {
 			handler = specHandler(h)
@@ -39,13 +41,24 @@ func TestEventHandlersSeparateStatusFromSpec(t *testing.T) {
 	}
 }
 
-func TestParseNamespacedName(t *testing.T) {
-	if got, err := ParseNamespacedName("portico-system/portico"); err != nil || got.Namespace != "portico-system" || got.Name != "portico" {
-		t.Errorf("valid: %v, %v", got, err)
+// TestKeepCACertificate: the ConfigMap cache holds ca.crt and nothing else.
+func TestKeepCACertificate(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"big": "annotation"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Data:       map[string]string{wellknown.CACertificateKey: "PEM", "config.yaml": "large"},
+		BinaryData: map[string][]byte{"blob": []byte("large")},
 	}
-	for _, bad := range []string{"portico", "/portico", "ns/", "a/b/c", ""} {
-		if _, err := ParseNamespacedName(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
+	out, err := keepCACertificate(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if len(got.Data) != 1 || got.Data[wellknown.CACertificateKey] != "PEM" || got.BinaryData != nil || got.Annotations != nil || got.ManagedFields != nil {
+		t.Errorf("kept %+v", got)
+	}
+	plain, _ := keepCACertificate(&corev1.ConfigMap{Data: map[string]string{"a": "b"}})
+	if d := plain.(*corev1.ConfigMap).Data; d != nil {
+		t.Errorf("a ConfigMap without ca.crt kept %v", d)
 	}
 }

@@ -1,4 +1,4 @@
-package kube
+package source
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"portico.dev/portico/internal/controlplane/parameters"
-	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/wellknown"
 )
 
 // ParametersResource is the resource of PorticoParameters.
@@ -37,13 +36,13 @@ type dataPlaneInformers struct {
 
 // dataPlaneSelector selects the Deployments Portico provisioned.
 var dataPlaneSelector = labels.SelectorFromSet(labels.Set{
-	provision.ManagedByLabel: provision.ManagedBy, "app.kubernetes.io/component": "data-plane",
+	wellknown.ManagedByLabel: wellknown.ManagedByValue, "app.kubernetes.io/component": "data-plane",
 }).String()
 
-// addDataPlaneInformers watches PorticoParameters (when dyn is set and
+// AddDataPlanes watches PorticoParameters (when dyn is set and
 // their CRD is installed) and, when provisioning, the Deployments Portico
 // provisioned (their status says whether a data plane is available).
-func (in *informers) addDataPlaneInformers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, provisioning bool, h eventHandlers, log *zap.Logger) error {
+func (in *Informers) AddDataPlanes(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, provisioning bool, h Handlers, log *zap.Logger) error {
 	if dyn != nil {
 		_, err := kube.Discovery().ServerResourcesForGroupVersion(parameters.APIVersion)
 		switch {
@@ -103,7 +102,7 @@ func toParameters(log *zap.Logger) cache.TransformFunc {
 
 // snapshotDataPlanes adds the PorticoParameters and provisioned
 // Deployments to res.
-func (in *informers) snapshotDataPlanes(res *snapshot.Resources) error {
+func (in *Informers) snapshotDataPlanes(res *snapshot.Resources) error {
 	if in.dataPlanes.parameters != nil {
 		for _, obj := range in.dataPlanes.parameters.List() {
 			if p, ok := obj.(*parameters.PorticoParameters); ok {
@@ -127,13 +126,4 @@ func (in *informers) snapshotDataPlanes(res *snapshot.Resources) error {
 
 func compareKeys[T metav1.Object](a, b T) int {
 	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
-}
-
-// deploymentsByName is a lookup of res.Deployments.
-func deploymentsByName(deps []*appsv1.Deployment) map[[2]string]*appsv1.Deployment {
-	out := make(map[[2]string]*appsv1.Deployment, len(deps))
-	for _, d := range deps {
-		out[[2]string{d.Namespace, d.Name}] = d
-	}
-	return out
 }
