@@ -80,15 +80,26 @@ type exchange struct {
 	unreachable bool
 	// body is the client's request body, nil when it has none.
 	body *clientBody
+	// gate is the client's writer as an attempt sees it (answergate.go);
+	// answerBody wraps a ReverseProxy answer's body and answerErr is how
+	// reading it failed.
+	gate       answerGate
+	answerBody answerBody
+	answerErr  error
 }
 
 type exchangeKey struct{}
 
 // Value finds the exchange itself under exchangeKey, everything else in
-// the request's context.
+// the request's context but net/http's server: under it ReverseProxy
+// aborts an answer whose body fails at once, where the forwarder decides
+// (answerFailed), as it does under Portico's own servers.
 func (x *exchange) Value(key any) any {
 	if _, ok := key.(exchangeKey); ok {
 		return x
+	}
+	if key == http.ServerContextKey {
+		return nil
 	}
 	return x.Context.Value(key)
 }
@@ -210,6 +221,12 @@ func modifyResponse(resp *http.Response) error {
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		return errRetryableStatus
 	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		// An upgrade's body is the connection, which ReverseProxy needs
+		// as it is.
+		x.answerBody = answerBody{ReadCloser: resp.Body, x: x}
+		resp.Body = &x.answerBody
+	}
 	for _, f := range x.respFilters {
 		f.Apply(resp.Header)
 	}
@@ -254,6 +271,18 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	writeProxyError(f.log, w, r, x, err)
+}
+
+// answerFailed handles a backend answer that failed after its head was
+// read: before anything of it passed to the client it is a failure like
+// any other (a 502, or a retry); after, the client's answer is cut short
+// (http.ErrAbortHandler), never ended as if it were whole.
+func (f *forwarder) answerFailed(r *http.Request, x *exchange, err error) {
+	if x.gate.passed {
+		panic(http.ErrAbortHandler)
+	}
+	x.gate.discard()
+	f.proxyError(&x.gate, r, err)
 }
 
 // bodyFailed returns the error reading the client's body, if any.
@@ -469,24 +498,29 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable, x.unreachable = nil, false
+		x.retryable, x.unreachable, x.answerErr = nil, false, nil
+		x.gate = answerGate{ResponseWriter: w}
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
 			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)
 		}
 		if h1Direct(x, out, body) {
-			f.serveDirect(actx, w, out, x)
+			f.serveDirect(actx, &x.gate, out, x)
 		} else {
 			req := out.WithContext(actx)
 			if body != nil {
 				req.Body = io.NopCloser(bytes.NewReader(body))
 				req.ContentLength = int64(len(body))
 			}
-			f.rp.ServeHTTP(w, req)
+			f.rp.ServeHTTP(&x.gate, req)
+			if err := x.answerErr; err != nil {
+				f.answerFailed(req, x, err)
+			}
 		}
 		cancel()
 		if x.retryable == nil {
+			x.gate.pass()
 			return
 		}
 		if ctx.Err() != nil {

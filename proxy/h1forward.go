@@ -229,9 +229,8 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	w.WriteHeader(a.Status)
 	streamed := a.ContentLength == -1 || isEventStream(a.Header)
 	if err := f.copyBody(w, a, streamed); err != nil {
-		// As ReverseProxy does: the client must see an answer cut short,
-		// not one that looks complete.
-		panic(http.ErrAbortHandler)
+		f.answerFailed(out.WithContext(ctx), x, err)
+		return
 	}
 	if trailer := a.Trailers(); len(trailer) > 0 {
 		// Force chunking, as ReverseProxy does, so trailers can follow.
