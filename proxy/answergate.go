@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 )
@@ -18,6 +19,9 @@ type answerGate struct {
 	held int
 	// passed is set once a final head was passed on.
 	passed bool
+	// n1xx counts the informational heads of the request's answers,
+	// relayed while at most max1xx (negative: no cap).
+	n1xx, max1xx int
 }
 
 func (g *answerGate) WriteHeader(code int) {
@@ -25,7 +29,12 @@ func (g *answerGate) WriteHeader(code int) {
 	case g.passed:
 		g.ResponseWriter.WriteHeader(code) // superfluous: the server says so
 	case code < 200 && code != http.StatusSwitchingProtocols:
-		g.ResponseWriter.WriteHeader(code) // a 1xx goes at once, as it came
+		// A 1xx goes at once, as it came, up to the cap: past it the
+		// forwarder fails the backend's answer (over1xx).
+		g.n1xx++
+		if !g.over1xx() {
+			g.ResponseWriter.WriteHeader(code)
+		}
 	case code == http.StatusSwitchingProtocols:
 		g.passed = true
 		g.ResponseWriter.WriteHeader(code)
@@ -33,6 +42,16 @@ func (g *answerGate) WriteHeader(code int) {
 		g.held = code
 	}
 }
+
+// over1xx reports whether the backend sent more informational heads than
+// may be relayed.
+func (g *answerGate) over1xx() bool { return g.max1xx >= 0 && g.n1xx > g.max1xx }
+
+// errTooManyInformational fails an answer with more informational heads
+// than Options.MaxInformational: a backend that sends them without end
+// would otherwise hold the client (and a worker) for as long as it likes,
+// each head a write to the client.
+var errTooManyInformational = errors.New("backend sent too many informational (1xx) answers")
 
 // pass sends the held head on.
 func (g *answerGate) pass() {

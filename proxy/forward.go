@@ -10,7 +10,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"os"
 	"slices"
 	"sync"
@@ -46,6 +48,8 @@ type forwarder struct {
 	down downSet
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
+	// max1xx is Options.MaxInformational.
+	max1xx int
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need. It
@@ -110,7 +114,7 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
-		pool: newH1Pool(dialer), bufs: &bufferPool{}}
+		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: opts.MaxInformational}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -239,6 +243,9 @@ func modifyResponse(resp *http.Response) error {
 // RoundTrip picks the transport the backend speaks.
 func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if x != nil && x.gate.max1xx >= 0 {
+		capInformational(r, x)
+	}
 	switch {
 	case x == nil: // not sent by forward; plain HTTP/1.1
 	case x.tls != nil:
@@ -247,6 +254,29 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 		return f.h2c.RoundTrip(r)
 	}
 	return f.h1.RoundTrip(r)
+}
+
+// capInformational makes the transports fail r's answer past the cap on
+// informational heads. ReverseProxy relays them from its trace's
+// Got1xxResponse, which the transports let end the answer with an error;
+// a trace added on top of it could not (httptrace drops the error of the
+// newer of two hooks), so its hook is wrapped where it is. The trace is
+// ReverseProxy's own, made for this request.
+func capInformational(r *http.Request, x *exchange) {
+	t := httptrace.ContextClientTrace(r.Context())
+	if t == nil || t.Got1xxResponse == nil {
+		return
+	}
+	relay := t.Got1xxResponse
+	t.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		if err := relay(code, h); err != nil {
+			return err
+		}
+		if x.gate.over1xx() {
+			return errTooManyInformational
+		}
+		return nil
+	}
 }
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
@@ -499,7 +529,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			x.retryCodes = nil
 		}
 		x.retryable, x.unreachable, x.answerErr = nil, false, nil
-		x.gate = answerGate{ResponseWriter: w}
+		// The cap on informational heads spans the request's attempts.
+		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {

@@ -163,10 +163,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	if err != nil {
 		return nil, errNothingRead{err}
 	}
-	// One limit spans the heads of every 1xx and of the final answer:
-	// ReverseProxy's transport counts no 1xx, so neither does this path
-	// (a backend may send 102 Processing all through a long job), but a
-	// backend that sends nothing else ends at the limit.
+	// One limit spans the bytes of the heads of every 1xx and of the final
+	// answer; how many 1xx heads are relayed is capped by the gate
+	// (Options.MaxInformational), as on the ReverseProxy path.
 	c.readLimit = h1MaxResponseHeader
 	a := &c.ans
 	for n1xx := 0; ; n1xx++ {
@@ -186,6 +185,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 			copyHeader(h, a.Header)
 			w.WriteHeader(a.Status)
 			clear(h)
+			if x.gate.over1xx() {
+				return nil, errTooManyInformational
+			}
 			continue
 		}
 		c.readLimit = 1<<63 - 1

@@ -50,6 +50,10 @@ type Options struct {
 	MaxUploadBufferStrm  int32
 	// DialTimeout bounds connecting to a backend.
 	DialTimeout time.Duration
+	// MaxInformational caps the informational (1xx) heads of a backend
+	// relayed per request; past it the backend's answer has failed (502
+	// when nothing of a final answer was sent). Negative: no cap.
+	MaxInformational int
 	// MaxConnsPerPort caps the open connections of each port; past it new
 	// connections are reset at once. Negative: no cap.
 	MaxConnsPerPort int
@@ -144,6 +148,7 @@ func DefaultOptions() Options {
 		MaxUploadBufferConn: 4 << 20,
 		MaxUploadBufferStrm: 1 << 20,
 		DialTimeout:         5 * time.Second,
+		MaxInformational:    10,
 		MaxHeaderCount:      100,
 		MaxConnsPerPort:     10000,
 		MaxConnsPerClient:   1000,
@@ -169,6 +174,7 @@ func (o Options) withDefaults() Options {
 	o.MaxUploadBufferConn = cmp.Or(o.MaxUploadBufferConn, d.MaxUploadBufferConn)
 	o.MaxUploadBufferStrm = cmp.Or(o.MaxUploadBufferStrm, d.MaxUploadBufferStrm)
 	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
+	o.MaxInformational = cmp.Or(o.MaxInformational, d.MaxInformational)
 	o.MaxHeaderCount = cmp.Or(o.MaxHeaderCount, d.MaxHeaderCount)
 	o.MaxConnsPerPort = cmp.Or(o.MaxConnsPerPort, d.MaxConnsPerPort)
 	o.MaxConnsPerClient = cmp.Or(o.MaxConnsPerClient, d.MaxConnsPerClient)
