@@ -48,8 +48,10 @@ type forwarder struct {
 	down downSet
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
-	// max1xx is Options.MaxInformational.
-	max1xx int
+	// max1xx is Options.MaxInformational; headTimeout is
+	// Options.BackendResponseTimeout, 0 when off.
+	max1xx      int
+	headTimeout time.Duration
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need. It
@@ -90,6 +92,11 @@ type exchange struct {
 	gate       answerGate
 	answerBody answerBody
 	answerErr  error
+	// headTimeout bounds the wait for the head of an attempt's final
+	// answer, 0: unbounded (see forwarder.headTimeoutOf); headTimer is
+	// the timer of a ReverseProxy attempt, which its head stops.
+	headTimeout time.Duration
+	headTimer   *time.Timer
 }
 
 type exchangeKey struct{}
@@ -114,7 +121,8 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
-		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: opts.MaxInformational}
+		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: opts.MaxInformational,
+		headTimeout: max(opts.BackendResponseTimeout, 0)}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -222,6 +230,9 @@ func modifyResponse(resp *http.Response) error {
 	if x == nil {
 		return nil
 	}
+	if x.headTimer != nil {
+		x.headTimer.Stop() // the head came
+	}
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		return errRetryableStatus
 	}
@@ -281,6 +292,11 @@ func capInformational(r *http.Request, x *exchange) {
 
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	err = cutByDeadline(r.Context(), err)
+	if errors.Is(context.Cause(r.Context()), errNoAnswerInTime) {
+		// The transports see a cancelled request; the timer that
+		// cancelled it says why.
+		err = errNoAnswerInTime
+	}
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	if berr := x.bodyFailed(); berr != nil {
 		// Reading the client's body failed: neither the endpoint's fault
@@ -531,14 +547,20 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		x.retryable, x.unreachable, x.answerErr = nil, false, nil
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
+		x.headTimeout = f.headTimeoutOf(rule)
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
 			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)
 		}
 		if h1Direct(x, out, body) {
+			// The wait for the head is a read deadline of the backend
+			// connection there: no timer or context per request.
 			f.serveDirect(actx, &x.gate, out, x)
 		} else {
+			if x.headTimeout > 0 {
+				actx, cancel = x.startHeadTimer(actx, cancel)
+			}
 			req := out.WithContext(actx)
 			if body != nil {
 				req.Body = io.NopCloser(bytes.NewReader(body))
@@ -577,6 +599,38 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 				return
 			}
 		}
+	}
+}
+
+// errNoAnswerInTime is the failure of an attempt whose backend sent no
+// final answer's head within Options.BackendResponseTimeout: a 504.
+var errNoAnswerInTime = fmt.Errorf("backend sent no answer within the backend response timeout: %w", context.DeadlineExceeded)
+
+// headTimeoutOf is how long an attempt of rule waits for the head of the
+// backend's final answer: Options.BackendResponseTimeout, unless the
+// route set a timeout of its own (or disabled them), or the rule is a
+// KIngress's, which Knative wants without default timeouts.
+func (f *forwarder) headTimeoutOf(rule *config.Rule) time.Duration {
+	if rule.RequestTimeout != 0 || rule.BackendRequestTimeout != 0 || rule.NetworkHash != "" {
+		return 0
+	}
+	return f.headTimeout
+}
+
+// startHeadTimer bounds the wait of a ReverseProxy attempt, whose context
+// is ctx and cancel its cancel function, for its answer's head: the
+// context returned is cancelled with errNoAnswerInTime unless
+// modifyResponse stopped the timer first. The cancel function returned
+// ends both.
+func (x *exchange) startHeadTimer(ctx context.Context, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
+	hctx, hcancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(x.headTimeout, func() { hcancel(errNoAnswerInTime) })
+	x.headTimer = t
+	return hctx, func() {
+		t.Stop()
+		x.headTimer = nil
+		hcancel(nil)
+		cancel()
 	}
 }
 

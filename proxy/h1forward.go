@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -112,9 +114,16 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
 		}
+		if x.headTimeout > 0 {
+			// Set before the abort is hooked: an abort must win over it.
+			_ = c.conn.SetReadDeadline(time.Now().Add(x.headTimeout)) // a closed connection fails the write
+		}
 		stop := c.abortWhenDone(ctx, x)
 		resp, err := c.roundTrip(w, out, x)
 		if err == nil {
+			if x.headTimeout > 0 {
+				c.liftReadDeadline(ctx)
+			}
 			f.answerDirect(ctx, w, out, x, c, stop, resp)
 			return
 		}
@@ -122,6 +131,8 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
+		} else if x.headTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errNoAnswerInTime // never sent again: the backend has it
 		}
 		if errors.Is(err, errStaleConn) {
 			continue // nothing of the request went out: any method goes again
@@ -132,6 +143,16 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		}
 		f.proxyError(w, out.WithContext(ctx), err)
 		return
+	}
+}
+
+// liftReadDeadline ends the wait for an answer's head once it came. An
+// abort of ctx that ran meanwhile set a deadline this one replaces: it is
+// made again.
+func (c *h1Conn) liftReadDeadline(ctx context.Context) {
+	_ = c.conn.SetReadDeadline(time.Time{})
+	if ctx.Err() != nil {
+		c.abort()
 	}
 }
 
