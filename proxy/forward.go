@@ -325,6 +325,14 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 // (http.ErrAbortHandler), never ended as if it were whole.
 func (f *forwarder) answerFailed(r *http.Request, x *exchange, err error) {
 	if x.gate.passed {
+		switch {
+		case x.in.Context().Err() != nil:
+			// The client's side ended first: the access log says how.
+		case r.Context().Err() != nil || errors.Is(err, context.DeadlineExceeded):
+			noteOutcome(x.gate.ResponseWriter, outcomeTimeout)
+		default:
+			noteOutcome(x.gate.ResponseWriter, outcomeBackendFailed)
+		}
 		panic(http.ErrAbortHandler)
 	}
 	x.gate.discard()
@@ -381,6 +389,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Co
 			http.NotFound(w, r)
 		}
 		return nil
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.route = rule.RouteName
 	}
 	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
 	return rule

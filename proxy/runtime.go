@@ -131,9 +131,11 @@ type ChallengeHandler interface {
 
 // RequestObserver records finished requests (metrics). route is the
 // HTTPRoute or GRPCRoute as "namespace/name", "" when no route matched.
+// outcome is how the exchange ended, one of a fixed set (see
+// statusWriter.outcomeOf): every request is observed, however it ended.
 // A gRPC call is observed twice: as a request, and by its gRPC status.
 type RequestObserver interface {
-	ObserveRequest(route string, code int, d time.Duration)
+	ObserveRequest(route string, code int, outcome string, d time.Duration)
 	ObserveGRPC(route string, status int)
 }
 
