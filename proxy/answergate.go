@@ -16,12 +16,12 @@ import (
 type answerGate struct {
 	http.ResponseWriter
 	// held is the final status not passed on yet; 0: none.
-	held int
-	// passed is set once a final head was passed on.
-	passed bool
+	held int32
 	// n1xx counts the informational heads of the request's answers,
 	// relayed while at most max1xx (negative: no cap).
-	n1xx, max1xx int
+	n1xx, max1xx int32
+	// passed is set once a final head was passed on.
+	passed bool
 }
 
 func (g *answerGate) WriteHeader(code int) {
@@ -39,7 +39,7 @@ func (g *answerGate) WriteHeader(code int) {
 		g.passed = true
 		g.ResponseWriter.WriteHeader(code)
 	case g.held == 0:
-		g.held = code
+		g.held = int32(code)
 	}
 }
 
@@ -60,7 +60,7 @@ func (g *answerGate) pass() {
 	}
 	g.passed = true
 	if g.held != 0 {
-		g.ResponseWriter.WriteHeader(g.held)
+		g.ResponseWriter.WriteHeader(int(g.held))
 	}
 }
 
@@ -95,13 +95,13 @@ func (g *answerGate) discard() {
 // were whole.
 type answerBody struct {
 	io.ReadCloser
-	x *exchange
+	rp *rpAttempt
 }
 
 func (b *answerBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.x.answerErr == nil {
-		b.x.answerErr = err
+	if err != nil && err != io.EOF && b.rp.err == nil {
+		b.rp.err = err
 	}
 	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -50,7 +51,7 @@ type forwarder struct {
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
 	// Options.BackendResponseTimeout, 0 when off.
-	max1xx      int
+	max1xx      int32
 	headTimeout time.Duration
 }
 
@@ -61,7 +62,6 @@ type exchange struct {
 	// Context is the request's context, set once before the first attempt.
 	context.Context
 	addr string
-	h2c  bool
 	tls  *config.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
 	clientCert *config.BackendClientCert
@@ -77,26 +77,28 @@ type exchange struct {
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
 	retryCodes []int
-	// failover, when set, makes a failure to connect an error the handler
-	// retries on another endpoint instead of an answer.
-	failover  bool
-	retryable error
-	// unreachable is set when the attempt's endpoint could not be
-	// connected to (see unreachable).
-	unreachable bool
+	retryable  error
 	// body is the client's request body, nil when it has none.
 	body *clientBody
-	// gate is the client's writer as an attempt sees it (answergate.go);
-	// answerBody wraps a ReverseProxy answer's body and answerErr is how
-	// reading it failed.
-	gate       answerGate
-	answerBody answerBody
-	answerErr  error
-	// headTimeout bounds the wait for the head of an attempt's final
-	// answer, 0: unbounded (see forwarder.headTimeoutOf); headTimer is
-	// the timer of a ReverseProxy attempt, which its head stops.
-	headTimeout time.Duration
-	headTimer   *time.Timer
+	// gate is the client's writer as an attempt sees it (answergate.go).
+	gate answerGate
+	// rp is what a ReverseProxy attempt keeps of its answer, nil on the
+	// direct path (kept out of the exchange, which every request makes).
+	rp *rpAttempt
+	// failover, when set, makes a failure to connect an error the handler
+	// retries on another endpoint instead of an answer. unreachable is
+	// set when the attempt's endpoint could not be connected to (see
+	// unreachable). Next to each other and to h2c: no padding each.
+	failover, unreachable, h2c bool
+}
+
+// rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
+// wrapped to learn how reading it ended (err), and the timer of the wait
+// for its head (nil: none), which the head stops.
+type rpAttempt struct {
+	body  answerBody
+	err   error
+	timer *time.Timer
 }
 
 type exchangeKey struct{}
@@ -121,7 +123,7 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
-		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: opts.MaxInformational,
+		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: int32(min(opts.MaxInformational, math.MaxInt32)),
 		headTimeout: max(opts.BackendResponseTimeout, 0)}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
@@ -230,17 +232,17 @@ func modifyResponse(resp *http.Response) error {
 	if x == nil {
 		return nil
 	}
-	if x.headTimer != nil {
-		x.headTimer.Stop() // the head came
+	if x.rp != nil && x.rp.timer != nil {
+		x.rp.timer.Stop() // the head came
 	}
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		return errRetryableStatus
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
+	if resp.StatusCode != http.StatusSwitchingProtocols && x.rp != nil {
 		// An upgrade's body is the connection, which ReverseProxy needs
 		// as it is.
-		x.answerBody = answerBody{ReadCloser: resp.Body, x: x}
-		resp.Body = &x.answerBody
+		x.rp.body = answerBody{ReadCloser: resp.Body, rp: x.rp}
+		resp.Body = &x.rp.body
 	}
 	for _, f := range x.respFilters {
 		f.Apply(resp.Header)
@@ -555,10 +557,10 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable, x.unreachable, x.answerErr = nil, false, nil
+		x.retryable, x.unreachable, x.rp = nil, false, nil
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
-		x.headTimeout = f.headTimeoutOf(rule)
+		headTimeout := f.headTimeoutOf(rule)
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
@@ -567,10 +569,11 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		if h1Direct(x, out, body) {
 			// The wait for the head is a read deadline of the backend
 			// connection there: no timer or context per request.
-			f.serveDirect(actx, &x.gate, out, x)
+			f.serveDirect(actx, &x.gate, out, x, headTimeout)
 		} else {
-			if x.headTimeout > 0 {
-				actx, cancel = x.startHeadTimer(actx, cancel)
+			x.rp = &rpAttempt{}
+			if headTimeout > 0 {
+				actx, cancel = x.rp.startHeadTimer(actx, headTimeout, cancel)
 			}
 			req := out.WithContext(actx)
 			if body != nil {
@@ -578,7 +581,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 				req.ContentLength = int64(len(body))
 			}
 			f.rp.ServeHTTP(&x.gate, req)
-			if err := x.answerErr; err != nil {
+			if err := x.rp.err; err != nil {
 				f.answerFailed(req, x, err)
 			}
 		}
@@ -629,17 +632,15 @@ func (f *forwarder) headTimeoutOf(rule *config.Rule) time.Duration {
 }
 
 // startHeadTimer bounds the wait of a ReverseProxy attempt, whose context
-// is ctx and cancel its cancel function, for its answer's head: the
+// is ctx and cancel its cancel function, for its answer's head to d: the
 // context returned is cancelled with errNoAnswerInTime unless
 // modifyResponse stopped the timer first. The cancel function returned
 // ends both.
-func (x *exchange) startHeadTimer(ctx context.Context, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
+func (a *rpAttempt) startHeadTimer(ctx context.Context, d time.Duration, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
 	hctx, hcancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(x.headTimeout, func() { hcancel(errNoAnswerInTime) })
-	x.headTimer = t
+	a.timer = time.AfterFunc(d, func() { hcancel(errNoAnswerInTime) })
 	return hctx, func() {
-		t.Stop()
-		x.headTimer = nil
+		a.timer.Stop()
 		hcancel(nil)
 		cancel()
 	}

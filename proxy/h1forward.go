@@ -106,22 +106,24 @@ func (e errNothingRead) Unwrap() error { return e.err }
 
 // serveDirect forwards out to x.addr over the direct path and answers w.
 // ctx is the attempt's context; a failure before the answer started goes to
-// proxyError, as ReverseProxy's would.
-func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange) {
+// proxyError, as ReverseProxy's would. headTimeout, when not 0, bounds the
+// wait for the head of the final answer (Options.BackendResponseTimeout).
+func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, headTimeout time.Duration) {
 	for {
 		c, err := f.pool.get(ctx, x.addr)
 		if err != nil {
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
 		}
-		if x.headTimeout > 0 {
+		if headTimeout > 0 {
 			// Set before the abort is hooked: an abort must win over it.
-			_ = c.conn.SetReadDeadline(time.Now().Add(x.headTimeout)) // a closed connection fails the write
+			// (A connection closed meanwhile fails the request's write.)
+			_ = c.conn.SetReadDeadline(time.Now().Add(headTimeout))
 		}
 		stop := c.abortWhenDone(ctx, x)
 		resp, err := c.roundTrip(w, out, x)
 		if err == nil {
-			if x.headTimeout > 0 {
+			if headTimeout > 0 {
 				c.liftReadDeadline(ctx)
 			}
 			f.answerDirect(ctx, w, out, x, c, stop, resp)
@@ -131,7 +133,7 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else if x.headTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		} else if headTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 			err = errNoAnswerInTime // never sent again: the backend has it
 		}
 		if errors.Is(err, errStaleConn) {
