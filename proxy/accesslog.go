@@ -15,13 +15,14 @@ import (
 // to the end of the answer), where it went (the HTTPRoute and the endpoint
 // of the last attempt, when there was one), its X-Request-Id when
 // Options.RequestID is on, and the gRPC status of a gRPC call (grpcStatus,
-// -1 for other requests).
-func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string, d time.Duration, grpcStatus int) {
+// -1 for other requests). Every request has one, however it ended:
+// outcome says how (see statusWriter.outcomeOf).
+func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, outcome string, d time.Duration, grpcStatus int) {
 	ce := log.Check(zapcore.InfoLevel, "request")
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 13)
+	fields := make([]zap.Field, 0, 14)
 	fields = append(fields,
 		zap.String("remote", r.RemoteAddr),
 		zap.String("method", r.Method),
@@ -31,12 +32,13 @@ func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, route string,
 		zap.Int("status", sw.code()),
 		zap.Int64("bytes", sw.bytes),
 		zap.Duration("duration", d),
+		zap.String("outcome", outcome),
 	)
 	if r.TLS != nil {
 		fields = append(fields, zap.String("sni", r.TLS.ServerName))
 	}
-	if route != "" {
-		fields = append(fields, zap.String("route", route))
+	if sw.route != "" {
+		fields = append(fields, zap.String("route", sw.route))
 	}
 	if sw.upstream != "" {
 		fields = append(fields, zap.String("upstream", sw.upstream))

@@ -15,7 +15,7 @@ import (
 // form (routing.NormalizePath), which it also makes the path r is forwarded
 // with, so the route decision and the backend's path never disagree.
 func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, ok bool) {
-	if n := headerCount(r.Header, rt.opts.MaxHeaderCount); n > rt.opts.MaxHeaderCount {
+	if n := headerCount(r, rt.opts.MaxHeaderCount); n > rt.opts.MaxHeaderCount {
 		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusRequestHeaderFieldsTooLarge)
 		return "", false
@@ -54,11 +54,16 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 	return path, true
 }
 
-// headerCount counts the header fields of h (each value of a repeated
-// name), stopping early once past max.
-func headerCount(h http.Header, max int) int {
+// headerCount counts the header fields of r (each value of a repeated
+// name), stopping early once past max. The servers take Host out of the
+// header map (HTTP/2's :authority, which stands for it, is never in it):
+// it is a field the client sent all the same, and counts as one.
+func headerCount(r *http.Request, max int) int {
 	n := 0
-	for _, vs := range h {
+	if r.Host != "" {
+		n++
+	}
+	for _, vs := range r.Header {
 		if n += len(vs); n > max {
 			break
 		}

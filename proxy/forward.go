@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"os"
 	"slices"
 	"sync"
@@ -46,6 +49,10 @@ type forwarder struct {
 	down downSet
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
+	// max1xx is Options.MaxInformational; headTimeout is
+	// Options.BackendResponseTimeout, 0 when off.
+	max1xx      int32
+	headTimeout time.Duration
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need. It
@@ -55,7 +62,6 @@ type exchange struct {
 	// Context is the request's context, set once before the first attempt.
 	context.Context
 	addr string
-	h2c  bool
 	tls  *config.BackendTLS // nil: plain text
 	// clientCert is presented to TLS backends; nil: none.
 	clientCert *config.BackendClientCert
@@ -71,24 +77,42 @@ type exchange struct {
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
 	retryCodes []int
-	// failover, when set, makes a failure to connect an error the handler
-	// retries on another endpoint instead of an answer.
-	failover  bool
-	retryable error
-	// unreachable is set when the attempt's endpoint could not be
-	// connected to (see unreachable).
-	unreachable bool
+	retryable  error
 	// body is the client's request body, nil when it has none.
 	body *clientBody
+	// gate is the client's writer as an attempt sees it (answergate.go).
+	gate answerGate
+	// rp is what a ReverseProxy attempt keeps of its answer, nil on the
+	// direct path (kept out of the exchange, which every request makes).
+	rp *rpAttempt
+	// failover, when set, makes a failure to connect an error the handler
+	// retries on another endpoint instead of an answer. unreachable is
+	// set when the attempt's endpoint could not be connected to (see
+	// unreachable). Next to each other and to h2c: no padding each.
+	failover, unreachable, h2c bool
+}
+
+// rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
+// wrapped to learn how reading it ended (err), and the timer of the wait
+// for its head (nil: none), which the head stops.
+type rpAttempt struct {
+	body  answerBody
+	err   error
+	timer *time.Timer
 }
 
 type exchangeKey struct{}
 
 // Value finds the exchange itself under exchangeKey, everything else in
-// the request's context.
+// the request's context but net/http's server: under it ReverseProxy
+// aborts an answer whose body fails at once, where the forwarder decides
+// (answerFailed), as it does under Portico's own servers.
 func (x *exchange) Value(key any) any {
 	if _, ok := key.(exchangeKey); ok {
 		return x
+	}
+	if key == http.ServerContextKey {
+		return nil
 	}
 	return x.Context.Value(key)
 }
@@ -99,7 +123,8 @@ var errRetryableStatus = errors.New("retryable response status")
 func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
-		pool: newH1Pool(dialer), bufs: &bufferPool{}}
+		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: int32(min(opts.MaxInformational, math.MaxInt32)),
+		headTimeout: max(opts.BackendResponseTimeout, 0)}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -207,8 +232,17 @@ func modifyResponse(resp *http.Response) error {
 	if x == nil {
 		return nil
 	}
+	if x.rp != nil && x.rp.timer != nil {
+		x.rp.timer.Stop() // the head came
+	}
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		return errRetryableStatus
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols && x.rp != nil {
+		// An upgrade's body is the connection, which ReverseProxy needs
+		// as it is.
+		x.rp.body = answerBody{ReadCloser: resp.Body, rp: x.rp}
+		resp.Body = &x.rp.body
 	}
 	for _, f := range x.respFilters {
 		f.Apply(resp.Header)
@@ -222,6 +256,9 @@ func modifyResponse(resp *http.Response) error {
 // RoundTrip picks the transport the backend speaks.
 func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if x != nil && x.gate.max1xx >= 0 {
+		capInformational(r, x)
+	}
 	switch {
 	case x == nil: // not sent by forward; plain HTTP/1.1
 	case x.tls != nil:
@@ -232,8 +269,36 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return f.h1.RoundTrip(r)
 }
 
+// capInformational makes the transports fail r's answer past the cap on
+// informational heads. ReverseProxy relays them from its trace's
+// Got1xxResponse, which the transports let end the answer with an error;
+// a trace added on top of it could not (httptrace drops the error of the
+// newer of two hooks), so its hook is wrapped where it is. The trace is
+// ReverseProxy's own, made for this request.
+func capInformational(r *http.Request, x *exchange) {
+	t := httptrace.ContextClientTrace(r.Context())
+	if t == nil || t.Got1xxResponse == nil {
+		return
+	}
+	relay := t.Got1xxResponse
+	t.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		if err := relay(code, h); err != nil {
+			return err
+		}
+		if x.gate.over1xx() {
+			return errTooManyInformational
+		}
+		return nil
+	}
+}
+
 func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	err = cutByDeadline(r.Context(), err)
+	if errors.Is(context.Cause(r.Context()), errNoAnswerInTime) {
+		// The transports see a cancelled request; the timer that
+		// cancelled it says why.
+		err = errNoAnswerInTime
+	}
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	if berr := x.bodyFailed(); berr != nil {
 		// Reading the client's body failed: neither the endpoint's fault
@@ -254,6 +319,26 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	writeProxyError(f.log, w, r, x, err)
+}
+
+// answerFailed handles a backend answer that failed after its head was
+// read: before anything of it passed to the client it is a failure like
+// any other (a 502, or a retry); after, the client's answer is cut short
+// (http.ErrAbortHandler), never ended as if it were whole.
+func (f *forwarder) answerFailed(r *http.Request, x *exchange, err error) {
+	if x.gate.passed {
+		switch {
+		case x.in.Context().Err() != nil:
+			// The client's side ended first: the access log says how.
+		case r.Context().Err() != nil || errors.Is(err, context.DeadlineExceeded):
+			noteOutcome(x.gate.ResponseWriter, outcomeTimeout)
+		default:
+			noteOutcome(x.gate.ResponseWriter, outcomeBackendFailed)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	x.gate.discard()
+	f.proxyError(&x.gate, r, err)
 }
 
 // bodyFailed returns the error reading the client's body, if any.
@@ -306,6 +391,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Co
 			http.NotFound(w, r)
 		}
 		return nil
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.route = rule.RouteName
 	}
 	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
 	return rule
@@ -469,24 +557,37 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable, x.unreachable = nil, false
+		x.retryable, x.unreachable, x.rp = nil, false, nil
+		// The cap on informational heads spans the request's attempts.
+		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
+		headTimeout := f.headTimeoutOf(rule)
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
 			actx, cancel = context.WithTimeout(actx, rule.BackendRequestTimeout)
 		}
 		if h1Direct(x, out, body) {
-			f.serveDirect(actx, w, out, x)
+			// The wait for the head is a read deadline of the backend
+			// connection there: no timer or context per request.
+			f.serveDirect(actx, &x.gate, out, x, headTimeout)
 		} else {
+			x.rp = &rpAttempt{}
+			if headTimeout > 0 {
+				actx, cancel = x.rp.startHeadTimer(actx, headTimeout, cancel)
+			}
 			req := out.WithContext(actx)
 			if body != nil {
 				req.Body = io.NopCloser(bytes.NewReader(body))
 				req.ContentLength = int64(len(body))
 			}
-			f.rp.ServeHTTP(w, req)
+			f.rp.ServeHTTP(&x.gate, req)
+			if err := x.rp.err; err != nil {
+				f.answerFailed(req, x, err)
+			}
 		}
 		cancel()
 		if x.retryable == nil {
+			x.gate.pass()
 			return
 		}
 		if ctx.Err() != nil {
@@ -512,6 +613,36 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 				return
 			}
 		}
+	}
+}
+
+// errNoAnswerInTime is the failure of an attempt whose backend sent no
+// final answer's head within Options.BackendResponseTimeout: a 504.
+var errNoAnswerInTime = fmt.Errorf("backend sent no answer within the backend response timeout: %w", context.DeadlineExceeded)
+
+// headTimeoutOf is how long an attempt of rule waits for the head of the
+// backend's final answer: Options.BackendResponseTimeout, unless the
+// route set a timeout of its own (or disabled them), or the rule is a
+// KIngress's, which Knative wants without default timeouts.
+func (f *forwarder) headTimeoutOf(rule *config.Rule) time.Duration {
+	if rule.RequestTimeout != 0 || rule.BackendRequestTimeout != 0 || rule.NetworkHash != "" {
+		return 0
+	}
+	return f.headTimeout
+}
+
+// startHeadTimer bounds the wait of a ReverseProxy attempt, whose context
+// is ctx and cancel its cancel function, for its answer's head to d: the
+// context returned is cancelled with errNoAnswerInTime unless
+// modifyResponse stopped the timer first. The cancel function returned
+// ends both.
+func (a *rpAttempt) startHeadTimer(ctx context.Context, d time.Duration, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
+	hctx, hcancel := context.WithCancelCause(ctx)
+	a.timer = time.AfterFunc(d, func() { hcancel(errNoAnswerInTime) })
+	return hctx, func() {
+		a.timer.Stop()
+		hcancel(nil)
+		cancel()
 	}
 }
 

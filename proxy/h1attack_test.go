@@ -190,65 +190,83 @@ func rawAnswer(t *testing.T, addr, raw string) (*http.Response, string, error) {
 	return resp, string(b), err
 }
 
-// TestAttackInformationalFlood: informational answers are passed on as
-// ReverseProxy passes them, which counts none (since Go 1.24 its transport
-// leaves the limit to whoever receives them): a backend that sends 102
-// Processing now and then during a long job is answered. The direct path
-// gave up after 5 with a 502. What bounds a flood is the headers limit,
-// which spans every 1xx and the final answer's head: a backend that never
-// stops sending them gets a 502 and its connection closed.
+// TestAttackInformationalFlood: informational answers are relayed up to
+// Options.MaxInformational per request (Go's client stops at 5; 5,000
+// 102 Processing heads were all relayed before the cap): past it the
+// backend has failed, a 502 since no final answer started, and its
+// connection is closed. A flood of big heads ends at the headers limit
+// too. Both forwarding paths: the direct one (GET) and ReverseProxy's (a
+// POST with a body).
 func TestAttackInformationalFlood(t *testing.T) {
 	big := "HTTP/1.1 103 Early Hints\r\nLink: <" + strings.Repeat("a", 64<<10) + ">\r\n\r\n"
-	for _, tc := range []struct {
-		name   string
-		answer func(c net.Conn)
-		want   int
-	}{
-		{"102 every now and then", func(c net.Conn) {
-			for range 20 {
-				io.WriteString(c, "HTTP/1.1 102 Processing\r\n\r\n")
+	heads := func(n int) func(c net.Conn) {
+		return func(c net.Conn) {
+			for range n {
+				if _, err := io.WriteString(c, "HTTP/1.1 102 Processing\r\n\r\n"); err != nil {
+					return
+				}
 			}
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		}, http.StatusOK},
-		{"endless 1xx", func(c net.Conn) {
+		}
+	}
+	max1xx := DefaultOptions().MaxInformational
+	for _, tc := range []struct {
+		name    string
+		answer  func(c net.Conn)
+		want    int
+		relayed int // -1: any
+	}{
+		{"102 up to the cap", heads(max1xx), http.StatusOK, max1xx},
+		{"one 102 past the cap", heads(max1xx + 1), http.StatusBadGateway, max1xx},
+		{"5,000 102", heads(5000), http.StatusBadGateway, max1xx},
+		{"endless big 1xx", func(c net.Conn) {
 			for {
 				if _, err := io.WriteString(c, big); err != nil {
 					return
 				}
 			}
-		}, http.StatusBadGateway},
+		}, http.StatusBadGateway, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backend, _ := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
-				if _, err := readHead(br); err != nil {
+				head, err := readHead(br)
+				if err != nil {
 					return
+				}
+				if slices.Contains(head, "Content-Length: 3") {
+					_, _ = br.Discard(3)
 				}
 				tc.answer(c)
 			})
 			addr := directPort(t, backend)
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-			io.WriteString(c, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
-			br := bufio.NewReader(c)
-			n1xx := 0
-			for {
-				resp, err := http.ReadResponse(br, nil)
+			for _, req := range []string{
+				"GET /svc HTTP/1.1\r\nHost: app.example.com\r\n\r\n",
+				"POST /svc HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 3\r\n\r\nabc",
+			} {
+				c, err := net.Dial("tcp", addr)
 				if err != nil {
-					t.Fatalf("after %d 1xx: %v", n1xx, err)
+					t.Fatal(err)
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode >= 200 {
-					if resp.StatusCode != tc.want {
-						t.Errorf("status %d after %d 1xx, want %d", resp.StatusCode, n1xx, tc.want)
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				io.WriteString(c, req)
+				br := bufio.NewReader(c)
+				n1xx := 0
+				for {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatalf("%.4s: after %d 1xx: %v", req, n1xx, err)
 					}
-					return
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode >= 200 {
+						if resp.StatusCode != tc.want || tc.relayed >= 0 && n1xx != tc.relayed {
+							t.Errorf("%.4s: status %d after %d 1xx, want %d after %d", req, resp.StatusCode, n1xx, tc.want, tc.relayed)
+						}
+						break
+					}
+					n1xx++
 				}
-				n1xx++
+				c.Close()
 			}
 		})
 	}

@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -104,17 +106,26 @@ func (e errNothingRead) Unwrap() error { return e.err }
 
 // serveDirect forwards out to x.addr over the direct path and answers w.
 // ctx is the attempt's context; a failure before the answer started goes to
-// proxyError, as ReverseProxy's would.
-func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange) {
+// proxyError, as ReverseProxy's would. headTimeout, when not 0, bounds the
+// wait for the head of the final answer (Options.BackendResponseTimeout).
+func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out *http.Request, x *exchange, headTimeout time.Duration) {
 	for {
 		c, err := f.pool.get(ctx, x.addr)
 		if err != nil {
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
 		}
+		if headTimeout > 0 {
+			// Set before the abort is hooked: an abort must win over it.
+			// (A connection closed meanwhile fails the request's write.)
+			_ = c.conn.SetReadDeadline(time.Now().Add(headTimeout))
+		}
 		stop := c.abortWhenDone(ctx, x)
 		resp, err := c.roundTrip(w, out, x)
 		if err == nil {
+			if headTimeout > 0 {
+				c.liftReadDeadline(ctx)
+			}
 			f.answerDirect(ctx, w, out, x, c, stop, resp)
 			return
 		}
@@ -122,6 +133,8 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
+		} else if headTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errNoAnswerInTime // never sent again: the backend has it
 		}
 		if errors.Is(err, errStaleConn) {
 			continue // nothing of the request went out: any method goes again
@@ -132,6 +145,16 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		}
 		f.proxyError(w, out.WithContext(ctx), err)
 		return
+	}
+}
+
+// liftReadDeadline ends the wait for an answer's head once it came. An
+// abort of ctx that ran meanwhile set a deadline this one replaces: it is
+// made again.
+func (c *h1Conn) liftReadDeadline(ctx context.Context) {
+	_ = c.conn.SetReadDeadline(time.Time{})
+	if ctx.Err() != nil {
+		c.abort()
 	}
 }
 
@@ -163,10 +186,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	if err != nil {
 		return nil, errNothingRead{err}
 	}
-	// One limit spans the heads of every 1xx and of the final answer:
-	// ReverseProxy's transport counts no 1xx, so neither does this path
-	// (a backend may send 102 Processing all through a long job), but a
-	// backend that sends nothing else ends at the limit.
+	// One limit spans the bytes of the heads of every 1xx and of the final
+	// answer; how many 1xx heads are relayed is capped by the gate
+	// (Options.MaxInformational), as on the ReverseProxy path.
 	c.readLimit = h1MaxResponseHeader
 	a := &c.ans
 	for n1xx := 0; ; n1xx++ {
@@ -186,6 +208,9 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 			copyHeader(h, a.Header)
 			w.WriteHeader(a.Status)
 			clear(h)
+			if x.gate.over1xx() {
+				return nil, errTooManyInformational
+			}
 			continue
 		}
 		c.readLimit = 1<<63 - 1
@@ -229,9 +254,8 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	w.WriteHeader(a.Status)
 	streamed := a.ContentLength == -1 || isEventStream(a.Header)
 	if err := f.copyBody(w, a, streamed); err != nil {
-		// As ReverseProxy does: the client must see an answer cut short,
-		// not one that looks complete.
-		panic(http.ErrAbortHandler)
+		f.answerFailed(out.WithContext(ctx), x, err)
+		return
 	}
 	if trailer := a.Trailers(); len(trailer) > 0 {
 		// Force chunking, as ReverseProxy does, so trailers can follow.

@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"net/http"
-
+	"os"
 	"time"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/dataplane/h2"
 	"portico.dev/portico/internal/dataplane/tracing"
 	"portico.dev/portico/internal/shared/hostname"
 )
@@ -41,27 +44,38 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if tracer != nil {
 		r, span = tracer.Start(r)
 	}
-	rule := ps.route(sw, r)
-	route := ""
-	if rule != nil {
-		route = rule.RouteName
-	}
+	// Recorded however the request ends: an answer cut short ends the
+	// handler with a panic (http.ErrAbortHandler, which the server
+	// recovers), and those are the requests most worth a trace.
+	returned := false
+	defer func() { ps.record(r, sw, start, span, !returned) }()
+	ps.route(sw, r)
+	returned = true
+}
+
+// record writes the metrics, access log entry and span of a request that
+// ended, however it did.
+// panicked: the handler did not return.
+func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time, span tracing.Span, panicked bool) {
+	obs, access, tracer := ps.rt.opts.Observer, ps.rt.opts.AccessLog, ps.rt.opts.Tracer
 	d := time.Since(start)
+	outcome := sw.outcomeOf(r, panicked)
 	grpcStatus := -1
 	if isGRPC(r) {
 		grpcStatus = grpcStatusOf(sw)
 	}
 	if obs != nil {
-		obs.ObserveRequest(route, sw.code(), d)
+		obs.ObserveRequest(sw.route, sw.code(), outcome, d)
 		if grpcStatus >= 0 {
-			obs.ObserveGRPC(route, grpcStatus)
+			obs.ObserveGRPC(sw.route, grpcStatus)
 		}
 	}
 	if access != nil {
-		logAccess(access, r, sw, route, d, grpcStatus)
+		logAccess(access, r, sw, outcome, d, grpcStatus)
 	}
 	if tracer != nil {
-		tracer.End(span, tracing.Outcome{Route: route, Upstream: sw.upstream, Status: sw.code()})
+		tracer.End(span, tracing.Outcome{Route: sw.route, Upstream: sw.upstream, Status: sw.code(),
+			End: outcome, Failed: outcome == outcomeBackendFailed || outcome == outcomeTimeout || outcome == outcomeAborted})
 	}
 }
 
@@ -120,9 +134,70 @@ type statusWriter struct {
 	http.ResponseWriter
 	status    int
 	bytes     int64
+	route     string // the rule's route, "" when none matched
 	upstream  string
 	upgrade   bool   // the request asked to switch protocols
 	requestID string // "" unless Options.RequestID
+	// outcome is how the exchange ended when something said so on the
+	// way (the pacer cut the client, the forwarder cut the answer); "":
+	// see outcomeOf. writeFailed: a write to the client failed.
+	outcome     string
+	writeFailed bool
+}
+
+// The outcomes of a request, in the access log ("outcome") and the
+// requests metric: a fixed set, whatever the client sends.
+const (
+	outcomeComplete      = "complete"       // answered in full, whatever the status
+	outcomeClientGone    = "client_gone"    // the client closed or failed before the end
+	outcomeClientReset   = "client_reset"   // the HTTP/2 client reset the stream
+	outcomeClientSlow    = "client_slow"    // cut for reading (or sending) too slowly
+	outcomeBackendFailed = "backend_failed" // the backend failed mid-answer: the answer was cut
+	outcomeTimeout       = "timeout"        // a timeout of the route fired mid-answer: cut
+	outcomeAborted       = "aborted"        // the handler panicked for another reason
+)
+
+// outcomeOf is how r's exchange ended: what was noted on the way, else
+// whether the client's side ended before the handler did, else whether
+// the handler panicked (it returned otherwise).
+func (w *statusWriter) outcomeOf(r *http.Request, panicked bool) string {
+	switch {
+	case w.outcome != "":
+		return w.outcome
+	case w.status == 0 && w.upgrade && !panicked:
+		return outcomeComplete // hijacked: the tunnel ended, which is its end
+	case r.Context().Err() != nil:
+		if errors.Is(context.Cause(r.Context()), h2.ErrStreamReset) {
+			return outcomeClientReset
+		}
+		return outcomeClientGone
+	case w.writeFailed:
+		return outcomeClientGone
+	case panicked:
+		return outcomeAborted
+	}
+	return outcomeComplete
+}
+
+// noteWriteError records what a failed write to the client says of the
+// exchange's end, unless something was noted already.
+func (w *statusWriter) noteWriteError(err error) {
+	if err == nil || w.outcome != "" || errors.Is(err, http.ErrBodyNotAllowed) ||
+		errors.Is(err, http.ErrContentLength) || errors.Is(err, http.ErrHijacked) {
+		return
+	}
+	w.writeFailed = true
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.outcome = outcomeClientSlow // the pacer's cut
+	}
+}
+
+// noteOutcome records how the exchange of the client's writer w ends, if
+// w records it.
+func noteOutcome(w http.ResponseWriter, outcome string) {
+	if sw, ok := w.(*statusWriter); ok && sw.outcome == "" && !sw.writeFailed {
+		sw.outcome = outcome
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -138,15 +213,24 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
+	if err != nil {
+		w.noteWriteError(err)
+	}
 	return n, err
 }
 
-func (w *statusWriter) Flush() {
+func (w *statusWriter) FlushError() error {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	http.NewResponseController(w.ResponseWriter).Flush() //nolint:errcheck // best effort, like http.Flusher
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		w.noteWriteError(err)
+	}
+	return err
 }
+
+func (w *statusWriter) Flush() { _ = w.FlushError() }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 

@@ -553,6 +553,26 @@ type untrackedConns struct {
 	// and the handlers of upgraded requests.
 	active int
 	conns  map[*untrackedConn]struct{}
+	// reading are connections read before they are served (a
+	// ClientHello), which closeAll closes too: a client that sends
+	// nothing must not hold a shutdown past its deadline.
+	reading map[net.Conn]struct{}
+}
+
+// read tracks c while it is read before being served, until done is
+// called.
+func (s *untrackedConns) read(c net.Conn) (done func()) {
+	s.mu.Lock()
+	if s.reading == nil {
+		s.reading = map[net.Conn]struct{}{}
+	}
+	s.reading[c] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.reading, c)
+		s.mu.Unlock()
+	}
 }
 
 func (s *untrackedConns) begin() {
@@ -616,11 +636,15 @@ func (s *untrackedConns) add(c net.Conn) *untrackedConn {
 	return uc
 }
 
-// closeAll closes every tracked connection and returns how many.
+// closeAll closes every tracked connection, and those still read before
+// being served, and returns how many.
 func (s *untrackedConns) closeAll() int {
 	s.mu.Lock()
-	conns := make([]*untrackedConn, 0, len(s.conns))
+	conns := make([]net.Conn, 0, len(s.conns)+len(s.reading))
 	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	for c := range s.reading {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()

@@ -251,7 +251,8 @@ func TestReliabilityForwardingHeaders(t *testing.T) {
 
 // TestReliabilityHeaderCount: a request with more header fields than
 // allowed is refused with 431 before anything reaches a backend; up to the
-// limit, it passes.
+// limit, it passes. Host counts as the field it is (HTTP/2's :authority
+// too): 100 other fields and a Host used to pass a limit of 100.
 func TestReliabilityHeaderCount(t *testing.T) {
 	addr, rec, _, _ := recorderPort(t)
 	many := func(n int) string {
@@ -269,9 +270,27 @@ func TestReliabilityHeaderCount(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("101 fields of one name: %d, want 431", resp.StatusCode)
 	}
-	resp, _ = exchange1(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n"+many(DefaultOptions().MaxHeaderCount)+"\r\n")
+	max := DefaultOptions().MaxHeaderCount
+	resp, _ = exchange1(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n"+many(max)+"\r\n")
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || len(rec.requests()) != 0 {
+		t.Errorf("Host and %d fields: %d, %d forwarded; want 431 and none", max, resp.StatusCode, len(rec.requests()))
+	}
+	resp, _ = exchange1(t, addr, "GET /svc HTTP/1.1\r\nHost: app.example.com\r\n"+many(max-1)+"\r\n")
 	if resp.StatusCode != http.StatusOK || len(rec.requests()) != 1 {
 		t.Errorf("headers up to the limit: %d, %d forwarded; want 200 and 1", resp.StatusCode, len(rec.requests()))
+	}
+	h2Fields := func(n int) [][2]string {
+		f := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "app.example.com"}, {":path", "/svc"}}
+		for i := range n {
+			f = append(f, [2]string{fmt.Sprintf("x-%d", i), "v"})
+		}
+		return f
+	}
+	if status := h2Status(t, addr, h2Fields(max)); status != "431" {
+		t.Errorf("HTTP/2, :authority and %d fields: %q, want 431", max, status)
+	}
+	if status := h2Status(t, addr, h2Fields(max-1)); status != "200" || len(rec.requests()) != 2 {
+		t.Errorf("HTTP/2, fields up to the limit: %q, %d forwarded; want 200 and 2", status, len(rec.requests()))
 	}
 }
 

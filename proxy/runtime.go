@@ -50,6 +50,15 @@ type Options struct {
 	MaxUploadBufferStrm  int32
 	// DialTimeout bounds connecting to a backend.
 	DialTimeout time.Duration
+	// BackendResponseTimeout bounds the wait for the head of a backend's
+	// final answer, for rules whose route sets no timeout of its own and
+	// that are not a KIngress's; past it the client gets 504. Negative:
+	// no bound.
+	BackendResponseTimeout time.Duration
+	// MaxInformational caps the informational (1xx) heads of a backend
+	// relayed per request; past it the backend's answer has failed (502
+	// when nothing of a final answer was sent). Negative: no cap.
+	MaxInformational int
 	// MaxConnsPerPort caps the open connections of each port; past it new
 	// connections are reset at once. Negative: no cap.
 	MaxConnsPerPort int
@@ -122,9 +131,11 @@ type ChallengeHandler interface {
 
 // RequestObserver records finished requests (metrics). route is the
 // HTTPRoute or GRPCRoute as "namespace/name", "" when no route matched.
+// outcome is how the exchange ended, one of a fixed set (see
+// statusWriter.outcomeOf): every request is observed, however it ended.
 // A gRPC call is observed twice: as a request, and by its gRPC status.
 type RequestObserver interface {
-	ObserveRequest(route string, code int, d time.Duration)
+	ObserveRequest(route string, code int, outcome string, d time.Duration)
 	ObserveGRPC(route string, status int)
 }
 
@@ -140,21 +151,23 @@ func DefaultOptions() Options {
 		// The protocol's initial value, which nginx and haproxy keep too:
 		// a larger one lets every client make the server buffer that much
 		// for one frame, and buys a client little.
-		MaxReadFrameSize:    16 << 10,
-		MaxUploadBufferConn: 4 << 20,
-		MaxUploadBufferStrm: 1 << 20,
-		DialTimeout:         5 * time.Second,
-		MaxHeaderCount:      100,
-		MaxConnsPerPort:     10000,
-		MaxConnsPerClient:   1000,
-		ClientIdleTimeout:   60 * time.Second,
-		ClientMinRate:       512,
-		ClientRateWindow:    30 * time.Second,
-		H2MaxGlitches:       200,
-		H2GlitchesForgiven:  20,
-		StreamIdleTimeout:   time.Hour,
-		HTTP1Server:         HTTP1Portico,
-		HTTP2Server:         HTTP2Portico,
+		MaxReadFrameSize:       16 << 10,
+		MaxUploadBufferConn:    4 << 20,
+		MaxUploadBufferStrm:    1 << 20,
+		DialTimeout:            5 * time.Second,
+		MaxInformational:       10,
+		BackendResponseTimeout: 60 * time.Second,
+		MaxHeaderCount:         100,
+		MaxConnsPerPort:        10000,
+		MaxConnsPerClient:      1000,
+		ClientIdleTimeout:      60 * time.Second,
+		ClientMinRate:          512,
+		ClientRateWindow:       30 * time.Second,
+		H2MaxGlitches:          200,
+		H2GlitchesForgiven:     20,
+		StreamIdleTimeout:      time.Hour,
+		HTTP1Server:            HTTP1Portico,
+		HTTP2Server:            HTTP2Portico,
 	}
 }
 
@@ -169,6 +182,8 @@ func (o Options) withDefaults() Options {
 	o.MaxUploadBufferConn = cmp.Or(o.MaxUploadBufferConn, d.MaxUploadBufferConn)
 	o.MaxUploadBufferStrm = cmp.Or(o.MaxUploadBufferStrm, d.MaxUploadBufferStrm)
 	o.DialTimeout = cmp.Or(o.DialTimeout, d.DialTimeout)
+	o.MaxInformational = cmp.Or(o.MaxInformational, d.MaxInformational)
+	o.BackendResponseTimeout = cmp.Or(o.BackendResponseTimeout, d.BackendResponseTimeout)
 	o.MaxHeaderCount = cmp.Or(o.MaxHeaderCount, d.MaxHeaderCount)
 	o.MaxConnsPerPort = cmp.Or(o.MaxConnsPerPort, d.MaxConnsPerPort)
 	o.MaxConnsPerClient = cmp.Or(o.MaxConnsPerClient, d.MaxConnsPerClient)

@@ -277,7 +277,7 @@ type observed struct {
 	calls []string
 }
 
-func (o *observed) ObserveRequest(route string, code int, _ time.Duration) {
+func (o *observed) ObserveRequest(route string, code int, _ string, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, fmt.Sprintf("%s %d", route, code))

@@ -188,12 +188,18 @@ func (ps *portServer) stopAccepting() {
 // shutdownCtx stops accepting, lets in-flight requests finish until ctx
 // ends, then closes whatever is left.
 func (ps *portServer) shutdownCtx(ctx context.Context) {
+	outer := ctx
 	ps.stopOnce.Do(func() {
 		if ps.served == nil { // bound but never started
 			ps.ln.Close()
 			return
 		}
 		ps.stopping.Store(true)
+		// The end of the drain is kept for closing what is left and for
+		// its handlers to notice (which closes their backend sides): the
+		// shutdown as a whole stays within ctx, --drain-timeout.
+		ctx, drained := drainPart(ctx)
+		defer drained()
 		// HTTP/2 connections get their GOAWAY at once, whichever server
 		// serves HTTP/1, and drain alongside.
 		var h2done chan struct{}
@@ -222,10 +228,9 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 				ps.log.Info("drain deadline reached, closing upgraded and cleartext HTTP/2 connections", zap.Int("connections", n))
 			}
 			// Their handlers end as soon as they notice, closing the
-			// backend side; a port being replaced must not wait long.
-			closed, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			ps.untracked.wait(closed)
-			cancel()
+			// backend side, within what drainPart kept.
+			drained()
+			ps.untracked.wait(outer)
 		}
 		if h2done != nil {
 			<-h2done
@@ -233,6 +238,21 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 		<-ps.served
 		ps.log.Info("port closed")
 	})
+}
+
+// closeGrace is the part of a drain kept, at its end, for closing what is
+// still open and for its handlers to end (a tenth of shorter drains).
+const closeGrace = 200 * time.Millisecond
+
+// drainPart is ctx ending closeGrace before ctx's deadline, if it has
+// one, with its cancel function.
+func drainPart(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	grace := min(closeGrace, time.Until(d)/10)
+	return context.WithDeadline(ctx, d.Add(-grace))
 }
 
 type trackingListener struct {

@@ -49,9 +49,11 @@ func (s *sorter) sortTLS(c net.Conn) {
 	// sending its ClientHello, which may become a stream.
 	ps.untracked.begin()
 	defer ps.untracked.end()
+	done := ps.untracked.read(c)
 	_ = c.SetReadDeadline(time.Now().Add(ps.rt.opts.ReadHeaderTimeout))
 	hello, name, err := clienthello.Read(c)
 	_ = c.SetReadDeadline(time.Time{})
+	done()
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():

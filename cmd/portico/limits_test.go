@@ -55,3 +55,47 @@ func TestMaxConnectionsPerClientFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxInformationalResponsesFlag: the cap on relayed 1xx heads reaches
+// the options, 10 by default, and its zero turns the cap off.
+func TestMaxInformationalResponsesFlag(t *testing.T) {
+	for arg, want := range map[string]int{"": 10, "--max-informational-responses=3": 3, "--max-informational-responses=0": -1, "--max-informational-responses=-1": -1} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		set := limitFlags(fs)
+		var args []string
+		if arg != "" {
+			args = []string{arg}
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := proxy.DefaultOptions()
+		set(&o)
+		if o.MaxInformational != want {
+			t.Errorf("%q: MaxInformational %d, want %d", arg, o.MaxInformational, want)
+		}
+	}
+}
+
+// TestBackendResponseTimeoutFlag: the backend response timeout reaches the
+// options, 60 s by default, and its zero turns it off.
+func TestBackendResponseTimeoutFlag(t *testing.T) {
+	for arg, want := range map[string]time.Duration{"": time.Minute, "--backend-response-timeout=5s": 5 * time.Second, "--backend-response-timeout=0": -1} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		set := limitFlags(fs)
+		var args []string
+		if arg != "" {
+			args = []string{arg}
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := proxy.DefaultOptions()
+		set(&o)
+		if o.BackendResponseTimeout != want {
+			t.Errorf("%q: BackendResponseTimeout %v, want %v", arg, o.BackendResponseTimeout, want)
+		}
+	}
+}

@@ -79,10 +79,11 @@ func TestHealthAndReadiness(t *testing.T) {
 func TestMetricsExposition(t *testing.T) {
 	m := NewMetrics()
 	base := startServer(t, &Server{Metrics: m})
-	m.ObserveRequest("apps/r", 200, 3*time.Millisecond)
-	m.ObserveRequest("apps/r", 200, 7*time.Millisecond)
-	m.ObserveRequest("apps/r", 503, time.Millisecond)
-	m.ObserveRequest("", 404, time.Millisecond)
+	m.ObserveRequest("apps/r", 200, "complete", 3*time.Millisecond)
+	m.ObserveRequest("apps/r", 200, "complete", 7*time.Millisecond)
+	m.ObserveRequest("apps/r", 200, "backend_failed", 7*time.Millisecond)
+	m.ObserveRequest("apps/r", 503, "complete", time.Millisecond)
+	m.ObserveRequest("", 404, "client_gone", time.Millisecond)
 	m.ConfigApplied(7, 20*time.Millisecond, time.Millisecond, 1200, nil)
 	// A failed apply is counted but does not move what is served.
 	m.ConfigApplied(8, 20*time.Millisecond, time.Millisecond, 1300, errors.New("bind: address in use"))
@@ -99,10 +100,11 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`portico_http_requests_total{code="200",route="apps/r"} 2`,
-		`portico_http_requests_total{code="503",route="apps/r"} 1`,
-		`portico_http_requests_total{code="404",route=""} 1`,
-		`portico_http_request_duration_seconds_count 4`,
+		`portico_http_requests_total{code="200",outcome="complete",route="apps/r"} 2`,
+		`portico_http_requests_total{code="200",outcome="backend_failed",route="apps/r"} 1`,
+		`portico_http_requests_total{code="503",outcome="complete",route="apps/r"} 1`,
+		`portico_http_requests_total{code="404",outcome="client_gone",route=""} 1`,
+		`portico_http_request_duration_seconds_count 5`,
 		`portico_http_request_duration_seconds_bucket{le="0.005"} 3`,
 		`portico_config_generation 7`,
 		`portico_certificates_loaded 1200`,
@@ -142,7 +144,7 @@ func TestMetricsExposition(t *testing.T) {
 
 func TestNilMetricsIsOff(t *testing.T) {
 	var m *Metrics
-	m.ObserveRequest("r", 200, time.Millisecond)
+	m.ObserveRequest("r", 200, "complete", time.Millisecond)
 	m.ConfigApplied(1, 0, 0, 0, nil)
 	m.SetLeader(true)
 	m.StatusWritten("Gateway", "ok")
@@ -158,7 +160,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			m.ObserveRequest(routes[i%len(routes)], codes[i%len(codes)], time.Duration(i%50)*time.Millisecond)
+			m.ObserveRequest(routes[i%len(routes)], codes[i%len(codes)], "complete", time.Duration(i%50)*time.Millisecond)
 			i++
 		}
 	})
@@ -173,11 +175,11 @@ func BenchmarkObserveRequestManyRoutes(b *testing.B) {
 			names := make([]string, n)
 			for i := range names {
 				names[i] = fmt.Sprintf("ns-%d/route-%d", i, i)
-				m.ObserveRequest(names[i], 200, time.Millisecond)
+				m.ObserveRequest(names[i], 200, "complete", time.Millisecond)
 			}
 			i := 0
 			for b.Loop() {
-				m.ObserveRequest(names[(i*7919)%n], 200, time.Millisecond)
+				m.ObserveRequest(names[(i*7919)%n], 200, "complete", time.Millisecond)
 				i++
 			}
 		})
@@ -196,14 +198,14 @@ func TestConcurrentFirstRequestsCounted(t *testing.T) {
 		wg.Go(func() {
 			for i := range routes {
 				r := (i*31 + w*257) % routes
-				m.ObserveRequest(fmt.Sprintf("ns/r%d", r), 200+r%3, time.Millisecond)
+				m.ObserveRequest(fmt.Sprintf("ns/r%d", r), 200+r%3, "complete", time.Millisecond)
 			}
 		})
 	}
 	wg.Wait()
 	for r := range routes {
 		var d dto.Metric
-		if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(200+r%3)).Write(&d); err != nil {
+		if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(200+r%3), "complete").Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		if got := d.GetCounter().GetValue(); got != workers {

@@ -33,8 +33,8 @@ func newCounterCache(vec *prometheus.CounterVec) *counterCache {
 	return &counterCache{vec: vec, seed: maphash.MakeSeed()}
 }
 
-func (c *counterCache) get(route string, code int) prometheus.Counter {
-	key := requestKey{route, code}
+func (c *counterCache) get(route string, code int, outcome string) prometheus.Counter {
+	key := requestKey{route, code, outcome}
 	sh := &c.shards[maphash.String(c.seed, route)%counterShards]
 	if m := sh.Load(); m != nil {
 		if ctr, ok := (*m)[key]; ok {
@@ -53,7 +53,12 @@ func (c *counterCache) get(route string, code int) prometheus.Counter {
 	if old != nil {
 		m = maps.Clone(*old)
 	}
-	ctr := c.vec.WithLabelValues(route, strconv.Itoa(code))
+	var ctr prometheus.Counter
+	if outcome == "" {
+		ctr = c.vec.WithLabelValues(route, strconv.Itoa(code))
+	} else {
+		ctr = c.vec.WithLabelValues(route, strconv.Itoa(code), outcome)
+	}
 	m[key] = ctr
 	sh.Store(&m)
 	return ctr

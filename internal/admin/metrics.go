@@ -40,8 +40,9 @@ type Metrics struct {
 }
 
 type requestKey struct {
-	route string
-	code  int
+	route   string
+	code    int
+	outcome string // "" for gRPC calls, whose metric has no outcome
 }
 
 // NewMetrics returns Metrics registered in a registry of their own, with the
@@ -51,8 +52,9 @@ func NewMetrics() *Metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_http_requests_total",
-			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched) and status code.",
-		}, []string{"route", "code"}),
+			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched), status code and outcome " +
+				"(complete, client_gone, client_reset, client_slow, backend_failed, timeout, aborted).",
+		}, []string{"route", "code", "outcome"}),
 		grpcRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_grpc_requests_total",
 			Help: "gRPC calls served, by route (namespace/name; empty when no route matched) and gRPC status code.",
@@ -159,11 +161,11 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 // ObserveRequest records one finished request: the HTTPRoute that served it
 // ("namespace/name", or "" when none matched), its status code and how long
 // it took. The data plane calls it once per request.
-func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
+func (m *Metrics) ObserveRequest(route string, code int, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.counters.get(route, code).Inc()
+	m.counters.get(route, code, outcome).Inc()
 	m.latency.Observe(d.Seconds())
 }
 
@@ -173,7 +175,7 @@ func (m *Metrics) ObserveGRPC(route string, status int) {
 	if m == nil {
 		return
 	}
-	m.grpcCounters.get(route, status).Inc()
+	m.grpcCounters.get(route, status, "").Inc()
 }
 
 // ObserveStream records one ended TLS stream (see proxy.StreamObserver).

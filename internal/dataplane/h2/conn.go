@@ -56,9 +56,14 @@ func (e clientGoneError) Error() string { return fmt.Sprintf("client went away: 
 var (
 	errServerClosed = errors.New("http2: server closed")
 	errConnClosed   = errors.New("http2: client connection closed")
-	errStreamReset  = errors.New("http2: stream reset by the client")
+	errStreamReset  = ErrStreamReset
 	errStreamClosed = errors.New("http2: stream closed")
 )
+
+// ErrStreamReset is the cause of a request's context when its client
+// reset the stream: what tells a client that gave up on its answer from
+// one whose connection went away.
+var ErrStreamReset = errors.New("http2: stream reset by the client")
 
 // conn is one HTTP/2 connection.
 type conn struct {

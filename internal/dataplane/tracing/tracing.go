@@ -167,6 +167,12 @@ type Outcome struct {
 	Route    string // "namespace/name" of the HTTPRoute, "" when none matched
 	Upstream string // endpoint of the last attempt, "" when none was made
 	Status   int
+	// End is how the exchange ended, from a small fixed set ("complete",
+	// "client_gone", "backend_failed", ...); "" for complete. Failed says
+	// that the answer was cut short on the server's side (the backend
+	// failed, a timeout fired), an error whatever its status.
+	End    string
+	Failed bool
 }
 
 // End closes s with what became of the request.
@@ -175,8 +181,11 @@ func (t *Tracer) End(s Span, o Outcome) {
 		s.span.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 3)
+	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, attribute.Int("http.response.status_code", o.Status))
+	if o.End != "" {
+		attrs = append(attrs, attribute.String("portico.outcome", o.End))
+	}
 	if o.Route != "" {
 		attrs = append(attrs, attribute.String("http.route", o.Route))
 		s.span.SetName(spanName(s.span, o.Route))
@@ -185,9 +194,12 @@ func (t *Tracer) End(s Span, o Outcome) {
 		attrs = append(attrs, attribute.String("portico.upstream.address", o.Upstream))
 	}
 	s.span.SetAttributes(attrs...)
-	if o.Status >= 500 {
+	switch {
+	case o.Status >= 500:
 		// Server spans mark only 5xx as errors: a 4xx is the client's.
 		s.span.SetStatus(codes.Error, http.StatusText(o.Status))
+	case o.Failed:
+		s.span.SetStatus(codes.Error, o.End)
 	}
 	s.span.End()
 }
