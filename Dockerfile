@@ -3,8 +3,6 @@ FROM golang:1.26 AS build
 # Portico needs Go 1.27: the go command of the image fetches this toolchain
 # like a module on first use.
 ENV GOTOOLCHAIN=go1.27.3
-# x/net's own HTTP/2 server, which the HTTP/2 guard drives (see proxy/http2legacy.go).
-ENV GOFLAGS=-tags=http2legacy
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

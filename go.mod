@@ -2,6 +2,8 @@ module portico.dev/portico
 
 go 1.27.0
 
+toolchain go1.27.3
+
 require (
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/fsnotify/fsnotify v1.10.1

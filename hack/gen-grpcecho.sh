@@ -4,8 +4,6 @@
 # file is committed, and nothing else in the build runs protoc.
 set -euo pipefail
 export GOTOOLCHAIN=go1.27.3
-# x/net's own HTTP/2 server, which the HTTP/2 guard drives (see proxy/http2legacy.go).
-export GOFLAGS=-tags=http2legacy
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dir="${here}/../conformance/images/echo-basic/grpcechoserver"

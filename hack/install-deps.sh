@@ -10,8 +10,6 @@
 set -euo pipefail
 # Portico needs Go 1.27; the go command fetches this toolchain itself.
 export GOTOOLCHAIN=go1.27.3
-# x/net's own HTTP/2 server, which the HTTP/2 guard drives (see proxy/http2legacy.go).
-export GOFLAGS=-tags=http2legacy
 . "$(dirname "$0")/lib/apt-missing.sh"
 
 apt_install_missing install-deps 0 ip=iproute2 flock=util-linux

@@ -762,7 +762,7 @@ var h2LengthOnBodiless = []string{"204 with length and body", "304 with length a
 // ("unexpected EOF"): the paced writer drops it from all three, as
 // net/http's server does from a 304 (it did not, with either HTTP/2
 // server, before). Over HTTP/1.1 the same answers are read whole
-// (TestAnswerFramingAttacks). Run with -args -http2-server=x for x/net's.
+// (TestAnswerFramingAttacks).
 func TestDirectH2NoLengthOnBodilessAnswers(t *testing.T) {
 	var attacks []answerAttack
 	for _, a := range answerAttacks() {

@@ -11,15 +11,8 @@ func testOptions(opts Options) Options {
 	if *http1Server != "" {
 		opts.HTTP1Server = *http1Server
 	}
-	if *http2Server != "" {
-		opts.HTTP2Server = *http2Server
-	}
 	return opts
 }
-
-// http2Server runs the package's tests against either HTTP/2 server:
-// go test ./proxy/ -args -http2-server=x
-var http2Server = flag.String("http2-server", "", "HTTP/2 server of the runtimes the tests start (portico, x); empty: the default")
 
 // goHTTP1 reports whether the tests run against net/http's server, whose
 // parser is more lenient than Portico's.

@@ -6,21 +6,12 @@ import (
 	"portico.dev/portico/internal/dataplane/h2"
 )
 
-// Which server serves HTTP/2 requests (Options.HTTP2Server).
-const (
-	// HTTP2Portico is Portico's own HTTP/2 server (package h2).
-	HTTP2Portico = "portico"
-	// HTTP2X is x/net's HTTP/2 server.
-	HTTP2X = "x"
-)
-
 // h2HeaderSlack is added to MaxHeaderBytes for the HTTP/2 header list
 // bound, which counts 32 bytes more per field than the fields' text (RFC
 // 9113, 6.5.2): a request under the HTTP/1 bound passes under HTTP/2 too.
 const h2HeaderSlack = 4096
 
-// newH2Server is the port's HTTP/2 server when Options.HTTP2Server is
-// HTTP2Portico.
+// newH2Server is the port's HTTP/2 server.
 func (ps *portServer) newH2Server() *h2.Server {
 	o := &ps.rt.opts
 	return &h2.Server{

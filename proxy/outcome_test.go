@@ -163,9 +163,6 @@ func TestAttackAbortedRequestsLogged(t *testing.T) {
 	}
 
 	reset := outcomeClientReset
-	if *http2Server == HTTP2X {
-		reset = outcomeClientGone // x/net's server gives no cause
-	}
 	for _, tc := range []struct {
 		path, outcome string
 	}{

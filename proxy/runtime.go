@@ -26,7 +26,6 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/sockio"
 	"portico.dev/portico/internal/dataplane/tracing"
-	"portico.dev/portico/internal/dataplane/workers"
 	"portico.dev/portico/sni"
 )
 
@@ -118,9 +117,6 @@ type Options struct {
 	// HTTP1Server picks the server of HTTP/1 requests: HTTP1Portico (the
 	// default) or HTTP1Go, net/http's, kept to compare and fall back to.
 	HTTP1Server string
-	// HTTP2Server picks the server of HTTP/2 requests: HTTP2Portico (the
-	// default) or HTTP2X, x/net's, kept to compare and fall back to.
-	HTTP2Server string
 }
 
 // ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
@@ -167,7 +163,6 @@ func DefaultOptions() Options {
 		H2GlitchesForgiven:     20,
 		StreamIdleTimeout:      time.Hour,
 		HTTP1Server:            HTTP1Portico,
-		HTTP2Server:            HTTP2Portico,
 	}
 }
 
@@ -194,7 +189,6 @@ func (o Options) withDefaults() Options {
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
 	o.HTTP1Server = cmp.Or(o.HTTP1Server, d.HTTP1Server)
-	o.HTTP2Server = cmp.Or(o.HTTP2Server, d.HTTP2Server)
 	return o
 }
 
@@ -207,9 +201,6 @@ type Runtime struct {
 	// streamTurn spreads TLS streams over their route's backends by weight.
 	streamTurn atomic.Uint32
 	fwd        *forwarder
-	// h2Workers serve HTTP/2 streams on goroutines whose stacks have
-	// grown already (internal/workers).
-	h2Workers *workers.Pool
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 	// keeper bounds the runtime monitor's sleep while clients are
@@ -235,15 +226,14 @@ type Runtime struct {
 func New(opts Options, log *zap.Logger) *Runtime {
 	opts = opts.withDefaults()
 	rt := &Runtime{
-		log:       log,
-		opts:      opts,
-		fwd:       newForwarder(opts, log),
-		h2Workers: workers.New(h2IdleWorkers),
-		emptySNI:  sni.NewTable(nil),
-		keeper:    sockio.NewKeeper(),
-		listen:    net.Listen,
-		ports:     map[config.PortKey]*portServer{},
-		draining:  map[*portServer]bool{},
+		log:      log,
+		opts:     opts,
+		fwd:      newForwarder(opts, log),
+		emptySNI: sni.NewTable(nil),
+		keeper:   sockio.NewKeeper(),
+		listen:   net.Listen,
+		ports:    map[config.PortKey]*portServer{},
+		draining: map[*portServer]bool{},
 
 		acceptUnreadyAfter: acceptUnreadyAfter,
 	}
@@ -369,7 +359,6 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	rt.fwd.close()
-	rt.h2Workers.Close()
 	rt.keeper.Stop()
 	return ctx.Err()
 }
@@ -401,31 +390,18 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 		ConnContext:       connContext,
 		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.Key().String(), obs: rt.opts.Handshakes}, "", 0),
 	}
-	ps.h2 = &http2.Server{
-		MaxConcurrentStreams:         rt.opts.MaxConcurrentStreams,
-		MaxReadFrameSize:             rt.opts.MaxReadFrameSize,
-		MaxUploadBufferPerConnection: rt.opts.MaxUploadBufferConn,
-		MaxUploadBufferPerStream:     rt.opts.MaxUploadBufferStrm,
-		IdleTimeout:                  rt.opts.IdleTimeout,
-		// A client that stops reading the connection altogether.
-		WriteByteTimeout: max(rt.opts.ClientIdleTimeout, 0),
-	}
 	if p.Protocol == config.HTTPS {
-		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{http2.NextProtoTLS, "http/1.1"}}
 	}
-	if err := http2.ConfigureServer(ps.srv, ps.h2); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("port %d: configure HTTP/2: %w", p.Number, err)
-	}
-	ps.srv.TLSNextProto[http2.NextProtoTLS] = ps.serveTLSH2
+	// TLS connections that chose HTTP/2 go to Portico's HTTP/2 server,
+	// behind the frame guard, whichever server serves HTTP/1.
+	ps.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){http2.NextProtoTLS: ps.serveTLSH2}
 	if rt.opts.HTTP1Server != HTTP1Go {
 		ps.h1 = ps.newH1Server()
 	} else {
 		ps.srv.ConnState = ps.goIdle.connState
 	}
-	if rt.opts.HTTP2Server != HTTP2X {
-		ps.h2own = ps.newH2Server()
-	}
+	ps.h2 = ps.newH2Server()
 	return ps, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/h1"
@@ -42,11 +41,9 @@ type portServer struct {
 	// streamTLS is tlsConfig for terminated TLS streams, made at the
 	// first one (streamTLSConfig).
 	streamTLS atomic.Pointer[tls.Config]
-	h2        *http2.Server
-	// h2own serves HTTP/2 instead of h2 when Options.HTTP2Server is
-	// HTTP2Portico.
-	h2own *h2.Server
-	log   *zap.Logger
+	// h2 serves the port's HTTP/2 connections, TLS and cleartext.
+	h2  *h2.Server
+	log *zap.Logger
 	// last is the port's config when it was removed, for requests that
 	// arrive while it drains.
 	last atomic.Pointer[config.Port]
@@ -202,16 +199,13 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 		defer drained()
 		// HTTP/2 connections get their GOAWAY at once, whichever server
 		// serves HTTP/1, and drain alongside.
-		var h2done chan struct{}
-		if ps.h2own != nil {
-			h2done = make(chan struct{})
-			go func() {
-				defer close(h2done)
-				if err := ps.h2own.Shutdown(ctx); err != nil {
-					ps.h2own.Close()
-				}
-			}()
-		}
+		h2done := make(chan struct{})
+		go func() {
+			defer close(h2done)
+			if err := ps.h2.Shutdown(ctx); err != nil {
+				ps.h2.Close()
+			}
+		}()
 		if ps.h1 != nil {
 			ps.shutdownH1(ctx)
 		} else if err := ps.srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -339,21 +333,9 @@ func (ps *portServer) serveH2(c net.Conn, ctx context.Context, h http.Handler) {
 	if o.H2MaxGlitches > 0 {
 		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
 	}
-	if ps.h2own != nil {
-		// Its handler is the port's, as h is; ctx carries the connection.
-		ps.h2own.ServeConn(ctx, c)
-		return
-	}
-	pool := ps.rt.h2Workers
-	serve := h.ServeHTTP
-	ps.h2.ServeConn(c, &http2.ServeConnOpts{Context: ctx, BaseConfig: ps.srv,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pool.Serve(serve, w, r) })})
+	// Its handler is the port's, as h is; ctx carries the connection.
+	ps.h2.ServeConn(ctx, c)
 }
-
-// h2IdleWorkers is how many idle HTTP/2 stream workers a Runtime keeps:
-// enough for the streams in flight under heavy load on a few cores; a
-// burst past it starts more, which end when it is over.
-const h2IdleWorkers = 256
 
 // serveTLSH2 is the port's TLSNextProto for "h2": TLS connections that
 // chose HTTP/2 get the same guard as cleartext ones.

@@ -135,7 +135,7 @@ func newAccessLog(path string) (*zap.Logger, func(), error) {
 type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
-	echoAddr, accessLog, adminAddr, http1, http2            *string
+	echoAddr, accessLog, adminAddr, http1                   *string
 	requestID                                               *bool
 	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
@@ -169,7 +169,6 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
 		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
-		http2:      fs.String("http2-server", proxy.HTTP2Portico, "server of HTTP/2 requests: "+proxy.HTTP2Portico+" (Portico's own connection loop) or "+proxy.HTTP2X+" (x/net's HTTP/2 server, to compare or fall back to)"),
 		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:    clusterFlags(fs),
 		gateway:    newGatewayFlags(fs),
@@ -193,8 +192,6 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case *f.http1 != proxy.HTTP1Portico && *f.http1 != proxy.HTTP1Go:
 		return nil, fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
-	case *f.http2 != proxy.HTTP2Portico && *f.http2 != proxy.HTTP2X:
-		return nil, fmt.Errorf("--http2-server %q: want %s or %s", *f.http2, proxy.HTTP2Portico, proxy.HTTP2X)
 	case *f.minHoldoff > *f.holdoff:
 		return nil, fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
@@ -244,7 +241,6 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	opts.BindAddress = *f.bind
 	opts.DrainTimeout = *f.drain
 	opts.HTTP1Server = *f.http1
-	opts.HTTP2Server = *f.http2
 	f.limits(&opts)
 	opts.Observer = metrics
 	opts.Handshakes = metrics

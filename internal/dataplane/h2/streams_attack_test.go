@@ -1434,8 +1434,8 @@ func TestDrainedBodyBuffersRetained(t *testing.T) {
 // maxClientID, answers with a connection error (GOAWAY PROTOCOL_ERROR):
 // every other stream of the connection dies with the one the server
 // itself ended. x/net's server does the same (processHeaders,
-// "stream_went_down"), so this is no regression against
-// --http2-server=x; the RFC's MUST and the collateral damage stand.
+// "stream_went_down"), so this is no regression against x/net;
+// the RFC's MUST and the collateral damage stand.
 //
 // Should: remember the streams the server reset (or closed with
 // RST_STREAM) for a while, or treat HEADERS on a recently closed id as
