@@ -1,6 +1,6 @@
 // Package kube is Portico's side of a Kubernetes cluster: Cluster composes
-// the informers of kube/source, the status writer (one generic path for
-// every kind, leader only), leader election (kube/leader), the
+// the informers of kube/source, the status writer (kube/statuswriter,
+// leader only), leader election (kube/leader), the
 // provisioning of per-Gateway data planes, and the ACME certificates
 // written into Secrets, for cmd; Knative adds the KIngress source. With
 // cmd, it and its sub-packages are the only ones that import client-go.
@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -34,9 +33,9 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
-	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/source"
+	"portico.dev/portico/kube/statuswriter"
 	"portico.dev/portico/translate"
 )
 
@@ -81,7 +80,7 @@ type Cluster struct {
 	OnStatusWrite func(kind, result string)
 
 	informers   *source.Informers
-	writer      *statusWriter
+	writer      *statuswriter.Writer
 	leading     atomic.Bool
 	changed     func()
 	mu          sync.Mutex
@@ -114,12 +113,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	c.changed = changed
 	c.acmeWake = make(chan struct{}, 1)
-	// Status-only events that are not the echo of the writer's own updates
-	// (someone else wrote) are compared again after a pause long enough
-	// for the caches to have seen those writes (statusEvent; c.writer is
-	// set before the informers start).
-	statusDebouncer := debounce.New(time.Second, 5*time.Second)
-	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
+	// Status-only events go to the writer, which tells its own echoes from
+	// someone else's writes (c.writer is set before the informers start).
+	statusChanged := func(o metav1.Object) { c.writer.StatusEvent(o) }
 	in, err := source.New(c.Kube, c.Gateway, 0, source.Handlers{Changed: changed, StatusChanged: statusChanged})
 	if err != nil {
 		return err
@@ -132,12 +128,8 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err
 	}
-	c.writer = newStatusWriter(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"))
-	c.writer.observe = c.OnStatusWrite
-	c.writer.foreign = statusDebouncer.Mark
-	if c.StatusWorkers > 0 {
-		c.writer.workers = c.StatusWorkers
-	}
+	c.writer = statuswriter.New(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"),
+		statuswriter.Options{Workers: c.StatusWorkers, Observe: c.OnStatusWrite})
 
 	start := time.Now()
 	in.Start(ctx)
@@ -151,8 +143,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 
 	var wg sync.WaitGroup
 	electErr := make(chan error, 1)
-	wg.Go(func() { c.writer.run(ctx) })
-	wg.Go(func() { statusDebouncer.Run(ctx, c.writer.resync) })
+	wg.Go(func() { c.writer.Run(ctx) })
 	wg.Go(func() {
 		err := leader.Elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
 		if err != nil {
@@ -190,19 +181,10 @@ func (c *Cluster) Snapshot() (*snapshot.Resources, error) {
 
 // WriteStatuses hands the statuses of a rebuild, as translate.Finish
 // decided them, to the status writer, which writes what differs while this
-// replica leads (pipeline.Outputs.Statuses). It copies what the writer
-// needs: every status when changed is nil, else only those changed names,
-// with the GatewayClasses' (a handful, which the CRD check may change
-// without any object changing).
+// replica leads (pipeline.Outputs.Statuses); changed nil means every
+// status.
 func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
-	var u *statusUpdate
-	if changed == nil {
-		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
-	} else {
-		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
-		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
-	}
-	c.writer.submit(u)
+	c.writer.Submit(st, changed, res)
 }
 
 // Facts are what this cluster knows that decides statuses beyond the
@@ -269,7 +251,7 @@ func (c *Cluster) startLeading(ctx context.Context) {
 	if c.OnLeader != nil {
 		c.OnLeader(true)
 	}
-	c.writer.leading(ctx)
+	c.writer.StartLeading(ctx)
 	if c.provisioner != nil {
 		c.provisioner.startLeading()
 	}

@@ -117,15 +117,15 @@ func clusterNewHostname(b *testing.B, present int) {
 	// waits for them: while they are written, the API server the new
 	// objects go through is saturated, and what is measured is its queue.
 	statusWait := 90 * time.Minute
-	for deadline := time.Now().Add(statusWait); !p.c.writer.idle() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(statusWait); !p.c.writer.Stats().Idle && time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 	}
 	startup := time.Since(start)
-	if !p.c.writer.idle() {
-		progress(b, "measuring with the first statuses still being written: %d written after %v", p.c.writer.writes.Load(), startup.Round(time.Millisecond))
+	if !p.c.writer.Stats().Idle {
+		progress(b, "measuring with the first statuses still being written: %d written after %v", p.c.writer.Stats().Writes, startup.Round(time.Millisecond))
 		startup = 0 // not known
 	} else {
-		progress(b, "Portico started: every hostname served after %v, %d statuses written after %v", served.Round(time.Millisecond), p.c.writer.writes.Load(), startup.Round(time.Millisecond))
+		progress(b, "Portico started: every hostname served after %v, %d statuses written after %v", served.Round(time.Millisecond), p.c.writer.Stats().Writes, startup.Round(time.Millisecond))
 	}
 
 	var took []time.Duration

@@ -33,7 +33,6 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/pipeline"
-	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/leader"
@@ -514,20 +513,21 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		// counts are taken once the pass that wrote the statuses above has
 		// finished: the API server shows a write before the writer counts it.
 		waitFor(t, 10*time.Second, "status writer idle", func() error {
-			if !p.c.writer.idle() {
+			if !p.c.writer.Stats().Idle {
 				return errors.New("a batch is still being written")
 			}
 			return nil
 		})
-		writes, passes := p.c.writer.writes.Load(), p.c.writer.passes.Load()
-		p.c.writer.resync()
+		before := p.c.writer.Stats()
+		writes, passes := before.Writes, before.Passes
+		p.c.writer.Resync()
 		waitFor(t, 10*time.Second, "a status pass", func() error {
-			if p.c.writer.passes.Load() <= passes {
+			if p.c.writer.Stats().Passes <= passes {
 				return errors.New("no pass yet")
 			}
 			return nil
 		})
-		if got := p.c.writer.writes.Load(); got != writes {
+		if got := p.c.writer.Stats().Writes; got != writes {
 			t.Errorf("%d status writes with nothing changed", got-writes)
 		}
 	})
@@ -643,65 +643,6 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		roots.AddCert(rotated.leaf)
 		if err := expectServed(tlsClient(p.addr(httpsPort), roots, true), "https://a.example.com/y", 200, "backend-a")(); err != nil {
 			t.Error(err)
-		}
-	})
-
-	t.Run("ConflictKeepsOtherEntries", func(t *testing.T) {
-		// Portico's update is based on a copy that another controller's
-		// write has made stale: the conflict is retried on a fresh copy and
-		// the other controller's new entry survives.
-		stale, err := gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fresh := stale.DeepCopy()
-		entry := otherEntry.DeepCopy()
-		entry.ParentRef.Name = "other-gw"
-		entry.ParentRef.SectionName = ptr.To(gwv1.SectionName("http"))
-		fresh.Status.Parents = append(fresh.Status.Parents, *entry)
-		if _, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		computed := []gwv1.RouteParentStatus{*routeParent(stale, wellknown.ControllerName, "gw")}
-		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
-		computed[0].Conditions[0].Message = "rewritten by the conflict test"
-		var conflicts atomic.Int64
-		w := &statusWriter{log: zaptest.NewLogger(t), foreign: func() {}, echoes: map[types.UID]string{}, flight: map[types.UID]bool{}, early: map[types.UID]string{}, observe: func(kind, result string) {
-			if result == "conflict" {
-				conflicts.Add(1)
-			}
-		}}
-		now := metav1.NewTime(time.Now().Truncate(time.Second))
-		key := statusKey{"HTTPRoute", types.NamespacedName{Namespace: "apps", Name: "plain"}}
-		wrote, err := writeStatus(ctx, w, key, objectVersion{}, stale,
-			func(ctx context.Context) (*gwv1.HTTPRoute, error) {
-				return gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-			},
-			func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-				return status.MergeHTTPRoute(o, computed, wellknown.ControllerName, now)
-			},
-			func(ctx context.Context, o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, error) {
-				return gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
-			})
-		if err != nil || !wrote {
-			t.Fatalf("writeStatus = %v, %v", wrote, err)
-		}
-		if conflicts.Load() != 1 {
-			t.Errorf("%d conflicts, want 1", conflicts.Load())
-		}
-		got, err := gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var others int
-		for _, p := range got.Status.Parents {
-			if p.ControllerName == otherController {
-				others++
-			}
-		}
-		ours := routeParent(got, wellknown.ControllerName, "gw")
-		if others != 2 || ours == nil || ours.Conditions[0].Message != "rewritten by the conflict test" {
-			t.Errorf("after a conflict: %+v", got.Status.Parents)
 		}
 	})
 

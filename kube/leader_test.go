@@ -130,10 +130,10 @@ func TestClusterLeaderElection(t *testing.T) {
 	if b.c.Leading() {
 		t.Fatal("both replicas lead")
 	}
-	if n := b.c.writer.writes.Load(); n != 0 {
+	if n := b.c.writer.Stats().Writes; n != 0 {
 		t.Errorf("the follower wrote %d statuses", n)
 	}
-	if a.c.writer.writes.Load() == 0 {
+	if a.c.writer.Stats().Writes == 0 {
 		t.Error("the leader wrote nothing")
 	}
 
@@ -167,13 +167,13 @@ func TestClusterLeaderElection(t *testing.T) {
 	}
 
 	// The new leader writes what changes from now on.
-	before := b.c.writer.writes.Load()
+	before := b.c.writer.Stats().Writes
 	gen = bumpRoute("/third")
 	waitFor(t, 10*time.Second, "new rule after the takeover", expectServed(httpClient(b.addr(port)), "http://app.example.com/third", 200, "backend"))
 	waitFor(t, 10*time.Second, "status written by the new leader", routeObserved(gen))
 	// The API server may show the update before b has read its answer.
 	waitFor(t, 10*time.Second, "the new leader counts its write", func() error {
-		if n := b.c.writer.writes.Load(); n == before {
+		if n := b.c.writer.Stats().Writes; n == before {
 			return fmt.Errorf("b wrote %d statuses, none since the change", n)
 		}
 		return nil
