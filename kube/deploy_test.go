@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
@@ -163,14 +164,14 @@ func TestDeployManifests(t *testing.T) {
 	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(s *replicaSetup) {
 		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 	})
-	waitFor(t, 10*time.Second, "leading", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "leading", func() error {
 		if !p.c.Leading() {
 			return errors.New("not leading")
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, "traffic", expectServed(httpClient(p.addr(port)), "http://app.example.com/", 200, "backend"))
-	waitFor(t, 10*time.Second, "statuses", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "traffic", expectServed(httpClient(p.addr(port)), "http://app.example.com/", 200, "backend"))
+	kubetest.WaitFor(t, 10*time.Second, "statuses", func() error {
 		gc, err := gws.GatewayClasses().Get(ctx, "portico", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -204,7 +205,7 @@ func TestDeployManifests(t *testing.T) {
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != "portico-0" {
 		t.Errorf("Lease held by %v", lease.Spec.HolderIdentity)
 	}
-	waitFor(t, 10*time.Second, "leader election Event", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "leader election Event", func() error {
 		events, err := f.kc.CoreV1().Events("portico-system").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestStatusesOfUntouchedObjectsNotRewritten: with ListenerSets and routes
@@ -52,7 +53,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 		}
 	}
 	for i := range present {
-		waitFor(t, 30*time.Second, "statuses written", accepted(i))
+		kubetest.WaitFor(t, 30*time.Second, "statuses written", accepted(i))
 	}
 	// The echo of those writes brings a comparison of every status a
 	// second later; let it pass.
@@ -63,7 +64,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 		return nil
 	}
 	time.Sleep(1500 * time.Millisecond)
-	waitFor(t, 30*time.Second, "status writer idle", idle)
+	kubetest.WaitFor(t, 30*time.Second, "status writer idle", idle)
 	versions := func() map[string]string {
 		out := map[string]string{}
 		lss, err := gws.ListenerSets("apps").List(ctx, metav1.ListOptions{})
@@ -87,8 +88,8 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	gen := p.loop.Generation()
 
 	site(present)
-	waitFor(t, 30*time.Second, "the new ListenerSet's statuses", accepted(present))
-	waitFor(t, 30*time.Second, "status writer idle", idle)
+	kubetest.WaitFor(t, 30*time.Second, "the new ListenerSet's statuses", accepted(present))
+	kubetest.WaitFor(t, 30*time.Second, "status writer idle", idle)
 	after := versions()
 	for key, v := range before {
 		if after[key] != v {
@@ -168,7 +169,7 @@ func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		createSite(t, gws, port, fmt.Sprintf("s-%d", present+i))
 	}
-	waitFor(t, 2*time.Minute, "every status written", func() error {
+	kubetest.WaitFor(t, 2*time.Minute, "every status written", func() error {
 		if n := p.c.writer.Stats().Writes; n < 2*(present+more) {
 			return fmt.Errorf("%d statuses written", n)
 		}
@@ -209,7 +210,7 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-echo", nil)
 	settled := func(writes int64) {
 		t.Helper()
-		waitFor(t, 2*time.Minute, "statuses written", func() error {
+		kubetest.WaitFor(t, 2*time.Minute, "statuses written", func() error {
 			if n := p.c.writer.Stats().Writes; n < writes {
 				return fmt.Errorf("%d statuses written, want %d", n, writes)
 			}
@@ -248,7 +249,7 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	if _, err := gws.ListenerSets("apps").UpdateStatus(ctx, ls, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "status written back", func() error {
+	kubetest.WaitFor(t, 30*time.Second, "status written back", func() error {
 		ls, err := gws.ListenerSets("apps").Get(ctx, "s-3", metav1.GetOptions{})
 		if err != nil {
 			return err
