@@ -1,8 +1,8 @@
 // Package kube is Portico's side of a Kubernetes cluster: Cluster composes
 // the informers of kube/source, the status writer (kube/statuswriter,
-// leader only), leader election (kube/leader), the
-// provisioning of per-Gateway data planes, and the ACME certificates
-// written into Secrets, for cmd; Knative adds the KIngress source. With
+// leader only), leader election (kube/leader), the per-Gateway data
+// planes (kube/provisioner), and the ACME certificates written into
+// Secrets, for cmd; Knative adds the KIngress source. With
 // cmd, it and its sub-packages are the only ones that import client-go.
 package kube
 
@@ -34,6 +34,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/kube/leader"
+	"portico.dev/portico/kube/provisioner"
 	"portico.dev/portico/kube/source"
 	"portico.dev/portico/kube/statuswriter"
 	"portico.dev/portico/translate"
@@ -62,10 +63,10 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 	// DataPlanes, when set, provisions the data planes of Gateways whose
 	// class gives each Gateway its own (GEP-1762), while this replica
-	// leads (provision.go).
+	// leads (kube/provisioner).
 	DataPlanes *provision.Settings
 	// DataPlaneListen, with DataPlanes, is where this replica serves the
-	// provisioned data planes their configuration (dataplaneserver.go),
+	// provisioned data planes their configuration (provisioner.Server),
 	// over TLS with the certificate of the Secret DataPlaneTLSSecret of
 	// Portico's namespace (created when missing).
 	DataPlaneListen    string
@@ -87,9 +88,8 @@ type Cluster struct {
 	crdProblems []string
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
-	provisioner *provisioner
-	hub         *configstream.Hub
-	hubServe    func(context.Context)
+	provisioner *provisioner.Provisioner
+	server      *provisioner.Server // with DataPlaneListen
 }
 
 // acmeBatch is what the ACME Secret writer works from: the wanted
@@ -158,10 +158,10 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 		wg.Go(func() { c.acmeWriter(ctx) })
 	}
 	if c.provisioner != nil {
-		wg.Go(func() { c.provisioner.run(ctx) })
+		wg.Go(func() { c.provisioner.Run(ctx) })
 	}
-	if c.hubServe != nil {
-		wg.Go(func() { c.hubServe(ctx) })
+	if c.server != nil {
+		wg.Go(func() { c.server.Run(ctx) })
 	}
 	wg.Wait()
 	return <-electErr
@@ -195,12 +195,12 @@ func (c *Cluster) Facts(res *snapshot.Resources) translate.Facts {
 	c.mu.Lock()
 	f := translate.Facts{CRDProblems: c.crdProblems}
 	c.mu.Unlock()
-	if c.hub == nil {
+	if c.server == nil {
 		return f
 	}
 	for _, gw := range res.Gateways {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
-		if current, _ := c.hub.Version(key); current != "" {
+		if current, _ := c.server.Version(key); current != "" {
 			if f.DataPlaneVersions == nil {
 				f.DataPlaneVersions = map[types.NamespacedName]string{}
 			}
@@ -253,7 +253,7 @@ func (c *Cluster) startLeading(ctx context.Context) {
 	}
 	c.writer.StartLeading(ctx)
 	if c.provisioner != nil {
-		c.provisioner.startLeading()
+		c.provisioner.StartLeading()
 	}
 }
 
@@ -264,6 +264,45 @@ func (c *Cluster) stopLeading() {
 	if c.OnLeader != nil {
 		c.OnLeader(false)
 	}
+}
+
+// WriteDataPlanes hands the Gateways with data planes of their own to the
+// provisioner, which applies them while this replica leads, and to the
+// server of data planes (pipeline.Outputs.DataPlanes). Without
+// Cluster.DataPlanes it does nothing.
+func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *snapshot.Resources) {
+	if c.provisioner != nil {
+		c.provisioner.Submit(inputs, res)
+	}
+	if c.server != nil {
+		c.server.Publish(inputs, res)
+	}
+}
+
+// setUpDataPlanes prepares provisioning and, with DataPlaneListen, the
+// server of data planes, whose certificate the provisioned Deployments
+// carry, to trust it.
+func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
+	if c.DataPlanes == nil {
+		return nil
+	}
+	settings := *c.DataPlanes
+	if c.DataPlaneListen != "" {
+		srv, err := provisioner.Listen(ctx, c.Kube, provisioner.ServerOptions{
+			Listen:     c.DataPlaneListen,
+			Namespace:  c.LeaderElection.Namespace,
+			Secret:     c.DataPlaneTLSSecret,
+			Controller: settings.Controller,
+			Challenges: c.Challenges,
+		}, c.Log.Named("dataplanes"))
+		if err != nil {
+			return err
+		}
+		settings.ControllerCA = string(srv.CA)
+		c.server = srv
+	}
+	c.provisioner = provisioner.New(c.Kube, settings, c.Leading, c.Log.Named("provision"))
+	return nil
 }
 
 // ParseNamespacedName parses "namespace/name".

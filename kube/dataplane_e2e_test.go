@@ -145,7 +145,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	}
 	// The controller was told what the data plane applied.
 	kubetest.WaitFor(t, 10*time.Second, "acknowledgement", func() error {
-		current, acked := ctrl.c.hub.Version(types.NamespacedName{Namespace: "apps", Name: "web"})
+		current, acked := ctrl.c.server.Version(types.NamespacedName{Namespace: "apps", Name: "web"})
 		if current == "" || acked.Version != current {
 			return fmt.Errorf("current %q, acknowledged %+v", current, acked)
 		}
@@ -287,7 +287,7 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 	kubetest.WaitFor(t, 30*time.Second, "Programmed", gatewayCondition(f, "apps", "web", "Programmed", metav1.ConditionTrue, ""))
 
 	key := types.NamespacedName{Namespace: "apps", Name: "web"}
-	version, _ := ctrl.c.hub.Version(key)
+	version, _ := ctrl.c.server.Version(key)
 	applied := dp.loop.Generation()
 	programmedSince := func() (metav1.Time, error) {
 		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
@@ -318,7 +318,7 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 			}
 			return nil
 		})
-		if got, _ := ctrl.c.hub.Version(key); got != version {
+		if got, _ := ctrl.c.server.Version(key); got != version {
 			t.Fatalf("rebuild %d: the Gateway's snapshot went from version %s to %s though nothing of it changed", i, version, got)
 		}
 	}

@@ -212,7 +212,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 		if a["cost"] != "42" || a["gateway.networking.k8s.io/x"] != "" {
 			t.Errorf("%T annotations = %v", o, a)
 		}
-		if c := controllerOf(o.GetOwnerReferences()); c == nil || c.UID != gw.UID || c.Kind != "Gateway" {
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != gw.UID || c.Kind != "Gateway" {
 			t.Errorf("%T owner = %v, want Gateway %s", o, o.GetOwnerReferences(), gw.UID)
 		}
 	}

@@ -1,4 +1,4 @@
-package kube
+package provisioner
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func (h *heldPatches) RoundTrip(r *http.Request) (*http.Response, error) {
 // conformance run, under load).
 func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	env := kubetest.Start(t)
-	kc, _ := clusterClients(t, env.Config)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ctx := context.Background()
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
