@@ -23,6 +23,7 @@ import (
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 )
@@ -186,7 +187,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 		}
 		issued = issued[:0]
 		for _, e := range list.Items {
-			if e.Reason == ReasonCertificateIssued {
+			if e.Reason == acmecerts.ReasonCertificateIssued {
 				issued = append(issued, e)
 			}
 		}

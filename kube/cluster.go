@@ -2,7 +2,7 @@
 // the informers of kube/source, the status writer (kube/statuswriter,
 // leader only), leader election (kube/leader), the per-Gateway data
 // planes (kube/provisioner), and the ACME certificates written into
-// Secrets, for cmd; Knative adds the KIngress source. With
+// Secrets (kube/acmecerts), for cmd; Knative adds the KIngress source. With
 // cmd, it and its sub-packages are the only ones that import client-go.
 package kube
 
@@ -33,6 +33,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/provisioner"
 	"portico.dev/portico/kube/source"
@@ -238,9 +239,33 @@ func (c *Cluster) acmeWriter(ctx context.Context) {
 		b := c.acmeBatch
 		c.mu.Unlock()
 		if b != nil {
-			writeACMESecrets(ctx, c.Kube, c.ACME, b.wanted, b.secrets, c.Log.Named("acme"))
+			acmecerts.WriteSecrets(ctx, c.Kube, c.ACME, b.wanted, b.secrets, c.Log.Named("acme"))
 		}
 	}
+}
+
+// NewACMEEvents records the outcomes of c's ACME manager as Events on the
+// Gateways and ListenerSets that declare the hostnames (use its Record as
+// acme.Options.OnEvent); identity names the replica in their source.
+// c.Kube, c.Gateway and c.Log must be set. Close stops it.
+func NewACMEEvents(c *Cluster, identity string) *acmecerts.Events {
+	return acmecerts.NewEvents(c.Kube, c.Gateway, identity, c.acmeNamespaces, c.Log)
+}
+
+// acmeNamespaces lists the namespaces of the Secrets the latest batch
+// wants for host.
+func (c *Cluster) acmeNamespaces(host string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	if c.acmeBatch != nil {
+		for _, w := range c.acmeBatch.wanted {
+			if w.Hostname == host && !slices.Contains(out, w.Secret.Namespace) {
+				out = append(out, w.Secret.Namespace)
+			}
+		}
+	}
+	return out
 }
 
 // Leading reports whether this replica holds the leader lease.
@@ -351,8 +376,4 @@ func (c *Cluster) recheckCRDs(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func nn(namespace, name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: namespace, Name: name}
 }

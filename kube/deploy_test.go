@@ -29,6 +29,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
@@ -273,7 +274,7 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "ls.acme"},
 		InvolvedObject: corev1.ObjectReference{APIVersion: gwv1.GroupVersion.String(), Kind: "ListenerSet", Name: "ls", Namespace: "apps"},
-		Reason:         ReasonCertificateIssued, Type: corev1.EventTypeNormal,
+		Reason:         acmecerts.ReasonCertificateIssued, Type: corev1.EventTypeNormal,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create an ACME Event on a ListenerSet: %v", err)
 	}
