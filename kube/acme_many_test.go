@@ -17,6 +17,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const acmeManyGatewayTmpl = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP}
@@ -78,7 +79,7 @@ func TestStandaloneACMEManyListenerSets(t *testing.T) {
 	// A hostname once served keeps serving: check the rest each round.
 	var mu sync.Mutex
 	pending := slices.Clone(hosts)
-	waitFor(t, 180*time.Second, fmt.Sprintf("all %d hostnames served", n), func() error {
+	kubetest.WaitFor(t, 180*time.Second, fmt.Sprintf("all %d hostnames served", n), func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		var left []string

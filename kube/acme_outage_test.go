@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // acmeStaticTmpl adds to acmeStandaloneTmpl a ListenerSet on the same
@@ -80,7 +81,7 @@ func TestStandaloneACMEPebbleOutage(t *testing.T) {
 		}
 		return conn.Close()
 	}
-	waitFor(t, 10*time.Second, "handshake for "+static, func() error { return handshake(static, staticRoots) })
+	kubetest.WaitFor(t, 10*time.Second, "handshake for "+static, func() error { return handshake(static, staticRoots) })
 
 	// From now until the end, the other listener keeps serving.
 	var (
@@ -126,7 +127,7 @@ func TestStandaloneACMEPebbleOutage(t *testing.T) {
 	}
 
 	// The order fails and the status says so.
-	waitFor(t, 60*time.Second, "ResolvedRefs with the ACME error", func() error {
+	kubetest.WaitFor(t, 60*time.Second, "ResolvedRefs with the ACME error", func() error {
 		c := a.resolvedRefs()
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ACME order for "+host+" failed") {
 			return fmt.Errorf("ResolvedRefs %+v, want False with the order's error", c)
@@ -148,7 +149,7 @@ func TestStandaloneACMEPebbleOutage(t *testing.T) {
 	if err := pebble.SetA(t.Context(), host); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "certificate for "+host+" served", func() error {
+	kubetest.WaitFor(t, 90*time.Second, "certificate for "+host+" served", func() error {
 		if c := a.resolvedRefs(); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("ResolvedRefs %+v", c)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // leafFor completes a handshake for host at addr and returns the leaf the
@@ -79,7 +80,7 @@ func TestStandaloneACMERenews(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(ports["HTTPS"]))
 
 	var first *x509.Certificate
-	waitFor(t, 30*time.Second, "first certificate for "+host, func() (err error) {
+	kubetest.WaitFor(t, 30*time.Second, "first certificate for "+host, func() (err error) {
 		first, err = leafFor(addr, host, pebble.Roots)
 		return err
 	})
@@ -103,7 +104,7 @@ func TestStandaloneACMERenews(t *testing.T) {
 	}
 
 	var second *x509.Certificate
-	waitFor(t, validity, "renewed certificate for "+host, func() error {
+	kubetest.WaitFor(t, validity, "renewed certificate for "+host, func() error {
 		leaf, err := leafFor(addr, host, pebble.Roots)
 		if err != nil {
 			return err

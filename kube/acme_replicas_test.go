@@ -23,6 +23,7 @@ import (
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
 )
@@ -144,7 +145,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	var leaves [][]byte
 	for _, inst := range []*clusterInstance{a, b} {
 		addr := inst.addr(int32(httpsPort))
-		waitFor(t, 90*time.Second, "handshake for "+host+" at "+addr, func() error {
+		kubetest.WaitFor(t, 90*time.Second, "handshake for "+host+" at "+addr, func() error {
 			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr,
 				&tls.Config{ServerName: host, RootCAs: pebble.Roots, MinVersion: tls.VersionTLS12})
 			if err != nil {
@@ -179,14 +180,14 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	// The order is on record once, on the ListenerSet, from the replica
 	// that placed it.
 	var issued []corev1.Event
-	waitFor(t, 10*time.Second, "CertificateIssued Event on ListenerSet apps/app", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "CertificateIssued Event on ListenerSet apps/app", func() error {
 		list, err := f.kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ListenerSet,involvedObject.name=app"})
 		if err != nil {
 			return err
 		}
 		issued = issued[:0]
 		for _, e := range list.Items {
-			if e.Reason == ReasonCertificateIssued {
+			if e.Reason == acmecerts.ReasonCertificateIssued {
 				issued = append(issued, e)
 			}
 		}

@@ -125,7 +125,7 @@ func TestClusterACMEIssues(t *testing.T) {
 
 	// The Secret appears, Portico's, with a chain for host under Pebble's root.
 	var secret *corev1.Secret
-	waitFor(t, 90*time.Second, "ACME Secret apps/app-tls", func() error {
+	kubetest.WaitFor(t, 90*time.Second, "ACME Secret apps/app-tls", func() error {
 		s, err := kc.CoreV1().Secrets("apps").Get(ctx, "app-tls", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -144,7 +144,7 @@ func TestClusterACMEIssues(t *testing.T) {
 
 	// It serves at the next handshake, and the status says so.
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(httpsPort))
-	waitFor(t, 30*time.Second, "handshake for "+host, func() error {
+	kubetest.WaitFor(t, 30*time.Second, "handshake for "+host, func() error {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr,
 			&tls.Config{ServerName: host, RootCAs: pebble.Roots, MinVersion: tls.VersionTLS12})
 		if err != nil {
@@ -152,7 +152,7 @@ func TestClusterACMEIssues(t *testing.T) {
 		}
 		return conn.Close()
 	})
-	waitFor(t, 30*time.Second, "ListenerSet status", func() error {
+	kubetest.WaitFor(t, 30*time.Second, "ListenerSet status", func() error {
 		ls, err := gws.ListenerSets("apps").Get(ctx, "app", metav1.GetOptions{})
 		if err != nil {
 			return err

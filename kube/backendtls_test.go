@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/internal/testkit/snitest"
 )
 
@@ -93,7 +94,7 @@ spec:
 	// The ConfigMap now trusts the other CA only.
 	gen := h.s.Generation()
 	h.write("config.yaml", config(other.CertPEM))
-	waitFor(t, 10*time.Second, "new CA applied", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "new CA applied", func() error {
 		if h.s.Generation() == gen {
 			return fmt.Errorf("still generation %d", gen)
 		}
@@ -282,7 +283,7 @@ spec:
 	}
 	gen := h.s.Generation()
 	h.write("config.yaml", strings.Replace(config, ", mode: AllowInsecureFallback", "", 1))
-	waitFor(t, 10*time.Second, "the port requires certificates", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "the port requires certificates", func() error {
 		if h.s.Generation() == gen {
 			return errors.New("not applied yet")
 		}

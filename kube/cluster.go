@@ -1,8 +1,8 @@
 // Package kube is Portico's side of a Kubernetes cluster: Cluster composes
-// the informers of kube/source, the status writer (one generic path for
-// every kind, leader only), leader election (kube/leader), the
-// provisioning of per-Gateway data planes, and the ACME certificates
-// written into Secrets, for cmd; Knative adds the KIngress source. With
+// the informers of kube/source, the status writer (kube/statuswriter,
+// leader only), leader election (kube/leader), the per-Gateway data
+// planes (kube/provisioner), and the ACME certificates written into
+// Secrets (kube/acmecerts), for cmd; Knative adds the KIngress source. With
 // cmd, it and its sub-packages are the only ones that import client-go.
 package kube
 
@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -34,9 +33,11 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
-	"portico.dev/portico/internal/shared/debounce"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/leader"
+	"portico.dev/portico/kube/provisioner"
 	"portico.dev/portico/kube/source"
+	"portico.dev/portico/kube/statuswriter"
 	"portico.dev/portico/translate"
 )
 
@@ -63,10 +64,10 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 	// DataPlanes, when set, provisions the data planes of Gateways whose
 	// class gives each Gateway its own (GEP-1762), while this replica
-	// leads (provision.go).
+	// leads (kube/provisioner).
 	DataPlanes *provision.Settings
 	// DataPlaneListen, with DataPlanes, is where this replica serves the
-	// provisioned data planes their configuration (dataplaneserver.go),
+	// provisioned data planes their configuration (provisioner.Server),
 	// over TLS with the certificate of the Secret DataPlaneTLSSecret of
 	// Portico's namespace (created when missing).
 	DataPlaneListen    string
@@ -81,16 +82,15 @@ type Cluster struct {
 	OnStatusWrite func(kind, result string)
 
 	informers   *source.Informers
-	writer      *statusWriter
+	writer      *statuswriter.Writer
 	leading     atomic.Bool
 	changed     func()
 	mu          sync.Mutex
 	crdProblems []string
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
-	provisioner *provisioner
-	hub         *configstream.Hub
-	hubServe    func(context.Context)
+	provisioner *provisioner.Provisioner
+	server      *provisioner.Server // with DataPlaneListen
 }
 
 // acmeBatch is what the ACME Secret writer works from: the wanted
@@ -114,12 +114,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	c.changed = changed
 	c.acmeWake = make(chan struct{}, 1)
-	// Status-only events that are not the echo of the writer's own updates
-	// (someone else wrote) are compared again after a pause long enough
-	// for the caches to have seen those writes (statusEvent; c.writer is
-	// set before the informers start).
-	statusDebouncer := debounce.New(time.Second, 5*time.Second)
-	statusChanged := func(o metav1.Object) { c.writer.statusEvent(o) }
+	// Status-only events go to the writer, which tells its own echoes from
+	// someone else's writes (c.writer is set before the informers start).
+	statusChanged := func(o metav1.Object) { c.writer.StatusEvent(o) }
 	in, err := source.New(c.Kube, c.Gateway, 0, source.Handlers{Changed: changed, StatusChanged: statusChanged})
 	if err != nil {
 		return err
@@ -132,12 +129,8 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err
 	}
-	c.writer = newStatusWriter(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"))
-	c.writer.observe = c.OnStatusWrite
-	c.writer.foreign = statusDebouncer.Mark
-	if c.StatusWorkers > 0 {
-		c.writer.workers = c.StatusWorkers
-	}
+	c.writer = statuswriter.New(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"),
+		statuswriter.Options{Workers: c.StatusWorkers, Observe: c.OnStatusWrite})
 
 	start := time.Now()
 	in.Start(ctx)
@@ -151,8 +144,7 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 
 	var wg sync.WaitGroup
 	electErr := make(chan error, 1)
-	wg.Go(func() { c.writer.run(ctx) })
-	wg.Go(func() { statusDebouncer.Run(ctx, c.writer.resync) })
+	wg.Go(func() { c.writer.Run(ctx) })
 	wg.Go(func() {
 		err := leader.Elect(ctx, c.Kube, c.LeaderElection, c.Log.Named("leader"), c.startLeading, c.stopLeading)
 		if err != nil {
@@ -167,10 +159,10 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 		wg.Go(func() { c.acmeWriter(ctx) })
 	}
 	if c.provisioner != nil {
-		wg.Go(func() { c.provisioner.run(ctx) })
+		wg.Go(func() { c.provisioner.Run(ctx) })
 	}
-	if c.hubServe != nil {
-		wg.Go(func() { c.hubServe(ctx) })
+	if c.server != nil {
+		wg.Go(func() { c.server.Run(ctx) })
 	}
 	wg.Wait()
 	return <-electErr
@@ -190,19 +182,10 @@ func (c *Cluster) Snapshot() (*snapshot.Resources, error) {
 
 // WriteStatuses hands the statuses of a rebuild, as translate.Finish
 // decided them, to the status writer, which writes what differs while this
-// replica leads (pipeline.Outputs.Statuses). It copies what the writer
-// needs: every status when changed is nil, else only those changed names,
-// with the GatewayClasses' (a handful, which the CRD check may change
-// without any object changing).
+// replica leads (pipeline.Outputs.Statuses); changed nil means every
+// status.
 func (c *Cluster) WriteStatuses(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
-	var u *statusUpdate
-	if changed == nil {
-		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
-	} else {
-		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
-		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
-	}
-	c.writer.submit(u)
+	c.writer.Submit(st, changed, res)
 }
 
 // Facts are what this cluster knows that decides statuses beyond the
@@ -213,12 +196,12 @@ func (c *Cluster) Facts(res *snapshot.Resources) translate.Facts {
 	c.mu.Lock()
 	f := translate.Facts{CRDProblems: c.crdProblems}
 	c.mu.Unlock()
-	if c.hub == nil {
+	if c.server == nil {
 		return f
 	}
 	for _, gw := range res.Gateways {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
-		if current, _ := c.hub.Version(key); current != "" {
+		if current, _ := c.server.Version(key); current != "" {
 			if f.DataPlaneVersions == nil {
 				f.DataPlaneVersions = map[types.NamespacedName]string{}
 			}
@@ -256,9 +239,33 @@ func (c *Cluster) acmeWriter(ctx context.Context) {
 		b := c.acmeBatch
 		c.mu.Unlock()
 		if b != nil {
-			writeACMESecrets(ctx, c.Kube, c.ACME, b.wanted, b.secrets, c.Log.Named("acme"))
+			acmecerts.WriteSecrets(ctx, c.Kube, c.ACME, b.wanted, b.secrets, c.Log.Named("acme"))
 		}
 	}
+}
+
+// NewACMEEvents records the outcomes of c's ACME manager as Events on the
+// Gateways and ListenerSets that declare the hostnames (use its Record as
+// acme.Options.OnEvent); identity names the replica in their source.
+// c.Kube, c.Gateway and c.Log must be set. Close stops it.
+func NewACMEEvents(c *Cluster, identity string) *acmecerts.Events {
+	return acmecerts.NewEvents(c.Kube, c.Gateway, identity, c.acmeNamespaces, c.Log)
+}
+
+// acmeNamespaces lists the namespaces of the Secrets the latest batch
+// wants for host.
+func (c *Cluster) acmeNamespaces(host string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	if c.acmeBatch != nil {
+		for _, w := range c.acmeBatch.wanted {
+			if w.Hostname == host && !slices.Contains(out, w.Secret.Namespace) {
+				out = append(out, w.Secret.Namespace)
+			}
+		}
+	}
+	return out
 }
 
 // Leading reports whether this replica holds the leader lease.
@@ -269,9 +276,9 @@ func (c *Cluster) startLeading(ctx context.Context) {
 	if c.OnLeader != nil {
 		c.OnLeader(true)
 	}
-	c.writer.leading(ctx)
+	c.writer.StartLeading(ctx)
 	if c.provisioner != nil {
-		c.provisioner.startLeading()
+		c.provisioner.StartLeading()
 	}
 }
 
@@ -282,6 +289,45 @@ func (c *Cluster) stopLeading() {
 	if c.OnLeader != nil {
 		c.OnLeader(false)
 	}
+}
+
+// WriteDataPlanes hands the Gateways with data planes of their own to the
+// provisioner, which applies them while this replica leads, and to the
+// server of data planes (pipeline.Outputs.DataPlanes). Without
+// Cluster.DataPlanes it does nothing.
+func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *snapshot.Resources) {
+	if c.provisioner != nil {
+		c.provisioner.Submit(inputs, res)
+	}
+	if c.server != nil {
+		c.server.Publish(inputs, res)
+	}
+}
+
+// setUpDataPlanes prepares provisioning and, with DataPlaneListen, the
+// server of data planes, whose certificate the provisioned Deployments
+// carry, to trust it.
+func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
+	if c.DataPlanes == nil {
+		return nil
+	}
+	settings := *c.DataPlanes
+	if c.DataPlaneListen != "" {
+		srv, err := provisioner.Listen(ctx, c.Kube, provisioner.ServerOptions{
+			Listen:     c.DataPlaneListen,
+			Namespace:  c.LeaderElection.Namespace,
+			Secret:     c.DataPlaneTLSSecret,
+			Controller: settings.Controller,
+			Challenges: c.Challenges,
+		}, c.Log.Named("dataplanes"))
+		if err != nil {
+			return err
+		}
+		settings.ControllerCA = string(srv.CA)
+		c.server = srv
+	}
+	c.provisioner = provisioner.New(c.Kube, settings, c.Leading, c.Log.Named("provision"))
+	return nil
 }
 
 // ParseNamespacedName parses "namespace/name".
@@ -330,8 +376,4 @@ func (c *Cluster) recheckCRDs(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func nn(namespace, name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: namespace, Name: name}
 }

@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"portico.dev/portico/internal/testkit/kubetest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -109,7 +110,7 @@ func clusterNewHostname(b *testing.B, present int) {
 		certsMu.Unlock()
 		return fetchTLS(p.addr(port), host(i), leaf)
 	}
-	waitFor(b, 30*time.Minute, "all hostnames served", func() error { return first(present - 1) })
+	kubetest.WaitFor(b, 30*time.Minute, "all hostnames served", func() error { return first(present - 1) })
 	served := time.Since(start)
 	progress(b, "every hostname served after %v", served.Round(time.Millisecond))
 	// At 100,000 there are 200,000 statuses to write first, the best part
@@ -117,15 +118,15 @@ func clusterNewHostname(b *testing.B, present int) {
 	// waits for them: while they are written, the API server the new
 	// objects go through is saturated, and what is measured is its queue.
 	statusWait := 90 * time.Minute
-	for deadline := time.Now().Add(statusWait); !p.c.writer.idle() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(statusWait); !p.c.writer.Stats().Idle && time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 	}
 	startup := time.Since(start)
-	if !p.c.writer.idle() {
-		progress(b, "measuring with the first statuses still being written: %d written after %v", p.c.writer.writes.Load(), startup.Round(time.Millisecond))
+	if !p.c.writer.Stats().Idle {
+		progress(b, "measuring with the first statuses still being written: %d written after %v", p.c.writer.Stats().Writes, startup.Round(time.Millisecond))
 		startup = 0 // not known
 	} else {
-		progress(b, "Portico started: every hostname served after %v, %d statuses written after %v", served.Round(time.Millisecond), p.c.writer.writes.Load(), startup.Round(time.Millisecond))
+		progress(b, "Portico started: every hostname served after %v, %d statuses written after %v", served.Round(time.Millisecond), p.c.writer.Stats().Writes, startup.Round(time.Millisecond))
 	}
 
 	var took []time.Duration
@@ -135,7 +136,7 @@ func clusterNewHostname(b *testing.B, present int) {
 		i := present + n
 		gen := p.loop.Generation()
 		secret(i)
-		waitFor(b, 10*time.Second, "Secret seen", func() error {
+		kubetest.WaitFor(b, 10*time.Second, "Secret seen", func() error {
 			if p.loop.Generation() == gen {
 				return errors.New("no rebuild yet")
 			}

@@ -33,7 +33,6 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/pipeline"
-	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/leader"
@@ -250,23 +249,6 @@ func (i *clusterInstance) addr(port int32) string {
 	return net.JoinHostPort(i.bind, strconv.Itoa(int(port)))
 }
 
-// waitFor polls check until it returns nil, failing the test with the last
-// error after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // fetch sends one GET and returns the status and the backend that answered.
 func fetch(c *http.Client, url string) (int, string, error) {
 	resp, err := c.Get(url)
@@ -419,7 +401,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, 10*time.Second, "leading", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "leading", func() error {
 		if !p.c.Leading() {
 			return errors.New("not leading")
 		}
@@ -429,14 +411,14 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(certA.leaf)
 	httpC := httpClient(p.addr(httpPort))
-	waitFor(t, 10*time.Second, "HTTP route served", expectServed(httpC, "http://plain.example.com/api/x", 200, "backend-b"))
+	kubetest.WaitFor(t, 10*time.Second, "HTTP route served", expectServed(httpC, "http://plain.example.com/api/x", 200, "backend-b"))
 	if err := expectServed(httpC, "http://plain.example.com/other", 404, "")(); err != nil {
 		t.Error(err)
 	}
-	waitFor(t, 10*time.Second, "HTTPS ListenerSet route served", expectServed(tlsClient(p.addr(httpsPort), roots, false), "https://a.example.com/x", 200, "backend-a"))
+	kubetest.WaitFor(t, 10*time.Second, "HTTPS ListenerSet route served", expectServed(tlsClient(p.addr(httpsPort), roots, false), "https://a.example.com/x", 200, "backend-a"))
 
 	// Statuses, as the conformance suite reads them.
-	waitFor(t, 10*time.Second, "GatewayClass status", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "GatewayClass status", func() error {
 		gc, err := gws.GatewayClasses().Get(ctx, "portico", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -446,7 +428,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 		return conditionIs(gc.Status.Conditions, "SupportedVersion", "True", "SupportedVersion", gc.Generation)
 	})
-	waitFor(t, 10*time.Second, "Gateway status", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "Gateway status", func() error {
 		gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -467,7 +449,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 		return conditionIs(gw.Status.Listeners[0].Conditions, "Programmed", "True", "Programmed", gw.Generation)
 	})
-	waitFor(t, 10*time.Second, "ListenerSet status", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "ListenerSet status", func() error {
 		ls, err := gws.ListenerSets("apps").Get(ctx, "ls-a", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -506,28 +488,29 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, 10*time.Second, "route-a status", checkRoute("route-a", "ls-a", false))
-	waitFor(t, 10*time.Second, "plain status", checkRoute("plain", "gw", true))
+	kubetest.WaitFor(t, 10*time.Second, "route-a status", checkRoute("route-a", "ls-a", false))
+	kubetest.WaitFor(t, 10*time.Second, "plain status", checkRoute("plain", "gw", true))
 
 	t.Run("NoWriteWhenNothingChanged", func(t *testing.T) {
 		// A pass over unchanged statuses compares and writes nothing. The
 		// counts are taken once the pass that wrote the statuses above has
 		// finished: the API server shows a write before the writer counts it.
-		waitFor(t, 10*time.Second, "status writer idle", func() error {
-			if !p.c.writer.idle() {
+		kubetest.WaitFor(t, 10*time.Second, "status writer idle", func() error {
+			if !p.c.writer.Stats().Idle {
 				return errors.New("a batch is still being written")
 			}
 			return nil
 		})
-		writes, passes := p.c.writer.writes.Load(), p.c.writer.passes.Load()
-		p.c.writer.resync()
-		waitFor(t, 10*time.Second, "a status pass", func() error {
-			if p.c.writer.passes.Load() <= passes {
+		before := p.c.writer.Stats()
+		writes, passes := before.Writes, before.Passes
+		p.c.writer.Resync()
+		kubetest.WaitFor(t, 10*time.Second, "a status pass", func() error {
+			if p.c.writer.Stats().Passes <= passes {
 				return errors.New("no pass yet")
 			}
 			return nil
 		})
-		if got := p.c.writer.writes.Load(); got != writes {
+		if got := p.c.writer.Stats().Writes; got != writes {
 			t.Errorf("%d status writes with nothing changed", got-writes)
 		}
 	})
@@ -541,11 +524,11 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := gws.HTTPRoutes("apps").Update(ctx, plain, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "updated route served", expectServed(httpC, "http://plain.example.com/v2/x", 200, "backend-b"))
+		kubetest.WaitFor(t, 10*time.Second, "updated route served", expectServed(httpC, "http://plain.example.com/v2/x", 200, "backend-b"))
 		if err := expectServed(httpC, "http://plain.example.com/api/x", 404, "")(); err != nil {
 			t.Error(err)
 		}
-		waitFor(t, 10*time.Second, "updated route status", checkRoute("plain", "gw", true))
+		kubetest.WaitFor(t, 10*time.Second, "updated route status", checkRoute("plain", "gw", true))
 
 		// The Service in front gets a load balancer address: it replaces the
 		// cluster IP in every Gateway's status.
@@ -557,7 +540,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := f.kc.CoreV1().Services("portico-system").UpdateStatus(ctx, front, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "load balancer addresses", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "load balancer addresses", func() error {
 			gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -608,14 +591,14 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			}
 		}
 		gen := setAddresses(gwv1.GatewaySpecAddress{Type: ptr.To(gwv1.HostnameAddressType), Value: "edge.example.net"})
-		waitFor(t, 10*time.Second, "Gateway asking for the load balancer's hostname", gatewayIs(gen, "Programmed", "edge.example.net"))
+		kubetest.WaitFor(t, 10*time.Second, "Gateway asking for the load balancer's hostname", gatewayIs(gen, "Programmed", "edge.example.net"))
 		gen = setAddresses(gwv1.GatewaySpecAddress{Type: ptr.To(gwv1.IPAddressType), Value: "198.51.100.7"})
-		waitFor(t, 10*time.Second, "Gateway asking for an address Portico does not have", gatewayIs(gen, "AddressNotUsable"))
+		kubetest.WaitFor(t, 10*time.Second, "Gateway asking for an address Portico does not have", gatewayIs(gen, "AddressNotUsable"))
 		if err := expectServed(httpC, "http://plain.example.com/v2/x", 200, "backend-b")(); err != nil {
 			t.Errorf("Gateway with an unusable address stopped serving: %v", err)
 		}
 		gen = setAddresses()
-		waitFor(t, 10*time.Second, "Gateway asking for nothing", gatewayIs(gen, "Programmed", "192.0.2.10", "edge.example.net"))
+		kubetest.WaitFor(t, 10*time.Second, "Gateway asking for nothing", gatewayIs(gen, "Programmed", "192.0.2.10", "edge.example.net"))
 	})
 
 	t.Run("SecretRotation", func(t *testing.T) {
@@ -628,7 +611,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := f.kc.CoreV1().Secrets("apps").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "rotated certificate served", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "rotated certificate served", func() error {
 			conn, err := tls.Dial("tcp", p.addr(httpsPort), &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true})
 			if err != nil {
 				return err
@@ -643,65 +626,6 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		roots.AddCert(rotated.leaf)
 		if err := expectServed(tlsClient(p.addr(httpsPort), roots, true), "https://a.example.com/y", 200, "backend-a")(); err != nil {
 			t.Error(err)
-		}
-	})
-
-	t.Run("ConflictKeepsOtherEntries", func(t *testing.T) {
-		// Portico's update is based on a copy that another controller's
-		// write has made stale: the conflict is retried on a fresh copy and
-		// the other controller's new entry survives.
-		stale, err := gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fresh := stale.DeepCopy()
-		entry := otherEntry.DeepCopy()
-		entry.ParentRef.Name = "other-gw"
-		entry.ParentRef.SectionName = ptr.To(gwv1.SectionName("http"))
-		fresh.Status.Parents = append(fresh.Status.Parents, *entry)
-		if _, err := gws.HTTPRoutes("apps").UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		computed := []gwv1.RouteParentStatus{*routeParent(stale, wellknown.ControllerName, "gw")}
-		computed[0].Conditions = append([]metav1.Condition{}, computed[0].Conditions...)
-		computed[0].Conditions[0].Message = "rewritten by the conflict test"
-		var conflicts atomic.Int64
-		w := &statusWriter{log: zaptest.NewLogger(t), foreign: func() {}, echoes: map[types.UID]string{}, flight: map[types.UID]bool{}, early: map[types.UID]string{}, observe: func(kind, result string) {
-			if result == "conflict" {
-				conflicts.Add(1)
-			}
-		}}
-		now := metav1.NewTime(time.Now().Truncate(time.Second))
-		key := statusKey{"HTTPRoute", types.NamespacedName{Namespace: "apps", Name: "plain"}}
-		wrote, err := writeStatus(ctx, w, key, objectVersion{}, stale,
-			func(ctx context.Context) (*gwv1.HTTPRoute, error) {
-				return gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-			},
-			func(o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-				return status.MergeHTTPRoute(o, computed, wellknown.ControllerName, now)
-			},
-			func(ctx context.Context, o *gwv1.HTTPRoute) (*gwv1.HTTPRoute, error) {
-				return gws.HTTPRoutes("apps").UpdateStatus(ctx, o, metav1.UpdateOptions{})
-			})
-		if err != nil || !wrote {
-			t.Fatalf("writeStatus = %v, %v", wrote, err)
-		}
-		if conflicts.Load() != 1 {
-			t.Errorf("%d conflicts, want 1", conflicts.Load())
-		}
-		got, err := gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var others int
-		for _, p := range got.Status.Parents {
-			if p.ControllerName == otherController {
-				others++
-			}
-		}
-		ours := routeParent(got, wellknown.ControllerName, "gw")
-		if others != 2 || ours == nil || ours.Conditions[0].Message != "rewritten by the conflict test" {
-			t.Errorf("after a conflict: %+v", got.Status.Parents)
 		}
 	})
 
@@ -733,7 +657,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("svc-tls")}}},
 			},
 		}, metav1.CreateOptions{}))
-		waitFor(t, 10*time.Second, "policy ancestor", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "policy ancestor", func() error {
 			p, err := gws.BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -765,7 +689,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if err := gws.HTTPRoutes("apps").Delete(ctx, "to-tls", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "stale ancestor removed", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "stale ancestor removed", func() error {
 			p, err := gws.BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -796,7 +720,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 					AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}}},
 			},
 		}, metav1.CreateOptions{}))
-		waitFor(t, 10*time.Second, "blocked Gateway not programmed", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "blocked Gateway not programmed", func() error {
 			gw, err := gws.Gateways("apps").Get(ctx, "blocked", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -823,7 +747,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			t.Errorf("healthy Gateway: %v", err)
 		}
 		blocker.Close()
-		waitFor(t, 10*time.Second, "freed port bound and programmed", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "freed port bound and programmed", func() error {
 			if p.rt.Addr("", int32(port)) == nil {
 				return errors.New("port not bound")
 			}
@@ -839,7 +763,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if err := gws.ListenerSets("apps").Delete(ctx, "ls-a", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "deleted ListenerSet stops serving", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "deleted ListenerSet stops serving", func() error {
 			conn, err := tls.Dial("tcp", p.addr(httpsPort), &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true})
 			if err == nil {
 				conn.Close()
@@ -847,7 +771,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			}
 			return nil
 		})
-		waitFor(t, 10*time.Second, "Gateway counts no ListenerSet", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "Gateway counts no ListenerSet", func() error {
 			gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -859,7 +783,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		})
 		// route-a's parent is gone: Portico takes its entry back, leaving
 		// an empty list.
-		waitFor(t, 10*time.Second, "route-a entry removed", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "route-a entry removed", func() error {
 			r, err := gws.HTTPRoutes("apps").Get(ctx, "route-a", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -879,8 +803,8 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		if _, err := gws.HTTPRoutes("apps").Update(ctx, plain, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "route off Portico", expectServed(httpC, "http://plain.example.com/v2/x", 404, ""))
-		waitFor(t, 10*time.Second, "Portico's entry removed", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "route off Portico", expectServed(httpC, "http://plain.example.com/v2/x", 404, ""))
+		kubetest.WaitFor(t, 10*time.Second, "Portico's entry removed", func() error {
 			r, err := gws.HTTPRoutes("apps").Get(ctx, "plain", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -939,7 +863,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 				Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("does-not-exist")}}},
 			},
 		}, metav1.CreateOptions{}))
-		waitFor(t, 10*time.Second, "unservable Gateway's conditions", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "unservable Gateway's conditions", func() error {
 			gw, err := gws.Gateways("apps").Get(ctx, "odd", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -956,7 +880,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			}
 			return nil
 		})
-		waitFor(t, 10*time.Second, "route without backend", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "route without backend", func() error {
 			r, err := gws.HTTPRoutes("apps").Get(ctx, "no-backend", metav1.GetOptions{})
 			if err != nil {
 				return err

@@ -134,18 +134,18 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}}},
 	})
-	waitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
+	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
 	dp := startDataPlane(t, f, "apps", "web-dedicated")
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
-	waitFor(t, 30*time.Second, "first 200 through the data plane", expectServed(client, url, 200, "blue"))
+	kubetest.WaitFor(t, 30*time.Second, "first 200 through the data plane", expectServed(client, url, 200, "blue"))
 	t.Logf("Gateway created -> first 200 through its data plane: %v", time.Since(start).Round(time.Millisecond))
 	if err := dp.loop.Ready(); err != nil {
 		t.Fatalf("data plane serving but not ready: %v", err)
 	}
 	// The controller was told what the data plane applied.
-	waitFor(t, 10*time.Second, "acknowledgement", func() error {
-		current, acked := ctrl.c.hub.Version(types.NamespacedName{Namespace: "apps", Name: "web"})
+	kubetest.WaitFor(t, 10*time.Second, "acknowledgement", func() error {
+		current, acked := ctrl.c.server.Version(types.NamespacedName{Namespace: "apps", Name: "web"})
 		if current == "" || acked.Version != current {
 			return fmt.Errorf("current %q, acknowledged %+v", current, acked)
 		}
@@ -162,7 +162,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 
 	// A route change reaches the data plane.
 	setBackend := func(name string) {
-		waitFor(t, 10*time.Second, "route update", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "route update", func() error {
 			r, err := f.gc.GatewayV1().HTTPRoutes("apps").Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -174,7 +174,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	}
 	changed := time.Now()
 	setBackend("green")
-	waitFor(t, 20*time.Second, "route change served", expectServed(client, url, 200, "green"))
+	kubetest.WaitFor(t, 20*time.Second, "route change served", expectServed(client, url, 200, "green"))
 	t.Logf("route changed -> served by the data plane: %v", time.Since(changed).Round(time.Millisecond))
 
 	// Without a controller the data plane keeps serving what it has.
@@ -191,7 +191,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	}
 	// A controller again: the data plane catches up.
 	f.startController("portico-1", listen)
-	waitFor(t, 30*time.Second, "caught up after the controller came back", expectServed(client, url, 200, "blue"))
+	kubetest.WaitFor(t, 30*time.Second, "caught up after the controller came back", expectServed(client, url, 200, "blue"))
 }
 
 // markPodsReady plays the kubelet for a Deployment's pods (nothing runs
@@ -200,7 +200,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 func (f *provisionFixture) markPodsReady(ns, deployment string) {
 	f.t.Helper()
 	ctx := context.Background()
-	waitFor(f.t, 20*time.Second, "a ready pod of "+deployment, func() error {
+	kubetest.WaitFor(f.t, 20*time.Second, "a ready pod of "+deployment, func() error {
 		d, err := f.deployment(ns, deployment)
 		if err != nil {
 			return err
@@ -281,13 +281,13 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freePort(t)), Protocol: gwv1.HTTPProtocolType}}},
 	})
-	waitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
+	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
 	dp := startDataPlane(t, f, "apps", "web-dedicated")
 	f.markPodsReady("apps", "web-dedicated")
-	waitFor(t, 30*time.Second, "Programmed", gatewayCondition(f, "apps", "web", "Programmed", metav1.ConditionTrue, ""))
+	kubetest.WaitFor(t, 30*time.Second, "Programmed", gatewayCondition(f, "apps", "web", "Programmed", metav1.ConditionTrue, ""))
 
 	key := types.NamespacedName{Namespace: "apps", Name: "web"}
-	version, _ := ctrl.c.hub.Version(key)
+	version, _ := ctrl.c.server.Version(key)
 	applied := dp.loop.Generation()
 	programmedSince := func() (metav1.Time, error) {
 		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
@@ -312,13 +312,13 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 		if _, err := f.kc.CoreV1().Services("team-0").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "a rebuild", func() error {
+		kubetest.WaitFor(t, 10*time.Second, "a rebuild", func() error {
 			if g := ctrl.loop.Generation(); g == before {
 				return fmt.Errorf("controller still at generation %d", g)
 			}
 			return nil
 		})
-		if got, _ := ctrl.c.hub.Version(key); got != version {
+		if got, _ := ctrl.c.server.Version(key); got != version {
 			t.Fatalf("rebuild %d: the Gateway's snapshot went from version %s to %s though nothing of it changed", i, version, got)
 		}
 	}

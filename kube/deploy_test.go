@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/kube/source"
 	"portico.dev/portico/translate"
@@ -163,14 +165,14 @@ func TestDeployManifests(t *testing.T) {
 	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(s *replicaSetup) {
 		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 	})
-	waitFor(t, 10*time.Second, "leading", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "leading", func() error {
 		if !p.c.Leading() {
 			return errors.New("not leading")
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, "traffic", expectServed(httpClient(p.addr(port)), "http://app.example.com/", 200, "backend"))
-	waitFor(t, 10*time.Second, "statuses", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "traffic", expectServed(httpClient(p.addr(port)), "http://app.example.com/", 200, "backend"))
+	kubetest.WaitFor(t, 10*time.Second, "statuses", func() error {
 		gc, err := gws.GatewayClasses().Get(ctx, "portico", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -204,7 +206,7 @@ func TestDeployManifests(t *testing.T) {
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != "portico-0" {
 		t.Errorf("Lease held by %v", lease.Spec.HolderIdentity)
 	}
-	waitFor(t, 10*time.Second, "leader election Event", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "leader election Event", func() error {
 		events, err := f.kc.CoreV1().Events("portico-system").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -272,7 +274,7 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := kc.CoreV1().Events("apps").Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "ls.acme"},
 		InvolvedObject: corev1.ObjectReference{APIVersion: gwv1.GroupVersion.String(), Kind: "ListenerSet", Name: "ls", Namespace: "apps"},
-		Reason:         ReasonCertificateIssued, Type: corev1.EventTypeNormal,
+		Reason:         acmecerts.ReasonCertificateIssued, Type: corev1.EventTypeNormal,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create an ACME Event on a ListenerSet: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/grpctest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // grpcBackend serves grpctest.EchoService (test.Echo, as name) over h2c
@@ -85,7 +86,7 @@ func TestClusterGRPCRoute(t *testing.T) {
 		}
 		return nil, fmt.Errorf("GRPCRoute %s has no status of ours: %+v", name, r.Status)
 	}
-	waitFor(t, 20*time.Second, "GRPCRoute echo accepted", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "GRPCRoute echo accepted", func() error {
 		ps, err := parentStatus("echo")
 		if err != nil {
 			return err
@@ -93,14 +94,14 @@ func TestClusterGRPCRoute(t *testing.T) {
 		return errors.Join(conditionIs(ps.Conditions, "Accepted", metav1.ConditionTrue, "Accepted", 1),
 			conditionIs(ps.Conditions, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", 1))
 	})
-	waitFor(t, 20*time.Second, "GRPCRoute nowhere refused", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "GRPCRoute nowhere refused", func() error {
 		ps, err := parentStatus("nowhere")
 		if err != nil {
 			return err
 		}
 		return conditionIs(ps.Conditions, "Accepted", metav1.ConditionFalse, "NoMatchingParent", 1)
 	})
-	waitFor(t, 20*time.Second, "listener status", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "listener status", func() error {
 		gw, err := gws.Gateways("apps").Get(ctx, "gw", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -132,7 +133,7 @@ func TestClusterGRPCRoute(t *testing.T) {
 	if err := gws.GRPCRoutes("apps").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "deleted GRPCRoute no longer served", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "deleted GRPCRoute no longer served", func() error {
 		if _, err := call(); status.Code(err) != codes.Unimplemented {
 			return fmt.Errorf("call: %v, want Unimplemented", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/filesource"
@@ -28,4 +29,8 @@ func ptrValue[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
 }

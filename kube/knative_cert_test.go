@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/translate"
 )
 
@@ -79,7 +80,7 @@ func TestKnativeCertificateOnPebble(t *testing.T) {
 	f.applyCertificate(knCertificate("kcert", knative.DefaultCertificateClass, host))
 
 	var cert *knative.Certificate
-	waitFor(t, 90*time.Second, "Certificate Ready", func() error {
+	kubetest.WaitFor(t, 90*time.Second, "Certificate Ready", func() error {
 		_, cert = f.getCertificate("kcert")
 		for _, c := range cert.Status.Conditions {
 			if c.Type == knative.ConditionReady && c.Status == metav1.ConditionTrue && cert.Status.ObservedGeneration == cert.Generation {
@@ -109,7 +110,7 @@ func TestKnativeCertificateOnPebble(t *testing.T) {
 		t.Errorf("notAfter %v, want the certificate's %v", na, leaf.NotAfter)
 	}
 
-	waitFor(t, 10*time.Second, "two names refused", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "two names refused", func() error {
 		_, two := f.getCertificate("two")
 		for _, c := range two.Status.Conditions {
 			if c.Type == knative.ConditionReady && c.Status == metav1.ConditionFalse && c.Reason == "UnsupportedSpec" {
@@ -156,7 +157,7 @@ func TestKnativeCertificateRenews(t *testing.T) {
 		return nil, false
 	}
 	var first *metav1.Time
-	waitFor(t, 60*time.Second, "issued", func() error {
+	kubetest.WaitFor(t, 60*time.Second, "issued", func() error {
 		na, ready := notAfter()
 		if !ready || na == nil {
 			return fmt.Errorf("not Ready yet")
@@ -164,7 +165,7 @@ func TestKnativeCertificateRenews(t *testing.T) {
 		first = na
 		return nil
 	})
-	waitFor(t, validity+10*time.Second, "renewed", func() error {
+	kubetest.WaitFor(t, validity+10*time.Second, "renewed", func() error {
 		na, ready := notAfter()
 		if !ready {
 			t.Fatalf("Ready lost during renewal")

@@ -18,6 +18,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const knHello = `apiVersion: networking.internal.knative.dev/v1alpha1
@@ -225,7 +226,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 		}
 		// Unknown (configured, not yet probed) before True; never False,
 		// and load balancers only with True.
-		waitFor(t, 5*time.Second, "Ready sequence", func() error {
+		kubetest.WaitFor(t, 5*time.Second, "Ready sequence", func() error {
 			if got := seq.get(); len(got) < 2 || got[len(got)-1] != "gen1/1:True+lb" || !slices.Contains(got, "gen1/1:Unknown") {
 				return fmt.Errorf("Ready sequence %v, want gen1/1:Unknown then gen1/1:True+lb", got)
 			}
@@ -380,7 +381,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 
 	t.Run("DomainConflict", func(t *testing.T) {
 		f.apply(knConflict)
-		waitFor(t, 20*time.Second, "DomainConflict", func() error {
+		kubetest.WaitFor(t, 20*time.Second, "DomainConflict", func() error {
 			_, late := f.get("serving", "late")
 			lb := condition(late, knative.ConditionLoadBalancerReady)
 			if lb.Status != metav1.ConditionFalse || lb.Reason != "DomainConflict" || condition(late, knative.ConditionReady).Status != metav1.ConditionFalse {
@@ -413,7 +414,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 			}
 		}
 		// The watch may lag behind the read above.
-		waitFor(t, 5*time.Second, "Ready sequence of generation 2", func() error {
+		kubetest.WaitFor(t, 5*time.Second, "Ready sequence of generation 2", func() error {
 			got := seq.get()
 			if got[len(got)-1] != "gen2/2:True+lb" || slices.Contains(got, "gen2/2:False") {
 				return fmt.Errorf("Ready sequence %v, want it to end with gen2/2:True+lb", got)
@@ -445,7 +446,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 
 	t.Run("missing backend: NetworkConfigured=False, then Ready once it exists", func(t *testing.T) {
 		f.apply(strings.ReplaceAll(knForeign("later", "networking.knative.dev/ingress.class: portico.ingress.networking.knative.dev"), "hello-1", "later-svc"))
-		waitFor(t, 20*time.Second, "NetworkConfigured=False", func() error {
+		kubetest.WaitFor(t, 20*time.Second, "NetworkConfigured=False", func() error {
 			_, ing := f.get("serving", "later")
 			c := condition(ing, knative.ConditionNetworkConfigured)
 			if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Service serving/later-svc not found") ||

@@ -162,7 +162,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()
 	f.t.Cleanup(r.stop)
-	waitFor(f.t, 30*time.Second, identity+" ready", func() error { return r.loop.Ready() })
+	kubetest.WaitFor(f.t, 30*time.Second, identity+" ready", func() error { return r.loop.Ready() })
 	return r
 }
 
@@ -342,7 +342,7 @@ func condition(ing *knative.Ingress, typ string) knative.Condition {
 func (f *knFixture) waitReady(namespace, name string) *knative.Ingress {
 	f.t.Helper()
 	var ing *knative.Ingress
-	waitFor(f.t, 30*time.Second, "KIngress "+name+" Ready", func() error {
+	kubetest.WaitFor(f.t, 30*time.Second, "KIngress "+name+" Ready", func() error {
 		_, ing = f.get(namespace, name)
 		c := condition(ing, knative.ConditionReady)
 		if c.Status != metav1.ConditionTrue || ing.Status.ObservedGeneration != ing.Generation {

@@ -14,6 +14,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const knRollout = `apiVersion: networking.internal.knative.dev/v1alpha1
@@ -119,7 +120,7 @@ func TestKnativeRollouts(t *testing.T) {
 func (f *knFixture) waitEndpoints(name string) {
 	f.t.Helper()
 	key := config.BackendKey{Service: config.NamespacedName(nn("serving", name)), Port: 80}
-	waitFor(f.t, 10*time.Second, "endpoints of "+name, func() error {
+	kubetest.WaitFor(f.t, 10*time.Second, "endpoints of "+name, func() error {
 		for _, r := range f.replicas {
 			if eps := r.rt.Current().Endpoints.Lookup(key); eps == nil || len(eps.Addrs) == 0 {
 				return fmt.Errorf("replica %s has none", r.ip)

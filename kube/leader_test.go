@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestClusterLeaderElection runs two replicas against one API server: both
@@ -54,7 +55,7 @@ func TestClusterLeaderElection(t *testing.T) {
 
 	// a dies without releasing the lease, as a killed process would.
 	a := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) { s.c.LeaderElection.ReleaseOnCancel = false })
-	waitFor(t, 10*time.Second, "a leads", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "a leads", func() error {
 		if !a.c.Leading() {
 			return errors.New("a does not lead")
 		}
@@ -121,23 +122,23 @@ func TestClusterLeaderElection(t *testing.T) {
 	}
 
 	la, lb := traffic(a), traffic(b)
-	waitFor(t, 10*time.Second, "status written", routeObserved(1))
+	kubetest.WaitFor(t, 10*time.Second, "status written", routeObserved(1))
 	gen := bumpRoute("/second")
 	for _, inst := range []*clusterInstance{a, b} {
-		waitFor(t, 10*time.Second, "new rule on "+inst.bind, expectServed(httpClient(inst.addr(port)), "http://app.example.com/second", 200, "backend"))
+		kubetest.WaitFor(t, 10*time.Second, "new rule on "+inst.bind, expectServed(httpClient(inst.addr(port)), "http://app.example.com/second", 200, "backend"))
 	}
-	waitFor(t, 10*time.Second, "status of the change", routeObserved(gen))
+	kubetest.WaitFor(t, 10*time.Second, "status of the change", routeObserved(gen))
 	if b.c.Leading() {
 		t.Fatal("both replicas lead")
 	}
-	if n := b.c.writer.writes.Load(); n != 0 {
+	if n := b.c.writer.Stats().Writes; n != 0 {
 		t.Errorf("the follower wrote %d statuses", n)
 	}
-	if a.c.writer.writes.Load() == 0 {
+	if a.c.writer.Stats().Writes == 0 {
 		t.Error("the leader wrote nothing")
 	}
 
-	waitFor(t, 10*time.Second, "both replicas serving", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "both replicas serving", func() error {
 		if la.ok.Load() < 20 || lb.ok.Load() < 20 {
 			return fmt.Errorf("%d and %d requests served", la.ok.Load(), lb.ok.Load())
 		}
@@ -152,7 +153,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	// b can only take over once the unreleased lease has expired; how long
 	// that takes is logged, not asserted: it is a figure of the machine's
 	// load as much as of Portico (bench/README.md has the measurement).
-	waitFor(t, lease+30*time.Second, "b takes over", func() error {
+	kubetest.WaitFor(t, lease+30*time.Second, "b takes over", func() error {
 		if !b.c.Leading() {
 			return errors.New("b does not lead")
 		}
@@ -167,13 +168,13 @@ func TestClusterLeaderElection(t *testing.T) {
 	}
 
 	// The new leader writes what changes from now on.
-	before := b.c.writer.writes.Load()
+	before := b.c.writer.Stats().Writes
 	gen = bumpRoute("/third")
-	waitFor(t, 10*time.Second, "new rule after the takeover", expectServed(httpClient(b.addr(port)), "http://app.example.com/third", 200, "backend"))
-	waitFor(t, 10*time.Second, "status written by the new leader", routeObserved(gen))
+	kubetest.WaitFor(t, 10*time.Second, "new rule after the takeover", expectServed(httpClient(b.addr(port)), "http://app.example.com/third", 200, "backend"))
+	kubetest.WaitFor(t, 10*time.Second, "status written by the new leader", routeObserved(gen))
 	// The API server may show the update before b has read its answer.
-	waitFor(t, 10*time.Second, "the new leader counts its write", func() error {
-		if n := b.c.writer.writes.Load(); n == before {
+	kubetest.WaitFor(t, 10*time.Second, "the new leader counts its write", func() error {
+		if n := b.c.writer.Stats().Writes; n == before {
 			return fmt.Errorf("b wrote %d statuses, none since the change", n)
 		}
 		return nil

@@ -103,7 +103,7 @@ func (f *provisionFixture) gateway(gw *gwv1.Gateway) *gwv1.Gateway {
 
 func (f *provisionFixture) updateGateway(ns, name string, mod func(*gwv1.Gateway)) {
 	f.t.Helper()
-	waitFor(f.t, 10*time.Second, "update Gateway", func() error {
+	kubetest.WaitFor(f.t, 10*time.Second, "update Gateway", func() error {
 		gw, err := f.gc.GatewayV1().Gateways(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -122,7 +122,7 @@ func (f *provisionFixture) deployment(ns, name string) (*appsv1.Deployment, erro
 func (f *provisionFixture) gone(ns, name string, timeout time.Duration) {
 	f.t.Helper()
 	ctx := context.Background()
-	waitFor(f.t, timeout, "data plane "+ns+"/"+name+" removed", func() error {
+	kubetest.WaitFor(f.t, timeout, "data plane "+ns+"/"+name+" removed", func() error {
 		for kind, get := range map[string]func() error{
 			"Deployment": func() error { _, err := f.kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); return err },
 			"Service":    func() error { _, err := f.kc.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
@@ -188,7 +188,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	})
 	const name = "web-dedicated"
 	var dep *appsv1.Deployment
-	waitFor(t, 20*time.Second, "Deployment provisioned", func() (err error) {
+	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() (err error) {
 		dep, err = f.deployment("apps", name)
 		return err
 	})
@@ -212,7 +212,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 		if a["cost"] != "42" || a["gateway.networking.k8s.io/x"] != "" {
 			t.Errorf("%T annotations = %v", o, a)
 		}
-		if c := controllerOf(o.GetOwnerReferences()); c == nil || c.UID != gw.UID || c.Kind != "Gateway" {
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != gw.UID || c.Kind != "Gateway" {
 			t.Errorf("%T owner = %v, want Gateway %s", o, o.GetOwnerReferences(), gw.UID)
 		}
 	}
@@ -231,7 +231,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 
 	// Its address is the Service's cluster IP; it is not programmed while
 	// no replica is available (nothing runs pods here).
-	waitFor(t, 20*time.Second, "Gateway addresses", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "Gateway addresses", func() error {
 		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	// New infrastructure labels roll the pod template, never the selector.
 	selector := dep.Spec.Selector.String()
 	f.updateGateway("apps", "web", func(g *gwv1.Gateway) { g.Spec.Infrastructure.Labels["team"] = "search" })
-	waitFor(t, 20*time.Second, "pod template relabelled", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "pod template relabelled", func() error {
 		d, err := f.deployment("apps", name)
 		if err != nil {
 			return err
@@ -263,13 +263,13 @@ func TestProvisionDataPlanes(t *testing.T) {
 	// A typo in the Gateway's parametersRef: InvalidParameters, and the
 	// running data plane stays as it is.
 	f.updateGateway("apps", "web", func(g *gwv1.Gateway) { g.Spec.Infrastructure.ParametersRef.Name = "bgi" })
-	waitFor(t, 20*time.Second, "InvalidParameters", gatewayCondition(f, "apps", "web", "Accepted", metav1.ConditionFalse, string(gwv1.GatewayReasonInvalidParameters)))
+	kubetest.WaitFor(t, 20*time.Second, "InvalidParameters", gatewayCondition(f, "apps", "web", "Accepted", metav1.ConditionFalse, string(gwv1.GatewayReasonInvalidParameters)))
 	time.Sleep(time.Second)
 	if d, err := f.deployment("apps", name); err != nil || d.Generation != dep.Generation {
 		t.Fatalf("an invalid Gateway's Deployment changed: %v (generation %d -> %v)", err, dep.Generation, d)
 	}
 	f.updateGateway("apps", "web", func(g *gwv1.Gateway) { g.Spec.Infrastructure.ParametersRef.Name = "big" })
-	waitFor(t, 20*time.Second, "accepted again", gatewayCondition(f, "apps", "web", "Accepted", metav1.ConditionTrue, ""))
+	kubetest.WaitFor(t, 20*time.Second, "accepted again", gatewayCondition(f, "apps", "web", "Accepted", metav1.ConditionTrue, ""))
 
 	// A new controller renders the same objects: nothing rolls.
 	inst.stop()
@@ -286,7 +286,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	if errs := validation.IsDNS1035Label(longName); len(errs) > 0 || longName == long+"-dedicated" {
 		t.Fatalf("Name(%s) = %s: %v", long, longName, errs)
 	}
-	waitFor(t, 20*time.Second, "hashed name provisioned", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "hashed name provisioned", func() error {
 		_, err := f.kc.CoreV1().Services("apps").Get(ctx, longName, metav1.GetOptions{})
 		return err
 	})
@@ -313,7 +313,7 @@ func TestProvisionInvalidClassParameters(t *testing.T) {
 	f.class("later", "portico-system", "later")
 	f.startPortico("portico-0")
 	f.gateway(&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: "later"}})
-	waitFor(t, 20*time.Second, "class InvalidParameters", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "class InvalidParameters", func() error {
 		gc, err := f.gc.GatewayV1().GatewayClasses().Get(context.Background(), "later", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -324,7 +324,7 @@ func TestProvisionInvalidClassParameters(t *testing.T) {
 		t.Fatalf("a Gateway of a class that is not accepted got a Deployment (%v)", err)
 	}
 	f.parameters("portico-system", "later", `{mode: PerGateway}`)
-	waitFor(t, 20*time.Second, "Deployment after the parameters appear", func() error {
+	kubetest.WaitFor(t, 20*time.Second, "Deployment after the parameters appear", func() error {
 		_, err := f.deployment("apps", "gw-later")
 		return err
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const gatewayTmpl = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP}
@@ -288,7 +289,7 @@ spec:
 		// The write goes through a temporary file whose own event may
 		// move the generation before the rename does: wait for what the
 		// new file says rather than for a generation.
-		waitFor(t, 10*time.Second, fmt.Sprintf("round %d", i), func() error {
+		kubetest.WaitFor(t, 10*time.Second, fmt.Sprintf("round %d", i), func() error {
 			if status, backend, err := fetch(httpClient(e.httpAddr), fmt.Sprintf("http://plain.example.com/round-%d", i)); err != nil || status != 200 || backend != "backend-c" {
 				return fmt.Errorf("new route answered %d from %q (%v)", status, backend, err)
 			}
@@ -321,7 +322,7 @@ spec:
 `, e.ports["HTTPS"]))
 	roots := e.roots.Clone()
 	roots.AddCert(certD.leaf)
-	waitFor(t, 10*time.Second, "new ListenerSet hostname", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "new ListenerSet hostname", func() error {
 		if status, backend, err := fetch(tlsClient(e.httpsAddr, roots, false), "https://d.example.com/"); err != nil || status != 200 || backend != "backend-a" {
 			return fmt.Errorf("%d from %q (%v)", status, backend, err)
 		}

@@ -14,6 +14,7 @@ import (
 	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestStatusesOfUntouchedObjectsNotRewritten: with ListenerSets and routes
@@ -52,18 +53,18 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 		}
 	}
 	for i := range present {
-		waitFor(t, 30*time.Second, "statuses written", accepted(i))
+		kubetest.WaitFor(t, 30*time.Second, "statuses written", accepted(i))
 	}
 	// The echo of those writes brings a comparison of every status a
 	// second later; let it pass.
 	idle := func() error {
-		if !p.c.writer.idle() {
+		if !p.c.writer.Stats().Idle {
 			return errors.New("status writer busy")
 		}
 		return nil
 	}
 	time.Sleep(1500 * time.Millisecond)
-	waitFor(t, 30*time.Second, "status writer idle", idle)
+	kubetest.WaitFor(t, 30*time.Second, "status writer idle", idle)
 	versions := func() map[string]string {
 		out := map[string]string{}
 		lss, err := gws.ListenerSets("apps").List(ctx, metav1.ListOptions{})
@@ -83,12 +84,12 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 		return out
 	}
 	before := versions()
-	compared := p.c.writer.deltaCompared.Load()
+	compared := p.c.writer.Stats().DeltaCompared
 	gen := p.loop.Generation()
 
 	site(present)
-	waitFor(t, 30*time.Second, "the new ListenerSet's statuses", accepted(present))
-	waitFor(t, 30*time.Second, "status writer idle", idle)
+	kubetest.WaitFor(t, 30*time.Second, "the new ListenerSet's statuses", accepted(present))
+	kubetest.WaitFor(t, 30*time.Second, "status writer idle", idle)
 	after := versions()
 	for key, v := range before {
 		if after[key] != v {
@@ -98,7 +99,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	// A few rebuilds (the ListenerSet and the route may come one at a
 	// time), each comparing the ListenerSet, the route, the Gateway and
 	// the GatewayClass.
-	if n := p.c.writer.deltaCompared.Load() - compared; n == 0 || n > 12 {
+	if n := p.c.writer.Stats().DeltaCompared - compared; n == 0 || n > 12 {
 		t.Errorf("the writer compared %d statuses for the change over %d rebuilds, want the few it touched", n, p.loop.Generation()-gen)
 	}
 }
@@ -168,17 +169,18 @@ func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		createSite(t, gws, port, fmt.Sprintf("s-%d", present+i))
 	}
-	waitFor(t, 2*time.Minute, "every status written", func() error {
-		if n := p.c.writer.writes.Load(); n < 2*(present+more) {
+	kubetest.WaitFor(t, 2*time.Minute, "every status written", func() error {
+		if n := p.c.writer.Stats().Writes; n < 2*(present+more) {
 			return fmt.Errorf("%d statuses written", n)
 		}
-		if !p.c.writer.idle() {
+		if !p.c.writer.Stats().Idle {
 			return errors.New("status writer busy")
 		}
 		return nil
 	})
-	passes, full := p.c.writer.passes.Load(), p.c.writer.fullCompares.Load()
-	t.Logf("%d writes in %d passes, %d of them comparing every status", p.c.writer.writes.Load(), passes, full)
+	stats := p.c.writer.Stats()
+	passes, full := stats.Passes, stats.FullCompares
+	t.Logf("%d writes in %d passes, %d of them comparing every status", stats.Writes, passes, full)
 	// One when it starts leading and one for the first full translation,
 	// which may come apart.
 	if full > 2 {
@@ -208,11 +210,11 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-echo", nil)
 	settled := func(writes int64) {
 		t.Helper()
-		waitFor(t, 2*time.Minute, "statuses written", func() error {
-			if n := p.c.writer.writes.Load(); n < writes {
+		kubetest.WaitFor(t, 2*time.Minute, "statuses written", func() error {
+			if n := p.c.writer.Stats().Writes; n < writes {
 				return fmt.Errorf("%d statuses written, want %d", n, writes)
 			}
-			if !p.c.writer.idle() {
+			if !p.c.writer.Stats().Idle {
 				return errors.New("status writer busy")
 			}
 			return nil
@@ -223,7 +225,8 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	// echoes asked for has happened by then.
 	time.Sleep(6 * time.Second)
 	settled(40)
-	full, writes := p.c.writer.fullCompares.Load(), p.c.writer.writes.Load()
+	stats := p.c.writer.Stats()
+	full, writes := stats.FullCompares, stats.Writes
 
 	for i := 20; i < 25; i++ {
 		createSite(t, gws, port, fmt.Sprintf("s-%d", i))
@@ -231,7 +234,7 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	settled(writes + 10)
 	time.Sleep(6 * time.Second)
 	settled(writes + 10)
-	if got := p.c.writer.fullCompares.Load(); got != full {
+	if got := p.c.writer.Stats().FullCompares; got != full {
 		t.Errorf("every status compared %d more times after 5 sites were added", got-full)
 	}
 
@@ -246,7 +249,7 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	if _, err := gws.ListenerSets("apps").UpdateStatus(ctx, ls, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "status written back", func() error {
+	kubetest.WaitFor(t, 30*time.Second, "status written back", func() error {
 		ls, err := gws.ListenerSets("apps").Get(ctx, "s-3", metav1.GetOptions{})
 		if err != nil {
 			return err

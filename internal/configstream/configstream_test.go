@@ -181,7 +181,7 @@ func TestStream(t *testing.T) {
 	})
 	srv2, _ := hubServer(t, h2, addr)
 	// httptest gives every server its own certificate, where controller
-	// replicas share one (kube.DataPlaneCertificate): trust it too.
+	// replicas share one (provisioner.ServerCertificate): trust it too.
 	r.src.RootCAs.AddCert(srv2.Certificate())
 	r.src.mu.Lock()
 	r.src.client = nil

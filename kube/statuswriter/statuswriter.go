@@ -1,9 +1,14 @@
-package kube
+// Package statuswriter writes the statuses translate decided to the API
+// server while this replica leads: one generic path for every kind, which
+// merges with what is stored and writes only what differs, working from
+// what each translation changed rather than from every status.
+package statuswriter
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +26,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/kube/source"
 )
 
@@ -50,15 +56,15 @@ type statusKey struct {
 	types.NamespacedName
 }
 
-// statusWriter writes computed statuses to the API server, off the data
-// plane's path: submit never blocks, and nothing is written unless this
+// Writer writes computed statuses to the API server, off the data
+// plane's path: Submit never blocks, and nothing is written unless this
 // replica leads. It keeps the statuses of its own, brought up to date by
 // the updates it is handed, and works from what they changed: after a
 // change of one object at 100,000, it compares and writes what that change
 // touched, not every status. Every status is compared again when it starts
 // leading, after a full translation, when someone else may have written a
-// status (resync), and after a failure.
-type statusWriter struct {
+// status (Resync), and after a failure.
+type Writer struct {
 	client     gatewayclient.Interface
 	in         source.Listers
 	controller gwv1.GatewayController
@@ -94,7 +100,7 @@ type statusWriter struct {
 
 	// Status-only events are either the echo of this writer's own
 	// updates or someone else's write, which the writer must compare
-	// again (foreign, the status debouncer's Mark). At 100,000 objects a
+	// again (foreign: foreignWrites' Mark, unless a test counts them). At 100,000 objects a
 	// comparison of every status is seconds of CPU: one after every write
 	// of its own, as before, cost more than the writes. An echo often
 	// comes before the update's answer, so an event for an object with an
@@ -105,6 +111,8 @@ type statusWriter struct {
 	flight  map[types.UID]bool   // an update sent and not answered (one at a time per object)
 	early   map[types.UID]string // resourceVersion of the last event during them
 
+	foreignWrites *debounce.Debouncer
+
 	writes atomic.Int64 // successful updates, for tests and logs
 	passes atomic.Int64 // completed passes while leading
 	// deltaCompared counts the objects passes over what changed compared
@@ -114,26 +122,62 @@ type statusWriter struct {
 	fullCompares atomic.Int64
 }
 
-func newStatusWriter(client gatewayclient.Interface, in source.Listers, controller gwv1.GatewayController, log *zap.Logger) *statusWriter {
-	return &statusWriter{
+// Options are what a Writer may be given beyond its clients.
+type Options struct {
+	// Workers bounds the updates in flight; 0 means 8.
+	Workers int
+	// Observe is told the result of every update sent ("ok", "conflict",
+	// "error"); may be nil. It runs on the writer's goroutines and must
+	// not block.
+	Observe func(kind, result string)
+}
+
+// New returns a Writer of the statuses of the objects in, read from the
+// informers' caches, for the GatewayClasses of controller. Run starts it.
+func New(client gatewayclient.Interface, in source.Listers, controller gwv1.GatewayController, log *zap.Logger, opts Options) *Writer {
+	w := &Writer{
 		client:     client,
 		in:         in,
 		controller: controller,
 		log:        log,
 		now:        time.Now,
 		workers:    8,
+		observe:    opts.Observe,
 		kick:       make(chan struct{}, 1),
 		dirty:      map[statusKey]bool{},
-		foreign:    func() {},
 		echoes:     map[types.UID]string{},
 		flight:     map[types.UID]bool{},
 		early:      map[types.UID]string{},
+		// Someone else's writes are compared again after a pause long
+		// enough for the caches to have seen them, and a burst of them
+		// once.
+		foreignWrites: debounce.New(time.Second, 5*time.Second),
 	}
+	w.foreign = w.foreignWrites.Mark
+	if opts.Workers > 0 {
+		w.workers = opts.Workers
+	}
+	return w
 }
 
-// submit hands over the statuses of a new translation. An update of every
-// status replaces those not yet taken.
-func (w *statusWriter) submit(u *statusUpdate) {
+// Submit hands the writer the statuses of a rebuild, as translate.Finish
+// decided them, from the snapshot res; it never blocks. It copies what the
+// writer needs: every status when changed is nil, else only those changed
+// names, with the GatewayClasses' (a handful, which the CRD check may
+// change without any object changing). An update of every status replaces
+// those not yet taken.
+func (w *Writer) Submit(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
+	var u *statusUpdate
+	if changed == nil {
+		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
+	} else {
+		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
+		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
+	}
+	w.submit(u)
+}
+
+func (w *Writer) submit(u *statusUpdate) {
 	w.mu.Lock()
 	if u.changed == nil {
 		w.pending = w.pending[:0]
@@ -144,18 +188,18 @@ func (w *statusWriter) submit(u *statusUpdate) {
 	w.poke()
 }
 
-// resync compares every status against the stored objects again, for
+// Resync compares every status against the stored objects again, for
 // when someone else changed a status.
-func (w *statusWriter) resync() {
+func (w *Writer) Resync() {
 	w.mu.Lock()
 	w.compareAll, w.clean = true, false
 	w.mu.Unlock()
 	w.poke()
 }
 
-// leading is called when this replica becomes leader; ctx ends when it
-// stops leading. Becoming leader writes everything that differs once.
-func (w *statusWriter) leading(ctx context.Context) {
+// StartLeading is called when this replica becomes leader; ctx ends when
+// it stops leading. Becoming leader writes everything that differs once.
+func (w *Writer) StartLeading(ctx context.Context) {
 	w.mu.Lock()
 	w.lead = ctx
 	w.compareAll, w.clean = true, false
@@ -163,14 +207,41 @@ func (w *statusWriter) leading(ctx context.Context) {
 	w.poke()
 }
 
+// Stats are the writer's counters, read for tests and benchmarks.
+type Stats struct {
+	// Idle: every status submitted has been written.
+	Idle bool
+	// Writes counts the successful updates.
+	Writes int64
+	// Passes counts the passes completed while leading.
+	Passes int64
+	// DeltaCompared counts the objects that passes over what changed
+	// compared.
+	DeltaCompared int64
+	// FullCompares counts the comparisons of every status.
+	FullCompares int64
+}
+
+// Stats reads the writer's counters.
+func (w *Writer) Stats() Stats {
+	return Stats{
+		Idle:          w.idle(),
+		Writes:        w.writes.Load(),
+		Passes:        w.passes.Load(),
+		DeltaCompared: w.deltaCompared.Load(),
+		FullCompares:  w.fullCompares.Load(),
+	}
+}
+
 // maxEchoes bounds the echoes awaited: one whose event never comes (the
 // informer relisted instead) would otherwise stay. Past it they are
 // forgotten, and their events, if they come, are taken for foreign.
 const maxEchoes = 1 << 17
 
-// statusEvent sorts a status-only event of o: the echo of an update of the
-// writer's is dropped, anything else is foreign.
-func (w *statusWriter) statusEvent(o metav1.Object) {
+// StatusEvent sorts a status-only event of o (source.Handlers'
+// StatusChanged): the echo of an update of the writer's is dropped,
+// anything else is compared again.
+func (w *Writer) StatusEvent(o metav1.Object) {
 	w.echoMu.Lock()
 	uid, rv := o.GetUID(), o.GetResourceVersion()
 	switch {
@@ -187,7 +258,7 @@ func (w *statusWriter) statusEvent(o metav1.Object) {
 }
 
 // sending records an update of o about to be sent.
-func (w *statusWriter) sending(o metav1.Object) {
+func (w *Writer) sending(o metav1.Object) {
 	w.echoMu.Lock()
 	w.flight[o.GetUID()] = true
 	w.echoMu.Unlock()
@@ -196,7 +267,7 @@ func (w *statusWriter) sending(o metav1.Object) {
 // answered records the answer to an update of the object uid: stored is
 // the resourceVersion it stored, "" when it failed. An event that came
 // meanwhile was foreign unless it is stored's.
-func (w *statusWriter) answered(uid types.UID, stored string) {
+func (w *Writer) answered(uid types.UID, stored string) {
 	w.echoMu.Lock()
 	delete(w.flight, uid)
 	rv, early := w.early[uid]
@@ -214,7 +285,7 @@ func (w *statusWriter) answered(uid types.UID, stored string) {
 	}
 }
 
-func (w *statusWriter) poke() {
+func (w *Writer) poke() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -223,7 +294,7 @@ func (w *statusWriter) poke() {
 
 // take brings the writer's statuses up to date with the updates submitted
 // and returns the leader context, nil when there is nothing to write.
-func (w *statusWriter) take() context.Context {
+func (w *Writer) take() context.Context {
 	w.mu.Lock()
 	updates := w.pending
 	w.pending = nil
@@ -249,7 +320,7 @@ func (w *statusWriter) take() context.Context {
 }
 
 // apply takes one update into the writer's statuses.
-func (w *statusWriter) apply(u *statusUpdate) {
+func (w *Writer) apply(u *statusUpdate) {
 	if u.changed == nil || w.cur == nil {
 		// The first update is a full one: a translation without memory.
 		w.cur, w.versions, w.all = u.st, u.versions, true
@@ -269,7 +340,7 @@ func (w *statusWriter) apply(u *statusUpdate) {
 	patch(w.cur.Gateways, u.st.Gateways, u.changed.Gateways, "Gateway", w.dirty)
 	patch(w.cur.ListenerSets, u.st.ListenerSets, u.changed.ListenerSets, "ListenerSet", w.dirty)
 	patch(w.cur.HTTPRoutes, u.st.HTTPRoutes, u.changed.HTTPRoutes, "HTTPRoute", w.dirty)
-	// An update carries every GatewayClass status (see WriteStatuses).
+	// An update carries every GatewayClass status (see Submit).
 	for name := range w.cur.GatewayClasses {
 		if _, ok := u.st.GatewayClasses[name]; !ok {
 			delete(w.cur.GatewayClasses, name)
@@ -303,7 +374,7 @@ func patch[S any](cur, changed map[types.NamespacedName]S, keys []types.Namespac
 
 // finished records that every update taken has been written, unless
 // another arrived meanwhile.
-func (w *statusWriter) finished() {
+func (w *Writer) finished() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.pending) == 0 && !w.compareAll {
@@ -312,21 +383,24 @@ func (w *statusWriter) finished() {
 }
 
 // idle reports whether every status submitted has been written.
-func (w *statusWriter) idle() bool {
+func (w *Writer) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.received && w.clean
 }
 
 // superseded reports whether an update arrived since the pass started.
-func (w *statusWriter) superseded() bool {
+func (w *Writer) superseded() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.pending) > 0 || w.compareAll
 }
 
-// run writes until ctx ends.
-func (w *statusWriter) run(ctx context.Context) {
+// Run writes until ctx ends.
+func (w *Writer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { w.foreignWrites.Run(ctx, w.Resync) })
 	for {
 		select {
 		case <-ctx.Done():
@@ -354,7 +428,7 @@ type statusJob struct {
 
 // pass brings the objects to compare (every one, or the dirty ones) up to
 // date, several at a time. What it could not finish stays to compare.
-func (w *statusWriter) pass(ctx context.Context) {
+func (w *Writer) pass(ctx context.Context) {
 	jobs := w.jobs()
 	start := time.Now()
 	var wrote, failed atomic.Int64
@@ -410,7 +484,7 @@ func (w *statusWriter) pass(ctx context.Context) {
 // one, among every object (w.all) or the dirty ones. The comparison against
 // the cache is repeated against the API server's copy when an update
 // conflicts.
-func (w *statusWriter) jobs() []statusJob {
+func (w *Writer) jobs() []statusJob {
 	ts := metav1.NewTime(w.now().Truncate(time.Second))
 	k := w.kinds()
 	st := w.cur
@@ -450,7 +524,7 @@ func (w *statusWriter) jobs() []statusJob {
 }
 
 // dirtyOf lists the dirty objects of one kind.
-func (w *statusWriter) dirtyOf(kind string) []types.NamespacedName {
+func (w *Writer) dirtyOf(kind string) []types.NamespacedName {
 	var keys []types.NamespacedName
 	for k := range w.dirty {
 		if k.kind == kind {
@@ -474,7 +548,7 @@ type writerKinds struct {
 	routeIsOurs    func(*gwv1.HTTPRoute) bool
 }
 
-func (w *statusWriter) kinds() writerKinds {
+func (w *Writer) kinds() writerKinds {
 	gws := w.client.GatewayV1()
 	return writerKinds{
 		class: statusKind[*gwv1.GatewayClass, gwv1.GatewayClassStatus]{
@@ -515,7 +589,7 @@ func (w *statusWriter) kinds() writerKinds {
 
 // otherJobs lists the GRPCRoutes, TLSRoutes and BackendTLSPolicies to
 // write, which only a full translation changes.
-func (w *statusWriter) otherJobs(ts metav1.Time) []statusJob {
+func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 	gws := w.client.GatewayV1()
 	st := w.cur
 	var jobs []statusJob
@@ -637,7 +711,7 @@ func classKeys(in map[string]gwv1.GatewayClassStatus) map[types.NamespacedName]g
 }
 
 // kindJobs lists the objects of one kind whose status must be written.
-func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusKind[T, S], objs []pending[T, S]) []statusJob {
+func kindJobs[T metav1.Object, S any](w *Writer, ts metav1.Time, k statusKind[T, S], objs []pending[T, S]) []statusJob {
 	var jobs []statusJob
 	for _, o := range objs {
 		key := statusKey{k.name, o.key}
@@ -662,7 +736,7 @@ func kindJobs[T metav1.Object, S any](w *statusWriter, ts metav1.Time, k statusK
 // then, on a conflict, against a fresh one from the API server, until the
 // update goes through or there is nothing left to write. It reports whether
 // it wrote.
-func writeStatus[T metav1.Object](ctx context.Context, w *statusWriter, key statusKey, want objectVersion, cached T,
+func writeStatus[T metav1.Object](ctx context.Context, w *Writer, key statusKey, want objectVersion, cached T,
 	get func(context.Context) (T, error),
 	merge func(T) (T, bool),
 	update func(context.Context, T) (T, error),
@@ -714,7 +788,7 @@ func writeStatus[T metav1.Object](ctx context.Context, w *statusWriter, key stat
 	return wrote, nil
 }
 
-func (w *statusWriter) report(kind, result string) {
+func (w *Writer) report(kind, result string) {
 	if w.observe != nil {
 		w.observe(kind, result)
 	}
@@ -779,4 +853,8 @@ func versionsOf[T metav1.Object](out map[statusKey]objectVersion, kind string, o
 			out[statusKey{kind, nn(o.GetNamespace(), o.GetName())}] = objectVersion{o.GetUID(), o.GetGeneration()}
 		}
 	}
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
 }

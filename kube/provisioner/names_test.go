@@ -1,4 +1,4 @@
-package kube
+package provisioner
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func TestCollidingDataPlaneNames(t *testing.T) {
 			applied = append(applied, string(a.(k8stesting.PatchAction).GetPatch()))
 			return true, nil, nil
 		})
-		p := newProvisioner(kc, provision.Settings{Image: "portico:test", Controller: "c:9443"}, func() bool { return true }, zaptest.NewLogger(t))
+		p := New(kc, provision.Settings{Image: "portico:test", Controller: "c:9443"}, func() bool { return true }, zaptest.NewLogger(t))
 		_ = p.reconcile(context.Background(), &dataPlaneBatch{inputs: inputs, res: &snapshot.Resources{}})
 		if len(applied) != 1 || !strings.Contains(applied[0], "apps/web\"") {
 			t.Errorf("%d Deployments applied, want one for apps/web: %.300q", len(applied), applied)

@@ -1,4 +1,8 @@
-package kube
+// Package acmecerts puts the certificates ACME obtains into the cluster:
+// into the Secrets of the listeners that want them (translate's ACME
+// wants), and their outcomes as Events on the Gateways and ListenerSets
+// that declare the hostnames.
+package acmecerts
 
 import (
 	"bytes"
@@ -18,6 +22,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/wellknown"
@@ -25,23 +30,23 @@ import (
 	"portico.dev/portico/translate"
 )
 
-// acmeSecretTimeout bounds one Secret write.
-const acmeSecretTimeout = 10 * time.Second
+// requestTimeout bounds one write or list of the API server.
+const requestTimeout = 10 * time.Second
 
-// writeACMESecrets writes the certificate the manager holds for each of
+// WriteSecrets writes the certificate the manager holds for each of
 // wanted into its Secret, when that Secret is missing or is Portico's and
 // holds something else. A Secret that is not Portico's is never written
 // (translate leaves such listeners out of wanted; this checks again
 // against the same snapshot). The informer then brings the Secret to
 // translate like any other. Every replica may write: they hold the same
 // certificate from the shared storage, and a lost race is harmless.
-func writeACMESecrets(ctx context.Context, client kubernetes.Interface, mgr *acme.Manager, wanted []translate.ACMECertificate, secrets []*corev1.Secret, log *zap.Logger) {
+func WriteSecrets(ctx context.Context, client kubernetes.Interface, mgr *acme.Manager, wanted []translate.ACMECertificate, secrets []*corev1.Secret, log *zap.Logger) {
 	if len(wanted) == 0 {
 		return
 	}
 	existing := make(map[types.NamespacedName]*corev1.Secret, len(secrets))
 	for _, s := range secrets {
-		existing[nn(s.Namespace, s.Name)] = s
+		existing[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
 	}
 	done := map[types.NamespacedName]bool{}
 	for _, c := range wanted {
@@ -53,14 +58,14 @@ func writeACMESecrets(ctx context.Context, client kubernetes.Interface, mgr *acm
 		if !ok {
 			continue
 		}
-		if err := writeACMESecret(ctx, client, c, cert, existing[c.Secret]); err != nil {
+		if err := writeSecret(ctx, client, c, cert, existing[c.Secret]); err != nil {
 			log.Error("ACME certificate not written to its Secret", zap.String("hostname", c.Hostname), zap.Stringer("secret", c.Secret), zap.Error(err))
 		}
 	}
 }
 
-func writeACMESecret(ctx context.Context, client kubernetes.Interface, c translate.ACMECertificate, cert acme.Certificate, cur *corev1.Secret) error {
-	ctx, cancel := context.WithTimeout(ctx, acmeSecretTimeout)
+func writeSecret(ctx context.Context, client kubernetes.Interface, c translate.ACMECertificate, cert acme.Certificate, cur *corev1.Secret) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	want := translate.ManagedSecret(c, cert.CertPEM, cert.KeyPEM)
 	secrets := client.CoreV1().Secrets(c.Secret.Namespace)
@@ -98,7 +103,7 @@ func writeACMESecret(ctx context.Context, client kubernetes.Interface, c transla
 	return nil
 }
 
-// Reasons of the Events that ACMEEvents records.
+// Reasons of the Events that Events records.
 const (
 	ReasonCertificateIssued        = "CertificateIssued"
 	ReasonCertificateRenewed       = "CertificateRenewed"
@@ -106,36 +111,42 @@ const (
 	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
 )
 
-// acmeEventQueue bounds the ACME outcomes waiting to be recorded; beyond
-// it they are dropped (and logged), as the manager must never wait.
-const acmeEventQueue = 256
+// eventQueue bounds the ACME outcomes waiting to be recorded; beyond it
+// they are dropped (and logged), as the manager must never wait.
+const eventQueue = 256
 
-// ACMEEvents records ACME outcomes as Kubernetes Events on the Gateways and
+// Events records ACME outcomes as Kubernetes Events on the Gateways and
 // ListenerSets that declare the hostname with the ACME annotation, where
 // "kubectl describe" shows them next to the listener's status. It is fed
 // by the manager's OnEvent, which tells only the replica that placed the
 // order or renewal, so every outcome is recorded once, whichever replica
 // leads.
-type ACMEEvents struct {
-	cluster     *Cluster
+type Events struct {
+	gateway gatewayclient.Interface
+	// namespaces lists the namespaces of the Secrets wanted for a
+	// hostname, in the latest batch of wants.
+	namespaces  func(host string) []string
+	log         *zap.Logger
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	queue       chan acme.Event
 	done        chan struct{}
 }
 
-// NewACMEEvents starts recording for c's ACME manager; identity names the
-// replica in the Events' source. c.Kube, c.Gateway and c.Log must be set.
-// Close stops it.
-func NewACMEEvents(c *Cluster, identity string) *ACMEEvents {
+// NewEvents starts recording; identity names the replica in the Events'
+// source, and namespaces lists those of the Secrets wanted for a hostname,
+// where its Gateways and ListenerSets are. Close stops it.
+func NewEvents(kube kubernetes.Interface, gateway gatewayclient.Interface, identity string, namespaces func(host string) []string, log *zap.Logger) *Events {
 	b := record.NewBroadcaster()
 	// Events("") writes each Event into its involved object's namespace.
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
-	e := &ACMEEvents{
-		cluster:     c,
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	e := &Events{
+		gateway:     gateway,
+		namespaces:  namespaces,
+		log:         log,
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "portico", Host: identity}),
-		queue:       make(chan acme.Event, acmeEventQueue),
+		queue:       make(chan acme.Event, eventQueue),
 		done:        make(chan struct{}),
 	}
 	go e.run()
@@ -143,29 +154,29 @@ func NewACMEEvents(c *Cluster, identity string) *ACMEEvents {
 }
 
 // Record queues ev; it never blocks. Use it as acme.Options.OnEvent.
-func (e *ACMEEvents) Record(ev acme.Event) {
+func (e *Events) Record(ev acme.Event) {
 	select {
 	case e.queue <- ev:
 	default:
-		e.cluster.Log.Warn("ACME event not recorded: queue full", zap.String("hostname", ev.Hostname), zap.String("event", ev.Kind))
+		e.log.Warn("ACME event not recorded: queue full", zap.String("hostname", ev.Hostname), zap.String("event", ev.Kind))
 	}
 }
 
 // Close records what is queued and stops. Record must not be called after.
-func (e *ACMEEvents) Close() {
+func (e *Events) Close() {
 	close(e.queue)
 	<-e.done
 	e.broadcaster.Shutdown()
 }
 
-func (e *ACMEEvents) run() {
+func (e *Events) run() {
 	defer close(e.done)
 	for ev := range e.queue {
 		e.record(ev)
 	}
 }
 
-func (e *ACMEEvents) record(ev acme.Event) {
+func (e *Events) record(ev acme.Event) {
 	eventType, reason, msg := corev1.EventTypeNormal, "", ""
 	switch ev.Kind {
 	case "obtained":
@@ -179,11 +190,11 @@ func (e *ACMEEvents) record(ev acme.Event) {
 	default:
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), acmeSecretTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	refs, err := e.declaring(ctx, ev.Hostname)
 	if err != nil {
-		e.cluster.Log.Warn("ACME event not recorded", zap.String("hostname", ev.Hostname), zap.String("reason", reason), zap.Error(err))
+		e.log.Warn("ACME event not recorded", zap.String("hostname", ev.Hostname), zap.String("reason", reason), zap.Error(err))
 		return
 	}
 	for _, ref := range refs {
@@ -194,20 +205,9 @@ func (e *ACMEEvents) record(ev acme.Event) {
 // declaring finds the opted-in Gateways and ListenerSets with an HTTPS
 // listener for host. They are in the namespaces of the Secrets wanted for
 // host (a listener's certificate Secret is in its own namespace), read
-// from the API: outcomes are rare, and the informers' caches belong to
-// Cluster.Run.
-func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.ObjectReference, error) {
-	c := e.cluster
-	namespaces := map[string]bool{}
-	c.mu.Lock()
-	if c.acmeBatch != nil {
-		for _, w := range c.acmeBatch.wanted {
-			if w.Hostname == host {
-				namespaces[w.Secret.Namespace] = true
-			}
-		}
-	}
-	c.mu.Unlock()
+// from the API: outcomes are rare, and the informers' caches are the
+// source's.
+func (e *Events) declaring(ctx context.Context, host string) ([]*corev1.ObjectReference, error) {
 	declares := func(proto gwv1.ProtocolType, h *gwv1.Hostname) bool {
 		return proto == gwv1.HTTPSProtocolType && h != nil && hostname.Normalize(string(*h)) == host
 	}
@@ -215,8 +215,8 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 		return &corev1.ObjectReference{APIVersion: gwv1.GroupVersion.String(), Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 	}
 	var out []*corev1.ObjectReference
-	for ns := range namespaces {
-		lss, err := c.Gateway.GatewayV1().ListenerSets(ns).List(ctx, metav1.ListOptions{})
+	for _, ns := range e.namespaces(host) {
+		lss, err := e.gateway.GatewayV1().ListenerSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing ListenerSets in %s: %w", ns, err)
 		}
@@ -226,7 +226,7 @@ func (e *ACMEEvents) declaring(ctx context.Context, host string) ([]*corev1.Obje
 				out = append(out, ref("ListenerSet", ls))
 			}
 		}
-		gws, err := c.Gateway.GatewayV1().Gateways(ns).List(ctx, metav1.ListOptions{})
+		gws, err := e.gateway.GatewayV1().Gateways(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing Gateways in %s: %w", ns, err)
 		}

@@ -1,4 +1,4 @@
-package kube
+package provisioner
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func (h *heldPatches) RoundTrip(r *http.Request) (*http.Response, error) {
 // conformance run, under load).
 func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	env := kubetest.Start(t)
-	kc, _ := clusterClients(t, env.Config)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ctx := context.Background()
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	w := newAckWriter(slow, hub.Superseded, zaptest.NewLogger(t))
 
 	w.record(web, "web-dedicated", configstream.Ack{Gateway: web.String(), Version: first})
-	waitFor(t, 10*time.Second, "the first record under way", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "the first record under way", func() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if len(w.waiting) != 0 {
@@ -111,7 +111,7 @@ func TestAcknowledgementsRecordedInOrder(t *testing.T) {
 	w.record(web, "web-dedicated", configstream.Ack{Gateway: web.String(), Version: second})
 	time.Sleep(500 * time.Millisecond) // room for a write side by side
 	close(held.release)
-	waitFor(t, 10*time.Second, "both records written", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "both records written", func() error {
 		if n := held.done.Load(); n < 2 {
 			return fmt.Errorf("%d of 2 written", n)
 		}
@@ -147,7 +147,7 @@ func TestAckWriterPacesHostileDataPlane(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	w.record(gw, "web-dedicated", configstream.Ack{Gateway: gw.String(), Version: "cccccccccccccccccccccccc"})
-	waitFor(t, 10*time.Second, "the last acknowledgement written", func() error {
+	kubetest.WaitFor(t, 10*time.Second, "the last acknowledgement written", func() error {
 		d, err := kc.AppsV1().Deployments("apps").Get(context.Background(), "web-dedicated", metav1.GetOptions{})
 		if err == nil && d.Annotations[provision.AppliedVersionAnnotation] != "cccccccccccccccccccccccc" {
 			err = fmt.Errorf("annotation %q", d.Annotations[provision.AppliedVersionAnnotation])

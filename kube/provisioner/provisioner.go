@@ -1,4 +1,9 @@
-package kube
+// Package provisioner runs the cluster's side of per-Gateway data planes
+// (GEP-1762): it applies each one's objects with server-side apply while
+// this replica leads, serves the data planes their configuration over TLS
+// (a configstream.Hub; tokens reviewed by the API server), and records
+// their acknowledgements on their Deployments.
+package provisioner
 
 import (
 	"context"
@@ -18,19 +23,17 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/wellknown"
-	"portico.dev/portico/translate"
 )
 
-// provisioner applies the data planes of Gateways that have their own
+// Provisioner applies the data planes of Gateways that have their own
 // (GEP-1762) while this replica leads: it renders each one (package
 // provision) and applies what changed with server-side apply, and removes
 // the objects of a Gateway that left its class. Objects of a deleted
 // Gateway are removed by the garbage collector (they are owned by it).
-type provisioner struct {
+type Provisioner struct {
 	kube     kubernetes.Interface
 	settings provision.Settings
 	log      *zap.Logger
@@ -49,31 +52,36 @@ type dataPlaneBatch struct {
 	res    *snapshot.Resources
 }
 
-func newProvisioner(kube kubernetes.Interface, s provision.Settings, leading func() bool, log *zap.Logger) *provisioner {
-	return &provisioner{kube: kube, settings: s, leading: leading, log: log, wake: make(chan struct{}, 1), applied: map[string][32]byte{}}
+// New returns a Provisioner of the data planes s renders; leading says
+// whether this replica leads, when it is woken. Run starts it.
+func New(kube kubernetes.Interface, s provision.Settings, leading func() bool, log *zap.Logger) *Provisioner {
+	return &Provisioner{kube: kube, settings: s, leading: leading, log: log, wake: make(chan struct{}, 1), applied: map[string][32]byte{}}
 }
 
-func (p *provisioner) submit(b *dataPlaneBatch) {
-	p.latest.set(b)
+// Submit hands over the Gateways with data planes of their own, from the
+// snapshot res; it does not block. Only the latest is applied.
+func (p *Provisioner) Submit(inputs []provision.Input, res *snapshot.Resources) {
+	p.latest.set(&dataPlaneBatch{inputs: inputs, res: res})
 	p.poke()
 }
 
-func (p *provisioner) poke() {
+func (p *Provisioner) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-// startLeading forgets what was applied: a new leader applies every data
+// StartLeading forgets what was applied: a new leader applies every data
 // plane once (a no-op on the server when nothing changed).
-func (p *provisioner) startLeading() {
+func (p *Provisioner) StartLeading() {
 	p.latest.forget()
 	p.poke()
 }
 
-// run reconciles on every wake while leading, and again after a failure.
-func (p *provisioner) run(ctx context.Context) {
+// Run reconciles on every wake while leading, and again after a failure,
+// until ctx ends.
+func (p *Provisioner) Run(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
@@ -100,7 +108,7 @@ func (p *provisioner) run(ctx context.Context) {
 // reconcile applies every accepted Gateway's data plane and removes those
 // of Gateways that left a per-Gateway class. A Gateway that is not
 // accepted keeps what runs for it.
-func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
+func (p *Provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 	var errs []error
 	wanted := map[[2]string]bool{}
 	deployments := deploymentsByName(b.res.Deployments)
@@ -116,7 +124,7 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 				in.Gateway.Namespace, in.Gateway.Name, key[1], h.Name))
 			continue
 		}
-		if d := deployments[key]; d != nil && !ownedBy(d.OwnerReferences, in.Gateway.UID) {
+		if d := deployments[key]; d != nil && !ownedBy(d, in.Gateway.UID) {
 			errs = append(errs, fmt.Errorf("Deployment %s/%s belongs to another Gateway: not taken over", key[0], key[1]))
 			continue
 		}
@@ -133,7 +141,7 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 			continue
 		}
 		// Its Gateway is gone: the garbage collector removes it.
-		owner := controllerOf(d.OwnerReferences)
+		owner := metav1.GetControllerOfNoCopy(d)
 		if owner == nil || gateways[owner.UID] == nil {
 			continue
 		}
@@ -144,24 +152,15 @@ func (p *provisioner) reconcile(ctx context.Context, b *dataPlaneBatch) error {
 	return errors.Join(errs...)
 }
 
-func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	c := controllerOf(refs)
+func ownedBy(o metav1.Object, uid types.UID) bool {
+	c := metav1.GetControllerOfNoCopy(o)
 	return c != nil && c.UID == uid
-}
-
-func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
-	for i := range refs {
-		if ptr.Deref(refs[i].Controller, false) {
-			return &refs[i]
-		}
-	}
-	return nil
 }
 
 // apply applies each object whose rendering changed since it was last
 // applied. The order lets the Deployment's pods find their
 // ServiceAccount.
-func (p *provisioner) apply(ctx context.Context, o provision.Objects) error {
+func (p *Provisioner) apply(ctx context.Context, o provision.Objects) error {
 	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager, Force: ptr.To(true)}
 	ns, name := o.Deployment.Namespace, o.Deployment.Name
 	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
@@ -212,7 +211,7 @@ func (p *provisioner) apply(ctx context.Context, o provision.Objects) error {
 
 // remove deletes a data plane's objects (its Gateway moved to another
 // class or stopped being Portico's).
-func (p *provisioner) remove(ctx context.Context, ns, name string) error {
+func (p *Provisioner) remove(ctx context.Context, ns, name string) error {
 	opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	core, apps, policy := p.kube.CoreV1(), p.kube.AppsV1(), p.kube.PolicyV1()
 	var errs []error
@@ -239,40 +238,6 @@ type applyStep struct {
 	kind  string
 	obj   any
 	patch func(data []byte) error
-}
-
-// WriteDataPlanes hands the Gateways with data planes of their own to the
-// provisioner, which applies them while this replica leads
-// (pipeline.Outputs.DataPlanes). Without Cluster.DataPlanes it does
-// nothing.
-func (c *Cluster) WriteDataPlanes(inputs []provision.Input, res *snapshot.Resources) {
-	if c.provisioner != nil {
-		c.provisioner.submit(&dataPlaneBatch{inputs: inputs, res: res})
-	}
-	if c.hub != nil {
-		c.hub.Publish(planes(inputs, res))
-	}
-}
-
-// planes are the snapshots of every data plane. A Gateway that is not
-// accepted keeps what its data plane was sent before: a typo must not take
-// it down.
-func planes(inputs []provision.Input, res *snapshot.Resources) []configstream.Plane {
-	out := make([]configstream.Plane, 0, len(inputs))
-	holders := provision.Holders(inputs)
-	for _, in := range inputs {
-		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
-		name := provision.Name(in.Gateway.Name, in.ClassName)
-		if holders[[2]string{key.Namespace, name}] != in.Gateway {
-			continue // its data plane's name is another Gateway's
-		}
-		p := configstream.Plane{Gateway: key, ServiceAccount: name, Keep: !in.Accepted}
-		if in.Accepted {
-			p.Resources = translate.Scope(res, key)
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }

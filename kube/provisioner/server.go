@@ -1,4 +1,4 @@
-package kube
+package provisioner
 
 import (
 	"context"
@@ -25,12 +25,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/translate"
 )
 
 // TokenReviewer authenticates data planes: it has the API server review a
@@ -134,12 +137,12 @@ func reviewToken(ctx context.Context, kube kubernetes.Interface, token string) (
 	return parts[2], parts[3], nil
 }
 
-// DataPlaneCertificate is the certificate the controller serves data
+// ServerCertificate is the certificate the controller serves data
 // planes with, kept in the Secret ns/name so that every replica serves the
 // same one: it is created (self-signed, for the host of controllerAddr)
 // when it does not exist. The PEM of the certificate is what data planes
 // trust.
-func DataPlaneCertificate(ctx context.Context, kube kubernetes.Interface, ns, name, controllerAddr string) (tls.Certificate, []byte, error) {
+func ServerCertificate(ctx context.Context, kube kubernetes.Interface, ns, name, controllerAddr string) (tls.Certificate, []byte, error) {
 	secrets := kube.CoreV1().Secrets(ns)
 	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -212,12 +215,74 @@ func selfSigned(controllerAddr string) ([]byte, []byte, error) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// serveDataPlanes serves the hub on c.DataPlaneListen over TLS until ctx
-// ends.
-func (c *Cluster) serveDataPlanes(ctx context.Context, ln net.Listener, cert tls.Certificate) {
+// Server serves data planes their configuration: the hub, over TLS, with
+// the certificate every replica shares (ServerCertificate). Data planes
+// authenticate with their ServiceAccount's token (TokenReviewer), and
+// their acknowledgements are recorded on their Deployments.
+type Server struct {
+	hub  *configstream.Hub
+	ln   net.Listener
+	cert tls.Certificate
+	log  *zap.Logger
+	// CA is the PEM of the certificate data planes are to trust
+	// (provision.Settings.ControllerCA).
+	CA []byte
+}
+
+// ServerOptions say where a Server listens and where its certificate is
+// kept.
+type ServerOptions struct {
+	// Listen is the address to listen on.
+	Listen string
+	// Namespace and Secret name the Secret of the certificate (created
+	// when missing); Secret "" means portico-data-plane-tls.
+	Namespace, Secret string
+	// Controller is the address data planes dial, whose host a created
+	// certificate is for.
+	Controller string
+	// Challenges answer the ACME HTTP-01 challenges data planes are sent;
+	// nil answers none.
+	Challenges configstream.ChallengeHandler
+}
+
+// Listen reads (or creates) the server's certificate and binds its
+// listener; Run serves.
+func Listen(ctx context.Context, kube kubernetes.Interface, o ServerOptions, log *zap.Logger) (*Server, error) {
+	if o.Secret == "" {
+		o.Secret = "portico-data-plane-tls"
+	}
+	cert, caPEM, err := ServerCertificate(ctx, kube, o.Namespace, o.Secret, o.Controller)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("data plane listener: %w", err)
+	}
+	hub := configstream.NewHub(TokenReviewer(kube), log)
+	hub.OnAck = newAckWriter(kube, hub.Superseded, log).record
+	hub.Challenges = o.Challenges
+	log.Info("serving data planes", zap.Stringer("address", ln.Addr()))
+	return &Server{hub: hub, ln: ln, cert: cert, log: log, CA: caPEM}, nil
+}
+
+// Publish hands the hub the snapshot of every data plane, scoped to its
+// Gateway.
+func (s *Server) Publish(inputs []provision.Input, res *snapshot.Resources) {
+	s.hub.Publish(planes(inputs, res))
+}
+
+// Version is the configuration version last published for the Gateway gw,
+// and the acknowledgement its data plane last sent (configstream.Hub).
+func (s *Server) Version(gw types.NamespacedName) (string, configstream.Ack) {
+	return s.hub.Version(gw)
+}
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) {
 	srv := &http.Server{
-		Handler:           c.hub,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		Handler:           s.hub,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		// Streams are long; heartbeats keep them written.
 		IdleTimeout: 2 * time.Minute,
@@ -225,8 +290,8 @@ func (c *Cluster) serveDataPlanes(ctx context.Context, ln net.Listener, cert tls
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.Log.Error("data plane server stopped", zap.Error(err))
+		if err := srv.ServeTLS(s.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("data plane server stopped", zap.Error(err))
 		}
 	}()
 	<-ctx.Done()
@@ -237,34 +302,23 @@ func (c *Cluster) serveDataPlanes(ctx context.Context, ln net.Listener, cert tls
 	<-done
 }
 
-// setUpDataPlanes prepares provisioning and, with DataPlaneListen, the
-// server of data planes: its certificate (whose PEM the provisioned
-// Deployments carry, to trust it) and its listener.
-func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
-	if c.DataPlanes == nil {
-		return nil
+// planes are the snapshots of every data plane. A Gateway that is not
+// accepted keeps what its data plane was sent before: a typo must not take
+// it down.
+func planes(inputs []provision.Input, res *snapshot.Resources) []configstream.Plane {
+	out := make([]configstream.Plane, 0, len(inputs))
+	holders := provision.Holders(inputs)
+	for _, in := range inputs {
+		key := types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}
+		name := provision.Name(in.Gateway.Name, in.ClassName)
+		if holders[[2]string{key.Namespace, name}] != in.Gateway {
+			continue // its data plane's name is another Gateway's
+		}
+		p := configstream.Plane{Gateway: key, ServiceAccount: name, Keep: !in.Accepted}
+		if in.Accepted {
+			p.Resources = translate.Scope(res, key)
+		}
+		out = append(out, p)
 	}
-	settings := *c.DataPlanes
-	if c.DataPlaneListen != "" {
-		secret := c.DataPlaneTLSSecret
-		if secret == "" {
-			secret = "portico-data-plane-tls"
-		}
-		cert, caPEM, err := DataPlaneCertificate(ctx, c.Kube, c.LeaderElection.Namespace, secret, settings.Controller)
-		if err != nil {
-			return err
-		}
-		ln, err := net.Listen("tcp", c.DataPlaneListen)
-		if err != nil {
-			return fmt.Errorf("data plane listener: %w", err)
-		}
-		settings.ControllerCA = string(caPEM)
-		c.hub = configstream.NewHub(TokenReviewer(c.Kube), c.Log.Named("dataplanes"))
-		c.hub.OnAck = newAckWriter(c.Kube, c.hub.Superseded, c.Log).record
-		c.hub.Challenges = c.Challenges
-		c.hubServe = func(ctx context.Context) { c.serveDataPlanes(ctx, ln, cert) }
-		c.Log.Info("serving data planes", zap.Stringer("address", ln.Addr()))
-	}
-	c.provisioner = newProvisioner(c.Kube, settings, c.Leading, c.Log.Named("provision"))
-	return nil
+	return out
 }
