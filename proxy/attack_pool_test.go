@@ -81,7 +81,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 	p.log = ps.log
 	p.start(a, opts)
 	// A's write has been waiting on its client past its deadline.
-	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour)
+	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour, 0, 0, 0)
 	ps.donePacing(pw, true)
 	if pw.ResponseWriter != nil || p.conn != nil || pw.status.ResponseWriter != nil || p.rc != (http.ResponseController{}) {
 		t.Fatal("a pooled writer still holds what its request answered through")
@@ -103,7 +103,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 	if n := b.deadlines(); n != 0 {
 		t.Fatalf("request A's late watch set %d deadlines on request B before it wrote", n)
 	}
-	p.write.begin(time.Now(), time.Hour) // B writes, well within its time
+	p.write.begin(time.Now(), time.Hour, 0, 0, 0) // B writes, well within its time
 	p.watch()                            // A's watch, later still
 	if n := b.deadlines(); n != 0 {
 		t.Fatalf("request A's late watch set %d deadlines on request B", n)
@@ -115,7 +115,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 		t.Fatalf("request B was cut (%s)", *why)
 	}
 	// B's write does overstay: B's own watch cuts B, and only B.
-	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour)
+	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour, 0, 0, 0)
 	p.watch()
 	if b.writes != 1 || a.deadlines() != 0 {
 		t.Fatalf("an overdue write of B: %d write deadlines on B, %d on A; want 1 and 0", b.writes, a.deadlines())

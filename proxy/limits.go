@@ -29,11 +29,15 @@ var errClientTooSlow = errors.New("client too slow")
 // rather than in total, so that long uploads, downloads and streams live as
 // long as they move:
 //   - idle: a body read or a response write waiting on the client for
-//     longer than this is cut (for a write of n bytes, this plus n at the
-//     minimum rate);
+//     longer than this is cut (for a write, this plus its own bytes, and
+//     those a server still buffers, at the minimum rate: bytes written
+//     earlier, which the kernel may still hold for a client that stopped
+//     reading, give a blocked write no more time);
 //   - minimum rate: once the time spent waiting on the client adds up to a
 //     window, the bytes moved during those waits must average the rate, or
-//     the request is cut. Time the proxy spends waiting on the backend does
+//     the request is cut. A write is judged while it is blocked too: it is
+//     cut at the moment its window would close below the rate even if it
+//     then returned with all its bytes. Time the proxy spends waiting on the backend does
 //     not count: an SSE stream that sends an event a minute waits on its
 //     backend, not on its client. The rule applies to response writes and
 //     to request bodies of a declared length; a body streamed without one
@@ -75,8 +79,10 @@ type pacer struct {
 // touched only by the goroutine doing the reads or writes.
 type paceOp struct {
 	deadline atomic.Int64 // UnixNano; 0 when nothing is in progress
-	waited   time.Duration
-	moved    int64
+	// byRate is set when the deadline is the rate's, not the idle one's.
+	byRate atomic.Bool
+	waited time.Duration
+	moved  int64
 }
 
 func (o *paceOp) reset() {
@@ -84,7 +90,26 @@ func (o *paceOp) reset() {
 	o.waited, o.moved = 0, 0
 }
 
-func (o *paceOp) begin(now time.Time, allowed time.Duration) {
+// begin records an operation starting at now that may wait allowed on
+// the client. With a rate, an operation that would count n bytes moved is
+// given no longer than the moment its window would close below the rate
+// even if it then moved all n (what end would judge): a write the client
+// leaves blocked is judged by the rate while it waits, not only once it
+// returns, which it may never do.
+func (o *paceOp) begin(now time.Time, allowed time.Duration, n int, rate int64, window time.Duration) {
+	byRate := false
+	if rate > 0 {
+		// In floating point: moved may pass what nanoseconds at the rate
+		// hold in an int64 (a fast client moves gigabytes in little
+		// waiting).
+		due := max(window, time.Duration(float64(o.moved+int64(n))/float64(rate)*float64(time.Second))) - o.waited
+		if due < allowed {
+			allowed, byRate = due, true
+		}
+	}
+	if o.byRate.Load() != byRate {
+		o.byRate.Store(byRate)
+	}
 	o.deadline.Store(now.Add(allowed).UnixNano())
 }
 
@@ -164,7 +189,11 @@ func (p *pacer) watch() {
 		if now.UnixNano() >= d {
 			// The other direction stays watched: the answer to a cut
 			// body is written under the same rules.
-			p.cutLocked(op.read, "idle")
+			why := "idle"
+			if op.o.byRate.Load() {
+				why = "below the minimum rate"
+			}
+			p.cutLocked(op.read, why)
 			continue
 		}
 		if t := time.Unix(0, d); t.Before(next) {
@@ -256,7 +285,7 @@ type pacedBody struct {
 
 func (b *pacedBody) Read(buf []byte) (int, error) {
 	start := time.Now()
-	b.p.read.begin(start, b.p.idle)
+	b.p.read.begin(start, b.p.idle, 0, 0, 0)
 	n, err := b.ReadCloser.Read(buf)
 	if b.p.read.end(start, n, b.rate, b.p.window) && err == nil {
 		b.p.cutNow(true, "below the minimum rate")
@@ -275,8 +304,9 @@ type pacedWriter struct {
 	// records of the answer for metrics and the access log.
 	pacer  pacer
 	status statusWriter
-	// pending are the bytes written since the last flush: what the next
-	// flush waits on the client to take.
+	// pending are the bytes written since the last flush, of which the
+	// server may still hold up to serverBuffered: what a write or flush
+	// may wait on the client to take besides its own.
 	pending int
 	// answered is set once a final status was written; discard when the
 	// client is told 408 instead of what was being answered.
@@ -320,7 +350,7 @@ func (w *pacedWriter) WriteHeader(code int) {
 		removeHopByHop(w.Header())
 		n := headSize(w.Header())
 		start := time.Now()
-		w.p.write.begin(start, w.allowed(w.pending+n))
+		w.p.write.begin(start, w.allowed(w.buffered()+n), n, w.p.rate, w.p.window)
 		w.ResponseWriter.WriteHeader(code)
 		_ = w.ended(start, n, nil)
 		return
@@ -359,6 +389,19 @@ func headSize(h http.Header) int {
 	return n
 }
 
+// serverBuffered is the most of an answer the servers hold before they
+// hand it to the connection: package h2's write buffer (16 KiB; package
+// h1 keeps 4 KiB, net/http's server 6). Whatever was written before that
+// is in the kernel's buffers, or the client's flow-control window, and
+// a write waits for it no longer than for bytes the client takes.
+const serverBuffered = 16 << 10
+
+// buffered is what of the bytes written since the last flush the server
+// may still hold.
+func (w *pacedWriter) buffered() int { return min(w.pending, serverBuffered) }
+
+// allowed is how long a write that may hand n bytes to the connection may
+// wait on the client: the idle timeout, plus n at the minimum rate.
 func (w *pacedWriter) allowed(n int) time.Duration {
 	d := w.p.idle
 	if w.p.rate > 0 {
@@ -374,16 +417,16 @@ func (w *pacedWriter) Write(b []byte) (int, error) {
 	if w.discard {
 		return len(b), nil
 	}
-	w.pending += len(b)
 	start := time.Now()
-	w.p.write.begin(start, w.allowed(w.pending))
+	w.p.write.begin(start, w.allowed(w.buffered()+len(b)), len(b), w.p.rate, w.p.window)
+	w.pending += len(b)
 	n, err := w.ResponseWriter.Write(b)
 	return n, w.ended(start, n, err)
 }
 
 func (w *pacedWriter) FlushError() error {
 	start := time.Now()
-	w.p.write.begin(start, w.allowed(w.pending))
+	w.p.write.begin(start, w.allowed(w.buffered()), 0, w.p.rate, w.p.window)
 	err := w.p.rc.Flush()
 	w.pending = 0
 	return w.ended(start, 0, err)

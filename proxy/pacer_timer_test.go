@@ -11,7 +11,7 @@ import (
 // cutWithin begins a write on p that never ends and reports whether the
 // watchdog cut it within limit.
 func cutWithin(p *pacer, limit time.Duration) bool {
-	p.write.begin(time.Now(), p.idle)
+	p.write.begin(time.Now(), p.idle, 0, 0, 0)
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if p.cut.Load() != nil {
