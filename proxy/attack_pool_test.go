@@ -104,7 +104,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 		t.Fatalf("request A's late watch set %d deadlines on request B before it wrote", n)
 	}
 	p.write.begin(time.Now(), time.Hour, 0, 0, 0) // B writes, well within its time
-	p.watch()                            // A's watch, later still
+	p.watch()                                     // A's watch, later still
 	if n := b.deadlines(); n != 0 {
 		t.Fatalf("request A's late watch set %d deadlines on request B", n)
 	}

@@ -7,8 +7,8 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
