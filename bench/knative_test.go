@@ -28,6 +28,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/kingress"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -60,7 +61,7 @@ func newKnBench(owner, b *testing.B, n int) *knBench {
 	}
 	owner.Cleanup(func() { _ = env.Stop() })
 	k := &knBench{b: b, owner: owner, env: env}
-	if err := kubetest.ApplyManifests(ctx, k.env.Config, "../kube/testdata/knative"); err != nil {
+	if err := kubetest.ApplyManifests(ctx, k.env.Config, "../kube/kingress/testdata/knative"); err != nil {
 		b.Fatal(err)
 	}
 	if k.kc, err = kubernetes.NewForConfig(k.env.Config); err != nil {
@@ -127,7 +128,8 @@ func (k *knBench) start() {
 		}
 	}, LeaderElection: leader.Election{Namespace: "portico-system", Name: "portico", Identity: "bench",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
-	kn := &kube.Knative{Cluster: c, Dynamic: k.dyn, Settings: k.settings,
+	kn := &kingress.Knative{Cluster: kingress.Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading},
+		Log: c.Log, OnStatusWrite: c.OnStatusWrite, Dynamic: k.dyn, Settings: k.settings,
 		ExternalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}}
 	settings := k.settings
 	loop := pipeline.New(pipeline.Options{MinHoldoff: 10 * time.Millisecond, Holdoff: 100 * time.Millisecond, MaxDelay: time.Second,

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +24,7 @@ import (
 	"portico.dev/portico/internal/controlplane/filesource"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/proxy"
 )
 
@@ -46,36 +45,6 @@ spec:
     protocol: HTTPS
     tls: {certificateRefs: [{name: app-tls}]}
 `
-
-// fixedPort returns a loopback port that is free now and lies below the
-// kernel's ephemeral range: Pebble is told the HTTP port before Portico
-// binds it, and a port from freePort could meanwhile become the source
-// port of some outgoing connection (the API server's, say).
-func fixedPort(t testing.TB) int {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	if low <= 20000 {
-		return freePort(t)
-	}
-	for range 100 {
-		p := 20000 + rand.IntN(low-20000)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
-}
 
 // acmeEvents counts the manager's events.
 type acmeEvents struct {
@@ -176,7 +145,7 @@ func (a *acmeStandalone) resolvedRefs() *metav1.Condition {
 // same data directory the certificate serves again without a new order.
 func TestStandaloneACMEIssues(t *testing.T) {
 	const host = "app.portico.test"
-	ports := map[string]int{"HTTP": fixedPort(t), "HTTPS": fixedPort(t)}
+	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 
 	dir := t.TempDir()

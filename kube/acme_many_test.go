@@ -54,7 +54,7 @@ func TestStandaloneACMEManyListenerSets(t *testing.T) {
 	// of one second, twice), so the default of 4 in flight already keeps
 	// up with that limit; more only waits on it.
 	const concurrency = 4
-	ports := map[string]int{"HTTP": fixedPort(t), "HTTPS": fixedPort(t)}
+	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 
 	var yaml strings.Builder

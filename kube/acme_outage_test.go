@@ -54,7 +54,7 @@ stringData:
 // the certificate is issued and served.
 func TestStandaloneACMEPebbleOutage(t *testing.T) {
 	const host, static = "app.portico.test", "static.portico.test"
-	ports := map[string]int{"HTTP": fixedPort(t), "HTTPS": fixedPort(t)}
+	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 	// Nothing listens on 127.0.0.3: every validation is refused.
 	if err := pebble.SetA(t.Context(), host, "127.0.0.3"); err != nil {

@@ -63,7 +63,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func TestStandaloneACMERenews(t *testing.T) {
 	const host = "app.portico.test"
 	const validity = 40 * time.Second
-	ports := map[string]int{"HTTP": fixedPort(t), "HTTPS": fixedPort(t)}
+	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"], CertificateValidity: validity})
 
 	dir := t.TempDir()

@@ -54,12 +54,12 @@ type acmeReplica struct {
 // startPortico makes cannot answer challenges; this one is closed after
 // the replica stopped.
 func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity string) (*clusterInstance, *acmeReplica) {
-	t := f.t
+	t := f.T
 	t.Helper()
 	events := &acmeEvents{counts: map[string]int{}}
 	challenges := &answering{}
 	log := zaptest.NewLogger(t).Named(identity)
-	inst := f.startPortico(f.env.Config, bind, identity, func(s *replicaSetup) {
+	inst := f.startPortico(f.Env.Config, bind, identity, func(s *replicaSetup) {
 		c := s.c
 		storage, err := secretstorage.New(c.Kube, secretstorage.Options{Namespace: "portico-system", Identity: identity})
 		if err != nil {
@@ -107,7 +107,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 // certificate.
 func TestClusterACMETwoReplicas(t *testing.T) {
 	const host = "app.portico.test"
-	httpPort, httpsPort := fixedPort(t), fixedPort(t)
+	httpPort, httpsPort := kubetest.FixedPort(t), kubetest.FixedPort(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort})
 	// Either replica may be the one Pebble validates against (it takes
 	// the first address), and either may place the order: the challenge
@@ -117,17 +117,17 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	if err := pebble.SetA(t.Context(), host, binds...); err != nil {
 		t.Fatal(err)
 	}
-	f := &clusterFixture{t: t, env: kubetest.Start(t)}
-	f.kc, f.gc = clusterClients(t, f.env.Config)
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
+	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
 	ctx := t.Context()
 	for _, ns := range []string{"portico-system", "apps"} {
-		mustCreate(t)(f.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+		mustCreate(t)(f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
 	}
 	a, ra := startACMEReplica(f, pebble, "127.0.0.1", "replica-a")
 	b, rb := startACMEReplica(f, pebble, "127.0.0.2", "replica-b")
 
-	gws := f.gc.GatewayV1()
-	createClassAndGateway(t, f.gc, httpPort)
+	gws := f.Gateway.GatewayV1()
+	createClassAndGateway(t, f.Gateway, httpPort)
 	mustCreate(t)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Annotations: map[string]string{wellknown.ACMEAnnotation: wellknown.ACMEHTTP01}},
 		Spec: gwv1.ListenerSetSpec{
@@ -181,7 +181,7 @@ func TestClusterACMETwoReplicas(t *testing.T) {
 	// that placed it.
 	var issued []corev1.Event
 	kubetest.WaitFor(t, 10*time.Second, "CertificateIssued Event on ListenerSet apps/app", func() error {
-		list, err := f.kc.CoreV1().Events("apps").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ListenerSet,involvedObject.name=app"})
+		list, err := f.Kube.CoreV1().Events("apps").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ListenerSet,involvedObject.name=app"})
 		if err != nil {
 			return err
 		}

@@ -3,8 +3,6 @@ package kube
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -39,10 +37,10 @@ import (
 // Portico's is never written.
 func TestClusterACMEIssues(t *testing.T) {
 	const host, theirHost = "app.portico.test", "theirs.portico.test"
-	httpPort, httpsPort := fixedPort(t), fixedPort(t)
+	httpPort, httpsPort := kubetest.FixedPort(t), kubetest.FixedPort(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort})
 	env := kubetest.Start(t)
-	kc, gc := clusterClients(t, env.Config)
+	kc, gc := kubetest.Clients(t, env.Config)
 	ctx := t.Context()
 	for _, ns := range []string{"portico-system", "apps"} {
 		mustCreate(t)(kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
@@ -137,7 +135,7 @@ func TestClusterACMEIssues(t *testing.T) {
 	if secret.Type != corev1.SecretTypeTLS || !translate.IsManaged(secret) || secret.Annotations[wellknown.ACMEHostnameAnnotation] != host {
 		t.Errorf("Secret: type %q labels %v annotations %v; want kubernetes.io/tls, managed by Portico, for %s", secret.Type, secret.Labels, secret.Annotations, host)
 	}
-	verifyChain(t, secret.Data[corev1.TLSCertKey], host, pebble.Roots)
+	acmetest.VerifyChain(t, secret.Data[corev1.TLSCertKey], host, pebble.Roots)
 	if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
 		t.Errorf("Secret's key pair: %v", err)
 	}
@@ -189,32 +187,5 @@ func TestClusterACMEIssues(t *testing.T) {
 	}
 	if len(list.Items) == 0 {
 		t.Error("no storage Secret in portico-system")
-	}
-}
-
-// verifyChain checks that certPEM is a chain for host under roots.
-func verifyChain(t *testing.T, certPEM []byte, host string, roots *x509.CertPool) {
-	t.Helper()
-	var chain []*x509.Certificate
-	for rest := certPEM; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain = append(chain, c)
-	}
-	if len(chain) == 0 {
-		t.Fatal("no certificate in the Secret")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
-		t.Errorf("certificate does not verify for %s under Pebble's root: %v", host, err)
 	}
 }

@@ -39,7 +39,7 @@ func TestStandaloneBackendTLS(t *testing.T) {
 	}
 	good := startTLSBackend(t, ca, "backend.internal")
 	foreign := startTLSBackend(t, other, "backend.internal")
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	config := func(caPEM []byte) string {
 		return caConfigMapYAML("ca", caPEM) + render(t, gatewayYAML+`  - {name: http, port: {{.Port}}, protocol: HTTP}
 ---
@@ -175,7 +175,7 @@ func TestStandaloneClientCertificates(t *testing.T) {
 	stranger := issueClientCert(t, strangers, 1, "stranger")
 	server := newTestCert(t, "app.example.com")
 	bk := startBackend(t, "backend")
-	ports := map[string]any{"Strict": freePort(t), "Lenient": freePort(t)}
+	ports := map[string]any{"Strict": kubetest.FreePort(t), "Lenient": kubetest.FreePort(t)}
 	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}
@@ -329,7 +329,7 @@ func TestStandaloneBackendClientCertificate(t *testing.T) {
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { srv.Close() })
 
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}

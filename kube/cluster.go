@@ -2,8 +2,9 @@
 // the informers of kube/source, the status writer (kube/statuswriter,
 // leader only), leader election (kube/leader), the per-Gateway data
 // planes (kube/provisioner), and the ACME certificates written into
-// Secrets (kube/acmecerts), for cmd; Knative adds the KIngress source. With
-// cmd, it and its sub-packages are the only ones that import client-go.
+// Secrets (kube/acmecerts), for cmd; kube/kingress adds the KIngress
+// source to it. With cmd, it and its sub-packages are the only ones that
+// import client-go.
 package kube
 
 import (

@@ -42,13 +42,13 @@ func BenchmarkClusterNewHostname(b *testing.B) {
 func clusterNewHostname(b *testing.B, present int) {
 	f := newClusterFixture(b)
 	ctx := context.Background()
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	port := int32(freePort(b))
+	gws := f.Gateway.GatewayV1()
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	f.Service("apps", "svc", f.Backend("backend"))
+	port := int32(kubetest.FreePort(b))
 	// A Gateway needs a listener of its own; this one serves nothing.
-	createClassAndGateway(b, f.gc, freePort(b))
+	createClassAndGateway(b, f.Gateway, kubetest.FreePort(b))
 
 	certs := map[string]testCert{}
 	var certsMu sync.Mutex
@@ -58,7 +58,7 @@ func clusterNewHostname(b *testing.B, present int) {
 		certsMu.Lock()
 		certs[host(i)] = c
 		certsMu.Unlock()
-		mustCreate(b)(f.kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", fmt.Sprintf("cert-%d", i), c), metav1.CreateOptions{}))
+		mustCreate(b)(f.Kube.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", fmt.Sprintf("cert-%d", i), c), metav1.CreateOptions{}))
 	}
 	listenerSetAndRoute := func(i int) {
 		mustCreate(b)(gws.ListenerSets("apps").Create(ctx, &gwv1.ListenerSet{
@@ -100,7 +100,7 @@ func clusterNewHostname(b *testing.B, present int) {
 	progress(b, "created %d Secrets, ListenerSets and HTTPRoutes in %v", present, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-bench", func(s *replicaSetup) {
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-bench", func(s *replicaSetup) {
 		s.opts.MinHoldoff, s.opts.Holdoff, s.opts.MaxDelay = 10*time.Millisecond, 100*time.Millisecond, time.Second
 		s.readyWithin = 30 * time.Minute
 	})

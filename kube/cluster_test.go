@@ -18,13 +18,11 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -40,105 +38,20 @@ import (
 	"portico.dev/portico/translate"
 )
 
-// clusterFixture is a real API server with the Gateway API CRDs, admin
-// clients, and backends in a network namespace of their own, where
-// EndpointSlices can point at them.
+// clusterFixture is kubetest's cluster fixture, with the in-process
+// Portico replicas these tests start on it (startPortico), which need this
+// package's Cluster.
 type clusterFixture struct {
-	t     testing.TB
-	env   *kubetest.Env
-	kc    kubernetes.Interface
-	gc    gatewayclient.Interface
-	netns *kubetest.Netns
+	*kubetest.ClusterFixture
 }
 
 func newClusterFixture(t testing.TB) *clusterFixture {
 	t.Helper()
-	kubetest.NeedNetns(t)
-	f := &clusterFixture{t: t, env: kubetest.Start(t)}
-	f.kc, f.gc = clusterClients(t, f.env.Config)
-	f.netns = kubetest.NewNetns(t, "cluster")
-	return f
-}
-
-func clusterClients(t testing.TB, cfg *rest.Config) (kubernetes.Interface, gatewayclient.Interface) {
-	t.Helper()
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc, err := gatewayclient.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kc, gc
-}
-
-// backend starts an HTTP server in the fixture's network namespace that
-// names itself in every answer, and returns its port.
-func (f *clusterFixture) backend(name string) int32 {
-	f.t.Helper()
-	ln, err := f.netns.Listen("tcp", f.netns.AddrPort(0))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	srv := &http.Server{
-		ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("X-Backend", name)
-			fmt.Fprintf(w, "%s %s", name, r.URL.Path)
-		}),
-	}
-	go srv.Serve(ln) //nolint:errcheck // ends with Close
-	f.t.Cleanup(func() { srv.Close() })
-	return int32(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// namespace creates a namespace with labels.
-func (f *clusterFixture) namespace(name string, labels map[string]string) {
-	f.t.Helper()
-	_, err := f.kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		f.t.Fatalf("create namespace %s: %v", name, err)
-	}
-}
-
-// service creates a Service with port 80 ("http") and the EndpointSlice
-// that points it at a backend port in the network namespace.
-func (f *clusterFixture) service(namespace, name string, backendPort int32) {
-	f.t.Helper()
-	ctx := context.Background()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
-			Name: "http", Port: 80, TargetPort: intstr.FromInt32(backendPort),
-		}}},
-	}
-	if _, err := f.kc.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		f.t.Fatalf("create Service %s/%s: %v", namespace, name, err)
-	}
-	es := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: name + "-1",
-			Labels: map[string]string{discoveryv1.LabelServiceName: name},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(backendPort)}},
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{f.netns.Addr.String()},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		}},
-	}
-	if _, err := f.kc.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
-		f.t.Fatalf("create EndpointSlice %s/%s: %v", namespace, es.Name, err)
-	}
+	return &clusterFixture{kubetest.NewClusterFixture(t)}
 }
 
 func tlsSecret(namespace, name string, c testCert) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: []byte(c.certPEM), corev1.TLSPrivateKeyKey: []byte(c.keyPEM)},
-	}
+	return kubetest.TLSSecret(namespace, name, []byte(c.certPEM), []byte(c.keyPEM))
 }
 
 // clusterInstance is one Portico replica in cluster mode, in process: the
@@ -172,13 +85,13 @@ type replicaSetup struct {
 // startPortico runs a replica with cfg's identity, binding listener ports
 // on bind (a loopback address). mod adjusts the setup before it runs.
 func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, mod func(*replicaSetup)) *clusterInstance {
-	f.t.Helper()
-	kc, gc := clusterClients(f.t, cfg)
+	f.T.Helper()
+	kc, gc := kubetest.Clients(f.T, cfg)
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	log := zaptest.NewLogger(f.t).Named(identity)
+	log := zaptest.NewLogger(f.T).Named(identity)
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = bind
 	opts.DrainTimeout = 2 * time.Second
@@ -215,16 +128,16 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 	ctx, cancel := context.WithCancel(context.Background())
 	inst := &clusterInstance{c: c, loop: loop, rt: setup.rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
 	go func() { inst.done <- loop.Run(ctx) }()
-	f.t.Cleanup(inst.stop)
+	f.T.Cleanup(inst.stop)
 	deadline := time.Now().Add(setup.readyWithin)
 	for loop.Ready() != nil {
 		select {
 		case err := <-inst.done:
-			f.t.Fatalf("Portico %s stopped before it was ready: %v", identity, err)
+			f.T.Fatalf("Portico %s stopped before it was ready: %v", identity, err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("Portico %s not ready: %v", identity, loop.Ready())
+			f.T.Fatalf("Portico %s not ready: %v", identity, loop.Ready())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -307,19 +220,19 @@ const otherController gwv1.GatewayController = "example.net/other-controller"
 func TestClusterServesAndWritesStatus(t *testing.T) {
 	f := newClusterFixture(t)
 	ctx := t.Context()
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	backendA, backendB := f.backend("backend-a"), f.backend("backend-b")
-	f.service("apps", "svc-a", backendA)
-	f.service("apps", "svc-b", backendB)
-	httpPort, httpsPort := int32(freePort(t)), int32(freePort(t))
+	gws := f.Gateway.GatewayV1()
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	backendA, backendB := f.Backend("backend-a"), f.Backend("backend-b")
+	f.Service("apps", "svc-a", backendA)
+	f.Service("apps", "svc-b", backendB)
+	httpPort, httpsPort := int32(kubetest.FreePort(t)), int32(kubetest.FreePort(t))
 	certA := newTestCert(t, "a.example.com")
-	if _, err := f.kc.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "cert-a", certA), metav1.CreateOptions{}); err != nil {
+	if _, err := f.Kube.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "cert-a", certA), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The Service in front of Portico, whose address Gateways report.
-	front, err := f.kc.CoreV1().Services("portico-system").Create(ctx, &corev1.Service{
+	front, err := f.Kube.CoreV1().Services("portico-system").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(httpPort)},
@@ -329,7 +242,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	createClassAndGateway(t, f.gc, int(httpPort))
+	createClassAndGateway(t, f.Gateway, int(httpPort))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "other"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: otherController},
@@ -393,7 +306,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 	}
 
 	var applied atomic.Int64
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) {
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) {
 		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 		s.applied = func(r pipeline.ApplyReport) {
 			if r.Err == nil {
@@ -532,12 +445,12 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 
 		// The Service in front gets a load balancer address: it replaces the
 		// cluster IP in every Gateway's status.
-		front, err := f.kc.CoreV1().Services("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+		front, err := f.Kube.CoreV1().Services("portico-system").Get(ctx, "portico", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		front.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}, {Hostname: "edge.example.net"}}
-		if _, err := f.kc.CoreV1().Services("portico-system").UpdateStatus(ctx, front, metav1.UpdateOptions{}); err != nil {
+		if _, err := f.Kube.CoreV1().Services("portico-system").UpdateStatus(ctx, front, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		kubetest.WaitFor(t, 10*time.Second, "load balancer addresses", func() error {
@@ -603,12 +516,12 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 
 	t.Run("SecretRotation", func(t *testing.T) {
 		rotated := newTestCert(t, "a.example.com")
-		s, err := f.kc.CoreV1().Secrets("apps").Get(ctx, "cert-a", metav1.GetOptions{})
+		s, err := f.Kube.CoreV1().Secrets("apps").Get(ctx, "cert-a", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Data = tlsSecret("apps", "cert-a", rotated).Data
-		if _, err := f.kc.CoreV1().Secrets("apps").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		if _, err := f.Kube.CoreV1().Secrets("apps").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		kubetest.WaitFor(t, 10*time.Second, "rotated certificate served", func() error {
@@ -633,9 +546,9 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		// A policy for a Service a route of gw uses gets gw as ancestor;
 		// when no route uses it any more, Portico's entry goes and another
 		// controller's stays.
-		f.service("apps", "svc-tls", int32(freePort(t)))
+		f.Service("apps", "svc-tls", int32(kubetest.FreePort(t)))
 		ca := newTestCert(t, "ca.internal")
-		mustCreate(t)(f.kc.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{
+		mustCreate(t)(f.Kube.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "ca"},
 			Data:       map[string]string{"ca.crt": ca.certPEM},
 		}, metav1.CreateOptions{}))
@@ -846,7 +759,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 
 		// What the API accepts but Portico cannot serve gets conditions.
-		unservable := int32(freePort(t))
+		unservable := int32(kubetest.FreePort(t))
 		mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "odd"},
 			Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{

@@ -61,7 +61,7 @@ func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *cluster
 	if !roots.AppendCertsFromPEM([]byte(caPEM)) {
 		t.Fatalf("Deployment %s/%s carries no controller certificate", ns, name)
 	}
-	tr, err := f.kc.CoreV1().ServiceAccounts(ns).CreateToken(ctx, dep.Spec.Template.Spec.ServiceAccountName, &authnv1.TokenRequest{
+	tr, err := f.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, dep.Spec.Template.Spec.ServiceAccountName, &authnv1.TokenRequest{
 		Spec: authnv1.TokenRequestSpec{Audiences: []string{provision.TokenAudience}, ExpirationSeconds: ptr.To(int64(3600))},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -89,7 +89,7 @@ func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *cluster
 }
 
 func (f *provisionFixture) startController(identity string, listen string) *clusterInstance {
-	return f.clusterFixture.startPortico(f.env.Config, "127.0.0.1", identity, func(s *replicaSetup) {
+	return f.clusterFixture.startPortico(f.Env.Config, "127.0.0.1", identity, func(s *replicaSetup) {
 		s.c.Dynamic = f.dyn
 		s.c.DataPlanes = &provision.Settings{Image: "portico:test", ImagePullPolicy: corev1.PullNever, Controller: listen}
 		s.c.DataPlaneListen = listen
@@ -107,18 +107,18 @@ func (f *provisionFixture) startController(identity string, listen string) *clus
 func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	kubetest.NeedNetns(t)
 	f := newProvisionFixture(t)
-	f.netns = kubetest.NewNetns(t, "dataplane")
+	f.Netns = kubetest.NewNetns(t, "dataplane")
 	ctx := context.Background()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "blue", f.backend("blue"))
-	f.service("apps", "green", f.backend("green"))
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	f.Service("apps", "blue", f.Backend("blue"))
+	f.Service("apps", "green", f.Backend("green"))
 	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
 	f.class("dedicated", "portico-system", "dedicated")
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(kubetest.FreePort(t))
 	ctrl := f.startController("portico-0", listen)
 
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec: gwv1.HTTPRouteSpec{
@@ -126,7 +126,7 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "blue", Port: ptr.To(gwv1.PortNumber(80))}}}}}},
 		},
 	}
-	if _, err := f.gc.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Gateway.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -163,12 +163,12 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	// A route change reaches the data plane.
 	setBackend := func(name string) {
 		kubetest.WaitFor(t, 10*time.Second, "route update", func() error {
-			r, err := f.gc.GatewayV1().HTTPRoutes("apps").Get(ctx, "web", metav1.GetOptions{})
+			r, err := f.Gateway.GatewayV1().HTTPRoutes("apps").Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			r.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
-			_, err = f.gc.GatewayV1().HTTPRoutes("apps").Update(ctx, r, metav1.UpdateOptions{})
+			_, err = f.Gateway.GatewayV1().HTTPRoutes("apps").Update(ctx, r, metav1.UpdateOptions{})
 			return err
 		})
 	}
@@ -198,9 +198,9 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 // them here): each is Running and Ready, so the Deployment has an
 // available replica.
 func (f *provisionFixture) markPodsReady(ns, deployment string) {
-	f.t.Helper()
+	f.T.Helper()
 	ctx := context.Background()
-	kubetest.WaitFor(f.t, 20*time.Second, "a ready pod of "+deployment, func() error {
+	kubetest.WaitFor(f.T, 20*time.Second, "a ready pod of "+deployment, func() error {
 		d, err := f.deployment(ns, deployment)
 		if err != nil {
 			return err
@@ -209,7 +209,7 @@ func (f *provisionFixture) markPodsReady(ns, deployment string) {
 		if err != nil {
 			return err
 		}
-		pods, err := f.kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		pods, err := f.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return err
 		}
@@ -220,7 +220,7 @@ func (f *provisionFixture) markPodsReady(ns, deployment string) {
 			p := &pods.Items[i]
 			p.Status.Phase = corev1.PodRunning
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-			if _, err := f.kc.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			if _, err := f.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 		}
@@ -243,17 +243,17 @@ func (f *provisionFixture) markPodsReady(ns, deployment string) {
 func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 	f := newProvisionFixture(t)
 	ctx := context.Background()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
 	for i := range 8 {
-		f.namespace(fmt.Sprintf("team-%d", i), map[string]string{"team": strconv.Itoa(i)})
+		f.Namespace(fmt.Sprintf("team-%d", i), map[string]string{"team": strconv.Itoa(i)})
 	}
 	var rules []gwv1.HTTPRouteRule
 	for i := range 4 {
 		name := fmt.Sprintf("backend-%d", i)
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-		if _, err := f.kc.CoreV1().Services("apps").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Kube.CoreV1().Services("apps").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		rules = append(rules, gwv1.HTTPRouteRule{
@@ -269,17 +269,17 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 				Rules:           []gwv1.HTTPRouteRule{rule},
 			},
 		}
-		if _, err := f.gc.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Gateway.GatewayV1().HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
 	f.class("dedicated", "portico-system", "dedicated")
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(kubetest.FreePort(t))
 	ctrl := f.startController("portico-0", listen)
 	f.gateway(&gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
-		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freePort(t)), Protocol: gwv1.HTTPProtocolType}}},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(kubetest.FreePort(t)), Protocol: gwv1.HTTPProtocolType}}},
 	})
 	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
 	dp := startDataPlane(t, f, "apps", "web-dedicated")
@@ -290,7 +290,7 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 	version, _ := ctrl.c.server.Version(key)
 	applied := dp.loop.Generation()
 	programmedSince := func() (metav1.Time, error) {
-		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
+		g, err := f.Gateway.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return metav1.Time{}, err
 		}
@@ -309,7 +309,7 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 		before := ctrl.loop.Generation()
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-0", Name: fmt.Sprintf("unrelated-%d", i)},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-		if _, err := f.kc.CoreV1().Services("team-0").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Kube.CoreV1().Services("team-0").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		kubetest.WaitFor(t, 10*time.Second, "a rebuild", func() error {

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,11 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -79,40 +74,6 @@ func deployObjects(t testing.TB, dir string) []*unstructured.Unstructured {
 	return objs
 }
 
-// serverSideApply applies objs in order, as "kubectl apply --server-side"
-// does; the API server validates each one fully.
-func serverSideApply(t testing.TB, cfg *rest.Config, objs []*unstructured.Unstructured) {
-	t.Helper()
-	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(disc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	for _, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if obj.GetNamespace() != "" {
-			ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-		}
-		if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "portico-deploy-test", Force: true}); err != nil {
-			t.Fatalf("apply %s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
-	}
-}
-
 // TestDeployManifests applies deploy/ to a real API server, then runs
 // Portico with exactly the RBAC of its ServiceAccount: it serves and writes
 // status, and whatever it was not granted is refused.
@@ -120,19 +81,19 @@ func TestDeployManifests(t *testing.T) {
 	f := newClusterFixture(t)
 	ctx := t.Context()
 	objs := deployObjects(t, "../deploy")
-	serverSideApply(t, f.env.Config, objs)
+	kubetest.ServerSideApply(t, f.Env.Config, objs)
 	// Applying again changes nothing and must be accepted as well.
-	serverSideApply(t, f.env.Config, deployObjects(t, "../deploy"))
+	kubetest.ServerSideApply(t, f.Env.Config, deployObjects(t, "../deploy"))
 
-	dep, err := f.kc.AppsV1().Deployments("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	dep, err := f.Kube.AppsV1().Deployments("portico-system").Get(ctx, "portico", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkDeployment(t, dep)
-	if _, err := f.kc.PolicyV1().PodDisruptionBudgets("portico-system").Get(ctx, "portico", metav1.GetOptions{}); err != nil {
+	if _, err := f.Kube.PolicyV1().PodDisruptionBudgets("portico-system").Get(ctx, "portico", metav1.GetOptions{}); err != nil {
 		t.Errorf("PodDisruptionBudget: %v", err)
 	}
-	front, err := f.kc.CoreV1().Services("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	front, err := f.Kube.CoreV1().Services("portico-system").Get(ctx, "portico", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +102,10 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	// What a user creates: a Gateway of the deployed class, a route, a backend.
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	port := int32(freePort(t))
-	gws := f.gc.GatewayV1()
+	f.Namespace("apps", nil)
+	f.Service("apps", "svc", f.Backend("backend"))
+	port := int32(kubetest.FreePort(t))
+	gws := f.Gateway.GatewayV1()
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
 		Spec: gwv1.GatewaySpec{
@@ -161,7 +122,7 @@ func TestDeployManifests(t *testing.T) {
 		},
 	}, metav1.CreateOptions{}))
 
-	sa := f.env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
+	sa := f.Env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
 	p := f.startPortico(sa, "127.0.0.1", "portico-0", func(s *replicaSetup) {
 		s.opts.Translate.Shared = &translate.SharedAddresses{Service: types.NamespacedName{Namespace: "portico-system", Name: "portico"}}
 	})
@@ -199,7 +160,7 @@ func TestDeployManifests(t *testing.T) {
 		}
 		return nil
 	})
-	lease, err := f.kc.CoordinationV1().Leases("portico-system").Get(ctx, "portico", metav1.GetOptions{})
+	lease, err := f.Kube.CoordinationV1().Leases("portico-system").Get(ctx, "portico", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("leader Lease: %v", err)
 	}
@@ -207,7 +168,7 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("Lease held by %v", lease.Spec.HolderIdentity)
 	}
 	kubetest.WaitFor(t, 10*time.Second, "leader election Event", func() error {
-		events, err := f.kc.CoreV1().Events("portico-system").List(ctx, metav1.ListOptions{})
+		events, err := f.Kube.CoreV1().Events("portico-system").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -220,7 +181,7 @@ func TestDeployManifests(t *testing.T) {
 	})
 
 	// Everything outside the granted RBAC is refused.
-	kc, gc := clusterClients(t, sa)
+	kc, gc := kubetest.Clients(t, sa)
 	md, err := metadata.NewForConfig(sa)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const gepE2EGateway = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP, hostname: gw.example.com}
@@ -70,7 +72,7 @@ spec:
 // its backend), while the newer ListenerSet's other listener serves; once
 // the winner's file is deleted, the former loser takes the hostname over.
 func TestGEP1713ConflictedListenerEndToEnd(t *testing.T) {
-	ports := map[string]int{"HTTP": freePort(t), "HTTPS": freePort(t)}
+	ports := map[string]int{"HTTP": kubetest.FreePort(t), "HTTPS": kubetest.FreePort(t)}
 	winnerCert := newTestCert(t, "app.example.com")
 	loserCert := newTestCert(t, "app.example.com")
 	otherCert := newTestCert(t, "other.example.com")

@@ -25,15 +25,15 @@ import (
 // grpcBackend serves grpctest.EchoService (test.Echo, as name) over h2c
 // in the fixture's network namespace and returns its port.
 func (f *clusterFixture) grpcBackend(name string) int32 {
-	f.t.Helper()
-	ln, err := f.netns.Listen("tcp", f.netns.AddrPort(0))
+	f.T.Helper()
+	ln, err := f.Netns.Listen("tcp", f.Netns.AddrPort(0))
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodec(grpctest.RawCodec{})) //nolint:staticcheck // RawCodec has no V2 form
 	srv.RegisterService(grpctest.EchoService("test.Echo", name), nil)
 	go srv.Serve(ln) //nolint:errcheck // ends with Stop
-	f.t.Cleanup(srv.Stop)
+	f.T.Cleanup(srv.Stop)
 	return int32(ln.Addr().(*net.TCPAddr).Port)
 }
 
@@ -45,12 +45,12 @@ func (f *clusterFixture) grpcBackend(name string) int32 {
 func TestClusterGRPCRoute(t *testing.T) {
 	f := newClusterFixture(t)
 	ctx := t.Context()
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "echo", f.grpcBackend("backend-a"))
-	httpPort := freePort(t)
-	createClassAndGateway(t, f.gc, httpPort)
+	gws := f.Gateway.GatewayV1()
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	f.Service("apps", "echo", f.grpcBackend("backend-a"))
+	httpPort := kubetest.FreePort(t)
+	createClassAndGateway(t, f.Gateway, httpPort)
 	ref := gwv1.GRPCBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 		Name: "echo", Port: ptr.To(gwv1.PortNumber(80)),
 	}}}
@@ -72,7 +72,7 @@ func TestClusterGRPCRoute(t *testing.T) {
 			Rules:           []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{ref}}},
 		},
 	}, metav1.CreateOptions{}))
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", nil)
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-a", nil)
 
 	parentStatus := func(name string) (*gwv1.RouteParentStatus, error) {
 		r, err := gws.GRPCRoutes("apps").Get(ctx, name, metav1.GetOptions{})

@@ -24,11 +24,11 @@ import (
 func TestClusterLeaderElection(t *testing.T) {
 	f := newClusterFixture(t)
 	ctx := t.Context()
-	gws := f.gc.GatewayV1()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	port := int32(freePort(t))
+	gws := f.Gateway.GatewayV1()
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	f.Service("apps", "svc", f.Backend("backend"))
+	port := int32(kubetest.FreePort(t))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},
@@ -54,14 +54,14 @@ func TestClusterLeaderElection(t *testing.T) {
 	mustCreate(t)(gws.HTTPRoutes("apps").Create(ctx, route, metav1.CreateOptions{}))
 
 	// a dies without releasing the lease, as a killed process would.
-	a := f.startPortico(f.env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) { s.c.LeaderElection.ReleaseOnCancel = false })
+	a := f.startPortico(f.Env.Config, "127.0.0.1", "portico-a", func(s *replicaSetup) { s.c.LeaderElection.ReleaseOnCancel = false })
 	kubetest.WaitFor(t, 10*time.Second, "a leads", func() error {
 		if !a.c.Leading() {
 			return errors.New("a does not lead")
 		}
 		return nil
 	})
-	b := f.startPortico(f.env.Config, "127.0.0.2", "portico-b", nil)
+	b := f.startPortico(f.Env.Config, "127.0.0.2", "portico-b", nil)
 	lease := b.c.LeaderElection.LeaseDuration
 
 	// Both replicas serve from start to end (a until it dies).

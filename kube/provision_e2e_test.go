@@ -37,9 +37,9 @@ type provisionFixture struct {
 
 func newProvisionFixture(t *testing.T) *provisionFixture {
 	t.Helper()
-	f := &clusterFixture{t: t, env: kubetest.Start(t)}
-	f.kc, f.gc = clusterClients(t, f.env.Config)
-	f.env.StartControllerManagerT(t)
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
+	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
+	f.Env.StartControllerManagerT(t)
 	dir := t.TempDir()
 	crd, err := os.ReadFile("../deploy/porticoparameters.yaml")
 	if err != nil {
@@ -48,10 +48,10 @@ func newProvisionFixture(t *testing.T) *provisionFixture {
 	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := kubetest.ApplyManifests(context.Background(), f.env.Config, dir); err != nil {
+	if err := kubetest.ApplyManifests(context.Background(), f.Env.Config, dir); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(f.env.Config)
+	dyn, err := dynamic.NewForConfig(f.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func newProvisionFixture(t *testing.T) *provisionFixture {
 }
 
 func (f *provisionFixture) startPortico(identity string) *clusterInstance {
-	return f.clusterFixture.startPortico(f.env.Config, "127.0.0.1", identity, func(s *replicaSetup) {
+	return f.clusterFixture.startPortico(f.Env.Config, "127.0.0.1", identity, func(s *replicaSetup) {
 		s.c.Dynamic = f.dyn
 		s.c.DataPlanes = &provision.Settings{Image: "portico:test", ImagePullPolicy: corev1.PullNever, Controller: "portico.portico-system.svc:9443"}
 	})
@@ -67,71 +67,74 @@ func (f *provisionFixture) startPortico(identity string) *clusterInstance {
 
 // parameters creates a PorticoParameters object from its spec in YAML.
 func (f *provisionFixture) parameters(ns, name, spec string) {
-	f.t.Helper()
+	f.T.Helper()
 	obj := &unstructured.Unstructured{}
 	y := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", parameters.APIVersion, parameters.Kind, name, ns, spec)
 	if err := yamlToUnstructured(y, obj); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	if _, err := f.dyn.Resource(source.ParametersResource).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
-		f.t.Fatalf("create PorticoParameters %s/%s: %v", ns, name, err)
+		f.T.Fatalf("create PorticoParameters %s/%s: %v", ns, name, err)
 	}
 }
 
 func (f *provisionFixture) class(name, paramsNS, paramsName string) {
-	f.t.Helper()
+	f.T.Helper()
 	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}}
 	if paramsName != "" {
 		gc.Spec.ParametersRef = &gwv1.ParametersReference{Group: parameters.Group, Kind: parameters.Kind, Name: paramsName, Namespace: ptr.To(gwv1.Namespace(paramsNS))}
 	}
-	if _, err := f.gc.GatewayV1().GatewayClasses().Create(context.Background(), gc, metav1.CreateOptions{}); err != nil {
-		f.t.Fatalf("create GatewayClass %s: %v", name, err)
+	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(context.Background(), gc, metav1.CreateOptions{}); err != nil {
+		f.T.Fatalf("create GatewayClass %s: %v", name, err)
 	}
 }
 
 func (f *provisionFixture) gateway(gw *gwv1.Gateway) *gwv1.Gateway {
-	f.t.Helper()
+	f.T.Helper()
 	if len(gw.Spec.Listeners) == 0 {
 		gw.Spec.Listeners = []gwv1.Listener{{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType}}
 	}
-	out, err := f.gc.GatewayV1().Gateways(gw.Namespace).Create(context.Background(), gw, metav1.CreateOptions{})
+	out, err := f.Gateway.GatewayV1().Gateways(gw.Namespace).Create(context.Background(), gw, metav1.CreateOptions{})
 	if err != nil {
-		f.t.Fatalf("create Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
+		f.T.Fatalf("create Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
 	}
 	return out
 }
 
 func (f *provisionFixture) updateGateway(ns, name string, mod func(*gwv1.Gateway)) {
-	f.t.Helper()
-	kubetest.WaitFor(f.t, 10*time.Second, "update Gateway", func() error {
-		gw, err := f.gc.GatewayV1().Gateways(ns).Get(context.Background(), name, metav1.GetOptions{})
+	f.T.Helper()
+	kubetest.WaitFor(f.T, 10*time.Second, "update Gateway", func() error {
+		gw, err := f.Gateway.GatewayV1().Gateways(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		mod(gw)
-		_, err = f.gc.GatewayV1().Gateways(ns).Update(context.Background(), gw, metav1.UpdateOptions{})
+		_, err = f.Gateway.GatewayV1().Gateways(ns).Update(context.Background(), gw, metav1.UpdateOptions{})
 		return err
 	})
 }
 
 func (f *provisionFixture) deployment(ns, name string) (*appsv1.Deployment, error) {
-	return f.kc.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return f.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
 // gone waits until none of a data plane's objects exists.
 func (f *provisionFixture) gone(ns, name string, timeout time.Duration) {
-	f.t.Helper()
+	f.T.Helper()
 	ctx := context.Background()
-	kubetest.WaitFor(f.t, timeout, "data plane "+ns+"/"+name+" removed", func() error {
+	kubetest.WaitFor(f.T, timeout, "data plane "+ns+"/"+name+" removed", func() error {
 		for kind, get := range map[string]func() error{
-			"Deployment": func() error { _, err := f.kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); return err },
-			"Service":    func() error { _, err := f.kc.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
+			"Deployment": func() error {
+				_, err := f.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
+			"Service": func() error { _, err := f.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
 			"ServiceAccount": func() error {
-				_, err := f.kc.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+				_, err := f.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 				return err
 			},
 			"PodDisruptionBudget": func() error {
-				_, err := f.kc.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+				_, err := f.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 				return err
 			},
 		} {
@@ -145,7 +148,7 @@ func (f *provisionFixture) gone(ns, name string, timeout time.Duration) {
 
 func gatewayCondition(f *provisionFixture, ns, name, typ string, status metav1.ConditionStatus, reason string) func() error {
 	return func() error {
-		gw, err := f.gc.GatewayV1().Gateways(ns).Get(context.Background(), name, metav1.GetOptions{})
+		gw, err := f.Gateway.GatewayV1().Gateways(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -166,8 +169,8 @@ func gatewayCondition(f *provisionFixture, ns, name, typ string, status metav1.C
 func TestProvisionDataPlanes(t *testing.T) {
 	f := newProvisionFixture(t)
 	ctx := context.Background()
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
 	f.parameters("portico-system", "dedicated", `{mode: PerGateway, replicas: 1, logLevel: warn, service: {type: ClusterIP, annotations: {a: class, b: class}}, podDisruptionBudget: {maxUnavailable: 1}}`)
 	f.parameters("apps", "big", `{replicas: 3, service: {annotations: {b: gateway}}}`)
 	f.class("dedicated", "portico-system", "dedicated")
@@ -192,15 +195,15 @@ func TestProvisionDataPlanes(t *testing.T) {
 		dep, err = f.deployment("apps", name)
 		return err
 	})
-	svc, err := f.kc.CoreV1().Services("apps").Get(ctx, name, metav1.GetOptions{})
+	svc, err := f.Kube.CoreV1().Services("apps").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := f.kc.CoreV1().ServiceAccounts("apps").Get(ctx, name, metav1.GetOptions{})
+	sa, err := f.Kube.CoreV1().ServiceAccounts("apps").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pdb, err := f.kc.PolicyV1().PodDisruptionBudgets("apps").Get(ctx, name, metav1.GetOptions{})
+	pdb, err := f.Kube.PolicyV1().PodDisruptionBudgets("apps").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +235,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	// Its address is the Service's cluster IP; it is not programmed while
 	// no replica is available (nothing runs pods here).
 	kubetest.WaitFor(t, 20*time.Second, "Gateway addresses", func() error {
-		g, err := f.gc.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
+		g, err := f.Gateway.GatewayV1().Gateways("apps").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -287,7 +290,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 		t.Fatalf("Name(%s) = %s: %v", long, longName, errs)
 	}
 	kubetest.WaitFor(t, 20*time.Second, "hashed name provisioned", func() error {
-		_, err := f.kc.CoreV1().Services("apps").Get(ctx, longName, metav1.GetOptions{})
+		_, err := f.Kube.CoreV1().Services("apps").Get(ctx, longName, metav1.GetOptions{})
 		return err
 	})
 
@@ -296,7 +299,7 @@ func TestProvisionDataPlanes(t *testing.T) {
 	f.gone("apps", name, 20*time.Second)
 
 	// Deleted: the garbage collector removes what it owned.
-	if err := f.gc.GatewayV1().Gateways("apps").Delete(ctx, long, metav1.DeleteOptions{}); err != nil {
+	if err := f.Gateway.GatewayV1().Gateways("apps").Delete(ctx, long, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.gone("apps", longName, 60*time.Second)
@@ -308,13 +311,13 @@ func TestProvisionDataPlanes(t *testing.T) {
 // Gateway's data plane appears.
 func TestProvisionInvalidClassParameters(t *testing.T) {
 	f := newProvisionFixture(t)
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
 	f.class("later", "portico-system", "later")
 	f.startPortico("portico-0")
 	f.gateway(&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: "later"}})
 	kubetest.WaitFor(t, 20*time.Second, "class InvalidParameters", func() error {
-		gc, err := f.gc.GatewayV1().GatewayClasses().Get(context.Background(), "later", metav1.GetOptions{})
+		gc, err := f.Gateway.GatewayV1().GatewayClasses().Get(context.Background(), "later", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestStandaloneServesTenThousandCertificates: one HTTPS port, 10,000
@@ -19,10 +21,10 @@ func TestStandaloneServesTenThousandCertificates(t *testing.T) {
 	if testing.Short() {
 		n = 500
 	}
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, gatewayYAML+`  - {name: http, port: %d, protocol: HTTP}
-`, freePort(t))
+`, kubetest.FreePort(t))
 	leaves := make([]*x509.Certificate, n)
 	for i := range n {
 		host := fmt.Sprintf("svc-%d.apps.example.com", i)

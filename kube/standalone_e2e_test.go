@@ -94,7 +94,7 @@ func newE2E(t *testing.T) *e2eSetup {
 		bkA:   startBackend(t, "backend-a"),
 		bkB:   startBackend(t, "backend-b"),
 		bkC:   startBackend(t, "backend-c"),
-		ports: map[string]int{"HTTP": freePort(t), "HTTPS": freePort(t)},
+		ports: map[string]int{"HTTP": kubetest.FreePort(t), "HTTPS": kubetest.FreePort(t)},
 	}
 	e.roots = x509.NewCertPool()
 	e.roots.AddCert(e.certA.leaf)

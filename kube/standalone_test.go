@@ -44,17 +44,6 @@ const classYAML = testyaml.Class
 // gatewayYAML is testyaml.Gateway: the class and apps/gw up to its listeners.
 const gatewayYAML = testyaml.Gateway
 
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // backend is a real HTTP server that names itself in every answer.
 type backend struct {
 	name string

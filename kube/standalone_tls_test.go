@@ -9,6 +9,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 const tlsGatewayTmpl = gatewayYAML + `  - name: pass
@@ -49,7 +51,7 @@ func TestStandaloneTLSRoutes(t *testing.T) {
 	passCert, termCert := newTestCert(t, "pass.example.com"), newTestCert(t, "term.example.com")
 	passBackend := &backend{name: "pass", addr: tlsEchoBackend(t, passCert)}
 	termBackend := &backend{name: "term", addr: tlsEchoBackend(t, testCert{})}
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	backends := serviceYAML("apps", "svc-pass", passBackend) + "---\n" + serviceYAML("apps", "svc-term", termBackend) +
 		"---\n" + secretYAML("apps", "cert-term", termCert)
 	h := startStandalone(t, map[string]string{

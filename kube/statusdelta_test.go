@@ -31,7 +31,7 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 	for i := range present {
 		site(i)
 	}
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-delta", nil)
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-delta", nil)
 	accepted := func(i int) func() error {
 		return func() error {
 			name := fmt.Sprintf("s-%d", i)
@@ -109,11 +109,11 @@ func TestStatusesOfUntouchedObjectsNotRewritten(t *testing.T) {
 func sitesFixture(t *testing.T) (*clusterFixture, gwclientv1.GatewayV1Interface, gwv1.PortNumber) {
 	t.Helper()
 	f := newClusterFixture(t)
-	f.namespace("portico-system", nil)
-	f.namespace("apps", nil)
-	f.service("apps", "svc", f.backend("backend"))
-	createClassAndGateway(t, f.gc, freePort(t))
-	return f, f.gc.GatewayV1(), gwv1.PortNumber(freePort(t))
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	f.Service("apps", "svc", f.Backend("backend"))
+	createClassAndGateway(t, f.Gateway, kubetest.FreePort(t))
+	return f, f.Gateway.GatewayV1(), gwv1.PortNumber(kubetest.FreePort(t))
 }
 
 // createSite creates a ListenerSet on apps/gw with one HTTP listener for
@@ -161,7 +161,7 @@ func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-first", nil)
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-first", nil)
 	// Changes keep coming meanwhile, as in a busy cluster: each interrupts
 	// the pass.
 	const more = 10
@@ -207,7 +207,7 @@ func TestOwnStatusWritesNotComparedAgain(t *testing.T) {
 	for i := range 20 {
 		createSite(t, gws, port, fmt.Sprintf("s-%d", i))
 	}
-	p := f.startPortico(f.env.Config, "127.0.0.1", "portico-echo", nil)
+	p := f.startPortico(f.Env.Config, "127.0.0.1", "portico-echo", nil)
 	settled := func(writes int64) {
 		t.Helper()
 		kubetest.WaitFor(t, 2*time.Minute, "statuses written", func() error {

@@ -10,6 +10,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/kube"
+	"portico.dev/portico/kube/kingress"
 	"portico.dev/portico/translate"
 )
 
@@ -84,7 +85,7 @@ func (o *knativeOptions) settings() (*translate.KnativeSettings, error) {
 
 // newKnative wraps the cluster source with the KIngress source and
 // status writer.
-func newKnative(c *kube.Cluster, co *clusterOptions, s *translate.KnativeSettings) (*kube.Knative, error) {
+func newKnative(c *kube.Cluster, co *clusterOptions, s *translate.KnativeSettings) (*kingress.Knative, error) {
 	cfg, err := restConfig(co.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -95,5 +96,9 @@ func newKnative(c *kube.Cluster, co *clusterOptions, s *translate.KnativeSetting
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	ext, _ := kube.ParseNamespacedName(co.knative.externalService) // checked by settings
-	return &kube.Knative{Cluster: c, Dynamic: dyn, Settings: *s, ExternalService: ext}, nil
+	return &kingress.Knative{
+		Cluster: kingress.Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading},
+		Log:     c.Log, OnStatusWrite: c.OnStatusWrite,
+		Dynamic: dyn, Settings: *s, ExternalService: ext,
+	}, nil
 }

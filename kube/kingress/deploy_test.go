@@ -1,4 +1,4 @@
-package kube
+package kingress
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"portico.dev/portico/internal/testkit/charttest"
+	"portico.dev/portico/internal/testkit/kubetest"
 )
 
 // TestKnativeDeployOverlay builds deploy/knative, applies it to a real API
@@ -16,7 +17,7 @@ import (
 // ServiceAccount: it reads KIngresses, serves them and writes their
 // status.
 func TestKnativeDeployOverlay(t *testing.T) {
-	objs, err := charttest.Kustomize("../examples/knative")
+	objs, err := charttest.Kustomize("../../examples/knative")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func TestKnativeDeployOverlay(t *testing.T) {
 	}
 
 	f := newKnFixture(t)
-	serverSideApply(t, f.env.Config, objs)
-	f.client = f.env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
+	kubetest.ServerSideApply(t, f.Env.Config, objs)
+	f.client = f.Env.ImpersonatingConfig("system:serviceaccount:portico-system:portico")
 	f.backend("hello-1", "http")
 	f.startReplicas(1)
 	f.apply(knForeign("deployed", "networking.knative.dev/ingress.class: portico.ingress.networking.knative.dev"))

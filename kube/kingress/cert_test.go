@@ -1,4 +1,4 @@
-package kube
+package kingress
 
 import (
 	"context"
@@ -36,27 +36,27 @@ spec:
 }
 
 func (f *knFixture) applyCertificate(doc string) *unstructured.Unstructured {
-	f.t.Helper()
+	f.T.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	out, err := f.dyn.Resource(knative.CertificateResource).Namespace("serving").Create(context.Background(), u, metav1.CreateOptions{})
 	if err != nil {
-		f.t.Fatalf("create Certificate %s: %v", u.GetName(), err)
+		f.T.Fatalf("create Certificate %s: %v", u.GetName(), err)
 	}
 	return out
 }
 
 func (f *knFixture) getCertificate(name string) (*unstructured.Unstructured, *knative.Certificate) {
-	f.t.Helper()
+	f.T.Helper()
 	u, err := f.dyn.Resource(knative.CertificateResource).Namespace("serving").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	c := &knative.Certificate{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return u, c
 }
@@ -69,7 +69,7 @@ func (f *knFixture) getCertificate(name string) (*unstructured.Unstructured, *kn
 func TestKnativeCertificateOnPebble(t *testing.T) {
 	const host = "kcert.portico.test"
 	f := newKnFixture(t)
-	f.settings.ExternalHTTPPort = int32(fixedPort(t))
+	f.settings.ExternalHTTPPort = int32(kubetest.FixedPort(t))
 	f.pebble = acmetest.Start(t, acmetest.Options{HTTPPort: int(f.settings.ExternalHTTPPort)})
 	f.coreService("portico-system", "portico-internal", "http", f.settings.LocalHTTPPort, nil)
 	f.replicas = append(f.replicas, f.startReplica("127.0.0.1", "portico-0"))
@@ -90,14 +90,14 @@ func TestKnativeCertificateOnPebble(t *testing.T) {
 		return fmt.Errorf("status %+v", cert.Status)
 	})
 	t.Logf("Certificate Ready %v after it was created", time.Since(start).Round(time.Millisecond))
-	secret, err := f.kc.CoreV1().Secrets("serving").Get(t.Context(), "kcert-tls", metav1.GetOptions{})
+	secret, err := f.Kube.CoreV1().Secrets("serving").Get(t.Context(), "kcert-tls", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if secret.Type != corev1.SecretTypeTLS || !translate.IsManaged(secret) {
 		t.Errorf("Secret: type %s, labels %v", secret.Type, secret.Labels)
 	}
-	verifyChain(t, secret.Data[corev1.TLSCertKey], host, f.pebble.Roots)
+	acmetest.VerifyChain(t, secret.Data[corev1.TLSCertKey], host, f.pebble.Roots)
 	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
 	if block == nil {
 		t.Fatal("no certificate in the Secret")
@@ -123,7 +123,7 @@ func TestKnativeCertificateOnPebble(t *testing.T) {
 	if u.GetResourceVersion() != foreign.GetResourceVersion() || u.Object["status"] != nil {
 		t.Errorf("Certificate of another class written: %v", u.Object["status"])
 	}
-	if _, err := f.kc.CoreV1().Secrets("serving").Get(t.Context(), "foreign-tls", metav1.GetOptions{}); err == nil {
+	if _, err := f.Kube.CoreV1().Secrets("serving").Get(t.Context(), "foreign-tls", metav1.GetOptions{}); err == nil {
 		t.Error("a Secret was written for a Certificate of another class")
 	}
 }
@@ -136,7 +136,7 @@ func TestKnativeCertificateRenews(t *testing.T) {
 	const host = "renew.portico.test"
 	const validity = 40 * time.Second
 	f := newKnFixture(t)
-	f.settings.ExternalHTTPPort = int32(fixedPort(t))
+	f.settings.ExternalHTTPPort = int32(kubetest.FixedPort(t))
 	f.pebble = acmetest.Start(t, acmetest.Options{HTTPPort: int(f.settings.ExternalHTTPPort), CertificateValidity: validity})
 	f.tuneACME = func(o *acme.Options) {
 		o.RenewalWindowRatio = 0.5
@@ -175,7 +175,7 @@ func TestKnativeCertificateRenews(t *testing.T) {
 		}
 		return nil
 	})
-	secret, err := f.kc.CoreV1().Secrets("serving").Get(t.Context(), "renew-tls", metav1.GetOptions{})
+	secret, err := f.Kube.CoreV1().Secrets("serving").Get(t.Context(), "renew-tls", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package kube
+// Package kingress is Portico's Knative Serving ingress in a cluster: the
+// source of KIngresses and Certificates (informers over the dynamic
+// client, since Portico's types are its own), which it adds to the
+// snapshots of the cluster source it extends, and, while that source's
+// replica leads, their status writers and the prober that tells when
+// every replica serves a KIngress's version.
+package kingress
 
 import (
 	"cmp"
@@ -23,13 +29,33 @@ import (
 	"portico.dev/portico/translate"
 )
 
+// Cluster is what Knative mode takes of the cluster source it extends
+// (kube.Cluster's methods, in cmd): functions rather than the type, so
+// that this package needs nothing else of it.
+type Cluster struct {
+	// Run runs the cluster source (pipeline.Source), once the KIngress
+	// informers are synced.
+	Run func(ctx context.Context, changed, ready func()) error
+	// Snapshot is the cluster source's snapshot, to which the KIngresses
+	// and Certificates are added.
+	Snapshot func() (*snapshot.Resources, error)
+	// Leading reports whether this replica holds the leader lease: the
+	// status writers write only then.
+	Leading func() bool
+}
+
 // Knative is the cluster source of Knative mode: the Cluster's informers
 // and one over KIngresses (read through the dynamic client, since
 // Portico's types are its own), and the KIngress status writer with its
 // prober, which act while the Cluster's replica leads.
 type Knative struct {
-	Cluster *Cluster
+	Cluster Cluster
 	Dynamic dynamic.Interface
+	Log     *zap.Logger
+	// OnStatusWrite, when set, is told of every status write (kind
+	// "Knative"), as the Cluster's hook of the same name is of its own; it
+	// must not block.
+	OnStatusWrite func(kind, result string)
 	// Settings are translate's: the class, the gateways' ports and the
 	// cluster-local Service, whose ready endpoints are the replicas to
 	// probe.
@@ -49,10 +75,11 @@ type Knative struct {
 // Run watches KIngresses beside the Cluster's kinds until ctx ends
 // (pipeline.Source).
 func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
-	if k.Cluster == nil || k.Dynamic == nil || k.Cluster.Log == nil {
-		return errors.New("knative: Cluster (with its Log) and Dynamic are required")
+	c := k.Cluster
+	if c.Run == nil || c.Snapshot == nil || c.Leading == nil || k.Dynamic == nil || k.Log == nil {
+		return errors.New("knative: Cluster (Run, Snapshot, Leading), Dynamic and Log are required")
 	}
-	log := k.Cluster.Log.Named("knative")
+	log := k.Log.Named("knative")
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(k.Dynamic, 0)
 	k.informer = factory.ForResource(knative.IngressResource).Informer()
 	if err := k.informer.SetTransform(toTyped[knative.Ingress](log, "KIngress")); err != nil {
@@ -103,7 +130,7 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 	}
 	go k.writer.run(ctx)
 	go k.certWriter.run(ctx)
-	return k.Cluster.Run(ctx, changed, ready)
+	return c.Run(ctx, changed, ready)
 }
 
 // Snapshot is the Cluster's snapshot with the KIngresses, in

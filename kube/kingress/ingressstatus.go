@@ -1,4 +1,4 @@
-package kube
+package kingress
 
 import (
 	"context"
@@ -195,9 +195,9 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	}
 }
 
-// report tells the Cluster's OnStatusWrite about a Knative status write.
+// report tells OnStatusWrite about a Knative status write.
 func (k *Knative) report(err error) {
-	if obs := k.Cluster.OnStatusWrite; obs != nil {
+	if obs := k.OnStatusWrite; obs != nil {
 		result := "ok"
 		switch {
 		case apierrors.IsConflict(err):

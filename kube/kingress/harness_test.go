@@ -1,4 +1,4 @@
-package kube
+package kingress
 
 import (
 	"bufio"
@@ -43,6 +43,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/acmetest"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/secretstorage"
 	"portico.dev/portico/proxy"
@@ -54,7 +55,7 @@ import (
 // each on the host's end of a network namespace of its own, so that the
 // cluster-local Service's EndpointSlice can list them.
 type knFixture struct {
-	*clusterFixture
+	*kubetest.ClusterFixture
 	dyn      dynamic.Interface
 	settings translate.KnativeSettings
 	external types.NamespacedName
@@ -80,22 +81,22 @@ type knReplica struct {
 
 func newKnFixture(t *testing.T) *knFixture {
 	t.Helper()
-	f := &knFixture{clusterFixture: newClusterFixture(t), backends: map[string]*knBackend{}}
-	f.client = f.env.Config
+	f := &knFixture{ClusterFixture: kubetest.NewClusterFixture(t), backends: map[string]*knBackend{}}
+	f.client = f.Env.Config
 	ctx := context.Background()
-	if err := kubetest.ApplyManifests(ctx, f.env.Config, "testdata/knative"); err != nil {
+	if err := kubetest.ApplyManifests(ctx, f.Env.Config, "testdata/knative"); err != nil {
 		t.Fatal(err)
 	}
 	var err error
-	if f.dyn, err = dynamic.NewForConfig(f.env.Config); err != nil {
+	if f.dyn, err = dynamic.NewForConfig(f.Env.Config); err != nil {
 		t.Fatal(err)
 	}
-	f.namespace("portico-system", nil)
-	f.namespace("serving", nil)
+	f.Namespace("portico-system", nil)
+	f.Namespace("serving", nil)
 	f.external = types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}
 	f.settings = translate.KnativeSettings{
-		ExternalHTTPPort: int32(freePort(t)), ExternalHTTPSPort: int32(freePort(t)),
-		LocalHTTPPort: int32(freePort(t)), LocalHTTPSPort: int32(freePort(t)),
+		ExternalHTTPPort: int32(kubetest.FreePort(t)), ExternalHTTPSPort: int32(kubetest.FreePort(t)),
+		LocalHTTPPort: int32(kubetest.FreePort(t)), LocalHTTPSPort: int32(kubetest.FreePort(t)),
 		LocalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-internal"},
 	}
 	f.coreService("portico-system", "portico-external", "http", 80, nil)
@@ -105,10 +106,10 @@ func newKnFixture(t *testing.T) *knFixture {
 // startReplicas starts n replicas and lists them as the ready endpoints
 // of the cluster-local Service.
 func (f *knFixture) startReplicas(n int) {
-	f.t.Helper()
+	f.T.Helper()
 	var ips []string
 	for i := range n {
-		ns := kubetest.NewNetns(f.t, fmt.Sprintf("knr%d", i))
+		ns := kubetest.NewNetns(f.T, fmt.Sprintf("knr%d", i))
 		ips = append(ips, ns.HostAddr.String())
 	}
 	f.coreService("portico-system", "portico-internal", "http", f.settings.LocalHTTPPort, ips)
@@ -118,28 +119,28 @@ func (f *knFixture) startReplicas(n int) {
 }
 
 func (f *knFixture) startReplica(ip, identity string) *knReplica {
-	f.t.Helper()
-	kc, gc := clusterClients(f.t, f.client)
+	f.T.Helper()
+	kc, gc := kubetest.Clients(f.T, f.client)
 	dyn, err := dynamic.NewForConfig(f.client)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	log := zaptest.NewLogger(f.t).Named(identity)
+	log := zaptest.NewLogger(f.T).Named(identity)
 	opts := proxy.DefaultOptions()
 	opts.BindAddress = ip
 	opts.DrainTimeout = 2 * time.Second
 	r := &knReplica{ip: ip, rt: proxy.New(opts, log.Named("proxy")), done: make(chan error, 1)}
-	c := &Cluster{Kube: kc, Gateway: gc, Log: log,
+	c := &kube.Cluster{Kube: kc, Gateway: gc, Log: log,
 		LeaderElection: leader.Election{Namespace: "portico-system", Name: "portico", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
-	kn := &Knative{Cluster: c, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
+	kn := &Knative{Cluster: Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading}, Log: c.Log, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
 		Probe: ProbeOptions{Interval: 20 * time.Millisecond}}
 	settings := f.settings
 	var mgr *acme.Manager
 	if f.pebble != nil {
 		storage, err := secretstorage.New(kc, secretstorage.Options{Namespace: "portico-system", Identity: identity})
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
 		mopts := acme.Options{Directory: f.pebble.DirectoryURL, TrustedRoots: f.pebble.DirectoryRoots, Storage: storage,
 			MinBackoff: time.Second, OnChange: func() { r.loop.Changed() }, Logger: log.Named("acme")}
@@ -148,9 +149,9 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 		}
 		mgr, err = acme.New(mopts)
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
-		f.t.Cleanup(mgr.Close)
+		f.T.Cleanup(mgr.Close)
 		c.ACME = mgr
 		opts.Challenges = mgr
 		r.rt = proxy.New(opts, log.Named("proxy"))
@@ -161,8 +162,8 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()
-	f.t.Cleanup(r.stop)
-	kubetest.WaitFor(f.t, 30*time.Second, identity+" ready", func() error { return r.loop.Ready() })
+	f.T.Cleanup(r.stop)
+	kubetest.WaitFor(f.T, 30*time.Second, identity+" ready", func() error { return r.loop.Ready() })
 	return r
 }
 
@@ -181,12 +182,12 @@ func (r *knReplica) addr(port int32) string { return net.JoinHostPort(r.ip, strc
 // coreService creates a Service with one port and, when ips are given,
 // its EndpointSlice (every address ready, on targetPort).
 func (f *knFixture) coreService(namespace, name, portName string, targetPort int32, ips []string) {
-	f.t.Helper()
+	f.T.Helper()
 	ctx := context.Background()
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: 80, TargetPort: intstr.FromInt32(targetPort)}}}}
-	if _, err := f.kc.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		f.t.Fatalf("create Service %s/%s: %v", namespace, name, err)
+	if _, err := f.Kube.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.T.Fatalf("create Service %s/%s: %v", namespace, name, err)
 	}
 	if len(ips) == 0 {
 		return
@@ -199,26 +200,26 @@ func (f *knFixture) coreService(namespace, name, portName string, targetPort int
 	for _, ip := range ips {
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}
-	if _, err := f.kc.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
-		f.t.Fatalf("create EndpointSlice %s/%s: %v", namespace, es.Name, err)
+	if _, err := f.Kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+		f.T.Fatalf("create EndpointSlice %s/%s: %v", namespace, es.Name, err)
 	}
 }
 
 // backend starts a backend in the network namespace behind Service
 // serving/name, whose port is named portName ("http2" makes it h2c).
 func (f *knFixture) backend(name, portName string) *knBackend {
-	f.t.Helper()
-	ln, err := f.netns.Listen("tcp", f.netns.AddrPort(0))
+	f.T.Helper()
+	ln, err := f.Netns.Listen("tcp", f.Netns.AddrPort(0))
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	b := &knBackend{name: name}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h2c.NewHandler(b, &http2.Server{})}
 	b.srv = srv
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
-	f.t.Cleanup(func() { srv.Close() })
+	f.T.Cleanup(func() { srv.Close() })
 	port := int32(ln.Addr().(*net.TCPAddr).Port)
-	f.coreService("serving", name, portName, port, []string{f.netns.Addr.String()})
+	f.coreService("serving", name, portName, port, []string{f.Netns.Addr.String()})
 	f.backends[name] = b
 	return b
 }
@@ -292,10 +293,10 @@ func (b *knBackend) upgrade(w http.ResponseWriter, r *http.Request) {
 
 // apply creates or updates a KIngress from YAML.
 func (f *knFixture) apply(doc string) *unstructured.Unstructured {
-	f.t.Helper()
+	f.T.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	ri := f.dyn.Resource(knative.IngressResource).Namespace(u.GetNamespace())
 	ctx := context.Background()
@@ -304,26 +305,26 @@ func (f *knFixture) apply(doc string) *unstructured.Unstructured {
 		u.SetResourceVersion(cur.GetResourceVersion())
 		out, err := ri.Update(ctx, u, metav1.UpdateOptions{})
 		if err != nil {
-			f.t.Fatalf("update KIngress %s: %v", u.GetName(), err)
+			f.T.Fatalf("update KIngress %s: %v", u.GetName(), err)
 		}
 		return out
 	}
 	out, err := ri.Create(ctx, u, metav1.CreateOptions{})
 	if err != nil {
-		f.t.Fatalf("create KIngress %s: %v", u.GetName(), err)
+		f.T.Fatalf("create KIngress %s: %v", u.GetName(), err)
 	}
 	return out
 }
 
 func (f *knFixture) get(namespace, name string) (*unstructured.Unstructured, *knative.Ingress) {
-	f.t.Helper()
+	f.T.Helper()
 	u, err := f.dyn.Resource(knative.IngressResource).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatalf("get KIngress %s/%s: %v", namespace, name, err)
+		f.T.Fatalf("get KIngress %s/%s: %v", namespace, name, err)
 	}
 	ing := &knative.Ingress{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ing); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return u, ing
 }
@@ -340,9 +341,9 @@ func condition(ing *knative.Ingress, typ string) knative.Condition {
 // waitReady waits until the KIngress's status says Ready=True for its
 // current generation, and returns it.
 func (f *knFixture) waitReady(namespace, name string) *knative.Ingress {
-	f.t.Helper()
+	f.T.Helper()
 	var ing *knative.Ingress
-	kubetest.WaitFor(f.t, 30*time.Second, "KIngress "+name+" Ready", func() error {
+	kubetest.WaitFor(f.T, 30*time.Second, "KIngress "+name+" Ready", func() error {
 		_, ing = f.get(namespace, name)
 		c := condition(ing, knative.ConditionReady)
 		if c.Status != metav1.ConditionTrue || ing.Status.ObservedGeneration != ing.Generation {
@@ -488,10 +489,10 @@ func echoGet(t testing.TB, c *http.Client, addr, host, path string, header http.
 // bidirectional stream) in the network namespace behind Service
 // serving/name, port named portName; every stream's header names it.
 func (f *knFixture) grpcBackend(name, portName string) {
-	f.t.Helper()
-	ln, err := f.netns.Listen("tcp", f.netns.AddrPort(0))
+	f.T.Helper()
+	ln, err := f.Netns.Listen("tcp", f.Netns.AddrPort(0))
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if err := ss.SetHeader(metadata.Pairs("x-backend", name)); err != nil {
@@ -501,8 +502,8 @@ func (f *knFixture) grpcBackend(name, portName string) {
 	}))
 	reflection.Register(srv)
 	go srv.Serve(ln) //nolint:errcheck // ends with Stop
-	f.t.Cleanup(srv.Stop)
-	f.coreService("serving", name, portName, int32(ln.Addr().(*net.TCPAddr).Port), []string{f.netns.Addr.String()})
+	f.T.Cleanup(srv.Stop)
+	f.coreService("serving", name, portName, int32(ln.Addr().(*net.TCPAddr).Port), []string{f.Netns.Addr.String()})
 }
 
 // grpcBidi runs one bidirectional gRPC stream through addr with authority

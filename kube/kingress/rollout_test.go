@@ -1,4 +1,4 @@
-package kube
+package kingress
 
 import (
 	"context"
@@ -118,9 +118,9 @@ func TestKnativeRollouts(t *testing.T) {
 // waitEndpoints waits until every replica's configuration has ready
 // endpoints for Service serving/name.
 func (f *knFixture) waitEndpoints(name string) {
-	f.t.Helper()
-	key := config.BackendKey{Service: config.NamespacedName(nn("serving", name)), Port: 80}
-	kubetest.WaitFor(f.t, 10*time.Second, "endpoints of "+name, func() error {
+	f.T.Helper()
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "serving", Name: name}, Port: 80}
+	kubetest.WaitFor(f.T, 10*time.Second, "endpoints of "+name, func() error {
 		for _, r := range f.replicas {
 			if eps := r.rt.Current().Endpoints.Lookup(key); eps == nil || len(eps.Addrs) == 0 {
 				return fmt.Errorf("replica %s has none", r.ip)
@@ -132,13 +132,13 @@ func (f *knFixture) waitEndpoints(name string) {
 
 // deleteBackendObjects deletes a backend's Service and EndpointSlice.
 func (f *knFixture) deleteBackendObjects(name string) {
-	f.t.Helper()
+	f.T.Helper()
 	ctx := context.Background()
-	if err := f.kc.CoreV1().Services("serving").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		f.t.Fatal(err)
+	if err := f.Kube.CoreV1().Services("serving").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		f.T.Fatal(err)
 	}
-	if err := f.kc.DiscoveryV1().EndpointSlices("serving").Delete(ctx, name+"-1", metav1.DeleteOptions{}); err != nil {
-		f.t.Fatal(err)
+	if err := f.Kube.DiscoveryV1().EndpointSlices("serving").Delete(ctx, name+"-1", metav1.DeleteOptions{}); err != nil {
+		f.T.Fatal(err)
 	}
 }
 

@@ -1,9 +1,9 @@
-package kube
+package kingress
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"slices"
@@ -19,6 +19,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/snitest"
 )
 
 const knHello = `apiVersion: networking.internal.knative.dev/v1alpha1
@@ -138,10 +139,10 @@ type readySequence struct {
 }
 
 func (f *knFixture) watchReady(ctx context.Context, name string) *readySequence {
-	f.t.Helper()
+	f.T.Helper()
 	w, err := f.dyn.Resource(knative.IngressResource).Namespace("serving").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	s := &readySequence{}
 	go func() {
@@ -149,9 +150,9 @@ func (f *knFixture) watchReady(ctx context.Context, name string) *readySequence 
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
 			}
-			ing := toKIngress(f.t, ev.Object)
+			ing := toKIngress(f.T, ev.Object)
 			c := condition(ing, knative.ConditionReady)
-			state := fmt.Sprintf("gen%d/%d:%s", ing.Generation, ing.Status.ObservedGeneration, cmpOr(string(c.Status), "none"))
+			state := fmt.Sprintf("gen%d/%d:%s", ing.Generation, ing.Status.ObservedGeneration, cmp.Or(string(c.Status), "none"))
 			if ing.Status.PublicLoadBalancer != nil {
 				state += "+lb"
 			}
@@ -186,7 +187,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 	f.grpcBackend("rpc-2", "h2c")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := f.kc.CoreV1().Services("serving").Create(ctx, &corev1.Service{
+	_, err := f.Kube.CoreV1().Services("serving").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "to-local"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "portico-internal.portico-system.svc.cluster.local",
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
@@ -244,7 +245,7 @@ func TestKnativeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Timeout: 20 * time.Second, CheckRedirect: noRedirects}
+	c := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ext := func(r *knReplica) string { return r.addr(f.settings.ExternalHTTPPort) }
 	local := func(r *knReplica) string { return r.addr(f.settings.LocalHTTPPort) }
 	host := "hello.serving.example.com"
@@ -424,15 +425,20 @@ func TestKnativeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("TLS by SNI and Redirected", func(t *testing.T) {
-		cert := newTestCertFor(t, "secure.example.com")
-		if _, err := f.kc.CoreV1().Secrets("serving").Create(ctx, tlsSecret("serving", "secure-tls", cert), metav1.CreateOptions{}); err != nil {
+		ca, err := snitest.NewCA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := ca.Issue(snitest.ECDSA, 2, "secure.example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Kube.CoreV1().Secrets("serving").Create(ctx, kubetest.TLSSecret("serving", "secure-tls", cert.CertPEM, cert.KeyPEM), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		f.apply(knSecure)
 		f.waitReady("serving", "secure")
-		roots := x509.NewCertPool()
-		roots.AddCert(cert.leaf)
-		tc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "secure.example.com"}}}
+		tc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "secure.example.com"}}}
 		for _, r := range f.replicas {
 			resp, _ := do(t, c, http.MethodGet, ext(r), "secure.example.com", "/p?q=1", nil)
 			if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "https://secure.example.com/p?q=1" {
