@@ -24,7 +24,7 @@ import (
 	"portico.dev/portico/internal/controlplane/filesource"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/acmetest"
-	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/proxy"
 )
 
@@ -145,7 +145,7 @@ func (a *acmeStandalone) resolvedRefs() *metav1.Condition {
 // same data directory the certificate serves again without a new order.
 func TestStandaloneACMEIssues(t *testing.T) {
 	const host = "app.portico.test"
-	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
+	ports := map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 
 	dir := t.TempDir()

@@ -17,6 +17,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -54,7 +55,7 @@ func TestStandaloneACMEManyListenerSets(t *testing.T) {
 	// of one second, twice), so the default of 4 in flight already keeps
 	// up with that limit; more only waits on it.
 	const concurrency = 4
-	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
+	ports := map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 
 	var yaml strings.Builder

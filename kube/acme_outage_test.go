@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -54,7 +55,7 @@ stringData:
 // the certificate is issued and served.
 func TestStandaloneACMEPebbleOutage(t *testing.T) {
 	const host, static = "app.portico.test", "static.portico.test"
-	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
+	ports := map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"]})
 	// Nothing listens on 127.0.0.3: every validation is refused.
 	if err := pebble.SetA(t.Context(), host, "127.0.0.3"); err != nil {

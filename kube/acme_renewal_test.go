@@ -16,6 +16,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -63,7 +64,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func TestStandaloneACMERenews(t *testing.T) {
 	const host = "app.portico.test"
 	const validity = 40 * time.Second
-	ports := map[string]int{"HTTP": kubetest.FixedPort(t), "HTTPS": kubetest.FixedPort(t)}
+	ports := map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)}
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: ports["HTTP"], CertificateValidity: validity})
 
 	dir := t.TempDir()

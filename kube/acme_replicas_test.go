@@ -22,6 +22,7 @@ import (
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
@@ -107,7 +108,7 @@ func startACMEReplica(f *clusterFixture, pebble *acmetest.Server, bind, identity
 // certificate.
 func TestClusterACMETwoReplicas(t *testing.T) {
 	const host = "app.portico.test"
-	httpPort, httpsPort := kubetest.FixedPort(t), kubetest.FixedPort(t)
+	httpPort, httpsPort := freeport.Port(t), freeport.Port(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort})
 	// Either replica may be the one Pebble validates against (it takes
 	// the first address), and either may place the order: the challenge

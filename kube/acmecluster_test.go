@@ -22,6 +22,7 @@ import (
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/kube/secretstorage"
@@ -37,7 +38,7 @@ import (
 // Portico's is never written.
 func TestClusterACMEIssues(t *testing.T) {
 	const host, theirHost = "app.portico.test", "theirs.portico.test"
-	httpPort, httpsPort := kubetest.FixedPort(t), kubetest.FixedPort(t)
+	httpPort, httpsPort := freeport.Port(t), freeport.Port(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort})
 	env := kubetest.Start(t)
 	kc, gc := kubetest.Clients(t, env.Config)

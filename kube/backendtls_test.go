@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/internal/testkit/snitest"
 )
@@ -39,7 +40,7 @@ func TestStandaloneBackendTLS(t *testing.T) {
 	}
 	good := startTLSBackend(t, ca, "backend.internal")
 	foreign := startTLSBackend(t, other, "backend.internal")
-	port := kubetest.FreePort(t)
+	port := freeport.Port(t)
 	config := func(caPEM []byte) string {
 		return caConfigMapYAML("ca", caPEM) + render(t, gatewayYAML+`  - {name: http, port: {{.Port}}, protocol: HTTP}
 ---
@@ -175,7 +176,7 @@ func TestStandaloneClientCertificates(t *testing.T) {
 	stranger := issueClientCert(t, strangers, 1, "stranger")
 	server := newTestCert(t, "app.example.com")
 	bk := startBackend(t, "backend")
-	ports := map[string]any{"Strict": kubetest.FreePort(t), "Lenient": kubetest.FreePort(t)}
+	ports := map[string]any{"Strict": freeport.Port(t), "Lenient": freeport.Port(t)}
 	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}
@@ -329,7 +330,7 @@ func TestStandaloneBackendClientCertificate(t *testing.T) {
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { srv.Close() })
 
-	port := kubetest.FreePort(t)
+	port := freeport.Port(t)
 	config := render(t, classYAML+`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: apps}

@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -46,9 +47,9 @@ func clusterNewHostname(b *testing.B, present int) {
 	f.Namespace("portico-system", nil)
 	f.Namespace("apps", nil)
 	f.Service("apps", "svc", f.Backend("backend"))
-	port := int32(kubetest.FreePort(b))
+	port := int32(freeport.Port(b))
 	// A Gateway needs a listener of its own; this one serves nothing.
-	createClassAndGateway(b, f.Gateway, kubetest.FreePort(b))
+	createClassAndGateway(b, f.Gateway, freeport.Port(b))
 
 	certs := map[string]testCert{}
 	var certsMu sync.Mutex

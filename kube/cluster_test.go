@@ -32,6 +32,7 @@ import (
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/proxy"
@@ -226,7 +227,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 	backendA, backendB := f.Backend("backend-a"), f.Backend("backend-b")
 	f.Service("apps", "svc-a", backendA)
 	f.Service("apps", "svc-b", backendB)
-	httpPort, httpsPort := int32(kubetest.FreePort(t)), int32(kubetest.FreePort(t))
+	httpPort, httpsPort := int32(freeport.Port(t)), int32(freeport.Port(t))
 	certA := newTestCert(t, "a.example.com")
 	if _, err := f.Kube.CoreV1().Secrets("apps").Create(ctx, tlsSecret("apps", "cert-a", certA), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -546,7 +547,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		// A policy for a Service a route of gw uses gets gw as ancestor;
 		// when no route uses it any more, Portico's entry goes and another
 		// controller's stays.
-		f.Service("apps", "svc-tls", int32(kubetest.FreePort(t)))
+		f.Service("apps", "svc-tls", int32(freeport.Port(t)))
 		ca := newTestCert(t, "ca.internal")
 		mustCreate(t)(f.Kube.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "ca"},
@@ -759,7 +760,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		}
 
 		// What the API accepts but Portico cannot serve gets conditions.
-		unservable := int32(kubetest.FreePort(t))
+		unservable := int32(freeport.Port(t))
 		mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "odd"},
 			Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{

@@ -24,6 +24,7 @@ import (
 	"portico.dev/portico/internal/configstream"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/proxy"
 	"portico.dev/portico/translate"
@@ -115,10 +116,10 @@ func TestDataPlaneServesProvisionedGateway(t *testing.T) {
 	f.Service("apps", "green", f.Backend("green"))
 	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
 	f.class("dedicated", "portico-system", "dedicated")
-	listen := "127.0.0.1:" + strconv.Itoa(kubetest.FreePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(freeport.Port(t))
 	ctrl := f.startController("portico-0", listen)
 
-	port := kubetest.FreePort(t)
+	port := freeport.Port(t)
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec: gwv1.HTTPRouteSpec{
@@ -275,11 +276,11 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 	}
 	f.parameters("portico-system", "dedicated", `{mode: PerGateway, service: {type: ClusterIP}}`)
 	f.class("dedicated", "portico-system", "dedicated")
-	listen := "127.0.0.1:" + strconv.Itoa(kubetest.FreePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(freeport.Port(t))
 	ctrl := f.startController("portico-0", listen)
 	f.gateway(&gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
-		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(kubetest.FreePort(t)), Protocol: gwv1.HTTPProtocolType}}},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freeport.Port(t)), Protocol: gwv1.HTTPProtocolType}}},
 	})
 	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
 	dp := startDataPlane(t, f, "apps", "web-dedicated")

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/acmecerts"
 	"portico.dev/portico/kube/secretstorage"
@@ -104,7 +105,7 @@ func TestDeployManifests(t *testing.T) {
 	// What a user creates: a Gateway of the deployed class, a route, a backend.
 	f.Namespace("apps", nil)
 	f.Service("apps", "svc", f.Backend("backend"))
-	port := int32(kubetest.FreePort(t))
+	port := int32(freeport.Port(t))
 	gws := f.Gateway.GatewayV1()
 	mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/freeport"
 )
 
 const gepE2EGateway = gatewayYAML + `  - {name: http, port: {{.HTTP}}, protocol: HTTP, hostname: gw.example.com}
@@ -72,7 +72,7 @@ spec:
 // its backend), while the newer ListenerSet's other listener serves; once
 // the winner's file is deleted, the former loser takes the hostname over.
 func TestGEP1713ConflictedListenerEndToEnd(t *testing.T) {
-	ports := map[string]int{"HTTP": kubetest.FreePort(t), "HTTPS": kubetest.FreePort(t)}
+	ports := map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)}
 	winnerCert := newTestCert(t, "app.example.com")
 	loserCert := newTestCert(t, "app.example.com")
 	otherCert := newTestCert(t, "other.example.com")

@@ -18,6 +18,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/grpctest"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
@@ -49,7 +50,7 @@ func TestClusterGRPCRoute(t *testing.T) {
 	f.Namespace("portico-system", nil)
 	f.Namespace("apps", nil)
 	f.Service("apps", "echo", f.grpcBackend("backend-a"))
-	httpPort := kubetest.FreePort(t)
+	httpPort := freeport.Port(t)
 	createClassAndGateway(t, f.Gateway, httpPort)
 	ref := gwv1.GRPCBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 		Name: "echo", Port: ptr.To(gwv1.PortNumber(80)),

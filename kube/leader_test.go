@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -28,7 +29,7 @@ func TestClusterLeaderElection(t *testing.T) {
 	f.Namespace("portico-system", nil)
 	f.Namespace("apps", nil)
 	f.Service("apps", "svc", f.Backend("backend"))
-	port := int32(kubetest.FreePort(t))
+	port := int32(freeport.Port(t))
 	mustCreate(t)(gws.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: wellknown.ControllerName},

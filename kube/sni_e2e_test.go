@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/freeport"
 )
 
 // TestStandaloneServesTenThousandCertificates: one HTTPS port, 10,000
@@ -21,10 +21,10 @@ func TestStandaloneServesTenThousandCertificates(t *testing.T) {
 	if testing.Short() {
 		n = 500
 	}
-	port := kubetest.FreePort(t)
+	port := freeport.Port(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, gatewayYAML+`  - {name: http, port: %d, protocol: HTTP}
-`, kubetest.FreePort(t))
+`, freeport.Port(t))
 	leaves := make([]*x509.Certificate, n)
 	for i := range n {
 		host := fmt.Sprintf("svc-%d.apps.example.com", i)

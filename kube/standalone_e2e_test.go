@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -94,7 +95,7 @@ func newE2E(t *testing.T) *e2eSetup {
 		bkA:   startBackend(t, "backend-a"),
 		bkB:   startBackend(t, "backend-b"),
 		bkC:   startBackend(t, "backend-c"),
-		ports: map[string]int{"HTTP": kubetest.FreePort(t), "HTTPS": kubetest.FreePort(t)},
+		ports: map[string]int{"HTTP": freeport.Port(t), "HTTPS": freeport.Port(t)},
 	}
 	e.roots = x509.NewCertPool()
 	e.roots.AddCert(e.certA.leaf)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/internal/testkit/freeport"
 )
 
 const tlsGatewayTmpl = gatewayYAML + `  - name: pass
@@ -51,7 +51,7 @@ func TestStandaloneTLSRoutes(t *testing.T) {
 	passCert, termCert := newTestCert(t, "pass.example.com"), newTestCert(t, "term.example.com")
 	passBackend := &backend{name: "pass", addr: tlsEchoBackend(t, passCert)}
 	termBackend := &backend{name: "term", addr: tlsEchoBackend(t, testCert{})}
-	port := kubetest.FreePort(t)
+	port := freeport.Port(t)
 	backends := serviceYAML("apps", "svc-pass", passBackend) + "---\n" + serviceYAML("apps", "svc-term", termBackend) +
 		"---\n" + secretYAML("apps", "cert-term", termCert)
 	h := startStandalone(t, map[string]string{

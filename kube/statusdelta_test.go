@@ -14,6 +14,7 @@ import (
 	gwclientv1 "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -112,8 +113,8 @@ func sitesFixture(t *testing.T) (*clusterFixture, gwclientv1.GatewayV1Interface,
 	f.Namespace("portico-system", nil)
 	f.Namespace("apps", nil)
 	f.Service("apps", "svc", f.Backend("backend"))
-	createClassAndGateway(t, f.Gateway, kubetest.FreePort(t))
-	return f, f.Gateway.GatewayV1(), gwv1.PortNumber(kubetest.FreePort(t))
+	createClassAndGateway(t, f.Gateway, freeport.Port(t))
+	return f, f.Gateway.GatewayV1(), gwv1.PortNumber(freeport.Port(t))
 }
 
 // createSite creates a ListenerSet on apps/gw with one HTTP listener for

@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/translate"
 )
@@ -69,7 +70,7 @@ func (f *knFixture) getCertificate(name string) (*unstructured.Unstructured, *kn
 func TestKnativeCertificateOnPebble(t *testing.T) {
 	const host = "kcert.portico.test"
 	f := newKnFixture(t)
-	f.settings.ExternalHTTPPort = int32(kubetest.FixedPort(t))
+	f.settings.ExternalHTTPPort = int32(freeport.Port(t))
 	f.pebble = acmetest.Start(t, acmetest.Options{HTTPPort: int(f.settings.ExternalHTTPPort)})
 	f.coreService("portico-system", "portico-internal", "http", f.settings.LocalHTTPPort, nil)
 	f.replicas = append(f.replicas, f.startReplica("127.0.0.1", "portico-0"))
@@ -136,7 +137,7 @@ func TestKnativeCertificateRenews(t *testing.T) {
 	const host = "renew.portico.test"
 	const validity = 40 * time.Second
 	f := newKnFixture(t)
-	f.settings.ExternalHTTPPort = int32(kubetest.FixedPort(t))
+	f.settings.ExternalHTTPPort = int32(freeport.Port(t))
 	f.pebble = acmetest.Start(t, acmetest.Options{HTTPPort: int(f.settings.ExternalHTTPPort), CertificateValidity: validity})
 	f.tuneACME = func(o *acme.Options) {
 		o.RenewalWindowRatio = 0.5

@@ -42,6 +42,7 @@ import (
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/testkit/acmetest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube"
 	"portico.dev/portico/kube/leader"
@@ -95,8 +96,8 @@ func newKnFixture(t *testing.T) *knFixture {
 	f.Namespace("serving", nil)
 	f.external = types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}
 	f.settings = translate.KnativeSettings{
-		ExternalHTTPPort: int32(kubetest.FreePort(t)), ExternalHTTPSPort: int32(kubetest.FreePort(t)),
-		LocalHTTPPort: int32(kubetest.FreePort(t)), LocalHTTPSPort: int32(kubetest.FreePort(t)),
+		ExternalHTTPPort: int32(freeport.Port(t)), ExternalHTTPSPort: int32(freeport.Port(t)),
+		LocalHTTPPort: int32(freeport.Port(t)), LocalHTTPSPort: int32(freeport.Port(t)),
 		LocalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-internal"},
 	}
 	f.coreService("portico-system", "portico-external", "http", 80, nil)

@@ -3,12 +3,8 @@ package kubetest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -125,17 +121,6 @@ func (f *ClusterFixture) Service(namespace, name string, backendPort int32) {
 	}
 }
 
-// FreePort returns a loopback port nothing listens on right now.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // ServerSideApply applies objs in order, as "kubectl apply --server-side"
 // does; the API server validates each one fully.
 func ServerSideApply(t testing.TB, cfg *rest.Config, objs []*unstructured.Unstructured) {
@@ -168,37 +153,6 @@ func ServerSideApply(t testing.TB, cfg *rest.Config, objs []*unstructured.Unstru
 			t.Fatalf("apply %s %s: %v", gvk.Kind, obj.GetName(), err)
 		}
 	}
-}
-
-// FixedPort returns a loopback port that is free now and lies below the
-// kernel's ephemeral range: a port a test announces before binding it
-// (Pebble is told the HTTP-01 port before Portico binds it) could, if
-// taken from FreePort, meanwhile become the source port of some outgoing
-// connection (the API server's, say).
-func FixedPort(t testing.TB) int {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	if low <= 20000 {
-		return FreePort(t)
-	}
-	for range 100 {
-		p := 20000 + rand.IntN(low-20000)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
 }
 
 // TLSSecret is a kubernetes.io/tls Secret holding a PEM certificate and
