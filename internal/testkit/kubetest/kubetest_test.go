@@ -11,32 +11,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 const testNS = "portico-test"
 
-func clients(t *testing.T, cfg *rest.Config) (*kubernetes.Clientset, *gatewayclient.Clientset) {
-	t.Helper()
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc, err := gatewayclient.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kc, gc
-}
-
 func TestEnvServesGatewayAPI(t *testing.T) {
 	env := Start(t)
 	ctx := t.Context()
-	kc, gc := clients(t, env.Config)
+	kc, gc := Clients(t, env.Config)
 
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
@@ -191,7 +176,7 @@ func hasCondition(conds []metav1.Condition, typ string, status metav1.ConditionS
 func TestEnvEnforcesRBAC(t *testing.T) {
 	env := Start(t)
 	ctx := t.Context()
-	kc, _ := clients(t, env.Config)
+	kc, _ := Clients(t, env.Config)
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
@@ -204,7 +189,7 @@ func TestEnvEnforcesRBAC(t *testing.T) {
 		"token":        tokenCfg,
 	}
 	listGateways := func(cfg *rest.Config) error {
-		_, gc := clients(t, cfg)
+		_, gc := Clients(t, cfg)
 		_, err := gc.GatewayV1().Gateways(testNS).List(ctx, metav1.ListOptions{})
 		return err
 	}
@@ -241,7 +226,7 @@ func TestEnvEnforcesRBAC(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: list Gateways with a Role: %v", name, last)
 		}
-		_, gc := clients(t, cfg)
+		_, gc := Clients(t, cfg)
 		_, err = gc.GatewayV1().Gateways("default").List(ctx, metav1.ListOptions{})
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: list Gateways in another namespace: got %v, want Forbidden", name, err)
@@ -255,7 +240,7 @@ func TestControllerManager(t *testing.T) {
 	env := Start(t)
 	env.StartControllerManagerT(t)
 	ctx := t.Context()
-	kc, _ := clients(t, env.Config)
+	kc, _ := Clients(t, env.Config)
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}

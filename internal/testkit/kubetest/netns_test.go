@@ -152,7 +152,7 @@ func TestEndpointSliceToNetnsBackend(t *testing.T) {
 	NeedNetns(t)
 	env := Start(t)
 	ctx := t.Context()
-	kc, _ := clients(t, env.Config)
+	kc, _ := Clients(t, env.Config)
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
