@@ -162,12 +162,11 @@ func TestAttackAbortedRequestsLogged(t *testing.T) {
 		c.Close()
 	}
 
-	reset := outcomeClientReset
 	for _, tc := range []struct {
 		path, outcome string
 	}{
 		{"/h1/down", outcomeClientGone},
-		{"/h2/down", reset},
+		{"/h2/down", outcomeClientReset},
 		{"/direct/brkn", outcomeBackendFailed},
 		{"/rp/brkn", outcomeBackendFailed},
 		{"/direct/stal", outcomeTimeout},

@@ -80,32 +80,31 @@ func Finish(st *status.Computed, res *snapshot.Resources, f Facts) (out *status.
 }
 
 // finisher copies a map of out the first time it changes one of its
-// entries: until then out shares in's.
+// entries: until then out shares in's. A kind's map is a copy once
+// decorated names one of its entries.
 type finisher struct {
 	in        *status.Computed
 	out       status.Computed
 	decorated *status.Changed
-	// ownGateways and ownListenerSets are set once out's map is a copy.
-	ownGateways, ownListenerSets bool
 }
 
 func (f *finisher) setGateway(key types.NamespacedName, gs gwv1.GatewayStatus) {
-	if !f.ownGateways {
-		f.out.Gateways, f.ownGateways = maps.Clone(f.in.Gateways), true
-	}
-	f.out.Gateways[key] = gs
-	if !slices.Contains(f.decorated.Gateways, key) {
-		f.decorated.Gateways = append(f.decorated.Gateways, key)
-	}
+	setEntry(&f.out.Gateways, f.in.Gateways, &f.decorated.Gateways, key, gs)
 }
 
 func (f *finisher) setListenerSet(key types.NamespacedName, ls gwv1.ListenerSetStatus) {
-	if !f.ownListenerSets {
-		f.out.ListenerSets, f.ownListenerSets = maps.Clone(f.in.ListenerSets), true
+	setEntry(&f.out.ListenerSets, f.in.ListenerSets, &f.decorated.ListenerSets, key, ls)
+}
+
+// setEntry sets key of *out to v, in a copy of in made at the first entry
+// set (names is empty until then), and names key.
+func setEntry[V any](out *map[types.NamespacedName]V, in map[types.NamespacedName]V, names *[]types.NamespacedName, key types.NamespacedName, v V) {
+	if len(*names) == 0 {
+		*out = maps.Clone(in)
 	}
-	f.out.ListenerSets[key] = ls
-	if !slices.Contains(f.decorated.ListenerSets, key) {
-		f.decorated.ListenerSets = append(f.decorated.ListenerSets, key)
+	(*out)[key] = v
+	if !slices.Contains(*names, key) {
+		*names = append(*names, key)
 	}
 }
 
