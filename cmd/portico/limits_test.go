@@ -9,20 +9,26 @@ import (
 	"portico.dev/portico/proxy"
 )
 
+// limitOptions are the proxy options the limit flags in args make of o.
+func limitOptions(t *testing.T, o proxy.Options, args ...string) proxy.Options {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	set := limitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	set(&o)
+	return o
+}
+
 // TestLimitFlags: the limit flags reach the proxy options, and left out
 // they keep the proxy's defaults.
 func TestLimitFlags(t *testing.T) {
 	parse := func(args ...string) proxy.Options {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		set := limitFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
 		o := proxy.DefaultOptions()
 		o.MaxConnsPerPort, o.ClientIdleTimeout = 1, time.Nanosecond // overwritten by set
-		set(&o)
-		return o
+		return limitOptions(t, o, args...)
 	}
 	if got, want := parse(), proxy.DefaultOptions(); got.MaxConnsPerPort != want.MaxConnsPerPort || got.ClientIdleTimeout != want.ClientIdleTimeout ||
 		got.ClientMinRate != want.ClientMinRate || got.ClientRateWindow != want.ClientRateWindow ||
@@ -42,14 +48,7 @@ func TestLimitFlags(t *testing.T) {
 // and its zero turns the cap off (the options' zero would be the default).
 func TestMaxConnectionsPerClientFlag(t *testing.T) {
 	for arg, want := range map[string]int{"--max-connections-per-client=50": 50, "--max-connections-per-client=0": -1, "--max-connections-per-client=-3": -1} {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		set := limitFlags(fs)
-		if err := fs.Parse([]string{arg}); err != nil {
-			t.Fatal(err)
-		}
-		o := proxy.DefaultOptions()
-		set(&o)
+		o := limitOptions(t, proxy.DefaultOptions(), arg)
 		if o.MaxConnsPerClient != want {
 			t.Errorf("%s: MaxConnsPerClient %d, want %d", arg, o.MaxConnsPerClient, want)
 		}
@@ -60,18 +59,11 @@ func TestMaxConnectionsPerClientFlag(t *testing.T) {
 // the options, 10 by default, and its zero turns the cap off.
 func TestMaxInformationalResponsesFlag(t *testing.T) {
 	for arg, want := range map[string]int{"": 10, "--max-informational-responses=3": 3, "--max-informational-responses=0": -1, "--max-informational-responses=-1": -1} {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		set := limitFlags(fs)
 		var args []string
 		if arg != "" {
 			args = []string{arg}
 		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		o := proxy.DefaultOptions()
-		set(&o)
+		o := limitOptions(t, proxy.DefaultOptions(), args...)
 		if o.MaxInformational != want {
 			t.Errorf("%q: MaxInformational %d, want %d", arg, o.MaxInformational, want)
 		}
@@ -82,18 +74,11 @@ func TestMaxInformationalResponsesFlag(t *testing.T) {
 // options, 60 s by default, and its zero turns it off.
 func TestBackendResponseTimeoutFlag(t *testing.T) {
 	for arg, want := range map[string]time.Duration{"": time.Minute, "--backend-response-timeout=5s": 5 * time.Second, "--backend-response-timeout=0": -1} {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		set := limitFlags(fs)
 		var args []string
 		if arg != "" {
 			args = []string{arg}
 		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		o := proxy.DefaultOptions()
-		set(&o)
+		o := limitOptions(t, proxy.DefaultOptions(), args...)
 		if o.BackendResponseTimeout != want {
 			t.Errorf("%q: BackendResponseTimeout %v, want %v", arg, o.BackendResponseTimeout, want)
 		}
