@@ -22,6 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/testkit/charttest"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 )
 
@@ -130,7 +131,7 @@ func TestChartInstallRunsPortico(t *testing.T) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, port := freeAddr(t)
+	_, port := freeport.Addr(t)
 	if _, err := gc.GatewayV1().Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "gw"},
 		Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{
@@ -156,8 +157,8 @@ func TestChartInstallRunsPortico(t *testing.T) {
 			t.Errorf("container args %v lack %s", args, want)
 		}
 	}
-	adminAddr, _ := freeAddr(t)
-	dataPlanes, _ := freeAddr(t)
+	adminAddr, _ := freeport.Addr(t)
+	dataPlanes, _ := freeport.Addr(t)
 	// Only what a test on loopback must change; a later flag wins.
 	args = append(args[1:], "--kubeconfig", writeTokenKubeconfig(t, sa), "--admin-address", adminAddr,
 		"--data-plane-listen", dataPlanes, "--bind-address", "127.0.0.1", "--drain-timeout", "1s")

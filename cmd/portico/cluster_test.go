@@ -43,11 +43,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func freeAddr(t *testing.T) (string, int) {
-	t.Helper()
-	return freeport.Addr(t)
-}
-
 func httpGet(url, host string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -77,8 +72,8 @@ func TestServeClusterMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, port := freeAddr(t)
-	adminAddr, _ := freeAddr(t)
+	_, port := freeport.Addr(t)
+	adminAddr, _ := freeport.Addr(t)
 	if _, err := gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"},

@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/provision"
+	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/kube/source"
 )
@@ -85,7 +86,7 @@ func TestServeGatewayMode(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, port := freeAddr(t)
+	_, port := freeport.Addr(t)
 	if _, err := gc.GatewayV1().Gateways("apps").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec: gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{
@@ -95,8 +96,8 @@ func TestServeGatewayMode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	controller, _ := freeAddr(t)
-	ctrlAdmin, _ := freeAddr(t)
+	controller, _ := freeport.Addr(t)
+	ctrlAdmin, _ := freeport.Addr(t)
 	runServe(t, "controller", []string{
 		"--kubeconfig", filepath.Join(env.Dir, "kubeconfig"), "--namespace", "portico-system", "--identity", "cmd-test",
 		"--admin-address", ctrlAdmin, "--bind-address", "127.0.0.1", "--drain-timeout", "1s",
@@ -132,7 +133,7 @@ func TestServeGatewayMode(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dpAdmin, _ := freeAddr(t)
+	dpAdmin, _ := freeport.Addr(t)
 	// Only what a process on loopback must change; a later flag wins.
 	args = append(args[1:], "--controller-token", tokenFile, "--admin-address", dpAdmin, "--bind-address", "127.0.0.1", "--log-format", "console")
 	runServe(t, "data plane", args)

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/internal/testkit/freeport"
 )
 
 const monitoringDir = "../../charts/portico/monitoring"
@@ -29,10 +31,10 @@ const monitoringDir = "../../charts/portico/monitoring"
 func exportedFamilies(t *testing.T) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
-	_, httpPort := freeAddr(t)
-	_, tlsPort := freeAddr(t)
-	echoAddr, echoPort := freeAddr(t)
-	adminAddr, _ := freeAddr(t)
+	_, httpPort := freeport.Addr(t)
+	_, tlsPort := freeport.Addr(t)
+	echoAddr, echoPort := freeport.Addr(t)
+	adminAddr, _ := freeport.Addr(t)
 	files, err := filepath.Glob("../../examples/standalone/*")
 	if err != nil {
 		t.Fatal(err)
