@@ -440,26 +440,31 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 			table, setTable = st.Val, true
 		}
 	}
-	if setWindow {
-		if err := c.setPeerWindow(int32(window)); err != nil {
-			return err
+	// The new values take effect and the ACK is written in one write
+	// section: a DATA frame the new window allows is written after the
+	// ACK, never before it, so a client that waits for its ACK before
+	// reading on sees every frame the change released (RFC 9113, 6.5.3).
+	var err error
+	c.writeControl(func() {
+		if setWindow {
+			if err = c.setPeerWindow(int32(window)); err != nil {
+				return
+			}
 		}
-	}
-	if setFrame {
-		c.mu.Lock()
-		if frame < c.peerFrame {
-			c.shrinks.Add(1)
+		if setFrame {
+			c.mu.Lock()
+			if frame < c.peerFrame {
+				c.shrinks.Add(1)
+			}
+			c.peerFrame = frame
+			c.mu.Unlock()
 		}
-		c.peerFrame = frame
-		c.mu.Unlock()
-	}
-	if setTable {
-		c.lockWrite()
-		c.henc.SetMaxDynamicTableSizeLimit(table)
-		_ = c.unlockWrite()
-	}
-	c.writeControl(func() { c.wfr.WriteSettingsAck() })
-	return nil
+		if setTable {
+			c.henc.SetMaxDynamicTableSizeLimit(table)
+		}
+		c.wfr.WriteSettingsAck()
+	})
+	return err
 }
 
 // setPeerWindow applies a new SETTINGS_INITIAL_WINDOW_SIZE to every

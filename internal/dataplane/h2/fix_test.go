@@ -72,3 +72,47 @@ func TestNoDataPastShrunkWindowAfterSettingsAck(t *testing.T) {
 		rc.nc.Close()
 	}
 }
+
+// TestSettingsAckBeforeReleasedData: a SETTINGS frame that opens stream
+// windows closed until then is acknowledged before any DATA it releases
+// (as h2spec 6.9.2/1 reads it): a client that reads up to the ACK and
+// then waits for the DATA must find it after the ACK, not skipped before.
+// An answer waiting for window was woken by the new value and could take
+// the connection's writer ahead of the ACK.
+func TestSettingsAckBeforeReleasedData(t *testing.T) {
+	wrote := make(chan struct{}, 1)
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		wrote <- struct{}{}
+		_, _ = w.Write([]byte("hello"))
+	})}
+	ts := startServer(t, srv, false)
+	isAck := func(f seenFrame) bool { return f.typ == http2.FrameSettings && f.flags.Has(http2.FlagSettingsAck) }
+	for trial := range 200 {
+		rc := dialHostile(t, ts.addr, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		if _, ok := rc.wait(2*time.Second, isAck); !ok {
+			t.Fatal("no ACK of the first SETTINGS")
+		}
+		rc.get(1, "/", true)
+		if _, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameHeaders && f.stream == 1 }); !ok {
+			t.Fatal("no HEADERS")
+		}
+		<-wrote
+		// The handler's write now waits for window, or is about to.
+		rc.do(func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
+		})
+		f, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return isAck(f) || f.typ == http2.FrameData })
+		if !ok {
+			t.Fatalf("trial %d: neither the ACK nor DATA", trial)
+		}
+		if !isAck(f) {
+			t.Fatalf("trial %d: %v before the ACK of the SETTINGS that released it", trial, f)
+		}
+		if f, ok := rc.wait(2*time.Second, func(f seenFrame) bool { return f.typ == http2.FrameData }); !ok || f.n != 1 {
+			t.Fatalf("trial %d: got %v %v after the ACK, want DATA of the 1 byte the window allows", trial, f, ok)
+		}
+		rc.nc.Close()
+	}
+}
