@@ -42,6 +42,15 @@ import (
 	"portico.dev/portico/translate"
 )
 
+// The client-side limits of the API requests Portico ships with
+// (cmd/portico's --kube-api-qps, --kube-api-burst and --status-workers),
+// which the benchmarks of bench/ run with too.
+const (
+	DefaultAPIQPS        = 200
+	DefaultAPIBurst      = 400
+	DefaultStatusWorkers = 8
+)
+
 // Cluster is the cluster's side of the pipeline: a source of snapshots
 // (informers over every kind translate reads) and the outputs that talk to
 // the API server (statuses, written by the elected leader only, and ACME

@@ -64,9 +64,9 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", defaults.LeaseDuration, "how long a leader's lease lasts without renewal")
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", defaults.RenewDeadline, "how long the leader tries to renew before it stops leading")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", defaults.RetryPeriod, "interval between leader election attempts")
-	fs.Float64Var(&o.qps, "kube-api-qps", 50, "queries per second to the API server (status writes, leader election)")
-	fs.IntVar(&o.burst, "kube-api-burst", 100, "burst of queries to the API server")
-	fs.IntVar(&o.statusWorkers, "status-workers", 8, "status updates in flight at once")
+	fs.Float64Var(&o.qps, "kube-api-qps", kube.DefaultAPIQPS, "queries per second to the API server, for each of Portico's clients (status writes, leader election): a status is one query, so thousands of new objects take their number divided by this in seconds (deploy/README.md, \"API requests\")")
+	fs.IntVar(&o.burst, "kube-api-burst", kube.DefaultAPIBurst, "burst of queries to the API server above --kube-api-qps, after a quiet spell")
+	fs.IntVar(&o.statusWorkers, "status-workers", kube.DefaultStatusWorkers, "status updates in flight at once")
 	o.knative = knativeFlags(fs)
 	o.dataPlanes = dataPlaneFlags(fs)
 	return o

@@ -69,6 +69,10 @@ type knFixture struct {
 	// tuneACME adjusts its options.
 	pebble   *acmetest.Server
 	tuneACME func(*acme.Options)
+	// grace is the replicas' ProbeOptions.Grace: long by default, so that
+	// a test sees one status write per generation however loaded the
+	// machine is.
+	grace time.Duration
 }
 
 type knReplica struct {
@@ -82,7 +86,7 @@ type knReplica struct {
 
 func newKnFixture(t *testing.T) *knFixture {
 	t.Helper()
-	f := &knFixture{ClusterFixture: kubetest.NewClusterFixture(t), backends: map[string]*knBackend{}}
+	f := &knFixture{ClusterFixture: kubetest.NewClusterFixture(t), backends: map[string]*knBackend{}, grace: 10 * time.Second}
 	f.client = f.Env.Config
 	ctx := context.Background()
 	if err := kubetest.ApplyManifests(ctx, f.Env.Config, "testdata/knative"); err != nil {
@@ -135,7 +139,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 		LeaderElection: leader.Election{Namespace: "portico-system", Name: "portico", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
 	kn := &Knative{Cluster: Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading}, Log: c.Log, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
-		Probe: ProbeOptions{Interval: 20 * time.Millisecond}}
+		Probe: ProbeOptions{Interval: 20 * time.Millisecond, Grace: f.grace}}
 	settings := f.settings
 	var mgr *acme.Manager
 	if f.pebble != nil {

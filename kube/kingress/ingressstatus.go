@@ -2,11 +2,12 @@ package kingress
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/kube/leader"
@@ -25,13 +25,19 @@ import (
 // ProbeOptions tune the readiness probing of KIngresses.
 type ProbeOptions struct {
 	// Client sends the probes; nil: a client with a 2 s timeout that
-	// keeps no connections.
+	// keeps its connections to the replicas for the next round.
 	Client *http.Client
-	// Interval is the pause between two rounds of a probe that failed;
-	// 0 means 100 ms. It doubles up to 16 times that.
+	// Interval is the pause before a version whose probes failed is
+	// probed again; 0 means 100 ms. It doubles up to 16 times that.
 	Interval time.Duration
-	// Parallel bounds the KIngresses probed at once; 0 means 64.
+	// Parallel bounds the probes in flight at once, over every replica
+	// and host of a round; 0 means 64.
 	Parallel int
+	// Grace is how long a new version of a KIngress may wait for its
+	// probes before its status says LoadBalancerReady=Unknown: versions
+	// served everywhere within it get one write, Ready. 0 means 1 s; a
+	// negative value writes Unknown at once.
+	Grace time.Duration
 }
 
 // kingressWriter writes the status of the KIngresses of Portico's class,
@@ -39,39 +45,56 @@ type ProbeOptions struct {
 // LoadBalancerReady once every ready replica answered a probe of every
 // host with the hash of the KIngress's version.
 type kingressWriter struct {
-	k    *Knative
-	log  *zap.Logger
-	opts ProbeOptions
-	sem  chan struct{}
-	wake chan struct{}
+	k         *Knative
+	log       *zap.Logger
+	opts      ProbeOptions
+	workers   int
+	wake      chan struct{}
+	probeWake chan struct{}
 
 	mu       sync.Mutex
 	results  map[types.NamespacedName]translate.KIngressResult
 	replicas []string // the ready replicas' addresses
-	probed   map[types.NamespacedName]string
-	probing  map[types.NamespacedName]string
+	// replicaGen counts the changes of replicas: a probe round that
+	// started before one does not prove a version served everywhere.
+	replicaGen int
+	probed     map[types.NamespacedName]string
+	// want are the versions the prober is asked for (prober.go).
+	want map[types.NamespacedName]*probeWant
 	// dirty are the KIngresses to look at again: a new result, a probe
-	// done, an update seen, a write that failed. Only they are compared,
-	// so that one change among thousands of KIngresses costs one.
+	// done, an update seen, a write that failed, a grace that ran out.
+	// Only they are compared, so that one change among thousands of
+	// KIngresses costs one.
 	dirty map[types.NamespacedName]struct{}
 	// all asks for every KIngress to be looked at (leadership gained).
 	all bool
+
+	rounds atomic.Int64 // probe rounds run (tests)
 }
 
 func newKIngressWriter(k *Knative, log *zap.Logger) *kingressWriter {
 	opts := k.Probe
-	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
 	if opts.Interval <= 0 {
 		opts.Interval = 100 * time.Millisecond
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 64
 	}
-	return &kingressWriter{k: k, log: log, opts: opts, sem: make(chan struct{}, opts.Parallel),
-		wake: make(chan struct{}, 1), probed: map[types.NamespacedName]string{}, probing: map[types.NamespacedName]string{},
+	if opts.Grace == 0 {
+		opts.Grace = time.Second
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: 2 * time.Second,
+			Transport:     &http.Transport{MaxIdleConnsPerHost: opts.Parallel, IdleConnTimeout: 30 * time.Second},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	workers := k.Workers
+	if workers <= 0 {
+		workers = 8
+	}
+	return &kingressWriter{k: k, log: log, opts: opts, workers: workers,
+		wake: make(chan struct{}, 1), probeWake: make(chan struct{}, 1),
+		probed: map[types.NamespacedName]string{}, want: map[types.NamespacedName]*probeWant{},
 		dirty: map[types.NamespacedName]struct{}{}}
 }
 
@@ -86,8 +109,19 @@ func (w *kingressWriter) poke() {
 func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngressResult, res *snapshot.Resources) {
 	replicas := readyAddresses(res, w.k.Settings.LocalService)
 	w.mu.Lock()
-	if !slices.Equal(replicas, w.replicas) {
+	replicasChanged := !slices.Equal(replicas, w.replicas)
+	if replicasChanged {
 		w.all = true
+		w.replicaGen++
+		// A replica gone and one come at its address later serves what
+		// it was last given, not what the one before answered.
+		for _, p := range w.want {
+			maps.DeleteFunc(p.passed, func(t probeTarget, _ bool) bool {
+				host, _, _ := net.SplitHostPort(t.addr)
+				_, found := slices.BinarySearch(replicas, host)
+				return !found
+			})
+		}
 	}
 	for key, r := range results {
 		if old, ok := w.results[key]; !ok || !sameResult(old, r) {
@@ -102,7 +136,19 @@ func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngr
 			delete(w.probed, key)
 		}
 	}
+	// Versions no longer served are not probed.
+	for key, p := range w.want {
+		if r, ok := results[key]; !ok || r.Hash != p.hash || r.Conflict != "" {
+			delete(w.want, key)
+		}
+	}
 	w.mu.Unlock()
+	if replicasChanged {
+		select {
+		case w.probeWake <- struct{}{}:
+		default:
+		}
+	}
 	w.poke()
 }
 
@@ -137,14 +183,26 @@ func readyAddresses(res *snapshot.Resources, svc types.NamespacedName) []string 
 	return slices.Compact(out)
 }
 
-// run writes statuses after every change while leading; a tick retries
-// writes that failed.
+// run writes statuses after every change while leading, and probes what
+// they wait for; a tick retries writes that failed.
 func (w *kingressWriter) run(ctx context.Context) {
+	go w.probeLoop(ctx)
 	leader.RunWhileLeading(ctx, w.wake, w.k.Cluster.Leading, w.pass)
 }
 
+// statusWrite is one KIngress whose stored status differs from the one it
+// should have.
+type statusWrite struct {
+	key types.NamespacedName
+	ing *knative.Ingress
+	st  knative.IngressStatus
+}
+
 // pass compares the KIngresses marked dirty with the status they should
-// have, starts the probes they need and writes what differs.
+// have, asks the prober for the versions they wait for and writes what
+// differs, several at a time. A version not yet served everywhere is not
+// written before its grace ends: most are probed within it, and then
+// their one write says Ready.
 func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	w.mu.Lock()
 	w.all = w.all || fresh
@@ -152,6 +210,7 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	dirty := leader.TakeDirty(&w.dirty, &w.all, results)
 	w.mu.Unlock()
 	now := metav1.Now()
+	var writes []statusWrite
 	for key := range dirty {
 		r, ok := results[key]
 		if !ok {
@@ -173,10 +232,16 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 			// written again.
 			w.probed[key], probed = r.Hash, true
 		}
-		probing := w.probing[key] == r.Hash
+		inGrace := false
+		if !probed && r.Conflict == "" && len(replicas) > 0 {
+			p := w.wantProbe(key, r, now.Time)
+			// Only the probes are awaited: a KIngress with problems is
+			// not Ready whatever they find, and says so at once.
+			inGrace = len(r.Problems) == 0 && now.Sub(p.since) < w.opts.Grace
+		}
 		w.mu.Unlock()
-		if !probed && !probing && r.Conflict == "" && len(replicas) > 0 {
-			w.startProbe(ctx, key, r, replicas)
+		if inGrace {
+			continue // marked dirty again when its probes pass or its grace ends
 		}
 		want := w.status(ing, r, probed, now)
 		if sameConditions(ing.Status.Conditions, want.Conditions) && ing.Status.ObservedGeneration == want.ObservedGeneration &&
@@ -184,15 +249,37 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 			sameLoadBalancer(ing.Status.PrivateLoadBalancer, want.PrivateLoadBalancer) {
 			continue
 		}
-		err = w.write(ctx, ing, want)
-		w.k.report(err)
-		if err != nil {
-			w.log.Warn("KIngress status not written; will retry", zap.String("kingress", key.String()), zap.Error(err))
-			w.mu.Lock()
-			w.dirty[key] = struct{}{} // on the next tick
-			w.mu.Unlock()
-		}
+		writes = append(writes, statusWrite{key, ing, want})
 	}
+	w.writeAll(ctx, writes)
+}
+
+// writeAll sends writes, at most w.workers at once: the client's rate
+// limit, not one round trip after another, paces a pass of thousands.
+// Those that fail are looked at again on the next tick.
+func (w *kingressWriter) writeAll(ctx context.Context, writes []statusWrite) {
+	next := make(chan statusWrite)
+	var wg sync.WaitGroup
+	for range min(w.workers, len(writes)) {
+		wg.Go(func() {
+			for sw := range next {
+				err := w.write(ctx, sw.ing, sw.st)
+				w.k.report(err)
+				if err == nil || ctx.Err() != nil {
+					continue
+				}
+				w.log.Warn("KIngress status not written; will retry", zap.String("kingress", sw.key.String()), zap.Error(err))
+				w.mu.Lock()
+				w.dirty[sw.key] = struct{}{} // on the next tick
+				w.mu.Unlock()
+			}
+		})
+	}
+	for _, sw := range writes {
+		next <- sw
+	}
+	close(next)
+	wg.Wait()
 }
 
 // report tells OnStatusWrite about a Knative status write.
@@ -245,88 +332,4 @@ func (w *kingressWriter) write(ctx context.Context, ing *knative.Ingress, st kna
 		"publicLoadBalancer":  st.PublicLoadBalancer,
 		"privateLoadBalancer": st.PrivateLoadBalancer,
 	})
-}
-
-// startProbe probes, off the writer's goroutine, every replica for every
-// host of r until all answer with r's hash or a newer version replaces it.
-func (w *kingressWriter) startProbe(ctx context.Context, key types.NamespacedName, r translate.KIngressResult, replicas []string) {
-	w.mu.Lock()
-	w.probing[key] = r.Hash
-	w.mu.Unlock()
-	go func() {
-		select {
-		case w.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		defer func() { <-w.sem }()
-		ok := w.probeUntilDone(ctx, key, r, replicas)
-		w.mu.Lock()
-		if w.probing[key] == r.Hash {
-			delete(w.probing, key)
-		}
-		if ok {
-			w.probed[key] = r.Hash
-		}
-		w.mu.Unlock()
-		w.markDirty(key)
-	}()
-}
-
-func (w *kingressWriter) probeUntilDone(ctx context.Context, key types.NamespacedName, r translate.KIngressResult, replicas []string) bool {
-	pause := w.opts.Interval
-	for {
-		if w.probeAll(ctx, r, replicas) {
-			return true
-		}
-		w.mu.Lock()
-		current := w.results[key].Hash
-		w.mu.Unlock()
-		if current != r.Hash {
-			return false // superseded
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 16*w.opts.Interval)
-	}
-}
-
-// probeAll reports whether every replica serves r's version of every host
-// on the gateway of its visibility.
-func (w *kingressWriter) probeAll(ctx context.Context, r translate.KIngressResult, replicas []string) bool {
-	s := w.k.Settings
-	for _, ip := range replicas {
-		for _, h := range r.External {
-			if !w.probeOne(ctx, net.JoinHostPort(ip, strconv.Itoa(int(s.ExternalHTTPPort))), h, r.Hash) {
-				return false
-			}
-		}
-		for _, h := range r.Local {
-			if !w.probeOne(ctx, net.JoinHostPort(ip, strconv.Itoa(int(s.LocalHTTPPort))), h, r.Hash) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// probeOne asks one replica which version of host it serves.
-func (w *kingressWriter) probeOne(ctx context.Context, addr, host, hash string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
-	if err != nil {
-		return false
-	}
-	req.Host = host
-	req.Header.Set(config.KnativeProbeHeader, config.KnativePorticoProbe)
-	req.Header.Set(config.KnativeHashHeader, config.KnativeHashOverride)
-	resp, err := w.opts.Client.Do(req)
-	if err != nil {
-		w.log.Debug("probe failed", zap.String("addr", addr), zap.String("host", host), zap.Error(err))
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && resp.Header.Get(config.KnativeHashHeader) == hash
 }

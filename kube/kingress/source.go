@@ -65,6 +65,9 @@ type Knative struct {
 	ExternalService types.NamespacedName
 	// Probe tunes the readiness probing; zero values take defaults.
 	Probe ProbeOptions
+	// Workers bounds the status writes in flight; 0 means 8. The
+	// client's rate limit (Dynamic's) is what paces them.
+	Workers int
 
 	informer   cache.SharedIndexInformer
 	certs      cache.SharedIndexInformer
