@@ -3,6 +3,7 @@ package kingress
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +14,15 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/knative"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/translate"
 )
@@ -142,5 +149,82 @@ func TestProberOneRound(t *testing.T) {
 	// Its cluster-local host answered the first time: not asked again.
 	if c := local.count("svc-7.ns.svc.cluster.local"); c != 1 {
 		t.Errorf("svc-7's local host probed %d times, want 1", c)
+	}
+}
+
+// TestOnlyChangedVersionsProbed hands the writer 100 KIngresses whose
+// stored status already says Ready for their generation, as after a
+// restart: none is probed. Then one of them changes: its hosts alone are
+// probed, once each.
+func TestOnlyChangedVersionsProbed(t *testing.T) {
+	var inFlight, most atomic.Int64
+	ext, extPort := startFakeGateway(t, &inFlight, &most)
+	local, localPort := startFakeGateway(t, &inFlight, &most)
+	settings := translate.KnativeSettings{ExternalHTTPPort: extPort, LocalHTTPPort: localPort,
+		LocalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-internal"}}
+	// A long grace: no status is due while probing, so none is written.
+	k := &Knative{Settings: settings, Probe: ProbeOptions{Interval: 10 * time.Millisecond, Grace: time.Hour}}
+	k.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	w := newKIngressWriter(k, zaptest.NewLogger(t))
+	res := &snapshot.Resources{EndpointSlices: []*discoveryv1.EndpointSlice{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico-internal-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "portico-internal"}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}}},
+	}}}
+
+	results := map[types.NamespacedName]translate.KIngressResult{}
+	store := func(key types.NamespacedName, r translate.KIngressResult, stored translate.KIngressResult) {
+		ing := &knative.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: r.Generation,
+			Annotations: map[string]string{knative.IngressClassAnnotation: knative.DefaultIngressClass}}}
+		ing.Status = w.status(ing, stored, true, metav1.Now())
+		if err := k.informer.GetStore().Add(ing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		key := types.NamespacedName{Namespace: "serving", Name: fmt.Sprintf("svc-%d", i)}
+		r := translate.KIngressResult{Generation: 1, Hash: fmt.Sprintf("hash-%d", i),
+			External: []string{key.Name + ".example.com"}, Local: []string{key.Name + ".serving.svc.cluster.local"}}
+		results[key] = r
+		store(key, r, r)
+		ext.serve(r.External[0], r.Hash)
+		local.serve(r.Local[0], r.Hash)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.probeLoop(ctx)
+	w.submit(results, res)
+	w.pass(ctx, true)
+
+	changed := types.NamespacedName{Namespace: "serving", Name: "svc-5"}
+	next := maps.Clone(results)
+	r := next[changed]
+	old := r
+	r.Generation, r.Hash = 2, "hash-5-new"
+	next[changed] = r
+	store(changed, r, old) // Ready for generation 1
+	ext.serve(r.External[0], r.Hash)
+	local.serve(r.Local[0], r.Hash)
+	w.submit(next, res)
+	w.pass(ctx, false)
+	kubetest.WaitFor(t, 10*time.Second, "svc-5 probed", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.probed[changed] != r.Hash {
+			return fmt.Errorf("probed %q", w.probed[changed])
+		}
+		return nil
+	})
+	for i := range 100 {
+		want := 0
+		if i == 5 {
+			want = 1
+		}
+		if c := ext.count(fmt.Sprintf("svc-%d.example.com", i)); c != want {
+			t.Errorf("svc-%d's external host probed %d times, want %d", i, c, want)
+		}
+		if c := local.count(fmt.Sprintf("svc-%d.serving.svc.cluster.local", i)); c != want {
+			t.Errorf("svc-%d's local host probed %d times, want %d", i, c, want)
+		}
 	}
 }
