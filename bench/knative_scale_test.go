@@ -44,7 +44,8 @@ func BenchmarkKnativeScale(b *testing.B) {
 func knativeScale(b *testing.B, n int) {
 	// The creators keep the environment's limits (QPS 1,000): they stand
 	// for Knative's controllers, not for Portico. PORTICO_BENCH_KUBE_API_QPS
-	// and _BURST run the replica with other limits, as the flags would.
+	// and _BURST run the replica with other limits, as the flags would;
+	// PORTICO_BENCH_KNATIVE_WORKERS with other status writes in flight.
 	qps, burst := float32(kube.DefaultAPIQPS), kube.DefaultAPIBurst
 	if v, err := strconv.ParseFloat(os.Getenv("PORTICO_BENCH_KUBE_API_QPS"), 32); err == nil {
 		qps = float32(v)
@@ -52,7 +53,8 @@ func knativeScale(b *testing.B, n int) {
 	if v, err := strconv.Atoi(os.Getenv("PORTICO_BENCH_KUBE_API_BURST")); err == nil {
 		burst = v
 	}
-	k := startKnBench(b, b, qps, burst)
+	workers, _ := strconv.Atoi(os.Getenv("PORTICO_BENCH_KNATIVE_WORKERS"))
+	k := startKnBench(b, b, qps, burst, workers)
 	b.ResetTimer()
 	cpu0 := processCPU(b, "kube-apiserver", k.env.Dir) + processCPU(b, "etcd", k.env.Dir)
 	created, ready, writes := k.createAllAtOnce(n)

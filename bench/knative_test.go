@@ -51,13 +51,14 @@ type knBench struct {
 	// replica is the API client configuration of the replica: the test
 	// environment's (QPS 1,000) or the shipped defaults'.
 	replica *rest.Config
+	workers int          // Knative status writes in flight; 0: the default
 	writes  atomic.Int64 // KIngress status writes sent
 	stop    func()
 }
 
 func newKnBench(owner, b *testing.B, n int) *knBench {
 	b.Helper()
-	k := startKnBench(owner, b, 0, 0)
+	k := startKnBench(owner, b, 0, 0, 0)
 	k.createMany(n)
 	return k
 }
@@ -65,7 +66,8 @@ func newKnBench(owner, b *testing.B, n int) *knBench {
 // startKnBench starts the API server and one replica with no KIngress.
 // The replica's clients are limited to qps and burst, as the flags of
 // cmd/portico limit them; qps 0 keeps the test environment's limits.
-func startKnBench(owner, b *testing.B, qps float32, burst int) *knBench {
+// workers is Knative.Workers.
+func startKnBench(owner, b *testing.B, qps float32, burst, workers int) *knBench {
 	b.Helper()
 	kubetest.NeedNetns(b)
 	ctx := context.Background()
@@ -74,7 +76,7 @@ func startKnBench(owner, b *testing.B, qps float32, burst int) *knBench {
 		b.Fatal(err)
 	}
 	owner.Cleanup(func() { _ = env.Stop() })
-	k := &knBench{b: b, owner: owner, env: env, replica: env.Config}
+	k := &knBench{b: b, owner: owner, env: env, replica: env.Config, workers: workers}
 	if qps != 0 {
 		k.replica = rest.CopyConfig(env.Config)
 		k.replica.QPS, k.replica.Burst = qps, burst
@@ -151,7 +153,7 @@ func (k *knBench) start() {
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: true}}
 	kn := &kingress.Knative{Cluster: kingress.Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading},
 		Log: c.Log, OnStatusWrite: c.OnStatusWrite, Dynamic: dyn, Settings: k.settings,
-		ExternalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}}
+		ExternalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-external"}, Workers: k.workers}
 	settings := k.settings
 	loop := pipeline.New(pipeline.Options{MinHoldoff: 10 * time.Millisecond, Holdoff: 100 * time.Millisecond, MaxDelay: time.Second,
 		Translate: translate.Settings{Shared: &translate.SharedAddresses{}, Knative: &settings}},
