@@ -100,5 +100,6 @@ func newKnative(c *kube.Cluster, co *clusterOptions, s *translate.KnativeSetting
 		Cluster: kingress.Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading},
 		Log:     c.Log, OnStatusWrite: c.OnStatusWrite,
 		Dynamic: dyn, Settings: *s, ExternalService: ext,
+		Workers: co.statusWorkers,
 	}, nil
 }
