@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,11 +26,10 @@ type echoResponse struct {
 }
 
 func echo(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("echo", stderr)
 	addr := fs.String("listen", "127.0.0.1:9090", "address to listen on")
 	name := fs.String("name", "", "name reported in each answer (default: the hostname)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/config"
 	"portico.dev/portico/internal/admin"
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/filesource"
@@ -34,21 +33,6 @@ import (
 	"portico.dev/portico/translate"
 )
 
-const usage = `Portico: a Kubernetes Gateway API reverse proxy.
-
-Usage:
-  portico serve                 serve the Gateway API objects of the cluster Portico runs in
-                                (or of --kubeconfig's), writing their status
-  portico serve --config PATH   serve Gateway API objects from YAML files (standalone)
-  portico check --config PATH   print the status Portico would write for every Gateway,
-                                ListenerSet and HTTPRoute in PATH (-o config: the data
-                                plane's configuration Portico would serve instead)
-  portico echo  --listen ADDR   run a small HTTP backend that echoes requests as JSON
-  portico version               print the version, commit and Go release of this build
-
-Run "portico COMMAND -h" for a command's flags.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -56,7 +40,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,23 +52,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = check(args[1:], stdout, stderr)
 	case "echo":
 		err = echo(ctx, args[1:], stderr)
-	case "version":
+	case "version", "--version", "-version":
 		err = printVersion(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[1] != "help" {
+			if !slices.Contains(commands, args[1]) {
+				unknownCommand(stderr, args[1])
+				return exitUsage
+			}
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "portico: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		unknownCommand(stderr, args[0])
+		return exitUsage
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	var help *helpRequest
+	switch {
+	case errors.As(err, &help):
+		if err := writeHelp(stdout, help.fs); err != nil {
+			return exitFailed
+		}
+		return exitOK
+	case errors.Is(err, errNotServing):
+		return exitNotServing
+	case err != nil:
 		fmt.Fprintf(stderr, "portico %s: %v\n", args[0], err)
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
@@ -147,13 +144,24 @@ type serveFlags struct {
 	// limits sets the flags of connection and client limits in proxy
 	// options.
 	limits func(*proxy.Options)
+	// deprecated lists the deprecated names the flags were given by.
+	deprecated []string
 }
 
 // parseServeFlags reads and checks the flags of serve.
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &serveFlags{
+	fs := newFlagSet("serve", stderr)
+	f := &serveFlags{}
+	defineServeFlags(fs, f)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return f, f.check(fs)
+}
+
+// defineServeFlags defines serve's flags on fs, to be read into f.
+func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
+	*f = serveFlags{
 		configPath: fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
 		logFormat:  fs.String("log-format", "console", "log format: console or json"),
 		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
@@ -178,32 +186,49 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		limits:     limitFlags(fs),
 		gc:         newGCFlags(fs),
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+	for old, current := range flagRenames {
+		deprecatedAlias(fs, old, current, &f.deprecated)
 	}
+}
+
+// check refuses flag values that are wrong, alone or together.
+func (f *serveFlags) check(fs *flag.FlagSet) error {
 	if err := f.tracing.check(); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := f.gc.resolve(environ); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case *f.http1 != proxy.HTTP1Portico && *f.http1 != proxy.HTTP1Go:
-		return nil, fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
+		return fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
 	case *f.minHoldoff > *f.holdoff:
-		return nil, fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
+		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
-		return nil, errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
 	case *f.configPath != "" && f.cluster.set(fs):
-		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
+		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
 	}
-	if err := f.gateway.check(f, fs); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return f.gateway.check(f, fs)
 }
+
+// logDeprecated logs each deprecated flag name used, once.
+func (f *serveFlags) logDeprecated(log *zap.Logger) {
+	seen := map[string]bool{}
+	for _, name := range f.deprecated {
+		if !seen[name] {
+			seen[name] = true
+			log.Warn("deprecated flag", zap.String("flag", "--"+name), zap.String("use", "--"+flagRenames[name]))
+		}
+	}
+}
+
+// flagRenames maps each deprecated flag name to its current one: names
+// one could take for another's ("controller" was three things), kept
+// working a while.
+var flagRenames = map[string]string{"controller": "controller-address", "data-plane-controller": "data-plane-controller-address"}
 
 func (f *serveFlags) standalone() bool { return *f.configPath != "" }
 
@@ -281,7 +306,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer log.Sync()               //nolint:errcheck // best effort on exit
+	defer log.Sync() //nolint:errcheck // best effort on exit
+	f.logDeprecated(log)
 	gc, _ := f.gc.resolve(environ) // checked by parseServeFlags
 	gc.apply(log)
 	if *f.echoAddr != "" {
@@ -384,7 +410,9 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		fsrc.MaxBytes = *f.maxConfig
 		source = fsrc
 		storage = f.acme.fileStorage()
-		out.Statuses = func(st *status.Computed, changed *status.Changed, _ *snapshot.Resources) {
+		warnForeign := foreignClassWarner(popts.Translate.ControllerName, log.Named("standalone"))
+		out.Statuses = func(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
+			warnForeign(res)
 			pipeline.LogProblems(log.Named("standalone"), st, changed)
 		}
 	} else {
@@ -475,45 +503,4 @@ func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metri
 	log.Info("admin endpoints listening", zap.Stringer("address", ln.Addr()))
 	go func() { done <- srv.Serve(adminCtx, ln) }()
 	return done, nil
-}
-
-func check(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
-	controller := fs.String("controller-name", string(wellknown.ControllerName), "controllerName of the GatewayClasses Portico serves")
-	output := fs.String("o", "yaml", "output: yaml (the statuses, a stream of objects), json (one List of them) or config (the data plane's configuration, as YAML)")
-	maxConfig := fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a configuration whose files hold more bytes than this together")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *configPath == "" {
-		return errors.New("--config is required")
-	}
-	if *output != "yaml" && *output != "json" && *output != "config" {
-		return fmt.Errorf("-o: %q is not yaml, json or config", *output)
-	}
-	src := filesource.New(*configPath, zap.NewNop())
-	src.MaxBytes = *maxConfig
-	res, err := src.Snapshot()
-	if err != nil {
-		return err
-	}
-	settings := translate.Settings{ControllerName: gwv1.GatewayController(*controller)}
-	out, _ := translate.Translate(settings, res, translate.Memory{})
-	if *output == "config" {
-		doc, err := config.Dump(out.Config, translate.ProbesOf(res))
-		if err != nil {
-			return err
-		}
-		_, err = stdout.Write(doc)
-		return err
-	}
-	write := func(w io.Writer) error {
-		return status.Write(w, res, out.Statuses, settings.ControllerName, time.Now())
-	}
-	if *output == "json" {
-		return writeStatusesJSON(stdout, write)
-	}
-	return write(stdout)
 }

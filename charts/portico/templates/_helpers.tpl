@@ -60,7 +60,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 - {{ print "--drain-timeout=" .Values.drainTimeout | quote }}
 - --data-plane-listen=:9443
-- --data-plane-controller={{ include "portico.fullname" . }}-controller.$(POD_NAMESPACE).svc:9443
+- --data-plane-controller-address={{ include "portico.fullname" . }}-controller.$(POD_NAMESPACE).svc:9443
 {{- if ne .Values.gatewayClass.controllerName "portico.dev/gateway-controller" }}
 - {{ print "--controller-name=" .Values.gatewayClass.controllerName | quote }}
 {{- end }}
