@@ -385,6 +385,7 @@ func (f *forwarder) close() {
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Config, l *config.Listener, path, port string) *config.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
+		noteOutcome(w, outcomeNoRoute)
 		if isGRPC(r) {
 			writeGRPCError(w, grpcUnimplemented, http.StatusText(http.StatusNotFound))
 		} else {

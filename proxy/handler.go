@@ -113,6 +113,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 					}
 					writeError(w, http.StatusMisdirectedRequest)
 				} else {
+					noteOutcome(w, outcomeNoListener)
 					http.NotFound(w, r)
 				}
 				return nil
@@ -120,6 +121,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 		}
 	}
 	if !ok {
+		noteOutcome(w, outcomeNoListener)
 		http.NotFound(w, r)
 		return nil
 	}
@@ -155,6 +157,8 @@ const (
 	outcomeBackendFailed = "backend_failed" // the backend failed mid-answer: the answer was cut
 	outcomeTimeout       = "timeout"        // a timeout of the route fired mid-answer: cut
 	outcomeAborted       = "aborted"        // the handler panicked for another reason
+	outcomeNoListener    = "no_listener"    // 404: no listener of the port serves the Host
+	outcomeNoRoute       = "no_route"       // 404: the listener has no rule that matches
 )
 
 // outcomeOf is how r's exchange ended: what was noted on the way, else

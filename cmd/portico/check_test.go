@@ -152,3 +152,18 @@ func TestCheckPrintsEveryComputedKind(t *testing.T) {
 		}
 	}
 }
+
+// The usage text, check's help and README.md name the kinds check prints,
+// all of them.
+func TestCheckKindsDocumented(t *testing.T) {
+	list := strings.Join(checkedKinds[:len(checkedKinds)-1], ", ") + " and " + checkedKinds[len(checkedKinds)-1]
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"usage": usage, "help check": commandHelp["check"], "README.md": string(readme)} {
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), list) {
+			t.Errorf("%s does not list %q", name, list)
+		}
+	}
+}

@@ -27,7 +27,7 @@ type echoResponse struct {
 
 func echo(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("echo", stderr)
-	addr := fs.String("listen", "127.0.0.1:9090", "address to listen on")
+	addr := fs.String("listen", "127.0.0.1:9180", "address to listen on (the port of the bundled example's backend; cluster mode's admin endpoints are on 9090)")
 	name := fs.String("name", "", "name reported in each answer (default: the hostname)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

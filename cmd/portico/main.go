@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -133,7 +134,7 @@ type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
 	echoAddr, accessLog, adminAddr, http1                   *string
-	requestID                                               *bool
+	requestID, failOnBind                                   *bool
 	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
 	gateway                                                 *gatewayFlags // dataplane.go
@@ -173,7 +174,8 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
 		maxConfig:  fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
 		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
-		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
+		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (the bundled example's is 127.0.0.1:9180)"),
+		failOnBind: fs.Bool("fail-on-bind-error", false, "exit at start-up when a listener port of the first configuration cannot be bound (default: serve the others, report the Gateways Programmed=False and retry every 10s)"),
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
 		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
@@ -208,8 +210,20 @@ func (f *serveFlags) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
 		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+	case *f.failOnBind && !f.standalone():
+		return errors.New("--fail-on-bind-error is for standalone mode (--config)")
 	case *f.configPath != "" && f.cluster.set(fs):
 		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
+	}
+	if f.standalone() {
+		// Before anything starts: the loop would log that a previous
+		// configuration keeps serving, when there is none.
+		if _, err := os.Stat(*f.configPath); err != nil {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return fmt.Errorf("--config %s: no such file or directory", *f.configPath)
+			}
+			return fmt.Errorf("--config: %w", err)
+		}
 	}
 	return f.gateway.check(f, fs)
 }
@@ -343,8 +357,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if adminAddr == "" && !f.standalone() {
 		adminAddr = ":9090"
 	}
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if *f.failOnBind {
+		go func() {
+			select {
+			case err := <-m.firstApply:
+				if err != nil {
+					cancelRun(fmt.Errorf("--fail-on-bind-error: the first configuration was not applied in full: %w", err))
+				}
+			case <-runCtx.Done():
+			}
+		}()
+	}
 	// The admin server outlives runCtx: probes keep being answered while
 	// the data plane drains.
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
@@ -354,7 +379,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	runErr := m.loop.Run(runCtx)
-	cancelRun()
+	if cause := context.Cause(runCtx); runErr == nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		runErr = cause
+	}
+	cancelRun(nil)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *f.drain)
 	defer cancel()
 	log.Info("shutting down")
@@ -383,6 +411,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 type mode struct {
 	loop    *pipeline.Loop
 	closers []func()
+	// firstApply receives the error of applying the first configuration
+	// (nil when it was applied in full), in standalone mode.
+	firstApply chan error
 }
 
 func (m *mode) close() {
@@ -397,8 +428,11 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 	if f.gateway.enabled() {
 		return f.newGatewayMode(popts, rt, metrics, challenges, log)
 	}
-	m := &mode{}
+	m := &mode{firstApply: make(chan error, 1)}
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
+		if r.Generation == 1 {
+			m.firstApply <- r.Err
+		}
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
 		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 	}}

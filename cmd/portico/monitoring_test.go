@@ -40,7 +40,7 @@ func exportedFamilies(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	ports := strings.NewReplacer("port: 8080", "port: "+strconv.Itoa(httpPort), "port: 8443", "port: "+strconv.Itoa(tlsPort),
-		"9090", strconv.Itoa(echoPort))
+		"9180", strconv.Itoa(echoPort))
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {

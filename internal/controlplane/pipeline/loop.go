@@ -124,6 +124,9 @@ type Loop struct {
 	debouncer *debounce.Debouncer
 
 	memory translate.Memory // only the rebuild's goroutine uses it
+	// listening are the ports bound after the last rebuild, with their
+	// protocol (logListening); only the rebuild's goroutine uses them.
+	listening map[config.PortKey]config.Protocol
 	// managed are the ACME Secrets of the last snapshot (withACME); only
 	// the rebuild's goroutine uses them.
 	managed managedSecrets
@@ -295,6 +298,7 @@ func (l *Loop) rebuild() error {
 	if l.out.Applied != nil {
 		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), CertificatesExpire: mem.EarliestExpiry(), Err: applyErr})
 	}
+	l.logListening(&cfg)
 	l.logRebuild(applyErr,
 		zap.Int64("generation", gen), zap.Duration("snapshot", snapshotTook), zap.Duration("translate", translated-snapshotTook),
 		zap.Bool("incremental", mem.Incremental()), zap.Duration("apply", applyTook), zap.Int("statusesChanged", changedLen(out.StatusesChanged)),
