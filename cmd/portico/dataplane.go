@@ -92,6 +92,7 @@ func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, m
 	popts.Translate.Shared = nil
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		metrics.ObserveChangeApplied(r.SinceChange)
 		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 		src.Acknowledge(r.Err)
 	}}

@@ -134,7 +134,7 @@ type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
 	echoAddr, accessLog, adminAddr, http1                   *string
-	requestID, failOnBind                                   *bool
+	requestID, failOnBind, pprof                            *bool
 	maxConfig                                               *int64
 	cluster                                                 *clusterOptions
 	gateway                                                 *gatewayFlags // dataplane.go
@@ -179,6 +179,7 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
 		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
+		pprof:      fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
 		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:    clusterFlags(fs),
 		gateway:    newGatewayFlags(fs),
@@ -210,6 +211,8 @@ func (f *serveFlags) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
 		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+	case *f.pprof && *f.adminAddr == "" && f.standalone():
+		return errors.New("--pprof is served on the admin address, which standalone mode opens only with --admin-address")
 	case *f.failOnBind && !f.standalone():
 		return errors.New("--fail-on-bind-error is for standalone mode (--config)")
 	case *f.configPath != "" && f.cluster.set(fs):
@@ -374,7 +377,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// the data plane drains.
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, metrics, readiness(m.loop.Ready, rt.Ready), log)
+	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, *f.pprof, metrics, readiness(m.loop.Ready, rt.Ready), log)
 	if err != nil {
 		return err
 	}
@@ -434,6 +437,7 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 			m.firstApply <- r.Err
 		}
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		metrics.ObserveChangeApplied(r.SinceChange)
 		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 	}}
 	var source pipeline.Source
@@ -518,7 +522,7 @@ func readiness(applied, accepting func() error) func() error {
 // startAdmin serves the admin endpoints on addr ("" for none) until
 // adminCtx ends; readiness fails as soon as ctx ends, so that the Service
 // stops sending new connections while in-flight requests drain.
-func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metrics, ready func() error, log *zap.Logger) (<-chan error, error) {
+func startAdmin(ctx, adminCtx context.Context, addr string, pprof bool, metrics *admin.Metrics, ready func() error, log *zap.Logger) (<-chan error, error) {
 	done := make(chan error, 1)
 	if addr == "" {
 		done <- nil
@@ -528,7 +532,7 @@ func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metri
 	if err != nil {
 		return nil, fmt.Errorf("--admin-address: %w", err)
 	}
-	srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Ready: func() error {
+	srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Pprof: pprof, Ready: func() error {
 		if ctx.Err() != nil {
 			return errors.New("shutting down")
 		}

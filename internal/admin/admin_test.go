@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,8 @@ func TestMetricsExposition(t *testing.T) {
 	m.ObserveHandshakeFailure("443", "unknown_server_name")
 	m.ObserveHandshakeFailure("10.0.0.1:8443", "not_tls")
 	m.SetCertificatesExpiry(time.Unix(1900000000, 0))
+	m.ObserveChangeApplied(30 * time.Millisecond)
+	m.ObserveChangeApplied(0) // a rebuild no change asked for
 
 	code, body := scrape(t, base, "/metrics")
 	if code != 200 {
@@ -114,6 +117,10 @@ func TestMetricsExposition(t *testing.T) {
 		`portico_apply_duration_seconds_count 2`,
 		`portico_leader 1`,
 		`portico_status_writes_total{kind="Gateway",result="conflict"} 1`,
+		`portico_status_writes_total{kind="HTTPRoute",result="error"} 0`,
+		`portico_config_change_to_applied_seconds_count 1`,
+		`portico_config_change_to_applied_seconds_bucket{le="0.04"} 1`,
+		`portico_config_change_to_applied_seconds_bucket{le="0.02"} 0`,
 		`portico_tls_handshake_failures_total{port="443",reason="unknown_server_name"} 2`,
 		`portico_tls_handshake_failures_total{port="10.0.0.1:8443",reason="not_tls"} 1`,
 		`portico_certificates_earliest_expiry_timestamp_seconds 1.9e+09`,
@@ -211,5 +218,28 @@ func TestConcurrentFirstRequestsCounted(t *testing.T) {
 		if got := d.GetCounter().GetValue(); got != workers {
 			t.Fatalf("route ns/r%d: %v requests counted, want %d", r, got, workers)
 		}
+	}
+}
+
+// Profiles are served only when asked for, and then only to loopback
+// clients; a CPU profile of a second completes despite the server's write
+// timeout.
+func TestPprofGuarded(t *testing.T) {
+	if code, _ := scrape(t, startServer(t, &Server{}), "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without Pprof = %d, want 404", code)
+	}
+	base := startServer(t, &Server{Pprof: true})
+	if code, body := scrape(t, base, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ = %d", code)
+	}
+	if code, body := scrape(t, base, "/debug/pprof/profile?seconds=1"); code != 200 || len(body) == 0 {
+		t.Errorf("CPU profile = %d (%d bytes)", code, len(body))
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+	req.RemoteAddr = "192.0.2.7:40000"
+	(&Server{Pprof: true}).Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("/debug/pprof/heap from another host = %d, want 403", rec.Code)
 	}
 }

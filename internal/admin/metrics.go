@@ -32,6 +32,7 @@ type Metrics struct {
 	streamBytes  *prometheus.CounterVec
 	streamTime   prometheus.Histogram
 	certExpiry   prometheus.Gauge
+	sinceChange  prometheus.Histogram
 
 	// counters and grpcCounters hold the child counters of requests and
 	// grpcRequests by (route, code).
@@ -127,6 +128,11 @@ func NewMetrics() *Metrics {
 			Name: "portico_certificates_earliest_expiry_timestamp_seconds",
 			Help: "Expiry (Unix time) of the certificate that expires first among those loaded; 0 when none is loaded.",
 		}),
+		sinceChange: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_config_change_to_applied_seconds",
+			Help:    "Time from the first change of a burst (an object, a certificate) to the configuration holding it being served.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
 	}
 	// Series with known label values exist from the start at 0, so that
 	// increase() and alerts see the first failure rather than a series
@@ -136,6 +142,12 @@ func NewMetrics() *Metrics {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.applies.WithLabelValues(r)
+	}
+	// The kinds and results the status writer reports (kube/statuswriter).
+	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "BackendTLSPolicy"} {
+		for _, r := range []string{"ok", "conflict", "error"} {
+			m.statusWrites.WithLabelValues(k, r)
+		}
 	}
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -149,7 +161,7 @@ func NewMetrics() *Metrics {
 		m.requests, m.grpcRequests, m.latency, m.generation, m.applies, m.translate, m.apply,
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 		m.streams, m.streamBytes, m.streamTime,
-		m.certExpiry, buildInfo,
+		m.certExpiry, m.sinceChange, buildInfo,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m
@@ -221,6 +233,15 @@ func (m *Metrics) ConfigApplied(generation int64, translate, apply time.Duration
 	m.applies.WithLabelValues("ok").Inc()
 	m.generation.Set(float64(generation))
 	m.certificates.Set(float64(certificates))
+}
+
+// ObserveChangeApplied records how long a change took to be served (see
+// pipeline.ApplyReport.SinceChange); 0 records nothing.
+func (m *Metrics) ObserveChangeApplied(d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.sinceChange.Observe(d.Seconds())
 }
 
 // SetCertificatesExpiry records when the first of the loaded certificates
