@@ -462,6 +462,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if b.Address != "" {
 		eps = config.NewEndpoints(b.Address)
 	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.backend = b.Key // for metrics
+	}
 	f.send(ctx, w, r, out, body, replay, rule, eps, x)
 }
 
@@ -547,6 +550,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
+			sw.attempts = attempt
 		}
 		x.failover = resendable && failovers < maxFailover && f.down.hasUp(eps, x.addr, now)
 		last := attempt >= attempts

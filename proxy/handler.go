@@ -64,6 +64,9 @@ func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time,
 	if isGRPC(r) {
 		grpcStatus = grpcStatusOf(sw)
 	}
+	if b := ps.rt.opts.Backends; b != nil && sw.backend != (config.BackendKey{}) {
+		b.ObserveBackend(sw.backend, sw.code(), outcome, sw.attempts, d)
+	}
 	if obs != nil {
 		obs.ObserveRequest(sw.route, sw.code(), outcome, d)
 		if grpcStatus >= 0 {
@@ -145,6 +148,10 @@ type statusWriter struct {
 	// see outcomeOf. writeFailed: a write to the client failed.
 	outcome     string
 	writeFailed bool
+	// backend is the backend the rule picked (zero when none was), and
+	// attempts the attempts of the retry policy made: for metrics.
+	backend  config.BackendKey
+	attempts int
 }
 
 // The outcomes of a request, in the access log ("outcome") and the

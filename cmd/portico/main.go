@@ -136,6 +136,7 @@ type serveFlags struct {
 	echoAddr, accessLog, adminAddr, http1                   *string
 	requestID, failOnBind, pprof                            *bool
 	maxConfig                                               *int64
+	maxBackends                                             *int
 	cluster                                                 *clusterOptions
 	gateway                                                 *gatewayFlags // dataplane.go
 	acme                                                    acmeFlags
@@ -163,31 +164,32 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 // defineServeFlags defines serve's flags on fs, to be read into f.
 func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 	*f = serveFlags{
-		configPath: fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
-		logFormat:  fs.String("log-format", "console", "log format: console or json"),
-		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
-		controller: fs.String("controller-name", string(wellknown.ControllerName), "serve GatewayClasses with this controllerName"),
-		bind:       fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
-		pool:       fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
-		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
-		minHoldoff: fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
-		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
-		maxConfig:  fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
-		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
-		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (the bundled example's is 127.0.0.1:9180)"),
-		failOnBind: fs.Bool("fail-on-bind-error", false, "exit at start-up when a listener port of the first configuration cannot be bound (default: serve the others, report the Gateways Programmed=False and retry every 10s)"),
-		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
-		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
-		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
-		pprof:      fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
-		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
-		cluster:    clusterFlags(fs),
-		gateway:    newGatewayFlags(fs),
-		acme:       newACMEFlags(fs),
-		request:    newRequestFlags(fs),
-		tracing:    newTracingFlags(fs),
-		limits:     limitFlags(fs),
-		gc:         newGCFlags(fs),
+		configPath:  fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
+		logFormat:   fs.String("log-format", "console", "log format: console or json"),
+		logLevel:    fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		controller:  fs.String("controller-name", string(wellknown.ControllerName), "serve GatewayClasses with this controllerName"),
+		bind:        fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
+		pool:        fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
+		holdoff:     fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
+		minHoldoff:  fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
+		maxDelay:    fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
+		maxConfig:   fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
+		drain:       fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
+		echoAddr:    fs.String("echo-backend", "", "also run the sample echo backend on this address (the bundled example's is 127.0.0.1:9180)"),
+		failOnBind:  fs.Bool("fail-on-bind-error", false, "exit at start-up when a listener port of the first configuration cannot be bound (default: serve the others, report the Gateways Programmed=False and retry every 10s)"),
+		requestID:   fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
+		accessLog:   fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
+		http1:       fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
+		maxBackends: fs.Int("metrics-max-backends", admin.DefaultMaxBackends, "backends (Service ports) whose requests get metric series of their own; the requests of further backends are counted under backend=\"other\""),
+		pprof:       fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
+		adminAddr:   fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
+		cluster:     clusterFlags(fs),
+		gateway:     newGatewayFlags(fs),
+		acme:        newACMEFlags(fs),
+		request:     newRequestFlags(fs),
+		tracing:     newTracingFlags(fs),
+		limits:      limitFlags(fs),
+		gc:          newGCFlags(fs),
 	}
 	for old, current := range flagRenames {
 		deprecatedAlias(fs, old, current, &f.deprecated)
@@ -217,16 +219,6 @@ func (f *serveFlags) check(fs *flag.FlagSet) error {
 		return errors.New("--fail-on-bind-error is for standalone mode (--config)")
 	case *f.configPath != "" && f.cluster.set(fs):
 		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
-	}
-	if f.standalone() {
-		// Before anything starts: the loop would log that a previous
-		// configuration keeps serving, when there is none.
-		if _, err := os.Stat(*f.configPath); err != nil {
-			if errors.Is(err, iofs.ErrNotExist) {
-				return fmt.Errorf("--config %s: no such file or directory", *f.configPath)
-			}
-			return fmt.Errorf("--config: %w", err)
-		}
 	}
 	return f.gateway.check(f, fs)
 }
@@ -285,6 +277,8 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	opts.HTTP1Server = *f.http1
 	f.limits(&opts)
 	opts.Observer = metrics
+	opts.Backends = metrics
+	metrics.SetMaxBackends(*f.maxBackends)
 	opts.Handshakes = metrics
 	opts.Streams = metrics
 	opts.RequestID = *f.requestID
@@ -309,6 +303,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.standalone() {
+		// Before anything starts: the loop would log that a previous
+		// configuration keeps serving, when there is none.
+		if _, err := os.Stat(*f.configPath); err != nil {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return fmt.Errorf("--config %s: no such file or directory", *f.configPath)
+			}
+			return fmt.Errorf("--config: %w", err)
+		}
 	}
 	popts, err := f.pipelineOptions()
 	if err != nil {

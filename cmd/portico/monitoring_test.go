@@ -195,7 +195,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	// The failures that matter, each with its alert.
 	for _, want := range []string{"PorticoNoLeader", "PorticoConfigurationNotApplied", "PorticoACMERenewalsFailing",
 		"PorticoCertificateExpiresSoon", "PorticoHighErrorRate", "PorticoDown", "PorticoReplicaDown",
-		"PorticoStatusWritesFailing", "PorticoConfigurationSlowToApply"} {
+		"PorticoStatusWritesFailing", "PorticoConfigurationSlowToApply", "PorticoBackendFailing"} {
 		if !have[want] {
 			t.Errorf("no alert %s", want)
 		}
@@ -242,7 +242,8 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	for _, want := range []string{"portico_http_requests_total", "portico_http_request_duration_seconds_bucket",
 		"portico_tls_handshake_failures_total", "portico_config_generation", "portico_translate_duration_seconds_bucket",
 		"portico_apply_duration_seconds_bucket", "portico_certificates_loaded", "portico_acme_events_total", "portico_leader",
-		"portico_config_change_to_applied_seconds_bucket", "portico_status_writes_total"} {
+		"portico_config_change_to_applied_seconds_bucket", "portico_status_writes_total",
+		"portico_backend_requests_total", "portico_backend_retries_total", "portico_backend_request_duration_seconds_bucket"} {
 		if !shown[want] {
 			t.Errorf("the dashboard shows nothing of %s", want)
 		}

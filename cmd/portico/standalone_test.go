@@ -238,4 +238,8 @@ func TestNotFoundSaysWhy(t *testing.T) {
 			t.Errorf("no request counted with outcome %q", o)
 		}
 	}
+	// The requests shop's route sent to its backend, and only those.
+	if !regexp.MustCompile(`portico_backend_requests_total\{backend="demo/echo:80",result="ok"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no request to demo/echo:80 counted:\n%s", metrics)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/shared/buildinfo"
 )
 
@@ -241,5 +242,57 @@ func TestPprofGuarded(t *testing.T) {
 	(&Server{Pprof: true}).Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("/debug/pprof/heap from another host = %d, want 403", rec.Code)
+	}
+}
+
+// Requests sent to backends are counted by backend and result, with their
+// retries and time; backends past the limit share the label "other".
+func TestBackendMetrics(t *testing.T) {
+	m := NewMetrics()
+	m.SetMaxBackends(2)
+	base := startServer(t, &Server{Metrics: m})
+	key := func(name string) config.BackendKey {
+		return config.BackendKey{Service: config.NamespacedName{Namespace: "apps", Name: name}, Port: 80}
+	}
+	m.ObserveBackend(key("a"), 200, "complete", 1, 2*time.Millisecond)
+	m.ObserveBackend(key("a"), 200, "complete", 3, 2*time.Millisecond)
+	m.ObserveBackend(key("a"), 502, "complete", 1, time.Millisecond)
+	m.ObserveBackend(key("b"), 503, "complete", 0, time.Millisecond)
+	m.ObserveBackend(key("b"), 200, "backend_failed", 1, time.Millisecond)
+	m.ObserveBackend(key("c"), 504, "complete", 1, time.Millisecond)
+	m.ObserveBackend(key("d"), 500, "complete", 1, time.Millisecond)
+	_, body := scrape(t, base, "/metrics")
+	for _, want := range []string{
+		`portico_backend_requests_total{backend="apps/a:80",result="ok"} 2`,
+		`portico_backend_requests_total{backend="apps/a:80",result="bad_gateway"} 1`,
+		`portico_backend_requests_total{backend="apps/b:80",result="unavailable"} 1`,
+		`portico_backend_requests_total{backend="apps/b:80",result="cut"} 1`,
+		`portico_backend_requests_total{backend="other",result="timeout"} 1`,
+		`portico_backend_requests_total{backend="other",result="5xx"} 1`,
+		`portico_backend_retries_total{backend="apps/a:80"} 2`,
+		`portico_backend_request_duration_seconds_count{backend="apps/a:80"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `backend="apps/c:80"`) {
+		t.Error("a backend past the limit has series of its own")
+	}
+}
+
+func TestBackendResult(t *testing.T) {
+	for _, c := range []struct {
+		code    int
+		outcome string
+		want    string
+	}{
+		{200, "complete", "ok"}, {404, "complete", "ok"}, {500, "complete", "5xx"}, {502, "complete", "bad_gateway"},
+		{503, "complete", "unavailable"}, {504, "complete", "timeout"}, {200, "timeout", "timeout"},
+		{200, "backend_failed", "cut"}, {499, "client_gone", "client_gone"}, {200, "client_reset", "client_gone"},
+	} {
+		if got := backendResult(c.code, c.outcome); got != c.want {
+			t.Errorf("%d %s: %s, want %s", c.code, c.outcome, got, c.want)
+		}
 	}
 }

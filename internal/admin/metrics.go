@@ -33,6 +33,7 @@ type Metrics struct {
 	streamTime   prometheus.Histogram
 	certExpiry   prometheus.Gauge
 	sinceChange  prometheus.Histogram
+	backends     *backendCache
 
 	// counters and grpcCounters hold the child counters of requests and
 	// grpcRequests by (route, code).
@@ -51,6 +52,7 @@ type requestKey struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		backends: newBackendCache(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_http_requests_total",
 			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched), status code and outcome " +
@@ -162,6 +164,7 @@ func NewMetrics() *Metrics {
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
+		m.backends.requests, m.backends.retries, m.backends.latency,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m
