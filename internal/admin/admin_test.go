@@ -279,6 +279,12 @@ func TestBackendMetrics(t *testing.T) {
 	if strings.Contains(body, `backend="apps/c:80"`) {
 		t.Error("a backend past the limit has series of its own")
 	}
+	none := NewMetrics()
+	none.SetMaxBackends(0)
+	none.ObserveBackend(key("a"), 200, "complete", 1, time.Millisecond)
+	if _, body := scrape(t, startServer(t, &Server{Metrics: none}), "/metrics"); strings.Contains(body, `backend="apps/a:80"`) || !strings.Contains(body, `portico_backend_requests_total{backend="other",result="ok"} 1`) {
+		t.Error("with a limit of 0, a backend has series of its own")
+	}
 }
 
 func TestBackendResult(t *testing.T) {
@@ -294,5 +300,26 @@ func TestBackendResult(t *testing.T) {
 		if got := backendResult(c.code, c.outcome); got != c.want {
 			t.Errorf("%d %s: %s, want %s", c.code, c.outcome, got, c.want)
 		}
+	}
+}
+
+// BenchmarkObserveBackend is the per-request cost of the backend metrics,
+// with as many backends as have series of their own and with more.
+func BenchmarkObserveBackend(b *testing.B) {
+	for _, n := range []int{10, DefaultMaxBackends, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := NewMetrics()
+			keys := make([]config.BackendKey, n)
+			for i := range keys {
+				keys[i] = config.BackendKey{Service: config.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i), Name: "svc"}, Port: 80}
+				m.ObserveBackend(keys[i], 200, "complete", 1, time.Millisecond)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				m.ObserveBackend(keys[(i*7919)%n], 200, "complete", 1, time.Millisecond)
+				i++
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"hash/maphash"
 	"maps"
 	"net/http"
 	"sync"
@@ -65,16 +66,24 @@ type backendSeries struct {
 	latency prometheus.Observer
 }
 
+// backendShards is how many maps a backendCache spreads its backends
+// over, so that adding one copies a small map.
+const backendShards = 64
+
 // backendCache finds the series of a backend without hashing labels on
-// every request: a map that is never written, replaced by a copy when a
-// backend is seen for the first time (at most max+1 entries).
+// every request: maps that are never written, each replaced by a copy when
+// a backend of its shard is seen for the first time (as counterCache).
+// Backends past the limit are kept too, pointing to "other", so that their
+// requests find it as fast.
 type backendCache struct {
 	requests *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	max      atomic.Int64
-	mu       sync.Mutex // serialises the copies
-	m        atomic.Pointer[map[config.BackendKey]*backendSeries]
+	seed     maphash.Seed
+	mu       sync.Mutex // serialises the copies and named
+	named    int64      // backends with series of their own
+	shards   [backendShards]atomic.Pointer[map[config.BackendKey]*backendSeries]
 	other    *backendSeries
 }
 
@@ -94,6 +103,7 @@ func newBackendCache() *backendCache {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"backend"}),
 	}
+	c.seed = maphash.MakeSeed()
 	c.max.Store(DefaultMaxBackends)
 	c.other = c.series(otherBackends)
 	return c
@@ -109,29 +119,32 @@ func (c *backendCache) series(label string) *backendSeries {
 }
 
 func (c *backendCache) get(key config.BackendKey) *backendSeries {
-	if m := c.m.Load(); m != nil {
+	sh := &c.shards[maphash.Comparable(c.seed, key)%backendShards]
+	if m := sh.Load(); m != nil {
 		if s, ok := (*m)[key]; ok {
 			return s
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if s, ok := (*old)[key]; ok {
-			return s
-		}
-		if int64(len(*old)) >= c.max.Load() {
-			return c.other
-		}
+	var m map[config.BackendKey]*backendSeries
+	if old := sh.Load(); old != nil {
+		m = *old
 	}
-	m := make(map[config.BackendKey]*backendSeries, 1)
-	if old != nil {
-		m = maps.Clone(*old)
+	if s, ok := m[key]; ok {
+		return s
 	}
-	s := c.series(key.String())
+	s := c.other
+	if c.named < c.max.Load() {
+		c.named++
+		s = c.series(key.String())
+	}
+	m = maps.Clone(m)
+	if m == nil {
+		m = make(map[config.BackendKey]*backendSeries, 1)
+	}
 	m[key] = s
-	c.m.Store(&m)
+	sh.Store(&m)
 	return s
 }
 
