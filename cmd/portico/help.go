@@ -139,7 +139,7 @@ var serveGroups = []flagGroup{
 	{"Limits", []string{"max-connections-per-port", "max-connections-per-client", "client-idle-timeout", "client-min-rate",
 		"client-rate-window", "stream-idle-timeout", "backend-response-timeout", "max-request-headers", "max-request-header-bytes",
 		"max-informational-responses", "http2-max-glitches", "http2-glitches-forgiven"}},
-	{"Observability", []string{"log-format", "log-level", "access-log", "admin-address", "pprof", "metrics-max-backends",
+	{"Observability", []string{"log-format", "log-level", "access-log", "admin-address", "pprof", "metrics-max-routes", "metrics-max-backends",
 		"tracing-endpoint", "tracing-protocol", "tracing-insecure", "tracing-sample-ratio", "tracing-service-name"}},
 }
 

@@ -136,7 +136,7 @@ type serveFlags struct {
 	echoAddr, accessLog, adminAddr, http1                   *string
 	requestID, failOnBind, pprof                            *bool
 	maxConfig                                               *int64
-	maxBackends                                             *int
+	maxBackends, maxRoutes                                  *int
 	cluster                                                 *clusterOptions
 	gateway                                                 *gatewayFlags // dataplane.go
 	acme                                                    acmeFlags
@@ -181,6 +181,7 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 		accessLog:   fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
 		http1:       fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
 		maxBackends: fs.Int("metrics-max-backends", admin.DefaultMaxBackends, "backends (Service ports) whose requests get metric series of their own; the requests of further backends are counted under backend=\"other\""),
+		maxRoutes:   fs.Int("metrics-max-routes", admin.DefaultMaxRoutes, "routes whose requests get a route label of their own in the request metrics; the requests of further routes are counted under route=\"other\" (-1: every route, one series per route and status code)"),
 		pprof:       fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
 		adminAddr:   fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:     clusterFlags(fs),
@@ -279,6 +280,7 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	opts.Observer = metrics
 	opts.Backends = metrics
 	metrics.SetMaxBackends(*f.maxBackends)
+	metrics.SetMaxRoutes(*f.maxRoutes)
 	opts.Handshakes = metrics
 	opts.Streams = metrics
 	opts.RequestID = *f.requestID

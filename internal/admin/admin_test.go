@@ -200,6 +200,7 @@ func BenchmarkObserveRequestManyRoutes(b *testing.B) {
 // route and code.
 func TestConcurrentFirstRequestsCounted(t *testing.T) {
 	m := NewMetrics()
+	m.SetMaxRoutes(-1) // each of the 2,000 routes with a label of its own
 	const routes, workers = 2000, 8
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -321,5 +322,31 @@ func BenchmarkObserveBackend(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// Past the limit of routes, requests are counted under route="other";
+// those of the routes before it, and of no route, keep their own label.
+func TestRouteLabelBounded(t *testing.T) {
+	m := NewMetrics()
+	m.SetMaxRoutes(2)
+	for _, r := range []string{"apps/a", "apps/b", "apps/c", "apps/d", "apps/a", ""} {
+		m.ObserveRequest(r, 200, "complete", time.Millisecond)
+		m.ObserveGRPC(r, 0)
+	}
+	_, body := scrape(t, startServer(t, &Server{Metrics: m}), "/metrics")
+	for _, want := range []string{
+		`portico_http_requests_total{code="200",outcome="complete",route="apps/a"} 2`,
+		`portico_http_requests_total{code="200",outcome="complete",route="apps/b"} 1`,
+		`portico_http_requests_total{code="200",outcome="complete",route="other"} 2`,
+		`portico_http_requests_total{code="200",outcome="complete",route=""} 1`,
+		`portico_grpc_requests_total{grpc_status="0",route="other"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `route="apps/c"`) {
+		t.Error("a route past the limit has a label of its own")
 	}
 }

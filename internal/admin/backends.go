@@ -148,6 +148,16 @@ func (c *backendCache) get(key config.BackendKey) *backendSeries {
 	return s
 }
 
+// SetMaxRoutes sets how many routes get a route label of their own in the
+// request metrics (see DefaultMaxRoutes); negative: every route. Call it
+// before the first request.
+func (m *Metrics) SetMaxRoutes(n int) {
+	if m != nil {
+		m.counters.maxRoutes.Store(int64(n))
+		m.grpcCounters.maxRoutes.Store(int64(n))
+	}
+}
+
 // SetMaxBackends sets how many backends get series of their own (see
 // DefaultMaxBackends); 0 counts every backend under "other". Call it
 // before the first request.
