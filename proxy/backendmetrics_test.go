@@ -29,10 +29,35 @@ func (o *backendObserver) ObserveBackend(b config.BackendKey, code int, outcome 
 	o.calls = append(o.calls, fmt.Sprintf("%s %d %s %d", b, code, outcome, attempts))
 }
 
+func (o *backendObserver) ObserveEjection(b config.BackendKey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, fmt.Sprintf("%s ejected", b))
+}
+
 func (o *backendObserver) seen() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.calls)
+}
+
+// backendObservedRuntime is a runtime whose backend and request observers are
+// returned.
+func backendObservedRuntime(t *testing.T) (*Runtime, *backendObserver, *outcomeObserver) {
+	t.Helper()
+	obs, requests := &backendObserver{}, &outcomeObserver{}
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.DrainTimeout = time.Second
+	opts.Backends = obs
+	opts.Observer = requests
+	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	return rt, obs, requests
 }
 
 // TestBackendObserved: a request sent to a backend is observed with the
@@ -46,18 +71,7 @@ func TestBackendObserved(t *testing.T) {
 		}
 	}))
 	t.Cleanup(backend.Close)
-	obs, requests := &backendObserver{}, &outcomeObserver{}
-	opts := DefaultOptions()
-	opts.BindAddress = "127.0.0.1"
-	opts.DrainTimeout = time.Second
-	opts.Backends = obs
-	opts.Observer = requests
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rt.Close(ctx)
-	})
+	rt, obs, requests := backendObservedRuntime(t)
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", backend.Listener.Addr().String())
 	attempts := 1
@@ -83,6 +97,30 @@ func TestBackendObserved(t *testing.T) {
 	}
 	want := []string{"ns/svc:80 200 complete 2"}
 	if got := obs.seen(); !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
+}
+
+// TestEjectionObserved: an endpoint that refuses connections, left out
+// while its backend has another, is observed as an ejection of its
+// backend; the request, sent on to the other endpoint, as one attempt.
+func TestEjectionObserved(t *testing.T) {
+	rt, obs, requests := backendObservedRuntime(t)
+	live := slowBackend(t, "live")
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", live)
+	cfg.Endpoints = withEndpoints(cfg.Endpoints, key, config.NewEndpoints(deadAddr(t), live)) // the dead one is picked first
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := body(t, fmt.Sprintf("http://127.0.0.1:%d/", p)); code != 200 {
+		t.Fatalf("%d, want 200 from the live endpoint", code)
+	}
+	if !waitFor(5*time.Second, func() bool { return requests.seen("ns/r 200 complete") }) {
+		t.Fatalf("requests observed: %q", requests.calls)
+	}
+	if got, want := obs.seen(), []string{"ns/svc:80 ejected", "ns/svc:80 200 complete 1"}; !slices.Equal(got, want) {
 		t.Errorf("observed %q, want %q", got, want)
 	}
 }

@@ -141,9 +141,12 @@ type RequestObserver interface {
 // BackendObserver records finished requests that a rule sent to a backend
 // (metrics): the backend (Service and port) picked, the status and outcome
 // the client got (as RequestObserver), the attempts of the route's retry
-// policy (0 when no endpoint was ready), and the request's time.
+// policy (0 when no endpoint was ready), and the request's time; and each
+// endpoint of a backend left out for a while because it could not be
+// reached (see downSet).
 type BackendObserver interface {
 	ObserveBackend(backend config.BackendKey, code int, outcome string, attempts int, d time.Duration)
+	ObserveEjection(backend config.BackendKey)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could

@@ -243,7 +243,8 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		"portico_tls_handshake_failures_total", "portico_config_generation", "portico_translate_duration_seconds_bucket",
 		"portico_apply_duration_seconds_bucket", "portico_certificates_loaded", "portico_acme_events_total", "portico_leader",
 		"portico_config_change_to_applied_seconds_bucket", "portico_status_writes_total",
-		"portico_backend_requests_total", "portico_backend_retries_total", "portico_backend_request_duration_seconds_bucket"} {
+		"portico_backend_requests_total", "portico_backend_retries_total", "portico_backend_request_duration_seconds_bucket",
+		"portico_backend_endpoints_ejected_total"} {
 		if !shown[want] {
 			t.Errorf("the dashboard shows nothing of %s", want)
 		}

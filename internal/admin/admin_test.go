@@ -262,6 +262,7 @@ func TestBackendMetrics(t *testing.T) {
 	m.ObserveBackend(key("b"), 200, "backend_failed", 1, time.Millisecond)
 	m.ObserveBackend(key("c"), 504, "complete", 1, time.Millisecond)
 	m.ObserveBackend(key("d"), 500, "complete", 1, time.Millisecond)
+	m.ObserveEjection(key("a"))
 	_, body := scrape(t, base, "/metrics")
 	for _, want := range []string{
 		`portico_backend_requests_total{backend="apps/a:80",result="ok"} 2`,
@@ -271,6 +272,7 @@ func TestBackendMetrics(t *testing.T) {
 		`portico_backend_requests_total{backend="other",result="timeout"} 1`,
 		`portico_backend_requests_total{backend="other",result="5xx"} 1`,
 		`portico_backend_retries_total{backend="apps/a:80"} 2`,
+		`portico_backend_endpoints_ejected_total{backend="apps/a:80"} 1`,
 		`portico_backend_request_duration_seconds_count{backend="apps/a:80"} 3`,
 	} {
 		if !strings.Contains(body, want) {

@@ -64,6 +64,7 @@ type backendSeries struct {
 	results map[string]prometheus.Counter
 	retries prometheus.Counter
 	latency prometheus.Observer
+	ejected prometheus.Counter
 }
 
 // backendShards is how many maps a backendCache spreads its backends
@@ -79,6 +80,7 @@ type backendCache struct {
 	requests *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	ejected  *prometheus.CounterVec
 	max      atomic.Int64
 	seed     maphash.Seed
 	mu       sync.Mutex // serialises the copies and named
@@ -102,6 +104,10 @@ func newBackendCache() *backendCache {
 			Help:    "Time from receiving a request's headers to the end of its response, for requests sent to a backend, by backend.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"backend"}),
+		ejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_endpoints_ejected_total",
+			Help: "Endpoints of a backend left out for a while because they could not be reached, by backend.",
+		}, []string{"backend"}),
 	}
 	c.seed = maphash.MakeSeed()
 	c.max.Store(DefaultMaxBackends)
@@ -111,7 +117,8 @@ func newBackendCache() *backendCache {
 
 func (c *backendCache) series(label string) *backendSeries {
 	s := &backendSeries{results: make(map[string]prometheus.Counter, len(backendResults)),
-		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label)}
+		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
+		ejected: c.ejected.WithLabelValues(label)}
 	for _, r := range backendResults {
 		s.results[r] = c.requests.WithLabelValues(label, r)
 	}
@@ -146,6 +153,14 @@ func (c *backendCache) get(key config.BackendKey) *backendSeries {
 	m[key] = s
 	sh.Store(&m)
 	return s
+}
+
+// ObserveEjection records an endpoint of backend left out because it could
+// not be reached (see proxy.BackendObserver).
+func (m *Metrics) ObserveEjection(backend config.BackendKey) {
+	if m != nil {
+		m.backends.get(backend).ejected.Inc()
+	}
 }
 
 // SetMaxRoutes sets how many routes get a route label of their own in the
