@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,12 +44,14 @@ func render(t *testing.T, values string) []*unstructured.Unstructured {
 	return objs
 }
 
-// helmOnlyLabels are the labels the chart adds for Helm's bookkeeping;
-// deploy/ has no release to name.
-var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+// helmOnlyLabels are the labels (and the annotation) the chart adds for
+// Helm's bookkeeping; deploy/ has no release to name, and kubectl no
+// uninstall to keep a CRD from.
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/resource-policy"}
 
 // withoutHelmLabels returns a copy of o without helmOnlyLabels in any map
-// (labels, selectors, label selectors).
+// (labels, selectors, label selectors, annotations), and without the
+// annotations that are left empty.
 func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 	var strip func(v any) any
 	strip = func(v any) any {
@@ -57,6 +62,9 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 				if !slices.Contains(helmOnlyLabels, k) {
 					out[k] = strip(e)
 				}
+			}
+			if a, ok := out["annotations"].(map[string]any); ok && len(a) == 0 {
+				delete(out, "annotations")
 			}
 			return out
 		case []any:
@@ -219,26 +227,35 @@ acme:
   eab: {secretName: acme-eab, keyIDKey: kid, hmacKeyKey: hmac}
 `)
 	for name, want := range map[string]string{
-		"acme-directory":    "https://acme.example.net/directory",
-		"acme-email":        "ops@example.com",
-		"acme-concurrency":  "2",
-		"acme-ca-bundle":    "/etc/portico/acme-ca/roots.pem",
-		"acme-eab-key-id":   "$(ACME_EAB_KEY_ID)",
-		"acme-eab-hmac-key": "$(ACME_EAB_HMAC_KEY)",
+		"acme-directory":         "https://acme.example.net/directory",
+		"acme-email":             "ops@example.com",
+		"acme-concurrency":       "2",
+		"acme-ca-bundle":         "/etc/portico/acme-ca/roots.pem",
+		"acme-eab-key-id":        "$(ACME_EAB_KEY_ID)",
+		"acme-eab-hmac-key-file": "/etc/portico/acme-eab/hmac-key",
 	} {
 		if got, _ := r.flag(name); got != want {
 			t.Errorf("--%s=%q, want %q", name, got, want)
 		}
 	}
-	// The key comes from the Secret at container start; it is never in the
-	// pod spec.
-	for env, key := range map[string]string{"ACME_EAB_KEY_ID": "kid", "ACME_EAB_HMAC_KEY": "hmac"} {
-		e := r.env(env)
-		if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "acme-eab" || e.ValueFrom.SecretKeyRef.Key != key || e.Value != "" {
-			t.Errorf("env %s = %+v, want key %s of Secret acme-eab", env, e, key)
-		}
+	// The key ID comes from the Secret at container start, the HMAC key
+	// from the Secret mounted as a file: neither is in the pod spec, and
+	// the HMAC key is on no command line.
+	if e := r.env("ACME_EAB_KEY_ID"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "acme-eab" || e.ValueFrom.SecretKeyRef.Key != "kid" || e.Value != "" {
+		t.Errorf("env ACME_EAB_KEY_ID = %+v, want key kid of Secret acme-eab", e)
+	}
+	if _, ok := r.flag("acme-eab-hmac-key"); ok || r.env("ACME_EAB_HMAC_KEY") != nil {
+		t.Errorf("the HMAC key is passed on the command line: %v", r.args)
 	}
 	spec := r.dep.Spec.Template.Spec
+	if !slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "acme-eab" && m.MountPath == "/etc/portico/acme-eab" && m.ReadOnly
+	}) || !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "acme-eab" && v.Secret != nil && v.Secret.SecretName == "acme-eab" &&
+			len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "hmac" && v.Secret.Items[0].Path == "hmac-key"
+	}) {
+		t.Errorf("EAB Secret not mounted: volumes %+v", spec.Volumes)
+	}
 	mounted := false
 	for _, m := range spec.Containers[0].VolumeMounts {
 		if m.Name == "acme-ca" && m.MountPath == "/etc/portico/acme-ca" && m.ReadOnly {
@@ -258,7 +275,7 @@ acme:
 			t.Errorf("default values pass %s", a)
 		}
 	}
-	if d.env("ACME_EAB_HMAC_KEY") != nil {
+	if d.env("ACME_EAB_KEY_ID") != nil || slices.ContainsFunc(d.dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "acme-eab" }) {
 		t.Error("default values reference an EAB Secret")
 	}
 }
@@ -561,6 +578,142 @@ monitoring: {dashboard: {enabled: true}, prometheusRule: {enabled: true}, podMon
 			if m.Severity > support.InfoSev {
 				t.Errorf("helm lint with %q: %s", values, m)
 			}
+		}
+	}
+}
+
+// TestChartModes renders every mode the chart installs Portico in (shared
+// replicas, Knative, a Gateway address pool on the host's network,
+// autoscaled): in each the controller gives the data planes it provisions
+// for per-Gateway classes the chart's own image and pull policy.
+func TestChartModes(t *testing.T) {
+	image := `image: {repository: registry.example.com/edge/portico, tag: v1.2.3, pullPolicy: Always}`
+	for name, values := range map[string]string{
+		"shared":        image,
+		"knative":       image + "\nknative: {enabled: true}",
+		"host pool":     image + "\nnamespace: {create: true}\nhostNetwork: true\ngatewayAddressPool: [192.0.2.0/28]",
+		"autoscaled":    image + "\nautoscaling: {enabled: true}",
+		"no own SA":     image + "\nserviceAccount: {create: false, name: existing}",
+		"ACME with EAB": image + "\nacme: {eab: {secretName: eab}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := renderTyped(t, "portico", values)
+			if got, _ := r.flag("data-plane-image"); got != "registry.example.com/edge/portico:v1.2.3" {
+				t.Errorf("--data-plane-image=%q", got)
+			}
+			if got, _ := r.flag("data-plane-image-pull-policy"); got != "Always" {
+				t.Errorf("--data-plane-image-pull-policy=%q", got)
+			}
+			if got := r.dep.Spec.Template.Spec.Containers[0].Image; got != "registry.example.com/edge/portico:v1.2.3" {
+				t.Errorf("image %q", got)
+			}
+		})
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	r := renderTyped(t, "portico", "image: {repository: registry.example.com/portico, digest: "+digest+"}")
+	if got, _ := r.flag("data-plane-image"); got != "registry.example.com/portico@"+digest {
+		t.Errorf("with a digest: --data-plane-image=%q", got)
+	}
+	if v, ok := r.flag("data-plane-image-pull-policy"); ok {
+		t.Errorf("default pull policy passed: %s", v)
+	}
+}
+
+// TestChartCRDSurvivesUninstall: helm uninstall keeps the PorticoParameters
+// CRD, and with it the objects GatewayClasses and Gateways name.
+func TestChartCRDSurvivesUninstall(t *testing.T) {
+	crd := charttest.Find(render(t, ""), "CustomResourceDefinition", "porticoparameters.portico.dev")
+	if crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRD annotations %v, want helm.sh/resource-policy: keep", crd.GetAnnotations())
+	}
+}
+
+// TestChartWorkloadValues: security contexts, probes, resources, HPA,
+// ServiceAccount, extra volumes and environment come from values.
+func TestChartWorkloadValues(t *testing.T) {
+	r := renderTyped(t, "portico", `
+podSecurityContext: {runAsNonRoot: true, runAsUser: 10001, fsGroup: 10001}
+securityContext: {readOnlyRootFilesystem: true, runAsNonRoot: true}
+probes:
+  readiness: {httpGet: {path: /readyz, port: admin}, periodSeconds: 1}
+  liveness: null
+resources: {requests: {cpu: "1", memory: 512Mi}, limits: {memory: 2Gi}}
+autoscaling: {enabled: true, minReplicas: 3, maxReplicas: 9, targetCPUUtilizationPercentage: 60, targetMemoryUtilizationPercentage: 80}
+serviceAccount: {create: false, name: platform-edge}
+extraVolumes: [{name: geo, configMap: {name: geoip}}]
+extraVolumeMounts: [{name: geo, mountPath: /etc/geo, readOnly: true}]
+extraEnv: [{name: TZ, value: UTC}]
+`)
+	spec := r.dep.Spec.Template.Spec
+	c := spec.Containers[0]
+	if psc := spec.SecurityContext; psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != 10001 || psc.FSGroup == nil || *psc.FSGroup != 10001 || len(psc.Sysctls) != 1 {
+		t.Errorf("pod securityContext %+v (the port sysctl kept)", psc)
+	}
+	// Helm merges the values with the defaults: those not overridden stay.
+	if sc := c.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container securityContext %+v", sc)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.PeriodSeconds != 1 || c.LivenessProbe != nil || c.StartupProbe == nil {
+		t.Errorf("probes: readiness %+v, liveness %+v, startup %+v", c.ReadinessProbe, c.LivenessProbe, c.StartupProbe)
+	}
+	if c.Resources.Requests.Cpu().String() != "1" || c.Resources.Limits.Memory().String() != "2Gi" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	if r.dep.Spec.Replicas != nil {
+		t.Errorf("replicas %d set next to an HPA", *r.dep.Spec.Replicas)
+	}
+	var hpa autoscalingv2.HorizontalPodAutoscaler
+	typed(t, charttest.Find(r.objs, "HorizontalPodAutoscaler", "portico"), &hpa)
+	if hpa.Spec.ScaleTargetRef.Name != "portico" || hpa.Spec.ScaleTargetRef.Kind != "Deployment" || *hpa.Spec.MinReplicas != 3 || hpa.Spec.MaxReplicas != 9 || len(hpa.Spec.Metrics) != 2 {
+		t.Errorf("HPA spec %+v", hpa.Spec)
+	}
+	if spec.ServiceAccountName != "platform-edge" || charttest.Find(r.objs, "ServiceAccount", "portico") != nil || charttest.Find(r.objs, "ServiceAccount", "platform-edge") != nil {
+		t.Errorf("serviceAccountName %q; the chart must render no ServiceAccount", spec.ServiceAccountName)
+	}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		var b rbacv1.ClusterRoleBinding
+		typed(t, charttest.Find(r.objs, kind, "portico"), &b)
+		if len(b.Subjects) != 1 || b.Subjects[0].Name != "platform-edge" {
+			t.Errorf("%s subjects %+v", kind, b.Subjects)
+		}
+	}
+	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "geo" && v.ConfigMap != nil }) ||
+		!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "geo" && m.MountPath == "/etc/geo" }) ||
+		!slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "tmp" }) {
+		t.Errorf("volumes %+v, mounts %+v", spec.Volumes, c.VolumeMounts)
+	}
+	if e := r.env("TZ"); e == nil || e.Value != "UTC" {
+		t.Errorf("env TZ %+v", e)
+	}
+	// Defaults: no HPA, replicas set, the chart's own ServiceAccount.
+	d := renderTyped(t, "portico", "")
+	if charttest.Find(d.objs, "HorizontalPodAutoscaler", "portico") != nil || d.dep.Spec.Replicas == nil || *d.dep.Spec.Replicas != 2 ||
+		charttest.Find(d.objs, "ServiceAccount", "portico") == nil || d.dep.Spec.Template.Spec.ServiceAccountName != "portico" {
+		t.Error("default values: want replicas 2, no HPA, the chart's ServiceAccount")
+	}
+	if err := renderErr("serviceAccount: {create: false}"); err == nil || !strings.Contains(err.Error(), "serviceAccount.name") {
+		t.Errorf("serviceAccount.create false without a name: %v", err)
+	}
+}
+
+// TestChartValuesPointToDocs: every "(FILE, "Section")" pointer in
+// values.yaml names a section FILE has.
+func TestChartValuesPointToDocs(t *testing.T) {
+	raw, err := os.ReadFile(chartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := regexp.MustCompile(`\(((?:deploy/)?README\.md), "([^"]+)"\)`).FindAllStringSubmatch(string(raw), -1)
+	if len(refs) == 0 {
+		t.Fatal("no pointer found")
+	}
+	for _, ref := range refs {
+		doc, err := os.ReadFile("../" + ref[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^#+ ` + regexp.QuoteMeta(ref[2]) + `$`).Match(doc) {
+			t.Errorf("values.yaml points to %s, section %q, which it does not have", ref[1], ref[2])
 		}
 	}
 }

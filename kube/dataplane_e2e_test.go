@@ -48,7 +48,7 @@ func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *cluster
 		if v, ok := strings.CutPrefix(a, "--gateway="); ok {
 			gateway = v
 		}
-		if v, ok := strings.CutPrefix(a, "--controller="); ok {
+		if v, ok := strings.CutPrefix(a, "--controller-address="); ok {
 			controller = v
 		}
 	}

@@ -53,6 +53,8 @@ type forwarder struct {
 	// Options.BackendResponseTimeout, 0 when off.
 	max1xx      int32
 	headTimeout time.Duration
+	// backends is Options.Backends, told of the endpoints left out.
+	backends BackendObserver
 }
 
 // exchange is the per-request state the ReverseProxy callbacks need. It
@@ -124,7 +126,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	dialer := &sockio.Dialer{Dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}}
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
 		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: int32(min(opts.MaxInformational, math.MaxInt32)),
-		headTimeout: max(opts.BackendResponseTimeout, 0)}
+		headTimeout: max(opts.BackendResponseTimeout, 0), backends: opts.Backends}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -311,6 +313,9 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 		if f.down.mark(x.addr, time.Now()) {
 			f.log.Warn("endpoint cannot be reached; left out while its Service has others",
 				zap.String("endpoint", x.addr), zap.Duration("for", downFor), zap.Error(err))
+			if sw, ok := x.gate.ResponseWriter.(*statusWriter); ok && f.backends != nil {
+				f.backends.ObserveEjection(sw.backend)
+			}
 		}
 	}
 	if x != nil && (x.retryCodes != nil || x.failover && x.unreachable) {
@@ -385,6 +390,7 @@ func (f *forwarder) close() {
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Config, l *config.Listener, path, port string) *config.Rule {
 	rule, m := l.Routes.MatchPath(r, path)
 	if rule == nil {
+		noteOutcome(w, outcomeNoRoute)
 		if isGRPC(r) {
 			writeGRPCError(w, grpcUnimplemented, http.StatusText(http.StatusNotFound))
 		} else {
@@ -460,6 +466,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	eps := cfg.Endpoints.Lookup(b.Key)
 	if b.Address != "" {
 		eps = config.NewEndpoints(b.Address)
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.backend = b.Key // for metrics
 	}
 	f.send(ctx, w, r, out, body, replay, rule, eps, x)
 }
@@ -546,6 +555,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
+			sw.attempts = attempt
 		}
 		x.failover = resendable && failovers < maxFailover && f.down.hasUp(eps, x.addr, now)
 		last := attempt >= attempts

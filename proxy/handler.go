@@ -64,6 +64,9 @@ func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time,
 	if isGRPC(r) {
 		grpcStatus = grpcStatusOf(sw)
 	}
+	if b := ps.rt.opts.Backends; b != nil && sw.backend != (config.BackendKey{}) {
+		b.ObserveBackend(sw.backend, sw.code(), outcome, sw.attempts, d)
+	}
 	if obs != nil {
 		obs.ObserveRequest(sw.route, sw.code(), outcome, d)
 		if grpcStatus >= 0 {
@@ -113,6 +116,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 					}
 					writeError(w, http.StatusMisdirectedRequest)
 				} else {
+					noteOutcome(w, outcomeNoListener)
 					http.NotFound(w, r)
 				}
 				return nil
@@ -120,6 +124,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 		}
 	}
 	if !ok {
+		noteOutcome(w, outcomeNoListener)
 		http.NotFound(w, r)
 		return nil
 	}
@@ -143,6 +148,10 @@ type statusWriter struct {
 	// see outcomeOf. writeFailed: a write to the client failed.
 	outcome     string
 	writeFailed bool
+	// backend is the backend the rule picked (zero when none was), and
+	// attempts the attempts of the retry policy made: for metrics.
+	backend  config.BackendKey
+	attempts int
 }
 
 // The outcomes of a request, in the access log ("outcome") and the
@@ -155,6 +164,8 @@ const (
 	outcomeBackendFailed = "backend_failed" // the backend failed mid-answer: the answer was cut
 	outcomeTimeout       = "timeout"        // a timeout of the route fired mid-answer: cut
 	outcomeAborted       = "aborted"        // the handler panicked for another reason
+	outcomeNoListener    = "no_listener"    // 404: no listener of the port serves the Host
+	outcomeNoRoute       = "no_route"       // 404: the listener has no rule that matches
 )
 
 // outcomeOf is how r's exchange ended: what was noted on the way, else

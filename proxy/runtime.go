@@ -92,6 +92,9 @@ type Options struct {
 	StreamIdleTimeout time.Duration
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
+	// Backends, when set, is told about every request sent to a backend
+	// after it was answered.
+	Backends BackendObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
 	Handshakes HandshakeObserver
 	// Streams, when set, is told about every TLS stream after it ended.
@@ -133,6 +136,17 @@ type ChallengeHandler interface {
 type RequestObserver interface {
 	ObserveRequest(route string, code int, outcome string, d time.Duration)
 	ObserveGRPC(route string, status int)
+}
+
+// BackendObserver records finished requests that a rule sent to a backend
+// (metrics): the backend (Service and port) picked, the status and outcome
+// the client got (as RequestObserver), the attempts of the route's retry
+// policy (0 when no endpoint was ready), and the request's time; and each
+// endpoint of a backend left out for a while because it could not be
+// reached (see downSet).
+type BackendObserver interface {
+	ObserveBackend(backend config.BackendKey, code int, outcome string, attempts int, d time.Duration)
+	ObserveEjection(backend config.BackendKey)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could

@@ -18,7 +18,7 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	tr := newTranslator()
 	cfg1, st1 := tr.Translate(res)
 	key := config.BackendKey{Service: config.NamespacedName{Namespace: "demo", Name: "echo"}, Port: 80}
-	if got := cfg1.Endpoints.Lookup(key).Addrs; len(got) != 1 || got[0] != "127.0.0.1:9090" {
+	if got := cfg1.Endpoints.Lookup(key).Addrs; len(got) != 1 || got[0] != "127.0.0.1:9180" {
 		t.Fatalf("endpoints before: %v", got)
 	}
 
@@ -31,7 +31,7 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 		next.EndpointSlices = append(next.EndpointSlices, es)
 	}
 	cfg2, st2 := tr.Translate(&next)
-	if got := cfg2.Endpoints.Lookup(key).Addrs; len(got) != 2 || got[1] != "127.0.0.2:9090" {
+	if got := cfg2.Endpoints.Lookup(key).Addrs; len(got) != 2 || got[1] != "127.0.0.2:9180" {
 		t.Errorf("endpoints after the slice changed: %v", got)
 	}
 	if cfg2 == cfg1 || !reflect.DeepEqual(st2, st1) {

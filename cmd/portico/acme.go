@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/caddyserver/certmagic"
@@ -20,18 +21,20 @@ import (
 // acmeFlags are the ACME settings of serve.
 type acmeFlags struct {
 	directory, email, caBundle, eabKeyID, eabMACKey, dataDir *string
+	eabMACKeyFile                                            *string
 	concurrency                                              *int
 }
 
 func newACMEFlags(fs *flag.FlagSet) acmeFlags {
 	return acmeFlags{
-		directory:   fs.String("acme-directory", certmagic.LetsEncryptProductionCA, "ACME directory URL for listeners annotated portico.dev/acme: http-01"),
-		email:       fs.String("acme-email", "", "contact email of the ACME account (optional)"),
-		caBundle:    fs.String("acme-ca-bundle", "", "PEM file of CAs to trust for the ACME directory, in place of the system roots (a private ACME server)"),
-		eabKeyID:    fs.String("acme-eab-key-id", "", "External Account Binding key ID, for CAs that require one"),
-		eabMACKey:   fs.String("acme-eab-hmac-key", "", "External Account Binding HMAC key (base64url)"),
-		concurrency: fs.Int("acme-concurrency", 4, "ACME orders in flight at once"),
-		dataDir:     fs.String("data-dir", "portico-data", "standalone mode: directory for state that must survive restarts (ACME accounts and certificates under acme/); a cluster keeps it in Secrets of Portico's namespace"),
+		directory:     fs.String("acme-directory", certmagic.LetsEncryptProductionCA, "ACME directory URL for listeners annotated portico.dev/acme: http-01"),
+		email:         fs.String("acme-email", "", "contact email of the ACME account (optional)"),
+		caBundle:      fs.String("acme-ca-bundle", "", "PEM file of CAs to trust for the ACME directory, in place of the system roots (a private ACME server)"),
+		eabKeyID:      fs.String("acme-eab-key-id", "", "External Account Binding key ID, for CAs that require one"),
+		eabMACKey:     fs.String("acme-eab-hmac-key", "", "External Account Binding HMAC key (base64url); prefer --acme-eab-hmac-key-file, as a command line is visible to every user of the host"),
+		eabMACKeyFile: fs.String("acme-eab-hmac-key-file", "", "file holding the External Account Binding HMAC key (base64url), such as a mounted Secret's key"),
+		concurrency:   fs.Int("acme-concurrency", 4, "ACME orders in flight at once"),
+		dataDir:       fs.String("data-dir", "portico-data", "standalone mode: directory for state that must survive restarts (ACME accounts and certificates under acme/); a cluster keeps it in Secrets of Portico's namespace"),
 	}
 }
 
@@ -67,6 +70,16 @@ func (f acmeFlags) managerOptions(storage certmagic.Storage, log *zap.Logger) (a
 		Storage:     storage,
 		Concurrency: *f.concurrency,
 		Logger:      log,
+	}
+	if *f.eabMACKeyFile != "" {
+		if *f.eabMACKey != "" {
+			return opts, errors.New("--acme-eab-hmac-key and --acme-eab-hmac-key-file: give one")
+		}
+		key, err := os.ReadFile(*f.eabMACKeyFile)
+		if err != nil {
+			return opts, fmt.Errorf("--acme-eab-hmac-key-file: %w", err)
+		}
+		opts.EABMACKey = strings.TrimSpace(string(key))
 	}
 	if *f.concurrency < 1 {
 		return opts, errors.New("--acme-concurrency must be at least 1")

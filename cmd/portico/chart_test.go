@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,7 +29,9 @@ import (
 
 // containerArgs returns the args and environment of the chart's container
 // as the kubelet would start it: the downward API and Secret references
-// resolved against the API server, every $(VAR) of the args expanded.
+// resolved against the API server, every $(VAR) of the args expanded, and
+// Secret volumes written to directories of the test, which take the place
+// of their mount paths in the args.
 func containerArgs(t *testing.T, ctx context.Context, kc kubernetes.Interface, dep *appsv1.Deployment, podName string) ([]string, map[string]string) {
 	t.Helper()
 	c := dep.Spec.Template.Spec.Containers[0]
@@ -53,10 +56,42 @@ func containerArgs(t *testing.T, ctx context.Context, kc kubernetes.Interface, d
 			vars[e.Name] = string(s.Data[ref.Key])
 		}
 	}
+	mounts := map[string]string{} // mount path: the test's directory
+	for _, m := range c.VolumeMounts {
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			s, err := kc.CoreV1().Secrets(dep.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("volume %s: %v", v.Name, err)
+			}
+			dir := t.TempDir()
+			files := map[string]string{}
+			for k := range s.Data {
+				files[k] = k
+			}
+			if len(v.Secret.Items) > 0 {
+				files = map[string]string{}
+				for _, it := range v.Secret.Items {
+					files[it.Key] = it.Path
+				}
+			}
+			for key, path := range files {
+				if err := os.WriteFile(filepath.Join(dir, path), s.Data[key], 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mounts[m.MountPath] = dir
+		}
+	}
 	var args []string
 	for _, a := range c.Args {
 		for name, v := range vars {
 			a = strings.ReplaceAll(a, "$("+name+")", v)
+		}
+		for path, dir := range mounts {
+			a = strings.ReplaceAll(a, "="+path+"/", "="+dir+"/")
 		}
 		if strings.Contains(a, "$(") {
 			t.Fatalf("arg %q refers to a variable the container does not have", a)
@@ -152,9 +187,20 @@ func TestChartInstallRunsPortico(t *testing.T) {
 	if args[0] != "serve" {
 		t.Fatalf("container args %v", args)
 	}
-	for _, want := range []string{"--acme-eab-key-id=kid-1", "--gateway-service=portico-system/portico", "--request-id"} {
+	for _, want := range []string{"--acme-eab-key-id=kid-1", "--gateway-service=portico-system/portico", "--request-id", "--data-plane-image=portico:latest"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("container args %v lack %s", args, want)
+		}
+	}
+	// The HMAC key reaches Portico in a file of the mounted Secret.
+	for _, a := range args {
+		if path, ok := strings.CutPrefix(a, "--acme-eab-hmac-key-file="); ok {
+			if key, err := os.ReadFile(path); err != nil || string(key) != "c2VjcmV0LWhtYWMta2V5LTMyLWJ5dGVzLWxvbmctLS0" {
+				t.Errorf("HMAC key file %s: %q, %v", path, key, err)
+			}
+		}
+		if strings.Contains(a, "c2VjcmV0LWhtYWMta2V5") {
+			t.Errorf("the HMAC key is on the command line: %s", a)
 		}
 	}
 	adminAddr, _ := freeport.Addr(t)

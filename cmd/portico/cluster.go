@@ -78,7 +78,7 @@ func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
 		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers",
-		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller", "data-plane-listen", "data-plane-tls-secret"}
+		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller-address", "data-plane-controller", "data-plane-listen", "data-plane-tls-secret"}
 	found := false
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(clusterOnly, f.Name) {

@@ -28,8 +28,8 @@ type gatewayFlags struct {
 
 func newGatewayFlags(fs *flag.FlagSet) *gatewayFlags {
 	g := &gatewayFlags{}
-	fs.StringVar(&g.gateway, "gateway", "", "namespace/name: run as the data plane of this one Gateway, configured by the controller at --controller (how Portico's provisioned Deployments run)")
-	fs.StringVar(&g.controller, "controller", "", "with --gateway: host:port of the controller that pushes the configuration")
+	fs.StringVar(&g.gateway, "gateway", "", "namespace/name: run as the data plane of this one Gateway, configured by the controller at --controller-address (how Portico's provisioned Deployments run)")
+	fs.StringVar(&g.controller, "controller-address", "", "with --gateway: host:port of the controller that pushes the configuration")
 	fs.StringVar(&g.token, "controller-token", provision.TokenPath+"/token", "with --gateway: file of the ServiceAccount token presented to the controller")
 	fs.StringVar(&g.caFile, "controller-ca", "", "with --gateway: PEM file of the certificate the controller serves with (default: $"+provision.ControllerCAEnv+")")
 	return g
@@ -48,7 +48,7 @@ func (g *gatewayFlags) check(f *serveFlags, fs *flag.FlagSet) error {
 	case f.cluster.set(fs):
 		return errors.New("--gateway needs no cluster flags: its controller sends the configuration")
 	case g.controller == "":
-		return errors.New("--gateway needs --controller")
+		return errors.New("--gateway needs --controller-address")
 	}
 	_, err := kube.ParseNamespacedName(g.gateway)
 	return err
@@ -92,6 +92,7 @@ func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, m
 	popts.Translate.Shared = nil
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		metrics.ObserveChangeApplied(r.SinceChange)
 		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 		src.Acknowledge(r.Err)
 	}}

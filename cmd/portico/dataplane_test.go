@@ -101,7 +101,7 @@ func TestServeGatewayMode(t *testing.T) {
 	runServe(t, "controller", []string{
 		"--kubeconfig", filepath.Join(env.Dir, "kubeconfig"), "--namespace", "portico-system", "--identity", "cmd-test",
 		"--admin-address", ctrlAdmin, "--bind-address", "127.0.0.1", "--drain-timeout", "1s",
-		"--data-plane-listen", controller, "--data-plane-controller", controller, "--data-plane-image", "portico:test",
+		"--data-plane-listen", controller, "--data-plane-controller-address", controller, "--data-plane-image", "portico:test",
 	})
 	// As in TestServeClusterMode: the test's own clients wait until serve
 	// has set up client-go's process-wide logger.
@@ -153,10 +153,10 @@ func TestServeGatewayFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"with --config":     {[]string{"--gateway", "apps/web", "--controller", "c:9443", "--config", t.TempDir()}, "not with --config"},
+		"with --config":     {[]string{"--gateway", "apps/web", "--controller-address", "c:9443", "--config", t.TempDir()}, "not with --config"},
 		"no controller":     {[]string{"--gateway", "apps/web"}, "--controller"},
-		"not namespaced":    {[]string{"--gateway", "web", "--controller", "c:9443"}, "namespace/name"},
-		"with cluster flag": {[]string{"--gateway", "apps/web", "--controller", "c:9443", "--kubeconfig", "x"}, "no cluster flags"},
+		"not namespaced":    {[]string{"--gateway", "web", "--controller-address", "c:9443"}, "namespace/name"},
+		"with cluster flag": {[]string{"--gateway", "apps/web", "--controller-address", "c:9443", "--kubeconfig", "x"}, "no cluster flags"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var logs bytes.Buffer

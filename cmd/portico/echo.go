@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,11 +26,10 @@ type echoResponse struct {
 }
 
 func echo(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("listen", "127.0.0.1:9090", "address to listen on")
+	fs := newFlagSet("echo", stderr)
+	addr := fs.String("listen", "127.0.0.1:9180", "address to listen on (the port of the bundled example's backend; cluster mode's admin endpoints are on 9090)")
 	name := fs.String("name", "", "name reported in each answer (default: the hostname)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {

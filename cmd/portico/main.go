@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -20,7 +21,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"portico.dev/portico/config"
 	"portico.dev/portico/internal/admin"
 	"portico.dev/portico/internal/controlplane/acme"
 	"portico.dev/portico/internal/controlplane/filesource"
@@ -34,21 +34,6 @@ import (
 	"portico.dev/portico/translate"
 )
 
-const usage = `Portico: a Kubernetes Gateway API reverse proxy.
-
-Usage:
-  portico serve                 serve the Gateway API objects of the cluster Portico runs in
-                                (or of --kubeconfig's), writing their status
-  portico serve --config PATH   serve Gateway API objects from YAML files (standalone)
-  portico check --config PATH   print the status Portico would write for every Gateway,
-                                ListenerSet and HTTPRoute in PATH (-o config: the data
-                                plane's configuration Portico would serve instead)
-  portico echo  --listen ADDR   run a small HTTP backend that echoes requests as JSON
-  portico version               print the version, commit and Go release of this build
-
-Run "portico COMMAND -h" for a command's flags.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -56,7 +41,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,23 +53,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = check(args[1:], stdout, stderr)
 	case "echo":
 		err = echo(ctx, args[1:], stderr)
-	case "version":
+	case "version", "--version", "-version":
 		err = printVersion(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[1] != "help" {
+			if !slices.Contains(commands, args[1]) {
+				unknownCommand(stderr, args[1])
+				return exitUsage
+			}
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "portico: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		unknownCommand(stderr, args[0])
+		return exitUsage
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	var help *helpRequest
+	switch {
+	case errors.As(err, &help):
+		if err := writeHelp(stdout, help.fs); err != nil {
+			return exitFailed
+		}
+		return exitOK
+	case errors.Is(err, errNotServing):
+		return exitNotServing
+	case err != nil:
 		fmt.Fprintf(stderr, "portico %s: %v\n", args[0], err)
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
@@ -136,8 +134,9 @@ type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
 	echoAddr, accessLog, adminAddr, http1                   *string
-	requestID                                               *bool
+	requestID, failOnBind, pprof                            *bool
 	maxConfig                                               *int64
+	maxBackends, maxRoutes                                  *int
 	cluster                                                 *clusterOptions
 	gateway                                                 *gatewayFlags // dataplane.go
 	acme                                                    acmeFlags
@@ -147,63 +146,99 @@ type serveFlags struct {
 	// limits sets the flags of connection and client limits in proxy
 	// options.
 	limits func(*proxy.Options)
+	// deprecated lists the deprecated names the flags were given by.
+	deprecated []string
 }
 
 // parseServeFlags reads and checks the flags of serve.
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &serveFlags{
-		configPath: fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
-		logFormat:  fs.String("log-format", "console", "log format: console or json"),
-		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
-		controller: fs.String("controller-name", string(wellknown.ControllerName), "serve GatewayClasses with this controllerName"),
-		bind:       fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
-		pool:       fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
-		holdoff:    fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
-		minHoldoff: fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
-		maxDelay:   fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
-		maxConfig:  fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
-		drain:      fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
-		echoAddr:   fs.String("echo-backend", "", "also run the sample echo backend on this address (for the bundled example)"),
-		requestID:  fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
-		accessLog:  fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
-		http1:      fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
-		adminAddr:  fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
-		cluster:    clusterFlags(fs),
-		gateway:    newGatewayFlags(fs),
-		acme:       newACMEFlags(fs),
-		request:    newRequestFlags(fs),
-		tracing:    newTracingFlags(fs),
-		limits:     limitFlags(fs),
-		gc:         newGCFlags(fs),
-	}
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("serve", stderr)
+	f := &serveFlags{}
+	defineServeFlags(fs, f)
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
+	return f, f.check(fs)
+}
+
+// defineServeFlags defines serve's flags on fs, to be read into f.
+func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
+	*f = serveFlags{
+		configPath:  fs.String("config", "", "YAML file or directory of Gateway API objects (standalone mode); without it Portico runs in cluster mode"),
+		logFormat:   fs.String("log-format", "console", "log format: console or json"),
+		logLevel:    fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		controller:  fs.String("controller-name", string(wellknown.ControllerName), "serve GatewayClasses with this controllerName"),
+		bind:        fs.String("bind-address", "", "IP address the listener ports bind to (default: all)"),
+		pool:        fs.String("gateway-address-pool", "", "give every Gateway its own IP from this comma-separated list of addresses and CIDR ranges (the addresses must exist on this host); its ports bind there and its status reports it"),
+		holdoff:     fs.Duration("holdoff", 100*time.Millisecond, "wait at most this long after the last change before rebuilding"),
+		minHoldoff:  fs.Duration("min-holdoff", 10*time.Millisecond, "wait at least this long after the last change before rebuilding; in between, the wait follows how long the last rebuild took"),
+		maxDelay:    fs.Duration("max-delay", time.Second, "rebuild at most this long after the first change of a burst"),
+		maxConfig:   fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a standalone configuration whose files hold more bytes than this together"),
+		drain:       fs.Duration("drain-timeout", 30*time.Second, "how long removed ports and shutdown wait for in-flight requests and open WebSockets before closing them"),
+		echoAddr:    fs.String("echo-backend", "", "also run the sample echo backend on this address (the bundled example's is 127.0.0.1:9180)"),
+		failOnBind:  fs.Bool("fail-on-bind-error", false, "exit at start-up when a listener port of the first configuration cannot be bound (default: serve the others, report the Gateways Programmed=False and retry every 10s)"),
+		requestID:   fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
+		accessLog:   fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
+		http1:       fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
+		maxBackends: fs.Int("metrics-max-backends", admin.DefaultMaxBackends, "backends (Service ports) whose requests get metric series of their own; the requests of further backends are counted under backend=\"other\""),
+		maxRoutes:   fs.Int("metrics-max-routes", admin.DefaultMaxRoutes, "routes whose requests get a route label of their own in the request metrics; the requests of further routes are counted under route=\"other\" (-1: every route, one series per route and status code)"),
+		pprof:       fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
+		adminAddr:   fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
+		cluster:     clusterFlags(fs),
+		gateway:     newGatewayFlags(fs),
+		acme:        newACMEFlags(fs),
+		request:     newRequestFlags(fs),
+		tracing:     newTracingFlags(fs),
+		limits:      limitFlags(fs),
+		gc:          newGCFlags(fs),
+	}
+	for old, current := range flagRenames {
+		deprecatedAlias(fs, old, current, &f.deprecated)
+	}
+}
+
+// check refuses flag values that are wrong, alone or together.
+func (f *serveFlags) check(fs *flag.FlagSet) error {
 	if err := f.tracing.check(); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := f.gc.resolve(environ); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case *f.http1 != proxy.HTTP1Portico && *f.http1 != proxy.HTTP1Go:
-		return nil, fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
+		return fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
 	case *f.minHoldoff > *f.holdoff:
-		return nil, fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
+		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
-		return nil, errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+		return errors.New("--data-dir is for standalone mode (--config); in a cluster ACME state lives in Secrets of Portico's namespace")
+	case *f.pprof && *f.adminAddr == "" && f.standalone():
+		return errors.New("--pprof is served on the admin address, which standalone mode opens only with --admin-address")
+	case *f.failOnBind && !f.standalone():
+		return errors.New("--fail-on-bind-error is for standalone mode (--config)")
 	case *f.configPath != "" && f.cluster.set(fs):
-		return nil, errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
+		return errors.New("--kubeconfig, --namespace, --identity, --gateway-address, --gateway-service, --leader-election-*, --kube-api-*, --status-workers and --knative* are for cluster mode, not with --config")
 	}
-	if err := f.gateway.check(f, fs); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return f.gateway.check(f, fs)
 }
+
+// logDeprecated logs each deprecated flag name used, once.
+func (f *serveFlags) logDeprecated(log *zap.Logger) {
+	seen := map[string]bool{}
+	for _, name := range f.deprecated {
+		if !seen[name] {
+			seen[name] = true
+			log.Warn("deprecated flag", zap.String("flag", "--"+name), zap.String("use", "--"+flagRenames[name]))
+		}
+	}
+}
+
+// flagRenames maps each deprecated flag name to its current one: names
+// one could take for another's ("controller" was three things), kept
+// working a while.
+var flagRenames = map[string]string{"controller": "controller-address", "data-plane-controller": "data-plane-controller-address"}
 
 func (f *serveFlags) standalone() bool { return *f.configPath != "" }
 
@@ -243,6 +278,9 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	opts.HTTP1Server = *f.http1
 	f.limits(&opts)
 	opts.Observer = metrics
+	opts.Backends = metrics
+	metrics.SetMaxBackends(*f.maxBackends)
+	metrics.SetMaxRoutes(*f.maxRoutes)
 	opts.Handshakes = metrics
 	opts.Streams = metrics
 	opts.RequestID = *f.requestID
@@ -268,6 +306,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.standalone() {
+		// Before anything starts: the loop would log that a previous
+		// configuration keeps serving, when there is none.
+		if _, err := os.Stat(*f.configPath); err != nil {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return fmt.Errorf("--config %s: no such file or directory", *f.configPath)
+			}
+			return fmt.Errorf("--config: %w", err)
+		}
+	}
 	popts, err := f.pipelineOptions()
 	if err != nil {
 		return err
@@ -281,7 +329,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer log.Sync()               //nolint:errcheck // best effort on exit
+	defer log.Sync() //nolint:errcheck // best effort on exit
+	f.logDeprecated(log)
 	gc, _ := f.gc.resolve(environ) // checked by parseServeFlags
 	gc.apply(log)
 	if *f.echoAddr != "" {
@@ -317,18 +366,32 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if adminAddr == "" && !f.standalone() {
 		adminAddr = ":9090"
 	}
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if *f.failOnBind {
+		go func() {
+			select {
+			case err := <-m.firstApply:
+				if err != nil {
+					cancelRun(fmt.Errorf("--fail-on-bind-error: the first configuration was not applied in full: %w", err))
+				}
+			case <-runCtx.Done():
+			}
+		}()
+	}
 	// The admin server outlives runCtx: probes keep being answered while
 	// the data plane drains.
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, metrics, readiness(m.loop.Ready, rt.Ready), log)
+	adminDone, err := startAdmin(ctx, adminCtx, adminAddr, *f.pprof, metrics, readiness(m.loop.Ready, rt.Ready), log)
 	if err != nil {
 		return err
 	}
 	runErr := m.loop.Run(runCtx)
-	cancelRun()
+	if cause := context.Cause(runCtx); runErr == nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		runErr = cause
+	}
+	cancelRun(nil)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *f.drain)
 	defer cancel()
 	log.Info("shutting down")
@@ -357,6 +420,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 type mode struct {
 	loop    *pipeline.Loop
 	closers []func()
+	// firstApply receives the error of applying the first configuration
+	// (nil when it was applied in full), in standalone mode.
+	firstApply chan error
 }
 
 func (m *mode) close() {
@@ -371,9 +437,13 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 	if f.gateway.enabled() {
 		return f.newGatewayMode(popts, rt, metrics, challenges, log)
 	}
-	m := &mode{}
+	m := &mode{firstApply: make(chan error, 1)}
 	out := pipeline.Outputs{Applied: func(r pipeline.ApplyReport) {
+		if r.Generation == 1 {
+			m.firstApply <- r.Err
+		}
 		metrics.ConfigApplied(r.Generation, r.Translate, r.Apply, r.Certificates, r.Err)
+		metrics.ObserveChangeApplied(r.SinceChange)
 		metrics.SetCertificatesExpiry(r.CertificatesExpire)
 	}}
 	var source pipeline.Source
@@ -384,7 +454,9 @@ func (f *serveFlags) newMode(popts pipeline.Options, rt *proxy.Runtime, metrics 
 		fsrc.MaxBytes = *f.maxConfig
 		source = fsrc
 		storage = f.acme.fileStorage()
-		out.Statuses = func(st *status.Computed, changed *status.Changed, _ *snapshot.Resources) {
+		warnForeign := foreignClassWarner(popts.Translate.ControllerName, log.Named("standalone"))
+		out.Statuses = func(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
+			warnForeign(res)
 			pipeline.LogProblems(log.Named("standalone"), st, changed)
 		}
 	} else {
@@ -456,7 +528,7 @@ func readiness(applied, accepting func() error) func() error {
 // startAdmin serves the admin endpoints on addr ("" for none) until
 // adminCtx ends; readiness fails as soon as ctx ends, so that the Service
 // stops sending new connections while in-flight requests drain.
-func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metrics, ready func() error, log *zap.Logger) (<-chan error, error) {
+func startAdmin(ctx, adminCtx context.Context, addr string, pprof bool, metrics *admin.Metrics, ready func() error, log *zap.Logger) (<-chan error, error) {
 	done := make(chan error, 1)
 	if addr == "" {
 		done <- nil
@@ -466,7 +538,7 @@ func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metri
 	if err != nil {
 		return nil, fmt.Errorf("--admin-address: %w", err)
 	}
-	srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Ready: func() error {
+	srv := &admin.Server{Metrics: metrics, Log: log.Named("admin"), Pprof: pprof, Ready: func() error {
 		if ctx.Err() != nil {
 			return errors.New("shutting down")
 		}
@@ -475,45 +547,4 @@ func startAdmin(ctx, adminCtx context.Context, addr string, metrics *admin.Metri
 	log.Info("admin endpoints listening", zap.Stringer("address", ln.Addr()))
 	go func() { done <- srv.Serve(adminCtx, ln) }()
 	return done, nil
-}
-
-func check(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML file or directory of Gateway API objects")
-	controller := fs.String("controller-name", string(wellknown.ControllerName), "controllerName of the GatewayClasses Portico serves")
-	output := fs.String("o", "yaml", "output: yaml (the statuses, a stream of objects), json (one List of them) or config (the data plane's configuration, as YAML)")
-	maxConfig := fs.Int64("max-config-bytes", filesource.DefaultMaxConfigBytes, "refuse a configuration whose files hold more bytes than this together")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *configPath == "" {
-		return errors.New("--config is required")
-	}
-	if *output != "yaml" && *output != "json" && *output != "config" {
-		return fmt.Errorf("-o: %q is not yaml, json or config", *output)
-	}
-	src := filesource.New(*configPath, zap.NewNop())
-	src.MaxBytes = *maxConfig
-	res, err := src.Snapshot()
-	if err != nil {
-		return err
-	}
-	settings := translate.Settings{ControllerName: gwv1.GatewayController(*controller)}
-	out, _ := translate.Translate(settings, res, translate.Memory{})
-	if *output == "config" {
-		doc, err := config.Dump(out.Config, translate.ProbesOf(res))
-		if err != nil {
-			return err
-		}
-		_, err = stdout.Write(doc)
-		return err
-	}
-	write := func(w io.Writer) error {
-		return status.Write(w, res, out.Statuses, settings.ControllerName, time.Now())
-	}
-	if *output == "json" {
-		return writeStatusesJSON(stdout, write)
-	}
-	return write(stdout)
 }

@@ -23,7 +23,7 @@ func dataPlaneFlags(fs *flag.FlagSet) *dataPlaneOptions {
 	o := &dataPlaneOptions{}
 	fs.StringVar(&o.image, "data-plane-image", "portico:latest", "image of the data planes Portico provisions for Gateways of per-Gateway classes (Portico's own)")
 	fs.StringVar(&o.pullPolicy, "data-plane-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the data planes' container: Always, IfNotPresent or Never")
-	fs.StringVar(&o.controller, "data-plane-controller", "portico-controller.portico-system.svc:9443", "host:port where provisioned data planes reach Portico's controller for their configuration")
+	fs.StringVar(&o.controller, "data-plane-controller-address", "portico-controller.portico-system.svc:9443", "host:port where provisioned data planes reach Portico's controller for their configuration")
 	fs.StringVar(&o.listen, "data-plane-listen", "", "address where this replica serves provisioned data planes their configuration, over TLS (default: none; deploy/ sets :9443)")
 	fs.StringVar(&o.tlsSecret, "data-plane-tls-secret", "portico-data-plane-tls", "Secret of Portico's namespace holding the certificate served to data planes; created when missing")
 	return o

@@ -264,7 +264,7 @@ func (c *Cluster) startPortico(ctx context.Context, client kubernetes.Interface)
 		// host's bridge address.
 		controller := net.JoinHostPort(addr, "9443")
 		args = append(args, "--data-plane-image="+PorticoImage, "--data-plane-image-pull-policy=Never",
-			"--data-plane-listen="+controller, "--data-plane-controller="+controller)
+			"--data-plane-listen="+controller, "--data-plane-controller-address="+controller)
 	} else {
 		args = append(args, "--gateway-address-pool="+joinAddrs(c.gatewayPool))
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/shared/buildinfo"
 )
 
@@ -94,6 +96,8 @@ func TestMetricsExposition(t *testing.T) {
 	m.ObserveHandshakeFailure("443", "unknown_server_name")
 	m.ObserveHandshakeFailure("10.0.0.1:8443", "not_tls")
 	m.SetCertificatesExpiry(time.Unix(1900000000, 0))
+	m.ObserveChangeApplied(30 * time.Millisecond)
+	m.ObserveChangeApplied(0) // a rebuild no change asked for
 
 	code, body := scrape(t, base, "/metrics")
 	if code != 200 {
@@ -114,6 +118,10 @@ func TestMetricsExposition(t *testing.T) {
 		`portico_apply_duration_seconds_count 2`,
 		`portico_leader 1`,
 		`portico_status_writes_total{kind="Gateway",result="conflict"} 1`,
+		`portico_status_writes_total{kind="HTTPRoute",result="error"} 0`,
+		`portico_config_change_to_applied_seconds_count 1`,
+		`portico_config_change_to_applied_seconds_bucket{le="0.04"} 1`,
+		`portico_config_change_to_applied_seconds_bucket{le="0.02"} 0`,
 		`portico_tls_handshake_failures_total{port="443",reason="unknown_server_name"} 2`,
 		`portico_tls_handshake_failures_total{port="10.0.0.1:8443",reason="not_tls"} 1`,
 		`portico_certificates_earliest_expiry_timestamp_seconds 1.9e+09`,
@@ -192,6 +200,7 @@ func BenchmarkObserveRequestManyRoutes(b *testing.B) {
 // route and code.
 func TestConcurrentFirstRequestsCounted(t *testing.T) {
 	m := NewMetrics()
+	m.SetMaxRoutes(-1) // each of the 2,000 routes with a label of its own
 	const routes, workers = 2000, 8
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -211,5 +220,135 @@ func TestConcurrentFirstRequestsCounted(t *testing.T) {
 		if got := d.GetCounter().GetValue(); got != workers {
 			t.Fatalf("route ns/r%d: %v requests counted, want %d", r, got, workers)
 		}
+	}
+}
+
+// Profiles are served only when asked for, and then only to loopback
+// clients; a CPU profile of a second completes despite the server's write
+// timeout.
+func TestPprofGuarded(t *testing.T) {
+	if code, _ := scrape(t, startServer(t, &Server{}), "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without Pprof = %d, want 404", code)
+	}
+	base := startServer(t, &Server{Pprof: true})
+	if code, body := scrape(t, base, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ = %d", code)
+	}
+	if code, body := scrape(t, base, "/debug/pprof/profile?seconds=1"); code != 200 || len(body) == 0 {
+		t.Errorf("CPU profile = %d (%d bytes)", code, len(body))
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+	req.RemoteAddr = "192.0.2.7:40000"
+	(&Server{Pprof: true}).Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("/debug/pprof/heap from another host = %d, want 403", rec.Code)
+	}
+}
+
+// Requests sent to backends are counted by backend and result, with their
+// retries and time; backends past the limit share the label "other".
+func TestBackendMetrics(t *testing.T) {
+	m := NewMetrics()
+	m.SetMaxBackends(2)
+	base := startServer(t, &Server{Metrics: m})
+	key := func(name string) config.BackendKey {
+		return config.BackendKey{Service: config.NamespacedName{Namespace: "apps", Name: name}, Port: 80}
+	}
+	m.ObserveBackend(key("a"), 200, "complete", 1, 2*time.Millisecond)
+	m.ObserveBackend(key("a"), 200, "complete", 3, 2*time.Millisecond)
+	m.ObserveBackend(key("a"), 502, "complete", 1, time.Millisecond)
+	m.ObserveBackend(key("b"), 503, "complete", 0, time.Millisecond)
+	m.ObserveBackend(key("b"), 200, "backend_failed", 1, time.Millisecond)
+	m.ObserveBackend(key("c"), 504, "complete", 1, time.Millisecond)
+	m.ObserveBackend(key("d"), 500, "complete", 1, time.Millisecond)
+	m.ObserveEjection(key("a"))
+	_, body := scrape(t, base, "/metrics")
+	for _, want := range []string{
+		`portico_backend_requests_total{backend="apps/a:80",result="ok"} 2`,
+		`portico_backend_requests_total{backend="apps/a:80",result="bad_gateway"} 1`,
+		`portico_backend_requests_total{backend="apps/b:80",result="unavailable"} 1`,
+		`portico_backend_requests_total{backend="apps/b:80",result="cut"} 1`,
+		`portico_backend_requests_total{backend="other",result="timeout"} 1`,
+		`portico_backend_requests_total{backend="other",result="5xx"} 1`,
+		`portico_backend_retries_total{backend="apps/a:80"} 2`,
+		`portico_backend_endpoints_ejected_total{backend="apps/a:80"} 1`,
+		`portico_backend_request_duration_seconds_count{backend="apps/a:80"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `backend="apps/c:80"`) {
+		t.Error("a backend past the limit has series of its own")
+	}
+	none := NewMetrics()
+	none.SetMaxBackends(0)
+	none.ObserveBackend(key("a"), 200, "complete", 1, time.Millisecond)
+	if _, body := scrape(t, startServer(t, &Server{Metrics: none}), "/metrics"); strings.Contains(body, `backend="apps/a:80"`) || !strings.Contains(body, `portico_backend_requests_total{backend="other",result="ok"} 1`) {
+		t.Error("with a limit of 0, a backend has series of its own")
+	}
+}
+
+func TestBackendResult(t *testing.T) {
+	for _, c := range []struct {
+		code    int
+		outcome string
+		want    string
+	}{
+		{200, "complete", "ok"}, {404, "complete", "ok"}, {500, "complete", "5xx"}, {502, "complete", "bad_gateway"},
+		{503, "complete", "unavailable"}, {504, "complete", "timeout"}, {200, "timeout", "timeout"},
+		{200, "backend_failed", "cut"}, {499, "client_gone", "client_gone"}, {200, "client_reset", "client_gone"},
+	} {
+		if got := backendResult(c.code, c.outcome); got != c.want {
+			t.Errorf("%d %s: %s, want %s", c.code, c.outcome, got, c.want)
+		}
+	}
+}
+
+// BenchmarkObserveBackend is the per-request cost of the backend metrics,
+// with as many backends as have series of their own and with more.
+func BenchmarkObserveBackend(b *testing.B) {
+	for _, n := range []int{10, DefaultMaxBackends, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := NewMetrics()
+			keys := make([]config.BackendKey, n)
+			for i := range keys {
+				keys[i] = config.BackendKey{Service: config.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i), Name: "svc"}, Port: 80}
+				m.ObserveBackend(keys[i], 200, "complete", 1, time.Millisecond)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				m.ObserveBackend(keys[(i*7919)%n], 200, "complete", 1, time.Millisecond)
+				i++
+			}
+		})
+	}
+}
+
+// Past the limit of routes, requests are counted under route="other";
+// those of the routes before it, and of no route, keep their own label.
+func TestRouteLabelBounded(t *testing.T) {
+	m := NewMetrics()
+	m.SetMaxRoutes(2)
+	for _, r := range []string{"apps/a", "apps/b", "apps/c", "apps/d", "apps/a", ""} {
+		m.ObserveRequest(r, 200, "complete", time.Millisecond)
+		m.ObserveGRPC(r, 0)
+	}
+	_, body := scrape(t, startServer(t, &Server{Metrics: m}), "/metrics")
+	for _, want := range []string{
+		`portico_http_requests_total{code="200",outcome="complete",route="apps/a"} 2`,
+		`portico_http_requests_total{code="200",outcome="complete",route="apps/b"} 1`,
+		`portico_http_requests_total{code="200",outcome="complete",route="other"} 2`,
+		`portico_http_requests_total{code="200",outcome="complete",route=""} 1`,
+		`portico_grpc_requests_total{grpc_status="0",route="other"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `route="apps/c"`) {
+		t.Error("a route past the limit has a label of its own")
 	}
 }

@@ -22,15 +22,44 @@ const counterShards = 256
 // is never written, so cores reading it share its cache lines. A pair
 // seen for the first time copies its shard. Entries are never removed, as
 // the CounterVec keeps its children too.
+//
+// Only the first maxRoutes routes seen get a route label of their own; the
+// requests of further routes are counted under route="other", so that
+// 100,000 routes do not make 100,000 series per code. The choice is made
+// when a pair is first seen, under mu: no cost per request.
 type counterCache struct {
 	vec    *prometheus.CounterVec
 	seed   maphash.Seed
-	mu     sync.Mutex // serialises the copies
+	mu     sync.Mutex // serialises the copies, guards named
 	shards [counterShards]atomic.Pointer[map[requestKey]prometheus.Counter]
+	// maxRoutes bounds named; negative: no bound.
+	maxRoutes atomic.Int64
+	named     map[string]bool // routes with a label of their own
 }
 
+// DefaultMaxRoutes is how many routes get a route label of their own in
+// the request metrics (see counterCache).
+const DefaultMaxRoutes = 1000
+
+// otherRoutes is the route label of the routes past the limit.
+const otherRoutes = "other"
+
 func newCounterCache(vec *prometheus.CounterVec) *counterCache {
-	return &counterCache{vec: vec, seed: maphash.MakeSeed()}
+	c := &counterCache{vec: vec, seed: maphash.MakeSeed(), named: map[string]bool{}}
+	c.maxRoutes.Store(DefaultMaxRoutes)
+	return c
+}
+
+// label is the route label of route; c.mu is held.
+func (c *counterCache) label(route string) string {
+	if route == "" || c.named[route] {
+		return route
+	}
+	if limit := c.maxRoutes.Load(); limit >= 0 && int64(len(c.named)) >= limit {
+		return otherRoutes
+	}
+	c.named[route] = true
+	return route
 }
 
 func (c *counterCache) get(route string, code int, outcome string) prometheus.Counter {
@@ -54,10 +83,11 @@ func (c *counterCache) get(route string, code int, outcome string) prometheus.Co
 		m = maps.Clone(*old)
 	}
 	var ctr prometheus.Counter
+	label := c.label(route)
 	if outcome == "" {
-		ctr = c.vec.WithLabelValues(route, strconv.Itoa(code))
+		ctr = c.vec.WithLabelValues(label, strconv.Itoa(code))
 	} else {
-		ctr = c.vec.WithLabelValues(route, strconv.Itoa(code), outcome)
+		ctr = c.vec.WithLabelValues(label, strconv.Itoa(code), outcome)
 	}
 	m[key] = ctr
 	sh.Store(&m)

@@ -32,6 +32,8 @@ type Metrics struct {
 	streamBytes  *prometheus.CounterVec
 	streamTime   prometheus.Histogram
 	certExpiry   prometheus.Gauge
+	sinceChange  prometheus.Histogram
+	backends     *backendCache
 
 	// counters and grpcCounters hold the child counters of requests and
 	// grpcRequests by (route, code).
@@ -50,6 +52,7 @@ type requestKey struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		backends: newBackendCache(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_http_requests_total",
 			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched), status code and outcome " +
@@ -127,6 +130,11 @@ func NewMetrics() *Metrics {
 			Name: "portico_certificates_earliest_expiry_timestamp_seconds",
 			Help: "Expiry (Unix time) of the certificate that expires first among those loaded; 0 when none is loaded.",
 		}),
+		sinceChange: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "portico_config_change_to_applied_seconds",
+			Help:    "Time from the first change of a burst (an object, a certificate) to the configuration holding it being served.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
 	}
 	// Series with known label values exist from the start at 0, so that
 	// increase() and alerts see the first failure rather than a series
@@ -136,6 +144,12 @@ func NewMetrics() *Metrics {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.applies.WithLabelValues(r)
+	}
+	// The kinds and results the status writer reports (kube/statuswriter).
+	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "BackendTLSPolicy"} {
+		for _, r := range []string{"ok", "conflict", "error"} {
+			m.statusWrites.WithLabelValues(k, r)
+		}
 	}
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -149,7 +163,8 @@ func NewMetrics() *Metrics {
 		m.requests, m.grpcRequests, m.latency, m.generation, m.applies, m.translate, m.apply,
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 		m.streams, m.streamBytes, m.streamTime,
-		m.certExpiry, buildInfo,
+		m.certExpiry, m.sinceChange, buildInfo,
+		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m
@@ -221,6 +236,15 @@ func (m *Metrics) ConfigApplied(generation int64, translate, apply time.Duration
 	m.applies.WithLabelValues("ok").Inc()
 	m.generation.Set(float64(generation))
 	m.certificates.Set(float64(certificates))
+}
+
+// ObserveChangeApplied records how long a change took to be served (see
+// pipeline.ApplyReport.SinceChange); 0 records nothing.
+func (m *Metrics) ObserveChangeApplied(d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.sinceChange.Observe(d.Seconds())
 }
 
 // SetCertificatesExpiry records when the first of the loaded certificates

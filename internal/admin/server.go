@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,13 +21,22 @@ type Server struct {
 	// otherwise why not (the body of a failing /readyz).
 	Ready func() error
 	Log   *zap.Logger
+	// Pprof serves Go's profiles on /debug/pprof/, to clients on loopback
+	// only: an operator reaches them through "kubectl port-forward" (which
+	// connects from the pod's own loopback) or from the host itself, never
+	// from the network the admin port is open to.
+	Pprof bool
 }
+
+// maxProfile is the longest CPU profile or trace /debug/pprof/ takes.
+const maxProfile = 120 * time.Second
 
 // Handler returns the admin endpoints:
 //
 //	/healthz  200 while the process runs (liveness)
 //	/readyz   200 once Ready says so, 503 with the reason otherwise
 //	/metrics  Prometheus text exposition
+//	/debug/pprof/  Go's profiles, with Pprof, to loopback clients only
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +57,36 @@ func (s *Server) Handler() http.Handler {
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry(), promhttp.HandlerOpts{}))
 	}
+	if s.Pprof {
+		mux.Handle("GET /debug/pprof/", loopbackOnly(http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/cmdline", loopbackOnly(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("GET /debug/pprof/profile", loopbackOnly(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/symbol", loopbackOnly(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("GET /debug/pprof/trace", loopbackOnly(http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
+}
+
+// loopbackOnly refuses requests that do not come from a loopback address.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			http.Error(w, "profiles are served to loopback clients only (kubectl port-forward)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// writeTimeout bounds the time to answer: 30 s, or with profiles on, as
+// long as the longest profile (net/http/pprof refuses a profile longer than
+// the server's write timeout).
+func (s *Server) writeTimeout() time.Duration {
+	if s.Pprof {
+		return maxProfile + 10*time.Second
+	}
+	return 30 * time.Second
 }
 
 // Serve serves the admin endpoints on ln until ctx ends.
@@ -56,7 +95,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      s.writeTimeout(),
 		IdleTimeout:       60 * time.Second,
 	}
 	if s.Log != nil {

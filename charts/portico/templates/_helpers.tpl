@@ -60,7 +60,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 - {{ print "--drain-timeout=" .Values.drainTimeout | quote }}
 - --data-plane-listen=:9443
-- --data-plane-controller={{ include "portico.fullname" . }}-controller.$(POD_NAMESPACE).svc:9443
+- --data-plane-controller-address={{ include "portico.fullname" . }}-controller.$(POD_NAMESPACE).svc:9443
+{{- /* Per-Gateway data planes run the chart's own image. */}}
+- {{ print "--data-plane-image=" (include "portico.image" .) | quote }}
+{{- if ne .Values.image.pullPolicy "IfNotPresent" }}
+- {{ print "--data-plane-image-pull-policy=" .Values.image.pullPolicy | quote }}
+{{- end }}
 {{- if ne .Values.gatewayClass.controllerName "portico.dev/gateway-controller" }}
 - {{ print "--controller-name=" .Values.gatewayClass.controllerName | quote }}
 {{- end }}
@@ -91,9 +96,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 - {{ print "--acme-ca-bundle=/etc/portico/acme-ca/" .caBundle.key | quote }}
 {{- end }}
 {{- if .eab.secretName }}
-{{- /* Expanded by the kubelet from the Secret: the key is never in the pod spec. */}}
+{{- /* The key ID expanded by the kubelet from the Secret, the HMAC key read from its mounted file: neither is in the pod spec. */}}
 - --acme-eab-key-id=$(ACME_EAB_KEY_ID)
-- --acme-eab-hmac-key=$(ACME_EAB_HMAC_KEY)
+- --acme-eab-hmac-key-file=/etc/portico/acme-eab/hmac-key
 {{- end }}
 {{- end }}
 {{- with .Values.knative }}
@@ -111,5 +116,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "portico.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "portico.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}

@@ -24,6 +24,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Options configure a Manager.
@@ -172,7 +173,10 @@ func New(opts Options) (*Manager, error) {
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
 		RenewCheckInterval: opts.RenewCheckInterval,
-		Logger:             opts.Logger,
+		// The cache's own lines (maintenance started and stopped, naming
+		// the cache's pointer) say nothing to an operator, and a Portico
+		// that uses no ACME would print them all the same.
+		Logger: opts.Logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel)),
 	})
 	m.cfg = certmagic.New(m.cache, certmagic.Config{
 		Storage:            opts.Storage,

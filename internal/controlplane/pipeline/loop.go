@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -107,6 +108,11 @@ type ApplyReport struct {
 	// CertificatesExpire is when the first of those certificates expires
 	// (zero when there is none).
 	CertificatesExpire time.Time
+	// SinceChange is the time from the first change this configuration
+	// holds (an object of the source changed, a certificate arrived) to
+	// its being served; 0 for a rebuild no change asked for (a retry) or
+	// one not applied in full.
+	SinceChange time.Duration
 	// Err is the error of applying the configuration; on a partial failure
 	// (some ports could not be bound) it describes the ports left out.
 	Err error
@@ -124,6 +130,12 @@ type Loop struct {
 	debouncer *debounce.Debouncer
 
 	memory translate.Memory // only the rebuild's goroutine uses it
+	// listening are the ports bound after the last rebuild, with their
+	// protocol (logListening); only the rebuild's goroutine uses them.
+	listening map[config.PortKey]config.Protocol
+	// firstChange is when the first change not yet in a snapshot arrived
+	// (Unix nanoseconds; 0: none).
+	firstChange atomic.Int64
 	// managed are the ACME Secrets of the last snapshot (withACME); only
 	// the rebuild's goroutine uses them.
 	managed managedSecrets
@@ -160,7 +172,12 @@ func New(opts Options, source Source, rt DataPlane, manager *acme.Manager, out O
 
 // Changed asks for a rebuild, as a change of the source does: the ACME
 // manager calls it when a certificate arrived or an order failed.
-func (l *Loop) Changed() { l.debouncer.Mark() }
+func (l *Loop) Changed() {
+	// The first change since the last rebuild took its snapshot starts
+	// the clock of ApplyReport.SinceChange.
+	l.firstChange.CompareAndSwap(0, time.Now().UnixNano())
+	l.debouncer.Mark()
+}
 
 // Run serves the source until ctx ends. The first snapshot must be taken:
 // starting on a broken configuration would serve nothing silently. (A port
@@ -173,7 +190,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	var once sync.Once
 	srcErr := make(chan error, 1)
 	go func() {
-		err := l.source.Run(ctx, l.debouncer.Mark, func() { once.Do(func() { close(ready) }) })
+		err := l.source.Run(ctx, l.Changed, func() { once.Do(func() { close(ready) }) })
 		if err != nil {
 			cancel()
 		}
@@ -259,6 +276,9 @@ func (l *Loop) rebuildCost() time.Duration {
 // the one that keeps Portico from starting.
 func (l *Loop) rebuild() error {
 	start := time.Now()
+	// Changes after this are in this snapshot or the next: the next
+	// rebuild's clock starts with them.
+	firstChange := l.firstChange.Swap(0)
 	res, err := l.source.Snapshot()
 	if err != nil {
 		l.mu.Lock()
@@ -292,9 +312,14 @@ func (l *Loop) rebuild() error {
 	l.applied = l.applied || applied
 	l.lastErr = applyErr
 	l.mu.Unlock()
-	if l.out.Applied != nil {
-		l.out.Applied(ApplyReport{Generation: gen, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), CertificatesExpire: mem.EarliestExpiry(), Err: applyErr})
+	var sinceChange time.Duration
+	if firstChange != 0 && applyErr == nil {
+		sinceChange = time.Since(time.Unix(0, firstChange))
 	}
+	if l.out.Applied != nil {
+		l.out.Applied(ApplyReport{Generation: gen, SinceChange: sinceChange, Translate: translated, Apply: applyTook, Certificates: mem.Certificates(), CertificatesExpire: mem.EarliestExpiry(), Err: applyErr})
+	}
+	l.logListening(&cfg)
 	l.logRebuild(applyErr,
 		zap.Int64("generation", gen), zap.Duration("snapshot", snapshotTook), zap.Duration("translate", translated-snapshotTook),
 		zap.Bool("incremental", mem.Incremental()), zap.Duration("apply", applyTook), zap.Int("statusesChanged", changedLen(out.StatusesChanged)),

@@ -115,7 +115,7 @@ func deploymentSpec(s Settings, in *Input, name string, labels, annotations map[
 		Args: []string{
 			"serve",
 			"--gateway=" + in.Gateway.Namespace + "/" + in.Gateway.Name,
-			"--controller=" + s.Controller,
+			"--controller-address=" + s.Controller,
 			"--controller-token=" + TokenPath + "/token",
 			fmt.Sprintf("--admin-address=:%d", AdminPort),
 			"--drain-timeout=" + drain.String(),

@@ -1,0 +1,197 @@
+package admin
+
+import (
+	"hash/maphash"
+	"maps"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"portico.dev/portico/config"
+)
+
+// DefaultMaxBackends is how many backends get series of their own: past
+// it, requests to further backends are counted under backend="other", so
+// that a cluster with 100,000 Services does not make 100,000 series.
+const DefaultMaxBackends = 200
+
+// otherBackends is the backend label of the backends past the limit.
+const otherBackends = "other"
+
+// The results of a request sent to a backend: a fixed set.
+const (
+	backendOK          = "ok"          // answered, with a status below 500
+	backendStatus5xx   = "5xx"         // the backend answered 5xx
+	backendBadGateway  = "bad_gateway" // 502: the backend could not be reached, or answered badly
+	backendUnavailable = "unavailable" // 503: no endpoint ready
+	backendTimeout     = "timeout"     // 504, or a route timeout that cut the answer
+	backendCut         = "cut"         // the backend failed mid-answer
+	backendClientGone  = "client_gone" // the client left before the end
+)
+
+var backendResults = []string{backendOK, backendStatus5xx, backendBadGateway, backendUnavailable, backendTimeout, backendCut, backendClientGone}
+
+// backendResult sorts a finished request by what its backend did, from
+// the status the client got and how the exchange ended (the outcomes of
+// proxy's statusWriter).
+func backendResult(code int, outcome string) string {
+	switch outcome {
+	case "backend_failed", "aborted":
+		return backendCut
+	case "timeout":
+		return backendTimeout
+	case "client_gone", "client_reset", "client_slow":
+		return backendClientGone
+	}
+	switch {
+	case code == http.StatusBadGateway:
+		return backendBadGateway
+	case code == http.StatusServiceUnavailable:
+		return backendUnavailable
+	case code == http.StatusGatewayTimeout:
+		return backendTimeout
+	case code >= 500:
+		return backendStatus5xx
+	}
+	return backendOK
+}
+
+// backendSeries are the children of one backend label.
+type backendSeries struct {
+	results map[string]prometheus.Counter
+	retries prometheus.Counter
+	latency prometheus.Observer
+	ejected prometheus.Counter
+}
+
+// backendShards is how many maps a backendCache spreads its backends
+// over, so that adding one copies a small map.
+const backendShards = 64
+
+// backendCache finds the series of a backend without hashing labels on
+// every request: maps that are never written, each replaced by a copy when
+// a backend of its shard is seen for the first time (as counterCache).
+// Backends past the limit are kept too, pointing to "other", so that their
+// requests find it as fast.
+type backendCache struct {
+	requests *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	ejected  *prometheus.CounterVec
+	max      atomic.Int64
+	seed     maphash.Seed
+	mu       sync.Mutex // serialises the copies and named
+	named    int64      // backends with series of their own
+	shards   [backendShards]atomic.Pointer[map[config.BackendKey]*backendSeries]
+	other    *backendSeries
+}
+
+func newBackendCache() *backendCache {
+	c := &backendCache{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_requests_total",
+			Help: "Requests sent to a backend (namespace/service:port; \"other\" past the limit of backends), by result: ok, 5xx, bad_gateway, unavailable, timeout, cut, client_gone.",
+		}, []string{"backend", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_retries_total",
+			Help: "Attempts of a route's retry policy after the first, by backend.",
+		}, []string{"backend"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "portico_backend_request_duration_seconds",
+			Help:    "Time from receiving a request's headers to the end of its response, for requests sent to a backend, by backend.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"backend"}),
+		ejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_endpoints_ejected_total",
+			Help: "Endpoints of a backend left out for a while because they could not be reached, by backend.",
+		}, []string{"backend"}),
+	}
+	c.seed = maphash.MakeSeed()
+	c.max.Store(DefaultMaxBackends)
+	c.other = c.series(otherBackends)
+	return c
+}
+
+func (c *backendCache) series(label string) *backendSeries {
+	s := &backendSeries{results: make(map[string]prometheus.Counter, len(backendResults)),
+		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
+		ejected: c.ejected.WithLabelValues(label)}
+	for _, r := range backendResults {
+		s.results[r] = c.requests.WithLabelValues(label, r)
+	}
+	return s
+}
+
+func (c *backendCache) get(key config.BackendKey) *backendSeries {
+	sh := &c.shards[maphash.Comparable(c.seed, key)%backendShards]
+	if m := sh.Load(); m != nil {
+		if s, ok := (*m)[key]; ok {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var m map[config.BackendKey]*backendSeries
+	if old := sh.Load(); old != nil {
+		m = *old
+	}
+	if s, ok := m[key]; ok {
+		return s
+	}
+	s := c.other
+	if c.named < c.max.Load() {
+		c.named++
+		s = c.series(key.String())
+	}
+	m = maps.Clone(m)
+	if m == nil {
+		m = make(map[config.BackendKey]*backendSeries, 1)
+	}
+	m[key] = s
+	sh.Store(&m)
+	return s
+}
+
+// ObserveEjection records an endpoint of backend left out because it could
+// not be reached (see proxy.BackendObserver).
+func (m *Metrics) ObserveEjection(backend config.BackendKey) {
+	if m != nil {
+		m.backends.get(backend).ejected.Inc()
+	}
+}
+
+// SetMaxRoutes sets how many routes get a route label of their own in the
+// request metrics (see DefaultMaxRoutes); negative: every route. Call it
+// before the first request.
+func (m *Metrics) SetMaxRoutes(n int) {
+	if m != nil {
+		m.counters.maxRoutes.Store(int64(n))
+		m.grpcCounters.maxRoutes.Store(int64(n))
+	}
+}
+
+// SetMaxBackends sets how many backends get series of their own (see
+// DefaultMaxBackends); 0 counts every backend under "other". Call it
+// before the first request.
+func (m *Metrics) SetMaxBackends(n int) {
+	if m != nil {
+		m.backends.max.Store(int64(max(n, 0)))
+	}
+}
+
+// ObserveBackend records one finished request sent to backend (see
+// proxy.BackendObserver): its result, the retries it took and its time.
+func (m *Metrics) ObserveBackend(backend config.BackendKey, code int, outcome string, attempts int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	s := m.backends.get(backend)
+	s.results[backendResult(code, outcome)].Inc()
+	if attempts > 1 {
+		s.retries.Add(float64(attempts - 1))
+	}
+	s.latency.Observe(d.Seconds())
+}
