@@ -189,6 +189,16 @@ func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
 	}
 }
 
+// Admissions is the number of objects the source has held to the API
+// server's rules so far: an object whose document did not change since the
+// last snapshot keeps its admitted form and is not counted again.
+func (s *Source) Admissions() int64 {
+	if s.admit == nil {
+		return 0
+	}
+	return s.admit.Checked()
+}
+
 // DefaultResync is Source.ResyncEvery unless told otherwise.
 const DefaultResync = 10 * time.Minute
 
@@ -463,7 +473,14 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 	if prev := s.files[f]; prev != nil && prev.sum == d.sum {
 		return d, nil
 	}
-	docs, err := Decode(f, bytes.NewReader(raw), s.admit)
+	var reuse map[[sha256.Size]byte]metav1.Object
+	if prev := s.files[f]; prev != nil && len(prev.docs) > 0 {
+		reuse = make(map[[sha256.Size]byte]metav1.Object, len(prev.docs))
+		for _, doc := range prev.docs {
+			reuse[doc.sum] = doc.Object
+		}
+	}
+	docs, err := decode(f, bytes.NewReader(raw), s.admit, reuse)
 	if err != nil {
 		return nil, err
 	}
