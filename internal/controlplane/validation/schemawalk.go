@@ -31,7 +31,7 @@ type schemaWalk struct {
 	unsure               bool
 	maxLength, minLength int64 // -1: no bound
 	pattern              *regexp.Regexp
-	format               string // of a string: checked by the library's own registry
+	format               string          // of a string: checked by the library's own registry
 	enum                 map[string]bool // nil: no enum
 	minimum, maximum     *float64
 	maxItems, minItems   int64 // -1: no bound
