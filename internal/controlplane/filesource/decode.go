@@ -34,6 +34,9 @@ type Document struct {
 	// sum is the hash of the document's bytes: the next read of its file
 	// keeps Object for a document with the same bytes (Decode's reuse).
 	sum [sha256.Size]byte
+	// spec is the hash of the object's spec (specHash), when specHashed.
+	spec       [sha256.Size]byte
+	specHashed bool
 }
 
 // DecodeError names the file and document a decode failure is about.
@@ -140,7 +143,8 @@ func decode(file string, r io.Reader, admit *validation.Checker, reuse map[[sha2
 		fresh = append(fresh, i)
 	}
 	errs := make([]error, len(raws))
-	decodeAll(raws, fresh, objs, errs, admit)
+	specs := make([]specOf, len(raws))
+	decodeAll(raws, fresh, objs, specs, errs, admit)
 	docs := make([]Document, len(raws))
 	for i := range raws {
 		// The first failing document in file order is reported, whichever
@@ -148,16 +152,22 @@ func decode(file string, r io.Reader, admit *validation.Checker, reuse map[[sha2
 		if errs[i] != nil {
 			return nil, &DecodeError{File: file, Index: indexes[i], Err: errs[i]}
 		}
-		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i], sum: sums[i]}
+		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i], sum: sums[i], spec: specs[i].hash, specHashed: specs[i].ok}
 	}
 	return docs, nil
+}
+
+// specOf is the hash of a decoded object's spec (specHash).
+type specOf struct {
+	hash [sha256.Size]byte
+	ok   bool
 }
 
 // decodeAll decodes and admits the documents of raws that which lists,
 // into objs and errs, on every core: admission (the CRDs' schema and CEL
 // rules) costs far more than parsing, and a file of thousands of objects
 // is the common case of a large configuration.
-func decodeAll(raws [][]byte, which []int, objs []metav1.Object, errs []error, admit *validation.Checker) {
+func decodeAll(raws [][]byte, which []int, objs []metav1.Object, specs []specOf, errs []error, admit *validation.Checker) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(which)) {
@@ -165,6 +175,12 @@ func decodeAll(raws [][]byte, which []int, objs []metav1.Object, errs []error, a
 			for k := int(next.Add(1) - 1); k < len(which); k = int(next.Add(1) - 1) {
 				i := which[k]
 				objs[i], errs[i] = decodeOne(raws[i], admit)
+				if errs[i] == nil {
+					foldStringData(objs[i])
+					if objs[i].GetGeneration() == 0 {
+						specs[i].hash, specs[i].ok = specHash(objs[i])
+					}
+				}
 			}
 		})
 	}
@@ -329,6 +345,23 @@ func admitted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker)
 		return nil, err
 	}
 	return obj, nil
+}
+
+// foldStringData folds a Secret's stringData into its data, as the API
+// server does on write, so that YAML can carry readable PEM.
+func foldStringData(obj metav1.Object) {
+	o, ok := obj.(*corev1.Secret)
+	if !ok || len(o.StringData) == 0 {
+		return
+	}
+	data := make(map[string][]byte, len(o.Data)+len(o.StringData))
+	for k, v := range o.Data {
+		data[k] = v
+	}
+	for k, v := range o.StringData {
+		data[k] = []byte(v)
+	}
+	o.Data, o.StringData = data, nil
 }
 
 // stripComments drops comment-only lines so a document made of comments

@@ -41,6 +41,8 @@ type ruleTree struct {
 
 	items, additional *ruleTree
 	properties        map[string]*ruleTree
+
+	memo ruleMemo // the values that passed this subtree (rulememo.go)
 }
 
 // walkable reports whether ruleTree covers everything s's rules need.
@@ -135,6 +137,19 @@ func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budg
 	if t == nil || obj == nil {
 		return nil, budget
 	}
+	key, cost, found := t.memo.lookup(obj)
+	if found && budget-cost > 0 {
+		return nil, budget - cost
+	}
+	errs, left := t.walk(ctx, path, obj, budget)
+	if len(errs) == 0 && left > 0 {
+		t.memo.remember(key, budget-left)
+	}
+	return errs, left
+}
+
+// walk is validate without the memo.
+func (t *ruleTree) walk(ctx context.Context, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
 	errs, budget := t.evaluate(ctx, path, obj, budget)
 	if budget < 0 {
 		return errs, budget

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/apis/cel"
 )
 
@@ -148,5 +147,3 @@ func TestSchemaWalkVouchesForSites(t *testing.T) {
 		}
 	}
 }
-
-var _ field.ErrorList // the package's error type, as Validate returns it
