@@ -1,7 +1,6 @@
 package filesource
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +28,7 @@ import (
 type Document struct {
 	File   string
 	Index  int // 1-based position of the document in its file
+	Line   int // the line of the file it starts on (0: not known)
 	Object metav1.Object
 	// sum is the hash of the document's bytes: the next read of its file
 	// keeps Object for a document with the same bytes (Decode's reuse).
@@ -43,14 +42,18 @@ type Document struct {
 type DecodeError struct {
 	File  string
 	Index int
+	Line  int // of the file, when known: where the document or the field is
 	Err   error
 }
 
 func (e *DecodeError) Error() string {
-	if e.Index == 0 {
+	switch {
+	case e.Index == 0:
 		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	case e.Line == 0:
+		return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
 	}
-	return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
+	return fmt.Sprintf("%s:%d: document %d: %v", e.File, e.Line, e.Index, e.Err)
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
@@ -113,23 +116,23 @@ func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, er
 // hostnames in a few large files, a change of one site would otherwise
 // admit thousands of objects again.
 func decode(file string, r io.Reader, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &DecodeError{File: file, Err: err}
+	}
+	split, splitErr := splitDocuments(data)
 	var raws [][]byte
-	var indexes []int
-	for index := 1; ; index++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, &DecodeError{File: file, Index: index, Err: err}
-		}
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			index--
+	var indexes, lines []int
+	for _, d := range split {
+		if len(bytes.TrimSpace(stripComments(d.raw))) == 0 {
 			continue
 		}
-		raws = append(raws, raw)
-		indexes = append(indexes, index)
+		raws = append(raws, d.raw)
+		indexes = append(indexes, len(raws))
+		lines = append(lines, d.line)
+	}
+	if splitErr != nil {
+		return nil, &DecodeError{File: file, Index: len(raws) + 1, Err: splitErr}
 	}
 	sums := make([][sha256.Size]byte, len(raws))
 	objs := make([]metav1.Object, len(raws))
@@ -150,9 +153,13 @@ func decode(file string, r io.Reader, admit *validation.Checker, reuse map[[sha2
 		// The first failing document in file order is reported, whichever
 		// worker got to it first.
 		if errs[i] != nil {
-			return nil, &DecodeError{File: file, Index: indexes[i], Err: errs[i]}
+			line := lines[i]
+			if l, ok := errors.AsType[*located](errs[i]); ok {
+				line += l.line - 1
+			}
+			return nil, &DecodeError{File: file, Index: indexes[i], Line: line, Err: errs[i]}
 		}
-		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i], sum: sums[i], spec: specs[i].hash, specHashed: specs[i].ok}
+		docs[i] = Document{File: file, Index: indexes[i], Line: lines[i], Object: objs[i], sum: sums[i], spec: specs[i].hash, specHashed: specs[i].ok}
 	}
 	return docs, nil
 }
@@ -293,6 +300,9 @@ func decodeParsed(raw []byte, admit *validation.Checker) (metav1.Object, error) 
 		return nil, err
 	}
 	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+		if described := describe(raw, &tm, obj); described != nil {
+			return nil, described
+		}
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
 	if obj.GetName() == "" {

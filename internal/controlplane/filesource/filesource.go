@@ -652,7 +652,11 @@ func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, e
 				}
 			}
 			if dup {
-				return nil, &DecodeError{File: doc.File, Index: doc.Index, Err: fmt.Errorf("%s %s is also defined in %s document %d", key.kind, displayName(doc.Object), prev.File, prev.Index)}
+				where := prev.File
+				if prev.Line > 0 {
+					where = fmt.Sprintf("%s:%d", prev.File, prev.Line)
+				}
+				return nil, &DecodeError{File: doc.File, Index: doc.Index, Line: doc.Line, Err: fmt.Errorf("%s %s is also defined in %s document %d", key.kind, displayName(doc.Object), where, prev.Index)}
 			}
 			defined[key] = doc
 		}
