@@ -3,10 +3,10 @@ package filesource
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -326,35 +326,44 @@ func admitted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker)
 		}
 		return obj, nil
 	}
-	// The fields come from the typed object rather than from the YAML:
-	// the strict typed decoding already read each scalar by its field's
-	// type (a listener named "on" is a name, not YAML 1.1's true).
-	js, err := json.Marshal(obj)
+	fields, err := defaulted(obj, tm, admit)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	var fields map[string]any
-	if err := utiljson.Unmarshal(js, &fields); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	// The API server neither defaults nor checks the status of an object
-	// it creates; whatever status the file holds stays as it is.
-	delete(fields, "status")
-	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
-		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
-	}
-	if js, err = utiljson.Marshal(fields); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	// Defaults only add fields: decoding them over the object gives the
-	// defaulted object.
-	if err := json.Unmarshal(js, obj); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+		return nil, err
 	}
 	if err := admit.Check(tm.APIVersion, tm.Kind, fields, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// defaulted gives obj the defaults of its kind's schema and returns its
+// fields as Check reads them (no status). The conversions between the
+// typed object and its fields are those of a JSON round trip, without the
+// JSON (TestDefaultedMatchesJSONRoundTrip).
+func defaulted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker) (map[string]any, error) {
+	// The fields come from the typed object rather than from the YAML:
+	// the strict typed decoding already read each scalar by its field's
+	// type (a listener named "on" is a name, not YAML 1.1's true).
+	fields, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	// The API server neither defaults nor checks the status of an object
+	// it creates; whatever status the file holds stays as it is.
+	status, hasStatus := fields["status"]
+	delete(fields, "status")
+	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
+		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
+	}
+	// The defaulted object, from the defaulted fields and the status.
+	withStatus := maps.Clone(fields)
+	if hasStatus {
+		withStatus["status"] = status
+	}
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(withStatus, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	return fields, nil
 }
 
 // foldStringData folds a Secret's stringData into its data, as the API
