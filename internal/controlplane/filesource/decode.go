@@ -104,7 +104,11 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 // rule the API server enforces (admission), so standalone mode serves what a
 // cluster would hold and nothing a cluster would refuse.
 func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, error) {
-	return decode(file, r, admit, nil)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &DecodeError{File: file, Err: err}
+	}
+	return decode(file, data, admit, nil)
 }
 
 // decode is Decode keeping, for each document whose bytes hash to a key
@@ -115,11 +119,7 @@ func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, er
 // same pointers, which translate takes for "unchanged". At 100,000
 // hostnames in a few large files, a change of one site would otherwise
 // admit thousands of objects again.
-func decode(file string, r io.Reader, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, &DecodeError{File: file, Err: err}
-	}
+func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
 	split, splitErr := splitDocuments(data)
 	var raws [][]byte
 	var indexes, lines []int

@@ -5,7 +5,6 @@
 package filesource
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -481,7 +480,7 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 			reuse[doc.sum] = doc.Object
 		}
 	}
-	docs, err := decode(f, bytes.NewReader(raw), s.admit, reuse)
+	docs, err := decode(f, raw, s.admit, reuse)
 	if err != nil {
 		return nil, err
 	}
