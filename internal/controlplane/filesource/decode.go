@@ -33,9 +33,10 @@ type Document struct {
 	// sum is the hash of the document's bytes: the next read of its file
 	// keeps Object for a document with the same bytes (Decode's reuse).
 	sum [sha256.Size]byte
-	// spec is the hash of the object's spec (specHash), when specHashed.
-	spec       [sha256.Size]byte
-	specHashed bool
+	// spec is the hash of the object's spec (specHash) until the source
+	// stamped the object with its generation; nil then, or when it could
+	// not be made as the object was decoded.
+	spec *[sha256.Size]byte
 }
 
 // DecodeError names the file and document a decode failure is about.
@@ -159,7 +160,10 @@ func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha2
 			}
 			return nil, &DecodeError{File: file, Index: indexes[i], Line: line, Err: errs[i]}
 		}
-		docs[i] = Document{File: file, Index: indexes[i], Line: lines[i], Object: objs[i], sum: sums[i], spec: specs[i].hash, specHashed: specs[i].ok}
+		docs[i] = Document{File: file, Index: indexes[i], Line: lines[i], Object: objs[i], sum: sums[i]}
+		if specs[i].ok {
+			docs[i].spec = &specs[i].hash
+		}
 	}
 	return docs, nil
 }

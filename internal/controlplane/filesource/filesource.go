@@ -664,8 +664,9 @@ func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, e
 	// file order.
 	for _, f := range paths {
 		if d := changed[f]; d != nil {
-			for _, doc := range d.docs {
-				s.stamp(keyOf(doc.Object), doc, loadTime)
+			for i := range d.docs {
+				s.stamp(keyOf(d.docs[i].Object), d.docs[i], loadTime)
+				d.docs[i].spec = nil // held for every object otherwise
 			}
 		}
 	}
@@ -687,8 +688,11 @@ func (s *Source) stamp(key objectKey, doc Document, loadTime time.Time) {
 		obj.SetCreationTimestamp(metav1.NewTime(s.createdAt(key, loadTime)))
 	}
 	if obj.GetGeneration() == 0 {
-		spec, ok := doc.spec, doc.specHashed
-		if !ok {
+		var spec [sha256.Size]byte
+		ok := doc.spec != nil
+		if ok {
+			spec = *doc.spec
+		} else {
 			spec, ok = specHash(obj)
 		}
 		obj.SetGeneration(s.generationOf(key, spec, ok))
