@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	apiservercel "k8s.io/apiserver/pkg/apis/cel"
 )
 
@@ -146,4 +147,44 @@ func TestSchemaWalkVouchesForSites(t *testing.T) {
 			t.Errorf("%s: the walk does not vouch for a valid site", kind)
 		}
 	}
+}
+
+// FuzzSchemaWalk: for any JSON object of an embedded kind, Validate gives
+// the library's errors, and the walk vouches for nothing the library's
+// schema validator refuses. The seeds are sites of the benchmarks' shape.
+func FuzzSchemaWalk(f *testing.F) {
+	s, err := Load()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(0), []byte(`{"spec":{"parentRef":{"name":"gw"},"listeners":[{"name":"https","hostname":"a.example.com","port":443,"protocol":"HTTPS","tls":{"certificateRefs":[{"name":"c"}]}},{"name":"http","port":80,"protocol":"HTTP"}]}}`))
+	f.Add(uint8(1), []byte(`{"spec":{"parentRefs":[{"kind":"ListenerSet","name":"a"}],"hostnames":["a.example.com"],"rules":[{"matches":[{"path":{"type":"Exact","value":"/x"}}],"backendRefs":[{"name":"b","port":80}]}]}}`))
+	f.Add(uint8(2), []byte(`{"spec":{"gatewayClassName":"x","listeners":[{"name":"h","port":80,"protocol":"HTTP","hostname":"*.example.com"}]}}`))
+	kinds := []string{"ListenerSet", "HTTPRoute", "Gateway", "GRPCRoute", "TLSRoute", "ReferenceGrant", "BackendTLSPolicy", "GatewayClass"}
+	f.Fuzz(func(t *testing.T, k uint8, js []byte) {
+		kind := kinds[int(k)%len(kinds)]
+		var obj map[string]any
+		if utiljson.Unmarshal(js, &obj) != nil || obj == nil {
+			return
+		}
+		obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", kind
+		obj["metadata"] = map[string]any{"name": "x", "namespace": "apps"}
+		delete(obj, "status")
+		if err := s.Default("gateway.networking.k8s.io/v1", kind, obj); err != nil {
+			t.Fatal(err)
+		}
+		v := s.versions["gateway.networking.k8s.io/v1/"+kind]
+		schemaErrs := apiextensionsvalidation.ValidateCustomResource(nil, obj, v.openapi)
+		if v.walk.vouches(obj) && len(schemaErrs) > 0 {
+			t.Fatalf("%s: the walk vouched for an object the schema refuses: %q", kind, errorStrings(schemaErrs))
+		}
+		want := append(schemaErrs, listtype.ValidateListSetsAndMaps(nil, v.structure, obj)...)
+		if len(want) == 0 {
+			celErrs, _ := cel.NewValidator(v.structure, true, apiservercel.PerCallLimit).Validate(context.Background(), nil, v.structure, obj, nil, apiservercel.RuntimeCELCostBudget)
+			want = append(want, celErrs...)
+		}
+		if g, w := errorStrings(s.Validate("gateway.networking.k8s.io/v1", kind, obj)), errorStrings(want); !slices.Equal(g, w) {
+			t.Fatalf("%s:\n got %q\nwant %q", kind, g, w)
+		}
+	})
 }
