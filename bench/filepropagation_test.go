@@ -299,24 +299,7 @@ func writeSitesDir(dir string, ca *snitest.CA, n, httpPort, httpsPort int, backe
 	return os.WriteFile(filepath.Join(dir, "sites.yaml"), []byte(s.String()), 0o644)
 }
 
-// siteYAML is one site: its certificate's Secret, its ListenerSet (HTTPS
-// on port, attached to apps/gw) and its HTTPRoute to the backend.
+// siteYAML is testyaml.Site with a key pair of snitest.
 func siteYAML(name, host string, port int, pair snitest.KeyPair) string {
-	return testyaml.Secret("apps", name+"-tls", string(pair.CertPEM), string(pair.KeyPEM)) + fmt.Sprintf(`---
-apiVersion: gateway.networking.k8s.io/v1
-kind: ListenerSet
-metadata: {name: %s, namespace: apps}
-spec:
-  parentRef: {name: gw}
-  listeners:
-  - {name: https, hostname: %s, port: %d, protocol: HTTPS, tls: {certificateRefs: [{name: %s-tls}]}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: %s, namespace: apps}
-spec:
-  parentRefs: [{kind: ListenerSet, name: %s}]
-  hostnames: [%s]
-  rules: [{backendRefs: [{name: backend, port: 80}]}]
-`, name, host, port, name, name, name, host)
+	return testyaml.Site(name, host, port, string(pair.CertPEM), string(pair.KeyPEM))
 }

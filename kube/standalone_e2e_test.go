@@ -357,14 +357,14 @@ func TestStandaloneBrokenEditKeepsServing(t *testing.T) {
 	}{
 		{"bad YAML", "broken.yaml", func(*e2eSetup) string { return "apiVersion: v1\nkind: Service\nmetadata: {name: x\n" },
 			[]string{"broken.yaml"}},
-		{"listener port 70000", "gateway.yaml", httpPort(70000), []string{"gateway.yaml: document 2", "spec.listeners[0].port"}},
-		{"listener port 0", "gateway.yaml", httpPort(0), []string{"gateway.yaml: document 2", "spec.listeners[0].port"}},
+		{"listener port 70000", "gateway.yaml", httpPort(70000), []string{"gateway.yaml:", "document 2", "spec.listeners[0].port"}},
+		{"listener port 0", "gateway.yaml", httpPort(0), []string{"gateway.yaml:", "document 2", "spec.listeners[0].port"}},
 		{"two wildcards", "gateway.yaml", func(e *e2eSetup) string {
 			return strings.Replace(httpPort(e.ports["HTTP"])(e), "hostname: a.example.com", "hostname: '*.*.example.com'", 1)
-		}, []string{"gateway.yaml: document 3", "spec.listeners[0].hostname"}},
+		}, []string{"gateway.yaml:", "document 3", "spec.listeners[0].hostname"}},
 		{"service port 70000", "more.yaml", func(*e2eSetup) string {
 			return "apiVersion: v1\nkind: Service\nmetadata: {name: svc-x, namespace: apps}\nspec: {ports: [{name: http, port: 70000}]}\n"
-		}, []string{"more.yaml: document 1", "spec.ports[0].port"}},
+		}, []string{"more.yaml:1: document 1", "spec.ports[0].port"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newE2E(t)

@@ -184,18 +184,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 	case *corev1.ConfigMap:
 		res.ConfigMaps = append(res.ConfigMaps, o)
 	case *corev1.Secret:
-		// The API server folds stringData into data on write; do the same
-		// so YAML can carry readable PEM.
-		if len(o.StringData) > 0 {
-			data := make(map[string][]byte, len(o.Data)+len(o.StringData))
-			for k, v := range o.Data {
-				data[k] = v
-			}
-			for k, v := range o.StringData {
-				data[k] = []byte(v)
-			}
-			o.Data, o.StringData = data, nil
-		}
+		foldStringData(o) // done when decoded; documents of Assemble come here first
 		res.Secrets = append(res.Secrets, o)
 	case *corev1.Service:
 		res.Services = append(res.Services, o)

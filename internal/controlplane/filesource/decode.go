@@ -1,22 +1,22 @@
 package filesource
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -28,21 +28,33 @@ import (
 type Document struct {
 	File   string
 	Index  int // 1-based position of the document in its file
+	Line   int // the line of the file it starts on (0: not known)
 	Object metav1.Object
+	// sum is the hash of the document's bytes: the next read of its file
+	// keeps Object for a document with the same bytes (Decode's reuse).
+	sum [sha256.Size]byte
+	// spec is the hash of the object's spec (specHash) until the source
+	// stamped the object with its generation; nil then, or when it could
+	// not be made as the object was decoded.
+	spec *[sha256.Size]byte
 }
 
 // DecodeError names the file and document a decode failure is about.
 type DecodeError struct {
 	File  string
 	Index int
+	Line  int // of the file, when known: where the document or the field is
 	Err   error
 }
 
 func (e *DecodeError) Error() string {
-	if e.Index == 0 {
+	switch {
+	case e.Index == 0:
 		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	case e.Line == 0:
+		return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
 	}
-	return fmt.Sprintf("%s: document %d: %v", e.File, e.Index, e.Err)
+	return fmt.Sprintf("%s:%d: document %d: %v", e.File, e.Line, e.Index, e.Err)
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
@@ -93,54 +105,97 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 // rule the API server enforces (admission), so standalone mode serves what a
 // cluster would hold and nothing a cluster would refuse.
 func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &DecodeError{File: file, Err: err}
+	}
+	return decode(file, data, admit, nil)
+}
+
+// decode is Decode keeping, for each document whose bytes hash to a key
+// of reuse, that object instead of decoding and admitting the document
+// again. reuse holds the objects of the same file's last version: the
+// file source put what it gives every object (a namespace, a creation
+// time, a generation) in place already, and hands them out again as the
+// same pointers, which translate takes for "unchanged". At 100,000
+// hostnames in a few large files, a change of one site would otherwise
+// admit thousands of objects again.
+func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
+	split, splitErr := splitDocuments(data)
 	var raws [][]byte
-	var indexes []int
-	for index := 1; ; index++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, &DecodeError{File: file, Index: index, Err: err}
-		}
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			index--
+	var indexes, lines []int
+	for _, d := range split {
+		if len(bytes.TrimSpace(stripComments(d.raw))) == 0 {
 			continue
 		}
-		raws = append(raws, raw)
-		indexes = append(indexes, index)
+		raws = append(raws, d.raw)
+		indexes = append(indexes, len(raws))
+		lines = append(lines, d.line)
 	}
-	objs, errs := decodeAll(raws, admit)
+	if splitErr != nil {
+		return nil, &DecodeError{File: file, Index: len(raws) + 1, Err: splitErr}
+	}
+	sums := make([][sha256.Size]byte, len(raws))
+	objs := make([]metav1.Object, len(raws))
+	var fresh []int // the documents to decode
+	for i, raw := range raws {
+		sums[i] = sha256.Sum256(raw)
+		if obj, ok := reuse[sums[i]]; ok {
+			objs[i] = obj
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+	errs := make([]error, len(raws))
+	specs := make([]specOf, len(raws))
+	decodeAll(raws, fresh, objs, specs, errs, admit)
 	docs := make([]Document, len(raws))
 	for i := range raws {
 		// The first failing document in file order is reported, whichever
 		// worker got to it first.
 		if errs[i] != nil {
-			return nil, &DecodeError{File: file, Index: indexes[i], Err: errs[i]}
+			line := lines[i]
+			if l, ok := errors.AsType[*located](errs[i]); ok {
+				line += l.line - 1
+			}
+			return nil, &DecodeError{File: file, Index: indexes[i], Line: line, Err: errs[i]}
 		}
-		docs[i] = Document{File: file, Index: indexes[i], Object: objs[i]}
+		docs[i] = Document{File: file, Index: indexes[i], Line: lines[i], Object: objs[i], sum: sums[i]}
+		if specs[i].ok {
+			docs[i].spec = &specs[i].hash
+		}
 	}
 	return docs, nil
 }
 
-// decodeAll decodes and admits documents on every core: admission (the
-// CRDs' schema and CEL rules) costs far more than parsing, and a file of
-// thousands of objects is the common case of a large configuration.
-func decodeAll(raws [][]byte, admit *validation.Checker) ([]metav1.Object, []error) {
-	objs := make([]metav1.Object, len(raws))
-	errs := make([]error, len(raws))
+// specOf is the hash of a decoded object's spec (specHash).
+type specOf struct {
+	hash [sha256.Size]byte
+	ok   bool
+}
+
+// decodeAll decodes and admits the documents of raws that which lists,
+// into objs and errs, on every core: admission (the CRDs' schema and CEL
+// rules) costs far more than parsing, and a file of thousands of objects
+// is the common case of a large configuration.
+func decodeAll(raws [][]byte, which []int, objs []metav1.Object, specs []specOf, errs []error, admit *validation.Checker) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(raws)) {
+	for range min(runtime.GOMAXPROCS(0), len(which)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(raws); i = int(next.Add(1) - 1) {
+			for k := int(next.Add(1) - 1); k < len(which); k = int(next.Add(1) - 1) {
+				i := which[k]
 				objs[i], errs[i] = decodeOne(raws[i], admit)
+				if errs[i] == nil {
+					foldStringData(objs[i])
+					if objs[i].GetGeneration() == 0 {
+						specs[i].hash, specs[i].ok = specHash(objs[i])
+					}
+				}
 			}
 		})
 	}
 	wg.Wait()
-	return objs, errs
 }
 
 func decodeOne(raw []byte, admit *validation.Checker) (metav1.Object, error) {
@@ -249,6 +304,9 @@ func decodeParsed(raw []byte, admit *validation.Checker) (metav1.Object, error) 
 		return nil, err
 	}
 	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+		if described := describe(raw, &tm, obj); described != nil {
+			return nil, described
+		}
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
 	if obj.GetName() == "" {
@@ -261,35 +319,72 @@ func decodeParsed(raw []byte, admit *validation.Checker) (metav1.Object, error) 
 // the API server stores it, and checks it. raw has passed the strict typed
 // decoding, so its fields are all known.
 func admitted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker) (metav1.Object, error) {
-	// The fields come from the typed object rather than from the YAML:
-	// the strict typed decoding already read each scalar by its field's
-	// type (a listener named "on" is a name, not YAML 1.1's true).
-	js, err := json.Marshal(obj)
+	if !admit.HasSchema(tm.APIVersion, tm.Kind) {
+		// A core kind: no defaults, and rules on the typed object alone.
+		// What a JSON round trip would do: times are stored in seconds.
+		if ts := obj.GetCreationTimestamp(); ts.Nanosecond() != 0 {
+			obj.SetCreationTimestamp(metav1.NewTime(ts.Truncate(time.Second)))
+		}
+		if err := admit.Check(tm.APIVersion, tm.Kind, nil, obj); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+	fields, err := defaulted(obj, tm, admit)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	var fields map[string]any
-	if err := utiljson.Unmarshal(js, &fields); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	// The API server neither defaults nor checks the status of an object
-	// it creates; whatever status the file holds stays as it is.
-	delete(fields, "status")
-	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
-		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
-	}
-	if js, err = utiljson.Marshal(fields); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	// Defaults only add fields: decoding them over the object gives the
-	// defaulted object.
-	if err := json.Unmarshal(js, obj); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+		return nil, err
 	}
 	if err := admit.Check(tm.APIVersion, tm.Kind, fields, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// defaulted gives obj the defaults of its kind's schema and returns its
+// fields as Check reads them (no status). The conversions between the
+// typed object and its fields are those of a JSON round trip, without the
+// JSON (TestDefaultedMatchesJSONRoundTrip).
+func defaulted(obj metav1.Object, tm *metav1.TypeMeta, admit *validation.Checker) (map[string]any, error) {
+	// The fields come from the typed object rather than from the YAML:
+	// the strict typed decoding already read each scalar by its field's
+	// type (a listener named "on" is a name, not YAML 1.1's true).
+	fields, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	// The API server neither defaults nor checks the status of an object
+	// it creates; whatever status the file holds stays as it is.
+	status, hasStatus := fields["status"]
+	delete(fields, "status")
+	if err := admit.Default(tm.APIVersion, tm.Kind, fields); err != nil {
+		return nil, fmt.Errorf("%s: defaults: %w", tm.Kind, err)
+	}
+	// The defaulted object, from the defaulted fields and the status.
+	withStatus := maps.Clone(fields)
+	if hasStatus {
+		withStatus["status"] = status
+	}
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(withStatus, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	return fields, nil
+}
+
+// foldStringData folds a Secret's stringData into its data, as the API
+// server does on write, so that YAML can carry readable PEM.
+func foldStringData(obj metav1.Object) {
+	o, ok := obj.(*corev1.Secret)
+	if !ok || len(o.StringData) == 0 {
+		return
+	}
+	data := make(map[string][]byte, len(o.Data)+len(o.StringData))
+	for k, v := range o.Data {
+		data[k] = v
+	}
+	for k, v := range o.StringData {
+		data[k] = []byte(v)
+	}
+	o.Data, o.StringData = data, nil
 }
 
 // stripComments drops comment-only lines so a document made of comments

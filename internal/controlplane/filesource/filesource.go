@@ -5,7 +5,6 @@
 package filesource
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -187,6 +187,16 @@ func NewWithClock(path string, log *zap.Logger, now func() time.Time) *Source {
 		nsDefined:   map[string]*corev1.Namespace{},
 		changes:     changeSet{fullRead: true, files: map[string]bool{}},
 	}
+}
+
+// Admissions is the number of objects the source has held to the API
+// server's rules so far: an object whose document did not change since the
+// last snapshot keeps its admitted form and is not counted again.
+func (s *Source) Admissions() int64 {
+	if s.admit == nil {
+		return 0
+	}
+	return s.admit.Checked()
 }
 
 // DefaultResync is Source.ResyncEvery unless told otherwise.
@@ -463,7 +473,14 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 	if prev := s.files[f]; prev != nil && prev.sum == d.sum {
 		return d, nil
 	}
-	docs, err := Decode(f, bytes.NewReader(raw), s.admit)
+	var reuse map[[sha256.Size]byte]metav1.Object
+	if prev := s.files[f]; prev != nil && len(prev.docs) > 0 {
+		reuse = make(map[[sha256.Size]byte]metav1.Object, len(prev.docs))
+		for _, doc := range prev.docs {
+			reuse[doc.sum] = doc.Object
+		}
+	}
+	docs, err := decode(f, raw, s.admit, reuse)
 	if err != nil {
 		return nil, err
 	}
@@ -634,7 +651,11 @@ func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, e
 				}
 			}
 			if dup {
-				return nil, &DecodeError{File: doc.File, Index: doc.Index, Err: fmt.Errorf("%s %s is also defined in %s document %d", key.kind, displayName(doc.Object), prev.File, prev.Index)}
+				where := prev.File
+				if prev.Line > 0 {
+					where = fmt.Sprintf("%s:%d", prev.File, prev.Line)
+				}
+				return nil, &DecodeError{File: doc.File, Index: doc.Index, Line: doc.Line, Err: fmt.Errorf("%s %s is also defined in %s document %d", key.kind, displayName(doc.Object), where, prev.Index)}
 			}
 			defined[key] = doc
 		}
@@ -643,8 +664,9 @@ func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, e
 	// file order.
 	for _, f := range paths {
 		if d := changed[f]; d != nil {
-			for _, doc := range d.docs {
-				s.stamp(keyOf(doc.Object), doc.Object, loadTime)
+			for i := range d.docs {
+				s.stamp(keyOf(d.docs[i].Object), d.docs[i], loadTime)
+				d.docs[i].spec = nil // held for every object otherwise
 			}
 		}
 	}
@@ -660,12 +682,20 @@ func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, e
 }
 
 // stamp gives obj a creation time and generation when it has none.
-func (s *Source) stamp(key objectKey, obj metav1.Object, loadTime time.Time) {
+func (s *Source) stamp(key objectKey, doc Document, loadTime time.Time) {
+	obj := doc.Object
 	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
 		obj.SetCreationTimestamp(metav1.NewTime(s.createdAt(key, loadTime)))
 	}
 	if obj.GetGeneration() == 0 {
-		obj.SetGeneration(s.generationOf(key, obj))
+		var spec [sha256.Size]byte
+		ok := doc.spec != nil
+		if ok {
+			spec = *doc.spec
+		} else {
+			spec, ok = specHash(obj)
+		}
+		obj.SetGeneration(s.generationOf(key, spec, ok))
 	}
 }
 
@@ -724,29 +754,47 @@ func (s *Source) createdAt(key objectKey, loadTime time.Time) time.Time {
 }
 
 // generationOf bumps an object's generation when its spec changes, like the
-// API server does for objects with a status subresource.
-func (s *Source) generationOf(key objectKey, obj metav1.Object) int64 {
-	raw, err := json.Marshal(obj)
-	if err != nil {
+// API server does for objects with a status subresource. spec is the hash
+// of the object's spec (specHash), ok false when it could not be made.
+func (s *Source) generationOf(key objectKey, spec [sha256.Size]byte, ok bool) int64 {
+	if !ok {
 		return 1
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return 1
-	}
-	delete(fields, "metadata")
-	delete(fields, "status")
-	canonical, _ := json.Marshal(fields)
-	h := sha256.Sum256(canonical)
-	g, ok := s.gens[key]
+	g, seen := s.gens[key]
 	switch {
-	case !ok:
-		g = generation{specHash: h, value: 1}
-	case g.specHash != h:
-		g = generation{specHash: h, value: g.value + 1}
+	case !seen:
+		g = generation{specHash: spec, value: 1}
+	case g.specHash != spec:
+		g = generation{specHash: spec, value: g.value + 1}
 	}
 	s.gens[key] = g
 	return g.value
+}
+
+// specHash is the hash of obj without its metadata and status: what a
+// generation follows. It is made as objects are decoded, on every core,
+// from the JSON of a shallow copy with those two fields zero, streamed
+// into the hash; only its equality with an earlier hash of the same
+// process matters.
+func specHash(obj metav1.Object) ([sha256.Size]byte, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return [sha256.Size]byte{}, false
+	}
+	c := reflect.New(v.Elem().Type()).Elem()
+	c.Set(v.Elem())
+	for _, name := range []string{"ObjectMeta", "Status"} {
+		if f := c.FieldByName(name); f.IsValid() {
+			f.SetZero()
+		}
+	}
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(c.Addr().Interface()); err != nil {
+		return [sha256.Size]byte{}, false
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum, true
 }
 
 func kindOf(obj metav1.Object) string {

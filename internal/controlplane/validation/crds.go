@@ -45,6 +45,7 @@ type version struct {
 	once      sync.Once
 	err       error
 	openapi   validation.SchemaValidator
+	walk      *schemaWalk // vouches for the objects it can, before openapi
 	structure *schema.Structural
 	rules     *ruleTree      // the CEL rules, when walkable
 	cel       *cel.Validator // the CEL rules otherwise
@@ -125,7 +126,10 @@ func (s *Schemas) Validate(apiVersion, kind string, obj map[string]any) field.Er
 	if v.err != nil {
 		return field.ErrorList{field.InternalError(nil, v.err)}
 	}
-	errs := validation.ValidateCustomResource(nil, obj, v.openapi)
+	var errs field.ErrorList
+	if !v.walk.vouches(obj) {
+		errs = validation.ValidateCustomResource(nil, obj, v.openapi)
+	}
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structure, obj)...)
 	if len(errs) > 0 {
 		// The API server runs CEL rules only on objects that pass the
@@ -151,6 +155,7 @@ func (v *version) compile() {
 		v.err = fmt.Errorf("schema validator: %w", err)
 		return
 	}
+	v.walk = newSchemaWalk(v.structure)
 	if walkable(v.structure) {
 		v.rules = newRuleTree(v.structure, apiservercel.PerCallLimit)
 	} else {

@@ -38,9 +38,13 @@ type ruleTree struct {
 	rules      apiextensionsv1.ValidationRules
 	compiled   []cel.CompilationResult
 	compileErr error
+	// natives are the native checks of rules that have one (rulenative.go).
+	natives []func(any) bool
 
 	items, additional *ruleTree
 	properties        map[string]*ruleTree
+
+	memo ruleMemo // the values that passed this subtree (rulememo.go)
 }
 
 // walkable reports whether ruleTree covers everything s's rules need.
@@ -83,6 +87,14 @@ func newRuleTree(s *schema.Structural, perCallLimit uint64) *ruleTree {
 func buildRuleTree(s *schema.Structural, view *schemaView, declType *apiservercel.DeclType, perCallLimit uint64, env *environment.EnvSet) *ruleTree {
 	t := &ruleTree{view: view, rules: s.XValidations}
 	t.compiled, t.compileErr = cel.Compile(s, declType, perCallLimit, env, cel.StoredExpressionsEnvLoader())
+	for i, c := range t.compiled {
+		if native := nativeFor(s.XValidations[i].Rule); native != nil && c.Error == nil && c.Program != nil && !c.UsesOldSelf && c.MaxCost <= perCallLimit {
+			if t.natives == nil {
+				t.natives = make([]func(any) bool, len(t.compiled))
+			}
+			t.natives[i] = native
+		}
+	}
 	var elem *apiservercel.DeclType
 	if declType != nil {
 		elem = declType.ElemType
@@ -132,10 +144,44 @@ func propertyType(declType *apiservercel.DeclType, name string, prop *schema.Str
 // validate checks obj, a new object (there is no old one to compare with),
 // against t's rules and those below it, within budget.
 func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
+	st := walkState{natives: true}
+	errs, left := t.run(ctx, &st, path, obj, budget)
+	if left < 0 && st.nativesUsed > 0 {
+		// The bounds taken for natives ran the budget out: the walk
+		// again, as the evaluation makes it.
+		st = walkState{}
+		errs, left = t.run(ctx, &st, path, obj, budget)
+	}
+	return errs, left
+}
+
+// walkState is what one validation carries along its walk.
+type walkState struct {
+	natives     bool // use the native checks
+	nativesUsed int  // how many rules a native stood in for
+}
+
+// run is validate on t's subtree with st, remembering the values that
+// passed it at a cost known exactly.
+func (t *ruleTree) run(ctx context.Context, st *walkState, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
 	if t == nil || obj == nil {
 		return nil, budget
 	}
-	errs, budget := t.evaluate(ctx, path, obj, budget)
+	key, cost, found := t.memo.lookup(obj)
+	if found && budget-cost > 0 {
+		return nil, budget - cost
+	}
+	used := st.nativesUsed
+	errs, left := t.walk(ctx, st, path, obj, budget)
+	if len(errs) == 0 && left > 0 && st.nativesUsed == used {
+		t.memo.remember(key, budget-left)
+	}
+	return errs, left
+}
+
+// walk is run without the memo.
+func (t *ruleTree) walk(ctx context.Context, st *walkState, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
+	errs, budget := t.evaluate(ctx, st, path, obj, budget)
 	if budget < 0 {
 		return errs, budget
 	}
@@ -146,7 +192,7 @@ func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budg
 			break
 		}
 		for i, v := range obj {
-			sub, budget = t.items.validate(ctx, path.Index(i), v, budget)
+			sub, budget = t.items.run(ctx, st, path.Index(i), v, budget)
 			errs = append(errs, sub...)
 			if budget < 0 {
 				return errs, budget
@@ -155,7 +201,7 @@ func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budg
 	case map[string]any:
 		if t.additional != nil {
 			for k, v := range obj {
-				sub, budget = t.additional.validate(ctx, path.Key(k), v, budget)
+				sub, budget = t.additional.run(ctx, st, path.Key(k), v, budget)
 				errs = append(errs, sub...)
 				if budget < 0 {
 					return errs, budget
@@ -167,7 +213,7 @@ func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budg
 			if !ok {
 				continue
 			}
-			sub, budget = p.validate(ctx, path.Child(k), v, budget)
+			sub, budget = p.run(ctx, st, path.Child(k), v, budget)
 			errs = append(errs, sub...)
 			if budget < 0 {
 				return errs, budget
@@ -178,7 +224,7 @@ func (t *ruleTree) validate(ctx context.Context, path *field.Path, obj any, budg
 }
 
 // evaluate runs the rules of t's own node on obj.
-func (t *ruleTree) evaluate(ctx context.Context, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
+func (t *ruleTree) evaluate(ctx context.Context, st *walkState, path *field.Path, obj any, budget int64) (field.ErrorList, int64) {
 	typ := t.view.s.Type
 	if t.compileErr != nil {
 		return field.ErrorList{field.Invalid(path, typ, fmt.Sprintf("rule compiler initialization error: %v", t.compileErr))}, budget
@@ -200,6 +246,11 @@ func (t *ruleTree) evaluate(ctx context.Context, path *field.Path, obj any, budg
 		case c.Program == nil, c.UsesOldSelf:
 			// An empty rule; a transition rule, which has no old
 			// object to compare with on create.
+			continue
+		case st.natives && t.natives != nil && t.natives[i] != nil && int64(c.MaxCost) <= budget && t.natives[i](obj):
+			// The rule holds; its cost is at most its bound.
+			budget -= int64(c.MaxCost)
+			st.nativesUsed++
 			continue
 		}
 		result, details, err := c.Program.ContextEval(ctx, act)

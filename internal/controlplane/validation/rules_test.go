@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	apiservercel "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
@@ -55,9 +56,23 @@ func TestRulesMatchTheValidator(t *testing.T) {
 				references[o.key] = reference
 			}
 			want, _ := reference.Validate(context.Background(), nil, v.structure, obj, nil, apiservercel.RuntimeCELCostBudget)
-			got, _ := v.rules.validate(context.Background(), nil, obj, apiservercel.RuntimeCELCostBudget)
-			if g, w := errorStrings(got), errorStrings(want); !slices.Equal(g, w) {
-				t.Errorf("%s (%s):\n got %q\nwant %q", o.key, o.source, g, w)
+			// Twice: the second time, what passed is remembered
+			// (rulememo.go).
+			for range 2 {
+				got, _ := v.rules.validate(context.Background(), nil, obj, apiservercel.RuntimeCELCostBudget)
+				if g, w := errorStrings(got), errorStrings(want); !slices.Equal(g, w) {
+					t.Errorf("%s (%s):\n got %q\nwant %q", o.key, o.source, g, w)
+				}
+			}
+			// A small budget runs out in both or in neither,
+			// remembered costs or not. (Where it runs out, and so
+			// which errors come before, follows the order of a
+			// map's keys, random in both.)
+			small := int64(1 + rng.IntN(400))
+			wantSmall, _ := reference.Validate(context.Background(), nil, v.structure, obj, nil, small)
+			gotSmall, _ := v.rules.validate(context.Background(), nil, obj, small)
+			if g, w := ranOut(gotSmall), ranOut(wantSmall); g != w {
+				t.Errorf("%s (%s), budget %d: ran out %v, want %v:\n got %q\nwant %q", o.key, o.source, small, g, w, errorStrings(gotSmall), errorStrings(wantSmall))
 			}
 			compared++
 			if len(want) > 0 {
@@ -76,10 +91,29 @@ func TestRulesMatchTheValidator(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d objects compared, %d refused by the rules", compared, refused)
+	var hits int64
+	for _, v := range s.versions {
+		if v.rules != nil {
+			hits += v.rules.memoHits()
+		}
+	}
+	t.Logf("%d objects compared, %d refused by the rules; %d subtrees passed from memory", compared, refused, hits)
+	if hits == 0 {
+		t.Error("no subtree was passed from memory: the comparison proves nothing of the memo")
+	}
 	if refused < compared/20 {
 		t.Errorf("only %d of %d objects broke a rule: the comparison proves little", refused, compared)
 	}
+}
+
+// ranOut reports whether errs say the cost budget ran out.
+func ranOut(errs field.ErrorList) bool {
+	for _, e := range errs {
+		if strings.Contains(e.Error(), "running out of cost budget") {
+			return true
+		}
+	}
+	return false
 }
 
 type upstreamObject struct {

@@ -12,6 +12,7 @@ package validation
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +22,13 @@ import (
 // Checker checks objects. Safe for concurrent use.
 type Checker struct {
 	crds *Schemas
+	// checked counts the objects Check was given: a reload is to check
+	// only the objects that changed, and tests count them.
+	checked atomic.Int64
 }
+
+// Checked is the number of objects checked so far.
+func (c *Checker) Checked() int64 { return c.checked.Load() }
 
 // New returns a Checker with the embedded Gateway API schemas.
 func New() (*Checker, error) {
@@ -40,11 +47,20 @@ func (c *Checker) Default(apiVersion, kind string, raw map[string]any) error {
 	return c.crds.Default(apiVersion, kind, raw)
 }
 
+// HasSchema reports whether apiVersion/kind is a kind of the embedded
+// CRDs: Default and Check then need its JSON form; for the other kinds
+// Default does nothing and Check reads the typed object alone.
+func (c *Checker) HasSchema(apiVersion, kind string) bool {
+	_, ok := c.crds.Knows(apiVersion, kind)
+	return ok
+}
+
 // Check validates one defaulted object: raw is its JSON form as decoded with
 // k8s.io/apimachinery/pkg/util/json (integers as int64), obj the typed
 // object decoded from the same bytes. It returns nil when the object would
 // be admitted.
 func (c *Checker) Check(apiVersion, kind string, raw map[string]any, obj metav1.Object) error {
+	c.checked.Add(1)
 	var errs field.ErrorList
 	if namespaced, ok := c.crds.Knows(apiVersion, kind); ok {
 		errs = validateMetadata(obj, apivalidation.NameIsDNSSubdomain, namespaced)

@@ -71,3 +71,27 @@ ports: [{port: %s}]
 endpoints: [{addresses: [%s], conditions: {ready: true}}]
 `, servicePort, port, port, host)
 }
+
+// Site is one site of the benchmarks' standalone configurations: its
+// certificate's Secret name+"-tls", its ListenerSet apps/name (HTTPS on
+// port for host, attached to apps/gw) and its HTTPRoute apps/name to
+// Backend's Service, as three documents.
+func Site(name, host string, port int, certPEM, keyPEM string) string {
+	return Secret("apps", name+"-tls", certPEM, keyPEM) + fmt.Sprintf(`---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: %s, namespace: apps}
+spec:
+  parentRef: {name: gw}
+  listeners:
+  - {name: https, hostname: %s, port: %d, protocol: HTTPS, tls: {certificateRefs: [{name: %s-tls}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: %s, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: %s}]
+  hostnames: [%s]
+  rules: [{backendRefs: [{name: backend, port: 80}]}]
+`, name, host, port, name, name, name, host)
+}

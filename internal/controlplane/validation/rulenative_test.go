@@ -1,0 +1,205 @@
+package validation
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/cel-go/common/types"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	apiservercel "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+)
+
+// listenersTree is the rule subtree of kind's spec.listeners.
+func listenersTree(t testing.TB, s *Schemas, kind string) *ruleTree {
+	t.Helper()
+	v := s.versions["gateway.networking.k8s.io/v1/"+kind]
+	v.once.Do(v.compile)
+	if v.err != nil || v.rules == nil {
+		t.Fatalf("%s: %v", kind, v.err)
+	}
+	lt := v.rules.properties["spec"].properties["listeners"]
+	if lt == nil || lt.natives == nil {
+		t.Fatalf("%s: no native rule on spec.listeners", kind)
+	}
+	return lt
+}
+
+// randomListeners is a list of n listeners whose names, ports, protocols
+// and hostnames collide often, with a field missing or of another type
+// now and then.
+func randomListeners(rng *rand.Rand, n int) []any {
+	list := make([]any, n)
+	for i := range list {
+		l := map[string]any{"name": []string{"a", "b", "c", "d", "e", "f"}[rng.IntN(6)]}
+		switch r := rng.IntN(20); {
+		case r < 17:
+			l["port"] = []int64{80, 443}[rng.IntN(2)]
+		case r == 17:
+			l["port"] = "80"
+		}
+		if rng.IntN(30) > 0 {
+			l["protocol"] = []string{"HTTP", "HTTPS"}[rng.IntN(2)]
+		}
+		switch r := rng.IntN(10); {
+		case r < 3:
+		case r == 3:
+			l["hostname"] = ""
+		case r == 4 && rng.IntN(5) == 0:
+			l["hostname"] = nil
+		default:
+			l["hostname"] = []string{"a.example.com", "b.example.com", "c.example.com"}[rng.IntN(3)]
+		}
+		if rng.IntN(40) == 0 {
+			delete(l, "name")
+		}
+		list[i] = l
+	}
+	return list
+}
+
+// TestNativeRulesMatchTheirRules: where a native check vouches for a list,
+// the rule's program holds on it; where every field the rule reads is
+// there with its type, the native vouches exactly when the program holds.
+func TestNativeRulesMatchTheirRules(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, kind := range []string{"Gateway", "ListenerSet"} {
+		lt := listenersTree(t, s, kind)
+		var vouched, refused int
+		for range 4000 {
+			list := randomListeners(rng, rng.IntN(9))
+			act := activation{self: common.UnstructuredToVal(list, lt.view)}
+			for i, native := range lt.natives {
+				if native == nil {
+					continue
+				}
+				result, _, _ := lt.compiled[i].Program.ContextEval(context.Background(), act)
+				holds := result == types.True
+				got := native(list)
+				if got && !holds {
+					t.Fatalf("%s: native of %q vouched for %v; the rule gives %v", kind, lt.rules[i].Rule, list, result)
+				}
+				if wellTyped(list) && got != holds {
+					t.Fatalf("%s: native of %q says %v for %v; the rule gives %v", kind, lt.rules[i].Rule, got, list, result)
+				}
+				if got {
+					vouched++
+				} else {
+					refused++
+				}
+			}
+		}
+		t.Logf("%s: %d lists vouched for, %d left to the rules", kind, vouched, refused)
+		if vouched < 1000 || refused < 1000 {
+			t.Errorf("%s: %d vouched for, %d not: the comparison proves little", kind, vouched, refused)
+		}
+	}
+}
+
+// wellTyped: every listener has a string name and protocol, an integer
+// port, and a string hostname if any.
+func wellTyped(list []any) bool {
+	for _, e := range list {
+		m := e.(map[string]any)
+		_, name := m["name"].(string)
+		_, port := m["port"].(int64)
+		_, protocol := m["protocol"].(string)
+		h, has := m["hostname"]
+		_, host := h.(string)
+		if !name || !port || !protocol || has && !host {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkListenerRules64 is the CEL rules of a ListenerSet of 64
+// listeners (the most a list may hold), with the native checks of the
+// uniqueness rules and without.
+func BenchmarkListenerRules64(b *testing.B) {
+	s, err := Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := s.versions["gateway.networking.k8s.io/v1/ListenerSet"]
+	v.once.Do(v.compile)
+	listeners := make([]any, 64)
+	for i := range listeners {
+		listeners[i] = map[string]any{"name": fmt.Sprintf("l-%d", i), "hostname": fmt.Sprintf("site-%d.example.com", i), "port": int64(443), "protocol": "HTTPS",
+			"tls": map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": fmt.Sprintf("cert-%d", i), "kind": "Secret", "group": ""}}}}
+	}
+	obj := map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+		"metadata": map[string]any{"name": "ls", "namespace": "apps"},
+		"spec":     map[string]any{"parentRef": map[string]any{"name": "gw"}, "listeners": listeners}}
+	for _, natives := range []bool{true, false} {
+		b.Run(fmt.Sprintf("natives=%v", natives), func(b *testing.B) {
+			for k := 0; b.Loop(); k++ {
+				// A new list each time: nothing passes from memory.
+				obj["spec"].(map[string]any)["listeners"] = append([]any(nil), listeners...)
+				listeners[0].(map[string]any)["name"] = fmt.Sprintf("l-0-%d", k)
+				st := walkState{natives: natives}
+				if errs, _ := v.rules.run(context.Background(), &st, nil, obj, apiservercel.RuntimeCELCostBudget); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+	}
+}
+
+// With a budget the natives' bounds exhaust and the evaluation does not,
+// the walk is made again without them: the verdicts are the rules'.
+func TestNativeBoundsDoNotRunTheBudgetOut(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.versions["gateway.networking.k8s.io/v1/ListenerSet"]
+	v.once.Do(v.compile)
+	lt := listenersTree(t, s, "ListenerSet")
+	var bound int64
+	for i, native := range lt.natives {
+		if native != nil {
+			bound += int64(lt.compiled[i].MaxCost)
+		}
+	}
+	reference := cel.NewValidator(v.structure, true, apiservercel.PerCallLimit)
+	reruns := 0
+	budgets := []int64{bound / 2, bound - 1, 2 * bound}
+	for extra := range int64(300) {
+		budgets = append(budgets, bound+extra)
+	}
+	for _, budget := range budgets {
+		obj := map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+			"metadata": map[string]any{"name": "ls", "namespace": "apps"},
+			"spec": map[string]any{"parentRef": map[string]any{"name": "gw"}, "listeners": []any{
+				// Rules below the list (tls) are evaluated after the
+				// list's own.
+				map[string]any{"name": "a", "port": int64(443), "protocol": "HTTPS", "hostname": fmt.Sprintf("a%d.example.com", budget),
+					"tls": map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": "a"}}}},
+				map[string]any{"name": "b", "port": int64(443), "protocol": "HTTPS", "hostname": fmt.Sprintf("b%d.example.com", budget),
+					"tls": map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": "b"}}}},
+			}}}
+		// Before anything of obj is remembered: the first walk, with
+		// natives.
+		st := walkState{natives: true}
+		_, left := v.rules.run(context.Background(), &st, nil, deepCopy(obj), budget)
+		if left < 0 && st.nativesUsed > 0 {
+			reruns++
+		}
+		want, _ := reference.Validate(context.Background(), nil, v.structure, obj, nil, budget)
+		got, _ := v.rules.validate(context.Background(), nil, obj, budget)
+		if g, w := errorStrings(got), errorStrings(want); !slices.Equal(g, w) {
+			t.Errorf("budget %d (natives' bounds %d):\n got %q\nwant %q", budget, bound, g, w)
+		}
+	}
+	if reruns == 0 {
+		t.Error("no budget made the walk run out on the natives' bounds: the test proves nothing of the walk made again")
+	}
+}
