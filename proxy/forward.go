@@ -99,6 +99,10 @@ type rpAttempt struct {
 	body  answerBody
 	err   error
 	timer *time.Timer
+	// conn is the plain HTTP/1.1 transport's connection the attempt
+	// claimed (unasked.go), claim its claim; nil: none.
+	conn  *watchedConn
+	claim uint64
 }
 
 type exchangeKey struct{}
@@ -133,7 +137,15 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	// idle connection looks like, and not resending would turn that race
 	// into 502s.
 	f.h1 = &http.Transport{
-		DialContext:         dialer.DialContext,
+		// Its connections are watched for bytes that come while no
+		// request is on them (unasked.go).
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &watchedConn{Conn: c, f: f, addr: addr}, nil
+		},
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -265,6 +277,13 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 		return f.tls.get(x.tls, x.clientCert).roundTripper(x.h2c, r).RoundTrip(r)
 	case x.h2c:
 		return f.h2c.RoundTrip(r)
+	case x.rp != nil:
+		if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.GotConn == nil {
+			t.GotConn = x.rp.gotConn
+		}
+		if f.pool.isShunned(x.addr) {
+			r.Close = true // one request per connection (unasked.go)
+		}
 	}
 	return f.h1.RoundTrip(r)
 }
