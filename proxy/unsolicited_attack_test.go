@@ -16,8 +16,8 @@ import (
 // unsolicitedRequests is how many requests each kind of unsolicited
 // answer is attacked with (50,000 in all), over unsolicitedClients
 // kept-alive client connections at once. It may be raised: once the
-// endpoint is caught every request dials, and loopback's ephemeral ports
-// allow about 25,000 connections to one backend a minute.
+// endpoint is caught every request dials a connection of its own (each
+// kind has a backend of its own, so its ports are its own too).
 const (
 	unsolicitedRequests = 10_000
 	unsolicitedClients  = 8
