@@ -38,7 +38,11 @@ type forwarder struct {
 	log *zap.Logger
 	rp  *httputil.ReverseProxy
 	h1  *http.Transport
-	h2c *http2.Transport
+	// h1once sends the requests with a body to endpoints caught sending
+	// bytes unasked, a connection each (unasked.go): connections of h1
+	// that were busy when the endpoint was caught are never used again.
+	h1once *http.Transport
+	h2c    *http2.Transport
 	// pool holds the connections of the direct HTTP/1.1 path
 	// (h1forward.go), bufs the buffers bodies are copied through.
 	pool *h1Pool
@@ -153,6 +157,12 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		ForceAttemptHTTP2: false,
 		// Pass Accept-Encoding through as the client sent it; never make
 		// the backend compress for us only to decompress again.
+		DisableCompression: true,
+	}
+	f.h1once = &http.Transport{
+		DialContext:        dialer.DialContext,
+		DisableKeepAlives:  true,
+		ForceAttemptHTTP2:  false,
 		DisableCompression: true,
 	}
 	f.h2c = &http2.Transport{
@@ -282,7 +292,7 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 			t.GotConn = x.rp.gotConn
 		}
 		if f.pool.isShunned(x.addr) {
-			r.Close = true // one request per connection (unasked.go)
+			return f.h1once.RoundTrip(r)
 		}
 	}
 	return f.h1.RoundTrip(r)
@@ -393,6 +403,7 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 
 func (f *forwarder) close() {
 	f.h1.CloseIdleConnections()
+	f.h1once.CloseIdleConnections()
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()

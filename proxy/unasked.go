@@ -24,8 +24,11 @@ import (
 // real one. What bounds that is the endpoint rule: an endpoint caught
 // once sending bytes unasked (found on an idle connection, or past the end
 // of an answer) has every connection used for one request only, for
-// h1ShunFor, so that late unsolicited answers reach at most the requests
-// already on reused connections when it was caught.
+// h1ShunFor (the direct path's pool keeps none of its connections; requests
+// with a body go through forwarder.h1once, which keeps none either, so
+// that Go's transport's connections busy when it was caught are not used
+// again), and late unsolicited answers reach at most the requests already
+// on reused connections when it was caught.
 
 // h1ShunFor is how long an endpoint caught sending bytes unasked gets a
 // new connection for every request.
