@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the proxies that bench/sidebyside runs next to Portico, from
-# Debian packages, only those that are missing:
+# Installs the proxies that bench/sidebyside runs next to Portico, and the
+# load generators of its external mode (-mode external), from Debian
+# packages, only those that are missing:
 #
 #   nginx    /usr/sbin/nginx
 #   haproxy  /usr/sbin/haproxy
 #   caddy    /usr/bin/caddy
+#   wrk      /usr/bin/wrk      (HTTP/1.1, plain and TLS)
+#   h2load   /usr/bin/h2load   (HTTP/2; package nghttp2-client)
 #
 # The packages' services are not started: the harness runs each proxy itself,
 # on loopback, with a configuration of its own.
@@ -13,7 +16,7 @@ set -euo pipefail
 export GOTOOLCHAIN=go1.27.3
 . "$(dirname "$0")/lib/apt-missing.sh"
 
-apt_install_missing bench-peers 1 nginx=nginx haproxy=haproxy caddy=caddy
+apt_install_missing bench-peers 1 nginx=nginx haproxy=haproxy caddy=caddy wrk=wrk h2load=nghttp2-client
 
 # nginx's stream module (ssl_preread, for the TLS passthrough comparison,
 # go run ./bench/sidebyside -mode passthrough) is a package of its own and

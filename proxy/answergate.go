@@ -100,7 +100,9 @@ type answerBody struct {
 
 func (b *answerBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.rp.err == nil {
+	if err == io.EOF {
+		b.rp.answerEnded()
+	} else if err != nil && b.rp.err == nil {
 		b.rp.err = err
 	}
 	return n, err

@@ -128,3 +128,55 @@ func TestAttackBackendNeverAnswers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestHeadTimeoutOnPooledConnection: the wait for a head is bounded by a
+// deadline left on the backend connection from one request to the next
+// (armHead). On one pooled connection, in turn: a prompt answer; a head
+// at once and a body slower than the timeout, which must arrive whole;
+// one more prompt answer; and a request never answered, which must get
+// its 504 after about the timeout (not before most of it passed, not
+// long after).
+func TestHeadTimeoutOnPooledConnection(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	backend, accepted := scriptedBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			head, err := readHead(br)
+			if err != nil {
+				return
+			}
+			switch target := targetOf(head); target {
+			case "/svc/slow-body":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+				time.Sleep(2 * timeout)
+				io.WriteString(c, "slow")
+			case "/svc/never":
+			default:
+				io.WriteString(c, pathAnswer(target))
+			}
+		}
+	})
+	addr := headTimeoutPort(t, timeout, backend, nil, false)
+	c := relDial(t, addr)
+	for _, path := range []string{"/svc/prompt", "/svc/slow-body", "/svc/prompt-again"} {
+		resp, body := exchangeOn(t, c, "GET "+path+" HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+		want := path
+		if path == "/svc/slow-body" {
+			want = "slow"
+		}
+		if resp.StatusCode != http.StatusOK || body != want {
+			t.Fatalf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		}
+	}
+	start := time.Now()
+	resp, _ := exchangeOn(t, c, "GET /svc/never HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("never answered: %d, want 504", resp.StatusCode)
+	}
+	if took < timeout-timeout/64-10*time.Millisecond || took > timeout+2*time.Second {
+		t.Errorf("504 after %v, want about %v", took, timeout)
+	}
+	if n := accepted(); n != 1 {
+		t.Errorf("%d backend connections, want the one pooled", n)
+	}
+}

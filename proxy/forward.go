@@ -38,7 +38,11 @@ type forwarder struct {
 	log *zap.Logger
 	rp  *httputil.ReverseProxy
 	h1  *http.Transport
-	h2c *http2.Transport
+	// h1once sends the requests with a body to endpoints caught sending
+	// bytes unasked, a connection each (unasked.go): connections of h1
+	// that were busy when the endpoint was caught are never used again.
+	h1once *http.Transport
+	h2c    *http2.Transport
 	// pool holds the connections of the direct HTTP/1.1 path
 	// (h1forward.go), bufs the buffers bodies are copied through.
 	pool *h1Pool
@@ -101,6 +105,10 @@ type rpAttempt struct {
 	body  answerBody
 	err   error
 	timer *time.Timer
+	// conn is the plain HTTP/1.1 transport's connection the attempt
+	// claimed (unasked.go), claim its claim; nil: none.
+	conn  *watchedConn
+	claim uint64
 }
 
 type exchangeKey struct{}
@@ -135,7 +143,15 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	// idle connection looks like, and not resending would turn that race
 	// into 502s.
 	f.h1 = &http.Transport{
-		DialContext:         dialer.DialContext,
+		// Its connections are watched for bytes that come while no
+		// request is on them (unasked.go).
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &watchedConn{Conn: c, f: f, addr: addr}, nil
+		},
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -143,6 +159,12 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		ForceAttemptHTTP2: false,
 		// Pass Accept-Encoding through as the client sent it; never make
 		// the backend compress for us only to decompress again.
+		DisableCompression: true,
+	}
+	f.h1once = &http.Transport{
+		DialContext:        dialer.DialContext,
+		DisableKeepAlives:  true,
+		ForceAttemptHTTP2:  false,
 		DisableCompression: true,
 	}
 	f.h2c = &http2.Transport{
@@ -267,6 +289,13 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 		return f.tls.get(x.tls, x.clientCert).roundTripper(x.h2c, r).RoundTrip(r)
 	case x.h2c:
 		return f.h2c.RoundTrip(r)
+	case x.rp != nil:
+		if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.GotConn == nil {
+			t.GotConn = x.rp.gotConn
+		}
+		if f.pool.isShunned(x.addr) {
+			return f.h1once.RoundTrip(r)
+		}
 	}
 	return f.h1.RoundTrip(r)
 }
@@ -379,6 +408,7 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 
 func (f *forwarder) close() {
 	f.h1.CloseIdleConnections()
+	f.h1once.CloseIdleConnections()
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()

@@ -115,21 +115,18 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
 		}
-		if headTimeout > 0 {
-			// Set before the abort is hooked: an abort must win over it.
-			// (A connection closed meanwhile fails the request's write.)
-			_ = c.conn.SetReadDeadline(time.Now().Add(headTimeout))
-		}
+		// Set before the abort is hooked: an abort must win over it.
+		c.armHead(c.takenAt, headTimeout)
 		stop := c.abortWhenDone(ctx, x)
 		resp, err := c.roundTrip(w, out, x)
 		if err == nil {
-			if headTimeout > 0 {
-				c.liftReadDeadline(ctx)
-			}
 			f.answerDirect(ctx, w, out, x, c, stop, resp)
 			return
 		}
 		stop()
+		if errors.Is(err, errUnaskedBytes) {
+			f.judgeStale(c)
+		}
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
@@ -145,16 +142,6 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		}
 		f.proxyError(w, out.WithContext(ctx), err)
 		return
-	}
-}
-
-// liftReadDeadline ends the wait for an answer's head once it came. An
-// abort of ctx that ran meanwhile set a deadline this one replaces: it is
-// made again.
-func (c *h1Conn) liftReadDeadline(ctx context.Context) {
-	_ = c.conn.SetReadDeadline(time.Time{})
-	if ctx.Err() != nil {
-		c.abort()
 	}
 }
 
@@ -181,7 +168,7 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 	err := c.bw.Flush()
 	c.lastFlush = false
 	if errors.Is(err, errStaleConn) {
-		return nil, errStaleConn
+		return nil, err
 	}
 	if err != nil {
 		return nil, errNothingRead{err}
@@ -214,6 +201,7 @@ func (c *h1Conn) roundTrip(w http.ResponseWriter, out *http.Request, x *exchange
 			continue
 		}
 		c.readLimit = 1<<63 - 1
+		c.inBody = true
 		return a, nil
 	}
 }
@@ -270,11 +258,18 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 			}
 		}
 	}
-	if stop() && a.Reusable(c.br) {
+	if !stop() {
+		return
+	}
+	if a.Reusable(c.br) {
 		kept = true
 		// Nothing of the answer stays with the idle connection.
 		a.Release()
 		f.pool.put(c)
+	} else if c.br.Buffered() > 0 {
+		// The body was read to its end (copyBody returned no error):
+		// what follows came with it, asked by no request.
+		f.caughtUnasked(c.addr, "bytes past the end of an answer")
 	}
 }
 

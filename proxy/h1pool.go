@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,10 +39,15 @@ type h1Pool struct {
 	nidle  int
 	closed bool
 	stop   chan struct{}
+	// shunned are the endpoints caught sending bytes unasked, until when
+	// each gets a connection per request (unasked.go); nshunned counts
+	// them for a check without the lock.
+	shunned  map[string]time.Time
+	nshunned atomic.Int32
 }
 
 func newH1Pool(dialer *sockio.Dialer) *h1Pool {
-	p := &h1Pool{dialer: dialer, idle: map[string][]*h1Conn{}, stop: make(chan struct{})}
+	p := &h1Pool{dialer: dialer, idle: map[string][]*h1Conn{}, shunned: map[string]time.Time{}, stop: make(chan struct{})}
 	go p.sweep()
 	return p
 }
@@ -56,7 +63,17 @@ type h1Conn struct {
 	// readLimit bounds what br may read from conn: the answer's headers
 	// are bounded, its body not.
 	readLimit int64
+	// headDeadline is the read deadline left on conn for the wait of an
+	// answer's head (Options.BackendResponseTimeout), in Unix
+	// nanoseconds, 0 when none (see armHead); inBody is set once the
+	// final answer's head was read; aborted once abort ran.
+	headDeadline int64
+	inBody       bool
+	aborted      atomic.Bool
+	// idleSince is when c went back to the pool, takenAt when the
+	// request that has it took it.
 	idleSince time.Time
+	takenAt   time.Time
 	reused    bool
 	// The sending of a request's head (see Write and sendAndAwait):
 	// wrote is set once a byte of the head went out, lastFlush for the
@@ -94,8 +111,52 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 		p = p[:c.readLimit]
 	}
 	n, err := c.conn.Read(p)
+	if err != nil && c.inBody && c.headDeadline != 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The head's deadline, left on the connection rather than lifted
+		// on every answer (armHead), bounds no body: lifted, the read
+		// goes on, unless the request's abort set it.
+		c.liftHeadDeadline()
+		if !c.aborted.Load() {
+			n, err = c.conn.Read(p)
+		}
+	}
 	c.readLimit -= int64(n)
 	return n, err
+}
+
+// headSlack is how much earlier than its timeout the wait for a head may
+// end (1/64 of it), so that a deadline set by a recent request on the
+// same connection serves the next one without being set again.
+func headSlack(timeout time.Duration) int64 { return int64(timeout / 64) }
+
+// armHead makes the wait for the head of the answer to the request about
+// to go out end after timeout (0: never), give or take headSlack. Setting
+// a deadline costs a lock and a timer of the runtime's poller; lifting it
+// as the head comes would cost as much again: the deadline stays on the
+// connection instead, and a body read that meets it lifts it (Read).
+func (c *h1Conn) armHead(now time.Time, timeout time.Duration) {
+	if timeout <= 0 {
+		if c.headDeadline != 0 {
+			c.liftHeadDeadline()
+		}
+		return
+	}
+	want := now.UnixNano() + int64(timeout)
+	if c.headDeadline != 0 && c.headDeadline >= want-headSlack(timeout) && c.headDeadline <= want {
+		return
+	}
+	c.headDeadline = want
+	_ = c.conn.SetReadDeadline(time.Unix(0, want)) // a closed connection fails the request's write
+}
+
+// liftHeadDeadline lifts the head's deadline; an abort that ran meanwhile
+// set a deadline this one replaced: it is made again.
+func (c *h1Conn) liftHeadDeadline() {
+	c.headDeadline = 0
+	_ = c.conn.SetReadDeadline(time.Time{})
+	if c.aborted.Load() {
+		c.abort()
+	}
 }
 
 var errResponseHeaderTooLarge = errors.New("backend response headers exceed the limit")
@@ -112,7 +173,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 			break
 		}
 		if now.Sub(c.idleSince) < h1IdleTimeout && c.br.Buffered() == 0 {
-			c.reused = true
+			c.reused, c.takenAt = true, now
 			return c, nil
 		}
 		c.conn.Close()
@@ -121,7 +182,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &h1Conn{pool: p, addr: addr, conn: conn}
+	c := &h1Conn{pool: p, addr: addr, conn: conn, takenAt: time.Now()}
 	if tc, ok := conn.(syscall.Conn); ok {
 		c.raw, _ = tc.SyscallConn() // a connection closed meanwhile fails at the first write
 	}
@@ -154,7 +215,8 @@ func (p *h1Pool) put(c *h1Conn) {
 	c.idleSince = time.Now()
 	p.mu.Lock()
 	l := p.idle[c.addr]
-	if p.closed || len(l) >= h1MaxIdlePerHost || p.nidle >= h1MaxIdle {
+	if p.closed || len(l) >= h1MaxIdlePerHost || p.nidle >= h1MaxIdle ||
+		len(p.shunned) > 0 && p.shunnedLocked(c.addr, c.idleSince) {
 		p.mu.Unlock()
 		c.conn.Close()
 		return
@@ -176,7 +238,7 @@ var errStaleConn = errors.New("idle backend connection closed or sent bytes unas
 var errSpokeFirst = errors.New("backend sent bytes before the request")
 
 // beginRequest readies c for writing a request's head into bw.
-func (c *h1Conn) beginRequest() { c.wrote, c.lastFlush = false, false }
+func (c *h1Conn) beginRequest() { c.wrote, c.lastFlush, c.inBody = false, false, false }
 
 // Write is where bw flushes to. The first write of a request checks that
 // nothing waits on the connection: on a reused one, that the backend did
@@ -207,6 +269,9 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 // a request's first byte went out.
 func (c *h1Conn) spoken() error {
 	if c.reused {
+		if c.peekResult > 0 {
+			return errUnaskedBytes
+		}
 		return errStaleConn
 	}
 	return errSpokeFirst
@@ -308,7 +373,10 @@ func (c *h1Conn) await(fd uintptr) bool {
 
 // abort makes a blocked read or write of the connection return at once; it
 // runs when the request's context ends.
-func (c *h1Conn) abort() { c.conn.SetDeadline(aLongTimeAgo) } //nolint:errcheck // a closed connection fails anyway
+func (c *h1Conn) abort() {
+	c.aborted.Store(true)
+	c.conn.SetDeadline(aLongTimeAgo) //nolint:errcheck // a closed connection fails anyway
+}
 
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -351,6 +419,9 @@ func (p *h1Pool) sweep() {
 			return
 		case now := <-t.C:
 			p.closeIdle(func(c *h1Conn) bool { return now.Sub(c.idleSince) >= h1IdleTimeout })
+			p.mu.Lock()
+			p.forgetShunned(now)
+			p.mu.Unlock()
 		}
 	}
 }

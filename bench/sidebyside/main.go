@@ -65,8 +65,9 @@ type options struct {
 	Streams, Rate int
 	// Rounds is how many times every peer is measured, in turn.
 	Rounds int
-	// Baseline, when set, is another Portico binary measured as the peer
-	// "portico-base"; PorticoArgs are extra serve flags for both.
+	// Baseline, when set, names other Portico binaries measured as peers
+	// of their own (see withBaselines); PorticoArgs are extra serve flags
+	// for all of them.
 	Baseline    string
 	PorticoArgs []string
 	// ReadyTimeout bounds the wait for a proxy to serve every hostname.
@@ -97,11 +98,11 @@ func run() int {
 	flag.IntVar(&o.Streams, "h2-streams", 16, "requests in flight on each HTTP/2 connection (the HTTP/2 run opens conns/4 connections)")
 	flag.IntVar(&o.Rate, "rate", 1000, "requests per second of the paced run, whose latency percentiles are reported (keep it below every peer's saturation)")
 	flag.IntVar(&o.Rounds, "rounds", 1, "measure every peer this many times, in turn; the report adds medians")
-	flag.StringVar(&o.Baseline, "baseline", "", "another Portico binary, measured as the peer portico-base (add it to -peers)")
+	flag.StringVar(&o.Baseline, "baseline", "", "other Portico binaries, comma-separated, each PATH (the peer portico-base) or NAME=PATH (the peer NAME); add them to -peers")
 	porticoArgs := flag.String("portico-args", "", "extra flags for portico serve, space-separated (e.g. --gc-percent=200)")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
 	flag.BoolVar(&o.PerfStat, "perf-stat", false, "count the proxies' system calls and context switches per request in the kept-alive runs (perf stat; root)")
-	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing) or passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy)")
+	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing), passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy) or external (TLS termination and HTTP routing driven by wrk and h2load; peers portico, nginx, haproxy)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 	o.PorticoArgs = strings.Fields(*porticoArgs)
@@ -111,7 +112,7 @@ func run() int {
 			return 1
 		}
 	}
-	if *mode == "passthrough" && !flagSet("peers") {
+	if (*mode == "passthrough" || *mode == "external") && !flagSet("peers") {
 		o.Peers = []string{"portico", "nginx", "haproxy"}
 	}
 
@@ -133,6 +134,20 @@ func run() int {
 	}
 	if *grpcRun {
 		return runGRPCReport(ctx, o)
+	}
+	if *mode == "external" {
+		results, err := runExternal(ctx, o, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sidebyside:", err)
+			return 1
+		}
+		fmt.Print(externalReport(o, results))
+		for _, r := range results {
+			if strings.HasPrefix(r.Peer, "portico") && r.Err != nil {
+				return 1
+			}
+		}
+		return 0
 	}
 	if *mode == "passthrough" {
 		results, err := runPassthrough(ctx, o, os.Stderr)
@@ -221,12 +236,7 @@ func runAll(ctx context.Context, o options, progress io.Writer) ([]result, error
 	}
 	defer backend.Close()
 
-	all := peers(o.Portico)
-	if o.Baseline != "" {
-		base := porticoPeer(o.Baseline)
-		base.Name, base.Version = "portico-base", func() string { return o.Baseline }
-		all = append(all, base)
-	}
+	all := withBaselines(peers(o.Portico), o.Baseline)
 	var results []result
 	for round := range max(o.Rounds, 1) {
 		for _, name := range o.Peers {
@@ -239,6 +249,24 @@ func runAll(ctx context.Context, o options, progress io.Writer) ([]result, error
 		}
 	}
 	return results, nil
+}
+
+// withBaselines adds to all the Portico binaries of the -baseline flag:
+// PATH is the peer portico-base, NAME=PATH the peer NAME.
+func withBaselines(all []peer, flagValue string) []peer {
+	for _, b := range strings.Split(flagValue, ",") {
+		if b == "" {
+			continue
+		}
+		name, path, ok := strings.Cut(b, "=")
+		if !ok {
+			name, path = "portico-base", b
+		}
+		base := porticoPeer(path)
+		base.Name, base.Version = name, func() string { return path }
+		all = append(all, base)
+	}
+	return all
 }
 
 // runPeer measures the peer called name once.
@@ -276,6 +304,34 @@ func runPeer(ctx context.Context, o options, all []peer, name string, sites, add
 // and is kept in the result.
 func measure(ctx context.Context, o options, p peer, sites, added []site, backend string, logf func(string, ...any)) result {
 	r := result{Peer: p.Name, Version: p.Version()}
+	e, c, pr, hosts, err := startServing(o, p, slices.Concat(sites, added), len(sites), backend)
+	if pr != nil {
+		defer pr.stop()
+		defer context.AfterFunc(ctx, pr.stop)()
+	}
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Ready = time.Since(pr.started)
+	logf("%s: every hostname served %v after start", p.Name, r.Ready.Round(time.Millisecond))
+
+	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
+	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
+	keptAliveRuns(c, o, hosts, pr.cmd.Process.Pid, &r, logf)
+	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
+		logf("%s: memory: %v", p.Name, err)
+	}
+
+	addSites(c, p, e, pr, hosts, sites, added, o.AddRate, &r, logf)
+	return r
+}
+
+// startServing configures p to serve the first n of sites (the rest are
+// added later, but the client knows their certificates), starts it and
+// waits until it serves them all. The process, once started, is returned
+// even with an error, for the caller to stop.
+func startServing(o options, p peer, sites []site, n int, backend string) (env, *client, *proc, []string, error) {
 	e := env{Dir: filepath.Join(o.Dir, p.Name), Backend: backend}
 	var err error
 	if e.Port, err = freePort(); err == nil {
@@ -291,51 +347,34 @@ func measure(ctx context.Context, o options, p peer, sites, added []site, backen
 		err = os.MkdirAll(e.Dir, 0o755)
 	}
 	if err == nil {
-		err = p.Configure(e, sites)
+		err = p.Configure(e, sites[:n])
 	}
 	if err != nil {
-		r.Err = fmt.Errorf("configure: %w", err)
-		return r
+		return e, nil, nil, nil, fmt.Errorf("configure: %w", err)
 	}
 	c := &client{addr: fmt.Sprintf("127.0.0.1:%d", e.Port), plain: fmt.Sprintf("127.0.0.1:%d", e.Plain), leafs: map[string][]byte{}}
-	for _, s := range slices.Concat(sites, added) {
+	for _, s := range sites {
 		c.leafs[s.Host] = leafDER(s)
 	}
-	hosts := make([]string, len(sites))
-	for i, s := range sites {
+	hosts := make([]string, n)
+	for i, s := range sites[:n] {
 		hosts[i] = s.Host
 	}
-
 	start := time.Now()
 	pr, err := p.Start(e)
 	if err != nil {
-		r.Err = err
-		return r
+		return e, c, nil, hosts, err
 	}
-	defer pr.stop()
-	defer context.AfterFunc(ctx, pr.stop)()
+	pr.started = start
 	// Waits end early when the proxy exits.
 	c.exited = pr.exited
 	if _, err := c.waitServed(hosts[len(hosts)-1], start, o.ReadyTimeout); err != nil {
-		r.Err = fmt.Errorf("not ready: %w (log: %s)", err, pr.log)
-		return r
+		return e, c, pr, hosts, fmt.Errorf("not ready: %w (log: %s)", err, pr.log)
 	}
 	if _, err := c.waitServed(hosts[0], start, time.Minute); err != nil {
-		r.Err = fmt.Errorf("not ready: %w", err)
-		return r
+		return e, c, pr, hosts, fmt.Errorf("not ready: %w", err)
 	}
-	r.Ready = time.Since(start)
-	logf("%s: every hostname served %v after start", p.Name, r.Ready.Round(time.Millisecond))
-
-	r.Handshakes = c.handshakes(hosts, o.Conns, o.Duration)
-	logf("%s: %.0f handshakes/s, %d failed", p.Name, r.Handshakes.rate(), r.Handshakes.Failed)
-	keptAliveRuns(c, o, hosts, pr.cmd.Process.Pid, &r, logf)
-	if r.Memory, err = memoryOf(pr.cmd.Process.Pid); err != nil {
-		logf("%s: memory: %v", p.Name, err)
-	}
-
-	addSites(c, p, e, pr, hosts, sites, added, o.AddRate, &r, logf)
-	return r
+	return e, c, pr, hosts, nil
 }
 
 // addSites adds the added sites to p one at a time, each timed until it is

@@ -62,6 +62,8 @@ func peers(portico string) []peer {
 
 // proc is a started proxy; exited is closed when its main process ends.
 type proc struct {
+	// started is when the process was started.
+	started  time.Time
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	log      string
@@ -296,6 +298,10 @@ error_log %[2]s/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
+  # Kept-alive connections (HTTP/1.1 and HTTP/2) carry any number of
+  # requests, as Portico's and haproxy's do: at nginx's default of 1,000,
+  # h2load counts the streams refused after its GOAWAY as failures.
+  keepalive_requests 1000000;
   client_body_temp_path %[2]s/tmp/body;
   proxy_temp_path %[2]s/tmp/proxy;
   fastcgi_temp_path %[2]s/tmp/fastcgi;
