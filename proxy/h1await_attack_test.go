@@ -589,7 +589,19 @@ func TestAwaitAbortEndsWait(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				go io.WriteString(c, "POST /svc/hang/"+tok+" HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n"+extra+"\r\n")
+				wrote := make(chan struct{})
+				go func() {
+					defer close(wrote)
+					io.WriteString(c, "POST /svc/hang/"+tok+" HTTP/1.1\r\nHost: app.example.com\r\nContent-Length: 0\r\n"+extra+"\r\n")
+				}()
+				// Portico reads a head whole before it forwards it: the
+				// abort begins once it has, or a client that leaves on a
+				// loaded machine may leave before its request existed.
+				select {
+				case <-wrote:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Portico did not read the request's head")
+				}
 				start := time.Now()
 				r := k.abort(t, rt, c)
 				checkOwn(t, name, tok, r)
