@@ -79,10 +79,10 @@ type Outputs struct {
 	// what apply found, and translate.Finish decides.
 	Facts func(*snapshot.Resources) translate.Facts
 	// Statuses gets the statuses of every rebuild, as translate.Finish
-	// decided them, with the snapshot they were computed from. st is the
-	// loop's: it may be read during the call only, as the next rebuild
-	// may patch its maps in place. changed names the statuses that may
-	// differ from those of the call before; nil when any may.
+	// decided them, with the snapshot they were computed from. st is
+	// never changed (status.Computed): it may be kept. changed names the
+	// statuses that may differ from those of the call before; nil when
+	// any may.
 	Statuses func(st *status.Computed, changed *status.Changed, res *snapshot.Resources)
 	// ACME gets the certificates wanted, with the snapshot.
 	ACME func([]translate.ACMECertificate, *snapshot.Resources)
@@ -129,8 +129,7 @@ type Loop struct {
 	managed managedSecrets
 
 	// statusMu is held while a rebuild translates and hands on the
-	// statuses, which translation patches in place: Statuses copies them
-	// under it.
+	// statuses: Statuses waits for a rebuild under way.
 	statusMu sync.Mutex
 	statuses *status.Computed
 	// decorated names the statuses translate.Finish changed in the last
@@ -220,15 +219,13 @@ func (l *Loop) LastError() error {
 	return l.lastErr
 }
 
-// Statuses returns a copy of the statuses of the last rebuild, nil before
-// the first. It waits for a rebuild under way.
+// Statuses returns the statuses of the last rebuild (never changed, as
+// every status.Computed), nil before the first. It waits for a rebuild
+// under way.
 func (l *Loop) Statuses() *status.Computed {
 	l.statusMu.Lock()
 	defer l.statusMu.Unlock()
-	if l.statuses == nil {
-		return nil
-	}
-	return l.statuses.Clone()
+	return l.statuses
 }
 
 // Rebuild takes a snapshot, translates it, applies the result and hands
@@ -308,8 +305,8 @@ func (l *Loop) rebuild() error {
 		facts.CRDProblems, facts.DataPlaneVersions = known.CRDProblems, known.DataPlaneVersions
 	}
 	// Every status is decided here: translate's, with the facts only known
-	// now. Finish copies what it changes, so the memory of the next
-	// translation keeps translate's own.
+	// now. Finish makes a new Computed of what it changes, so the memory
+	// of the next translation keeps translate's own.
 	st, decorated := translate.Finish(out.Statuses, res, facts)
 	changed := out.StatusesChanged.With(decorated).With(l.decorated)
 	l.decorated = decorated
