@@ -70,6 +70,19 @@ type DataPlane interface {
 	Addr(address string, number int32) net.Addr
 }
 
+// ACME is what the loop asks of the ACME manager (acme.Manager): it tells it
+// the hostnames translate wants certificates for, and reads the
+// certificates it holds and why it holds none for a hostname. The manager
+// tells the loop of a change by calling Changed.
+type ACME interface {
+	// Want sets the hostnames to obtain and renew certificates for.
+	Want(hostnames []string)
+	// Certificate is the certificate held for a hostname.
+	Certificate(hostname string) (acme.Certificate, bool)
+	// Errors says, by hostname, why no certificate could be obtained.
+	Errors() map[string]string
+}
+
 // Outputs are where a rebuild's results go besides the data plane. Each may
 // be nil; each runs on the loop's goroutine and must not block.
 type Outputs struct {
@@ -118,7 +131,7 @@ type Loop struct {
 	source  Source
 	runtime DataPlane
 	log     *zap.Logger
-	acme    *acme.Manager
+	acme    ACME
 	out     Outputs
 
 	debouncer *debounce.Debouncer
@@ -144,14 +157,15 @@ type Loop struct {
 	acmeWanted []translate.ACMECertificate
 }
 
-// New returns a loop over source. manager may be nil (no ACME).
-func New(opts Options, source Source, rt DataPlane, manager *acme.Manager, out Outputs, log *zap.Logger) *Loop {
+// New returns a loop over source. certs may be nil (no ACME); a nil
+// *acme.Manager in it is not nil.
+func New(opts Options, source Source, rt DataPlane, certs ACME, out Outputs, log *zap.Logger) *Loop {
 	return &Loop{
 		opts:      opts,
 		source:    source,
 		runtime:   rt,
 		log:       log,
-		acme:      manager,
+		acme:      certs,
 		out:       out,
 		debouncer: debounce.NewAdaptive(opts.MinHoldoff, opts.Holdoff, opts.MaxDelay),
 	}
