@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"portico.dev/portico/internal/controlplane/validation"
 	"testing"
 	"time"
-
-	"portico.dev/portico/internal/controlplane/validation"
 
 	"sigs.k8s.io/yaml"
 
