@@ -18,7 +18,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
-	"portico.dev/portico/internal/shared/layered"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // Facts are what is known of a configuration only once translate has made
@@ -86,8 +86,8 @@ func Finish(st *status.Computed, res *snapshot.Resources, f Facts) (out *status.
 // finisher edits the Gateway and ListenerSet statuses, and names in
 // decorated those it changed.
 type finisher struct {
-	gateways     *layered.Edit[types.NamespacedName, gwv1.GatewayStatus]
-	listenerSets *layered.Edit[types.NamespacedName, gwv1.ListenerSetStatus]
+	gateways     *pmap.Edit[types.NamespacedName, gwv1.GatewayStatus]
+	listenerSets *pmap.Edit[types.NamespacedName, gwv1.ListenerSetStatus]
 	decorated    *status.Changed
 }
 
@@ -231,7 +231,7 @@ func (f *finisher) demoteUnacknowledged(res *snapshot.Resources, versions map[ty
 // SupportedVersion condition False. Portico keeps serving the classes
 // (Accepted stays True): its support for other CRD versions is best
 // effort, as the specification allows.
-func unsupportedVersion(classes layered.Map[string, gwv1.GatewayClassStatus], problems []string) layered.Map[string, gwv1.GatewayClassStatus] {
+func unsupportedVersion(classes pmap.Map[string, gwv1.GatewayClassStatus], problems []string) pmap.Map[string, gwv1.GatewayClassStatus] {
 	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", wellknown.MinorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
 	e := classes.Edit()
 	for name, gcs := range classes.All() {

@@ -66,7 +66,7 @@ func (s Settings) controller() gwv1.GatewayController {
 // Output is one translation's result, never changed once returned: later
 // translations and Finish share parts of it (ports, status maps and
 // statuses) and make what they change anew. Treat it as read-only (the
-// conditions package and layered.Map.Edit copy what they change).
+// conditions package and pmap.Map.Edit copy what they change).
 type Output struct {
 	Config   *config.Config
 	Statuses *status.Computed

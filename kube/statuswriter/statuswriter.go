@@ -26,7 +26,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
-	"portico.dev/portico/internal/shared/layered"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/kube/source"
 )
 
@@ -635,7 +635,7 @@ type pending[T, S any] struct {
 
 // fromComputed pairs each computed status with its cached object; objects
 // gone from the cache are left out.
-func fromComputed[T, S any](computed layered.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error)) []pending[T, S] {
+func fromComputed[T, S any](computed pmap.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error)) []pending[T, S] {
 	out := make([]pending[T, S], 0, computed.Len())
 	for key, c := range computed.All() {
 		if obj, err := cached(key); err == nil {
@@ -647,7 +647,7 @@ func fromComputed[T, S any](computed layered.Map[types.NamespacedName, S], cache
 
 // fromCache pairs every cached object that has a computed status, or
 // entries of Portico's to remove, with its computed status.
-func fromCache[T metav1.Object, S any](cached []T, computed layered.Map[types.NamespacedName, S], hasOurs func(T) bool) []pending[T, S] {
+func fromCache[T metav1.Object, S any](cached []T, computed pmap.Map[types.NamespacedName, S], hasOurs func(T) bool) []pending[T, S] {
 	var out []pending[T, S]
 	for _, obj := range cached {
 		key := nn(obj.GetNamespace(), obj.GetName())
@@ -662,7 +662,7 @@ func fromCache[T metav1.Object, S any](cached []T, computed layered.Map[types.Na
 // fromKeys pairs the cached objects of keys with their computed statuses:
 // those that have one, and with hasOurs (nil: none) those that have
 // entries of Portico's to remove. Objects gone from the cache are left out.
-func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed layered.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error), hasOurs func(T) bool) []pending[T, S] {
+func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed pmap.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error), hasOurs func(T) bool) []pending[T, S] {
 	var out []pending[T, S]
 	for _, key := range keys {
 		obj, err := cached(key)
@@ -678,12 +678,12 @@ func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed laye
 }
 
 // classKeys keys GatewayClass statuses like those of namespaced kinds.
-func classKeys(in layered.Map[string, gwv1.GatewayClassStatus]) layered.Map[types.NamespacedName, gwv1.GatewayClassStatus] {
+func classKeys(in pmap.Map[string, gwv1.GatewayClassStatus]) pmap.Map[types.NamespacedName, gwv1.GatewayClassStatus] {
 	out := make(map[types.NamespacedName]gwv1.GatewayClassStatus, in.Len())
 	for name, s := range in.All() {
 		out[types.NamespacedName{Name: name}] = s
 	}
-	return layered.Of(out)
+	return pmap.Of(out)
 }
 
 // kindJobs lists the objects of one kind whose status must be written.

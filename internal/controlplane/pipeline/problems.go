@@ -9,7 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/status"
-	"portico.dev/portico/internal/shared/layered"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // LogProblems logs every False Accepted/ResolvedRefs/Programmed condition,
@@ -56,7 +56,7 @@ func LogProblems(log *zap.Logger, st *status.Computed, changed *status.Changed) 
 
 // pick yields the statuses of m: every one when changed is nil, else those
 // keys names.
-func pick[V any](m layered.Map[types.NamespacedName, V], changed *status.Changed, keys func(*status.Changed) []types.NamespacedName) iter.Seq2[types.NamespacedName, V] {
+func pick[V any](m pmap.Map[types.NamespacedName, V], changed *status.Changed, keys func(*status.Changed) []types.NamespacedName) iter.Seq2[types.NamespacedName, V] {
 	if changed == nil {
 		return m.All()
 	}

@@ -24,24 +24,24 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/internal/shared/layered"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // Computed is every status translate computed. Only objects Portico is
 // responsible for appear; route entries are only Portico's parent entries.
 // A Computed is never changed once made: one derived from it (the next
-// translation's, Finish's) edits copies of its maps (layered.Map.Edit),
+// translation's, Finish's) edits copies of its maps (pmap.Map.Edit),
 // which share every entry that did not change, so that a change of one
 // status among 100,000 copies neither the map nor the statuses.
 type Computed struct {
-	GatewayClasses layered.Map[string, gwv1.GatewayClassStatus]
-	Gateways       layered.Map[types.NamespacedName, gwv1.GatewayStatus]
-	ListenerSets   layered.Map[types.NamespacedName, gwv1.ListenerSetStatus]
-	HTTPRoutes     layered.Map[types.NamespacedName, []gwv1.RouteParentStatus]
-	GRPCRoutes     layered.Map[types.NamespacedName, []gwv1.RouteParentStatus]
-	TLSRoutes      layered.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	GatewayClasses pmap.Map[string, gwv1.GatewayClassStatus]
+	Gateways       pmap.Map[types.NamespacedName, gwv1.GatewayStatus]
+	ListenerSets   pmap.Map[types.NamespacedName, gwv1.ListenerSetStatus]
+	HTTPRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	GRPCRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	TLSRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
-	BackendTLSPolicies layered.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	BackendTLSPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -60,13 +60,13 @@ type Maps struct {
 // must not be changed afterwards.
 func (m *Maps) Computed() *Computed {
 	return &Computed{
-		GatewayClasses:     layered.Of(m.GatewayClasses),
-		Gateways:           layered.Of(m.Gateways),
-		ListenerSets:       layered.Of(m.ListenerSets),
-		HTTPRoutes:         layered.Of(m.HTTPRoutes),
-		GRPCRoutes:         layered.Of(m.GRPCRoutes),
-		TLSRoutes:          layered.Of(m.TLSRoutes),
-		BackendTLSPolicies: layered.Of(m.BackendTLSPolicies),
+		GatewayClasses:     pmap.Of(m.GatewayClasses),
+		Gateways:           pmap.Of(m.Gateways),
+		ListenerSets:       pmap.Of(m.ListenerSets),
+		HTTPRoutes:         pmap.Of(m.HTTPRoutes),
+		GRPCRoutes:         pmap.Of(m.GRPCRoutes),
+		TLSRoutes:          pmap.Of(m.TLSRoutes),
+		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
 	}
 }
 
