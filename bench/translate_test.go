@@ -163,12 +163,12 @@ func checkTranslated(b testing.TB, res *snapshot.Resources) translate.Memory {
 	if served != len(res.ListenerSets) {
 		b.Fatalf("%d of %d hostnames served with routes", served, len(res.ListenerSets))
 	}
-	for key, s := range st.ListenerSets {
+	for key, s := range st.ListenerSets.All() {
 		if !meta.IsStatusConditionTrue(s.Conditions, string(gwv1.ListenerSetConditionProgrammed)) {
 			b.Fatalf("ListenerSet %s is not programmed: %v", key, s.Conditions)
 		}
 	}
-	for key, parents := range st.HTTPRoutes {
+	for key, parents := range st.HTTPRoutes.All() {
 		if len(parents) != 1 || !meta.IsStatusConditionTrue(parents[0].Conditions, string(gwv1.RouteConditionAccepted)) {
 			b.Fatalf("HTTPRoute %s is not accepted: %v", key, parents)
 		}

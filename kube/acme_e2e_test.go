@@ -131,7 +131,7 @@ func (a *acmeStandalone) resolvedRefs() *metav1.Condition {
 	if st == nil {
 		return nil
 	}
-	ls := st.ListenerSets[nn("apps", "app")]
+	ls := st.ListenerSets.At(nn("apps", "app"))
 	if len(ls.Listeners) != 1 {
 		return nil
 	}

@@ -382,7 +382,7 @@ spec:
 			t.Fatal(err)
 		}
 		_, st := translateFile(t, path)
-		gs := st.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}]
+		gs := st.Gateways.At(types.NamespacedName{Namespace: "apps", Name: "gw"})
 		if c := meta.FindStatusCondition(gs.Conditions, "ResolvedRefs"); c == nil || c.Reason != tc.reason {
 			t.Errorf("ResolvedRefs %+v, want %s", c, tc.reason)
 		}

@@ -148,7 +148,7 @@ func (e *confEnv) mustNotAttach(t *testing.T, route, gateway string, reason gwv1
 	if !ok {
 		ns, name = infraNS, route
 	}
-	if n := len(st.HTTPRoutes[types.NamespacedName{Namespace: ns, Name: name}]); n != 1 {
+	if n := len(st.HTTPRoutes.At(types.NamespacedName{Namespace: ns, Name: name})); n != 1 {
 		t.Errorf("HTTPRoute %s has %d parent statuses, want 1", route, n)
 	}
 	for l, n := range attachedRoutes(st, gateway) {

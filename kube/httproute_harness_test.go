@@ -646,7 +646,7 @@ func runCases(t *testing.T, c *gwClient, cases []expect) {
 // parentStatus finds the status of a route for the Gateway it names.
 func parentStatus(t testing.TB, st *status.Computed, route, gateway types.NamespacedName) gwv1.RouteParentStatus {
 	t.Helper()
-	for _, ps := range st.HTTPRoutes[route] {
+	for _, ps := range st.HTTPRoutes.At(route) {
 		ns := route.Namespace
 		if ps.ParentRef.Namespace != nil {
 			ns = string(*ps.ParentRef.Namespace)
@@ -659,7 +659,7 @@ func parentStatus(t testing.TB, st *status.Computed, route, gateway types.Namesp
 			return ps
 		}
 	}
-	t.Fatalf("HTTPRoute %s has no status for Gateway %s; it has %+v", route, gateway, st.HTTPRoutes[route])
+	t.Fatalf("HTTPRoute %s has no status for Gateway %s; it has %+v", route, gateway, st.HTTPRoutes.At(route))
 	return gwv1.RouteParentStatus{}
 }
 
@@ -705,8 +705,8 @@ func (e *confEnv) mustBeAccepted(t testing.TB, gateway string, routes ...string)
 	t.Helper()
 	res, st := e.statuses(t)
 	gw := types.NamespacedName{Namespace: infraNS, Name: gateway}
-	if c := meta.FindStatusCondition(st.Gateways[gw].Conditions, string(gwv1.GatewayConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
-		t.Fatalf("Gateway %s not accepted: %+v", gw, st.Gateways[gw].Conditions)
+	if c := meta.FindStatusCondition(st.Gateways.At(gw).Conditions, string(gwv1.GatewayConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Gateway %s not accepted: %+v", gw, st.Gateways.At(gw).Conditions)
 	}
 	for _, r := range routes {
 		ns, name, ok := strings.Cut(r, "/")
@@ -723,7 +723,7 @@ func (e *confEnv) mustBeAccepted(t testing.TB, gateway string, routes ...string)
 // Gateway in the infra namespace.
 func attachedRoutes(st *status.Computed, gateway string) map[string]int32 {
 	out := map[string]int32{}
-	for _, l := range st.Gateways[types.NamespacedName{Namespace: infraNS, Name: gateway}].Listeners {
+	for _, l := range st.Gateways.At(types.NamespacedName{Namespace: infraNS, Name: gateway}).Listeners {
 		out[string(l.Name)] = l.AttachedRoutes
 	}
 	return out

@@ -122,7 +122,7 @@ func (t *translation) acmeWanted() {
 	t.acme = acmeWanted(t.st, t.acmeListeners)
 }
 
-func acmeWanted(st *status.Computed, candidates []acmeCandidate) []ACMECertificate {
+func acmeWanted(st *status.Maps, candidates []acmeCandidate) []ACMECertificate {
 	var out []ACMECertificate
 	for _, c := range candidates {
 		var conds []metav1.Condition

@@ -179,7 +179,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 		t.Errorf("ACME certificates = %v, want %v", tr.acme, want)
 	}
 
-	ls := st.ListenerSets[nn("apps", "acme-ls")]
+	ls := st.ListenerSets.At(nn("apps", "acme-ls"))
 	resolved := func(ls gwv1.ListenerSetStatus, name string) *metav1.Condition {
 		t.Helper()
 		for _, l := range ls.Listeners {
@@ -202,7 +202,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 			t.Errorf("listener %s: ResolvedRefs %s %q, want True", name, c.Status, c.Message)
 		}
 	}
-	if c := resolved(st.ListenerSets[nn("apps", "plain-ls")], "plain"); strings.Contains(c.Message, "ACME") {
+	if c := resolved(st.ListenerSets.At(nn("apps", "plain-ls")), "plain"); strings.Contains(c.Message, "ACME") {
 		t.Errorf("listener that did not opt in mentions ACME: %q", c.Message)
 	}
 	served := map[string]bool{}
@@ -220,7 +220,7 @@ func TestTranslateACMEListeners(t *testing.T) {
 	res2 := *res
 	res2.ACMEErrors = map[string]string{"app.portico.test": "connection refused"}
 	_, st2 := tr.Translate(&res2)
-	if c := resolved(st2.ListenerSets[nn("apps", "acme-ls")], "app"); !strings.Contains(c.Message, "connection refused") {
+	if c := resolved(st2.ListenerSets.At(nn("apps", "acme-ls")), "app"); !strings.Contains(c.Message, "connection refused") {
 		t.Errorf("failing listener: ResolvedRefs message %q, want the last error", c.Message)
 	}
 }

@@ -244,7 +244,7 @@ func (p *poolState) giveFree(r *addressRequest) {
 
 // report puts r's addresses into its Gateway's status, and the reason it
 // is not programmed when it did not get all it asked for.
-func (r *addressRequest) report(st *status.Computed, poolSize int) {
+func (r *addressRequest) report(st *status.Maps, poolSize int) {
 	gs := st.Gateways[r.key]
 	switch {
 	case len(r.problems) > 0:
@@ -266,7 +266,7 @@ func (r *addressRequest) report(st *status.Computed, poolSize int) {
 // every accepted Gateway: Portico's own, or those of them its spec.addresses
 // names (see sharedAddresses). They bind nothing: every Gateway is served on
 // Portico's listening addresses.
-func reportSharedAddresses(shared *SharedAddresses, res *snapshot.Resources, st *status.Computed, perGateway map[types.NamespacedName]bool) {
+func reportSharedAddresses(shared *SharedAddresses, res *snapshot.Resources, st *status.Maps, perGateway map[types.NamespacedName]bool) {
 	own := shared.own(res)
 	for _, gw := range res.Gateways {
 		key := nn(gw.Namespace, gw.Name)

@@ -34,7 +34,7 @@ spec:
 `
 
 func gatewayAddress(st *status.Computed, name string) string {
-	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}]
+	gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: name})
 	if len(gs.Addresses) != 1 {
 		return ""
 	}
@@ -61,7 +61,7 @@ func TestAddressPoolGivesGatewaysTheirOwnPorts(t *testing.T) {
 		t.Fatalf("want port 80 on two addresses, got %+v", cfg.Ports)
 	}
 	for _, name := range []string{"first", "second"} {
-		gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}]
+		gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: name})
 		if !meta.IsStatusConditionTrue(gs.Listeners[0].Conditions, "Programmed") {
 			t.Errorf("%s: listener not programmed: %+v", name, gs.Listeners[0].Conditions)
 		}
@@ -82,7 +82,7 @@ func TestAddressPoolGivesGatewaysTheirOwnPorts(t *testing.T) {
 		gw.Status.Addresses = nil
 	}
 	cfg, st = translatorWithPool([]string{"198.18.7.1"}).Translate(res)
-	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "second"}]
+	gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: "second"})
 	if c := meta.FindStatusCondition(gs.Conditions, "Programmed"); c == nil || c.Status != "False" || c.Reason != string(gwv1.GatewayReasonAddressNotAssigned) {
 		t.Errorf("second Gateway without an address: Programmed = %+v", c)
 	}
@@ -180,7 +180,7 @@ func TestGatewayStaticAddresses(t *testing.T) {
 		{name: "empty", addresses: []string{"198.18.7.4"}, accepted: "Accepted", program: "Programmed"},
 	}
 	for _, c := range cases {
-		gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: c.name}]
+		gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: c.name})
 		var got []string
 		for _, a := range gs.Addresses {
 			if ptr.Deref(a.Type, "") != gwv1.IPAddressType {
@@ -242,7 +242,7 @@ func TestGatewayStaticAddressKeepsHeldAddresses(t *testing.T) {
 	if got := gatewayAddress(st, "second"); got != "198.18.7.2" {
 		t.Errorf("the Gateway serving on 198.18.7.2 now has %q", got)
 	}
-	first := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "first"}]
+	first := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: "first"})
 	if c := meta.FindStatusCondition(first.Conditions, "Programmed"); c == nil || c.Reason != "AddressNotUsable" || !strings.Contains(c.Message, "198.18.7.2 is in use by another Gateway") {
 		t.Errorf("Gateway asking for a held address: Programmed = %+v", c)
 	}
@@ -281,7 +281,7 @@ spec:
 		t.Fatal(err)
 	}
 	cfg, st := translatorWithPool([]string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}).Translate(loadFixture(t, path))
-	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "two"}]
+	gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: "two"})
 	if len(gs.Addresses) != 2 || gs.Addresses[0].Value != "198.18.7.3" || gs.Addresses[1].Value != "198.18.7.1" {
 		t.Fatalf("status addresses %+v", gs.Addresses)
 	}
@@ -390,7 +390,7 @@ spec:
 	}
 	values := func(st *status.Computed, name string) []string {
 		var out []string
-		for _, a := range st.Gateways[types.NamespacedName{Namespace: "ns", Name: name}].Addresses {
+		for _, a := range st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: name}).Addresses {
 			out = append(out, a.Value)
 		}
 		return out
@@ -402,7 +402,7 @@ spec:
 			t.Errorf("%s: addresses %q, want the flag's and the Service's", name, got)
 		}
 	}
-	gs := st.Gateways[types.NamespacedName{Namespace: "ns", Name: "elsewhere"}]
+	gs := st.Gateways.At(types.NamespacedName{Namespace: "ns", Name: "elsewhere"})
 	if c := meta.FindStatusCondition(gs.Conditions, string(gwv1.GatewayConditionProgrammed)); c == nil ||
 		c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonAddressNotUsable) || !strings.Contains(c.Message, "10.9.9.9") {
 		t.Errorf("elsewhere: Programmed %+v, want False/AddressNotUsable naming 10.9.9.9", c)
@@ -411,7 +411,7 @@ spec:
 	// Standalone (no Shared): no addresses to report, and none to check
 	// spec.addresses against.
 	_, st0 := newTranslator().Translate(res)
-	gs = st0.Gateways[types.NamespacedName{Namespace: "ns", Name: "elsewhere"}]
+	gs = st0.Gateways.At(types.NamespacedName{Namespace: "ns", Name: "elsewhere"})
 	if !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionProgrammed)) || len(gs.Addresses) != 0 {
 		t.Errorf("standalone: elsewhere %+v, want programmed without addresses", gs)
 	}

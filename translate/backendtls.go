@@ -431,7 +431,7 @@ func policyCondition(typ gwv1.PolicyConditionType, ok bool, reason gwv1.PolicyCo
 // policyAncestors writes the status of every BackendTLSPolicy: one entry
 // per Gateway of ours with an accepted route to a port the policy targets
 // (whether or not the policy won it), at most status.MaxPolicyAncestors of them.
-func policyAncestors(res *snapshot.Resources, st *status.Computed, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
+func policyAncestors(res *snapshot.Resources, st *status.Maps, tls *backendTLS, controller gwv1.GatewayController) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
 	out := map[types.NamespacedName][]gwv1.PolicyAncestorStatus{}
 	if len(tls.verdicts) == 0 {
 		return out
@@ -487,7 +487,7 @@ func policyAncestors(res *snapshot.Resources, st *status.Computed, tls *backendT
 
 // routedGateways finds, for each policy wanted, the Gateways with an
 // accepted route (of controller) to a port the policy targets.
-func routedGateways(res *snapshot.Resources, st *status.Computed, controller gwv1.GatewayController,
+func routedGateways(res *snapshot.Resources, st *status.Maps, controller gwv1.GatewayController,
 	wanted map[tlsTarget][]types.NamespacedName, portNames map[types.NamespacedName]map[int32]string) map[types.NamespacedName]map[types.NamespacedName]bool {
 	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
@@ -558,7 +558,7 @@ type routedBackends struct {
 
 // routeBackends lists the backends of every HTTPRoute, GRPCRoute and
 // TLSRoute.
-func routeBackends(res *snapshot.Resources, st *status.Computed) []routedBackends {
+func routeBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
 	out := make([]routedBackends, 0, len(res.HTTPRoutes)+len(res.GRPCRoutes)+len(res.TLSRoutes))
 	for _, r := range res.TLSRoutes {
 		rb := routedBackends{namespace: r.Namespace, parents: st.TLSRoutes[nn(r.Namespace, r.Name)]}

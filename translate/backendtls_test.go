@@ -166,7 +166,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 		{"multi", "Conflicted", "ResolvedRefs", "Service conflict is already the target of the older BackendTLSPolicy conflict-1"},
 	}
 	for _, c := range cases {
-		entries := st.BackendTLSPolicies[types.NamespacedName{Namespace: "apps", Name: c.policy}]
+		entries := st.BackendTLSPolicies.At(types.NamespacedName{Namespace: "apps", Name: c.policy})
 		if len(entries) != 1 {
 			t.Errorf("%s: %d ancestor entries, want 1 (the Gateway): %+v", c.policy, len(entries), entries)
 			continue
@@ -187,7 +187,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 			t.Errorf("%s: messages %q / %q, want %q", c.policy, acc.Message, res.Message, c.message)
 		}
 	}
-	if e, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: "apps", Name: "unrouted"}]; ok {
+	if e, ok := st.BackendTLSPolicies.Get(types.NamespacedName{Namespace: "apps", Name: "unrouted"}); ok {
 		t.Errorf("a policy no route reaches has ancestors: %+v", e)
 	}
 
@@ -235,7 +235,7 @@ func TestBackendTLSPolicyTranslate(t *testing.T) {
 
 	// Routes: appProtocol HTTPS is fine with a policy and refused without.
 	for name, want := range map[string]string{"whole": "ResolvedRefs", "kind": "ResolvedRefs", "plain": "UnsupportedProtocol"} {
-		parents := st.HTTPRoutes[svc(name)]
+		parents := st.HTTPRoutes.At(svc(name))
 		if len(parents) != 1 {
 			t.Fatalf("route %s: %+v", name, parents)
 		}

@@ -103,7 +103,7 @@ func sniCertificate(t *testing.T, out Output) any {
 
 func listenerConditions(t *testing.T, out Output, ls types.NamespacedName, name gwv1.SectionName) []metav1.Condition {
 	t.Helper()
-	for _, l := range out.Statuses.ListenerSets[ls].Listeners {
+	for _, l := range out.Statuses.ListenerSets.At(ls).Listeners {
 		if l.Name == name {
 			return l.Conditions
 		}

@@ -78,7 +78,7 @@ spec:
 	web := types.NamespacedName{Namespace: "apps", Name: "web"}
 	programmed := func() *metav1.Condition {
 		_, st := newTranslator().Translate(res)
-		return meta.FindStatusCondition(st.Gateways[web].Conditions, "Programmed")
+		return meta.FindStatusCondition(st.Gateways.At(web).Conditions, "Programmed")
 	}
 
 	if c := programmed(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonAddressNotUsable) {
@@ -160,7 +160,7 @@ spec:
 				gw.CreationTimestamp = metav1.NewTime(at)
 			}
 			_, st := newTranslator().Translate(res)
-			holder, loser := st.Gateways[types.NamespacedName{Namespace: "apps", Name: first}], st.Gateways[types.NamespacedName{Namespace: "apps", Name: other}]
+			holder, loser := st.Gateways.At(types.NamespacedName{Namespace: "apps", Name: first}), st.Gateways.At(types.NamespacedName{Namespace: "apps", Name: other})
 			if c := meta.FindStatusCondition(holder.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionTrue || len(holder.Addresses) != 1 {
 				t.Errorf("%s, created first: Programmed %+v, addresses %v, want True with the Service's address", first, c, holder.Addresses)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/layered"
 )
 
 // EndpointsMemory is what one resolution of endpoints hands the next, as
@@ -24,8 +25,8 @@ type EndpointsMemory struct {
 type endpointsMemo struct {
 	services keptList[*corev1.Service]
 	slices   keptList[*discoveryv1.EndpointSlice]
-	svcs     layered[types.NamespacedName, *corev1.Service]
-	bySvc    layered[types.NamespacedName, []*discoveryv1.EndpointSlice]
+	svcs     layered.Map[types.NamespacedName, *corev1.Service]
+	bySvc    layered.Map[types.NamespacedName, []*discoveryv1.EndpointSlice]
 	out      config.EndpointTable
 }
 
@@ -57,7 +58,7 @@ func ResolveEndpoints(res *snapshot.Resources, mem Memory) (config.EndpointTable
 		}
 	}
 	return out, EndpointsMemory{&endpointsMemo{services: newKeptList(res.Services), slices: newKeptList(res.EndpointSlices),
-		svcs: svcs, bySvc: newLayered(bySvc), out: out}}
+		svcs: svcs, bySvc: layered.Of(bySvc), out: out}}
 }
 
 // next is the resolution of res from m; false when res changed too much.
@@ -76,7 +77,7 @@ func (m *endpointsMemo) next(res *snapshot.Resources) (*endpointsMemo, bool) {
 	if n.svcs, changed, ok = applyDiff(m.svcs, svcRemoved, svcAdded); !ok {
 		return nil, false
 	}
-	e := m.bySvc.edit()
+	e := m.bySvc.Edit()
 	edit := func(es *discoveryv1.EndpointSlice, add bool) {
 		svc := es.Labels[discoveryv1.LabelServiceName]
 		if svc == "" {
@@ -84,16 +85,16 @@ func (m *endpointsMemo) next(res *snapshot.Resources) (*endpointsMemo, bool) {
 		}
 		key := nn(es.Namespace, svc)
 		changed = append(changed, key)
-		list, _ := e.get(key)
+		list, _ := e.Get(key)
 		if add {
-			e.set(key, append(slices.Clip(list), es))
+			e.Set(key, append(slices.Clip(list), es))
 			return
 		}
 		list = slices.DeleteFunc(slices.Clone(list), func(x *discoveryv1.EndpointSlice) bool { return x == es })
 		if len(list) == 0 {
-			e.delete(key)
+			e.Delete(key)
 		} else {
-			e.set(key, list)
+			e.Set(key, list)
 		}
 	}
 	for _, es := range esRemoved {
@@ -102,25 +103,25 @@ func (m *endpointsMemo) next(res *snapshot.Resources) (*endpointsMemo, bool) {
 	for _, es := range esAdded {
 		edit(es, true)
 	}
-	n.bySvc = e.done()
+	n.bySvc = e.Done()
 	// The changed Services' ports: those they had are removed, those they
 	// have resolved again.
 	set := make(map[config.BackendKey]*config.Endpoints, len(changed))
 	var r resolver
 	for _, key := range changed {
-		if old, ok := m.svcs.get(key); ok {
+		if old, ok := m.svcs.Get(key); ok {
 			for _, sp := range old.Spec.Ports {
 				set[config.BackendKey{Service: config.NamespacedName(key), Port: sp.Port}] = nil
 			}
 		}
 	}
 	for _, key := range changed {
-		svc, ok := n.svcs.get(key)
+		svc, ok := n.svcs.Get(key)
 		if !ok {
 			continue
 		}
 		list := endpointSlices{svc: svc}
-		slicesOf, _ := n.bySvc.get(key)
+		slicesOf, _ := n.bySvc.Get(key)
 		for _, es := range slicesOf {
 			list.add(es)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"portico.dev/portico/internal/shared/layered"
 )
 
 // expiries sorts the key pairs of a layered map's base by expiry, once per
@@ -28,22 +29,22 @@ type expiring struct {
 
 // earliest is the earliest expiry of the key pairs of certs; the zero
 // time when none has a parsed leaf.
-func (x *expiries) earliest(certs layered[types.NamespacedName, parsedCert]) time.Time {
+func (x *expiries) earliest(certs layered.Map[types.NamespacedName, parsedCert]) time.Time {
 	var earliest time.Time
 	consider := func(t time.Time) {
 		if earliest.IsZero() || t.Before(earliest) {
 			earliest = t
 		}
 	}
-	for _, e := range x.sortedFor(certs.base) {
-		if _, shadowed := certs.over[e.key]; !shadowed {
+	for _, e := range x.sortedFor(certs.Base()) {
+		if !certs.Shadows(e.key) {
 			consider(e.notAfter)
 			break
 		}
 	}
-	for _, e := range certs.over {
-		if !e.deleted && e.v.cert != nil && e.v.cert.Leaf != nil {
-			consider(e.v.cert.Leaf.NotAfter)
+	for _, p := range certs.Overlay() {
+		if p.cert != nil && p.cert.Leaf != nil {
+			consider(p.cert.Leaf.NotAfter)
 		}
 	}
 	return earliest

@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"portico.dev/portico/internal/shared/layered"
 )
 
 // TestExpiriesMatchScan: through random adds, rotations and removals of
@@ -28,31 +30,31 @@ func TestExpiriesMatchScan(t *testing.T) {
 	for i := range 300 {
 		base[types.NamespacedName{Namespace: "apps", Name: fmt.Sprint(i)}] = pair()
 	}
-	certs := newLayered(base)
+	certs := layered.Of(base)
 	x := &expiries{}
 	scan := func() time.Time {
 		var earliest time.Time
-		certs.each(func(_ types.NamespacedName, p parsedCert) {
+		for _, p := range certs.All() {
 			if p.cert != nil && p.cert.Leaf != nil && (earliest.IsZero() || p.cert.Leaf.NotAfter.Before(earliest)) {
 				earliest = p.cert.Leaf.NotAfter
 			}
-		})
+		}
 		return earliest
 	}
 	flattened := 0
 	for step := range 2000 {
-		e := certs.edit()
+		e := certs.Edit()
 		for range 1 + r.IntN(3) {
 			key := types.NamespacedName{Namespace: "apps", Name: fmt.Sprint(r.IntN(400))}
 			if r.IntN(3) == 0 {
-				e.delete(key)
+				e.Delete(key)
 			} else {
-				e.set(key, pair())
+				e.Set(key, pair())
 			}
 		}
-		before := certs.base
-		certs = e.done()
-		if len(certs.over) == 0 && len(before) > 0 {
+		before := certs.Base()
+		certs = e.Done()
+		if reflect.ValueOf(certs.Base()).Pointer() != reflect.ValueOf(before).Pointer() {
 			flattened++
 		}
 		if got, want := x.earliest(certs), scan(); !got.Equal(want) {

@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // Facts are what is known of a configuration only once translate has made
@@ -55,17 +56,18 @@ func (f *Facts) none() bool {
 const reasonParentNotProgrammed gwv1.ListenerSetConditionReason = "ParentNotProgrammed"
 
 // Finish returns the statuses to write: st, as Translate computed them,
-// with what f says. It never changes st, which the next translation's
-// memory may share: a map it changes is copied first. It returns st itself
-// when f changes nothing, and names in decorated the Gateways and
-// ListenerSets whose statuses it changed (GatewayClasses, a handful, are
-// written whole), so that a writer that copies only what changed also
-// copies these, and those of the Finish before.
+// with what f says. It never changes st (no Computed changes): the
+// statuses it changes are in copies of st's maps that share every other
+// entry. It returns st itself when f changes nothing, and names in
+// decorated the Gateways and ListenerSets whose statuses it changed
+// (GatewayClasses, a handful, are written whole), so that a writer that
+// compares only what changed also compares these, and those of the Finish
+// before.
 func Finish(st *status.Computed, res *snapshot.Resources, f Facts) (out *status.Computed, decorated *status.Changed) {
 	if f.none() {
 		return st, nil
 	}
-	fin := finisher{in: st, out: *st, decorated: &status.Changed{}}
+	fin := finisher{gateways: st.Gateways.Edit(), listenerSets: st.ListenerSets.Edit(), decorated: &status.Changed{}}
 	if f.NotApplied != "" {
 		fin.unprogramPort(res, nil, f.NotApplied)
 	}
@@ -73,36 +75,34 @@ func Finish(st *status.Computed, res *snapshot.Resources, f Facts) (out *status.
 		fin.unprogramPort(res, &u.Port, u.Message)
 	}
 	fin.demoteUnacknowledged(res, f.DataPlaneVersions)
+	done := *st
+	done.Gateways, done.ListenerSets = fin.gateways.Done(), fin.listenerSets.Done()
 	if len(f.CRDProblems) > 0 {
-		fin.unsupportedVersion(f.CRDProblems)
+		done.GatewayClasses = unsupportedVersion(st.GatewayClasses, f.CRDProblems)
 	}
-	return &fin.out, fin.decorated
+	return &done, fin.decorated
 }
 
-// finisher copies a map of out the first time it changes one of its
-// entries: until then out shares in's. A kind's map is a copy once
-// decorated names one of its entries.
+// finisher edits the Gateway and ListenerSet statuses, and names in
+// decorated those it changed.
 type finisher struct {
-	in        *status.Computed
-	out       status.Computed
-	decorated *status.Changed
+	gateways     *pmap.Edit[types.NamespacedName, gwv1.GatewayStatus]
+	listenerSets *pmap.Edit[types.NamespacedName, gwv1.ListenerSetStatus]
+	decorated    *status.Changed
 }
 
 func (f *finisher) setGateway(key types.NamespacedName, gs gwv1.GatewayStatus) {
-	setEntry(&f.out.Gateways, f.in.Gateways, &f.decorated.Gateways, key, gs)
+	f.gateways.Set(key, gs)
+	name(&f.decorated.Gateways, key)
 }
 
 func (f *finisher) setListenerSet(key types.NamespacedName, ls gwv1.ListenerSetStatus) {
-	setEntry(&f.out.ListenerSets, f.in.ListenerSets, &f.decorated.ListenerSets, key, ls)
+	f.listenerSets.Set(key, ls)
+	name(&f.decorated.ListenerSets, key)
 }
 
-// setEntry sets key of *out to v, in a copy of in made at the first entry
-// set (names is empty until then), and names key.
-func setEntry[V any](out *map[types.NamespacedName]V, in map[types.NamespacedName]V, names *[]types.NamespacedName, key types.NamespacedName, v V) {
-	if len(*names) == 0 {
-		*out = maps.Clone(in)
-	}
-	(*out)[key] = v
+// name adds key to names, once.
+func name(names *[]types.NamespacedName, key types.NamespacedName) {
 	if !slices.Contains(*names, key) {
 		*names = append(*names, key)
 	}
@@ -115,7 +115,6 @@ func setEntry[V any](out *map[types.NamespacedName]V, in map[types.NamespacedNam
 // pool); a port without one is bound for every Gateway. Accepted stays as
 // it is: the configuration is valid, it is just not live.
 func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, msg string) {
-	st := &f.out
 	on := func(gw types.NamespacedName, p gwv1.PortNumber, conds []metav1.Condition) bool {
 		switch {
 		case port == nil:
@@ -125,12 +124,13 @@ func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, 
 		case port.Address == "":
 			return true
 		}
-		return slices.ContainsFunc(st.Gateways[gw].Addresses, func(a gwv1.GatewayStatusAddress) bool { return a.Value == port.Address })
+		gs, _ := f.gateways.Get(gw)
+		return slices.ContainsFunc(gs.Addresses, func(a gwv1.GatewayStatusAddress) bool { return a.Value == port.Address })
 	}
 	hit := map[types.NamespacedName]bool{}
 	for _, gw := range res.Gateways {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
-		gs, ok := st.Gateways[key]
+		gs, ok := f.gateways.Get(key)
 		if !ok {
 			continue
 		}
@@ -145,7 +145,7 @@ func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, 
 	children := map[types.NamespacedName][]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
 		lsKey := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}
-		lss, ok := st.ListenerSets[lsKey]
+		lss, ok := f.listenerSets.Get(lsKey)
 		if !ok {
 			continue
 		}
@@ -178,7 +178,7 @@ func compareNames(a, b types.NamespacedName) int {
 
 // unprogramGateway marks one Gateway and its ListenerSets not programmed.
 func (f *finisher) unprogramGateway(key types.NamespacedName, children []types.NamespacedName, msg string) {
-	gs, ok := f.out.Gateways[key]
+	gs, ok := f.gateways.Get(key)
 	if !ok {
 		return
 	}
@@ -189,7 +189,7 @@ func (f *finisher) unprogramGateway(key types.NamespacedName, children []types.N
 	}
 	f.setGateway(key, gs)
 	for _, lsKey := range children {
-		lss := f.out.ListenerSets[lsKey]
+		lss, _ := f.listenerSets.Get(lsKey)
 		lss.Conditions = conditions.Demote(lss.Conditions, gwv1.ListenerSetConditionProgrammed, reasonParentNotProgrammed, "The parent Gateway is not programmed: "+msg)
 		lss.Listeners = slices.Clone(lss.Listeners)
 		for i := range lss.Listeners {
@@ -213,7 +213,7 @@ func (f *finisher) demoteUnacknowledged(res *snapshot.Resources, versions map[ty
 	for _, gw := range res.Gateways {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
 		current := versions[key]
-		gs, ok := f.out.Gateways[key]
+		gs, ok := f.gateways.Get(key)
 		if !ok || current == "" {
 			continue
 		}
@@ -227,17 +227,17 @@ func (f *finisher) demoteUnacknowledged(res *snapshot.Resources, versions map[ty
 	}
 }
 
-// unsupportedVersion turns every GatewayClass's SupportedVersion condition
-// False. Portico keeps serving the classes (Accepted stays True): its
-// support for other CRD versions is best effort, as the specification
-// allows.
-func (f *finisher) unsupportedVersion(problems []string) {
+// unsupportedVersion is classes with every GatewayClass's
+// SupportedVersion condition False. Portico keeps serving the classes
+// (Accepted stays True): its support for other CRD versions is best
+// effort, as the specification allows.
+func unsupportedVersion(classes pmap.Map[string, gwv1.GatewayClassStatus], problems []string) pmap.Map[string, gwv1.GatewayClassStatus] {
 	msg := fmt.Sprintf("Portico supports Gateway API %s: %s", wellknown.MinorVersion(consts.BundleVersion)+".x", strings.Join(problems, "; "))
-	classes := maps.Clone(f.in.GatewayClasses)
-	for name, gcs := range classes {
+	e := classes.Edit()
+	for name, gcs := range classes.All() {
 		gcs.Conditions = conditions.Set(gcs.Conditions, gwv1.GatewayClassConditionStatusSupportedVersion, metav1.ConditionFalse,
 			gwv1.GatewayClassReasonUnsupportedVersion, msg)
-		classes[name] = gcs
+		e.Set(name, gcs)
 	}
-	f.out.GatewayClasses = classes
+	return e.Done()
 }

@@ -50,13 +50,13 @@ spec:
 	res := yamlSnapshot(t, yaml)
 	out, _ := Translate(Settings{}, res, Memory{})
 	gwKey := types.NamespacedName{Namespace: "infra", Name: "gw"}
-	gen := condition(t, out.Statuses.Gateways[gwKey].Conditions, "Programmed").ObservedGeneration
+	gen := condition(t, out.Statuses.Gateways.At(gwKey).Conditions, "Programmed").ObservedGeneration
 	st, decorated := Finish(out.Statuses, res, Facts{NotApplied: "port 80 is in use"})
 	if len(decorated.Gateways) != 1 || len(decorated.ListenerSets) != 2 {
 		t.Errorf("decorated %+v, want the Gateway and its two ListenerSets", decorated)
 	}
 
-	gs := st.Gateways[gwKey]
+	gs := st.Gateways.At(gwKey)
 	if c := condition(t, gs.Conditions, "Programmed"); c.Status != metav1.ConditionFalse || c.Reason != "NoResources" || c.Message != "port 80 is in use" || c.ObservedGeneration != gen {
 		t.Errorf("Gateway Programmed = %+v", c)
 	}
@@ -66,24 +66,24 @@ spec:
 	if c := condition(t, gs.Listeners[0].Conditions, "Programmed"); c.Status != metav1.ConditionFalse || c.Reason != "Pending" {
 		t.Errorf("Gateway listener Programmed = %+v", c)
 	}
-	ok := st.ListenerSets[types.NamespacedName{Namespace: "team", Name: "ok"}]
+	ok := st.ListenerSets.At(types.NamespacedName{Namespace: "team", Name: "ok"})
 	if c := condition(t, ok.Conditions, "Programmed"); c.Status != metav1.ConditionFalse || c.Reason != "ParentNotProgrammed" {
 		t.Errorf("team/ok Programmed = %+v", c)
 	}
 	if c := condition(t, ok.Listeners[0].Conditions, "Programmed"); c.Status != metav1.ConditionFalse || c.Reason != "Pending" {
 		t.Errorf("team/ok x Programmed = %+v", c)
 	}
-	bad := st.ListenerSets[types.NamespacedName{Namespace: "team", Name: "bad"}]
+	bad := st.ListenerSets.At(types.NamespacedName{Namespace: "team", Name: "bad"})
 	if c := condition(t, bad.Conditions, "Programmed"); c.Reason != "ListenersNotValid" {
 		t.Errorf("team/bad Programmed = %+v, want its own reason kept", c)
 	}
 	if c := condition(t, bad.Listeners[0].Conditions, "Programmed"); c.Reason != "HostnameConflict" {
 		t.Errorf("team/bad y Programmed = %+v, want its own reason kept", c)
 	}
-	if c := condition(t, out.Statuses.Gateways[gwKey].Conditions, "Programmed"); c.Status != metav1.ConditionTrue {
+	if c := condition(t, out.Statuses.Gateways.At(gwKey).Conditions, "Programmed"); c.Status != metav1.ConditionTrue {
 		t.Errorf("the translation's own status changed: %+v", c)
 	}
-	if c := condition(t, out.Statuses.Gateways[gwKey].Listeners[0].Conditions, "Programmed"); c.Status != metav1.ConditionTrue {
+	if c := condition(t, out.Statuses.Gateways.At(gwKey).Listeners[0].Conditions, "Programmed"); c.Status != metav1.ConditionTrue {
 		t.Errorf("the translation's own listener status changed: %+v", c)
 	}
 }
@@ -91,15 +91,15 @@ spec:
 // TestFinishUnsupportedVersion: CRDs of another minor version make the
 // GatewayClass report SupportedVersion=False; it stays Accepted.
 func TestFinishUnsupportedVersion(t *testing.T) {
-	st := &status.Computed{GatewayClasses: map[string]gwv1.GatewayClassStatus{"a": {Conditions: []metav1.Condition{
+	st := (&status.Maps{GatewayClasses: map[string]gwv1.GatewayClassStatus{"a": {Conditions: []metav1.Condition{
 		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3},
 		{Type: "SupportedVersion", Status: metav1.ConditionTrue, Reason: "SupportedVersion", ObservedGeneration: 3},
-	}}}}
+	}}}}).Computed()
 	out, _ := Finish(st, &snapshot.Resources{}, Facts{CRDProblems: []string{"CRD gateways.gateway.networking.k8s.io is version v1.5.0"}})
-	if c := meta.FindStatusCondition(st.GatewayClasses["a"].Conditions, "SupportedVersion"); c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.GatewayClasses.At("a").Conditions, "SupportedVersion"); c.Status != metav1.ConditionTrue {
 		t.Errorf("the translation's own status changed: %+v", c)
 	}
-	conds := out.GatewayClasses["a"].Conditions
+	conds := out.GatewayClasses.At("a").Conditions
 	if c := meta.FindStatusCondition(conds, "SupportedVersion"); c == nil || c.Status != "False" || c.Reason != "UnsupportedVersion" || c.ObservedGeneration != 3 || !strings.Contains(c.Message, "v1.5.0") {
 		t.Errorf("SupportedVersion = %+v", c)
 	}
@@ -121,11 +121,11 @@ func TestFinishUnacknowledged(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "shared"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico"}},
 	}
 	programmed := func() *status.Computed {
-		st := &status.Computed{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{}}
+		st := &status.Maps{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{}}
 		for _, k := range []types.NamespacedName{web, shared} {
 			st.Gateways[k] = gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed"}}}
 		}
-		return st
+		return st.Computed()
 	}
 	for _, tc := range []struct {
 		applied string
@@ -135,10 +135,10 @@ func TestFinishUnacknowledged(t *testing.T) {
 			Annotations: map[string]string{provision.AppliedVersionAnnotation: tc.applied}}}
 		st, _ := Finish(programmed(), &snapshot.Resources{Gateways: gateways, Deployments: []*appsv1.Deployment{dep}},
 			Facts{DataPlaneVersions: map[types.NamespacedName]string{web: current}})
-		if got := st.Gateways[web].Conditions[0]; got.Status != tc.want {
+		if got := st.Gateways.At(web).Conditions[0]; got.Status != tc.want {
 			t.Errorf("applied %q: Programmed %s (%s), want %s", tc.applied, got.Status, got.Message, tc.want)
 		}
-		if got := st.Gateways[shared].Conditions[0]; got.Status != metav1.ConditionTrue {
+		if got := st.Gateways.At(shared).Conditions[0]; got.Status != metav1.ConditionTrue {
 			t.Errorf("a shared Gateway was demoted: %s", got.Message)
 		}
 	}

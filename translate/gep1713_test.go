@@ -154,7 +154,7 @@ func (f *gepFixture) route(nn types.NamespacedName) *gwv1.HTTPRoute {
 func (f *gepFixture) gateway(name string) (types.NamespacedName, gwv1.GatewayStatus) {
 	f.t.Helper()
 	nn := gepSplitNN(name)
-	st, ok := f.st.Gateways[nn]
+	st, ok := f.st.Gateways.Get(nn)
 	if !ok {
 		f.t.Fatalf("no status for Gateway %s", nn)
 	}
@@ -164,7 +164,7 @@ func (f *gepFixture) gateway(name string) (types.NamespacedName, gwv1.GatewaySta
 func (f *gepFixture) listenerSet(name string) (types.NamespacedName, gwv1.ListenerSetStatus) {
 	f.t.Helper()
 	nn := gepSplitNN(name)
-	st, ok := f.st.ListenerSets[nn]
+	st, ok := f.st.ListenerSets.Get(nn)
 	if !ok {
 		f.t.Fatalf("no status for ListenerSet %s", nn)
 	}
@@ -292,14 +292,14 @@ func (f *gepFixture) routeParentHas(route, kind, parent string, want gepCond) {
 	rnn, pnn := gepSplitNN(route), gepSplitNN(parent)
 	r := f.route(rnn)
 	found := false
-	for _, p := range f.st.HTTPRoutes[rnn] {
+	for _, p := range f.st.HTTPRoutes.At(rnn) {
 		if gepParentRefNames(p.ParentRef, r.Namespace, kind, pnn) {
 			found = true
 			f.hasConds("HTTPRoute "+route+" parent "+kind+" "+parent, r.Generation, p.Conditions, want)
 		}
 	}
 	if !found {
-		f.t.Errorf("HTTPRoute %s: no status entry for %s %s (have %v)", route, kind, parent, f.st.HTTPRoutes[rnn])
+		f.t.Errorf("HTTPRoute %s: no status entry for %s %s (have %v)", route, kind, parent, f.st.HTTPRoutes.At(rnn))
 	}
 }
 
@@ -312,7 +312,7 @@ func (f *gepFixture) routesAcceptedBy(kind, parent string, routes ...string) {
 		rnn := gepSplitNN(route)
 		r := f.route(rnn)
 		ok := false
-		for _, p := range f.st.HTTPRoutes[rnn] {
+		for _, p := range f.st.HTTPRoutes.At(rnn) {
 			if p.ControllerName == wellknown.ControllerName && gepParentRefNames(p.ParentRef, r.Namespace, kind, gepSplitNN(parent)) {
 				ok = true
 				f.hasConds("HTTPRoute "+route+" parent "+kind+" "+parent, r.Generation, p.Conditions,
@@ -320,7 +320,7 @@ func (f *gepFixture) routesAcceptedBy(kind, parent string, routes ...string) {
 			}
 		}
 		if !ok {
-			f.t.Errorf("HTTPRoute %s: no status entry for %s %s (have %v)", route, kind, parent, f.st.HTTPRoutes[rnn])
+			f.t.Errorf("HTTPRoute %s: no status entry for %s %s (have %v)", route, kind, parent, f.st.HTTPRoutes.At(rnn))
 		}
 	}
 	switch kind {
@@ -631,7 +631,7 @@ func TestGEP1713Conformance(t *testing.T) {
 func (f *gepFixture) onlyParent(route, kind, parent string) {
 	f.t.Helper()
 	rnn := gepSplitNN(route)
-	parents := f.st.HTTPRoutes[rnn]
+	parents := f.st.HTTPRoutes.At(rnn)
 	if len(parents) != 1 || !gepParentRefNames(parents[0].ParentRef, rnn.Namespace, kind, gepSplitNN(parent)) {
 		f.t.Errorf("HTTPRoute %s: parents %v, want exactly one for %s %s", route, parents, kind, parent)
 	}
@@ -773,7 +773,7 @@ func TestGEP1713PortClashAcrossGateways(t *testing.T) {
 	f.listenerSetListenerHas("apps/ls", "https",
 		gepCondIs(string(gwv1.ListenerConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerReasonPortUnavailable)))
 	f.listenerSetHas("apps/ls", gepCondIs(string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, ""))
-	text := gepStatusText(t, f.st.ListenerSets[gepSplitNN("apps/ls")])
+	text := gepStatusText(t, f.st.ListenerSets.At(gepSplitNN("apps/ls")))
 	if gepMentions(text, "gw-other") {
 		t.Errorf("ListenerSet apps/ls status names Gateway infra/gw-other:\n%s", text)
 	}
@@ -800,19 +800,19 @@ func TestTranslateLeavesTransitionTimesUnset(t *testing.T) {
 				}
 			}
 		}
-		for k, s := range st.Gateways {
+		for k, s := range st.Gateways.All() {
 			check("Gateway "+k.String(), s.Conditions)
 			for _, l := range s.Listeners {
 				check("Gateway "+k.String()+" listener "+string(l.Name), l.Conditions)
 			}
 		}
-		for k, s := range st.ListenerSets {
+		for k, s := range st.ListenerSets.All() {
 			check("ListenerSet "+k.String(), s.Conditions)
 			for _, l := range s.Listeners {
 				check("ListenerSet "+k.String()+" listener "+string(l.Name), l.Conditions)
 			}
 		}
-		for k, ps := range st.HTTPRoutes {
+		for k, ps := range st.HTTPRoutes.All() {
 			for _, p := range ps {
 				check("HTTPRoute "+k.String(), p.Conditions)
 			}
@@ -842,7 +842,7 @@ func TestGEP1713StatusDoesNotLeak(t *testing.T) {
 			}
 		}
 		for _, ls := range res.ListenerSets {
-			status, ok := st.ListenerSets[nn(ls.Namespace, ls.Name)]
+			status, ok := st.ListenerSets.Get(nn(ls.Namespace, ls.Name))
 			if !ok {
 				continue
 			}

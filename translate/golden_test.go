@@ -379,14 +379,14 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		TLSRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 	}
-	for name, s := range st.GatewayClasses {
+	for name, s := range st.GatewayClasses.All() {
 		c := goldenClass{Conditions: goldenConditions(s.Conditions)}
 		for _, f := range s.SupportedFeatures {
 			c.SupportedFeatures = append(c.SupportedFeatures, string(f.Name))
 		}
 		out.GatewayClasses[name] = c
 	}
-	for key, s := range st.Gateways {
+	for key, s := range st.Gateways.All() {
 		g := goldenGateway{Conditions: goldenConditions(s.Conditions), AttachedListenerSets: s.AttachedListenerSets}
 		for _, a := range s.Addresses {
 			typ := "(no type)"
@@ -401,7 +401,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		}
 		out.Gateways[key.String()] = g
 	}
-	for key, s := range st.ListenerSets {
+	for key, s := range st.ListenerSets.All() {
 		ls := goldenLS{Conditions: goldenConditions(s.Conditions)}
 		for _, l := range s.Listeners {
 			ls.Listeners = append(ls.Listeners, goldenListenerStatus{Name: string(l.Name), SupportedKinds: goldenKinds(l.SupportedKinds),
@@ -409,25 +409,25 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		}
 		out.ListenerSets[key.String()] = ls
 	}
-	for key, parents := range st.HTTPRoutes {
+	for key, parents := range st.HTTPRoutes.All() {
 		for _, p := range parents {
 			out.HTTPRoutes[key.String()] = append(out.HTTPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}
-	for key, parents := range st.GRPCRoutes {
+	for key, parents := range st.GRPCRoutes.All() {
 		for _, p := range parents {
 			out.GRPCRoutes[key.String()] = append(out.GRPCRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}
-	for key, parents := range st.TLSRoutes {
+	for key, parents := range st.TLSRoutes.All() {
 		for _, p := range parents {
 			out.TLSRoutes[key.String()] = append(out.TLSRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}
-	for key, ancestors := range st.BackendTLSPolicies {
+	for key, ancestors := range st.BackendTLSPolicies.All() {
 		for _, a := range ancestors {
 			out.BackendTLSPolicies[key.String()] = append(out.BackendTLSPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
 				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})

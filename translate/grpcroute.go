@@ -8,7 +8,7 @@ import (
 )
 
 // grpcRouteBackends is routeBackends for GRPCRoutes.
-func grpcRouteBackends(res *snapshot.Resources, st *status.Computed) []routedBackends {
+func grpcRouteBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
 	out := make([]routedBackends, 0, len(res.GRPCRoutes))
 	for _, r := range res.GRPCRoutes {
 		rb := routedBackends{namespace: r.Namespace, parents: st.GRPCRoutes[nn(r.Namespace, r.Name)]}

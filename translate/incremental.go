@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/chunked"
 	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/shared/layered"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 	"portico.dev/portico/sni"
@@ -37,33 +37,29 @@ type incremental struct {
 	// lists its ListenerSets, HTTPRoutes, Secrets and Services.
 	res      *snapshot.Resources
 	lists    keptLists
-	ls       layered[types.NamespacedName, *gwv1.ListenerSet]
-	routes   layered[types.NamespacedName, *gwv1.HTTPRoute]
-	secrets  layered[types.NamespacedName, *corev1.Secret]
-	services layered[types.NamespacedName, *corev1.Service]
+	ls       layered.Map[types.NamespacedName, *gwv1.ListenerSet]
+	routes   layered.Map[types.NamespacedName, *gwv1.HTTPRoute]
+	secrets  layered.Map[types.NamespacedName, *corev1.Secret]
+	services layered.Map[types.NamespacedName, *corev1.Service]
 	// claims counts the listeners of every Gateway of ours and of their
 	// ListenerSets by port and hostname, and protocols by port and
 	// protocol: a listener alone on its hostname, on a port of one
 	// protocol, conflicts with no other and can be merged on its own.
-	claims    layered[hostClaim, int32]
-	protocols layered[portProtocol, int32]
+	claims    layered.Map[hostClaim, int32]
+	protocols layered.Map[portProtocol, int32]
 	// routesByParent are the HTTPRoutes naming each ListenerSet,
 	// routesByService those naming each Service, lsBySecret the
 	// ListenerSets naming each Secret.
-	routesByParent  layered[types.NamespacedName, []types.NamespacedName]
-	routesByService layered[types.NamespacedName, []types.NamespacedName]
-	lsBySecret      layered[types.NamespacedName, []types.NamespacedName]
+	routesByParent  layered.Map[types.NamespacedName, []types.NamespacedName]
+	routesByService layered.Map[types.NamespacedName, []types.NamespacedName]
+	lsBySecret      layered.Map[types.NamespacedName, []types.NamespacedName]
 	// gatewaySecrets are the Secrets Gateways name themselves.
 	gatewaySecrets map[types.NamespacedName]bool
 	gateways       map[types.NamespacedName]*gatewayMemo
 	// served are each ListenerSet's listeners on the data plane; order
 	// is the precedence of each listener of every Port.All.
-	served layered[types.NamespacedName, []servedListener]
-	order  layered[*config.Listener, listenerOrder]
-	// spent is set once a translation started from this state: it may
-	// then have reused the maps of the output it was kept with (see
-	// delta.statuses), and a second one translates in full.
-	spent       *atomic.Bool
+	served      layered.Map[types.NamespacedName, []servedListener]
+	order       layered.Map[*config.Listener, listenerOrder]
 	nsLabels    map[string]map[string]string
 	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
@@ -151,7 +147,7 @@ func (t *translation) incrementalState() *incremental {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
-		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)), spent: &atomic.Bool{},
+		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)),
 		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps,
 		lists: keptLists{ls: newKeptList(res.ListenerSets), routes: newKeptList(res.HTTPRoutes),
 			secrets: newKeptList(res.Secrets), services: newKeptList(res.Services)}}
@@ -207,8 +203,8 @@ func (t *translation) incrementalState() *incremental {
 			byService[svc] = append(byService[svc], key)
 		}
 	}
-	inc.claims, inc.protocols = newLayered(claims), newLayered(protocols)
-	inc.lsBySecret, inc.routesByParent, inc.routesByService = newLayered(lsBySecret), newLayered(byParent), newLayered(byService)
+	inc.claims, inc.protocols = layered.Of(claims), layered.Of(protocols)
+	inc.lsBySecret, inc.routesByParent, inc.routesByService = layered.Of(lsBySecret), layered.Of(byParent), layered.Of(byService)
 	served := make(map[types.NamespacedName][]servedListener, len(res.ListenerSets))
 	order := make(map[*config.Listener]listenerOrder, len(t.placed))
 	for _, p := range t.placed {
@@ -220,8 +216,8 @@ func (t *translation) incrementalState() *incremental {
 			served[key] = append(served[key], servedListener{port: p.port, host: p.host, l: p.l, entry: p.entry, order: o})
 		}
 	}
-	inc.served = newLayered(served)
-	inc.order = newLayered(order)
+	inc.served = layered.Of(served)
+	inc.order = layered.Of(order)
 	return inc
 }
 
@@ -245,16 +241,16 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 func byKey[T interface {
 	comparable
 	snapshot.Object
-}](objs []T) (layered[types.NamespacedName, T], bool) {
+}](objs []T) (layered.Map[types.NamespacedName, T], bool) {
 	m := make(map[types.NamespacedName]T, len(objs))
 	for _, o := range objs {
 		key := nn(o.GetNamespace(), o.GetName())
 		if _, dup := m[key]; dup {
-			return layered[types.NamespacedName, T]{}, false
+			return layered.Map[types.NamespacedName, T]{}, false
 		}
 		m[key] = o
 	}
-	return newLayered(m), true
+	return layered.Of(m), true
 }
 
 // orderOf is the precedence of a merged listener.
@@ -267,7 +263,7 @@ func (inc *incremental) orderOf(m *listeners.Listener) listenerOrder {
 			names = append(names, l.Name)
 		}
 	} else {
-		ls, _ := inc.ls.get(nn(m.Source.Namespace, m.Source.Name))
+		ls, _ := inc.ls.Get(nn(m.Source.Namespace, m.Source.Name))
 		o.created = ls.CreationTimestamp.Time
 		for _, l := range ls.Spec.Listeners {
 			names = append(names, l.Name)
@@ -410,53 +406,53 @@ func diffMiddle[T comparable](o, nw []T) (removed, added []T) {
 func applyDiff[T interface {
 	comparable
 	snapshot.Object
-}](idx layered[types.NamespacedName, T], removed, added []T) (layered[types.NamespacedName, T], []types.NamespacedName, bool) {
+}](idx layered.Map[types.NamespacedName, T], removed, added []T) (layered.Map[types.NamespacedName, T], []types.NamespacedName, bool) {
 	if len(removed) == 0 && len(added) == 0 {
 		return idx, nil, true
 	}
-	e := idx.edit()
+	e := idx.Edit()
 	var keys []types.NamespacedName
 	for _, o := range removed {
 		key := nn(o.GetNamespace(), o.GetName())
-		if cur, ok := e.get(key); ok && cur == o {
-			e.delete(key)
+		if cur, ok := e.Get(key); ok && cur == o {
+			e.Delete(key)
 		}
 		keys = append(keys, key)
 	}
 	for _, o := range added {
 		key := nn(o.GetNamespace(), o.GetName())
-		if _, taken := e.get(key); taken {
+		if _, taken := e.Get(key); taken {
 			return idx, nil, false
 		}
-		e.set(key, o)
+		e.Set(key, o)
 		keys = append(keys, key)
 	}
-	return e.done(), keys, true
+	return e.Done(), keys, true
 }
 
 // relist edits an index of key lists: key leaves the lists of from and
 // joins those of to.
-func relist(idx layered[types.NamespacedName, []types.NamespacedName], key types.NamespacedName, from, to []types.NamespacedName) layered[types.NamespacedName, []types.NamespacedName] {
+func relist(idx layered.Map[types.NamespacedName, []types.NamespacedName], key types.NamespacedName, from, to []types.NamespacedName) layered.Map[types.NamespacedName, []types.NamespacedName] {
 	if slices.Equal(from, to) {
 		return idx
 	}
-	e := idx.edit()
+	e := idx.Edit()
 	for _, f := range from {
-		list, _ := e.get(f)
+		list, _ := e.Get(f)
 		list = slices.DeleteFunc(slices.Clone(list), func(k types.NamespacedName) bool { return k == key })
 		if len(list) == 0 {
-			e.delete(f)
+			e.Delete(f)
 		} else {
-			e.set(f, list)
+			e.Set(f, list)
 		}
 	}
 	for _, f := range to {
-		list, _ := e.get(f)
+		list, _ := e.Get(f)
 		if !slices.Contains(list, key) {
-			e.set(f, append(slices.Clip(list), key))
+			e.Set(f, append(slices.Clip(list), key))
 		}
 	}
-	return e.done()
+	return e.Done()
 }
 
 // delta is one incremental translation: what changed, and the state it
@@ -478,7 +474,7 @@ type delta struct {
 // apply translates res from the translation inc was kept from, re-deriving
 // only what changed; false when res must be translated in full.
 func (inc *incremental) apply(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory, bool) {
-	if !inc.spent.CompareAndSwap(false, true) || !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
+	if !reflect.DeepEqual(s, inc.settings) || !unchangedKinds(inc.res, res) {
 		return Output{}, mem, false
 	}
 	d := &delta{prev: inc, mem: mem, res: res, oldLS: map[types.NamespacedName]*gwv1.ListenerSet{},
@@ -486,7 +482,6 @@ func (inc *incremental) apply(s Settings, res *snapshot.Resources, mem Memory) (
 	// The kinds compared equal keep the copies they have (res), the
 	// others are kept by index.
 	next := *inc
-	next.spent = &atomic.Bool{}
 	d.next = &next
 	changed, ok := d.index()
 	if !ok {
@@ -537,8 +532,8 @@ func (d *delta) index() (changed, ok bool) {
 		}
 	}
 	for _, key := range rtKeys {
-		old, _ := inc.routes.get(key)
-		cur, _ := next.routes.get(key)
+		old, _ := inc.routes.Get(key)
+		cur, _ := next.routes.Get(key)
 		d.oldRoutes[key] = old
 		d.routes[key] = true
 		var oldParents, newParents, oldSvcs, newSvcs []types.NamespacedName
@@ -557,7 +552,7 @@ func (d *delta) index() (changed, ok bool) {
 		if inc.gatewaySecrets[key] {
 			return false, false
 		}
-		users, _ := next.lsBySecret.get(key)
+		users, _ := next.lsBySecret.Get(key)
 		for _, ls := range users {
 			d.sets[ls] = true
 		}
@@ -566,7 +561,7 @@ func (d *delta) index() (changed, ok bool) {
 		if sh := next.settings.Shared; sh != nil && sh.Service == key {
 			return false, false // every Gateway's addresses
 		}
-		users, _ := next.routesByService.get(key)
+		users, _ := next.routesByService.Get(key)
 		for _, r := range users {
 			d.routes[r] = true
 		}
@@ -579,8 +574,8 @@ func (d *delta) index() (changed, ok bool) {
 // asks for ACME).
 func (d *delta) listenerSetChanged(key types.NamespacedName) bool {
 	inc, next := d.prev, d.next
-	old, _ := inc.ls.get(key)
-	cur, _ := next.ls.get(key)
+	old, _ := inc.ls.Get(key)
+	cur, _ := next.ls.Get(key)
 	for _, ls := range []*gwv1.ListenerSet{old, cur} {
 		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[wellknown.ACMEAnnotation] != "") {
 			return false
@@ -607,20 +602,20 @@ func (d *delta) listenerSetChanged(key types.NamespacedName) bool {
 	return true
 }
 
-func addCounts[K comparable](idx layered[K, int32], counts map[K]int32) layered[K, int32] {
-	e := idx.edit()
+func addCounts[K comparable](idx layered.Map[K, int32], counts map[K]int32) layered.Map[K, int32] {
+	e := idx.Edit()
 	for k, n := range counts {
 		if n == 0 {
 			continue
 		}
-		v, _ := e.get(k)
+		v, _ := e.Get(k)
 		if v+n == 0 {
-			e.delete(k)
+			e.Delete(k)
 		} else {
-			e.set(k, v+n)
+			e.Set(k, v+n)
 		}
 	}
-	return e.done()
+	return e.Done()
 }
 
 // affected closes the sets of ListenerSets and routes to translate
@@ -631,7 +626,7 @@ func (d *delta) affected() bool {
 	for {
 		grew := false
 		for key := range d.sets {
-			users, _ := d.next.routesByParent.get(key)
+			users, _ := d.next.routesByParent.Get(key)
 			for _, r := range users {
 				if !d.routes[r] {
 					d.routes[r], grew = true, true
@@ -665,7 +660,7 @@ func (d *delta) affected() bool {
 
 // route is the route of key in the new snapshot, nil when there is none.
 func (d *delta) route(key types.NamespacedName) *gwv1.HTTPRoute {
-	r, _ := d.next.routes.get(key)
+	r, _ := d.next.routes.Get(key)
 	return r
 }
 
@@ -674,7 +669,7 @@ func (d *delta) oldListenerSet(key types.NamespacedName) *gwv1.ListenerSet {
 	if old, changed := d.oldLS[key]; changed {
 		return old
 	}
-	ls, _ := d.prev.ls.get(key)
+	ls, _ := d.prev.ls.Get(key)
 	return ls
 }
 
@@ -697,11 +692,11 @@ func (d *delta) conflictFree() bool {
 			if l.Hostname != nil {
 				h = hostname.Normalize(string(*l.Hostname))
 			}
-			if n, _ := inc.claims.get(hostClaim{int32(l.Port), h}); n != 1 {
+			if n, _ := inc.claims.Get(hostClaim{int32(l.Port), h}); n != 1 {
 				return false
 			}
 			for _, other := range []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType} {
-				if n, _ := inc.protocols.get(portProtocol{int32(l.Port), other}); other != l.Protocol && n != 0 {
+				if n, _ := inc.protocols.Get(portProtocol{int32(l.Port), other}); other != l.Protocol && n != 0 {
 					return false
 				}
 			}
@@ -709,7 +704,7 @@ func (d *delta) conflictFree() bool {
 		return true
 	}
 	for key := range d.sets {
-		cur, _ := d.next.ls.get(key)
+		cur, _ := d.next.ls.Get(key)
 		if !check(d.prev, d.oldListenerSet(key)) || !check(d.next, cur) {
 			return false
 		}
@@ -718,7 +713,8 @@ func (d *delta) conflictFree() bool {
 }
 
 // translate merges, compiles and places the affected ListenerSets and
-// routes, and patches the previous output with them.
+// routes, and makes the next output of the previous one with them: a
+// new Output sharing what they did not change, the previous one unchanged.
 func (d *delta) translate() (Output, Memory, bool) {
 	prevOut := d.mem.last.out
 	t := &translation{
@@ -731,19 +727,19 @@ func (d *delta) translate() (Output, Memory, bool) {
 		parents:     map[routing.Parent]bool{},
 		clientCerts: d.next.clientCerts,
 		tls:         d.next.tls,
-		st:          &status.Computed{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{}},
+		st:          &status.Maps{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{}},
 	}
 	for key := range d.next.gatewaySecrets {
-		if sec, ok := d.next.secrets.get(key); ok {
+		if sec, ok := d.next.secrets.Get(key); ok {
 			t.ix.secrets[key] = sec
 		}
 	}
 	byGateway := map[*gatewayMemo][]*gwv1.ListenerSet{}
 	for key := range d.sets {
-		if ls, ok := d.next.ls.get(key); ok && d.next.gatewayOf(ls) != nil {
+		if ls, ok := d.next.ls.Get(key); ok && d.next.gatewayOf(ls) != nil {
 			byGateway[d.next.gatewayOf(ls)] = append(byGateway[d.next.gatewayOf(ls)], ls)
 			for _, s := range listenerSetSecrets(ls) {
-				if sec, ok := d.next.secrets.get(s); ok {
+				if sec, ok := d.next.secrets.Get(s); ok {
 					t.ix.secrets[s] = sec
 				}
 			}
@@ -801,7 +797,7 @@ func (d *delta) compile(t *translation) bool {
 		}
 		routes = append(routes, r)
 		for _, svc := range routeServices(r) {
-			if s, ok := d.next.services.get(svc); ok {
+			if s, ok := d.next.services.Get(svc); ok {
 				services[svc] = t.service(s)
 			}
 		}
@@ -844,15 +840,15 @@ func (d *delta) place(t *translation, prev *config.Config) (*config.Config, bool
 		}
 		return c
 	}
-	servedEdit := d.next.served.edit()
+	servedEdit := d.next.served.Edit()
 	for key := range d.sets {
-		old, _ := d.prev.served.get(key)
+		old, _ := d.prev.served.Get(key)
 		for _, s := range old {
 			c := change(s.port)
 			c.removeHosts = append(c.removeHosts, s.host)
 			c.removed[s.l] = true
 		}
-		servedEdit.delete(key)
+		servedEdit.Delete(key)
 	}
 	b := newPortsBuilder(t)
 	for i := range t.merged {
@@ -867,16 +863,16 @@ func (d *delta) place(t *translation, prev *config.Config) (*config.Config, bool
 		if m.Protocol == gwv1.HTTPSProtocolType {
 			s.entry = b.entry(m, s.host, l)
 		}
-		list, _ := servedEdit.get(key)
-		servedEdit.set(key, append(list, s))
+		list, _ := servedEdit.Get(key)
+		servedEdit.Set(key, append(list, s))
 		c := change(pk)
 		c.adds = append(c.adds, s)
 	}
-	d.next.served = servedEdit.done()
-	order := d.prev.order.edit()
+	d.next.served = servedEdit.Done()
+	order := d.prev.order.Edit()
 	for _, c := range changes {
 		for _, s := range c.adds {
-			order.set(s.l, s.order)
+			order.Set(s.l, s.order)
 		}
 	}
 	cfg := *prev
@@ -894,17 +890,17 @@ func (d *delta) place(t *translation, prev *config.Config) (*config.Config, bool
 	}
 	for _, c := range changes {
 		for l := range c.removed {
-			order.delete(l)
+			order.Delete(l)
 		}
 	}
 	// Ports come in the order of their first listeners, which may have
 	// changed.
 	first := func(p *config.Port) listenerOrder {
-		o, _ := order.get(p.All.At(0))
+		o, _ := order.Get(p.All.At(0))
 		return o
 	}
 	slices.SortStableFunc(cfg.Ports, func(a, b *config.Port) int { return compareOrder(first(a), first(b)) })
-	d.next.order = order.done()
+	d.next.order = order.Done()
 	return &cfg, true
 }
 
@@ -917,7 +913,7 @@ type portChange struct {
 
 // patchPort is prev with c applied; false when the port would go, which
 // changes the list of ports.
-func patchPort(prev *config.Port, c *portChange, order *layeredEdit[*config.Listener, listenerOrder]) (*config.Port, bool) {
+func patchPort(prev *config.Port, c *portChange, order *layered.Edit[*config.Listener, listenerOrder]) (*config.Port, bool) {
 	p := *prev
 	p.All = placeAll(p.All, order, c.removed, c.adds)
 	if p.All.Len() == 0 {
@@ -942,16 +938,16 @@ func patchPort(prev *config.Port, c *portChange, order *layeredEdit[*config.List
 
 // placeAll is a port's listener list without those removed and with adds,
 // each where its precedence (order, which knows both) puts it.
-func placeAll(all chunked.List[*config.Listener], order *layeredEdit[*config.Listener, listenerOrder], removed map[*config.Listener]bool,
+func placeAll(all chunked.List[*config.Listener], order *layered.Edit[*config.Listener, listenerOrder], removed map[*config.Listener]bool,
 	adds []servedListener) chunked.List[*config.Listener] {
 	byOrder := func(target listenerOrder) func(*config.Listener) int {
 		return func(l *config.Listener) int {
-			o, _ := order.get(l)
+			o, _ := order.Get(l)
 			return compareOrder(o, target)
 		}
 	}
 	for l := range removed {
-		o, _ := order.get(l)
+		o, _ := order.Get(l)
 		if at, found := all.Search(byOrder(o)); found && all.At(at) == l {
 			all = all.Delete(at)
 		}
@@ -963,22 +959,12 @@ func placeAll(all chunked.List[*config.Listener], order *layeredEdit[*config.Lis
 	return all
 }
 
-// statuses patches the previous statuses with those of the affected
-// ListenerSets and routes, and their Gateways' attachedListenerSets.
+// statuses is prev with the statuses of the affected ListenerSets and
+// routes, and their Gateways' attachedListenerSets. prev is not changed:
+// the maps changed are edited copies sharing every other entry with it.
 func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gwv1.ListenerSetStatus,
 	routes map[types.NamespacedName][]gwv1.RouteParentStatus) (*status.Computed, *status.Changed) {
-	// The maps of the previous output are patched where they are: the
-	// memory they came with is spent (incremental.spent), and whoever
-	// keeps statuses past a translation copies them (status.Computed.Clone).
-	// A copy of the 100,000 statuses per change would cost more than the
-	// rest of the change.
-	st := *prev
-	if st.ListenerSets == nil {
-		st.ListenerSets = map[types.NamespacedName]gwv1.ListenerSetStatus{}
-	}
-	if st.HTTPRoutes == nil {
-		st.HTTPRoutes = map[types.NamespacedName][]gwv1.RouteParentStatus{}
-	}
+	lsEdit, routeEdit := prev.ListenerSets.Edit(), prev.HTTPRoutes.Edit()
 	attached := map[types.NamespacedName]int32{}
 	accepted := func(s gwv1.ListenerSetStatus) int32 {
 		if meta.IsStatusConditionTrue(s.Conditions, string(gwv1.ListenerSetConditionAccepted)) {
@@ -989,56 +975,59 @@ func (d *delta) statuses(prev *status.Computed, sets map[types.NamespacedName]gw
 	changed := &status.Changed{}
 	for key := range d.sets {
 		changed.ListenerSets = append(changed.ListenerSets, key)
-		if old, ok := prev.ListenerSets[key]; ok {
+		if old, ok := prev.ListenerSets.Get(key); ok {
 			if g := d.prev.gatewayOf(d.oldListenerSet(key)); g != nil {
 				attached[nn(g.in.Gateway.Namespace, g.in.Gateway.Name)] -= accepted(old)
 			}
 		}
-		delete(st.ListenerSets, key)
+		lsEdit.Delete(key)
 		if s, ok := sets[key]; ok {
-			st.ListenerSets[key] = s
-			cur, _ := d.next.ls.get(key)
+			lsEdit.Set(key, s)
+			cur, _ := d.next.ls.Get(key)
 			g := d.next.gatewayOf(cur)
 			attached[nn(g.in.Gateway.Namespace, g.in.Gateway.Name)] += accepted(s)
 		}
 	}
 	for key := range d.routes {
 		changed.HTTPRoutes = append(changed.HTTPRoutes, key)
-		delete(st.HTTPRoutes, key)
+		routeEdit.Delete(key)
 		if r, ok := routes[key]; ok {
-			st.HTTPRoutes[key] = r
+			routeEdit.Set(key, r)
 		}
 	}
+	gwEdit := prev.Gateways.Edit()
 	for key, n := range attached {
-		gs := st.Gateways[key]
+		gs, _ := gwEdit.Get(key)
 		count := n
 		if gs.AttachedListenerSets != nil {
 			count += *gs.AttachedListenerSets
 		}
 		gs.AttachedListenerSets = &count
-		st.Gateways[key] = gs
+		gwEdit.Set(key, gs)
 		changed.Gateways = append(changed.Gateways, key)
 	}
+	st := *prev
+	st.ListenerSets, st.HTTPRoutes, st.Gateways = lsEdit.Done(), routeEdit.Done(), gwEdit.Done()
 	return &st, changed
 }
 
 // certs is the next memory's key pairs: those parsed now join, and those
 // of Secrets that left the snapshot or that no listener names any more
 // leave.
-func (d *delta) certs(used map[types.NamespacedName]parsedCert) layered[types.NamespacedName, parsedCert] {
-	e := d.mem.certs.edit()
+func (d *delta) certs(used map[types.NamespacedName]parsedCert) layered.Map[types.NamespacedName, parsedCert] {
+	e := d.mem.certs.Edit()
 	for key, p := range used {
-		e.set(key, p)
+		e.Set(key, p)
 	}
 	for key := range d.sets {
 		if old := d.oldListenerSet(key); old != nil {
 			for _, s := range listenerSetSecrets(old) {
-				users, _ := d.next.lsBySecret.get(s)
-				if _, exists := d.next.secrets.get(s); !exists || len(users) == 0 && !d.next.gatewaySecrets[s] {
-					e.delete(s)
+				users, _ := d.next.lsBySecret.Get(s)
+				if _, exists := d.next.secrets.Get(s); !exists || len(users) == 0 && !d.next.gatewaySecrets[s] {
+					e.Delete(s)
 				}
 			}
 		}
 	}
-	return e.done()
+	return e.Done()
 }

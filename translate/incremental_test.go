@@ -297,7 +297,7 @@ func (w *world) step(kind int) {
 // and everything of the Config by value, and each port's Host and SNI
 // tables by what they hold, which is what they match by.
 func incrementalDiff(a, b Output) string {
-	if d := diff(reflect.ValueOf(a.Statuses), reflect.ValueOf(b.Statuses), "Statuses"); d != "" {
+	if d := diff(reflect.ValueOf(a.Statuses.Maps()), reflect.ValueOf(b.Statuses.Maps()), "Statuses"); d != "" {
 		return d
 	}
 	for _, f := range []string{"ACME", "Knative", "DataPlanes"} {
@@ -454,10 +454,11 @@ func portLists(out Output) [][]*config.Listener {
 // unlistedStatusChange names a status that differs between two full
 // translations in a row although the incremental translation of the second
 // step said it did not change (changed nil says any may have).
-func unlistedStatusChange(before, after *status.Computed, changed *status.Changed) string {
+func unlistedStatusChange(beforeSt, afterSt *status.Computed, changed *status.Changed) string {
 	if changed == nil {
 		return ""
 	}
+	before, after := beforeSt.Maps(), afterSt.Maps()
 	listed := func(keys []types.NamespacedName) map[types.NamespacedName]bool {
 		m := map[types.NamespacedName]bool{}
 		for _, k := range keys {
@@ -547,4 +548,75 @@ func FuzzIncremental(f *testing.F) {
 		}
 		runIncremental(t, seed, kinds)
 	})
+}
+
+// TestMemoryReused translates twice from one Memory, with different
+// changes, one after the other and then at once: each output is what a
+// full translation of its snapshot gives, and neither translation changes
+// the Output returned with the Memory nor the other's (outputs are never
+// changed once returned, Memory's contract). Before statuses were
+// shared copy-on-write, a delta patched the status maps of the Output
+// before it in place.
+func TestMemoryReused(t *testing.T) {
+	var s Settings
+	deltas, statusChanges := 0, 0
+	for seed := range uint64(40) {
+		w := newWorld(t, seed)
+		_, mem := Translate(s, w.res, Memory{})
+		// A memory kept from a delta: its Output is the one a delta made.
+		w.step(int(seed % 3))
+		prevOut, mem := Translate(s, w.res, mem)
+		wantPrev, _ := Translate(s, w.res, Memory{})
+		held := portLists(prevOut)
+		branch := func(stream uint64) *snapshot.Resources {
+			b := &world{r: rand.New(rand.NewPCG(seed, stream)), pairs: w.pairs, res: w.res, clock: w.clock}
+			// Kinds 0 to 12 change ListenerSets, routes, Secrets and
+			// Services: what a delta re-derives.
+			b.step(b.r.IntN(13))
+			return b.res
+		}
+		resA, resB := branch(100), branch(200)
+		wantA, _ := Translate(s, resA, Memory{})
+		wantB, _ := Translate(s, resB, Memory{})
+		check := func(what string, got, want Output) {
+			t.Helper()
+			if d := incrementalDiff(got, want); d != "" {
+				t.Fatalf("seed %d: %s differs from a full translation at %s", seed, what, d)
+			}
+		}
+		gotA, memA := Translate(s, resA, mem)
+		gotB, memB := Translate(s, resB, mem)
+		for _, m := range []Memory{memA, memB} {
+			if m.Incremental() {
+				deltas++
+			}
+		}
+		if gotA.StatusesChanged != nil && gotA.StatusesChanged.Len() > 0 {
+			statusChanges++
+		}
+		check("the first translation", gotA, wantA)
+		check("the second translation", gotB, wantB)
+		check("the Output the memory came with", prevOut, wantPrev)
+		if !slices.EqualFunc(held, portLists(prevOut), slices.Equal) {
+			t.Fatalf("seed %d: the listener lists of the Output the memory came with changed", seed)
+		}
+
+		// The same two at once (go test -race).
+		var wg sync.WaitGroup
+		var again [2]Output
+		for i, res := range []*snapshot.Resources{resA, resB} {
+			wg.Go(func() { again[i], _ = Translate(s, res, mem) })
+		}
+		wg.Wait()
+		check("the first translation, again at once with the second", again[0], wantA)
+		check("the second translation, again at once with the first", again[1], wantB)
+		check("the first translation, after the others", gotA, wantA)
+		check("the Output the memory came with, after the others", prevOut, wantPrev)
+	}
+	// The test means something only if the translations were deltas and
+	// changed statuses the Output before them holds.
+	if deltas < 40 || statusChanges < 10 {
+		t.Fatalf("%d of 80 translations were deltas, %d of 40 changed statuses", deltas, statusChanges)
+	}
+	t.Logf("%d of 80 translations were deltas, %d of 40 changed statuses", deltas, statusChanges)
 }

@@ -12,6 +12,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/shared/layered"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/sni"
 )
@@ -27,7 +28,7 @@ type index struct {
 	acmeErrors map[string]string
 }
 
-func newIndex(res *snapshot.Resources, prevCerts layered[types.NamespacedName, parsedCert]) *index {
+func newIndex(res *snapshot.Resources, prevCerts layered.Map[types.NamespacedName, parsedCert]) *index {
 	ix := &index{
 		nsLabels: make(map[string]map[string]string, len(res.Namespaces)),
 		secrets:  make(map[types.NamespacedName]*corev1.Secret, len(res.Secrets)),
@@ -54,7 +55,7 @@ type parsedCert struct {
 // parsed is reused when the Secret's bytes did not change; what this one
 // reads is what the next one gets.
 type certSource struct {
-	prev layered[types.NamespacedName, parsedCert]
+	prev layered.Map[types.NamespacedName, parsedCert]
 	used map[types.NamespacedName]parsedCert
 }
 
@@ -62,7 +63,7 @@ func (c *certSource) load(key types.NamespacedName, certPEM, keyPEM []byte) pars
 	if p, ok := c.used[key]; ok {
 		return p
 	}
-	p, ok := c.prev.get(key)
+	p, ok := c.prev.Get(key)
 	if !ok || !bytes.Equal(p.certPEM, certPEM) || !bytes.Equal(p.keyPEM, keyPEM) {
 		next := parsedCert{certPEM: certPEM, keyPEM: keyPEM}
 		next.cert, next.err = sni.ParseKeyPair(certPEM, keyPEM)

@@ -264,7 +264,7 @@ func (b *portsBuilder) config() *config.Config {
 
 // notProgrammed marks a listener that could not be put on a port, and a
 // ListenerSet left with no programmed listener, as not programmed.
-func notProgrammed(st *status.Computed, m *listeners.Listener, reason gwv1.ListenerConditionReason, msg string) {
+func notProgrammed(st *status.Maps, m *listeners.Listener, reason gwv1.ListenerConditionReason, msg string) {
 	switch m.Source.Kind {
 	case "Gateway":
 		gs := st.Gateways[m.Gateway]

@@ -26,6 +26,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/tlsrouting"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/shared/layered"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 )
@@ -62,19 +63,17 @@ func (s Settings) controller() gwv1.GatewayController {
 	return s.ControllerName
 }
 
-// Output is one translation's result. It shares memory with the Memory
-// returned next to it and with earlier outputs: treat it as read-only
-// (status.Computed.Clone and the conditions package copy what they change).
-// Its status maps belong to that Memory: the next translation from it may
-// patch them in place (incremental.go), so copy what must outlive it.
+// Output is one translation's result, never changed once returned: later
+// translations and Finish share parts of it (ports, status maps and
+// statuses) and make what they change anew. Treat it as read-only (the
+// conditions package and pmap.Map.Edit copy what they change).
 type Output struct {
 	Config   *config.Config
 	Statuses *status.Computed
 	// StatusesChanged names, after a translation that reused the one
 	// before it (a delta, or nothing but EndpointSlices changed), the
 	// statuses that may differ from that one's: the others are the same
-	// values, in maps the next translation may patch in place. nil after a
-	// full translation, when any may differ.
+	// values. nil after a full translation, when any may differ.
 	StatusesChanged *status.Changed
 	// ACME lists the certificates to obtain over ACME HTTP-01, one per
 	// accepted, non-conflicted, opted-in listener (see acme.go), sorted by
@@ -89,18 +88,16 @@ type Output struct {
 }
 
 // Memory is what one translation hands the next. The zero value is a first
-// translation. Passing the same Memory twice gives the same Output twice
-// (TestDeterministic), with one difference in cost, not in result: the
-// first translation from a Memory may be a delta, which patches the status
-// maps of the Output returned with that Memory in place, so that a change
-// of one object among 100,000 copies no map; every later translation from
-// the same Memory is a full one and leaves them alone. An Output's status
-// maps are therefore valid until the next translation from its Memory:
-// whoever keeps statuses longer copies them (Finish and status.Only do).
+// translation. A Memory, like an Output, is never changed once returned: it
+// can be translated from any number of times, from any goroutine, and
+// passing the same Memory twice gives the same Output twice
+// (TestDeterministic, TestMemoryReused). Each translation from it may be a
+// delta (incremental.go), which shares with the Output returned next to the
+// Memory everything the change did not touch.
 type Memory struct {
 	// certs are the parsed key pairs of the Secrets the last translation
 	// read, by Secret, with the bytes they were parsed from.
-	certs layered[types.NamespacedName, parsedCert]
+	certs layered.Map[types.NamespacedName, parsedCert]
 	// expiries sort certs' base by expiry (expiry.go).
 	expiries *expiries
 	// caBundles are the parsed CA certificates of the ConfigMaps the last
@@ -135,7 +132,7 @@ type Memory struct {
 func (m Memory) Incremental() bool { return m.incremental }
 
 // Certificates is the number of parsed key pairs the memory holds.
-func (m Memory) Certificates() int { return m.certs.len() }
+func (m Memory) Certificates() int { return m.certs.Len() }
 
 // EarliestExpiry is when the first of the key pairs the memory holds
 // expires; the zero time when it holds none.
@@ -191,7 +188,7 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.knative(mem.kingressHashes)
 	t.knativeCertificates()
 	out := t.output()
-	next := Memory{certs: newLayered(t.ix.certs.used), expiries: &expiries{}, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
+	next := Memory{certs: layered.Of(t.ix.certs.used), expiries: &expiries{}, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
 		last: &fullTranslation{out: out}, kingressHashes: t.kingressHashes, inc: t.incrementalState()}
 	if next.inc == nil {
 		if inputs == nil {
@@ -223,7 +220,7 @@ type translation struct {
 	ix         *index
 	cas        *caSource
 
-	st            *status.Computed
+	st            *status.Maps
 	acmeListeners []acmeCandidate
 	ourClasses    map[string]bool // ours -> accepted
 	// classParams are the parameters of each class of ours; params
@@ -273,7 +270,7 @@ func newTranslation(s Settings, res *snapshot.Resources, mem Memory) *translatio
 		res:        res,
 		ix:         newIndex(res, mem.certs),
 		cas:        newCASource(res, mem.caBundles),
-		st: &status.Computed{
+		st: &status.Maps{
 			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 			Gateways:       make(map[types.NamespacedName]gwv1.GatewayStatus, len(res.Gateways)),
 			// ListenerSets, HTTPRoutes and BackendTLSPolicies are filled in
@@ -292,7 +289,7 @@ func (t *translation) output() Output {
 	if t.settings.Knative != nil {
 		kn = &KnativeOutput{Ingresses: t.kingresses, Certificates: t.kcertificates}
 	}
-	return Output{Config: t.cfg, Statuses: t.st, ACME: t.acme, Knative: kn, DataPlanes: t.dataPlanes}
+	return Output{Config: t.cfg, Statuses: t.st.Computed(), ACME: t.acme, Knative: kn, DataPlanes: t.dataPlanes}
 }
 
 // routingInputs lists the objects a full translation depends on besides

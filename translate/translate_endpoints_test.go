@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"portico.dev/portico/config"
 )
@@ -36,11 +35,6 @@ func TestEndpointChangeReusesRouteTables(t *testing.T) {
 	}
 	if cfg2 == cfg1 || !reflect.DeepEqual(st2, st1) {
 		t.Errorf("endpoint-only change: want a new config and unchanged statuses")
-	}
-	// The caller owns the maps it got: editing them leaves the next result alone.
-	delete(st2.Gateways, types.NamespacedName{Namespace: "demo", Name: "web"})
-	if _, st3 := tr.Translate(&next); !reflect.DeepEqual(st3, st1) {
-		t.Errorf("a caller's edit of returned statuses leaked into the next translation")
 	}
 	for i, p := range cfg2.Ports {
 		if p.SNI != cfg1.Ports[i].SNI || p.Listeners != cfg1.Ports[i].Listeners {

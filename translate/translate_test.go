@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,18 +66,18 @@ func loadFixture(t testing.TB, path string) *snapshot.Resources {
 func toGolden(cfg *config.Config, st *status.Computed) golden {
 	g := golden{
 		Endpoints:      map[string][]string{},
-		GatewayClasses: st.GatewayClasses,
+		GatewayClasses: maps.Collect(st.GatewayClasses.All()),
 		Gateways:       map[string]gwv1.GatewayStatus{},
 		ListenerSets:   map[string]gwv1.ListenerSetStatus{},
 		HTTPRoutes:     map[string][]gwv1.RouteParentStatus{},
 	}
-	for k, v := range st.Gateways {
+	for k, v := range st.Gateways.All() {
 		g.Gateways[k.String()] = v
 	}
-	for k, v := range st.ListenerSets {
+	for k, v := range st.ListenerSets.All() {
 		g.ListenerSets[k.String()] = v
 	}
-	for k, v := range st.HTTPRoutes {
+	for k, v := range st.HTTPRoutes.All() {
 		g.HTTPRoutes[k.String()] = v
 	}
 	for k, eps := range cfg.Endpoints.All() {

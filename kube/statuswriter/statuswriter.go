@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,14 +26,15 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/kube/source"
 )
 
 // statusUpdate is what one translation hands the status writer.
 type statusUpdate struct {
-	// st holds every status when changed is nil; else the statuses of the
-	// objects changed names (a name without one lost it), in maps of
-	// their own.
+	// st holds every status; changed names those that may differ from
+	// the update's before (nil: any may). A Computed is never changed, so
+	// the writer keeps it as it is handed.
 	st      *status.Computed
 	changed *status.Changed
 	// versions holds the identity and generation of the objects the
@@ -161,18 +161,17 @@ func New(client gatewayclient.Interface, in source.Listers, controller gwv1.Gate
 }
 
 // Submit hands the writer the statuses of a rebuild, as translate.Finish
-// decided them, from the snapshot res; it never blocks. It copies what the
-// writer needs: every status when changed is nil, else only those changed
-// names, with the GatewayClasses' (a handful, which the CRD check may
-// change without any object changing). An update of every status replaces
-// those not yet taken.
+// decided them, from the snapshot res; it never blocks. changed names the
+// statuses that may differ from those of the rebuild before (nil: any
+// may); GatewayClasses (a handful, which the CRD check may change without
+// any object changing) are compared every time. An update of every status
+// replaces those not yet taken.
 func (w *Writer) Submit(st *status.Computed, changed *status.Changed, res *snapshot.Resources) {
-	var u *statusUpdate
+	u := &statusUpdate{st: st, changed: changed}
 	if changed == nil {
-		u = &statusUpdate{st: st.Clone(), versions: statusVersions(res)}
+		u.versions = statusVersions(res)
 	} else {
-		u = &statusUpdate{st: st.Only(changed), changed: changed, versions: changedVersions(res, changed)}
-		u.st.GatewayClasses = maps.Clone(st.GatewayClasses)
+		u.versions = changedVersions(res, changed)
 	}
 	w.submit(u)
 }
@@ -319,7 +318,8 @@ func (w *Writer) take() context.Context {
 	return lead
 }
 
-// apply takes one update into the writer's statuses.
+// apply takes one update into the writer's statuses: its own, which hold
+// every status, and marks what it changed dirty.
 func (w *Writer) apply(u *statusUpdate) {
 	if u.changed == nil || w.cur == nil {
 		// The first update is a full one: a translation without memory.
@@ -328,46 +328,22 @@ func (w *Writer) apply(u *statusUpdate) {
 		if w.versions == nil {
 			w.versions = map[statusKey]objectVersion{}
 		}
-		// Deltas patch these.
-		w.cur.GatewayClasses = orEmpty(w.cur.GatewayClasses)
-		w.cur.Gateways, w.cur.ListenerSets = orEmpty(w.cur.Gateways), orEmpty(w.cur.ListenerSets)
-		w.cur.HTTPRoutes = orEmpty(w.cur.HTTPRoutes)
 		return
 	}
 	for key, v := range u.versions {
 		w.versions[key] = v
 	}
-	patch(w.cur.Gateways, u.st.Gateways, u.changed.Gateways, "Gateway", w.dirty)
-	patch(w.cur.ListenerSets, u.st.ListenerSets, u.changed.ListenerSets, "ListenerSet", w.dirty)
-	patch(w.cur.HTTPRoutes, u.st.HTTPRoutes, u.changed.HTTPRoutes, "HTTPRoute", w.dirty)
-	// An update carries every GatewayClass status (see Submit).
-	for name := range w.cur.GatewayClasses {
-		if _, ok := u.st.GatewayClasses[name]; !ok {
-			delete(w.cur.GatewayClasses, name)
-		}
-	}
-	for name, s := range u.st.GatewayClasses {
-		w.cur.GatewayClasses[name] = s
+	w.cur = u.st
+	markDirty(w.dirty, "Gateway", u.changed.Gateways)
+	markDirty(w.dirty, "ListenerSet", u.changed.ListenerSets)
+	markDirty(w.dirty, "HTTPRoute", u.changed.HTTPRoutes)
+	for name := range u.st.GatewayClasses.Keys() {
 		w.dirty[statusKey{"GatewayClass", types.NamespacedName{Name: name}}] = true
 	}
 }
 
-func orEmpty[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return map[K]V{}
-	}
-	return m
-}
-
-// patch sets the statuses of keys in cur to those in changed (deleting
-// those it has none for) and marks them dirty.
-func patch[S any](cur, changed map[types.NamespacedName]S, keys []types.NamespacedName, kind string, dirty map[statusKey]bool) {
+func markDirty(dirty map[statusKey]bool, kind string, keys []types.NamespacedName) {
 	for _, key := range keys {
-		if s, ok := changed[key]; ok {
-			cur[key] = s
-		} else {
-			delete(cur, key)
-		}
 		dirty[statusKey{kind, key}] = true
 	}
 }
@@ -659,9 +635,9 @@ type pending[T, S any] struct {
 
 // fromComputed pairs each computed status with its cached object; objects
 // gone from the cache are left out.
-func fromComputed[T, S any](computed map[types.NamespacedName]S, cached func(types.NamespacedName) (T, error)) []pending[T, S] {
-	out := make([]pending[T, S], 0, len(computed))
-	for key, c := range computed {
+func fromComputed[T, S any](computed pmap.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error)) []pending[T, S] {
+	out := make([]pending[T, S], 0, computed.Len())
+	for key, c := range computed.All() {
 		if obj, err := cached(key); err == nil {
 			out = append(out, pending[T, S]{key, obj, c})
 		}
@@ -671,11 +647,11 @@ func fromComputed[T, S any](computed map[types.NamespacedName]S, cached func(typ
 
 // fromCache pairs every cached object that has a computed status, or
 // entries of Portico's to remove, with its computed status.
-func fromCache[T metav1.Object, S any](cached []T, computed map[types.NamespacedName]S, hasOurs func(T) bool) []pending[T, S] {
+func fromCache[T metav1.Object, S any](cached []T, computed pmap.Map[types.NamespacedName, S], hasOurs func(T) bool) []pending[T, S] {
 	var out []pending[T, S]
 	for _, obj := range cached {
 		key := nn(obj.GetNamespace(), obj.GetName())
-		c, ours := computed[key]
+		c, ours := computed.Get(key)
 		if ours || hasOurs(obj) {
 			out = append(out, pending[T, S]{key, obj, c})
 		}
@@ -686,14 +662,14 @@ func fromCache[T metav1.Object, S any](cached []T, computed map[types.Namespaced
 // fromKeys pairs the cached objects of keys with their computed statuses:
 // those that have one, and with hasOurs (nil: none) those that have
 // entries of Portico's to remove. Objects gone from the cache are left out.
-func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed map[types.NamespacedName]S, cached func(types.NamespacedName) (T, error), hasOurs func(T) bool) []pending[T, S] {
+func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed pmap.Map[types.NamespacedName, S], cached func(types.NamespacedName) (T, error), hasOurs func(T) bool) []pending[T, S] {
 	var out []pending[T, S]
 	for _, key := range keys {
 		obj, err := cached(key)
 		if err != nil {
 			continue
 		}
-		c, ours := computed[key]
+		c, ours := computed.Get(key)
 		if ours || (hasOurs != nil && hasOurs(obj)) {
 			out = append(out, pending[T, S]{key, obj, c})
 		}
@@ -702,12 +678,12 @@ func fromKeys[T metav1.Object, S any](keys []types.NamespacedName, computed map[
 }
 
 // classKeys keys GatewayClass statuses like those of namespaced kinds.
-func classKeys(in map[string]gwv1.GatewayClassStatus) map[types.NamespacedName]gwv1.GatewayClassStatus {
-	out := make(map[types.NamespacedName]gwv1.GatewayClassStatus, len(in))
-	for name, s := range in {
+func classKeys(in pmap.Map[string, gwv1.GatewayClassStatus]) pmap.Map[types.NamespacedName, gwv1.GatewayClassStatus] {
+	out := make(map[types.NamespacedName]gwv1.GatewayClassStatus, in.Len())
+	for name, s := range in.All() {
 		out[types.NamespacedName{Name: name}] = s
 	}
-	return out
+	return pmap.Of(out)
 }
 
 // kindJobs lists the objects of one kind whose status must be written.

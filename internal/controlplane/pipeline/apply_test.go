@@ -102,8 +102,8 @@ spec:
 	if l.Ready() != nil {
 		t.Error("not ready although the other Gateway was applied")
 	}
-	a := got.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw-a"}]
-	b := got.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw-b"}]
+	a := got.Gateways.At(types.NamespacedName{Namespace: "apps", Name: "gw-a"})
+	b := got.Gateways.At(types.NamespacedName{Namespace: "apps", Name: "gw-b"})
 	if c := condition(t, a.Conditions, "Programmed"); c.Status != metav1.ConditionTrue {
 		t.Errorf("gw-a, on the address that bound: Programmed %+v", c)
 	}

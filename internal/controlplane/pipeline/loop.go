@@ -71,6 +71,19 @@ type DataPlane interface {
 	Addr(address string, number int32) net.Addr
 }
 
+// ACME is what the loop asks of the ACME manager (acme.Manager): it tells it
+// the hostnames translate wants certificates for, and reads the
+// certificates it holds and why it holds none for a hostname. The manager
+// tells the loop of a change by calling Changed.
+type ACME interface {
+	// Want sets the hostnames to obtain and renew certificates for.
+	Want(hostnames []string)
+	// Certificate is the certificate held for a hostname.
+	Certificate(hostname string) (acme.Certificate, bool)
+	// Errors says, by hostname, why no certificate could be obtained.
+	Errors() map[string]string
+}
+
 // Outputs are where a rebuild's results go besides the data plane. Each may
 // be nil; each runs on the loop's goroutine and must not block.
 type Outputs struct {
@@ -80,10 +93,10 @@ type Outputs struct {
 	// what apply found, and translate.Finish decides.
 	Facts func(*snapshot.Resources) translate.Facts
 	// Statuses gets the statuses of every rebuild, as translate.Finish
-	// decided them, with the snapshot they were computed from. st is the
-	// loop's: it may be read during the call only, as the next rebuild
-	// may patch its maps in place. changed names the statuses that may
-	// differ from those of the call before; nil when any may.
+	// decided them, with the snapshot they were computed from. st is
+	// never changed (status.Computed): it may be kept. changed names the
+	// statuses that may differ from those of the call before; nil when
+	// any may.
 	Statuses func(st *status.Computed, changed *status.Changed, res *snapshot.Resources)
 	// ACME gets the certificates wanted, with the snapshot.
 	ACME func([]translate.ACMECertificate, *snapshot.Resources)
@@ -124,7 +137,7 @@ type Loop struct {
 	source  Source
 	runtime DataPlane
 	log     *zap.Logger
-	acme    *acme.Manager
+	acme    ACME
 	out     Outputs
 
 	debouncer *debounce.Debouncer
@@ -141,8 +154,7 @@ type Loop struct {
 	managed managedSecrets
 
 	// statusMu is held while a rebuild translates and hands on the
-	// statuses, which translation patches in place: Statuses copies them
-	// under it.
+	// statuses: Statuses waits for a rebuild under way.
 	statusMu sync.Mutex
 	statuses *status.Computed
 	// decorated names the statuses translate.Finish changed in the last
@@ -157,14 +169,15 @@ type Loop struct {
 	acmeWanted []translate.ACMECertificate
 }
 
-// New returns a loop over source. manager may be nil (no ACME).
-func New(opts Options, source Source, rt DataPlane, manager *acme.Manager, out Outputs, log *zap.Logger) *Loop {
+// New returns a loop over source. certs may be nil (no ACME); a nil
+// *acme.Manager in it is not nil.
+func New(opts Options, source Source, rt DataPlane, certs ACME, out Outputs, log *zap.Logger) *Loop {
 	return &Loop{
 		opts:      opts,
 		source:    source,
 		runtime:   rt,
 		log:       log,
-		acme:      manager,
+		acme:      certs,
 		out:       out,
 		debouncer: debounce.NewAdaptive(opts.MinHoldoff, opts.Holdoff, opts.MaxDelay),
 	}
@@ -237,15 +250,13 @@ func (l *Loop) LastError() error {
 	return l.lastErr
 }
 
-// Statuses returns a copy of the statuses of the last rebuild, nil before
-// the first. It waits for a rebuild under way.
+// Statuses returns the statuses of the last rebuild (never changed, as
+// every status.Computed), nil before the first. It waits for a rebuild
+// under way.
 func (l *Loop) Statuses() *status.Computed {
 	l.statusMu.Lock()
 	defer l.statusMu.Unlock()
-	if l.statuses == nil {
-		return nil
-	}
-	return l.statuses.Clone()
+	return l.statuses
 }
 
 // Rebuild takes a snapshot, translates it, applies the result and hands
@@ -333,8 +344,8 @@ func (l *Loop) rebuild() error {
 		facts.CRDProblems, facts.DataPlaneVersions = known.CRDProblems, known.DataPlaneVersions
 	}
 	// Every status is decided here: translate's, with the facts only known
-	// now. Finish copies what it changes, so the memory of the next
-	// translation keeps translate's own.
+	// now. Finish makes a new Computed of what it changes, so the memory
+	// of the next translation keeps translate's own.
 	st, decorated := translate.Finish(out.Statuses, res, facts)
 	changed := out.StatusesChanged.With(decorated).With(l.decorated)
 	l.decorated = decorated

@@ -1,12 +1,15 @@
 package pipeline
 
 import (
+	"iter"
+
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // LogProblems logs every False Accepted/ResolvedRefs/Programmed condition,
@@ -24,31 +27,44 @@ func LogProblems(log *zap.Logger, st *status.Computed, changed *status.Changed) 
 			log.Warn("object not fully serving", fields...)
 		}
 	}
-	if changed != nil {
-		st = st.Only(changed)
-	}
-	for key, gs := range st.Gateways {
+	for key, gs := range pick(st.Gateways, changed, func(c *status.Changed) []types.NamespacedName { return c.Gateways }) {
 		report("Gateway", key.String(), gs.Conditions)
 		for _, l := range gs.Listeners {
 			report("Gateway", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
 		}
 	}
-	for key, ls := range st.ListenerSets {
+	for key, ls := range pick(st.ListenerSets, changed, func(c *status.Changed) []types.NamespacedName { return c.ListenerSets }) {
 		report("ListenerSet", key.String(), ls.Conditions)
 		for _, l := range ls.Listeners {
 			report("ListenerSet", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
 		}
 	}
-	for kind, routes := range map[string]map[types.NamespacedName][]gwv1.RouteParentStatus{"HTTPRoute": st.HTTPRoutes, "TLSRoute": st.TLSRoutes} {
+	// Only a full translation changes TLSRoutes and GRPCRoutes.
+	none := func(*status.Changed) []types.NamespacedName { return nil }
+	for kind, routes := range map[string]iter.Seq2[types.NamespacedName, []gwv1.RouteParentStatus]{
+		"HTTPRoute": pick(st.HTTPRoutes, changed, func(c *status.Changed) []types.NamespacedName { return c.HTTPRoutes }),
+		"TLSRoute":  pick(st.TLSRoutes, changed, none),
+		"GRPCRoute": pick(st.GRPCRoutes, changed, none),
+	} {
 		for key, parents := range routes {
 			for _, p := range parents {
 				report(kind, key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
 			}
 		}
 	}
-	for key, parents := range st.GRPCRoutes {
-		for _, p := range parents {
-			report("GRPCRoute", key.String(), p.Conditions, zap.String("parent", string(p.ParentRef.Name)))
+}
+
+// pick yields the statuses of m: every one when changed is nil, else those
+// keys names.
+func pick[V any](m pmap.Map[types.NamespacedName, V], changed *status.Changed, keys func(*status.Changed) []types.NamespacedName) iter.Seq2[types.NamespacedName, V] {
+	if changed == nil {
+		return m.All()
+	}
+	return func(yield func(types.NamespacedName, V) bool) {
+		for _, k := range keys(changed) {
+			if v, ok := m.Get(k); ok && !yield(k, v) {
+				return
+			}
 		}
 	}
 }

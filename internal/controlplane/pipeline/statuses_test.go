@@ -66,7 +66,7 @@ spec:
 	var got []told
 	src := filesource.New(dir, zap.NewNop())
 	l := New(Options{}, src, newRuntime(t), nil, Outputs{Statuses: func(st *status.Computed, changed *status.Changed, _ *snapshot.Resources) {
-		got = append(got, told{changed, len(st.ListenerSets) + len(st.HTTPRoutes)})
+		got = append(got, told{changed, st.ListenerSets.Len() + st.HTTPRoutes.Len()})
 	}}, zaptest.NewLogger(t))
 	if err := l.Rebuild(); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ spec:
 	if got[1].all != 6 {
 		t.Errorf("the statuses handed on hold %d ListenerSets and routes, want all 6", got[1].all)
 	}
-	if st := l.Statuses(); st == nil || len(st.ListenerSets) != 3 {
+	if st := l.Statuses(); st == nil || st.ListenerSets.Len() != 3 {
 		t.Errorf("Statuses() = %+v, want the 3 ListenerSets", st)
 	}
 }

@@ -24,40 +24,71 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/pmap"
 )
 
 // Computed is every status translate computed. Only objects Portico is
 // responsible for appear; route entries are only Portico's parent entries.
+// A Computed is never changed once made: one derived from it (the next
+// translation's, Finish's) edits copies of its maps (pmap.Map.Edit),
+// which share every entry that did not change, so that a change of one
+// status among 100,000 copies neither the map nor the statuses.
 type Computed struct {
-	GatewayClasses map[string]gwv1.GatewayClassStatus
-	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
-	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
-	HTTPRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
-	GRPCRoutes     map[types.NamespacedName][]gwv1.RouteParentStatus
-	TLSRoutes      map[types.NamespacedName][]gwv1.RouteParentStatus
+	GatewayClasses pmap.Map[string, gwv1.GatewayClassStatus]
+	Gateways       pmap.Map[types.NamespacedName, gwv1.GatewayStatus]
+	ListenerSets   pmap.Map[types.NamespacedName, gwv1.ListenerSetStatus]
+	HTTPRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	GRPCRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	TLSRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
+	BackendTLSPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+}
+
+// Maps are statuses being computed: plain maps that whoever builds them
+// changes in place, until Computed takes them.
+type Maps struct {
+	GatewayClasses     map[string]gwv1.GatewayClassStatus
+	Gateways           map[types.NamespacedName]gwv1.GatewayStatus
+	ListenerSets       map[types.NamespacedName]gwv1.ListenerSetStatus
+	HTTPRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
+	GRPCRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
+	TLSRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
-// Clone returns a copy whose maps may be changed without changing c's.
-// The statuses in them are shared: change their conditions with the
-// conditions package, which copies.
-func (c *Computed) Clone() *Computed {
+// Computed returns the statuses of m. The maps become the Computed's: m
+// must not be changed afterwards.
+func (m *Maps) Computed() *Computed {
 	return &Computed{
-		GatewayClasses:     maps.Clone(c.GatewayClasses),
-		Gateways:           maps.Clone(c.Gateways),
-		ListenerSets:       maps.Clone(c.ListenerSets),
-		HTTPRoutes:         maps.Clone(c.HTTPRoutes),
-		GRPCRoutes:         maps.Clone(c.GRPCRoutes),
-		TLSRoutes:          maps.Clone(c.TLSRoutes),
-		BackendTLSPolicies: maps.Clone(c.BackendTLSPolicies),
+		GatewayClasses:     pmap.Of(m.GatewayClasses),
+		Gateways:           pmap.Of(m.Gateways),
+		ListenerSets:       pmap.Of(m.ListenerSets),
+		HTTPRoutes:         pmap.Of(m.HTTPRoutes),
+		GRPCRoutes:         pmap.Of(m.GRPCRoutes),
+		TLSRoutes:          pmap.Of(m.TLSRoutes),
+		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
+	}
+}
+
+// Maps returns a copy of c's statuses in plain maps, to compare
+// Computeds by what they hold: how much of a map sits in an overlay
+// depends on the edits that made it.
+func (c *Computed) Maps() *Maps {
+	return &Maps{
+		GatewayClasses:     maps.Collect(c.GatewayClasses.All()),
+		Gateways:           maps.Collect(c.Gateways.All()),
+		ListenerSets:       maps.Collect(c.ListenerSets.All()),
+		HTTPRoutes:         maps.Collect(c.HTTPRoutes.All()),
+		GRPCRoutes:         maps.Collect(c.GRPCRoutes.All()),
+		TLSRoutes:          maps.Collect(c.TLSRoutes.All()),
+		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
 	}
 }
 
 // Changed names the statuses a translation may have changed from the one
 // before it; every other status is the same. A translation that re-derives
-// only what changed says so, and whoever keeps statuses past a translation
-// copies only these instead of all of them (100,000 at a time).
+// only what changed says so, and whoever compares statuses with what is
+// stored compares only these instead of all of them (100,000 at a time).
 type Changed struct {
 	Gateways     []types.NamespacedName
 	ListenerSets []types.NamespacedName
@@ -95,29 +126,6 @@ func union(a, b []types.NamespacedName) []types.NamespacedName {
 		}
 	}
 	return out
-}
-
-// Only returns the statuses of c named by changed, in maps of their own:
-// what a translation changed, to keep past the next one. A name without a
-// status in c (its object is gone or no longer Portico's) is left out.
-func (c *Computed) Only(changed *Changed) *Computed {
-	out := &Computed{
-		Gateways:     make(map[types.NamespacedName]gwv1.GatewayStatus, len(changed.Gateways)),
-		ListenerSets: make(map[types.NamespacedName]gwv1.ListenerSetStatus, len(changed.ListenerSets)),
-		HTTPRoutes:   make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(changed.HTTPRoutes)),
-	}
-	copyKeys(out.Gateways, c.Gateways, changed.Gateways)
-	copyKeys(out.ListenerSets, c.ListenerSets, changed.ListenerSets)
-	copyKeys(out.HTTPRoutes, c.HTTPRoutes, changed.HTTPRoutes)
-	return out
-}
-
-func copyKeys[V any](dst, src map[types.NamespacedName]V, keys []types.NamespacedName) {
-	for _, k := range keys {
-		if v, ok := src[k]; ok {
-			dst[k] = v
-		}
-	}
 }
 
 // MaxPolicyAncestors is the schema's bound on a policy's status.ancestors.
@@ -275,42 +283,42 @@ func Write(w io.Writer, res *snapshot.Resources, st *Computed, controller gwv1.G
 	}
 	for _, gw := range byName(res.Gateways) {
 		status := gw.Status
-		if computed, ok := st.Gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]; ok {
+		if computed, ok := st.Gateways.Get(types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}); ok {
 			status = gatewayStatus(gw.Status, computed, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Metadata: md(gw), Status: status})
 	}
 	for _, ls := range byName(res.ListenerSets) {
 		status := ls.Status
-		if computed, ok := st.ListenerSets[types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}]; ok {
+		if computed, ok := st.ListenerSets.Get(types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}); ok {
 			status = listenerSetStatus(ls.Status, computed, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "ListenerSet", Metadata: md(ls), Status: status})
 	}
 	for _, r := range byName(res.HTTPRoutes) {
 		status := r.Status.RouteStatus
-		if computed, ok := st.HTTPRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]; ok {
+		if computed, ok := st.HTTPRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
 			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute", Metadata: md(r), Status: status})
 	}
 	for _, r := range byName(res.GRPCRoutes) {
 		status := r.Status.RouteStatus
-		if computed, ok := st.GRPCRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]; ok {
+		if computed, ok := st.GRPCRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
 			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "GRPCRoute", Metadata: md(r), Status: status})
 	}
 	for _, r := range byName(res.TLSRoutes) {
 		status := r.Status.RouteStatus
-		if computed, ok := st.TLSRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]; ok {
+		if computed, ok := st.TLSRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
 			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "TLSRoute", Metadata: md(r), Status: status})
 	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		status := p.Status
-		if computed, ok := st.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok || HasAncestorsOf(p.Status.Ancestors, controller) {
+		if computed, ok := st.BackendTLSPolicies.Get(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}); ok || HasAncestorsOf(p.Status.Ancestors, controller) {
 			status = ancestorStatus(p.Status, computed, controller, ts)
 		}
 		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "BackendTLSPolicy", Metadata: md(p), Status: status})
