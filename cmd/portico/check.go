@@ -174,7 +174,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	for _, gc := range byName(res.GatewayClasses) {
 		classController[gc.Name] = gc.Spec.ControllerName
 		obj := gc
-		if computed, ok := st.GatewayClasses[gc.Name]; ok {
+		if computed, ok := st.GatewayClasses.Get(gc.Name); ok {
 			obj, _ = status.MergeGatewayClass(gc, computed, ts)
 			r.conditions("GatewayClass", gc.Name, "", obj.Status.Conditions)
 		}
@@ -183,7 +183,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	for _, gw := range byName(res.Gateways) {
 		key := nameOf(gw)
 		obj := gw
-		if computed, ok := st.Gateways[key]; ok {
+		if computed, ok := st.Gateways.Get(key); ok {
 			r.served++
 			obj, _ = status.MergeGateway(gw, computed, ts)
 			r.conditions("Gateway", key.String(), "", obj.Status.Conditions)
@@ -198,7 +198,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	for _, ls := range byName(res.ListenerSets) {
 		key := nameOf(ls)
 		obj := ls
-		if computed, ok := st.ListenerSets[key]; ok {
+		if computed, ok := st.ListenerSets.Get(key); ok {
 			obj, _ = status.MergeListenerSet(ls, computed, ts)
 			r.conditions("ListenerSet", key.String(), "", obj.Status.Conditions)
 			for _, l := range obj.Status.Listeners {
@@ -211,7 +211,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	}
 	for _, rt := range byName(res.HTTPRoutes) {
 		obj := rt
-		if computed, ok := st.HTTPRoutes[nameOf(rt)]; ok {
+		if computed, ok := st.HTTPRoutes.Get(nameOf(rt)); ok {
 			obj, _ = status.MergeHTTPRoute(rt, computed, controller, ts)
 		}
 		r.route("HTTPRoute", nameOf(rt), obj.Status.Parents, controller)
@@ -219,7 +219,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	}
 	for _, rt := range byName(res.GRPCRoutes) {
 		obj := rt
-		if computed, ok := st.GRPCRoutes[nameOf(rt)]; ok {
+		if computed, ok := st.GRPCRoutes.Get(nameOf(rt)); ok {
 			obj, _ = status.MergeGRPCRoute(rt, computed, controller, ts)
 		}
 		r.route("GRPCRoute", nameOf(rt), obj.Status.Parents, controller)
@@ -227,7 +227,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	}
 	for _, rt := range byName(res.TLSRoutes) {
 		obj := rt
-		if computed, ok := st.TLSRoutes[nameOf(rt)]; ok {
+		if computed, ok := st.TLSRoutes.Get(nameOf(rt)); ok {
 			obj, _ = status.MergeTLSRoute(rt, computed, controller, ts)
 		}
 		r.route("TLSRoute", nameOf(rt), obj.Status.Parents, controller)
@@ -235,7 +235,7 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		obj := p
-		computed, ok := st.BackendTLSPolicies[nameOf(p)]
+		computed, ok := st.BackendTLSPolicies.Get(nameOf(p))
 		if ok || status.HasAncestorsOf(p.Status.Ancestors, controller) {
 			obj, _ = status.MergeBackendTLSPolicy(p, computed, controller, ts)
 		}

@@ -7,12 +7,10 @@ package status
 
 import (
 	"cmp"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
@@ -21,9 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
-	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/shared/pmap"
 )
 
@@ -255,109 +251,6 @@ func parentRefKey(r gwv1.ParentReference) string {
 		s += "/" + strconv.Itoa(int(*r.Port))
 	}
 	return s
-}
-
-// statusDocument is one object as `portico check` prints it: what the API
-// server would hold after Portico wrote status.
-type statusDocument struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Metadata   statusMetadata `json:"metadata"`
-	Status     any            `json:"status"`
-}
-
-type statusMetadata struct {
-	Name       string `json:"name"`
-	Namespace  string `json:"namespace,omitempty"`
-	Generation int64  `json:"generation,omitempty"`
-}
-
-// Write prints every Gateway, ListenerSet, HTTPRoute and
-// BackendTLSPolicy of res with the status Portico computed, as a YAML
-// stream sorted by kind, namespace and name. Objects of other controllers keep the status they had.
-func Write(w io.Writer, res *snapshot.Resources, st *Computed, controller gwv1.GatewayController, now time.Time) error {
-	ts := metav1.NewTime(now.Truncate(time.Second))
-	var docs []statusDocument
-	md := func(o metav1.Object) statusMetadata {
-		return statusMetadata{Name: o.GetName(), Namespace: o.GetNamespace(), Generation: o.GetGeneration()}
-	}
-	for _, gw := range byName(res.Gateways) {
-		status := gw.Status
-		if computed, ok := st.Gateways.Get(types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}); ok {
-			status = gatewayStatus(gw.Status, computed, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Metadata: md(gw), Status: status})
-	}
-	for _, ls := range byName(res.ListenerSets) {
-		status := ls.Status
-		if computed, ok := st.ListenerSets.Get(types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}); ok {
-			status = listenerSetStatus(ls.Status, computed, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "ListenerSet", Metadata: md(ls), Status: status})
-	}
-	for _, r := range byName(res.HTTPRoutes) {
-		status := r.Status.RouteStatus
-		if computed, ok := st.HTTPRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
-			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute", Metadata: md(r), Status: status})
-	}
-	for _, r := range byName(res.GRPCRoutes) {
-		status := r.Status.RouteStatus
-		if computed, ok := st.GRPCRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
-			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "GRPCRoute", Metadata: md(r), Status: status})
-	}
-	for _, r := range byName(res.TLSRoutes) {
-		status := r.Status.RouteStatus
-		if computed, ok := st.TLSRoutes.Get(types.NamespacedName{Namespace: r.Namespace, Name: r.Name}); ok {
-			status = routeStatus(r.Status.RouteStatus, computed, controller, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "TLSRoute", Metadata: md(r), Status: status})
-	}
-	for _, p := range byName(res.BackendTLSPolicies) {
-		status := p.Status
-		if computed, ok := st.BackendTLSPolicies.Get(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}); ok || HasAncestorsOf(p.Status.Ancestors, controller) {
-			status = ancestorStatus(p.Status, computed, controller, ts)
-		}
-		docs = append(docs, statusDocument{APIVersion: gwv1.GroupVersion.String(), Kind: "BackendTLSPolicy", Metadata: md(p), Status: status})
-	}
-	for i, d := range docs {
-		b, err := yaml.Marshal(d)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			if _, err := io.WriteString(w, "---\n"); err != nil {
-				return err
-			}
-		}
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func byName[T metav1.Object](in []T) []T {
-	out := slices.Clone(in)
-	slices.SortFunc(out, func(a, b T) int {
-		if a.GetNamespace() != b.GetNamespace() {
-			if a.GetNamespace() < b.GetNamespace() {
-				return -1
-			}
-			return 1
-		}
-		if a.GetName() < b.GetName() {
-			return -1
-		}
-		if a.GetName() > b.GetName() {
-			return 1
-		}
-		return 0
-	})
-	return out
 }
 
 // The Merge functions return a copy of obj with the computed status merged
