@@ -42,7 +42,10 @@ type forwarder struct {
 	// bytes unasked, a connection each (unasked.go): connections of h1
 	// that were busy when the endpoint was caught are never used again.
 	h1once *http.Transport
-	h2c    *http2.Transport
+	// h1plain sends the plain HTTP/1.1 requests that claim no
+	// connection of h1 (mirrors), whose connections are not watched.
+	h1plain *http.Transport
+	h2c     *http2.Transport
 	// pool holds the connections of the direct HTTP/1.1 path
 	// (h1forward.go), bufs the buffers bodies are copied through.
 	pool *h1Pool
@@ -161,6 +164,14 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		// the backend compress for us only to decompress again.
 		DisableCompression: true,
 	}
+	f.h1plain = &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+		DisableCompression:  true,
+	}
 	f.h1once = &http.Transport{
 		DialContext:        dialer.DialContext,
 		DisableKeepAlives:  true,
@@ -260,6 +271,11 @@ func modifyResponse(resp *http.Response) error {
 		x.rp.timer.Stop() // the head came
 	}
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
+		if x.rp != nil {
+			// ReverseProxy closes the body, which may drain it and pool
+			// the connection: the claim ends once that is done.
+			resp.Body = releasingBody{ReadCloser: resp.Body, rp: x.rp}
+		}
 		return errRetryableStatus
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols && x.rp != nil {
@@ -290,14 +306,18 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	case x.h2c:
 		return f.h2c.RoundTrip(r)
 	case x.rp != nil:
-		if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.GotConn == nil {
-			t.GotConn = x.rp.gotConn
-		}
 		if f.pool.isShunned(x.addr) {
 			return f.h1once.RoundTrip(r)
 		}
+		if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.GotConn == nil {
+			t.GotConn = x.rp.gotConn
+			return f.h1.RoundTrip(r)
+		}
 	}
-	return f.h1.RoundTrip(r)
+	// Only requests that claim their connection go through h1: one that
+	// does not, handed a connection whose last claim is not released yet,
+	// would have its answer taken for bytes no request asked for.
+	return f.h1plain.RoundTrip(r)
 }
 
 // capInformational makes the transports fail r's answer past the cap on
@@ -409,6 +429,7 @@ func writeProxyError(log *zap.Logger, w http.ResponseWriter, r *http.Request, x 
 func (f *forwarder) close() {
 	f.h1.CloseIdleConnections()
 	f.h1once.CloseIdleConnections()
+	f.h1plain.CloseIdleConnections()
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
@@ -723,7 +744,9 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *
 	req.ContentLength = int64(len(body))
 	req.Header = mirrorHeader(r, x)
 	h2 := m.AppProtocol == appProtocolH2C
-	transport := http.RoundTripper(f.h1)
+	// A mirror claims no connection: it goes through h1plain (see
+	// RoundTrip), which also keeps its load off the clients' pool.
+	transport := http.RoundTripper(f.h1plain)
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"

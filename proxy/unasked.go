@@ -203,6 +203,20 @@ func (a *rpAttempt) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
+// releasingBody is the body of an answer ReverseProxy closes unread (a
+// status the rule retries): the claim ends once the close, which may
+// drain the body and pool the connection, is done.
+type releasingBody struct {
+	io.ReadCloser
+	rp *rpAttempt
+}
+
+func (b releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.rp.answerEnded()
+	return err
+}
+
 // answerEnded releases the attempt's claim once its answer's body was
 // read to its end.
 func (a *rpAttempt) answerEnded() {

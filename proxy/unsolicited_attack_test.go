@@ -2,15 +2,21 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"portico.dev/portico/config"
 )
 
 // unsolicitedRequests is how many requests each kind of unsolicited
@@ -314,4 +320,54 @@ func TestUnaskedBytesEndpointRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnclaimedRequestsSkipWatchedTransport: requests that claim no
+// connection (a mirror's copy, a request not sent for a client) never
+// use a connection of the watched transport. Handed one whose last
+// request's claim was not yet released (the transport gives a connection
+// to the next request before the last answer's end reaches ReverseProxy),
+// their answer would be taken for bytes no request asked for, and an
+// honest endpoint would get a new connection per request for minutes.
+func TestUnclaimedRequestsSkipWatchedTransport(t *testing.T) {
+	backend, _ := relBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	// The mirror's copy ends after the test may have: nothing of it is
+	// logged to the test.
+	f := newForwarder(DefaultOptions(), zap.NewNop())
+	t.Cleanup(f.close)
+	conns := make(chan net.Conn, 4)
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { conns <- i.Conn },
+	})
+	watched := func(what string) {
+		t.Helper()
+		select {
+		case c := <-conns:
+			if _, ok := c.(*watchedConn); ok {
+				t.Errorf("%s went out on a watched connection", what)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s was not sent", what)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+backend+"/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	watched("a request not sent for a client")
+
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	cfg := &config.Config{Endpoints: config.NewEndpointTable(map[config.BackendKey]*config.Endpoints{key: config.NewEndpoints(backend)})}
+	in := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://app.example.com/mirrored", nil)
+	f.mirror(in, []byte("copy"), &config.Mirror{Backend: key, Numerator: 1, Denominator: 1}, cfg, &exchange{})
+	watched("a mirror's copy")
 }
