@@ -171,7 +171,12 @@ feed:
 	defer w.mu.Unlock()
 	for i, t := range tasks {
 		if ok[i] {
-			t.want.passed[t.target] = true
+			// A pass counts only while the replicas are those the round
+			// was made for: an address that left during the round may
+			// be a new pod by now, which was not asked.
+			if gen == w.replicaGen {
+				t.want.passed[t.target] = true
+			}
 		} else {
 			failed[t.want] = true
 		}

@@ -228,3 +228,42 @@ func TestOnlyChangedVersionsProbed(t *testing.T) {
 		}
 	}
 }
+
+// TestProbePassesOfChangedReplicasDropped: what a round found is not kept
+// when the replicas changed while it ran: an address that left may be
+// a new pod by the time the round ends, one that was never asked, and its
+// pass would let the version be reported Ready without it.
+func TestProbePassesOfChangedReplicasDropped(t *testing.T) {
+	var inFlight, most atomic.Int64
+	ext, extPort := startFakeGateway(t, &inFlight, &most)
+	local, localPort := startFakeGateway(t, &inFlight, &most)
+	k := &Knative{Settings: translate.KnativeSettings{ExternalHTTPPort: extPort, LocalHTTPPort: localPort},
+		Probe: ProbeOptions{Parallel: 4, Interval: 10 * time.Millisecond}}
+	w := newKIngressWriter(k, zaptest.NewLogger(t))
+	w.replicas = []string{"127.0.0.1"}
+	key := types.NamespacedName{Namespace: "ns", Name: "svc"}
+	r := translate.KIngressResult{Hash: "hash", External: []string{"svc.example.com"}, Local: []string{"svc.ns.svc.cluster.local"}}
+	ext.serve(r.External[0], r.Hash)
+	local.serve(r.Local[0], r.Hash)
+	w.mu.Lock()
+	w.wantProbe(key, r, time.Now())
+	w.mu.Unlock()
+
+	tasks, gen, _ := w.dueTasks(time.Now())
+	if len(tasks) != 2 {
+		t.Fatalf("%d tasks, want the 2 hosts on the one replica", len(tasks))
+	}
+	w.mu.Lock()
+	w.replicaGen++ // the replicas changed while the round ran
+	w.mu.Unlock()
+	w.round(context.Background(), tasks, gen)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.probed[key]; ok {
+		t.Fatal("the version was probed by a round whose replicas changed")
+	}
+	if p := w.want[key]; p == nil || len(p.passed) != 0 {
+		t.Fatalf("passes kept from a round whose replicas changed: %v", p)
+	}
+}
