@@ -181,11 +181,12 @@ type specOf struct {
 func decodeAll(raws [][]byte, which []int, objs []metav1.Object, specs []specOf, errs []error, admit *validation.Checker) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	plans := newJSONPlans()
 	for range min(runtime.GOMAXPROCS(0), len(which)) {
 		wg.Go(func() {
 			for k := int(next.Add(1) - 1); k < len(which); k = int(next.Add(1) - 1) {
 				i := which[k]
-				objs[i], errs[i] = decodeOne(raws[i], admit)
+				objs[i], errs[i] = decodeOne(raws[i], admit, plans)
 				if errs[i] == nil {
 					foldStringData(objs[i])
 					if objs[i].GetGeneration() == 0 {
@@ -198,8 +199,8 @@ func decodeAll(raws [][]byte, which []int, objs []metav1.Object, specs []specOf,
 	wg.Wait()
 }
 
-func decodeOne(raw []byte, admit *validation.Checker) (metav1.Object, error) {
-	if obj, tm, ok := decodeScanned(raw); ok {
+func decodeOne(raw []byte, admit *validation.Checker, plans *jsonPlans) (metav1.Object, error) {
+	if obj, tm, ok := decodeScanned(raw, plans); ok {
 		return admitted(obj, &tm, admit)
 	}
 	return decodeParsed(raw, admit)
@@ -211,7 +212,7 @@ func decodeOne(raw []byte, admit *validation.Checker) (metav1.Object, error) {
 // decoded object's own apiVersion and kind differ from what they said (a
 // line that only looked like a top-level key, inside a quoted scalar):
 // decodeParsed then decodes raw the long way, which also words every error.
-func decodeScanned(raw []byte) (metav1.Object, metav1.TypeMeta, bool) {
+func decodeScanned(raw []byte, plans *jsonPlans) (metav1.Object, metav1.TypeMeta, bool) {
 	tm, ok := typeMeta(raw)
 	if !ok {
 		return nil, tm, false
@@ -220,7 +221,7 @@ func decodeScanned(raw []byte) (metav1.Object, metav1.TypeMeta, bool) {
 	if err != nil {
 		return nil, tm, false
 	}
-	if err := yaml.UnmarshalStrict(raw, obj); err != nil || obj.GetName() == "" {
+	if err := unmarshalStrict(raw, obj, plans); err != nil || obj.GetName() == "" {
 		return nil, tm, false
 	}
 	typed, ok := obj.(interface{ GetObjectKind() schema.ObjectKind })

@@ -9,16 +9,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/testkit/testyaml"
 	"portico.dev/portico/internal/testkit/usage"
@@ -73,40 +72,7 @@ func benchmarkSnapshot(b *testing.B, n int) {
 // benchmark's business, their size is).
 func sitesYAML(b *testing.B, n int) []byte {
 	certPEM, keyPEM := selfSigned(b)
-	var s strings.Builder
-	s.WriteString(testyaml.Gateway + `  - {name: http, port: 8080, protocol: HTTP}
----
-` + testyaml.Backend("127.0.0.1:9000", 80))
-	for i := range n {
-		host := fmt.Sprintf("site-%d.example.com", i)
-		fmt.Fprintf(&s, `---
-apiVersion: v1
-kind: Secret
-metadata: {name: cert-%d, namespace: apps}
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-%s  tls.key: |
-%s---
-apiVersion: gateway.networking.k8s.io/v1
-kind: ListenerSet
-metadata: {name: site-%d, namespace: apps}
-spec:
-  parentRef: {name: gw}
-  listeners:
-  - {name: https, hostname: %s, port: 8443, protocol: HTTPS, tls: {certificateRefs: [{name: cert-%d}]}}
-  - {name: http, hostname: %s, port: 8080, protocol: HTTP}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: site-%d, namespace: apps}
-spec:
-  parentRefs: [{kind: ListenerSet, name: site-%d}]
-  hostnames: [%s]
-  rules: [{backendRefs: [{name: backend, port: 80}]}]
-`, i, certPEM, keyPEM, i, host, i, host, i, i, host)
-	}
-	return []byte(s.String())
+	return sitesYAMLWith(n, certPEM, keyPEM)
 }
 
 // selfSigned is a certificate and key in PEM, each line indented for a
@@ -133,4 +99,41 @@ func selfSigned(b *testing.B) (certPEM, keyPEM string) {
 	}
 	return testyaml.Indent(4, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))) + "\n",
 		testyaml.Indent(4, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))) + "\n"
+}
+
+// BenchmarkUnmarshalStrictSite decodes the three documents of a site of
+// BenchmarkSnapshot10k (a Secret with a certificate and key, a ListenerSet,
+// an HTTPRoute) with the library and with unmarshalStrict.
+func BenchmarkUnmarshalStrictSite(b *testing.B) {
+	certPEM, keyPEM := selfSigned(b)
+	split, _ := splitDocuments(sitesYAMLWith(1, certPEM, keyPEM))
+	var docs [][]byte
+	var kinds [][2]string
+	for _, d := range split[2:] {
+		var tm struct{ APIVersion, Kind string }
+		if err := yaml.Unmarshal(d.raw, &tm); err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, d.raw)
+		kinds = append(kinds, [2]string{tm.APIVersion, tm.Kind})
+	}
+	for _, way := range []string{"library", "short"} {
+		b.Run(way, func(b *testing.B) {
+			plans := newJSONPlans()
+			for b.Loop() {
+				for i, raw := range docs {
+					obj, _ := newObject(kinds[i][0], kinds[i][1])
+					var err error
+					if way == "library" {
+						err = yaml.UnmarshalStrict(raw, obj)
+					} else {
+						err = unmarshalStrict(raw, obj, plans)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

@@ -53,7 +53,7 @@ func TestTypeMetaScan(t *testing.T) {
 func TestDecodeOneMatchesParsedDecoding(t *testing.T) {
 	admit := mustAdmission(t)
 	for _, c := range scanCases {
-		got, gotErr := decodeOne([]byte(c.doc), admit)
+		got, gotErr := decodeOne([]byte(c.doc), admit, newJSONPlans())
 		want, wantErr := decodeParsed([]byte(c.doc), admit)
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Errorf("%s: error %v, want %v", c.name, gotErr, wantErr)
