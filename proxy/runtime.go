@@ -337,7 +337,9 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 		}()
 	}
 	rt.checkFileLimit(len(rt.ports))
-	rt.log.Info("config applied", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
+	// Debug: the loop logs each generation's outcome once, and applies a
+	// generation in several steps when some of its ports cannot be bound.
+	rt.log.Debug("config swapped", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
 	return nil
 }
 
