@@ -595,6 +595,7 @@ func TestChartModes(t *testing.T) {
 		"autoscaled":    image + "\nautoscaling: {enabled: true}",
 		"no own SA":     image + "\nserviceAccount: {create: false, name: existing}",
 		"ACME with EAB": image + "\nacme: {eab: {secretName: eab}}",
+		"per-Gateway":   image + "\ngatewayClass: {mode: PerGateway}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := renderTyped(t, "portico", values)
@@ -616,6 +617,52 @@ func TestChartModes(t *testing.T) {
 	}
 	if v, ok := r.flag("data-plane-image-pull-policy"); ok {
 		t.Errorf("default pull policy passed: %s", v)
+	}
+}
+
+// TestChartPerGatewayMode: gatewayClass.mode PerGateway makes the class
+// name parameters of its own name in the release namespace, and the notes
+// helm install prints hold exactly those parameters, in PerGateway mode,
+// for the user to create; the default class names none.
+func TestChartPerGatewayMode(t *testing.T) {
+	if ref, ok, _ := unstructured.NestedMap(charttest.Find(render(t, ""), "GatewayClass", "portico").Object, "spec", "parametersRef"); ok {
+		t.Errorf("default values: parametersRef %v", ref)
+	}
+	rel := charttest.Release{Name: "edge", Namespace: "gateways"}
+	values := map[string]any{"gatewayClass": map[string]any{"name": "dedicated", "mode": "PerGateway"}}
+	objs, err := charttest.Render(chartDir, rel, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := charttest.Find(objs, "GatewayClass", "dedicated")
+	if class == nil {
+		t.Fatalf("no GatewayClass dedicated in %v", keys(objs))
+	}
+	ref, _, _ := unstructured.NestedStringMap(class.Object, "spec", "parametersRef")
+	want := map[string]string{"group": "portico.dev", "kind": "PorticoParameters", "name": "dedicated", "namespace": "gateways"}
+	if !reflect.DeepEqual(ref, want) {
+		t.Errorf("parametersRef %v, want %v", ref, want)
+	}
+	notes, err := charttest.Notes(chartDir, rel, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, manifest, ok := strings.Cut(notes, "kubectl apply -f - <<EOF\n")
+	manifest, _, ok2 := strings.Cut(manifest, "  EOF")
+	if !ok || !ok2 {
+		t.Fatalf("the notes give no PorticoParameters to apply:\n%s", notes)
+	}
+	params, err := charttest.Decode(strings.NewReader(regexp.MustCompile(`(?m)^  `).ReplaceAllString(manifest, "")))
+	if err != nil || len(params) != 1 {
+		t.Fatalf("notes manifest %q: %v", manifest, err)
+	}
+	p := params[0]
+	mode, _, _ := unstructured.NestedString(p.Object, "spec", "mode")
+	if p.GroupVersionKind().Group != ref["group"] || p.GetKind() != ref["kind"] || p.GetName() != ref["name"] || p.GetNamespace() != ref["namespace"] || mode != "PerGateway" {
+		t.Errorf("the notes create %s %s/%s (mode %q), the class names %v", p.GetKind(), p.GetNamespace(), p.GetName(), mode, ref)
+	}
+	if _, err := charttest.Render(chartDir, release, map[string]any{"gatewayClass": map[string]any{"mode": "Dedicated"}}); err == nil {
+		t.Error("the schema accepts mode Dedicated")
 	}
 }
 

@@ -97,6 +97,10 @@ type Cluster struct {
 	changed     func()
 	mu          sync.Mutex
 	crdProblems []string
+	// waiting are, by Gateway with a data plane of its own, when the
+	// configuration its Deployment does not say it applied was published
+	// (zero: applied), as the last rebuild found them (DataPlaneLag).
+	waiting     map[types.NamespacedName]time.Time
 	acmeBatch   *acmeBatch // the latest, for acmeWriter
 	acmeWake    chan struct{}
 	provisioner *provisioner.Provisioner
@@ -209,16 +213,50 @@ func (c *Cluster) Facts(res *snapshot.Resources) translate.Facts {
 	if c.server == nil {
 		return f
 	}
+	applied := map[types.NamespacedName]string{}
+	for _, d := range res.Deployments {
+		applied[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}] = d.Annotations[provision.AppliedVersionAnnotation]
+	}
+	waiting := map[types.NamespacedName]time.Time{}
 	for _, gw := range res.Gateways {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
-		if current, _ := c.server.Version(key); current != "" {
+		if current, at := c.server.Published(key); current != "" {
 			if f.DataPlaneVersions == nil {
 				f.DataPlaneVersions = map[types.NamespacedName]string{}
 			}
 			f.DataPlaneVersions[key] = current
+			// The acknowledgement recorded on the Deployment, which every
+			// replica reads, as translate.Finish does: not this replica's
+			// hub's, which sees only the acknowledgements sent to it.
+			if applied[types.NamespacedName{Namespace: gw.Namespace, Name: provision.Name(gw.Name, string(gw.Spec.GatewayClassName))}] == current {
+				at = time.Time{}
+			}
+			waiting[key] = at
 		}
 	}
+	c.mu.Lock()
+	c.waiting = waiting
+	c.mu.Unlock()
 	return f
+}
+
+// DataPlaneLag says, for each Gateway with a data plane of its own, how
+// long the configuration published for it has waited for its data plane
+// to acknowledge it (0: acknowledged), as of the last rebuild, which an
+// acknowledgement recorded on a Deployment triggers (metrics, at scrape).
+func (c *Cluster) DataPlaneLag() map[string]time.Duration {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]time.Duration, len(c.waiting))
+	for gw, since := range c.waiting {
+		var lag time.Duration
+		if !since.IsZero() {
+			lag = max(now.Sub(since), 0)
+		}
+		out[gw.String()] = lag
+	}
+	return out
 }
 
 // WriteACME writes the certificates wanted into their Secrets, off the

@@ -129,7 +129,7 @@ func (f *clusterFixture) startPortico(cfg *rest.Config, bind, identity string, m
 		certs = setup.acme
 	}
 	loop = pipeline.New(setup.opts, c, setup.rt, certs,
-		pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME, Applied: setup.applied, DataPlanes: c.WriteDataPlanes}, log)
+		pipeline.Outputs{Statuses: c.WriteStatuses, Facts: c.Facts, ACME: c.WriteACME, Applied: setup.applied, DataPlanes: c.WriteDataPlanes}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	inst := &clusterInstance{c: c, loop: loop, rt: setup.rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
 	go func() { inst.done <- loop.Run(ctx) }()

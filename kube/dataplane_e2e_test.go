@@ -283,9 +283,21 @@ func TestDataPlaneProgrammedStaysSteady(t *testing.T) {
 		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Listeners: []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(freeport.Port(t)), Protocol: gwv1.HTTPProtocolType}}},
 	})
 	kubetest.WaitFor(t, 20*time.Second, "Deployment provisioned", func() error { _, err := f.deployment("apps", "web-dedicated"); return err })
+	// No data plane runs yet: its configuration waits, and the lag
+	// metrics read says for how long.
+	kubetest.WaitFor(t, 10*time.Second, "a lag for the data plane not started", func() error {
+		if lag, ok := ctrl.c.DataPlaneLag()["apps/web"]; !ok || lag <= 0 {
+			return fmt.Errorf("lag %v (known: %v)", lag, ok)
+		}
+		return nil
+	})
 	dp := startDataPlane(t, f, "apps", "web-dedicated")
 	f.markPodsReady("apps", "web-dedicated")
 	kubetest.WaitFor(t, 30*time.Second, "Programmed", gatewayCondition(f, "apps", "web", "Programmed", metav1.ConditionTrue, ""))
+	// Programmed was decided from the acknowledgement the lag reads too.
+	if lag, ok := ctrl.c.DataPlaneLag()["apps/web"]; !ok || lag != 0 {
+		t.Errorf("lag %v (known: %v) once Programmed, want 0", lag, ok)
+	}
 
 	key := types.NamespacedName{Namespace: "apps", Name: "web"}
 	version, _ := ctrl.c.server.Version(key)

@@ -21,6 +21,22 @@ import (
 type backendObserver struct {
 	mu    sync.Mutex
 	calls []string // "backend code outcome attempts"
+	dials map[config.BackendKey]int
+}
+
+func (o *backendObserver) ObserveDial(b config.BackendKey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dials == nil {
+		o.dials = map[config.BackendKey]int{}
+	}
+	o.dials[b]++
+}
+
+func (o *backendObserver) dialed(b config.BackendKey) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dials[b]
 }
 
 func (o *backendObserver) ObserveBackend(b config.BackendKey, code int, outcome string, attempts int, _ time.Duration) {
@@ -122,5 +138,45 @@ func TestEjectionObserved(t *testing.T) {
 	}
 	if got, want := obs.seen(), []string{"ns/svc:80 ejected", "ns/svc:80 200 complete 1"}; !slices.Equal(got, want) {
 		t.Errorf("observed %q, want %q", got, want)
+	}
+}
+
+// TestPoolUseObserved: a connection opened to a backend is told once, not
+// per request; the pool's idle connections are counted under the backend
+// whose request opened them, and two requests at once leave two.
+func TestPoolUseObserved(t *testing.T) {
+	rt, obs, _ := backendObservedRuntime(t)
+	live := slowBackend(t, "live")
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	p := freePort(t)
+	if err := rt.Apply(httpPortConfig(t, p, "svc", live)); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", p)
+	for range 3 {
+		if code, _ := body(t, url); code != 200 {
+			t.Fatalf("%d, want 200", code)
+		}
+	}
+	if !waitFor(5*time.Second, func() bool { return rt.IdleBackendConns()[key] == 1 }) {
+		t.Fatalf("idle %v after requests one at a time, want 1 for %s", rt.IdleBackendConns(), key)
+	}
+	if n := obs.dialed(key); n != 1 {
+		t.Errorf("%d dials told for 3 requests on one connection, want 1", n)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if code, _ := body(t, url+"?delay=200ms"); code != 200 {
+				t.Errorf("%d, want 200", code)
+			}
+		})
+	}
+	wg.Wait()
+	if !waitFor(5*time.Second, func() bool { return rt.IdleBackendConns()[key] == 2 }) {
+		t.Errorf("idle %v after two requests at once, want 2 for %s", rt.IdleBackendConns(), key)
+	}
+	if n := obs.dialed(key); n != 2 {
+		t.Errorf("%d dials told, want 2", n)
 	}
 }

@@ -143,10 +143,13 @@ type RequestObserver interface {
 // the client got (as RequestObserver), the attempts of the route's retry
 // policy (0 when no endpoint was ready), and the request's time; and each
 // endpoint of a backend left out for a while because it could not be
-// reached (see downSet).
+// reached (see downSet); and each connection opened to a backend on the
+// plain HTTP/1.1 path (a dial, not a request: reused connections are not
+// told).
 type BackendObserver interface {
 	ObserveBackend(backend config.BackendKey, code int, outcome string, attempts int, d time.Duration)
 	ObserveEjection(backend config.BackendKey)
+	ObserveDial(backend config.BackendKey)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could
@@ -337,8 +340,17 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 		}()
 	}
 	rt.checkFileLimit(len(rt.ports))
-	rt.log.Info("config applied", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
+	// Debug: the loop logs each generation's outcome once, and applies a
+	// generation in several steps when some of its ports cannot be bound.
+	rt.log.Debug("config swapped", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
 	return nil
+}
+
+// IdleBackendConns counts the idle connections the plain HTTP/1.1 pool
+// holds, by the backend whose request opened each. It walks the pool under
+// its lock: for a scrape, not for a request.
+func (rt *Runtime) IdleBackendConns() map[config.BackendKey]int {
+	return rt.fwd.pool.idleByBackend()
 }
 
 // Addr returns the bound address of a port (address "" for ports bound on

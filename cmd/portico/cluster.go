@@ -210,7 +210,7 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 
 	log.Info("cluster mode", zap.String("apiServer", cfg.Host), zap.String("namespace", le.Namespace), zap.String("identity", identity),
 		zap.String("controllerName", string(controller)))
-	return &kube.Cluster{
+	c := &kube.Cluster{
 		Kube:               kc,
 		Gateway:            gc,
 		Metadata:           md,
@@ -224,5 +224,7 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 		StatusWorkers:      o.statusWorkers,
 		OnLeader:           m.SetLeader,
 		OnStatusWrite:      m.StatusWritten,
-	}, nil
+	}
+	m.SetDataPlaneLag(c.DataPlaneLag)
+	return c, nil
 }

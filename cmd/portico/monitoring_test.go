@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/internal/admin"
 	"portico.dev/portico/internal/testkit/freeport"
 )
 
@@ -105,6 +106,27 @@ func exportedFamilies(t *testing.T) map[string]string {
 	return families
 }
 
+// perGatewayFamilies are the families Portico's metrics export once a
+// controller of per-Gateway data planes knows one (the standalone Portico
+// of exportedFamilies has none): the lag of each data plane, by Gateway.
+func perGatewayFamilies(t *testing.T) map[string]string {
+	t.Helper()
+	m := admin.NewMetrics()
+	m.SetDataPlaneLag(func() map[string]time.Duration { return map[string]time.Duration{"apps/web": time.Second} })
+	gathered, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := map[string]string{}
+	for _, mf := range gathered {
+		families[mf.GetName()] = strings.ToLower(mf.GetType().String())
+	}
+	if _, ok := families["portico_dataplane_unacknowledged_seconds"]; !ok {
+		t.Error("a data plane's lag is not exported")
+	}
+	return families
+}
+
 // prometheusOwn are the series Prometheus makes of every scrape target,
 // which rules may name besides Portico's metrics.
 var prometheusOwn = map[string]bool{"up": true}
@@ -167,9 +189,15 @@ func metricNames(expr string) ([]string, error) {
 // checks that every metric they name is one a running Portico exports.
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	families := exportedFamilies(t)
-	for _, want := range []string{"portico_build_info", "portico_certificates_earliest_expiry_timestamp_seconds", "portico_http_requests_total"} {
+	for _, want := range []string{"portico_build_info", "portico_certificates_earliest_expiry_timestamp_seconds", "portico_http_requests_total",
+		"portico_backend_connections_opened_total", "portico_backend_idle_connections", "portico_dataplanes_oldest_unacknowledged_seconds"} {
 		if _, ok := families[want]; !ok {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for name, typ := range perGatewayFamilies(t) {
+		if _, ok := families[name]; !ok {
+			families[name] = typ
 		}
 	}
 	check := func(where, expr string) {
@@ -195,7 +223,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	// The failures that matter, each with its alert.
 	for _, want := range []string{"PorticoNoLeader", "PorticoConfigurationNotApplied", "PorticoACMERenewalsFailing",
 		"PorticoCertificateExpiresSoon", "PorticoHighErrorRate", "PorticoDown", "PorticoReplicaDown",
-		"PorticoStatusWritesFailing", "PorticoConfigurationSlowToApply", "PorticoBackendFailing"} {
+		"PorticoStatusWritesFailing", "PorticoConfigurationSlowToApply", "PorticoBackendFailing", "PorticoDataPlaneBehind"} {
 		if !have[want] {
 			t.Errorf("no alert %s", want)
 		}
@@ -244,7 +272,8 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		"portico_apply_duration_seconds_bucket", "portico_certificates_loaded", "portico_acme_events_total", "portico_leader",
 		"portico_config_change_to_applied_seconds_bucket", "portico_status_writes_total",
 		"portico_backend_requests_total", "portico_backend_retries_total", "portico_backend_request_duration_seconds_bucket",
-		"portico_backend_endpoints_ejected_total"} {
+		"portico_backend_endpoints_ejected_total", "portico_backend_connections_opened_total", "portico_backend_idle_connections",
+		"portico_dataplane_unacknowledged_seconds", "portico_dataplanes_oldest_unacknowledged_seconds"} {
 		if !shown[want] {
 			t.Errorf("the dashboard shows nothing of %s", want)
 		}

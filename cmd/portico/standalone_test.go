@@ -173,6 +173,36 @@ func TestServeFailOnBindError(t *testing.T) {
 	}
 }
 
+// A port that cannot be bound is summarised once: one error for the
+// generation, naming the port, and no "config applied" line for the
+// steps in which the rest of it was applied; the other port serves.
+func TestServeBindFailureLoggedOnce(t *testing.T) {
+	dir, httpPort, httpsPort, echoAddr := exampleOnFreePorts(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(httpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	logs := serveInTest(t, "--config", dir, "--echo-backend", echoAddr, "--bind-address", "127.0.0.1")
+	failed := waitForLog(t, logs, "config not fully applied", 1)[0]
+	if failed["level"] != "error" || !strings.Contains(fmt.Sprint(failed["error"]), strconv.Itoa(httpPort)) {
+		t.Errorf("error line %v, want one naming port %d", failed, httpPort)
+	}
+	waitForLog(t, logs, "listening", 1)
+	if n := len(logLines(logs, "config applied")); n != 0 {
+		t.Errorf("%d \"config applied\" lines for a generation not fully applied, want 0:\n%s", n, logs.String())
+	}
+	// Retries come after 10 s: within this test the generation is logged once.
+	if n := len(logLines(logs, "config not fully applied")); n != 1 {
+		t.Errorf("%d error lines, want 1", n)
+	}
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(httpsPort))
+	if err != nil {
+		t.Fatalf("the port that could be bound: %v", err)
+	}
+	conn.Close()
+}
+
 // A 404 says in the access log and the requests metric whether no
 // listener serves the Host or no route matched.
 func TestNotFoundSaysWhy(t *testing.T) {

@@ -352,3 +352,61 @@ func TestRouteLabelBounded(t *testing.T) {
 		t.Error("a route past the limit has a label of its own")
 	}
 }
+
+// Connections opened are counted by backend; idle ones are counted when
+// scraped, under the same labels (past the limit, "other").
+func TestBackendPoolMetrics(t *testing.T) {
+	m := NewMetrics()
+	m.SetMaxBackends(1)
+	base := startServer(t, &Server{Metrics: m})
+	key := func(name string) config.BackendKey {
+		return config.BackendKey{Service: config.NamespacedName{Namespace: "apps", Name: name}, Port: 80}
+	}
+	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_idle_connections{backend="other"} 0`) {
+		t.Errorf("no idle series before any backend:\n%s", body)
+	}
+	m.ObserveDial(key("a"))
+	m.ObserveDial(key("a"))
+	m.ObserveDial(key("b"))
+	idle := map[config.BackendKey]int{key("a"): 2, key("b"): 1, key("c"): 4, {}: 1}
+	m.SetIdleConnections(func() map[config.BackendKey]int { return idle })
+	_, body := scrape(t, base, "/metrics")
+	for _, want := range []string{
+		`portico_backend_connections_opened_total{backend="apps/a:80"} 2`,
+		`portico_backend_connections_opened_total{backend="other"} 1`,
+		`portico_backend_idle_connections{backend="apps/a:80"} 2`,
+		`portico_backend_idle_connections{backend="other"} 6`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	idle = map[config.BackendKey]int{key("a"): 1}
+	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_idle_connections{backend="apps/a:80"} 1`) ||
+		!strings.Contains(body, `portico_backend_idle_connections{backend="other"} 0`) {
+		t.Errorf("idle connections not sampled again at the next scrape:\n%s", body)
+	}
+}
+
+// Data-plane lag is exported per Gateway, with the longest always there.
+func TestDataPlaneLagMetrics(t *testing.T) {
+	m := NewMetrics()
+	base := startServer(t, &Server{Metrics: m})
+	_, body := scrape(t, base, "/metrics")
+	if !strings.Contains(body, "portico_dataplanes_oldest_unacknowledged_seconds 0") || strings.Contains(body, "portico_dataplane_unacknowledged_seconds{") {
+		t.Errorf("without data planes:\n%s", body)
+	}
+	m.SetDataPlaneLag(func() map[string]time.Duration {
+		return map[string]time.Duration{"apps/a": 0, "apps/b": 90 * time.Second, "apps/c": 30 * time.Second}
+	})
+	_, body = scrape(t, base, "/metrics")
+	for _, want := range []string{
+		`portico_dataplane_unacknowledged_seconds{gateway="apps/a"} 0`,
+		`portico_dataplane_unacknowledged_seconds{gateway="apps/b"} 90`,
+		`portico_dataplanes_oldest_unacknowledged_seconds 90`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

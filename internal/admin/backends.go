@@ -61,10 +61,12 @@ func backendResult(code int, outcome string) string {
 
 // backendSeries are the children of one backend label.
 type backendSeries struct {
+	label   string
 	results map[string]prometheus.Counter
 	retries prometheus.Counter
 	latency prometheus.Observer
 	ejected prometheus.Counter
+	opened  prometheus.Counter
 }
 
 // backendShards is how many maps a backendCache spreads its backends
@@ -81,6 +83,8 @@ type backendCache struct {
 	retries  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	ejected  *prometheus.CounterVec
+	opened   *prometheus.CounterVec
+	idle     *idleConns
 	max      atomic.Int64
 	seed     maphash.Seed
 	mu       sync.Mutex // serialises the copies and named
@@ -108,7 +112,14 @@ func newBackendCache() *backendCache {
 			Name: "portico_backend_endpoints_ejected_total",
 			Help: "Endpoints of a backend left out for a while because they could not be reached, by backend.",
 		}, []string{"backend"}),
+		opened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_connections_opened_total",
+			Help: "Connections opened to a backend's endpoints by Portico's own HTTP/1.1 pool (requests without a body to plain-text backends), by backend: against the requests, how well connections are reused.",
+		}, []string{"backend"}),
 	}
+	c.idle = &idleConns{cache: c, desc: prometheus.NewDesc("portico_backend_idle_connections",
+		"Idle connections the plain HTTP/1.1 pool holds for the next requests, by the backend that opened them; counted at scrape time.",
+		[]string{"backend"}, nil)}
 	c.seed = maphash.MakeSeed()
 	c.max.Store(DefaultMaxBackends)
 	c.other = c.series(otherBackends)
@@ -116,9 +127,9 @@ func newBackendCache() *backendCache {
 }
 
 func (c *backendCache) series(label string) *backendSeries {
-	s := &backendSeries{results: make(map[string]prometheus.Counter, len(backendResults)),
+	s := &backendSeries{label: label, results: make(map[string]prometheus.Counter, len(backendResults)),
 		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
-		ejected: c.ejected.WithLabelValues(label)}
+		ejected: c.ejected.WithLabelValues(label), opened: c.opened.WithLabelValues(label)}
 	for _, r := range backendResults {
 		s.results[r] = c.requests.WithLabelValues(label, r)
 	}
@@ -160,6 +171,50 @@ func (c *backendCache) get(key config.BackendKey) *backendSeries {
 func (m *Metrics) ObserveEjection(backend config.BackendKey) {
 	if m != nil {
 		m.backends.get(backend).ejected.Inc()
+	}
+}
+
+// ObserveDial records a connection opened to backend (see
+// proxy.BackendObserver).
+func (m *Metrics) ObserveDial(backend config.BackendKey) {
+	if m != nil {
+		m.backends.get(backend).opened.Inc()
+	}
+}
+
+// SetIdleConnections sets what counts the pool's idle connections by
+// backend (proxy.Runtime.IdleBackendConns), called at every scrape.
+func (m *Metrics) SetIdleConnections(count func() map[config.BackendKey]int) {
+	if m != nil {
+		m.backends.idle.count.Store(&count)
+	}
+}
+
+// idleConns is portico_backend_idle_connections: sampled when scraped,
+// so that requests taking and returning connections record nothing.
+type idleConns struct {
+	cache *backendCache
+	desc  *prometheus.Desc
+	count atomic.Pointer[func() map[config.BackendKey]int]
+}
+
+func (c *idleConns) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *idleConns) Collect(ch chan<- prometheus.Metric) {
+	// "other" is always there: the family exists before the first
+	// backend, and a backend's series sums to it past the limit.
+	byLabel := map[string]int{otherBackends: 0}
+	if count := c.count.Load(); count != nil {
+		for key, n := range (*count)() {
+			if key != (config.BackendKey{}) {
+				byLabel[c.cache.get(key).label] += n
+			} else {
+				byLabel[otherBackends] += n
+			}
+		}
+	}
+	for label, n := range byLabel {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), label)
 	}
 }
 

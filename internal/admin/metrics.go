@@ -34,6 +34,7 @@ type Metrics struct {
 	certExpiry   prometheus.Gauge
 	sinceChange  prometheus.Histogram
 	backends     *backendCache
+	dataPlanes   *dataPlaneLag
 
 	// counters and grpcCounters hold the child counters of requests and
 	// grpcRequests by (route, code).
@@ -51,8 +52,9 @@ type requestKey struct {
 // Go runtime and process collectors alongside.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		backends: newBackendCache(),
+		registry:   prometheus.NewRegistry(),
+		backends:   newBackendCache(),
+		dataPlanes: newDataPlaneLag(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_http_requests_total",
 			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched), status code and outcome " +
@@ -165,6 +167,7 @@ func NewMetrics() *Metrics {
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
 		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
+		m.backends.opened, m.backends.idle, m.dataPlanes,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m

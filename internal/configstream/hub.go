@@ -79,6 +79,7 @@ type plane struct {
 	serviceAccount string
 	line           []byte
 	version        string
+	published      time.Time     // when this version replaced the one before
 	inputs         []any         // the snapshot's objects, to skip encoding an unchanged one
 	changed        chan struct{} // closed when replaced
 	// hosts are the hostnames of the Gateway's listeners and its
@@ -127,7 +128,7 @@ func (h *Hub) Publish(planes []Plane) {
 			next[p.Gateway] = old
 			continue
 		}
-		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, inputs: inputs,
+		next[p.Gateway] = &plane{serviceAccount: p.ServiceAccount, line: line, version: version, published: time.Now(), inputs: inputs,
 			changed: make(chan struct{}), hosts: listenerHosts(p.Resources)}
 	}
 	h.mu.Lock()
@@ -163,6 +164,17 @@ func (h *Hub) Version(gw types.NamespacedName) (current string, acked Ack) {
 		current = p.version
 	}
 	return current, h.acks[gw]
+}
+
+// Published is the version of a Gateway's current snapshot and when this
+// hub published it ("" when it has none).
+func (h *Hub) Published(gw types.NamespacedName) (version string, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.planes[gw]; p != nil {
+		return p.version, p.published
+	}
+	return "", time.Time{}
 }
 
 // Superseded reports whether version is one this hub published for gw

@@ -278,6 +278,12 @@ func (s *Server) Version(gw types.NamespacedName) (string, configstream.Ack) {
 	return s.hub.Version(gw)
 }
 
+// Published is the configuration version last published for the Gateway
+// gw and when (configstream.Hub.Published).
+func (s *Server) Published(gw types.NamespacedName) (string, time.Time) {
+	return s.hub.Published(gw)
+}
+
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	srv := &http.Server{

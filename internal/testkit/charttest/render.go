@@ -32,17 +32,7 @@ type Release struct {
 // first, then every template is rendered. It returns the objects sorted by
 // kind and name, and an error for values the schema or a template refuses.
 func Render(dir string, rel Release, values map[string]any) ([]*unstructured.Unstructured, error) {
-	chrt, err := loader.LoadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", dir, err)
-	}
-	vals, err := chartutil.ToRenderValues(chrt, values, common.ReleaseOptions{
-		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
-	}, nil)
-	if err != nil {
-		return nil, err
-	}
-	files, err := engine.Render(chrt, vals)
+	files, err := renderFiles(dir, rel, values)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +50,34 @@ func Render(dir string, rel Release, values map[string]any) ([]*unstructured.Uns
 	}
 	Sort(objs)
 	return objs, nil
+}
+
+// Notes renders the chart's NOTES.txt, what helm install prints.
+func Notes(dir string, rel Release, values map[string]any) (string, error) {
+	files, err := renderFiles(dir, rel, values)
+	if err != nil {
+		return "", err
+	}
+	for name, text := range files {
+		if strings.HasSuffix(name, "/NOTES.txt") {
+			return text, nil
+		}
+	}
+	return "", fmt.Errorf("chart %s has no NOTES.txt", dir)
+}
+
+func renderFiles(dir string, rel Release, values map[string]any) (map[string]string, error) {
+	chrt, err := loader.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	vals, err := chartutil.ToRenderValues(chrt, values, common.ReleaseOptions{
+		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Render(chrt, vals)
 }
 
 // Kustomize builds the kustomization in dir as "kubectl apply -k" does and
