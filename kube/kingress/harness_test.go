@@ -141,7 +141,9 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	kn := &Knative{Cluster: Cluster{Run: c.Run, Snapshot: c.Snapshot, Leading: c.Leading}, Log: c.Log, Dynamic: dyn, Settings: f.settings, ExternalService: f.external,
 		Probe: ProbeOptions{Interval: 20 * time.Millisecond, Grace: f.grace}}
 	settings := f.settings
-	var mgr *acme.Manager
+	// An interface, not *acme.Manager: a nil pointer in it would not be a
+	// nil ACME to the loop.
+	var certs pipeline.ACME
 	if f.pebble != nil {
 		storage, err := secretstorage.New(kc, secretstorage.Options{Namespace: "portico-system", Identity: identity})
 		if err != nil {
@@ -152,10 +154,11 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 		if f.tuneACME != nil {
 			f.tuneACME(&mopts)
 		}
-		mgr, err = acme.New(mopts)
+		mgr, err := acme.New(mopts)
 		if err != nil {
 			f.T.Fatal(err)
 		}
+		certs = mgr
 		f.T.Cleanup(mgr.Close)
 		c.ACME = mgr
 		opts.Challenges = mgr
@@ -163,7 +166,7 @@ func (f *knFixture) startReplica(ip, identity string) *knReplica {
 	}
 	r.loop = pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
 		Translate: translate.Settings{Shared: &translate.SharedAddresses{}, Knative: &settings}},
-		kn, r.rt, mgr, pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME, Knative: kn.WriteKnative}, log)
+		kn, r.rt, certs, pipeline.Outputs{Statuses: c.WriteStatuses, ACME: c.WriteACME, Knative: kn.WriteKnative}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()

@@ -104,3 +104,16 @@ func TestWithACMEHeldCertificates(t *testing.T) {
 		t.Errorf("ACME errors %v", out.ACMEErrors)
 	}
 }
+
+// TestNilManagerIsNoACME: a nil *acme.Manager handed to New, as a caller
+// without ACME holds one, is no ACME: a rebuild neither asks it for
+// anything nor fails.
+func TestNilManagerIsNoACME(t *testing.T) {
+	var m *acme.Manager
+	l := New(Options{ACMESecrets: true}, nil, nil, m, Outputs{}, zap.NewNop())
+	l.wantACME([]translate.ACMECertificate{{Hostname: "a.example.com", Secret: types.NamespacedName{Namespace: "apps", Name: "a-tls"}}}, &snapshot.Resources{})
+	res := &snapshot.Resources{}
+	if out := l.withACME(res); out != res {
+		t.Errorf("the snapshot was changed without ACME: %+v", out)
+	}
+}

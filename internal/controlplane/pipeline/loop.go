@@ -169,9 +169,12 @@ type Loop struct {
 	acmeWanted []translate.ACMECertificate
 }
 
-// New returns a loop over source. certs may be nil (no ACME); a nil
-// *acme.Manager in it is not nil.
+// New returns a loop over source. certs may be nil (no ACME), or hold a
+// nil *acme.Manager, taken as no ACME too.
 func New(opts Options, source Source, rt DataPlane, certs ACME, out Outputs, log *zap.Logger) *Loop {
+	if m, ok := certs.(*acme.Manager); ok && m == nil {
+		certs = nil
+	}
 	return &Loop{
 		opts:      opts,
 		source:    source,
