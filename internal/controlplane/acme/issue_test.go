@@ -3,7 +3,6 @@ package acme_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -156,31 +155,8 @@ func TestObtainFromPebble(t *testing.T) {
 // checkLeaf checks that certPEM is a chain for host alone under roots.
 func checkLeaf(t *testing.T, certPEM []byte, host string, roots *x509.CertPool) {
 	t.Helper()
-	var chain []*x509.Certificate
-	for rest := certPEM; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain = append(chain, c)
-	}
-	if len(chain) == 0 {
-		t.Fatalf("stored certificate has no PEM block: %q", certPEM)
-	}
-	leaf := chain[0]
-	if !slices.Equal(leaf.DNSNames, []string{host}) {
+	if leaf := acmetest.VerifyChain(t, certPEM, host, roots); !slices.Equal(leaf.DNSNames, []string{host}) {
 		t.Errorf("leaf names %q, want [%s]", leaf.DNSNames, host)
-	}
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
-		t.Errorf("leaf does not verify under Pebble's root: %v", err)
 	}
 }
 

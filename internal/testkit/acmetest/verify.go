@@ -8,8 +8,8 @@ import (
 
 // VerifyChain checks that certPEM (a leaf and its intermediates, as ACME
 // certificates are stored in Secrets) is a chain for host under roots,
-// such as a Server's Roots.
-func VerifyChain(t testing.TB, certPEM []byte, host string, roots *x509.CertPool) {
+// such as a Server's Roots, and returns its leaf.
+func VerifyChain(t testing.TB, certPEM []byte, host string, roots *x509.CertPool) *x509.Certificate {
 	t.Helper()
 	var chain []*x509.Certificate
 	for rest := certPEM; ; {
@@ -33,4 +33,5 @@ func VerifyChain(t testing.TB, certPEM []byte, host string, roots *x509.CertPool
 	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
 		t.Errorf("certificate does not verify for %s under Pebble's root: %v", host, err)
 	}
+	return chain[0]
 }
