@@ -22,21 +22,35 @@ type backendObserver struct {
 	mu    sync.Mutex
 	calls []string // "backend code outcome attempts"
 	dials map[config.BackendKey]int
+	open  map[config.BackendKey]int
 }
 
 func (o *backendObserver) ObserveDial(b config.BackendKey) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dials == nil {
-		o.dials = map[config.BackendKey]int{}
+		o.dials, o.open = map[config.BackendKey]int{}, map[config.BackendKey]int{}
 	}
 	o.dials[b]++
+	o.open[b]++
+}
+
+func (o *backendObserver) ObserveClose(b config.BackendKey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.open[b]--
 }
 
 func (o *backendObserver) dialed(b config.BackendKey) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.dials[b]
+}
+
+func (o *backendObserver) opened(b config.BackendKey) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.open[b]
 }
 
 func (o *backendObserver) ObserveBackend(b config.BackendKey, code int, outcome string, attempts int, _ time.Duration) {
@@ -141,9 +155,9 @@ func TestEjectionObserved(t *testing.T) {
 	}
 }
 
-// TestPoolUseObserved: a connection opened to a backend is told once, not
-// per request; the pool's idle connections are counted under the backend
-// whose request opened them, and two requests at once leave two.
+// TestPoolUseObserved: a connection the direct pool opens to a backend is
+// told once, not per request, and two requests at once leave two open;
+// the pool's idle timeout closing them is told too.
 func TestPoolUseObserved(t *testing.T) {
 	rt, obs, _ := backendObservedRuntime(t)
 	live := slowBackend(t, "live")
@@ -158,8 +172,8 @@ func TestPoolUseObserved(t *testing.T) {
 			t.Fatalf("%d, want 200", code)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return rt.IdleBackendConns()[key] == 1 }) {
-		t.Fatalf("idle %v after requests one at a time, want 1 for %s", rt.IdleBackendConns(), key)
+	if n := obs.opened(key); n != 1 {
+		t.Fatalf("%d open after requests one at a time, want 1", n)
 	}
 	if n := obs.dialed(key); n != 1 {
 		t.Errorf("%d dials told for 3 requests on one connection, want 1", n)
@@ -173,10 +187,15 @@ func TestPoolUseObserved(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if !waitFor(5*time.Second, func() bool { return rt.IdleBackendConns()[key] == 2 }) {
-		t.Errorf("idle %v after two requests at once, want 2 for %s", rt.IdleBackendConns(), key)
+	if n := obs.opened(key); n != 2 {
+		t.Errorf("%d open after two requests at once, want 2", n)
 	}
 	if n := obs.dialed(key); n != 2 {
 		t.Errorf("%d dials told, want 2", n)
+	}
+	// What the pool's sweep does to connections idle past h1IdleTimeout.
+	rt.fwd.pool.closeIdle(func(*h1Conn) bool { return true })
+	if n := obs.opened(key); n != 0 {
+		t.Errorf("%d open after the idle ones were closed, want 0", n)
 	}
 }

@@ -79,6 +79,11 @@ type exchange struct {
 	listener *config.Listener
 	port     string
 	origHost string
+	// backend is the key of the backend the rule picked, in the applied
+	// configuration (never changed): what a connection dialed for the
+	// request is counted under (trackDial). Set once, before the first
+	// attempt, since a transport may dial in a goroutine of its own.
+	backend *config.BackendKey
 	// respFilters modify the backend's response headers.
 	respFilters []*config.HeaderModifier
 	cors        *config.CORS
@@ -138,6 +143,11 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
 		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: int32(min(opts.MaxInformational, math.MaxInt32)),
 		headTimeout: max(opts.BackendResponseTimeout, 0), backends: opts.Backends}
+	if f.backends != nil {
+		// Every path dials through this dialer: the direct pool, Go's
+		// transports (plain, TLS, h2c, upgrades) and mirrors.
+		dialer.Track = f.trackDial
+	}
 	// Portico retries nothing on its own unless a rule says so, except a
 	// request that never reached a backend (see failover.go). The
 	// transport does send an idempotent request (GET, HEAD, OPTIONS, TRACE
@@ -521,6 +531,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if sw, ok := w.(*statusWriter); ok {
 		sw.backend = b.Key // for metrics
 	}
+	x.backend = &b.Key
 	f.send(ctx, w, r, out, body, replay, rule, eps, x)
 }
 
@@ -737,6 +748,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	ctx = context.WithValue(ctx, mirrorBackendKey{}, &m.Backend)
 	req := r.Clone(ctx)
 	req.RequestURI = ""
 	req.URL.Scheme, req.URL.Host = "http", addr
@@ -768,6 +780,30 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}()
+}
+
+// mirrorBackendKey is the context key of a mirrored copy's backend, for
+// trackDial.
+type mirrorBackendKey struct{}
+
+// trackDial counts a connection to a backend open, under the backend the
+// request it was dialed for was sent to (found in the dial's context:
+// transports dial in the request's context, or one that keeps its
+// values), and returns what counts it closed. A connection is counted
+// under the backend that opened it, though a pool may lend it to the
+// request of another backend with the same endpoint.
+func (f *forwarder) trackDial(ctx context.Context) func() {
+	var b *config.BackendKey
+	if m, ok := ctx.Value(mirrorBackendKey{}).(*config.BackendKey); ok {
+		b = m
+	} else if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok {
+		b = x.backend
+	}
+	if b == nil || *b == (config.BackendKey{}) {
+		return nil
+	}
+	f.backends.ObserveDial(*b)
+	return func() { f.backends.ObserveClose(*b) }
 }
 
 // mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/h1"
 )
 
@@ -105,19 +104,6 @@ type errNothingRead struct{ err error }
 func (e errNothingRead) Error() string { return e.err.Error() }
 func (e errNothingRead) Unwrap() error { return e.err }
 
-// dialed names the backend of a new connection c, opened for x, and tells
-// the backend metrics: once per connection, not per request.
-func (f *forwarder) dialed(c *h1Conn, x *exchange) {
-	sw, ok := x.gate.ResponseWriter.(*statusWriter)
-	if !ok {
-		return
-	}
-	c.backend = sw.backend
-	if f.backends != nil && sw.backend != (config.BackendKey{}) {
-		f.backends.ObserveDial(sw.backend)
-	}
-}
-
 // serveDirect forwards out to x.addr over the direct path and answers w.
 // ctx is the attempt's context; a failure before the answer started goes to
 // proxyError, as ReverseProxy's would. headTimeout, when not 0, bounds the
@@ -128,9 +114,6 @@ func (f *forwarder) serveDirect(ctx context.Context, w http.ResponseWriter, out 
 		if err != nil {
 			f.proxyError(w, out.WithContext(ctx), err)
 			return
-		}
-		if !c.reused {
-			f.dialed(c, x)
 		}
 		// Set before the abort is hooked: an abort must win over it.
 		c.armHead(c.takenAt, headTimeout)

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/h1"
 	"portico.dev/portico/internal/dataplane/reqctx"
 	"portico.dev/portico/internal/dataplane/sockio"
@@ -57,13 +56,10 @@ func newH1Pool(dialer *sockio.Dialer) *h1Pool {
 type h1Conn struct {
 	pool *h1Pool
 	addr string
-	// backend is the backend whose request opened the connection (an
-	// endpoint may serve several): what the pool's metrics count it under.
-	backend config.BackendKey
-	conn    net.Conn
-	raw     syscall.RawConn // nil when conn is not a TCP connection
-	br      *bufio.Reader
-	bw      *bufio.Writer
+	conn net.Conn
+	raw  syscall.RawConn // nil when conn is not a TCP connection
+	br   *bufio.Reader
+	bw   *bufio.Writer
 	// readLimit bounds what br may read from conn: the answer's headers
 	// are bounded, its body not.
 	readLimit int64
@@ -211,19 +207,6 @@ func (p *h1Pool) takeIdle(addr string) *h1Conn {
 	p.idle[addr] = l[:len(l)-1]
 	p.nidle--
 	return c
-}
-
-// idleByBackend counts the idle connections by backend.
-func (p *h1Pool) idleByBackend() map[config.BackendKey]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[config.BackendKey]int{}
-	for _, l := range p.idle {
-		for _, c := range l {
-			out[c.backend]++
-		}
-	}
-	return out
 }
 
 // put keeps c for the next request to its endpoint, or closes it when the

@@ -143,13 +143,16 @@ type RequestObserver interface {
 // the client got (as RequestObserver), the attempts of the route's retry
 // policy (0 when no endpoint was ready), and the request's time; and each
 // endpoint of a backend left out for a while because it could not be
-// reached (see downSet); and each connection opened to a backend on the
-// plain HTTP/1.1 path (a dial, not a request: reused connections are not
-// told).
+// reached (see downSet); and each connection opened to a backend, on
+// every path (the direct HTTP/1.1 pool, Go's transports for bodies, TLS,
+// h2c and upgrades, mirrors), and its close: a dial, not a request, so
+// that reused connections cost nothing. A connection is told under the
+// backend of the request that opened it, and closed once.
 type BackendObserver interface {
 	ObserveBackend(backend config.BackendKey, code int, outcome string, attempts int, d time.Duration)
 	ObserveEjection(backend config.BackendKey)
 	ObserveDial(backend config.BackendKey)
+	ObserveClose(backend config.BackendKey)
 }
 
 // DefaultOptions are production defaults: bounded everywhere a client could
@@ -344,13 +347,6 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	// generation in several steps when some of its ports cannot be bound.
 	rt.log.Debug("config swapped", zap.Int64("generation", cfg.Generation), zap.Int("ports", len(cfg.Ports)), zap.Int("added", len(added)))
 	return nil
-}
-
-// IdleBackendConns counts the idle connections the plain HTTP/1.1 pool
-// holds, by the backend whose request opened each. It walks the pool under
-// its lock: for a scrape, not for a request.
-func (rt *Runtime) IdleBackendConns() map[config.BackendKey]int {
-	return rt.fwd.pool.idleByBackend()
 }
 
 // Addr returns the bound address of a port (address "" for ports bound on

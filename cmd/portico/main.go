@@ -356,7 +356,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts.Challenges = challenges
 	opts.FileLimit = raiseFileLimit(log)
 	rt := proxy.New(opts, log.Named("proxy"))
-	metrics.SetIdleConnections(rt.IdleBackendConns)
 
 	m, err := f.newMode(popts, rt, metrics, challenges, log)
 	if err != nil {

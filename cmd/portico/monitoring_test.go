@@ -190,7 +190,7 @@ func metricNames(expr string) ([]string, error) {
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	families := exportedFamilies(t)
 	for _, want := range []string{"portico_build_info", "portico_certificates_earliest_expiry_timestamp_seconds", "portico_http_requests_total",
-		"portico_backend_connections_opened_total", "portico_backend_idle_connections", "portico_dataplanes_oldest_unacknowledged_seconds"} {
+		"portico_backend_connections_opened_total", "portico_backend_open_connections", "portico_dataplanes_oldest_unacknowledged_seconds"} {
 		if _, ok := families[want]; !ok {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -272,7 +272,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		"portico_apply_duration_seconds_bucket", "portico_certificates_loaded", "portico_acme_events_total", "portico_leader",
 		"portico_config_change_to_applied_seconds_bucket", "portico_status_writes_total",
 		"portico_backend_requests_total", "portico_backend_retries_total", "portico_backend_request_duration_seconds_bucket",
-		"portico_backend_endpoints_ejected_total", "portico_backend_connections_opened_total", "portico_backend_idle_connections",
+		"portico_backend_endpoints_ejected_total", "portico_backend_connections_opened_total", "portico_backend_open_connections",
 		"portico_dataplane_unacknowledged_seconds", "portico_dataplanes_oldest_unacknowledged_seconds"} {
 		if !shown[want] {
 			t.Errorf("the dashboard shows nothing of %s", want)

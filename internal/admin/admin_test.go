@@ -327,6 +327,19 @@ func BenchmarkObserveBackend(b *testing.B) {
 	}
 }
 
+// BenchmarkObserveConnection is what a backend connection costs the
+// metrics over its life: its open and its close.
+func BenchmarkObserveConnection(b *testing.B) {
+	m := NewMetrics()
+	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}
+	m.ObserveDial(key)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveDial(key)
+		m.ObserveClose(key)
+	}
+}
+
 // Past the limit of routes, requests are counted under route="other";
 // those of the routes before it, and of no route, keep their own label.
 func TestRouteLabelBounded(t *testing.T) {
@@ -353,8 +366,8 @@ func TestRouteLabelBounded(t *testing.T) {
 	}
 }
 
-// Connections opened are counted by backend; idle ones are counted when
-// scraped, under the same labels (past the limit, "other").
+// Connections opened and open now are counted by backend, under the same
+// labels (past the limit, "other"); a close brings the open count down.
 func TestBackendPoolMetrics(t *testing.T) {
 	m := NewMetrics()
 	m.SetMaxBackends(1)
@@ -362,29 +375,31 @@ func TestBackendPoolMetrics(t *testing.T) {
 	key := func(name string) config.BackendKey {
 		return config.BackendKey{Service: config.NamespacedName{Namespace: "apps", Name: name}, Port: 80}
 	}
-	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_idle_connections{backend="other"} 0`) {
-		t.Errorf("no idle series before any backend:\n%s", body)
+	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_open_connections{backend="other"} 0`) {
+		t.Errorf("no open connections series before any backend:\n%s", body)
 	}
 	m.ObserveDial(key("a"))
 	m.ObserveDial(key("a"))
 	m.ObserveDial(key("b"))
-	idle := map[config.BackendKey]int{key("a"): 2, key("b"): 1, key("c"): 4, {}: 1}
-	m.SetIdleConnections(func() map[config.BackendKey]int { return idle })
+	m.ObserveDial(key("c"))
+	m.ObserveClose(key("a"))
+	m.ObserveClose(key("c"))
 	_, body := scrape(t, base, "/metrics")
 	for _, want := range []string{
 		`portico_backend_connections_opened_total{backend="apps/a:80"} 2`,
-		`portico_backend_connections_opened_total{backend="other"} 1`,
-		`portico_backend_idle_connections{backend="apps/a:80"} 2`,
-		`portico_backend_idle_connections{backend="other"} 6`,
+		`portico_backend_connections_opened_total{backend="other"} 2`,
+		`portico_backend_open_connections{backend="apps/a:80"} 1`,
+		`portico_backend_open_connections{backend="other"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	idle = map[config.BackendKey]int{key("a"): 1}
-	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_idle_connections{backend="apps/a:80"} 1`) ||
-		!strings.Contains(body, `portico_backend_idle_connections{backend="other"} 0`) {
-		t.Errorf("idle connections not sampled again at the next scrape:\n%s", body)
+	m.ObserveClose(key("a"))
+	m.ObserveClose(key("b"))
+	if _, body := scrape(t, base, "/metrics"); !strings.Contains(body, `portico_backend_open_connections{backend="apps/a:80"} 0`) ||
+		!strings.Contains(body, `portico_backend_open_connections{backend="other"} 0`) {
+		t.Errorf("open connections not down to 0 once all closed:\n%s", body)
 	}
 }
 

@@ -67,6 +67,7 @@ type backendSeries struct {
 	latency prometheus.Observer
 	ejected prometheus.Counter
 	opened  prometheus.Counter
+	open    prometheus.Gauge
 }
 
 // backendShards is how many maps a backendCache spreads its backends
@@ -84,7 +85,7 @@ type backendCache struct {
 	latency  *prometheus.HistogramVec
 	ejected  *prometheus.CounterVec
 	opened   *prometheus.CounterVec
-	idle     *idleConns
+	open     *prometheus.GaugeVec
 	max      atomic.Int64
 	seed     maphash.Seed
 	mu       sync.Mutex // serialises the copies and named
@@ -114,12 +115,13 @@ func newBackendCache() *backendCache {
 		}, []string{"backend"}),
 		opened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_backend_connections_opened_total",
-			Help: "Connections opened to a backend's endpoints by Portico's own HTTP/1.1 pool (requests without a body to plain-text backends), by backend: against the requests, how well connections are reused.",
+			Help: "Connections opened to a backend's endpoints, on every forwarding path (HTTP/1.1 with or without a body, TLS, h2c and gRPC, upgrades, mirrors), by the backend of the request that opened each: against the requests, how well connections are reused.",
+		}, []string{"backend"}),
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "portico_backend_open_connections",
+			Help: "Connections open to a backend's endpoints now, idle or carrying requests, on every forwarding path: the size of the backend's connection pool, by the backend of the request that opened each.",
 		}, []string{"backend"}),
 	}
-	c.idle = &idleConns{cache: c, desc: prometheus.NewDesc("portico_backend_idle_connections",
-		"Idle connections the plain HTTP/1.1 pool holds for the next requests, by the backend that opened them; counted at scrape time.",
-		[]string{"backend"}, nil)}
 	c.seed = maphash.MakeSeed()
 	c.max.Store(DefaultMaxBackends)
 	c.other = c.series(otherBackends)
@@ -129,7 +131,8 @@ func newBackendCache() *backendCache {
 func (c *backendCache) series(label string) *backendSeries {
 	s := &backendSeries{label: label, results: make(map[string]prometheus.Counter, len(backendResults)),
 		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
-		ejected: c.ejected.WithLabelValues(label), opened: c.opened.WithLabelValues(label)}
+		ejected: c.ejected.WithLabelValues(label), opened: c.opened.WithLabelValues(label),
+		open: c.open.WithLabelValues(label)}
 	for _, r := range backendResults {
 		s.results[r] = c.requests.WithLabelValues(label, r)
 	}
@@ -175,46 +178,19 @@ func (m *Metrics) ObserveEjection(backend config.BackendKey) {
 }
 
 // ObserveDial records a connection opened to backend (see
-// proxy.BackendObserver).
+// proxy.BackendObserver): an atomic add to two series.
 func (m *Metrics) ObserveDial(backend config.BackendKey) {
 	if m != nil {
-		m.backends.get(backend).opened.Inc()
+		s := m.backends.get(backend)
+		s.opened.Inc()
+		s.open.Inc()
 	}
 }
 
-// SetIdleConnections sets what counts the pool's idle connections by
-// backend (proxy.Runtime.IdleBackendConns), called at every scrape.
-func (m *Metrics) SetIdleConnections(count func() map[config.BackendKey]int) {
+// ObserveClose records the close of a connection ObserveDial recorded.
+func (m *Metrics) ObserveClose(backend config.BackendKey) {
 	if m != nil {
-		m.backends.idle.count.Store(&count)
-	}
-}
-
-// idleConns is portico_backend_idle_connections: sampled when scraped,
-// so that requests taking and returning connections record nothing.
-type idleConns struct {
-	cache *backendCache
-	desc  *prometheus.Desc
-	count atomic.Pointer[func() map[config.BackendKey]int]
-}
-
-func (c *idleConns) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *idleConns) Collect(ch chan<- prometheus.Metric) {
-	// "other" is always there: the family exists before the first
-	// backend, and a backend's series sums to it past the limit.
-	byLabel := map[string]int{otherBackends: 0}
-	if count := c.count.Load(); count != nil {
-		for key, n := range (*count)() {
-			if key != (config.BackendKey{}) {
-				byLabel[c.cache.get(key).label] += n
-			} else {
-				byLabel[otherBackends] += n
-			}
-		}
-	}
-	for label, n := range byLabel {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), label)
+		m.backends.get(backend).open.Dec()
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -47,6 +48,11 @@ type Conn struct {
 	wn      int
 	werr    error
 	writeFn func(uintptr) bool
+
+	// closed is what the Dialer's Track returned, run by the first
+	// Close; closing makes it run once when Close is called again.
+	closed  func()
+	closing atomic.Bool
 }
 
 // Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn or
@@ -75,6 +81,16 @@ func Wrap(c net.Conn) net.Conn {
 	s.readFn = s.read
 	s.writeFn = s.write
 	return s
+}
+
+// Close closes the connection. The first Close tells the Dialer's Track
+// that made it; a Close through Inner does not.
+func (c *Conn) Close() error {
+	err := c.TCPConn.Close()
+	if c.closed != nil && c.closing.CompareAndSwap(false, true) {
+		c.closed()
+	}
+	return err
 }
 
 // Inner is the TCP connection, for those that copy between sockets with
@@ -216,6 +232,12 @@ func Peek(fd uintptr) (int, syscall.Errno) {
 // Dialer dials TCP connections as Conns.
 type Dialer struct {
 	net.Dialer
+	// Track, when set, is told of each connection made, with the context
+	// of its dial (its values say what the connection is for); the
+	// function it returns, when not nil, runs once, when the connection
+	// is first closed. It lets a pool count its connections at no cost
+	// per read or write: the Conn closes and counts in one call.
+	Track func(ctx context.Context) (closed func())
 }
 
 // DialContext is net.Dialer's, with the connection wrapped.
@@ -224,5 +246,33 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return Wrap(c), nil
+	w := Wrap(c)
+	if d.Track == nil {
+		return w, nil
+	}
+	closed := d.Track(ctx)
+	if closed == nil {
+		return w, nil
+	}
+	if sc, ok := w.(*Conn); ok {
+		sc.closed = closed
+		return sc, nil
+	}
+	return &trackedConn{Conn: w, closed: closed}, nil
+}
+
+// trackedConn runs closed at its first Close: Track for the connections
+// Wrap leaves as they are.
+type trackedConn struct {
+	net.Conn
+	closed  func()
+	closing atomic.Bool
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	if c.closing.CompareAndSwap(false, true) {
+		c.closed()
+	}
+	return err
 }

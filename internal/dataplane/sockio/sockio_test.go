@@ -225,6 +225,54 @@ func TestDialer(t *testing.T) {
 	}
 }
 
+// TestDialerTrack: Track sees the dial's context and its function runs
+// once, at the first Close, however many follow; a Track that returns nil
+// leaves the connection untracked; a refused dial is not told.
+func TestDialerTrack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type key struct{}
+	var opened, closed []string
+	d := &Dialer{Dialer: net.Dialer{Timeout: time.Second}, Track: func(ctx context.Context) func() {
+		name, _ := ctx.Value(key{}).(string)
+		if name == "" {
+			return nil
+		}
+		opened = append(opened, name)
+		return func() { closed = append(closed, name) }
+	}}
+	dial := func(name string) net.Conn {
+		t.Helper()
+		c, err := d.DialContext(context.WithValue(context.Background(), key{}, name), "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b, none := dial("a"), dial("b"), dial("")
+	if len(opened) != 2 || opened[0] != "a" || opened[1] != "b" || len(closed) != 0 {
+		t.Fatalf("after three dials: opened %q, closed %q", opened, closed)
+	}
+	for range 3 {
+		a.Close()
+	}
+	none.Close()
+	if len(closed) != 1 || closed[0] != "a" {
+		t.Fatalf("after a closed three times: closed %q, want [a]", closed)
+	}
+	b.Close()
+	if len(closed) != 2 || closed[1] != "b" {
+		t.Fatalf("closed %q, want [a b]", closed)
+	}
+	ln.Close()
+	if _, err := d.DialContext(context.WithValue(context.Background(), key{}, "c"), "tcp", ln.Addr().String()); err == nil || len(opened) != 2 {
+		t.Fatalf("refused dial: err %v, opened %q", err, opened)
+	}
+}
+
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
