@@ -44,10 +44,9 @@ func render(t *testing.T, values string) []*unstructured.Unstructured {
 	return objs
 }
 
-// helmOnlyLabels are the labels (and the annotation) the chart adds for
-// Helm's bookkeeping; deploy/ has no release to name, and kubectl no
-// uninstall to keep a CRD from.
-var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/resource-policy"}
+// helmOnlyLabels are the labels the chart adds for Helm's bookkeeping;
+// deploy/ has no release to name.
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
 
 // withoutHelmLabels returns a copy of o without helmOnlyLabels in any map
 // (labels, selectors, label selectors, annotations), and without the
@@ -584,8 +583,10 @@ monitoring: {dashboard: {enabled: true}, prometheusRule: {enabled: true}, podMon
 
 // TestChartModes renders every mode the chart installs Portico in (shared
 // replicas, Knative, a Gateway address pool on the host's network,
-// autoscaled): in each the controller gives the data planes it provisions
-// for per-Gateway classes the chart's own image and pull policy.
+// autoscaled, per-Gateway): in each the controller gives the data planes it
+// provisions for per-Gateway classes the chart's own image and pull policy,
+// and only in per-Gateway mode does the chart create the class's
+// PorticoParameters.
 func TestChartModes(t *testing.T) {
 	image := `image: {repository: registry.example.com/edge/portico, tag: v1.2.3, pullPolicy: Always}`
 	for name, values := range map[string]string{
@@ -608,6 +609,10 @@ func TestChartModes(t *testing.T) {
 			if got := r.dep.Spec.Template.Spec.Containers[0].Image; got != "registry.example.com/edge/portico:v1.2.3" {
 				t.Errorf("image %q", got)
 			}
+			perGateway := strings.Contains(values, "PerGateway")
+			if got := charttest.Find(r.objs, "PorticoParameters", "portico") != nil; got != perGateway {
+				t.Errorf("PorticoParameters rendered: %v, want %v", got, perGateway)
+			}
 		})
 	}
 	digest := "sha256:" + strings.Repeat("ab", 32)
@@ -620,16 +625,29 @@ func TestChartModes(t *testing.T) {
 	}
 }
 
-// TestChartPerGatewayMode: gatewayClass.mode PerGateway makes the class
-// name parameters of its own name in the release namespace, and the notes
-// helm install prints hold exactly those parameters, in PerGateway mode,
-// for the user to create; the default class names none.
+// TestChartPerGatewayMode: gatewayClass.mode PerGateway makes the chart
+// create the class's PorticoParameters, in PerGateway mode with the
+// fields of gatewayClass.parameters, and the class name exactly them; they
+// go with the class at uninstall (no keep policy). The notes say which
+// image the data planes run. The default class names none, and none are
+// rendered.
 func TestChartPerGatewayMode(t *testing.T) {
-	if ref, ok, _ := unstructured.NestedMap(charttest.Find(render(t, ""), "GatewayClass", "portico").Object, "spec", "parametersRef"); ok {
+	defaults := render(t, "")
+	if ref, ok, _ := unstructured.NestedMap(charttest.Find(defaults, "GatewayClass", "portico").Object, "spec", "parametersRef"); ok {
 		t.Errorf("default values: parametersRef %v", ref)
 	}
+	for _, o := range defaults {
+		if o.GetKind() == "PorticoParameters" {
+			t.Errorf("default values render %s", charttest.Key(o))
+		}
+	}
 	rel := charttest.Release{Name: "edge", Namespace: "gateways"}
-	values := map[string]any{"gatewayClass": map[string]any{"name": "dedicated", "mode": "PerGateway"}}
+	values := map[string]any{
+		"image": map[string]any{"repository": "registry.example.com/portico", "tag": "v1.2.3"},
+		"gatewayClass": map[string]any{"name": "dedicated", "mode": "PerGateway", "parameters": map[string]any{
+			"mode": "Shared", "replicas": 3, "service": map[string]any{"type": "ClusterIP"},
+		}},
+	}
 	objs, err := charttest.Render(chartDir, rel, values)
 	if err != nil {
 		t.Fatal(err)
@@ -643,35 +661,68 @@ func TestChartPerGatewayMode(t *testing.T) {
 	if !reflect.DeepEqual(ref, want) {
 		t.Errorf("parametersRef %v, want %v", ref, want)
 	}
+	var params []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "PorticoParameters" {
+			params = append(params, o)
+		}
+	}
+	if len(params) != 1 {
+		t.Fatalf("PorticoParameters rendered: %d, want 1", len(params))
+	}
+	p := params[0]
+	if p.GroupVersionKind().Group != ref["group"] || p.GetName() != ref["name"] || p.GetNamespace() != ref["namespace"] {
+		t.Errorf("the chart creates %s %s/%s, the class names %v", p.GetAPIVersion(), p.GetNamespace(), p.GetName(), ref)
+	}
+	spec, _, _ := unstructured.NestedMap(p.Object, "spec")
+	wantSpec := map[string]any{"mode": "PerGateway", "replicas": int64(3), "service": map[string]any{"type": "ClusterIP"}}
+	if !reflect.DeepEqual(normalized(t, spec), normalized(t, wantSpec)) {
+		t.Errorf("spec %v, want %v (gatewayClass.parameters, mode PerGateway whatever they say)", spec, wantSpec)
+	}
+	if policy, ok := p.GetAnnotations()["helm.sh/resource-policy"]; ok {
+		t.Errorf("the class's parameters carry resource-policy %q: they would outlive the class they belong to", policy)
+	}
+	if p.GetLabels()["app.kubernetes.io/instance"] != "edge" {
+		t.Errorf("labels %v: not the release's", p.GetLabels())
+	}
 	notes, err := charttest.Notes(chartDir, rel, values)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, manifest, ok := strings.Cut(notes, "kubectl apply -f - <<EOF\n")
-	manifest, _, ok2 := strings.Cut(manifest, "  EOF")
-	if !ok || !ok2 {
-		t.Fatalf("the notes give no PorticoParameters to apply:\n%s", notes)
+	for _, want := range []string{"running registry.example.com/portico:v1.2.3", "kubectl -n gateways get porticoparameters dedicated", "helm uninstall deletes the class and these parameters"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the notes lack %q:\n%s", want, notes)
+		}
 	}
-	params, err := charttest.Decode(strings.NewReader(regexp.MustCompile(`(?m)^  `).ReplaceAllString(manifest, "")))
-	if err != nil || len(params) != 1 {
-		t.Fatalf("notes manifest %q: %v", manifest, err)
-	}
-	p := params[0]
-	mode, _, _ := unstructured.NestedString(p.Object, "spec", "mode")
-	if p.GroupVersionKind().Group != ref["group"] || p.GetKind() != ref["kind"] || p.GetName() != ref["name"] || p.GetNamespace() != ref["namespace"] || mode != "PerGateway" {
-		t.Errorf("the notes create %s %s/%s (mode %q), the class names %v", p.GetKind(), p.GetNamespace(), p.GetName(), mode, ref)
+	if strings.Contains(notes, "kubectl apply") {
+		t.Errorf("the notes still ask for objects to be applied by hand:\n%s", notes)
 	}
 	if _, err := charttest.Render(chartDir, release, map[string]any{"gatewayClass": map[string]any{"mode": "Dedicated"}}); err == nil {
 		t.Error("the schema accepts mode Dedicated")
 	}
 }
 
-// TestChartCRDSurvivesUninstall: helm uninstall keeps the PorticoParameters
-// CRD, and with it the objects GatewayClasses and Gateways name.
+// TestChartCRDSurvivesUninstall: the PorticoParameters CRD is in crds/,
+// which Helm installs before the templates (so that they may hold the
+// class's PorticoParameters) and never deletes: helm uninstall keeps it,
+// and with it the PorticoParameters Gateways name. No template renders it
+// a second time.
 func TestChartCRDSurvivesUninstall(t *testing.T) {
-	crd := charttest.Find(render(t, ""), "CustomResourceDefinition", "porticoparameters.portico.dev")
-	if crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("CRD annotations %v, want helm.sh/resource-policy: keep", crd.GetAnnotations())
+	crds, err := charttest.CRDs(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charttest.Find(crds, "CustomResourceDefinition", "porticoparameters.portico.dev") == nil {
+		t.Errorf("crds/ holds %v, not the PorticoParameters CRD", keys(crds))
+	}
+	n := 0
+	for _, o := range render(t, "gatewayClass: {mode: PerGateway}") {
+		if o.GetKind() == "CustomResourceDefinition" {
+			n++
+		}
+	}
+	if n != len(crds) {
+		t.Errorf("%d CRDs rendered with crds/ holding %d: a template renders one too", n, len(crds))
 	}
 }
 

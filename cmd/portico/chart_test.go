@@ -16,12 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/testkit/charttest"
 	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
@@ -115,6 +118,52 @@ func writeTokenKubeconfig(t *testing.T, cfg *rest.Config) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestChartPerGatewayInstall installs the chart in per-Gateway mode on a
+// real API server as Helm does, the CRD of crds/ first: the class's
+// PorticoParameters it creates in the same install pass the CRD's schema
+// and read as Portico reads them, PerGateway with gatewayClass.parameters;
+// parameters the CRD refuses fail the install.
+func TestChartPerGatewayInstall(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx := t.Context()
+	install := func(rel charttest.Release, class string, params map[string]any) error {
+		t.Helper()
+		objs, err := charttest.Render("../../charts/portico", rel, map[string]any{
+			"namespace":    map[string]any{"create": true},
+			"gatewayClass": map[string]any{"name": class, "mode": "PerGateway", "parameters": params},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return charttest.Apply(ctx, env.Config, "portico-chart-test", objs)
+	}
+	rel := charttest.Release{Name: "portico", Namespace: "portico-system"}
+	if err := install(rel, "dedicated", map[string]any{"replicas": 2, "service": map[string]any{"type": "ClusterIP"}}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: parameters.Group, Version: parameters.Version, Resource: "porticoparameters"}
+	u, err := dyn.Resource(gvr).Namespace(rel.Namespace).Get(ctx, "dedicated", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the class's parameters: %v", err)
+	}
+	var p parameters.PorticoParameters
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Spec.Validate(false); err != nil || p.Spec.EffectiveMode() != parameters.ModePerGateway ||
+		p.Spec.Replicas == nil || *p.Spec.Replicas != 2 || p.Spec.Service == nil || p.Spec.Service.Type == nil || *p.Spec.Service.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("the class's parameters read as %+v (%v)", p.Spec, err)
+	}
+	err = install(charttest.Release{Name: "other", Namespace: "other-system"}, "refused", map[string]any{"replicas": -1})
+	if err == nil || !strings.Contains(err.Error(), "PorticoParameters other-system/refused") {
+		t.Errorf("install with replicas -1: %v, want the API server to refuse the parameters", err)
+	}
 }
 
 // TestChartInstallRunsPortico installs the Helm chart on a real API server

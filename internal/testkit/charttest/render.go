@@ -28,15 +28,20 @@ type Release struct {
 }
 
 // Render renders the chart in dir with values over its defaults, as
-// "helm template" does: values are checked against values.schema.json
-// first, then every template is rendered. It returns the objects sorted by
-// kind and name, and an error for values the schema or a template refuses.
+// "helm template --include-crds" does: values are checked against
+// values.schema.json first, then every template is rendered; the CRDs of
+// crds/ (CRDs) come with them, as helm install creates them. It returns
+// the objects sorted by kind and name, and an error for values the schema
+// or a template refuses.
 func Render(dir string, rel Release, values map[string]any) ([]*unstructured.Unstructured, error) {
 	files, err := renderFiles(dir, rel, values)
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
+	objs, err := CRDs(dir)
+	if err != nil {
+		return nil, err
+	}
 	// Rendered in a fixed order so that errors point at the same file.
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -49,6 +54,25 @@ func Render(dir string, rel Release, values map[string]any) ([]*unstructured.Uns
 		objs = append(objs, got...)
 	}
 	Sort(objs)
+	return objs, nil
+}
+
+// CRDs returns the objects of the chart's crds/ directory, which Helm
+// installs before the templates (so that they may create objects of those
+// kinds) and never upgrades or deletes.
+func CRDs(dir string) ([]*unstructured.Unstructured, error) {
+	chrt, err := loader.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, crd := range chrt.CRDObjects() {
+		got, err := Decode(bytes.NewReader(crd.File.Data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
+		}
+		objs = append(objs, got...)
+	}
 	return objs, nil
 }
 
