@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,12 +292,28 @@ func plainScalar(rest []byte) (string, bool) {
 	return string(v), true
 }
 
+// yamlLine is how the YAML parser places a syntax error: "yaml: line N:
+// what", N counted from the document's first line.
+var yamlLine = regexp.MustCompile(`yaml: line (\d+): (.*)$`)
+
+// syntaxError words a YAML parser's failure as "invalid YAML: what", at
+// its line of the document, without the converter's "error converting
+// YAML to JSON" around it.
+func syntaxError(err error) error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	line, _ := strconv.Atoi(m[1]) // digits
+	return &located{line: line, err: fmt.Errorf("invalid YAML: %s", m[2])}
+}
+
 // decodeParsed decodes raw reading its apiVersion and kind with a YAML
 // parser first.
 func decodeParsed(raw []byte, admit *validation.Checker) (metav1.Object, error) {
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, syntaxError(err)
 	}
 	if tm.Kind == "" || tm.APIVersion == "" {
 		return nil, errors.New("apiVersion and kind are required")

@@ -90,6 +90,16 @@ metadata: {name: w}
 kind: Service
 metadata: {name: a
 `},
+	{"not YAML in a later document", `apiVersion: v1
+kind: Service
+metadata: {name: a}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b}
+spec:
+  selector: [a
+`},
 	{"bad separator", `apiVersion: v1
 kind: Service
 metadata: {name: a}
