@@ -334,9 +334,33 @@ var hopHeaders = [...]string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// isHopHeader reports whether name is one of hopHeaders.
+func isHopHeader(name string) bool {
+	switch name {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
 // removeHopByHop removes the headers h's Connection header names and the
 // hop-by-hop ones.
 func removeHopByHop(h http.Header) {
+	if len(h) < len(hopHeaders) {
+		// Most heads hold a few fields and none of these: one pass over
+		// them costs less than a lookup of every hop-by-hop name.
+		found := false
+		for name := range h {
+			if isHopHeader(name) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+	}
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = textproto.TrimString(name); name != "" {

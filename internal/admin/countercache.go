@@ -3,6 +3,7 @@ package admin
 import (
 	"hash/maphash"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,26 +16,41 @@ import (
 // entries.
 const counterShards = 256
 
-// counterCache finds the child counter of a (route, code) pair of a
+// counterCache finds the child counter of a (route, code, outcome) of a
 // CounterVec without its label hashing and variadic call on every request.
 // With 10,000 routes a sync.Map took about 700 ns a lookup (a trie walked
-// pointer by pointer); here it is a hash and a probe of a small map that
-// is never written, so cores reading it share its cache lines. A pair
-// seen for the first time copies its shard. Entries are never removed, as
-// the CounterVec keeps its children too.
+// pointer by pointer); here it is a hash, a probe of a small map keyed by
+// the route's name alone (the runtime's string-keyed lookup) and a scan of
+// the few codes and outcomes that route answered with. Nothing read on a
+// request is ever written, so cores reading it share its cache lines: a
+// route seen for the first time copies its shard, a code or outcome new to
+// a route copies the route's short list. Entries are never removed, as the
+// CounterVec keeps its children too.
 //
 // Only the first maxRoutes routes seen get a route label of their own; the
 // requests of further routes are counted under route="other", so that
 // 100,000 routes do not make 100,000 series per code. The choice is made
-// when a pair is first seen, under mu: no cost per request.
+// when a route is first seen, under mu: no cost per request.
 type counterCache struct {
 	vec    *prometheus.CounterVec
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises the copies, guards named
-	shards [counterShards]atomic.Pointer[map[requestKey]prometheus.Counter]
+	shards [counterShards]atomic.Pointer[map[string]*routeCounters]
 	// maxRoutes bounds named; negative: no bound.
 	maxRoutes atomic.Int64
 	named     map[string]bool // routes with a label of their own
+}
+
+// routeCounters are the counters of one route, by code and outcome.
+type routeCounters struct {
+	label string // the route's label: its name, or otherRoutes
+	codes atomic.Pointer[[]codeCounter]
+}
+
+type codeCounter struct {
+	code    int
+	outcome string // "" for gRPC calls, whose metric has no outcome
+	ctr     prometheus.Counter
 }
 
 // DefaultMaxRoutes is how many routes get a route label of their own in
@@ -63,33 +79,55 @@ func (c *counterCache) label(route string) string {
 }
 
 func (c *counterCache) get(route string, code int, outcome string) prometheus.Counter {
-	key := requestKey{route, code, outcome}
 	sh := &c.shards[maphash.String(c.seed, route)%counterShards]
 	if m := sh.Load(); m != nil {
-		if ctr, ok := (*m)[key]; ok {
-			return ctr
+		if rc := (*m)[route]; rc != nil {
+			if ctr := rc.find(code, outcome); ctr != nil {
+				return ctr
+			}
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := sh.Load()
-	if old != nil {
-		if ctr, ok := (*old)[key]; ok {
-			return ctr
-		}
+	var rc *routeCounters
+	if old := sh.Load(); old != nil {
+		rc = (*old)[route]
 	}
-	m := make(map[requestKey]prometheus.Counter, 1)
-	if old != nil {
-		m = maps.Clone(*old)
+	if rc == nil {
+		rc = &routeCounters{label: c.label(route)}
+		m := make(map[string]*routeCounters, 1)
+		if old := sh.Load(); old != nil {
+			m = maps.Clone(*old)
+		}
+		m[route] = rc
+		sh.Store(&m)
+	} else if ctr := rc.find(code, outcome); ctr != nil {
+		return ctr
 	}
 	var ctr prometheus.Counter
-	label := c.label(route)
 	if outcome == "" {
-		ctr = c.vec.WithLabelValues(label, strconv.Itoa(code))
+		ctr = c.vec.WithLabelValues(rc.label, strconv.Itoa(code))
 	} else {
-		ctr = c.vec.WithLabelValues(label, strconv.Itoa(code), outcome)
+		ctr = c.vec.WithLabelValues(rc.label, strconv.Itoa(code), outcome)
 	}
-	m[key] = ctr
-	sh.Store(&m)
+	var codes []codeCounter
+	if old := rc.codes.Load(); old != nil {
+		codes = slices.Clone(*old)
+	}
+	codes = append(codes, codeCounter{code, outcome, ctr})
+	rc.codes.Store(&codes)
 	return ctr
+}
+
+// find is the counter of code and outcome, nil when the route has none yet.
+// A route answers with few codes and outcomes: a scan beats a hash.
+func (rc *routeCounters) find(code int, outcome string) prometheus.Counter {
+	if codes := rc.codes.Load(); codes != nil {
+		for i := range *codes {
+			if e := &(*codes)[i]; e.code == code && e.outcome == outcome {
+				return e.ctr
+			}
+		}
+	}
+	return nil
 }

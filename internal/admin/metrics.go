@@ -42,12 +42,6 @@ type Metrics struct {
 	grpcRequests           *prometheus.CounterVec
 }
 
-type requestKey struct {
-	route   string
-	code    int
-	outcome string // "" for gRPC calls, whose metric has no outcome
-}
-
 // NewMetrics returns Metrics registered in a registry of their own, with the
 // Go runtime and process collectors alongside.
 func NewMetrics() *Metrics {
