@@ -202,23 +202,34 @@ func TestConcurrentFirstRequestsCounted(t *testing.T) {
 	m := NewMetrics()
 	m.SetMaxRoutes(-1) // each of the 2,000 routes with a label of its own
 	const routes, workers = 2000, 8
+	answers := []struct {
+		code    int
+		outcome string
+	}{{200, "complete"}, {200, "client_gone"}, {500, "complete"}, {404, "no_route"}}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range routes {
 				r := (i*31 + w*257) % routes
-				m.ObserveRequest(fmt.Sprintf("ns/r%d", r), 200+r%3, "complete", time.Millisecond)
+				// Several codes and outcomes per route, first seen in
+				// another order by each worker.
+				for k := range answers {
+					a := answers[(k+w+r)%len(answers)]
+					m.ObserveRequest(fmt.Sprintf("ns/r%d", r), a.code+r%3, a.outcome, time.Millisecond)
+				}
 			}
 		})
 	}
 	wg.Wait()
 	for r := range routes {
-		var d dto.Metric
-		if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(200+r%3), "complete").Write(&d); err != nil {
-			t.Fatal(err)
-		}
-		if got := d.GetCounter().GetValue(); got != workers {
-			t.Fatalf("route ns/r%d: %v requests counted, want %d", r, got, workers)
+		for _, a := range answers {
+			var d dto.Metric
+			if err := m.requests.WithLabelValues(fmt.Sprintf("ns/r%d", r), strconv.Itoa(a.code+r%3), a.outcome).Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.GetCounter().GetValue(); got != workers {
+				t.Fatalf("route ns/r%d, %d %s: %v requests counted, want %d", r, a.code+r%3, a.outcome, got, workers)
+			}
 		}
 	}
 }

@@ -35,15 +35,24 @@ type counterCache struct {
 	vec    *prometheus.CounterVec
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises the copies, guards named
-	shards [counterShards]atomic.Pointer[map[string]*routeCounters]
+	shards [counterShards]atomic.Pointer[map[string]routeEntry]
 	// maxRoutes bounds named; negative: no bound.
 	maxRoutes atomic.Int64
 	named     map[string]bool // routes with a label of their own
 }
 
-// routeCounters are the counters of one route, by code and outcome.
+// routeEntry is what a route's name finds: the counter of the first code
+// and outcome it answered with, held in the map's own slot (the request
+// finds it with no further pointer to follow: with many routes, each
+// pointer is a likely cache miss), and the others.
+type routeEntry struct {
+	first codeCounter
+	more  *routeCounters
+}
+
+// routeCounters are a route's label and its counters past the first.
 type routeCounters struct {
-	label string // the route's label: its name, or otherRoutes
+	label string // the route's name, or otherRoutes
 	codes atomic.Pointer[[]codeCounter]
 }
 
@@ -81,46 +90,62 @@ func (c *counterCache) label(route string) string {
 func (c *counterCache) get(route string, code int, outcome string) prometheus.Counter {
 	sh := &c.shards[maphash.String(c.seed, route)%counterShards]
 	if m := sh.Load(); m != nil {
-		if rc := (*m)[route]; rc != nil {
-			if ctr := rc.find(code, outcome); ctr != nil {
+		if e, ok := (*m)[route]; ok {
+			if e.first.code == code && e.first.outcome == outcome {
+				return e.first.ctr
+			}
+			if ctr := e.more.find(code, outcome); ctr != nil {
 				return ctr
 			}
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var rc *routeCounters
-	if old := sh.Load(); old != nil {
-		rc = (*old)[route]
+	old := sh.Load()
+	var e routeEntry
+	var ok bool
+	if old != nil {
+		e, ok = (*old)[route]
 	}
-	if rc == nil {
-		rc = &routeCounters{label: c.label(route)}
-		m := make(map[string]*routeCounters, 1)
-		if old := sh.Load(); old != nil {
-			m = maps.Clone(*old)
+	if ok {
+		if e.first.code == code && e.first.outcome == outcome {
+			return e.first.ctr
 		}
-		m[route] = rc
-		sh.Store(&m)
-	} else if ctr := rc.find(code, outcome); ctr != nil {
+		if ctr := e.more.find(code, outcome); ctr != nil {
+			return ctr
+		}
+		ctr := c.counter(e.more.label, code, outcome)
+		var codes []codeCounter
+		if l := e.more.codes.Load(); l != nil {
+			codes = slices.Clone(*l)
+		}
+		codes = append(codes, codeCounter{code, outcome, ctr})
+		e.more.codes.Store(&codes)
 		return ctr
 	}
-	var ctr prometheus.Counter
-	if outcome == "" {
-		ctr = c.vec.WithLabelValues(rc.label, strconv.Itoa(code))
-	} else {
-		ctr = c.vec.WithLabelValues(rc.label, strconv.Itoa(code), outcome)
+	more := &routeCounters{label: c.label(route)}
+	ctr := c.counter(more.label, code, outcome)
+	m := make(map[string]routeEntry, 1)
+	if old != nil {
+		m = maps.Clone(*old)
 	}
-	var codes []codeCounter
-	if old := rc.codes.Load(); old != nil {
-		codes = slices.Clone(*old)
-	}
-	codes = append(codes, codeCounter{code, outcome, ctr})
-	rc.codes.Store(&codes)
+	m[route] = routeEntry{first: codeCounter{code, outcome, ctr}, more: more}
+	sh.Store(&m)
 	return ctr
 }
 
-// find is the counter of code and outcome, nil when the route has none yet.
-// A route answers with few codes and outcomes: a scan beats a hash.
+// counter is the vector's child of a label, code and outcome; c.mu is
+// held.
+func (c *counterCache) counter(label string, code int, outcome string) prometheus.Counter {
+	if outcome == "" {
+		return c.vec.WithLabelValues(label, strconv.Itoa(code))
+	}
+	return c.vec.WithLabelValues(label, strconv.Itoa(code), outcome)
+}
+
+// find is the counter of code and outcome among the route's counters past
+// the first, nil when it has none yet. A route answers with few codes and
+// outcomes: a scan beats a hash.
 func (rc *routeCounters) find(code int, outcome string) prometheus.Counter {
 	if codes := rc.codes.Load(); codes != nil {
 		for i := range *codes {
