@@ -188,7 +188,10 @@ func renderTyped(t *testing.T, name, values string) rendered {
 	t.Helper()
 	r := rendered{objs: render(t, values)}
 	typed(t, charttest.Find(r.objs, "Deployment", name), &r.dep)
-	typed(t, charttest.Find(r.objs, "Service", name), &r.svc)
+	// Not rendered in per-Gateway mode by default (service.create).
+	if svc := charttest.Find(r.objs, "Service", name); svc != nil {
+		typed(t, svc, &r.svc)
+	}
 	if n := len(r.dep.Spec.Template.Spec.Containers); n != 1 {
 		t.Fatalf("%d containers", n)
 	}
@@ -613,7 +616,29 @@ func TestChartModes(t *testing.T) {
 			if got := charttest.Find(r.objs, "PorticoParameters", "portico") != nil; got != perGateway {
 				t.Errorf("PorticoParameters rendered: %v, want %v", got, perGateway)
 			}
+			// The Service in front of the replicas, and the flag that
+			// reports its address in Gateways' status, only where the
+			// replicas serve the class's traffic.
+			_, gatewayService := r.flag("gateway-service")
+			if got := charttest.Find(r.objs, "Service", "portico") != nil; got == perGateway || gatewayService == perGateway {
+				t.Errorf("Service portico rendered: %v, --gateway-service: %v; want both %v", got, gatewayService, !perGateway)
+			}
+			if charttest.Find(r.objs, "Service", "portico-controller") == nil {
+				t.Error("no Service portico-controller for the data planes' configuration")
+			}
 		})
+	}
+	// service.create wins over the mode, either way.
+	for values, want := range map[string]bool{
+		"gatewayClass: {mode: PerGateway}\nservice: {create: true}": true,
+		"service: {create: false}":                                  false,
+		"gatewayClass: {create: false, mode: PerGateway}":           true,
+	} {
+		r := renderTyped(t, "portico", values)
+		_, gatewayService := r.flag("gateway-service")
+		if got := charttest.Find(r.objs, "Service", "portico") != nil; got != want || gatewayService != want {
+			t.Errorf("%s: Service portico rendered: %v, --gateway-service: %v; want both %v", values, got, gatewayService, want)
+		}
 	}
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	r := renderTyped(t, "portico", "image: {repository: registry.example.com/portico, digest: "+digest+"}")
@@ -689,10 +714,23 @@ func TestChartPerGatewayMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"running registry.example.com/portico:v1.2.3", "kubectl -n gateways get porticoparameters dedicated", "helm uninstall deletes the class and these parameters"} {
+	for _, want := range []string{"running registry.example.com/portico:v1.2.3", "kubectl -n gateways get porticoparameters dedicated", "helm uninstall deletes the class and these parameters",
+		"2 controller replicas", "They serve no traffic of the GatewayClass dedicated", "The chart creates no Service in front of the controller replicas",
+		"-l gateway.networking.k8s.io/gateway-class-name=dedicated"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("the notes lack %q:\n%s", want, notes)
 		}
+	}
+	// Nothing of the shared mode's front Service, which is not rendered.
+	if strings.Contains(notes, "behind the") || charttest.Find(objs, "Service", "edge-portico") != nil {
+		t.Errorf("per-Gateway mode: a Service edge-portico rendered or announced:\n%s", notes)
+	}
+	shared, err := charttest.Notes(chartDir, rel, map[string]any{"gatewayClass": map[string]any{"name": "dedicated"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(shared, "2 replicas behind the LoadBalancer Service edge-portico, serving every Gateway of class dedicated") || strings.Contains(shared, "porticoparameters") {
+		t.Errorf("shared mode's notes:\n%s", shared)
 	}
 	if strings.Contains(notes, "kubectl apply") {
 		t.Errorf("the notes still ask for objects to be applied by hand:\n%s", notes)

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -197,68 +195,13 @@ func (rt *Runtime) shedIdle(n int) int {
 // appendIdle appends when each of the port's kept-alive HTTP/1
 // connections waiting for its next request went idle (Unix ns).
 func (ps *portServer) appendIdle(dst []int64) []int64 {
-	if ps.h1 != nil {
-		return ps.h1.AppendIdle(dst)
-	}
-	return ps.goIdle.appendIdle(dst)
+	return ps.h1.AppendIdle(dst)
 }
 
 // closeIdleSince closes the port's kept-alive HTTP/1 connections idle
 // since before or at since (Unix ns) and reports how many.
 func (ps *portServer) closeIdleSince(since int64) int {
-	if ps.h1 != nil {
-		return ps.h1.CloseIdleSince(since)
-	}
-	return ps.goIdle.closeIdleSince(since)
-}
-
-// goIdleConns are the kept-alive connections of net/http's server
-// (HTTP1Go) waiting for their next request, with when they went idle,
-// learnt through its ConnState hook. Closing one races with its next
-// request arriving, as net/http's own closing of idle connections does;
-// package h1 closes through a state change instead.
-type goIdleConns struct {
-	mu    sync.Mutex
-	since map[net.Conn]int64
-}
-
-// connState is the port's http.Server.ConnState when it serves HTTP/1.
-func (g *goIdleConns) connState(c net.Conn, st http.ConnState) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if st != http.StateIdle {
-		delete(g.since, c)
-		return
-	}
-	if g.since == nil {
-		g.since = map[net.Conn]int64{}
-	}
-	g.since[c] = time.Now().UnixNano()
-}
-
-func (g *goIdleConns) appendIdle(dst []int64) []int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, t := range g.since {
-		dst = append(dst, t)
-	}
-	return dst
-}
-
-func (g *goIdleConns) closeIdleSince(since int64) int {
-	g.mu.Lock()
-	var closing []net.Conn
-	for c, t := range g.since {
-		if t <= since {
-			closing = append(closing, c)
-			delete(g.since, c)
-		}
-	}
-	g.mu.Unlock()
-	for _, c := range closing {
-		c.Close()
-	}
-	return len(closing)
+	return ps.h1.CloseIdleSince(since)
 }
 
 // Ready reports whether every port bound can accept connections: nil

@@ -51,24 +51,15 @@ func getOn(c net.Conn, br *bufio.Reader, d time.Duration) (int, error) {
 // new client is served, and once the clients are gone a new one is too.
 // The server is this test binary run again with a low RLIMIT_NOFILE, so
 // that the exhaustion is the kernel's.
-// Both HTTP/1 servers shed their idle connections.
 func TestAcceptSurvivesRunningOutOfFiles(t *testing.T) {
-	if server := os.Getenv(acceptChildEnv); server != "" {
-		acceptChild(t, server)
+	if os.Getenv(acceptChildEnv) != "" {
+		acceptChild(t)
 		return
 	}
-	for _, server := range []string{HTTP1Portico, HTTP1Go} {
-		t.Run(server, func(t *testing.T) { acceptOutOfFiles(t, server) })
-	}
-}
-
-// acceptOutOfFiles is TestAcceptSurvivesRunningOutOfFiles against a
-// server process whose HTTP/1 server is server.
-func acceptOutOfFiles(t *testing.T, server string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAcceptSurvivesRunningOutOfFiles$", "-test.count=1")
-	cmd.Env = append(os.Environ(), acceptChildEnv+"="+server)
+	cmd.Env = append(os.Environ(), acceptChildEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -171,14 +162,13 @@ func acceptOutOfFiles(t *testing.T, server string) {
 const acceptChildSpare = 24
 
 // acceptChild is the server of TestAcceptSurvivesRunningOutOfFiles: one
-// plain HTTP port served by the HTTP/1 server server, with no endpoints
+// plain HTTP port, with no endpoints
 // (each request is answered 503 without a backend connection), then a
 // limit of open files acceptChildSpare above those open, its address on
 // standard output, and serving until standard input closes.
-func acceptChild(t *testing.T, server string) {
+func acceptChild(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
-	opts.HTTP1Server = server
 	opts.DrainTimeout = time.Second
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
 	rt := New(opts, log)
@@ -373,5 +363,113 @@ func TestFileLimitWarning(t *testing.T) {
 	f := warned[0].ContextMap()
 	if f["files_needed"] != uint64(5024) || f["open_files_limit"] != uint64(4100) || f["ports"] != int64(2) || f["max_connections_per_port"] != int64(1000) {
 		t.Errorf("warning fields: %v", f)
+	}
+}
+
+// TestFileLimitFitsDefaultCaps: connection caps the operator did not set
+// (FitConnCaps) are lowered to what fits in the open files limit, for as
+// many ports as are bound, logged once at info and never warned about; a
+// port then refuses a connection over its fitted cap on a real socket.
+func TestFileLimitFitsDefaultCaps(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	opts := DefaultOptions()
+	opts.BindAddress = "127.0.0.1"
+	opts.FitConnCaps = true
+	// (FileLimit - 1024) / 2 = 140 connections for one port, 70 each for
+	// two; MaxConnsPerPort stays the default, 10000.
+	opts.FileLimit = fileHeadroom + 2*140
+	opts.MaxConnsPerClient = -1
+	rt := New(opts, zap.New(core))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	backend := slowBackend(t, "b")
+	p := freePort(t)
+	cfg := httpPortConfig(t, p, "svc", backend)
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if w := logs.FilterLevelExact(zapcore.WarnLevel).All(); len(w) != 0 {
+		t.Fatalf("warned about caps nobody set: %v", w)
+	}
+	caps := logs.FilterMessage("connection caps").All()
+	if len(caps) != 1 || caps[0].ContextMap()["max_connections_per_port"] != int64(140) || caps[0].ContextMap()["ports"] != int64(1) {
+		t.Fatalf("connection caps lines %v, want one with 140 for 1 port", caps)
+	}
+
+	// The 141st connection is reset; the 140 before it are served.
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	var open []net.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	for i := range 140 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		open = append(open, c)
+	}
+	if code, err := getOn(open[139], bufio.NewReader(open[139]), 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("connection 140, under the fitted cap: %d %v", code, err)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err == nil {
+		if code, err := getOn(extra, bufio.NewReader(extra), 5*time.Second); err == nil {
+			t.Errorf("connection 141, over the fitted cap, was answered %d", code)
+		}
+		extra.Close()
+	}
+
+	two := *cfg
+	second := *cfg.Ports[0]
+	second.Number = int32(freePort(t))
+	two.Ports = append([]*config.Port{&second}, cfg.Ports...)
+	if err := rt.Apply(&two); err != nil {
+		t.Fatal(err)
+	}
+	caps = logs.FilterMessage("connection caps").All()
+	if len(caps) != 2 || caps[1].ContextMap()["max_connections_per_port"] != int64(70) || caps[1].ContextMap()["ports"] != int64(2) {
+		t.Fatalf("connection caps lines %v, want a second with 70 for 2 ports", caps)
+	}
+	if w := logs.FilterMessageSnippet("open files limit").All(); len(w) != 0 {
+		t.Errorf("warned about caps nobody set: %v", w)
+	}
+	// The port bound first holds 140 connections, over its new cap: the
+	// next is refused.
+	late, err := net.Dial("tcp", addr)
+	if err == nil {
+		if code, err := getOn(late, bufio.NewReader(late), 5*time.Second); err == nil {
+			t.Errorf("a connection over the lowered cap was answered %d", code)
+		}
+		late.Close()
+	}
+}
+
+// TestFittedConnCap: the rule of fitted caps, with its bounds.
+func TestFittedConnCap(t *testing.T) {
+	for _, c := range []struct {
+		limit       uint64
+		ports, want int
+		cap         int
+	}{
+		{1 << 20, 2, 10000, 10000},            // a large limit: the default stands
+		{20000, 1, 10000, 9488},               // (20000 - 1024) / 2
+		{20000, 2, 10000, 4744},               // (20000 - 1024) / 4
+		{20000, 2, 1000, 1000},                // never above what was asked
+		{1024, 1, 10000, minFittedConnCap},    // nothing fits: the floor
+		{2000, 100, 10000, minFittedConnCap},  // too many ports: the floor
+		{20000, 2, -1, 4744},                  // no cap asked: what fits
+		{fileHeadroom + 2*30, 1, 10, 10},      // under the floor, as asked
+		{fileHeadroom + 2*100, 1, 10000, 100}, // exactly what fits
+		{fileHeadroom + 2*100 + 1, 1, 10000, 100},
+	} {
+		if got := fittedConnCap(c.limit, c.ports, c.want); got != c.cap {
+			t.Errorf("fittedConnCap(%d, %d, %d) = %d, want %d", c.limit, c.ports, c.want, got, c.cap)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func (rt *Runtime) admit(w http.ResponseWriter, r *http.Request) (path string, o
 	// then name another target than the routed one, and one in its path
 	// would reach the backend escaped, as another target than the client
 	// sent. RFC 9113 (8.3.1) makes such a :path malformed. An HTTP/1.1
-	// request line cannot carry one: both servers refuse it, so the scan
+	// request line cannot carry one: package h1 refuses it, so the scan
 	// is for HTTP/2 only.
 	if r.ProtoMajor == 2 && !validTarget(r.RequestURI) {
 		writeError(w, http.StatusBadRequest)

@@ -81,7 +81,7 @@ func backendObservedRuntime(t *testing.T) (*Runtime, *backendObserver, *outcomeO
 	opts.DrainTimeout = time.Second
 	opts.Backends = obs
 	opts.Observer = requests
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

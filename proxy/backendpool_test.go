@@ -94,7 +94,7 @@ func TestPoolMetricsEveryPath(t *testing.T) {
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = time.Second
 	opts.Backends = metrics
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

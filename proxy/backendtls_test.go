@@ -209,7 +209,7 @@ func observedRuntime(t *testing.T) (*Runtime, *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
-	rt := New(testOptions(opts), zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+	rt := New(opts, zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewTee(c, core)
 	}))))
 	t.Cleanup(func() {

@@ -21,7 +21,7 @@ func BenchmarkForwardH2C(b *testing.B) { benchmarkForwardH2C(b, DefaultOptions()
 
 func benchmarkForwardH2C(b *testing.B, opts Options) {
 	backend := slowBackend(b, "backend")
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {

@@ -38,7 +38,7 @@ func BenchmarkForwardOnlyAccessLog(b *testing.B) {
 
 func benchmarkForwardOnly(b *testing.B, opts Options) {
 	backend, accepted := rawBackend(b)
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {

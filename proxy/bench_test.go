@@ -34,7 +34,7 @@ func BenchmarkForwardRequestID(b *testing.B) {
 
 func benchmarkForward(b *testing.B, opts Options) {
 	backend := slowBackend(b, "backend")
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	port := freePort(b)
 	if err := rt.Apply(httpPortConfig(b, port, "svc", backend)); err != nil {

@@ -63,7 +63,7 @@ func BenchmarkTLSPassthroughConnection(b *testing.B) {
 	}
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	defer rt.Close(b.Context())
 	port := freePort(b)
 	if err := rt.Apply(p.config(port)); err != nil {

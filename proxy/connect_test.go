@@ -11,8 +11,7 @@ import (
 )
 
 // Attacks on Portico's HTTP/1.1 server (package h1) through the proxy,
-// where the harm is what reaches the backend. Each runs against either
-// server (-args -http1-server=go).
+// where the harm is what reaches the backend.
 
 // TestNothingAfterCONNECT: the bytes a client sends after a CONNECT
 // head are tunnel data to whoever sent them (a proxy in front relays them

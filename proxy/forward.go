@@ -122,15 +122,10 @@ type rpAttempt struct {
 type exchangeKey struct{}
 
 // Value finds the exchange itself under exchangeKey, everything else in
-// the request's context but net/http's server: under it ReverseProxy
-// aborts an answer whose body fails at once, where the forwarder decides
-// (answerFailed), as it does under Portico's own servers.
+// the request's context.
 func (x *exchange) Value(key any) any {
 	if _, ok := key.(exchangeKey); ok {
 		return x
-	}
-	if key == http.ServerContextKey {
-		return nil
 	}
 	return x.Context.Value(key)
 }

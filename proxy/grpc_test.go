@@ -291,7 +291,7 @@ func TestGRPCStatusObserved(t *testing.T) {
 	opts.Observer = obs
 	opts.AccessLog = zap.New(core)
 	opts.DrainTimeout = 5 * time.Second
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	// A cleanup, so that it runs after the client's (cleanups run last
 	// first): an open client connection would hold the drain.
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })

@@ -16,17 +16,8 @@ import (
 	"portico.dev/portico/internal/dataplane/h1"
 )
 
-// Which server serves HTTP/1 requests (Options.HTTP1Server).
-const (
-	// HTTP1Portico is Portico's own connection loop (package h1).
-	HTTP1Portico = "portico"
-	// HTTP1Go is net/http's server.
-	HTTP1Go = "go"
-)
-
-// newH1Server is the port's HTTP/1 server when Options.HTTP1Server is
-// HTTP1Portico; HTTP/2 goes to its own server either way (newH2Server or
-// x/net's).
+// newH1Server is the port's HTTP/1 server, Portico's own connection loop
+// (package h1); HTTP/2 goes to newH2Server's.
 func (ps *portServer) newH1Server() *h1.Server {
 	o := &ps.rt.opts
 	return &h1.Server{
@@ -86,14 +77,15 @@ func (ps *portServer) serveH1Conn(c net.Conn) {
 		defer ps.untracked.end()
 		uc := ps.untracked.add(tc)
 		defer uc.Close()
-		ps.serveH2(tc, connContext(context.Background(), tc), ps.srv.Handler)
+		ps.serveH2(tc, connContext(context.Background(), tc))
 		return
 	}
 	ps.h1.ServeConn(tc)
 }
 
-// tlsHandshakeError counts and logs a failed handshake, as serverLog does
-// for net/http's, and answers a client that spoke plain HTTP.
+// tlsHandshakeError counts and logs a failed handshake (at debug level: at
+// a public port mostly scanners and clients asking for names nobody
+// serves here), and answers a client that spoke plain HTTP.
 func (ps *portServer) tlsHandshakeError(tc *tls.Conn, err error) {
 	detail := err.Error()
 	var re tls.RecordHeaderError
@@ -119,14 +111,11 @@ func looksLikeHTTP(hdr [5]byte) bool {
 }
 
 // shutdownH1 is shutdownCtx's part for the h1 server: stop accepting,
-// start HTTP/2's graceful shutdown, then drain HTTP/1 until ctx ends.
+// then drain HTTP/1 until ctx ends (HTTP/2 drains alongside, ps.h2).
 func (ps *portServer) shutdownH1(ctx context.Context) {
 	if err := ps.h1ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		ps.log.Debug("closing the listener", zap.Error(err))
 	}
-	// The port's http.Server never serves; its shutdown hooks make the
-	// HTTP/2 connections finish their streams and go away.
-	_ = ps.srv.Shutdown(ctx)
 	if err := ps.h1.Shutdown(ctx); err != nil {
 		ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
 		_ = ps.h1.Close()

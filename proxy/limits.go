@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http/httpguts"
 
 	"portico.dev/portico/internal/dataplane/sockio"
 )
@@ -328,15 +326,16 @@ func (w *pacedWriter) WriteHeader(code int) {
 	}
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		// These answers have no content (RFC 9110 sections 6.4.1 and 8.6:
-		// no Content-Length in a 1xx or 204; net/http's server drops it from
-		// a 304 too). Over HTTP/2 a backend's Content-Length would be sent
+		// no Content-Length in a 1xx or 204; none in a 304 either, as
+		// HTTP/1 servers commonly do). Over HTTP/2 a backend's Content-Length would be sent
 		// on a stream without DATA, which clients read as a body cut short.
 		delete(w.Header(), "Content-Length")
 	}
 	if code < 200 && w.http10 && code != http.StatusSwitchingProtocols {
 		// No 1xx goes to an HTTP/1.0 client (RFC 9110, section 15.2): it
 		// would read it as the answer, and the answer as the next one.
-		// net/http's server sends it all the same; package h1 does not.
+		// Package h1 holds to this as well; the check keeps the rule
+		// whichever writer is underneath.
 		return
 	}
 	if code < 200 {
@@ -391,7 +390,7 @@ func headSize(h http.Header) int {
 
 // serverBuffered is the most of an answer the servers hold before they
 // hand it to the connection: package h2's write buffer (16 KiB; package
-// h1 keeps 4 KiB, net/http's server 6). Whatever was written before that
+// h1 keeps 4 KiB). Whatever was written before that
 // is in the kernel's buffers, or the client's flow-control window, and
 // a write waits for it no longer than for bytes the client takes.
 const serverBuffered = 16 << 10
@@ -504,9 +503,6 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		// is told why; net/http would send a 200.
 		pw.WriteHeader(http.StatusRequestTimeout)
 	}
-	if h1 && opts.HTTP1Server == HTTP1Go {
-		dropForbiddenTrailers(w.Header())
-	}
 	if h1 && p.idle > 0 {
 		// net/http writes the end of the response after the handler
 		// returns; a client that stopped reading must not hold it forever.
@@ -530,20 +526,6 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 // connection.
 func closesConnection(r *http.Request) bool {
 	return r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0)
-}
-
-// dropForbiddenTrailers removes the fields named with http.TrailerPrefix
-// that no trailer may carry (Content-Length, Host, Transfer-Encoding, ...),
-// which a backend may send unannounced. net/http's server writes such
-// fields as they are, where package h1 and x/net's HTTP/2 server drop
-// them: a recipient that merged one into the header section would read a
-// message other than the one that was framed.
-func dropForbiddenTrailers(h http.Header) {
-	for k := range h {
-		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && !httpguts.ValidTrailerHeader(name) {
-			delete(h, k)
-		}
-	}
 }
 
 // pacedWriter returns the writer to pace a request answered through w.
@@ -703,7 +685,9 @@ func (s *untrackedConns) closeAll() int {
 // not fill with connections nobody serves, while established connections
 // go on as before.
 type connLimit struct {
-	max    int64 // <= 0: no cap
+	// max is the cap (<= 0: none); Apply may change it while the port
+	// serves (Options.FitConnCaps).
+	max    atomic.Int64
 	open   atomic.Int64
 	logged atomic.Int64 // UnixNano of the last log of a refusal
 	log    *zap.Logger
@@ -725,9 +709,9 @@ const connLimitLogEvery = 5 * time.Second
 // admit reports whether a new connection from client may be served; if
 // so, release must be called once, with the same client, when it closes.
 func (l *connLimit) admit(client netip.Addr) bool {
-	if l.open.Add(1) > l.max && l.max > 0 {
+	if max := l.max.Load(); l.open.Add(1) > max && max > 0 {
 		l.open.Add(-1)
-		l.warn(&l.logged, "connection cap of the port reached; refusing new connections", zap.Int64("max", l.max))
+		l.warn(&l.logged, "connection cap of the port reached; refusing new connections", zap.Int64("max", max))
 		return false
 	}
 	if !l.admitClient(client) {

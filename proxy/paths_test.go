@@ -255,7 +255,7 @@ func TestPathOptions(t *testing.T) {
 		opts := DefaultOptions()
 		opts.BindAddress = "127.0.0.1"
 		opts.Paths = c.opts
-		rt := New(testOptions(opts), zap.NewNop())
+		rt := New(opts, zap.NewNop())
 		p := freePort(t)
 		if err := rt.Apply(servicesConfig(t, p, testService{name: "pub", addr: serveBackend(t, lenientFiles(root))})); err != nil {
 			t.Fatal(err)

@@ -49,7 +49,7 @@ func relRuntime(t *testing.T, set func(*Options)) *Runtime {
 	if set != nil {
 		set(&opts)
 	}
-	rt := New(testOptions(opts), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	rt := New(opts, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()

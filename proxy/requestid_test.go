@@ -31,7 +31,7 @@ func TestRequestID(t *testing.T) {
 		opts.BindAddress = "127.0.0.1"
 		opts.RequestID = on
 		opts.AccessLog = zap.New(core)
-		rt := New(testOptions(opts), zap.NewNop())
+		rt := New(opts, zap.NewNop())
 		t.Cleanup(func() { _ = rt.Close(t.Context()) })
 		p := freePort(t)
 		cfg := httpPortConfig(t, p, "svc", "")

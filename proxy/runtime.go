@@ -8,10 +8,8 @@ package proxy
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/http"
 	"slices"
@@ -21,7 +19,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/sockio"
@@ -68,9 +65,15 @@ type Options struct {
 	MaxConnsPerClient int
 	// FileLimit is the process's limit of open files (RLIMIT_NOFILE), which
 	// every client and backend connection counts against; when set, Apply
-	// warns about a configuration whose connection caps cannot fit in it
-	// (see checkFileLimit). Zero: unknown, no check.
+	// warns about a configuration whose connection caps cannot fit in it,
+	// or fits them to it (FitConnCaps; see checkFileLimit). Zero: unknown,
+	// no check.
 	FileLimit uint64
+	// FitConnCaps says MaxConnsPerPort is a default rather than the
+	// operator's choice: each port's cap is then the lesser of it and
+	// what fits in FileLimit for the ports bound, and Apply logs the caps
+	// in force (info) instead of warning.
+	FitConnCaps bool
 	// ClientIdleTimeout bounds how long a request body read or a response
 	// write may wait on the client without progress; ClientMinRate (bytes
 	// per second) is the pace the client must keep, averaged over
@@ -117,9 +120,6 @@ type Options struct {
 	// MaxHeaderCount bounds the header fields of a request (each value of
 	// a repeated name counts); a request with more gets 431.
 	MaxHeaderCount int
-	// HTTP1Server picks the server of HTTP/1 requests: HTTP1Portico (the
-	// default) or HTTP1Go, net/http's, kept to compare and fall back to.
-	HTTP1Server string
 }
 
 // ChallengeHandler answers ACME HTTP-01 challenge requests. It reports
@@ -182,7 +182,6 @@ func DefaultOptions() Options {
 		H2MaxGlitches:          200,
 		H2GlitchesForgiven:     20,
 		StreamIdleTimeout:      time.Hour,
-		HTTP1Server:            HTTP1Portico,
 	}
 }
 
@@ -208,7 +207,6 @@ func (o Options) withDefaults() Options {
 	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
-	o.HTTP1Server = cmp.Or(o.HTTP1Server, d.HTTP1Server)
 	return o
 }
 
@@ -238,8 +236,12 @@ type Runtime struct {
 	ports    map[config.PortKey]*portServer
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
-	// fileCheckPorts is the number of ports checkFileLimit last looked at.
-	fileCheckPorts int
+	// fileCheckPorts is the number of ports checkFileLimit last looked at;
+	// connCap is the cap of each port's connections in force (fitted to
+	// FileLimit under FitConnCaps, else MaxConnsPerPort).
+	fileCheckPorts  int
+	connCap         int
+	fileCheckLogged bool
 }
 
 // New returns a Runtime with no ports bound.
@@ -254,6 +256,7 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		listen:   net.Listen,
 		ports:    map[config.PortKey]*portServer{},
 		draining: map[*portServer]bool{},
+		connCap:  opts.MaxConnsPerPort,
 
 		acceptUnreadyAfter: acceptUnreadyAfter,
 	}
@@ -403,26 +406,9 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 		ln:       ln,
 		log:      rt.log.With(zap.String("address", p.Address), zap.Int32("port", p.Number)),
 	}
-	ps.conns = connLimit{max: int64(rt.opts.MaxConnsPerPort), perClient: int64(rt.opts.MaxConnsPerClient), log: ps.log, keeper: rt.keeper}
-	ps.srv = &http.Server{
-		Handler:           http.HandlerFunc(ps.serveLimited),
-		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
-		IdleTimeout:       rt.opts.IdleTimeout,
-		MaxHeaderBytes:    rt.opts.MaxHeaderBytes,
-		ConnContext:       connContext,
-		ErrorLog:          log.New(&serverLog{log: ps.log, port: p.Key().String(), obs: rt.opts.Handshakes}, "", 0),
-	}
-	if p.Protocol == config.HTTPS {
-		ps.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{http2.NextProtoTLS, "http/1.1"}}
-	}
-	// TLS connections that chose HTTP/2 go to Portico's HTTP/2 server,
-	// behind the frame guard, whichever server serves HTTP/1.
-	ps.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){http2.NextProtoTLS: ps.serveTLSH2}
-	if rt.opts.HTTP1Server != HTTP1Go {
-		ps.h1 = ps.newH1Server()
-	} else {
-		ps.srv.ConnState = ps.goIdle.connState
-	}
+	ps.conns = connLimit{perClient: int64(rt.opts.MaxConnsPerClient), log: ps.log, keeper: rt.keeper}
+	ps.conns.max.Store(int64(rt.connCap))
+	ps.h1 = ps.newH1Server()
 	ps.h2 = ps.newH2Server()
 	return ps, nil
 }
@@ -432,16 +418,22 @@ func (rt *Runtime) bind(p *config.Port) (*portServer, error) {
 // the API server, the admin and ACME servers, log and certificate files.
 const fileHeadroom = 1024
 
-// checkFileLimit warns when the connection caps of ports ports cannot fit
-// in Options.FileLimit: each client connection may hold a backend
-// connection too, so the rule is
+// minFittedConnCap is the least cap FitConnCaps gives a port, however low
+// the open files limit: below it a port would refuse ordinary traffic.
+const minFittedConnCap = 64
+
+// checkFileLimit relates the connection caps of ports ports to
+// Options.FileLimit: each client connection may hold a backend connection
+// too, so the caps fit when
 //
-//	2 × MaxConnsPerPort × ports + fileHeadroom ≤ FileLimit.
+//	2 × cap × ports + fileHeadroom ≤ FileLimit.
 //
 // Past it, a client can make the process run out of files before any
 // port reaches its cap: accepts then fail for every port (shed and
 // retried, see sorter.acceptLoop) and dials to backends fail with 502.
-// It looks again only when the number of ports changed.
+// Caps the operator set are warned about; defaulted ones (FitConnCaps)
+// are lowered to what fits. It looks again only when the number of ports
+// changed.
 func (rt *Runtime) checkFileLimit(ports int) {
 	limit, perPort := rt.opts.FileLimit, rt.opts.MaxConnsPerPort
 	if limit == 0 || ports == rt.fileCheckPorts {
@@ -449,6 +441,10 @@ func (rt *Runtime) checkFileLimit(ports int) {
 	}
 	rt.fileCheckPorts = ports
 	if ports == 0 {
+		return
+	}
+	if rt.opts.FitConnCaps {
+		rt.fitConnCaps(ports)
 		return
 	}
 	if perPort <= 0 {
@@ -462,4 +458,42 @@ func (rt *Runtime) checkFileLimit(ports int) {
 			zap.Int("max_connections_per_port", perPort), zap.Int("ports", ports),
 			zap.Uint64("files_needed", need), zap.Uint64("open_files_limit", limit))
 	}
+}
+
+// fittedConnCap is the cap of each of ports ports that fits in the open
+// files limit (checkFileLimit's rule), at most want when want > 0, at
+// least minFittedConnCap.
+func fittedConnCap(limit uint64, ports, want int) int {
+	fit := uint64(0)
+	if limit > fileHeadroom {
+		fit = (limit - fileHeadroom) / (2 * uint64(ports))
+	}
+	c := max(fit, minFittedConnCap)
+	if want > 0 {
+		c = min(c, uint64(want))
+	}
+	return int(c)
+}
+
+// fitConnCaps sets the cap of every port to what fits for ports ports
+// and logs it when it changed. Only an open files limit too low for even
+// minFittedConnCap is warned about: that is the machine's to fix.
+func (rt *Runtime) fitConnCaps(ports int) {
+	limit := rt.opts.FileLimit
+	capacity := fittedConnCap(limit, ports, rt.opts.MaxConnsPerPort)
+	for _, ps := range rt.ports {
+		ps.conns.max.Store(int64(capacity))
+	}
+	if capacity == rt.connCap && rt.fileCheckLogged {
+		return
+	}
+	rt.connCap, rt.fileCheckLogged = capacity, true
+	if need := 2*uint64(capacity)*uint64(ports) + fileHeadroom; need > limit {
+		rt.log.Warn("the open files limit is too low for the ports' connections: raise RLIMIT_NOFILE",
+			zap.Int("max_connections_per_port", capacity), zap.Int("ports", ports),
+			zap.Uint64("files_needed", need), zap.Uint64("open_files_limit", limit))
+		return
+	}
+	rt.log.Info("connection caps", zap.Int("max_connections_per_port", capacity), zap.Int("ports", ports),
+		zap.Uint64("open_files_limit", limit), zap.Bool("fitted_to_open_files_limit", capacity < rt.opts.MaxConnsPerPort || rt.opts.MaxConnsPerPort <= 0))
 }

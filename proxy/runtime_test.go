@@ -116,7 +116,7 @@ func newRuntime(t testing.TB) *Runtime {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 5 * time.Second
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -296,7 +296,7 @@ func TestObserverSeesRouteAndStatus(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.Observer = obs
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	defer rt.Close(context.Background()) //nolint:errcheck // test cleanup
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))

@@ -6,13 +6,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/http2"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/dataplane/h1"
@@ -29,10 +29,9 @@ type portServer struct {
 	portText string
 	protocol config.Protocol
 	ln       net.Listener
-	srv      *http.Server
-	// h1 serves HTTP/1 instead of srv when Options.HTTP1Server is
-	// HTTP1Portico; h1ln is the listener its accept loop takes
-	// connections from. srv then only configures HTTP/2.
+	// h1 serves the port's HTTP/1 connections; h1ln is the listener its
+	// accept loop (acceptH1) takes them from, after the sorter and, on
+	// HTTPS ports, TLS.
 	h1   *h1.Server
 	h1ln net.Listener
 	// tlsConfig picks the certificate by SNI (HTTPS ports): the port's
@@ -48,16 +47,13 @@ type portServer struct {
 	// arrive while it drains.
 	last atomic.Pointer[config.Port]
 
-	// untracked are the connections srv does not track: cleartext
-	// HTTP/2 and upgraded ones.
+	// untracked are the connections h1 does not track: HTTP/2 and
+	// upgraded ones.
 	untracked untrackedConns
 	conns     connLimit
 	// health is what the accept loop reports of failing accepts, for
 	// readiness.
 	health acceptHealth
-	// goIdle are srv's idle HTTP/1 connections, when it serves them
-	// (HTTP1Go), for shedIdle.
-	goIdle goIdleConns
 	// writers are the paced writers of requests without a body (see
 	// pacedWriter).
 	writers  sync.Pool
@@ -122,7 +118,7 @@ func (ps *portServer) start() {
 	ps.served = make(chan struct{})
 	var ln net.Listener = &trackingListener{Listener: ps.ln, limit: &ps.conns}
 	if ps.protocol == config.HTTPS {
-		ps.tlsConfig = sni.ServerConfig(ps.srv.TLSConfig.Clone(), ps.sniTable, rememberListener)
+		ps.tlsConfig = sni.ServerConfig(&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{http2.NextProtoTLS, "http/1.1"}}, ps.sniTable, rememberListener)
 		s := newSorter(ln, ps)
 		s.sort = s.sortTLS
 		go s.acceptLoop()
@@ -133,14 +129,10 @@ func (ps *portServer) start() {
 		go s.acceptLoop()
 		ln = s
 	}
-	serve := ps.srv.Serve
-	if ps.h1 != nil {
-		ps.h1ln = ln
-		serve = ps.acceptH1
-	}
+	ps.h1ln = ln
 	go func() {
 		defer close(ps.served)
-		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !ps.stopping.Load() {
+		if err := ps.acceptH1(ln); err != nil && !errors.Is(err, net.ErrClosed) && !ps.stopping.Load() {
 			ps.log.Error("port stopped serving", zap.Error(err))
 		}
 	}()
@@ -197,8 +189,8 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 		// shutdown as a whole stays within ctx, --drain-timeout.
 		ctx, drained := drainPart(ctx)
 		defer drained()
-		// HTTP/2 connections get their GOAWAY at once, whichever server
-		// serves HTTP/1, and drain alongside.
+		// HTTP/2 connections get their GOAWAY at once and drain alongside
+		// HTTP/1 ones.
 		h2done := make(chan struct{})
 		go func() {
 			defer close(h2done)
@@ -206,14 +198,7 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 				ps.h2.Close()
 			}
 		}()
-		if ps.h1 != nil {
-			ps.shutdownH1(ctx)
-		} else if err := ps.srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
-			// net.ErrClosed: every connection drained, the listener
-			// was closed already (stopAccepting).
-			ps.log.Warn("drain incomplete, closing connections", zap.Error(err))
-			ps.srv.Close()
-		}
+		ps.shutdownH1(ctx)
 		// Upgraded connections (WebSockets) and cleartext HTTP/2 ones
 		// drain too, up to the deadline; then they are closed, which ends
 		// their requests and so their backend connections.
@@ -226,9 +211,7 @@ func (ps *portServer) shutdownCtx(ctx context.Context) {
 			drained()
 			ps.untracked.wait(outer)
 		}
-		if h2done != nil {
-			<-h2done
-		}
+		<-h2done
 		<-ps.served
 		ps.log.Info("port closed")
 	})
@@ -276,7 +259,7 @@ const h2cPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // sorter looks at the first bytes of every connection of a port, on a
 // goroutine of its own, and either serves it (sort) or hands it on to the
-// port's http.Server (Accept). On a plain HTTP port it serves cleartext
+// port's HTTP/1 accept loop (Accept, acceptH1). On a plain HTTP port it serves cleartext
 // HTTP/2 (prior knowledge, as Knative and gRPC clients use) and hands on
 // HTTP/1 (sortH2C); on an HTTPS port it serves TLS listeners' streams and
 // hands on HTTPS, by the SNI of the ClientHello (sortTLS, tlsstream.go).
@@ -323,33 +306,21 @@ func (s *sorter) sortH2C(c net.Conn) {
 	if t, ok := c.(*trackedConn); ok {
 		ctx = context.WithValue(ctx, connKey{}, t)
 	}
-	s.ps.serveH2(s.ps.untracked.add(pc), ctx, s.ps.srv.Handler)
+	s.ps.serveH2(s.ps.untracked.add(pc), ctx)
 }
 
 // serveH2 serves an HTTP/2 connection, TLS or cleartext, behind the
 // guard against abusive frame patterns.
-func (ps *portServer) serveH2(c net.Conn, ctx context.Context, h http.Handler) {
+func (ps *portServer) serveH2(c net.Conn, ctx context.Context) {
 	o := &ps.rt.opts
 	if o.H2MaxGlitches > 0 {
 		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
 	}
-	// Its handler is the port's, as h is; ctx carries the connection.
+	// ctx carries the connection (connKey).
 	ps.h2.ServeConn(ctx, c)
 }
 
-// serveTLSH2 is the port's TLSNextProto for "h2": TLS connections that
-// chose HTTP/2 get the same guard as cleartext ones.
-func (ps *portServer) serveTLSH2(_ *http.Server, c *tls.Conn, h http.Handler) {
-	// net/http hands the connection's base context (with connKey) over
-	// through this method of h, as to the HTTP/2 server's own TLSNextProto.
-	ctx := context.Background()
-	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
-		ctx = bc.BaseContext()
-	}
-	ps.serveH2(c, ctx, h)
-}
-
-// handOn gives c to the port's http.Server.
+// handOn gives c to the port's HTTP/1 accept loop.
 func (s *sorter) handOn(c net.Conn) {
 	select {
 	case s.conns <- c:

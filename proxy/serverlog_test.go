@@ -84,7 +84,7 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.Handshakes = failures
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	cfg := httpPortConfig(t, p, "svc", slowBackend(t, "a"))
@@ -157,49 +157,6 @@ func TestHandshakeFailuresObserved(t *testing.T) {
 	}
 }
 
-// TestServerLogLevels: what net/http reports goes to the log at a level
-// that fits it, and only handshake failures are counted.
-func TestServerLogLevels(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	failures := &handshakeFailures{}
-	l := &serverLog{log: zap.New(core), port: "443", obs: failures}
-	for _, line := range []string{
-		"http: TLS handshake error from [::1]:53211: tls: no certificates configured\n",
-		"http: TLS handshake error from 10.0.0.1:4000: EOF\n",
-		"http2: server: error reading preface from client 10.0.0.1:4001: read: connection reset by peer\n",
-		"http: Accept error: accept tcp [::]:443: accept4: too many open files; retrying in 5ms\n",
-		"http: panic serving 10.0.0.1:4002: boom\ngoroutine 1 [running]:\n",
-		"http2: panic serving 10.0.0.1:4003: boom\ngoroutine 2 [running]:\n",
-		"timeout waiting for SETTINGS frames from 10.0.0.1:4004\n",
-		"http: superfluous response.WriteHeader call from example.com/pkg.handler (h.go:10)\n",
-	} {
-		if _, err := l.Write([]byte(line)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var got []string
-	for _, e := range logs.All() {
-		remote, _ := e.ContextMap()["remote"].(string)
-		got = append(got, fmt.Sprintf("%s %s %s", e.Level, strings.SplitN(e.Message, ":", 2)[0], remote))
-	}
-	want := []string{
-		"debug TLS handshake failed [::1]:53211",
-		"debug TLS handshake failed 10.0.0.1:4000",
-		"debug http2 ",
-		"warn http ",
-		"error http ",
-		"error http2 ",
-		"debug timeout waiting for SETTINGS frames from 10.0.0.1 ",
-		"warn http ",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("log entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if !slices.Equal(failures.got, []string{"443 " + HandshakeUnknownName, "443 " + HandshakeClosed}) {
-		t.Errorf("counted %q", failures.got)
-	}
-}
-
 // TestHandshakeReason: the error texts of crypto/tls and net/http map to
 // their reasons.
 func TestHandshakeReason(t *testing.T) {
@@ -234,7 +191,7 @@ func TestAccessLog(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.AccessLog = zap.New(core)
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	backend := slowBackend(t, "backend-a")
@@ -297,7 +254,7 @@ func TestClientGoneIs499(t *testing.T) {
 	opts.BindAddress = "127.0.0.1"
 	opts.AccessLog = zap.New(core)
 	opts.Observer = obs
-	rt := New(testOptions(opts), zap.NewNop())
+	rt := New(opts, zap.NewNop())
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	p := freePort(t)
 	if err := rt.Apply(httpPortConfig(t, p, "svc", slowBackend(t, "slow"))); err != nil {

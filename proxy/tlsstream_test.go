@@ -91,7 +91,7 @@ func startTLSPort(t *testing.T, p tlsPort, mutate func(*Options)) int {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	port := freePort(t)
 	if err := rt.Apply(p.config(port)); err != nil {
@@ -301,7 +301,7 @@ func TestTLSTenThousandHostnamesEach(t *testing.T) {
 
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
@@ -346,7 +346,7 @@ func TestTLSStreamDrains(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BindAddress = "127.0.0.1"
 	opts.DrainTimeout = 700 * time.Millisecond
-	rt := New(testOptions(opts), zaptest.NewLogger(t))
+	rt := New(opts, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = rt.Close(t.Context()) })
 	port := freePort(t)
 	if err := rt.Apply(p.config(port)); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -124,7 +125,8 @@ func writeTokenKubeconfig(t *testing.T, cfg *rest.Config) string {
 // real API server as Helm does, the CRD of crds/ first: the class's
 // PorticoParameters it creates in the same install pass the CRD's schema
 // and read as Portico reads them, PerGateway with gatewayClass.parameters;
-// parameters the CRD refuses fail the install.
+// no Service fronts the controller replicas, which serve no traffic of the
+// class; parameters the CRD refuses fail the install.
 func TestChartPerGatewayInstall(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx := t.Context()
@@ -159,6 +161,16 @@ func TestChartPerGatewayInstall(t *testing.T) {
 	if err := p.Spec.Validate(false); err != nil || p.Spec.EffectiveMode() != parameters.ModePerGateway ||
 		p.Spec.Replicas == nil || *p.Spec.Replicas != 2 || p.Spec.Service == nil || p.Spec.Service.Type == nil || *p.Spec.Service.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("the class's parameters read as %+v (%v)", p.Spec, err)
+	}
+	// The controller replicas serve none of the class's traffic: no
+	// Service (a load balancer, by default) in front of them, only the one
+	// the data planes take their configuration from.
+	services := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(rel.Namespace)
+	if _, err := services.Get(ctx, "portico", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Service portico in per-Gateway mode: %v, want none", err)
+	}
+	if _, err := services.Get(ctx, "portico-controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("Service portico-controller: %v", err)
 	}
 	err = install(charttest.Release{Name: "other", Namespace: "other-system"}, "refused", map[string]any{"replicas": -1})
 	if err == nil || !strings.Contains(err.Error(), "PorticoParameters other-system/refused") {

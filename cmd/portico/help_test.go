@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -134,5 +135,30 @@ func TestDeprecatedFlagNames(t *testing.T) {
 	}
 	if got["--controller"] != "--controller-address" || got["--data-plane-controller"] != "--data-plane-controller-address" || len(got) != 2 {
 		t.Errorf("deprecation lines %v", got)
+	}
+}
+
+// --http1-server is kept one release after Go's HTTP/1 server was removed:
+// portico (what it always was by default) is accepted with a deprecation
+// line, go is refused in one line that says it was removed.
+func TestHTTP1ServerFlagRetired(t *testing.T) {
+	f, err := parseServeFlags([]string{"--config", "x", "--http1-server=portico"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("--http1-server=portico: %v", err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	f.logDeprecated(zap.New(core))
+	lines := logs.FilterMessage("deprecated flag").All()
+	if len(lines) != 1 || lines[0].ContextMap()["flag"] != "--http1-server" || !strings.Contains(fmt.Sprint(lines[0].ContextMap()["why"]), "drop the flag") {
+		t.Errorf("deprecation lines %v", lines)
+	}
+	for _, v := range []string{"go", "net/http"} {
+		_, err := parseServeFlags([]string{"--config", "x", "--http1-server", v}, &bytes.Buffer{})
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "--http1-server") {
+			t.Errorf("--http1-server %s: %v, want a one-line refusal", v, err)
+		}
+	}
+	if _, err := parseServeFlags([]string{"--config", "x", "--http1-server=go"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("--http1-server=go: %v, want it said removed", err)
 	}
 }

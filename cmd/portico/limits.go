@@ -6,11 +6,18 @@ import (
 	"portico.dev/portico/proxy"
 )
 
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // limitFlags declares the flags of the data plane's abuse limits (see the
 // README's Security section) and returns what sets them on the options.
 func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	d := proxy.DefaultOptions()
-	maxConns := fs.Int("max-connections-per-port", d.MaxConnsPerPort, "open connections each port accepts; past it new ones are reset at once (negative: no cap)")
+	maxConns := fs.Int("max-connections-per-port", d.MaxConnsPerPort, "open connections each port accepts; past it new ones are reset at once (negative: no cap). Left unset, it is lowered to what the open files limit fits for the ports bound")
 	perClient := fs.Int("max-connections-per-client", d.MaxConnsPerClient, "open connections of one client IP address each port accepts; past it that address's new ones are reset at once, other clients' still served (0 or negative: no cap; raise it when clients reach Portico through a NAT or a load balancer that hides their addresses)")
 	idle := fs.Duration("client-idle-timeout", d.ClientIdleTimeout, "cut a request whose body read or response write waits this long on the client without progress (negative: never)")
 	rate := fs.Int("client-min-rate", d.ClientMinRate, "bytes per second a client must move while Portico waits on it, averaged over --client-rate-window; applies to responses and to request bodies of declared length (negative: no minimum)")
@@ -22,6 +29,9 @@ func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	forgiven := fs.Float64("http2-glitches-forgiven", d.H2GlitchesForgiven, "abusive HTTP/2 frames forgotten per second")
 	return func(o *proxy.Options) {
 		o.MaxConnsPerPort = *maxConns
+		// A cap the operator did not set is fitted to the open files
+		// limit; one they set is kept, and warned about if it cannot fit.
+		o.FitConnCaps = !flagSet(fs, "max-connections-per-port")
 		// Zero is the options' default; the flag's zero turns the cap off.
 		o.MaxConnsPerClient = *perClient
 		if *perClient <= 0 {

@@ -44,6 +44,21 @@ func TestLimitFlags(t *testing.T) {
 	}
 }
 
+// TestMaxConnectionsPerPortFitted: a cap left to its default is fitted to
+// the open files limit; one given on the command line, even the default
+// value, is the operator's and stays as given (warned about if it does
+// not fit).
+func TestMaxConnectionsPerPortFitted(t *testing.T) {
+	if o := limitOptions(t, proxy.DefaultOptions()); !o.FitConnCaps {
+		t.Error("no --max-connections-per-port: caps not fitted to the open files limit")
+	}
+	for _, arg := range []string{"--max-connections-per-port=10000", "--max-connections-per-port=500", "--max-connections-per-port=-1"} {
+		if o := limitOptions(t, proxy.DefaultOptions(), arg); o.FitConnCaps {
+			t.Errorf("%s: caps fitted, want the operator's kept", arg)
+		}
+	}
+}
+
 // TestMaxConnectionsPerClientFlag: the flag's value reaches the options,
 // and its zero turns the cap off (the options' zero would be the default).
 func TestMaxConnectionsPerClientFlag(t *testing.T) {

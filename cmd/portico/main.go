@@ -133,16 +133,18 @@ func newAccessLog(path string) (*zap.Logger, func(), error) {
 type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
-	echoAddr, accessLog, adminAddr, http1                   *string
-	requestID, failOnBind, pprof                            *bool
-	maxConfig                                               *int64
-	maxBackends, maxRoutes                                  *int
-	cluster                                                 *clusterOptions
-	gateway                                                 *gatewayFlags // dataplane.go
-	acme                                                    acmeFlags
-	request                                                 *requestFlags
-	tracing                                                 *tracingFlags
-	gc                                                      *gcFlags
+	echoAddr, accessLog, adminAddr                          *string
+	// http1 is what the deprecated --http1-server was given ("" when not).
+	http1                        string
+	requestID, failOnBind, pprof *bool
+	maxConfig                    *int64
+	maxBackends, maxRoutes       *int
+	cluster                      *clusterOptions
+	gateway                      *gatewayFlags // dataplane.go
+	acme                         acmeFlags
+	request                      *requestFlags
+	tracing                      *tracingFlags
+	gc                           *gcFlags
 	// limits sets the flags of connection and client limits in proxy
 	// options.
 	limits func(*proxy.Options)
@@ -179,7 +181,6 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 		failOnBind:  fs.Bool("fail-on-bind-error", false, "exit at start-up when a listener port of the first configuration cannot be bound (default: serve the others, report the Gateways Programmed=False and retry every 10s)"),
 		requestID:   fs.Bool("request-id", false, "give every request an X-Request-Id (keeping a usable one the client sent), passed to the backend and written to the access log"),
 		accessLog:   fs.String("access-log", "", "write one JSON line per request to this file, or to standard output with \"-\" (default: off)"),
-		http1:       fs.String("http1-server", proxy.HTTP1Portico, "server of HTTP/1 requests: "+proxy.HTTP1Portico+" (Portico's own connection loop) or "+proxy.HTTP1Go+" (Go's net/http server, to compare or fall back to)"),
 		maxBackends: fs.Int("metrics-max-backends", admin.DefaultMaxBackends, "backends (Service ports) whose requests get metric series of their own; the requests of further backends are counted under backend=\"other\""),
 		maxRoutes:   fs.Int("metrics-max-routes", admin.DefaultMaxRoutes, "routes whose requests get a route label of their own in the request metrics; the requests of further routes are counted under route=\"other\" (-1: every route, one series per route and status code)"),
 		pprof:       fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
@@ -195,6 +196,11 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 	for old, current := range flagRenames {
 		deprecatedAlias(fs, old, current, &f.deprecated)
 	}
+	fs.Func("http1-server", deprecatedPrefix+"Portico's own HTTP/1 server is the only one (portico is accepted; go was removed)", func(v string) error {
+		f.http1 = v
+		f.deprecated = append(f.deprecated, "http1-server")
+		return nil
+	})
 }
 
 // check refuses flag values that are wrong, alone or together.
@@ -208,8 +214,10 @@ func (f *serveFlags) check(fs *flag.FlagSet) error {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
-	case *f.http1 != proxy.HTTP1Portico && *f.http1 != proxy.HTTP1Go:
-		return fmt.Errorf("--http1-server %q: want %s or %s", *f.http1, proxy.HTTP1Portico, proxy.HTTP1Go)
+	case f.http1 == "go":
+		return errors.New("--http1-server=go was removed: Portico serves HTTP/1 with its own server only; drop the flag")
+	case f.http1 != "" && f.http1 != "portico":
+		return fmt.Errorf("--http1-server %q: the flag is deprecated and accepts only portico; drop it", f.http1)
 	case *f.minHoldoff > *f.holdoff:
 		return fmt.Errorf("--min-holdoff %v is longer than --holdoff %v", *f.minHoldoff, *f.holdoff)
 	case *f.configPath == "" && f.acme.dataDirSet(fs):
@@ -230,7 +238,11 @@ func (f *serveFlags) logDeprecated(log *zap.Logger) {
 	for _, name := range f.deprecated {
 		if !seen[name] {
 			seen[name] = true
-			log.Warn("deprecated flag", zap.String("flag", "--"+name), zap.String("use", "--"+flagRenames[name]))
+			if current, ok := flagRenames[name]; ok {
+				log.Warn("deprecated flag", zap.String("flag", "--"+name), zap.String("use", "--"+current))
+			} else {
+				log.Warn("deprecated flag", zap.String("flag", "--"+name), zap.String("why", flagRetired[name]))
+			}
 		}
 	}
 }
@@ -239,6 +251,11 @@ func (f *serveFlags) logDeprecated(log *zap.Logger) {
 // one could take for another's ("controller" was three things), kept
 // working a while.
 var flagRenames = map[string]string{"controller": "controller-address", "data-plane-controller": "data-plane-controller-address"}
+
+// flagRetired says why each deprecated flag without a successor is no
+// longer needed; it is accepted, with the one value that changes nothing,
+// for one release.
+var flagRetired = map[string]string{"http1-server": "Portico's own HTTP/1 server is the only one; drop the flag"}
 
 func (f *serveFlags) standalone() bool { return *f.configPath != "" }
 
@@ -275,7 +292,6 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	}
 	opts.BindAddress = *f.bind
 	opts.DrainTimeout = *f.drain
-	opts.HTTP1Server = *f.http1
 	f.limits(&opts)
 	opts.Observer = metrics
 	opts.Backends = metrics

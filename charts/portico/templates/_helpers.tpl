@@ -42,6 +42,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 {{- end }}
 
+{{/* "true" when the chart's GatewayClass gives each Gateway a data plane of its own (mode PerGateway), else empty. */}}
+{{- define "portico.perGateway" -}}
+{{- if and .Values.gatewayClass.create (eq .Values.gatewayClass.mode "PerGateway") }}true{{ end }}
+{{- end }}
+
+{{/*
+Whether the chart renders the Service in front of Portico's replicas ("true"
+or empty): service.create when set, else only when they serve the class's
+traffic (Shared mode).
+*/}}
+{{- define "portico.serviceCreated" -}}
+{{- if kindIs "bool" .Values.service.create }}
+{{- if .Values.service.create }}true{{ end }}
+{{- else if not (include "portico.perGateway" .) }}true
+{{- end }}
+{{- end }}
+
 {{/* The flags of "portico serve". Only those that differ from Portico's defaults are given. */}}
 {{- define "portico.args" -}}
 - serve
@@ -52,7 +69,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 - --admin-address=:{{ .Values.admin.port }}
 {{- if .Values.gatewayAddresses }}
 - {{ print "--gateway-address=" (join "," .Values.gatewayAddresses) | quote }}
-{{- else }}
+{{- else if include "portico.serviceCreated" . }}
 - --gateway-service=$(POD_NAMESPACE)/{{ include "portico.fullname" . }}
 {{- end }}
 {{- if .Values.gatewayAddressPool }}
