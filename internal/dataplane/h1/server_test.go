@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // serve runs a Server with h on a loopback port for the test and returns
@@ -689,6 +691,44 @@ func TestHandlerPanics(t *testing.T) {
 	resps, bodies := answers(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", http.MethodGet)
 	if len(resps) != 1 || bodies[0] != "fine" {
 		t.Errorf("after a panic: %v %v", statuses(resps), bodies)
+	}
+}
+
+// TestPanicLogged: a handler's panic is logged once at error level with
+// its value and stack, and the next client is served; an abort
+// (http.ErrAbortHandler, how a handler cuts an answer on purpose) is not
+// logged.
+func TestPanicLogged(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	addr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/bug":
+			panic("handler bug")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		}
+		io.WriteString(w, "fine")
+	}, func(s *Server) { s.Log = zap.New(core) })
+	answers(t, addr, "GET /abort HTTP/1.1\r\nHost: a\r\n\r\n", http.MethodGet)
+	answers(t, addr, "GET /bug HTTP/1.1\r\nHost: a\r\n\r\n", http.MethodGet)
+	resps, bodies := answers(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", http.MethodGet)
+	if len(resps) != 1 || bodies[0] != "fine" {
+		t.Errorf("after a panic: %v %v", statuses(resps), bodies)
+	}
+	var panics []observer.LoggedEntry
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "panic") {
+			panics = append(panics, e)
+		}
+	}
+	if len(panics) != 1 {
+		t.Fatalf("%d panic entries logged, want 1 (the bug, not the abort): %v", len(panics), panics)
+	}
+	e := panics[0]
+	fields := e.ContextMap()
+	if e.Level != zap.ErrorLevel || fmt.Sprint(fields["panic"]) != "handler bug" ||
+		!strings.Contains(fmt.Sprint(fields["stack"]), "TestPanicLogged") {
+		t.Errorf("panic entry: level %v, fields %v", e.Level, fields)
 	}
 }
 
