@@ -35,24 +35,24 @@ type knativeState struct {
 	settings Settings
 	// res is the snapshot's other kinds, to compare the next one's with.
 	res      *snapshot.Resources
-	ings     keptList[*knative.Ingress]
-	secretsL keptList[*corev1.Secret]
-	servL    keptList[*corev1.Service]
+	ings     ropeList[*knative.Ingress]
+	secretsL ropeList[*corev1.Secret]
+	servL    ropeList[*corev1.Service]
 	// byKey, secrets and services index the snapshot (every KIngress,
 	// whatever its class).
-	byKey    layered.Map[types.NamespacedName, *knative.Ingress]
-	secrets  layered.Map[types.NamespacedName, *corev1.Secret]
-	services layered.Map[types.NamespacedName, *corev1.Service]
+	byKey    pmap.Map[types.NamespacedName, *knative.Ingress]
+	secrets  pmap.Map[types.NamespacedName, *corev1.Secret]
+	services pmap.Map[types.NamespacedName, *corev1.Service]
 	// compiled are the KIngresses of Portico's class; owners who is
 	// served each (gateway, host), wanters every KIngress that claims it.
-	compiled layered.Map[types.NamespacedName, *kCompiled]
-	owners   layered.Map[gatewayHost, types.NamespacedName]
-	wanters  layered.Map[gatewayHost, []types.NamespacedName]
+	compiled pmap.Map[types.NamespacedName, *kCompiled]
+	owners   pmap.Map[gatewayHost, types.NamespacedName]
+	wanters  pmap.Map[gatewayHost, []types.NamespacedName]
 	// bySecret and byService are the KIngresses naming each Secret and
 	// Service; certSecrets the Secrets Knative Certificates of Portico's
 	// class name.
-	bySecret    layered.Map[types.NamespacedName, users]
-	byService   layered.Map[types.NamespacedName, users]
+	bySecret    pmap.Map[types.NamespacedName, users]
+	byService   pmap.Map[types.NamespacedName, users]
 	certSecrets map[types.NamespacedName]bool
 	ports       knativePorts
 	// localCerts counts the cluster-local gateway's certificates: its
@@ -79,16 +79,16 @@ func (t *translation) knativeState(out Output) *knativeState {
 		return nil
 	}
 	kn := &knativeState{settings: s, res: knativeSnapshotCopy(res), ports: *t.knativePorts, localCerts: t.knativeLocalCerts,
-		ings: newKeptList(res.KIngresses), secretsL: newKeptList(res.Secrets), servL: newKeptList(res.Services),
+		ings: newRopeList(res.KIngresses), secretsL: newRopeList(res.Secrets), servL: newRopeList(res.Services),
 		certSecrets: map[types.NamespacedName]bool{}}
 	var ok bool
-	if kn.byKey, ok = byKey(res.KIngresses); !ok {
+	if kn.byKey, ok = pmapByKey(res.KIngresses); !ok {
 		return nil
 	}
-	if kn.secrets, ok = byKey(res.Secrets); !ok {
+	if kn.secrets, ok = pmapByKey(res.Secrets); !ok {
 		return nil
 	}
-	if kn.services, ok = byKey(res.Services); !ok {
+	if kn.services, ok = pmapByKey(res.Services); !ok {
 		return nil
 	}
 	if len(t.knativeCompiled) != len(ours(res.KIngresses, s.Knative.class())) {
@@ -124,13 +124,59 @@ func (t *translation) knativeState(out Output) *knativeState {
 			kn.certSecrets[nn(c.Namespace, c.Spec.SecretName)] = true
 		}
 	}
-	kn.compiled, kn.owners, kn.wanters = layered.Of(compiled), layered.Of(owners), layered.Of(wanters)
+	kn.compiled, kn.owners, kn.wanters = pmap.Of(compiled), pmap.Of(owners), pmap.Of(wanters)
 	kn.bySecret, kn.byService = usersOf(bySecret), usersOf(byService)
 	return kn
 }
 
+// pmapByKey is byKey in a persistent map: the Knative state's maps are
+// edited by every change, and a change copies a path of one, where a
+// layered map copies its overlay and now and then the map.
+func pmapByKey[T interface {
+	comparable
+	snapshot.Object
+}](objs []T) (pmap.Map[types.NamespacedName, T], bool) {
+	m := make(map[types.NamespacedName]T, len(objs))
+	for _, o := range objs {
+		key := nn(o.GetNamespace(), o.GetName())
+		if _, dup := m[key]; dup {
+			return pmap.Map[types.NamespacedName, T]{}, false
+		}
+		m[key] = o
+	}
+	return pmap.Of(m), true
+}
+
+// pmapApplyDiff is applyDiff on a persistent map.
+func pmapApplyDiff[T interface {
+	comparable
+	snapshot.Object
+}](idx pmap.Map[types.NamespacedName, T], removed, added []T) (pmap.Map[types.NamespacedName, T], []types.NamespacedName, bool) {
+	if len(removed) == 0 && len(added) == 0 {
+		return idx, nil, true
+	}
+	e := idx.Edit()
+	var keys []types.NamespacedName
+	for _, o := range removed {
+		key := nn(o.GetNamespace(), o.GetName())
+		if cur, ok := e.Get(key); ok && cur == o {
+			e.Delete(key)
+		}
+		keys = append(keys, key)
+	}
+	for _, o := range added {
+		key := nn(o.GetNamespace(), o.GetName())
+		if _, taken := e.Get(key); taken {
+			return idx, nil, false
+		}
+		e.Set(key, o)
+		keys = append(keys, key)
+	}
+	return e.Done(), keys, true
+}
+
 // knativeSnapshotCopy is res with slices of its own, but for the kinds a
-// Knative delta re-derives (kept in keptLists) and EndpointSlices.
+// Knative delta re-derives (kept in ropeLists) and EndpointSlices.
 func knativeSnapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c := *snapshotCopy(res)
 	c.KIngresses = nil
@@ -176,7 +222,7 @@ type knativeDelta struct {
 // claimed again by the same KIngress (most of a change) leave the kept
 // map as it was, so that its overlay grows with what changed hands only.
 type ownerEdit struct {
-	prev layered.Map[gatewayHost, types.NamespacedName]
+	prev pmap.Map[gatewayHost, types.NamespacedName]
 	now  map[gatewayHost]ownerNow
 }
 
@@ -196,8 +242,8 @@ func (o *ownerEdit) Set(k gatewayHost, key types.NamespacedName) { o.now[k] = ow
 func (o *ownerEdit) Delete(k gatewayHost)                         { o.now[k] = ownerNow{} }
 
 // Done is the claims kept for the next translation.
-func (o *ownerEdit) Done() layered.Map[gatewayHost, types.NamespacedName] {
-	var e *layered.Edit[gatewayHost, types.NamespacedName]
+func (o *ownerEdit) Done() pmap.Map[gatewayHost, types.NamespacedName] {
+	var e *pmap.Edit[gatewayHost, types.NamespacedName]
 	for k, x := range o.now {
 		if key, ok := o.prev.Get(k); ok == x.ok && key == x.key {
 			continue
@@ -268,13 +314,13 @@ func (d *knativeDelta) index() (changed, ok bool) {
 	}
 	next.ings, next.secretsL, next.servL = ingList, secList, svcList
 	var ingKeys, secKeys, svcKeys []types.NamespacedName
-	if next.byKey, ingKeys, ok = applyDiff(st.byKey, ingRemoved, ingAdded); !ok {
+	if next.byKey, ingKeys, ok = pmapApplyDiff(st.byKey, ingRemoved, ingAdded); !ok {
 		return false, false
 	}
-	if next.secrets, secKeys, ok = applyDiff(st.secrets, secRemoved, secAdded); !ok {
+	if next.secrets, secKeys, ok = pmapApplyDiff(st.secrets, secRemoved, secAdded); !ok {
 		return false, false
 	}
-	if next.services, svcKeys, ok = applyDiff(st.services, svcRemoved, svcAdded); !ok {
+	if next.services, svcKeys, ok = pmapApplyDiff(st.services, svcRemoved, svcAdded); !ok {
 		return false, false
 	}
 	if len(ingKeys)+len(secKeys)+len(svcKeys) == 0 {
@@ -418,7 +464,7 @@ func (d *knativeDelta) compileDirty() bool {
 
 // relistEdit is relist on an Edit: key leaves the lists of from and joins
 // those of to.
-func relistEdit[K comparable](e *layered.Edit[K, []types.NamespacedName], key types.NamespacedName, from, to []K) {
+func relistEdit[K comparable](e *pmap.Edit[K, []types.NamespacedName], key types.NamespacedName, from, to []K) {
 	if slices.Equal(from, to) {
 		return
 	}
@@ -447,17 +493,17 @@ func relistEdit[K comparable](e *layered.Edit[K, []types.NamespacedName], key ty
 // KIngress).
 type users = pmap.Map[types.NamespacedName, struct{}]
 
-func usersOf(m map[types.NamespacedName]map[types.NamespacedName]struct{}) layered.Map[types.NamespacedName, users] {
+func usersOf(m map[types.NamespacedName]map[types.NamespacedName]struct{}) pmap.Map[types.NamespacedName, users] {
 	out := make(map[types.NamespacedName]users, len(m))
 	for ref, set := range m {
 		out[ref] = pmap.Of(set)
 	}
-	return layered.Of(out)
+	return pmap.Of(out)
 }
 
 // reuse records that key no longer names the objects of from but those of
 // to.
-func reuse(e *layered.Edit[types.NamespacedName, users], key types.NamespacedName, from, to []types.NamespacedName) {
+func reuse(e *pmap.Edit[types.NamespacedName, users], key types.NamespacedName, from, to []types.NamespacedName) {
 	if slices.Equal(from, to) {
 		return
 	}
