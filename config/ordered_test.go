@@ -3,8 +3,8 @@ package config
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 

@@ -239,7 +239,7 @@ func (o *ownerEdit) Get(k gatewayHost) (types.NamespacedName, bool) {
 }
 
 func (o *ownerEdit) Set(k gatewayHost, key types.NamespacedName) { o.now[k] = ownerNow{key, true} }
-func (o *ownerEdit) Delete(k gatewayHost)                         { o.now[k] = ownerNow{} }
+func (o *ownerEdit) Delete(k gatewayHost)                        { o.now[k] = ownerNow{} }
 
 // Done is the claims kept for the next translation.
 func (o *ownerEdit) Done() pmap.Map[gatewayHost, types.NamespacedName] {

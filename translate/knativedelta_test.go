@@ -274,9 +274,18 @@ func runKnativeIncremental(t *testing.T, seed uint64, kinds []int) (deltas, hand
 		heldTables := knTables(prevGot)
 		full := mem
 		full.kn, full.last, full.eps, full.inc = nil, nil, nil, nil
+		prev := mem
 		var got Output
 		got, mem = Translate(s, w.res, mem)
 		want, _ := Translate(s, w.res, full)
+		if step%5 == 0 {
+			// A memory translated from before translates again to the
+			// same: the delta changed nothing of it.
+			again, _ := Translate(s, w.res, prev)
+			if d := knDiff(again, want); d != "" {
+				t.Fatalf("seed %d, step %d: a second translation from one memory differs at %s", seed, step, d)
+			}
+		}
 		if d := knDiff(got, want); d != "" {
 			t.Fatalf("seed %d, step %d (change of kind %d): incremental and full translations differ at %s", seed, step, kind, d)
 		}
