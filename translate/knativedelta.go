@@ -58,6 +58,12 @@ type knativeState struct {
 	// localCerts counts the cluster-local gateway's certificates: its
 	// HTTPS port is served while there is one.
 	localCerts int
+	// changed counts the objects changed since the full translation the
+	// state was built from: the persistent maps hold what changed beside
+	// what they were made of (deleted objects too) until one builds them
+	// anew, which apply asks for once as many objects as the state holds
+	// have changed.
+	changed int
 }
 
 // knativeState indexes a full translation for the next one; nil when it
@@ -271,7 +277,7 @@ const maxKnativeCascade = 4 * maxDelta
 // apply translates res from the translation st was kept from, re-deriving
 // only what changed; false when res must be translated in full.
 func (st *knativeState) apply(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory, bool) {
-	if !reflect.DeepEqual(s, st.settings) || !knativeUnchangedKinds(st.res, res) {
+	if !reflect.DeepEqual(s, st.settings) || !knativeUnchangedKinds(st.res, res) || st.changed > max(4*maxDelta, st.byKey.Len()) {
 		return Output{}, mem, false
 	}
 	next := *st
@@ -326,6 +332,7 @@ func (d *knativeDelta) index() (changed, ok bool) {
 	if len(ingKeys)+len(secKeys)+len(svcKeys) == 0 {
 		return false, true
 	}
+	next.changed += len(ingKeys) + len(secKeys) + len(svcKeys)
 	for _, key := range ingKeys {
 		d.dirty[key] = true
 	}
