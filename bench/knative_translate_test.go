@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,7 @@ import (
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/pipeline"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/testkit/usage"
 	"portico.dev/portico/translate"
 )
 
@@ -42,25 +45,56 @@ func kingressN(i int, gen int64) *knative.Ingress {
 	}
 }
 
-// BenchmarkTranslateKnative10000 is the rebuild after one of 10,000
-// KIngresses changed (a new object, as an informer hands out): the part of
-// BenchmarkKnativeReady's wait that is translate.
-func BenchmarkTranslateKnative10000(b *testing.B) {
+// BenchmarkTranslateKnative is one change among N KIngresses translated as
+// the run loop does (pipeline.TranslateConcurrently), each a new object as
+// an informer hands out: "update" replaces one KIngress with its next
+// generation, "create-delete" creates one more and deletes it in turn (an
+// op is one of the two). cpu-ms/op is the CPU of the whole process while
+// it translates (the collector's work meanwhile included), not while the
+// benchmark makes the next snapshot (a copy of the list, as the source
+// makes one per change): the part of a change's wait that is translate.
+func BenchmarkTranslateKnative(b *testing.B) {
 	s := translate.Settings{Knative: &translate.KnativeSettings{ExternalHTTPPort: 8080, ExternalHTTPSPort: 8443, LocalHTTPPort: 8081,
 		LocalHTTPSPort: 8444, LocalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-internal"}}}
-	res := knativeResources(10000)
-	out, mem := pipeline.TranslateConcurrently(s, res, translate.Memory{})
-	if len(out.Knative.Ingresses) != 10000 {
-		b.Fatalf("%d KIngresses translated", len(out.Knative.Ingresses))
+	for _, n := range []int{1000, 5000, 10000} {
+		for _, change := range []string{"update", "create-delete"} {
+			b.Run(fmt.Sprintf("N=%d/%s", n, change), func(b *testing.B) {
+				res := knativeResources(n)
+				out, mem := pipeline.TranslateConcurrently(s, res, translate.Memory{})
+				if got := kingressResults(out); got != n {
+					b.Fatalf("%d KIngresses translated", got)
+				}
+				startTiming(b)
+				var cpu time.Duration
+				for i := 0; b.Loop(); i++ {
+					next := *res
+					switch {
+					case change == "update":
+						next.KIngresses = slices.Clone(res.KIngresses)
+						next.KIngresses[i%n] = kingressN(i%n, int64(i+2))
+					case i%2 == 0:
+						// After every other: sorted by name, in the middle.
+						at := (i / 2) % n
+						extra := kingressN(at, 1)
+						extra.Name += "-extra"
+						next.KIngresses = slices.Insert(slices.Clone(res.KIngresses), at+1, extra)
+					default:
+						at := ((i - 1) / 2) % n
+						next.KIngresses = slices.Delete(slices.Clone(res.KIngresses), at+1, at+2)
+					}
+					start := usage.CPU()
+					out, mem = pipeline.TranslateConcurrently(s, &next, mem)
+					cpu += usage.CPU() - start
+					res = &next
+				}
+				b.ReportMetric(float64(cpu)/float64(b.N)/float64(time.Millisecond), "cpu-ms/op")
+				if got := kingressResults(out); got != len(res.KIngresses) {
+					b.Fatalf("%d KIngresses translated, want %d", got, len(res.KIngresses))
+				}
+			})
+		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		next := *res
-		next.KIngresses = append([]*knative.Ingress(nil), res.KIngresses...)
-		next.KIngresses[i%10000] = kingressN(i%10000, int64(i+2))
-		out, mem = pipeline.TranslateConcurrently(s, &next, mem)
-		res = &next
-	}
-	_ = out
 }
+
+// kingressResults is the number of KIngresses out has results of.
+func kingressResults(out translate.Output) int { return out.Knative.Ingresses.Len() }

@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +63,70 @@ func TestOrderedTable(t *testing.T) {
 				t.Error("the same prefix was compiled twice")
 			}
 		})
+	}
+}
+
+// TestOrderedTableWith changes ordered tables at random, few hosts and
+// enough that the names changed outgrow what a table keeps over its
+// lookup, and checks after every change that each host, present or gone,
+// matches in the changed table (in any case, with a trailing dot) as in
+// one built anew from the same list.
+func TestOrderedTableWith(t *testing.T) {
+	var pm PrefixMatcher
+	slash, _ := pm.Match("/", nil)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, size := range []int{40, 700} {
+		names := make([]string, size)
+		for i := range names {
+			names[i] = fmt.Sprintf("h%d.example.com", i)
+		}
+		for round := range 3 {
+			want := map[string]int{} // host -> the version its rule has
+			var table *Table
+			for step := range 300 {
+				var remove []string
+				var add []OrderedHost
+				for range 1 + r.IntN(size/8) {
+					h := names[r.IntN(len(names))]
+					if _, ok := want[h]; ok && r.IntN(2) == 0 {
+						remove = append(remove, h)
+						delete(want, h)
+						continue
+					}
+					// Removed first, then added anew: a changed host.
+					remove = append(remove, h)
+					version := step*1000 + len(add)
+					add = append(add, OrderedHost{Hostname: h, Entries: []OrderedEntry{{Rule: &Rule{Index: version}, Match: slash}}})
+					want[h] = version
+				}
+				// A host added twice in one change keeps the first.
+				seen := map[string]bool{}
+				for _, h := range add {
+					if !seen[h.Hostname] {
+						seen[h.Hostname] = true
+						want[h.Hostname] = h.Entries[0].Rule.Index
+					}
+				}
+				table = table.WithOrdered(remove, add)
+				if got := len(table.OrderedHosts()); got != len(want) {
+					t.Fatalf("%d names, round %d step %d: %d hosts, want %d", size, round, step, got, len(want))
+				}
+				for _, h := range names {
+					req := httptest.NewRequest("GET", "http://x/", nil)
+					req.Host = h
+					switch r.IntN(3) {
+					case 0:
+						req.Host = strings.ToUpper(h)
+					case 1:
+						req.Host = h + ".:8080"
+					}
+					rule, _ := table.Match(req)
+					v, ok := want[h]
+					if ok != (rule != nil) || ok && rule.Index != v {
+						t.Fatalf("%d names, round %d step %d: %s matched %+v, want version %d (%v)", size, round, step, req.Host, rule, v, ok)
+					}
+				}
+			}
+		}
 	}
 }

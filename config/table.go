@@ -20,6 +20,11 @@ type Table struct {
 	// one hostname, and a scan of one or two patterns costs less to build
 	// and to look up than a hash table.
 	few []hostRoutes
+	// over, in an ordered table changed by WithOrdered, holds the exact
+	// names changed since hosts was built; exact says that an ordered
+	// table holds exact names only (ordered.go).
+	over  *orderedOverlay
+	exact bool
 }
 
 // fewHosts is the number of hostname patterns up to which a table scans
@@ -103,6 +108,11 @@ func (t *Table) MatchPath(r *http.Request, path string) (*Rule, *Match) {
 // ignored, an exact name before any wildcard, a longer wildcard suffix
 // before a shorter one, the catch-all last.
 func (t *Table) lookup(host string) *hostRoutes {
+	if t.over != nil {
+		if hr, ok := t.over.get(host); ok {
+			return hr
+		}
+	}
 	if t.hosts != nil {
 		hr, _ := t.hosts.Lookup(host)
 		return hr

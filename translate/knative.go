@@ -19,6 +19,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/shared/chunked"
 	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/sni"
 )
 
@@ -51,10 +52,15 @@ func (s *KnativeSettings) class() string {
 }
 
 // KnativeOutput is what translate says of Knative's objects of Portico's
-// classes.
+// classes. Like every Output, never changed once returned: a delta shares
+// the results of the KIngresses it did not touch with the Output before.
 type KnativeOutput struct {
-	Ingresses    map[types.NamespacedName]KIngressResult
+	Ingresses    pmap.Map[types.NamespacedName, KIngressResult]
 	Certificates map[types.NamespacedName]KCertificateResult
+	// Changed names, after a translation that reused the one before it,
+	// the KIngresses whose results may differ from that one's (deleted
+	// ones included); nil after a full translation, when any may.
+	Changed []types.NamespacedName
 }
 
 // KIngressResult is what translate says of one KIngress of Portico's class.
@@ -79,118 +85,205 @@ const (
 	KnativeLocalKey    = "KIngress/local"
 )
 
-// knativeGateway collects what one gateway serves.
+// knativeGateway is what one KIngress puts on one gateway: its hosts
+// with their entries, and their certificates.
 type knativeGateway struct {
-	hosts   []config.OrderedHost
-	at      map[string]int // host -> index in hosts
-	certs   []*sni.Entry
-	certFor map[string]bool
-	// size is the number of hosts expected, to size the maps once.
-	size int
+	hosts []config.OrderedHost
+	certs []*sni.Entry
 }
 
+// add appends entries to host's, or adds host: another rule of the same
+// KIngress with the same host has its paths after those of the first.
+// A KIngress has a few hosts: a scan costs less than a map.
 func (g *knativeGateway) add(host string, entries []config.OrderedEntry) {
-	if g.at == nil {
-		g.at = make(map[string]int, g.size)
+	for i := range g.hosts {
+		if g.hosts[i].Hostname == host {
+			g.hosts[i].Entries = append(g.hosts[i].Entries, entries...)
+			return
+		}
 	}
-	if i, ok := g.at[host]; ok {
-		// Another rule of the same KIngress with the same host: its paths
-		// come after those of the first.
-		g.hosts[i].Entries = append(g.hosts[i].Entries, entries...)
-		return
-	}
-	g.at[host] = len(g.hosts)
 	g.hosts = append(g.hosts, config.OrderedHost{Hostname: host, Entries: slices.Clip(entries)})
 }
 
 func (g *knativeGateway) addCert(host string, cert *tls.Certificate) {
-	if g.certFor == nil {
-		g.certFor = map[string]bool{}
+	for _, e := range g.certs {
+		if e.Hostname == host {
+			return
+		}
 	}
-	if g.certFor[host] {
-		return
-	}
-	g.certFor[host] = true
 	g.certs = append(g.certs, &sni.Entry{Hostname: host, Certificates: []*tls.Certificate{cert}})
 }
 
+// hostnames are g's hosts and the hosts of its certificates.
+func (g *knativeGateway) hostnames() (hosts, certs []string) {
+	for _, h := range g.hosts {
+		hosts = append(hosts, h.Hostname)
+	}
+	for _, e := range g.certs {
+		certs = append(certs, e.Hostname)
+	}
+	return hosts, certs
+}
+
+// kCompiled is what one KIngress of Portico's class comes to: its result,
+// the (gateway, host) pairs it claims and, when it is served, what it puts
+// on each gateway. Never changed once a translation returned it: a delta
+// (knativedelta.go) compiles a changed KIngress anew.
+type kCompiled struct {
+	key  types.NamespacedName
+	ing  *knative.Ingress
+	spec knative.IngressSpec // defaulted
+	// keys are the pairs it claims, each once, in the order claim looks at
+	// them; keyHosts the hosts as the rules write them, for the
+	// conflict's message.
+	keys     []gatewayHost
+	keyHosts []string
+	// secrets and services are the objects its TLS entries and splits
+	// name.
+	secrets, services []types.NamespacedName
+	result            KIngressResult
+	// external (HTTPS), externalPlain (HTTP) and local (HTTP and HTTPS)
+	// are what it puts on the gateways when it is served.
+	external, externalPlain, local knativeGateway
+}
+
+func (c *kCompiled) served() bool { return c.result.Conflict == "" }
+
 // knativeTranslation is the state of the knative step.
 type knativeTranslation struct {
-	t        *translation
-	s        *KnativeSettings
-	prev     map[*knative.Ingress]string
-	hashes   map[*knative.Ingress]string
-	results  map[types.NamespacedName]KIngressResult
-	services map[types.NamespacedName]*corev1.Service
-	external knativeGateway
-	// externalPlain is the external gateway's plain HTTP: the same routes
-	// but for hosts Redirected to HTTPS, which are answered 301.
-	externalPlain knativeGateway
-	local         knativeGateway
-	matches       config.PrefixMatcher
+	t       *translation
+	s       *KnativeSettings
+	prev    map[*knative.Ingress]string
+	prevKn  *knativeState
+	hashes  map[*knative.Ingress]string
+	service func(types.NamespacedName) *corev1.Service
+	matches config.PrefixMatcher
 }
 
 // knative serves the KIngresses of Portico's class: oldest first, each
 // claims its hosts (a host claimed already is a DomainConflict), its paths
 // become ordered routes on the gateways of their visibility, and the
 // gateways become four ports of the Config.
-func (t *translation) knative(prevHashes map[*knative.Ingress]string) {
+func (t *translation) knative(mem Memory) {
 	s := t.settings.Knative
 	if s == nil {
 		return
 	}
-	k := &knativeTranslation{t: t, s: s, prev: prevHashes,
-		hashes:   map[*knative.Ingress]string{},
-		results:  map[types.NamespacedName]KIngressResult{},
-		services: make(map[types.NamespacedName]*corev1.Service, len(t.res.Services)),
-	}
+	services := make(map[types.NamespacedName]*corev1.Service, len(t.res.Services))
 	for _, svc := range t.res.Services {
-		k.services[nn(svc.Namespace, svc.Name)] = svc
+		services[nn(svc.Namespace, svc.Name)] = svc
 	}
-	// Serving writes one external and three cluster-local hosts per
-	// KIngress: sizing the maps for that saves growing them.
+	k := &knativeTranslation{t: t, s: s, prev: mem.kingressHashes, prevKn: mem.kn, hashes: map[*knative.Ingress]string{},
+		service: func(key types.NamespacedName) *corev1.Service { return services[key] }}
 	n := len(t.res.KIngresses)
-	k.external.size, k.externalPlain.size, k.local.size = n, n, 4*n
-	owners := make(map[gatewayHost]*knative.Ingress, 5*n)
+	results := make(map[types.NamespacedName]KIngressResult, n)
+	compiled := make(map[types.NamespacedName]*kCompiled, n)
+	// Serving writes one external and three cluster-local hosts per
+	// KIngress: sizing the map for that saves growing it.
+	owners := make(map[gatewayHost]*kCompiled, 5*n)
+	var plain, external, local []config.OrderedHost
+	var externalCerts, localCerts []*sni.Entry
 	for _, ing := range snapshot.SortedByAge(ours(t.res.KIngresses, s.class())) {
-		spec := knative.Defaulted(&ing.Spec)
-		r := KIngressResult{Generation: ing.Generation, Hash: k.hash(ing)}
-		if r.Conflict = claim(owners, ing, &spec); r.Conflict == "" {
-			r.External, r.Local, r.Problems = k.serve(ing, &spec, r.Hash)
+		c := k.compile(ing)
+		if conflict := claim(owners, c); conflict != "" {
+			c.result.Conflict = conflict
+		} else {
+			k.serve(c)
+			plain, external, local = append(plain, c.externalPlain.hosts...), append(external, c.external.hosts...), append(local, c.local.hosts...)
+			externalCerts, localCerts = append(externalCerts, c.external.certs...), append(localCerts, c.local.certs...)
 		}
-		k.results[nn(ing.Namespace, ing.Name)] = r
+		compiled[c.key] = c
+		results[c.key] = c.result
 	}
-	problems := k.ports()
+	ports := knativePorts{plain: config.NewOrderedTable(plain), external: config.NewOrderedTable(external), local: config.NewOrderedTable(local),
+		externalSNIListener: sniListenerFor(KnativeExternalKey, s.ExternalHTTPSPort), localSNIListener: sniListenerFor(KnativeLocalKey, s.LocalHTTPSPort),
+		at: [4]int{-1, -1, -1, -1}}
+	ports.externalSNI, ports.localSNI = sniTable(ports.externalSNIListener, externalCerts), sniTable(ports.localSNIListener, localCerts)
+	problems := k.ports(&ports, len(localCerts) > 0)
 	if len(problems) > 0 {
-		for key, r := range k.results {
+		for key, r := range results {
 			r.Problems = append(slices.Clone(r.Problems), problems...)
-			k.results[key] = r
+			results[key] = r
 		}
 	}
-	t.kingresses, t.kingressHashes = k.results, k.hashes
+	t.kingresses, t.kingressHashes = pmap.Of(results), k.hashes
+	t.knativeCompiled, t.knativeOwners, t.knativePorts, t.knativeLocalCerts = compiled, owners, &ports, len(localCerts)
+	t.knativeProblems = len(problems) > 0
 }
 
 // ours returns the KIngresses of class.
 func ours(all []*knative.Ingress, class string) []*knative.Ingress {
 	var out []*knative.Ingress
 	for _, ing := range all {
-		if ing.Annotations[knative.IngressClassAnnotation] == class {
+		if isOurs(ing, class) {
 			out = append(out, ing)
 		}
 	}
 	return out
 }
 
+func isOurs(ing *knative.Ingress, class string) bool {
+	return ing != nil && ing.Annotations[knative.IngressClassAnnotation] == class
+}
+
 // hash returns the probe hash of ing, computed again only for a new object.
 func (k *knativeTranslation) hash(ing *knative.Ingress) string {
 	h, ok := k.prev[ing]
+	if !ok && k.prevKn != nil {
+		if c, found := k.prevKn.compiled.Get(nn(ing.Namespace, ing.Name)); found && c.ing == ing {
+			h, ok = c.result.Hash, true
+		}
+	}
 	if !ok {
 		// Encoding these plain types cannot fail.
 		h, _ = knative.Hash(ing)
 	}
-	k.hashes[ing] = h
+	if k.hashes != nil {
+		k.hashes[ing] = h
+	}
 	return h
 }
+
+// compile is what ing claims and names, and its result before claims.
+func (k *knativeTranslation) compile(ing *knative.Ingress) *kCompiled {
+	c := &kCompiled{key: nn(ing.Namespace, ing.Name), ing: ing, spec: knative.Defaulted(&ing.Spec),
+		result: KIngressResult{Generation: ing.Generation, Hash: k.hash(ing)}}
+	for _, rule := range c.spec.Rules {
+		for _, gw := range [...]string{"external", "local"} {
+			if !onGateway(rule.Visibility, gw) {
+				continue
+			}
+			for _, h := range rule.Hosts {
+				key := gatewayHost{gw, knativeHost(h)}
+				if !slices.Contains(c.keys, key) {
+					c.keys, c.keyHosts = append(c.keys, key), append(c.keyHosts, h)
+				}
+			}
+		}
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, p := range rule.HTTP.Paths {
+			for _, split := range p.Splits {
+				svc := nn(cmp.Or(split.ServiceNamespace, ing.Namespace), split.ServiceName)
+				if !slices.Contains(c.services, svc) {
+					c.services = append(c.services, svc)
+				}
+			}
+		}
+	}
+	for _, e := range c.spec.TLS {
+		s := nn(cmp.Or(e.SecretNamespace, ing.Namespace), e.SecretName)
+		if !slices.Contains(c.secrets, s) {
+			c.secrets = append(c.secrets, s)
+		}
+	}
+	return c
+}
+
+// knativeHost is a host as the gateways' tables hold it: lowercase,
+// without a trailing dot.
+func knativeHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
 // onGateway reports whether a rule's hosts are served on gateway:
 // cluster-local hosts only on the cluster-local gateway, external ones on
@@ -205,36 +298,31 @@ type gatewayHost struct {
 	gateway, host string
 }
 
-// claim gives ing every (gateway, host) of its rules unless one is owned
+// claim gives c every (gateway, host) of its rules unless one is owned
 // already; it returns why not, and then claims nothing.
-func claim(owners map[gatewayHost]*knative.Ingress, ing *knative.Ingress, spec *knative.IngressSpec) string {
-	var buf [8]gatewayHost
-	keys := buf[:0]
-	for _, rule := range spec.Rules {
-		for _, gw := range [...]string{"external", "local"} {
-			if !onGateway(rule.Visibility, gw) {
-				continue
-			}
-			for _, h := range rule.Hosts {
-				key := gatewayHost{gw, strings.ToLower(h)}
-				if o := owners[key]; o != nil && o != ing {
-					return fmt.Sprintf("host %s is already served for KIngress %s/%s", h, o.Namespace, o.Name)
-				}
-				keys = append(keys, key)
-			}
+func claim(owners map[gatewayHost]*kCompiled, c *kCompiled) string {
+	for i, key := range c.keys {
+		if o := owners[key]; o != nil && o != c {
+			return conflictMessage(c.keyHosts[i], o.ing)
 		}
 	}
-	for _, key := range keys {
-		owners[key] = ing
+	for _, key := range c.keys {
+		owners[key] = c
 	}
 	return ""
 }
 
-// serve adds the routes and certificates of ing to the gateways; it
-// returns the hosts to probe on each and what does not resolve.
-func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSpec, hash string) (external, local, problems []string) {
+func conflictMessage(host string, owner *knative.Ingress) string {
+	return fmt.Sprintf("host %s is already served for KIngress %s/%s", host, owner.Namespace, owner.Name)
+}
+
+// serve compiles the routes and certificates c puts on the gateways, and
+// the hosts to probe on each and what does not resolve into its result.
+func (k *knativeTranslation) serve(c *kCompiled) {
+	ing, spec, hash := c.ing, &c.spec, c.result.Hash
 	certs, problems := k.certificates(ing, spec)
 	probe := k.probeEntry(ing, hash)
+	var external, local []string
 	for ri, rule := range spec.Rules {
 		entries := []config.OrderedEntry{probe}
 		if rule.HTTP != nil {
@@ -247,31 +335,32 @@ func (k *knativeTranslation) serve(ing *knative.Ingress, spec *knative.IngressSp
 		redirect := []config.OrderedEntry{probe, k.redirectEntry(ing, ri, hash)}
 		for _, h := range rule.Hosts {
 			h = strings.ToLower(h)
-			k.local.add(h, entries)
+			host := knativeHost(h)
+			c.local.add(host, entries)
 			if rule.Visibility == knative.VisibilityClusterLocal {
 				local = append(local, h)
-				if c := certs[h]; c != nil {
-					k.local.addCert(h, c)
+				if cert := certs[h]; cert != nil {
+					c.local.addCert(host, cert)
 				}
 				continue
 			}
 			external = append(external, h)
-			c := certs[h]
-			if c != nil {
-				k.external.addCert(h, c)
+			cert := certs[h]
+			if cert != nil {
+				c.external.addCert(host, cert)
 			}
-			if c != nil && spec.HTTPOption == knative.HTTPOptionRedirected {
-				k.externalPlain.add(h, redirect)
+			if cert != nil && spec.HTTPOption == knative.HTTPOptionRedirected {
+				c.externalPlain.add(host, redirect)
 			} else {
-				k.externalPlain.add(h, entries)
+				c.externalPlain.add(host, entries)
 			}
-			k.external.add(h, entries)
+			c.external.add(host, entries)
 		}
 	}
 	slices.Sort(external)
 	slices.Sort(local)
 	slices.Sort(problems)
-	return slices.Compact(external), slices.Compact(local), slices.Compact(problems)
+	c.result.External, c.result.Local, c.result.Problems = slices.Compact(external), slices.Compact(local), slices.Compact(problems)
 }
 
 // certificates loads the key pair of every TLS entry of ing, by host.
@@ -376,7 +465,7 @@ func (k *knativeTranslation) backend(ing *knative.Ingress, split *knative.Ingres
 	if f := setHeaders(split.AppendHeaders); f != nil {
 		b.Filters = []config.Filter{*f}
 	}
-	svc := k.services[key]
+	svc := k.service(key)
 	if svc == nil {
 		b.Invalid = fmt.Sprintf("Service %s not found", key)
 		return b, b.Invalid
@@ -439,15 +528,54 @@ func (k *knativeTranslation) isLocalService(name string) bool {
 	return name == base || name == base+".svc" || name == base+".svc."+domain
 }
 
+// knativePorts are the gateways' tables and where their ports are in the
+// Config. The two HTTP ports and the two HTTPS ports share tables: plain
+// for the external HTTP port (Redirected hosts answer 301), external for
+// the external HTTPS one, local for both cluster-local ports.
+type knativePorts struct {
+	plain, external, local *config.Table
+	externalSNI, localSNI  *sni.Table
+	// sniListener is the listener the SNI entries of each HTTPS gateway
+	// name: one with the key of the port's listener and nothing else, so
+	// that an entry outlives the listeners a change replaces (the data
+	// plane compares listeners by key; certificates and client checks are
+	// the same for every host of a gateway).
+	externalSNIListener, localSNIListener *config.Listener
+	// at is the index in Config.Ports of the external HTTP and HTTPS and
+	// the cluster-local HTTP and HTTPS ports, -1 for one not served.
+	at [4]int
+}
+
+// sniTable is the SNI table of a gateway's HTTPS port, its entries naming
+// a listener of the port's key.
+func sniTable(l *config.Listener, certs []*sni.Entry) *sni.Table {
+	entries := make([]*sni.Entry, len(certs))
+	for i, e := range certs {
+		entries[i] = withSNIListener(e, l)
+	}
+	return sni.NewTable(entries)
+}
+
+func sniListenerFor(key string, number int32) *config.Listener {
+	return &config.Listener{Key: key + "/" + strconv.Itoa(int(number))}
+}
+
+func withSNIListener(e *sni.Entry, l *config.Listener) *sni.Entry {
+	c := *e
+	c.Value = l
+	return &c
+}
+
 // ports adds the gateways' ports to the Config; a port a Gateway already
-// uses is left out and reported.
-func (k *knativeTranslation) ports() []string {
+// uses is left out and reported. The cluster-local HTTPS port is served
+// when a cluster-local host has a certificate.
+func (k *knativeTranslation) ports(p *knativePorts, localTLS bool) []string {
 	var problems []string
 	taken := map[int32]bool{}
-	for _, p := range k.t.cfg.Ports {
-		taken[p.Number] = true
+	for _, port := range k.t.cfg.Ports {
+		taken[port.Number] = true
 	}
-	add := func(number int32, proto config.Protocol, key string, hosts []config.OrderedHost, certs []*sni.Entry) {
+	add := func(at int, number int32, proto config.Protocol, key string, table *config.Table, st *sni.Table) {
 		if number == 0 {
 			return
 		}
@@ -456,27 +584,27 @@ func (k *knativeTranslation) ports() []string {
 			return
 		}
 		taken[number] = true
-		l := &config.Listener{Key: key + "/" + strconv.Itoa(int(number)), Routes: config.NewOrderedTable(hosts)}
-		p := &config.Port{Number: number, Protocol: proto, All: chunked.Of([]*config.Listener{l}),
-			Listeners: hostname.NewTable([]string{""}, []*config.Listener{l})}
-		if proto == config.HTTPS {
-			entries := make([]*sni.Entry, len(certs))
-			for i, e := range certs {
-				c := *e
-				c.Value = l
-				entries[i] = &c
-			}
-			p.SNI = sni.NewTable(entries)
-		}
-		k.t.cfg.Ports = append(k.t.cfg.Ports, p)
+		p.at[at] = len(k.t.cfg.Ports)
+		k.t.cfg.Ports = append(k.t.cfg.Ports, knativePort(number, proto, key, table, st))
 	}
-	add(k.s.ExternalHTTPPort, config.HTTP, KnativeExternalKey, k.externalPlain.hosts, nil)
-	add(k.s.ExternalHTTPSPort, config.HTTPS, KnativeExternalKey, k.external.hosts, k.external.certs)
-	add(k.s.LocalHTTPPort, config.HTTP, KnativeLocalKey, k.local.hosts, nil)
-	if len(k.local.certs) > 0 {
-		add(k.s.LocalHTTPSPort, config.HTTPS, KnativeLocalKey, k.local.hosts, k.local.certs)
+	add(0, k.s.ExternalHTTPPort, config.HTTP, KnativeExternalKey, p.plain, nil)
+	add(1, k.s.ExternalHTTPSPort, config.HTTPS, KnativeExternalKey, p.external, p.externalSNI)
+	add(2, k.s.LocalHTTPPort, config.HTTP, KnativeLocalKey, p.local, nil)
+	if localTLS {
+		add(3, k.s.LocalHTTPSPort, config.HTTPS, KnativeLocalKey, p.local, p.localSNI)
 	}
 	return problems
+}
+
+// knativePort is one gateway port: one listener of every host.
+func knativePort(number int32, proto config.Protocol, key string, table *config.Table, st *sni.Table) *config.Port {
+	l := &config.Listener{Key: key + "/" + strconv.Itoa(int(number)), Routes: table}
+	p := &config.Port{Number: number, Protocol: proto, All: chunked.Of([]*config.Listener{l}),
+		Listeners: hostname.NewTable([]string{""}, []*config.Listener{l})}
+	if proto == config.HTTPS {
+		p.SNI = st
+	}
+	return p
 }
 
 // IngressClassOrDefault is the class of the KIngresses Portico serves.

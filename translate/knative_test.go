@@ -110,20 +110,20 @@ rules:
 	res.KIngresses = append(res.KIngresses, foreign)
 
 	out, mem := Translate(Settings{Knative: knSettings}, res, Memory{})
-	if len(out.Knative.Ingresses) != 3 {
+	if out.Knative.Ingresses.Len() != 3 {
 		t.Fatalf("results for %v, want a, b and c only", out.Knative.Ingresses)
 	}
-	a := out.Knative.Ingresses[nn("ns", "a")]
+	a := out.Knative.Ingresses.At(nn("ns", "a"))
 	if !slices.Equal(a.External, []string{"a.example.com"}) || !slices.Equal(a.Local, []string{"a.ns.svc.cluster.local"}) || a.Conflict != "" || len(a.Problems) > 0 {
 		t.Errorf("a: %+v", a)
 	}
 	if want, _ := knative.Hash(res.KIngresses[0]); a.Hash != want {
 		t.Errorf("a's hash %s, want %s", a.Hash, want)
 	}
-	if b := out.Knative.Ingresses[nn("ns", "b")]; !strings.Contains(b.Conflict, "a.ns.svc.cluster.local") || !strings.Contains(b.Conflict, "ns/a") || b.External != nil || b.Local != nil {
+	if b := out.Knative.Ingresses.At(nn("ns", "b")); !strings.Contains(b.Conflict, "a.ns.svc.cluster.local") || !strings.Contains(b.Conflict, "ns/a") || b.External != nil || b.Local != nil {
 		t.Errorf("b: %+v, want a DomainConflict on a.ns.svc.cluster.local with ns/a", b)
 	}
-	c := out.Knative.Ingresses[nn("ns", "c")]
+	c := out.Knative.Ingresses.At(nn("ns", "c"))
 	wantProblems := []string{"Secret ns/missing: does not exist", "Service ns/nothing not found", "Service ns/one has no port nope"}
 	if !slices.Equal(c.Problems, wantProblems) {
 		t.Errorf("c's problems %q, want %q", c.Problems, wantProblems)
@@ -190,7 +190,7 @@ rules:
 	changed.Spec.HTTPOption = knative.HTTPOptionEnabled
 	res2.KIngresses[0] = &changed
 	out2, _ := Translate(Settings{Knative: knSettings}, &res2, mem)
-	if out2.Knative.Ingresses[nn("ns", "a")].Hash == a.Hash || out2.Knative.Ingresses[nn("ns", "c")].Hash != c.Hash {
+	if out2.Knative.Ingresses.At(nn("ns", "a")).Hash == a.Hash || out2.Knative.Ingresses.At(nn("ns", "c")).Hash != c.Hash {
 		t.Error("hash not recomputed for the changed KIngress only")
 	}
 	if r := knRoute(t, out2.Config, 8080, "a.example.com", "/foo", nil); r == nil || r.Index != 0 || len(r.Backends) != 1 {

@@ -27,6 +27,7 @@ import (
 	"portico.dev/portico/internal/controlplane/tlsrouting"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/layered"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 )
@@ -123,8 +124,13 @@ type Memory struct {
 	// cover (incremental.go).
 	inc *incremental
 	// kingressHashes are the probe hashes of the KIngresses the last
-	// translation served, by object: a changed KIngress is a new pointer.
+	// full translation served, by object: a changed KIngress is a new
+	// pointer.
 	kingressHashes map[*knative.Ingress]string
+	// kn is what the next translation needs to re-derive only what a
+	// change of KIngresses, Secrets and Services touches; nil when the
+	// last one was of a shape it does not cover (knativedelta.go).
+	kn *knativeState
 }
 
 // Incremental reports whether the translation that returned m re-derived
@@ -166,11 +172,16 @@ func Translate(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory)
 // translation mem comes from, its Output is returned as it was.
 func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	var inputs []any
-	if mem.inc != nil {
+	switch {
+	case mem.inc != nil:
 		if out, next, ok := mem.inc.apply(s, res, mem); ok {
 			return out, next
 		}
-	} else {
+	case mem.kn != nil:
+		if out, next, ok := mem.kn.apply(s, res, mem); ok {
+			return out, next
+		}
+	default:
 		inputs = routingInputs(res)
 		if mem.last != nil && slices.Equal(mem.last.inputs, inputs) {
 			return unchanged(mem.last.out), mem
@@ -185,12 +196,15 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
-	t.knative(mem.kingressHashes)
+	t.knative(mem)
 	t.knativeCertificates()
 	out := t.output()
 	next := Memory{certs: layered.Of(t.ix.certs.used), expiries: &expiries{}, caBundles: t.cas.used, poolAssigned: t.poolAssigned,
 		last: &fullTranslation{out: out}, kingressHashes: t.kingressHashes, inc: t.incrementalState()}
 	if next.inc == nil {
+		next.kn = t.knativeState(out)
+	}
+	if next.inc == nil && next.kn == nil {
 		if inputs == nil {
 			inputs = routingInputs(res)
 		}
@@ -252,10 +266,18 @@ type translation struct {
 	addresses    map[types.NamespacedName][]string
 	poolAssigned map[types.NamespacedName][]string
 	cfg          *config.Config
-	// kingresses and kingressHashes are the knative step's results.
-	kingresses     map[types.NamespacedName]KIngressResult
-	kingressHashes map[*knative.Ingress]string
-	kcertificates  map[types.NamespacedName]KCertificateResult
+	// kingresses and kingressHashes are the knative step's results;
+	// knativeCompiled, knativeOwners, knativePorts and knativeLocalCerts
+	// what it keeps for the next translation, knativeProblems whether a
+	// port of its gateways is taken.
+	kingresses        pmap.Map[types.NamespacedName, KIngressResult]
+	kingressHashes    map[*knative.Ingress]string
+	knativeCompiled   map[types.NamespacedName]*kCompiled
+	knativeOwners     map[gatewayHost]*kCompiled
+	knativePorts      *knativePorts
+	knativeLocalCerts int
+	knativeProblems   bool
+	kcertificates     map[types.NamespacedName]KCertificateResult
 }
 
 type gatewayResult struct {

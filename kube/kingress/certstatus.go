@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"go.uber.org/zap"
@@ -46,6 +47,12 @@ func (w *kcertWriter) markDirty(key types.NamespacedName) {
 
 func (w *kcertWriter) submit(results map[types.NamespacedName]translate.KCertificateResult) {
 	w.mu.Lock()
+	if w.results != nil && reflect.ValueOf(results).Pointer() == reflect.ValueOf(w.results).Pointer() {
+		// The same map, never changed: a delta of KIngresses shares the
+		// Certificates' results with the rebuild before.
+		w.mu.Unlock()
+		return
+	}
 	for key, r := range results {
 		if old, ok := w.results[key]; !ok || old.Generation != r.Generation || old.Ready != r.Ready ||
 			old.Reason != r.Reason || old.Message != r.Message || !old.NotAfter.Equal(r.NotAfter) {

@@ -18,6 +18,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/kube/leader"
 	"portico.dev/portico/translate"
 )
@@ -52,9 +53,12 @@ type kingressWriter struct {
 	wake      chan struct{}
 	probeWake chan struct{}
 
-	mu       sync.Mutex
-	results  map[types.NamespacedName]translate.KIngressResult
-	replicas []string // the ready replicas' addresses
+	mu sync.Mutex
+	// results are those of the last rebuild submitted (submitted: there
+	// was one).
+	results   pmap.Map[types.NamespacedName, translate.KIngressResult]
+	submitted bool
+	replicas  []string // the ready replicas' addresses
 	// replicaGen counts the changes of replicas: a probe round that
 	// started before one does not prove a version served everywhere.
 	replicaGen int
@@ -106,7 +110,11 @@ func (w *kingressWriter) poke() {
 }
 
 // submit takes the results of a rebuild and the replicas of its snapshot.
-func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngressResult, res *snapshot.Resources) {
+// When the rebuild names the KIngresses whose results changed since the
+// one before (a delta), only they are looked at: one change among
+// thousands costs one.
+func (w *kingressWriter) submit(out *translate.KnativeOutput, res *snapshot.Resources) {
+	results := out.Ingresses
 	replicas := readyAddresses(res, w.k.Settings.LocalService)
 	w.mu.Lock()
 	replicasChanged := !slices.Equal(replicas, w.replicas)
@@ -123,25 +131,41 @@ func (w *kingressWriter) submit(results map[types.NamespacedName]translate.KIngr
 			})
 		}
 	}
-	for key, r := range results {
-		if old, ok := w.results[key]; !ok || !sameResult(old, r) {
-			w.dirty[key] = struct{}{}
-		}
-	}
-	w.results, w.replicas = results, replicas
-	// A version probed before counts only while it is still the one
-	// served: a KIngress deleted and created again is probed again.
-	for key, hash := range w.probed {
-		if results[key].Hash != hash {
+	forget := func(key types.NamespacedName, r translate.KIngressResult, ok bool) {
+		// A version probed before counts only while it is still the one
+		// served: a KIngress deleted and created again is probed again.
+		if hash, probed := w.probed[key]; probed && (!ok || r.Hash != hash) {
 			delete(w.probed, key)
 		}
-	}
-	// Versions no longer served are not probed.
-	for key, p := range w.want {
-		if r, ok := results[key]; !ok || r.Hash != p.hash || r.Conflict != "" {
+		// Versions no longer served are not probed.
+		if p := w.want[key]; p != nil && (!ok || r.Hash != p.hash || r.Conflict != "") {
 			delete(w.want, key)
 		}
 	}
+	if out.Changed != nil && w.submitted {
+		for _, key := range out.Changed {
+			r, ok := results.Get(key)
+			if old, had := w.results.Get(key); ok && (!had || !sameResult(old, r)) {
+				w.dirty[key] = struct{}{}
+			}
+			forget(key, r, ok)
+		}
+	} else {
+		for key, r := range results.All() {
+			if old, ok := w.results.Get(key); !ok || !sameResult(old, r) {
+				w.dirty[key] = struct{}{}
+			}
+		}
+		for key := range w.probed {
+			r, ok := results.Get(key)
+			forget(key, r, ok)
+		}
+		for key := range w.want {
+			r, ok := results.Get(key)
+			forget(key, r, ok)
+		}
+	}
+	w.results, w.replicas, w.submitted = results, replicas, true
 	w.mu.Unlock()
 	if replicasChanged {
 		select {
@@ -207,12 +231,20 @@ func (w *kingressWriter) pass(ctx context.Context, fresh bool) {
 	w.mu.Lock()
 	w.all = w.all || fresh
 	results, replicas := w.results, w.replicas
-	dirty := leader.TakeDirty(&w.dirty, &w.all, results)
+	dirty := w.dirty
+	if w.all {
+		dirty = make(map[types.NamespacedName]struct{}, results.Len())
+		for key := range results.Keys() {
+			dirty[key] = struct{}{}
+		}
+		w.all = false
+	}
+	w.dirty = map[types.NamespacedName]struct{}{}
 	w.mu.Unlock()
 	now := metav1.Now()
 	var writes []statusWrite
 	for key := range dirty {
-		r, ok := results[key]
+		r, ok := results.Get(key)
 		if !ok {
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/translate"
 )
@@ -193,7 +194,7 @@ func TestOnlyChangedVersionsProbed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.probeLoop(ctx)
-	w.submit(results, res)
+	w.submit(&translate.KnativeOutput{Ingresses: pmap.Of(results)}, res)
 	w.pass(ctx, true)
 
 	changed := types.NamespacedName{Namespace: "serving", Name: "svc-5"}
@@ -205,7 +206,8 @@ func TestOnlyChangedVersionsProbed(t *testing.T) {
 	store(changed, r, old) // Ready for generation 1
 	ext.serve(r.External[0], r.Hash)
 	local.serve(r.Local[0], r.Hash)
-	w.submit(next, res)
+	// As a delta says it: the one KIngress changed.
+	w.submit(&translate.KnativeOutput{Ingresses: pmap.Of(next), Changed: []types.NamespacedName{changed}}, res)
 	w.pass(ctx, false)
 	kubetest.WaitFor(t, 10*time.Second, "svc-5 probed", func() error {
 		w.mu.Lock()
@@ -265,5 +267,33 @@ func TestProbePassesOfChangedReplicasDropped(t *testing.T) {
 	}
 	if p := w.want[key]; p == nil || len(p.passed) != 0 {
 		t.Fatalf("passes kept from a round whose replicas changed: %v", p)
+	}
+}
+
+// TestSubmitLooksAtChangedOnly hands the writer a full rebuild's results,
+// then a delta's: after the delta only the KIngresses it names are looked
+// at again, and a deleted one is no longer taken as probed.
+func TestSubmitLooksAtChangedOnly(t *testing.T) {
+	k := &Knative{Settings: translate.KnativeSettings{LocalService: types.NamespacedName{Namespace: "portico-system", Name: "portico-internal"}}}
+	w := newKIngressWriter(k, zaptest.NewLogger(t))
+	a, b, c := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}, types.NamespacedName{Namespace: "ns", Name: "c"}
+	results := map[types.NamespacedName]translate.KIngressResult{a: {Generation: 1, Hash: "a1"}, b: {Generation: 1, Hash: "b1"}, c: {Generation: 1, Hash: "c1"}}
+	res := &snapshot.Resources{}
+	w.submit(&translate.KnativeOutput{Ingresses: pmap.Of(results)}, res)
+	if len(w.dirty) != 3 {
+		t.Fatalf("after the first rebuild %d KIngresses to look at, want 3", len(w.dirty))
+	}
+	w.dirty = map[types.NamespacedName]struct{}{}
+	w.probed[b], w.probed[c] = "b1", "c1"
+	next := map[types.NamespacedName]translate.KIngressResult{a: {Generation: 2, Hash: "a2"}, c: {Generation: 1, Hash: "c1"}}
+	w.submit(&translate.KnativeOutput{Ingresses: pmap.Of(next), Changed: []types.NamespacedName{a, b}}, res)
+	if _, ok := w.dirty[a]; !ok || len(w.dirty) != 1 {
+		t.Errorf("after a delta changing a and deleting b, looked at again: %v, want a", w.dirty)
+	}
+	if _, ok := w.probed[b]; ok {
+		t.Error("b, deleted, is still taken as probed")
+	}
+	if w.probed[c] != "c1" {
+		t.Error("c, unchanged, is no longer taken as probed")
 	}
 }

@@ -70,6 +70,7 @@ type Knative struct {
 	Workers int
 
 	informer   cache.SharedIndexInformer
+	ingresses  *ingressList
 	certs      cache.SharedIndexInformer
 	writer     *kingressWriter
 	certWriter *kcertWriter
@@ -108,14 +109,22 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("knative: %w", err)
 	}
+	k.ingresses = newIngressList(k.informer.GetStore())
 	_, err = k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		DeleteFunc: func(any) { changed() },
+		AddFunc: func(obj any) {
+			k.ingresses.changed(obj)
+			changed()
+		},
+		DeleteFunc: func(obj any) {
+			k.ingresses.changed(obj)
+			changed()
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := oldObj.(*knative.Ingress), newObj.(*knative.Ingress)
 			// A status change (mostly Portico's own write) changes
 			// nothing served; the writer looks at it again.
 			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) {
+				k.ingresses.changed(newObj)
 				changed()
 			}
 			k.writer.markDirty(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
@@ -137,23 +146,15 @@ func (k *Knative) Run(ctx context.Context, changed, ready func()) error {
 }
 
 // Snapshot is the Cluster's snapshot with the KIngresses, in
-// namespace/name order (pipeline.Source).
+// namespace/name order (pipeline.Source). The list is shared with the
+// snapshots before it until a KIngress changes (ingressList).
 func (k *Knative) Snapshot() (*snapshot.Resources, error) {
 	res, err := k.Cluster.Snapshot()
 	if err != nil {
 		return nil, err
 	}
 	out := *res
-	list := k.informer.GetStore().List()
-	out.KIngresses = make([]*knative.Ingress, 0, len(list))
-	for _, obj := range list {
-		if ing, ok := obj.(*knative.Ingress); ok {
-			out.KIngresses = append(out.KIngresses, ing)
-		}
-	}
-	slices.SortFunc(out.KIngresses, func(a, b *knative.Ingress) int {
-		return snapshot.CompareNames(a.Namespace, a.Name, b.Namespace, b.Name)
-	})
+	out.KIngresses = k.ingresses.list()
 	certs := k.certs.GetStore().List()
 	out.KCertificates = make([]*knative.Certificate, 0, len(certs))
 	for _, obj := range certs {
@@ -171,7 +172,7 @@ func (k *Knative) Snapshot() (*snapshot.Resources, error) {
 // Certificates of Portico's classes to their status writers
 // (pipeline.Outputs.Knative).
 func (k *Knative) WriteKnative(out *translate.KnativeOutput, res *snapshot.Resources) {
-	k.writer.submit(out.Ingresses, res)
+	k.writer.submit(out, res)
 	k.certWriter.submit(out.Certificates)
 }
 
