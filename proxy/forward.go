@@ -99,6 +99,9 @@ type exchange struct {
 	// set when the attempt's endpoint could not be connected to (see
 	// unreachable). Next to each other and to h2c: no padding each.
 	failover, unreachable, h2c bool
+	// bal is the load balancing of a BackendTrafficPolicy (balance.go);
+	// nil without one.
+	bal *balancing
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -471,7 +474,16 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if fr.apply(rule.Filters) {
 		return
 	}
-	b := pickBackend(rule)
+	var b *config.Backend
+	if rule.LB == nil {
+		b = pickBackend(rule)
+	} else {
+		x.bal = &balancing{lb: rule.LB, held: -1}
+		if rule.LB.Algorithm == config.LBConsistentHash {
+			x.bal.key, x.bal.hasKey = requestKey(r, rule.LB)
+		}
+		b = pickBalanced(rule, x.bal.key, x.bal.hasKey)
+	}
 	if b == nil {
 		writeErrorFor(w, r, http.StatusInternalServerError)
 		return
@@ -479,6 +491,16 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if b.Invalid != "" {
 		f.refuse(w, r, rule, "backend is invalid", b.Invalid)
 		return
+	}
+	if b.LB != nil {
+		// The Service's own policy picks among its endpoints.
+		if x.bal == nil {
+			x.bal = &balancing{held: -1}
+		}
+		if b.LB.Algorithm == config.LBConsistentHash && (x.bal.lb == nil || x.bal.lb.HashOn != b.LB.HashOn || x.bal.lb.HashName != b.LB.HashName) {
+			x.bal.key, x.bal.hasKey = requestKey(r, b.LB)
+		}
+		x.bal.lb = b.LB
 	}
 	if fr.apply(b.Filters) {
 		return
@@ -591,6 +613,10 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	resendable := replay || out.ContentLength == 0
 	failovers := 0
 	x.Context = ctx
+	endpoint := -1 // x.addr's index in eps, with a policy
+	if x.bal != nil {
+		defer x.bal.release(eps)
+	}
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
 		// request's (the backend answered with a retryable code, or dropped
@@ -598,11 +624,18 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// is swapped for the next one.
 		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			x.addr = f.down.pickUp(eps, now)
+			if x.bal == nil {
+				x.addr = f.down.pickUp(eps, now)
+			} else {
+				x.addr, endpoint = f.down.pickWith(eps, x.bal, now)
+			}
 		}
 		if x.addr == "" {
 			writeErrorFor(w, r, http.StatusServiceUnavailable)
 			return
+		}
+		if x.bal != nil {
+			x.bal.hold(eps, endpoint)
 		}
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
@@ -647,6 +680,9 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			}
 		}
 		cancel()
+		if x.bal != nil {
+			x.bal.release(eps)
+		}
 		if x.retryable == nil {
 			x.gate.pass()
 			return

@@ -46,6 +46,9 @@ type ServicePort struct {
 // Service is what backend validation needs to know about a Service.
 type Service struct {
 	Ports []ServicePort
+	// LB is the load balancing of a BackendTrafficPolicy attached to the
+	// Service, nil for none.
+	LB *config.LoadBalancer
 }
 
 // Input is everything Compile needs.
@@ -60,6 +63,10 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]Service
 	ReferenceGrants []*gwv1.ReferenceGrant
+	// Balance, when set, returns the load balancing of a rule (by its
+	// name, "" for none) of a route as served on listener l: the
+	// BackendTrafficPolicy's that applies there, or nil.
+	Balance func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) *config.LoadBalancer
 }
 
 // Output is the compiled tables and the route statuses.

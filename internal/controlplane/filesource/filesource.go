@@ -29,6 +29,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/validation"
 )
@@ -827,6 +828,8 @@ func kindOf(obj metav1.Object) string {
 		return "EndpointSlice"
 	case *parameters.PorticoParameters:
 		return parameters.Kind
+	case *trafficpolicy.BackendTrafficPolicy:
+		return trafficpolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }
