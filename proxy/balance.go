@@ -36,13 +36,38 @@ func requestKey(r *http.Request, lb *config.LoadBalancer) (uint64, bool) {
 			return config.HashKey(v[0]), true
 		}
 	case config.HashCookie:
-		if c, err := r.Cookie(lb.HashName); err == nil {
-			return config.HashKey(c.Value), true
+		if v, ok := cookieValue(r.Header["Cookie"], lb.HashName); ok {
+			return config.HashKey(v), true
 		}
 	case config.HashSourceIP:
 		return config.HashKey(clientIP(r.RemoteAddr)), true
 	}
 	return 0, false
+}
+
+// cookieValue finds the first cookie called name in Cookie header lines
+// ("a=1; b=2"), without parsing the others as http.Request.Cookie does
+// (which allocates every cookie of every request).
+func cookieValue(lines []string, name string) (string, bool) {
+	for _, line := range lines {
+		for len(line) > 0 {
+			part := line
+			if i := strings.IndexByte(line, ';'); i >= 0 {
+				part, line = line[:i], line[i+1:]
+			} else {
+				line = ""
+			}
+			part = strings.TrimSpace(part)
+			if len(part) > len(name) && part[len(name)] == '=' && part[:len(name)] == name {
+				v := part[len(name)+1:]
+				if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+					v = v[1 : len(v)-1]
+				}
+				return v, true
+			}
+		}
+	}
+	return "", false
 }
 
 // clientIP is the address of "ip:port" or "[ip]:port" without the port.

@@ -435,3 +435,35 @@ func TestBalanceHashSkipsDownEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestCookieValue: the cookie of the policy's name, not one whose name
+// it ends or starts with, with quotes taken off, from any Cookie line.
+func TestCookieValue(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  string
+		ok    bool
+	}{
+		{[]string{"session=abc"}, "abc", true},
+		{[]string{"a=1; session=abc; b=2"}, "abc", true},
+		{[]string{"xsession=1; sessionx=2;session=\"q\""}, "q", true},
+		{[]string{"a=1", "session=second"}, "second", true},
+		{[]string{"a=1; sess=2"}, "", false},
+		{nil, "", false},
+		{[]string{"session="}, "", true},
+	} {
+		got, ok := cookieValue(tc.lines, "session")
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %q %v, want %q %v", tc.lines, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestClientIP: the address without its port, IPv6 without brackets.
+func TestClientIP(t *testing.T) {
+	for in, want := range map[string]string{"127.0.0.1:5000": "127.0.0.1", "[::1]:80": "::1", "[fe80::1%eth0]:1": "fe80::1%eth0", "10.0.0.1": "10.0.0.1"} {
+		if got := clientIP(in); got != want {
+			t.Errorf("clientIP(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
