@@ -99,9 +99,6 @@ type exchange struct {
 	// set when the attempt's endpoint could not be connected to (see
 	// unreachable). Next to each other and to h2c: no padding each.
 	failover, unreachable, h2c bool
-	// bal is the load balancing of a BackendTrafficPolicy (balance.go);
-	// nil without one.
-	bal *balancing
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -474,15 +471,18 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if fr.apply(rule.Filters) {
 		return
 	}
+	// bal is the load balancing of a BackendTrafficPolicy (balance.go),
+	// nil without one; kept out of the exchange, which every request makes.
+	var bal *balancing
 	var b *config.Backend
 	if rule.LB == nil {
 		b = pickBackend(rule)
 	} else {
-		x.bal = &balancing{lb: rule.LB, held: -1}
+		bal = &balancing{lb: rule.LB, held: -1}
 		if rule.LB.Algorithm == config.LBConsistentHash {
-			x.bal.key, x.bal.hasKey = requestKey(r, rule.LB)
+			bal.key, bal.hasKey = requestKey(r, rule.LB)
 		}
-		b = pickBalanced(rule, x.bal.key, x.bal.hasKey)
+		b = pickBalanced(rule, bal.key, bal.hasKey)
 	}
 	if b == nil {
 		writeErrorFor(w, r, http.StatusInternalServerError)
@@ -494,13 +494,13 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	}
 	if b.LB != nil {
 		// The Service's own policy picks among its endpoints.
-		if x.bal == nil {
-			x.bal = &balancing{held: -1}
+		if bal == nil {
+			bal = &balancing{held: -1}
 		}
-		if b.LB.Algorithm == config.LBConsistentHash && (x.bal.lb == nil || x.bal.lb.HashOn != b.LB.HashOn || x.bal.lb.HashName != b.LB.HashName) {
-			x.bal.key, x.bal.hasKey = requestKey(r, b.LB)
+		if b.LB.Algorithm == config.LBConsistentHash && (bal.lb == nil || bal.lb.HashOn != b.LB.HashOn || bal.lb.HashName != b.LB.HashName) {
+			bal.key, bal.hasKey = requestKey(r, b.LB)
 		}
-		x.bal.lb = b.LB
+		bal.lb = b.LB
 	}
 	if fr.apply(b.Filters) {
 		return
@@ -543,7 +543,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if sw, ok := w.(*statusWriter); ok {
 		sw.backend = b.Key // for metrics
 	}
-	f.send(ctx, w, r, out, body, replay, rule, eps, x)
+	f.send(ctx, w, r, out, body, replay, rule, eps, x, bal)
 }
 
 // filterRun applies the filters of one request, rule's then backend's.
@@ -602,8 +602,9 @@ func (fr *filterRun) apply(filters []config.Filter) bool {
 
 // send sends out, the request r after its filters, to an endpoint of eps
 // until an attempt is answered: retries as rule says (replay: the body, if
-// any, was kept in body), fail-over to another endpoint, backoff.
-func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *config.Rule, eps *config.Endpoints, x *exchange) {
+// any, was kept in body), fail-over to another endpoint, backoff. bal,
+// when set, picks the endpoints as a BackendTrafficPolicy says.
+func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *config.Rule, eps *config.Endpoints, x *exchange, bal *balancing) {
 	attempts := 1
 	if replay && rule.Retry != nil {
 		attempts += rule.Retry.Attempts
@@ -614,8 +615,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	failovers := 0
 	x.Context = ctx
 	endpoint := -1 // x.addr's index in eps, with a policy
-	if x.bal != nil {
-		defer x.bal.release(eps)
+	if bal != nil {
+		defer bal.release(eps)
 	}
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
@@ -624,18 +625,18 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// is swapped for the next one.
 		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			if x.bal == nil {
+			if bal == nil {
 				x.addr = f.down.pickUp(eps, now)
 			} else {
-				x.addr, endpoint = f.down.pickWith(eps, x.bal, now)
+				x.addr, endpoint = f.down.pickWith(eps, bal, now)
 			}
 		}
 		if x.addr == "" {
 			writeErrorFor(w, r, http.StatusServiceUnavailable)
 			return
 		}
-		if x.bal != nil {
-			x.bal.hold(eps, endpoint)
+		if bal != nil {
+			bal.hold(eps, endpoint)
 		}
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
@@ -680,8 +681,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			}
 		}
 		cancel()
-		if x.bal != nil {
-			x.bal.release(eps)
+		if bal != nil {
+			bal.release(eps)
 		}
 		if x.retryable == nil {
 			x.gate.pass()
