@@ -85,6 +85,9 @@ type Rule struct {
 	// without an LB of its own, are picked. Nil: backends at random by
 	// weight, endpoints round robin.
 	LB *LoadBalancer
+	// Outlier is the passive health check a BackendTrafficPolicy gives
+	// the rule, as LB; nil: none.
+	Outlier *OutlierDetection
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".
@@ -108,6 +111,9 @@ type Backend struct {
 	// LB is the load balancing of a BackendTrafficPolicy attached to the
 	// Service: how its endpoints are picked, over the rule's LB.
 	LB *LoadBalancer
+	// Outlier is the passive health check of the Service's policy, over
+	// the rule's.
+	Outlier *OutlierDetection
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

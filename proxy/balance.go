@@ -18,6 +18,9 @@ import (
 // the rule's, picks the endpoint.
 type balancing struct {
 	lb *config.LoadBalancer // for the endpoint; nil: round robin
+	// outlier is the passive health check of the backend, nil for none:
+	// its ejected endpoints are left out.
+	outlier *config.OutlierDetection
 	// key is the hash of the request's key for a consistent hash; hasKey
 	// is false when the request has none (no such header or cookie).
 	key    uint64
@@ -113,16 +116,23 @@ func pickBalanced(rule *config.Rule, key uint64, hasKey bool) *config.Backend {
 	return nil
 }
 
-// pickWith returns an endpoint of e as bal.lb says, one that is not down
-// if there is one (or the first pick when all are: trying one beats
-// failing every request), and its index; "" when e has none.
-func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, now time.Time) (string, int) {
+// pickWith returns an endpoint of e as bal.lb says, one that is neither
+// down nor, with bal.outlier, ejected by outliers if there is one (or the
+// first pick when all are: trying one beats failing every request), and
+// its index; "" when e has none.
+func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, outliers *outlierSet, now time.Time) (string, int) {
 	if e == nil || len(e.Addrs) == 0 {
 		return "", -1
 	}
 	n := len(e.Addrs)
+	var alg config.LBAlgorithm // "": round robin, with only a health check
+	if bal.lb != nil {
+		alg = bal.lb.Algorithm
+	}
 	pick := func(k int) int {
-		switch bal.lb.Algorithm {
+		switch alg {
+		case "":
+			return e.PickIndex()
 		case config.LBRoundRobin:
 			return e.PickIndex()
 		case config.LBLeastRequest:
@@ -135,15 +145,17 @@ func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, now time.Time
 		return e.PickRandom(rand.Uint64())
 	}
 	i := pick(0)
-	if n == 1 || !down.any(now) {
+	checkOutliers := bal.outlier != nil && outliers.any(now)
+	if n == 1 || !down.any(now) && !checkOutliers {
 		return e.Addrs[i], i
 	}
+	bad := func(a string) bool { return down.isDown(a, now) || checkOutliers && outliers.ejected(a, now) }
 	first := i
 	// A hash walks on through its table, whose next slots belong to
 	// other endpoints at random: a few more tries than endpoints find
 	// one that is up.
 	for k := 1; k <= 2*n; k++ {
-		if !down.isDown(e.Addrs[i], now) {
+		if !bad(e.Addrs[i]) {
 			return e.Addrs[i], i
 		}
 		i = pick(k)
@@ -153,7 +165,7 @@ func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, now time.Time
 
 // hold counts the attempt in flight to endpoint i of e, for LeastRequest.
 func (bal *balancing) hold(e *config.Endpoints, i int) {
-	if bal.lb.Algorithm == config.LBLeastRequest && i >= 0 && bal.held < 0 {
+	if bal.lb != nil && bal.lb.Algorithm == config.LBLeastRequest && i >= 0 && bal.held < 0 {
 		e.Acquire(i)
 		bal.held = i
 	}

@@ -80,8 +80,8 @@ func balancedConfig(t testing.TB, port int, lb *config.LoadBalancer, services ma
 		Services: svcs,
 	}
 	if lb != nil {
-		in.Balance = func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) *config.LoadBalancer {
-			return &config.LoadBalancer{Algorithm: lb.Algorithm, HashOn: lb.HashOn, HashName: lb.HashName, Policy: lb.Policy}
+		in.Traffic = func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
+			return config.RuleTraffic{LB: &config.LoadBalancer{Algorithm: lb.Algorithm, HashOn: lb.HashOn, HashName: lb.HashName, Policy: lb.Policy}}
 		}
 	}
 	out := routing.Compile(in)

@@ -94,7 +94,8 @@ func BenchmarkPickEndpoint(b *testing.B) {
 					bal.key, bal.hasKey = requestKey(r, lb)
 				}
 				pickBalanced(rule, bal.key, bal.hasKey)
-				_, i := down.pickWith(eps, bal, now)
+				var outliers outlierSet
+				_, i := down.pickWith(eps, bal, &outliers, now)
 				bal.hold(eps, i)
 				bal.release(eps)
 			}

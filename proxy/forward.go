@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -54,6 +55,8 @@ type forwarder struct {
 	tls *backendTLSTransports
 	// down are the endpoints that failed to connect lately.
 	down downSet
+	// outliers are the endpoints passive health checks count or eject.
+	outliers outlierSet
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -99,6 +102,9 @@ type exchange struct {
 	// set when the attempt's endpoint could not be connected to (see
 	// unreachable). Next to each other and to h2c: no padding each.
 	failover, unreachable, h2c bool
+	// answered is the status of the attempt's answer, 0 until its head
+	// came (for passive health checks; in the bools' padding).
+	answered int16
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -270,6 +276,7 @@ func modifyResponse(resp *http.Response) error {
 	if x.rp != nil && x.rp.timer != nil {
 		x.rp.timer.Stop() // the head came
 	}
+	x.answered = int16(min(resp.StatusCode, 999))
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		if x.rp != nil {
 			// ReverseProxy closes the body, which may drain it and pool
@@ -492,6 +499,12 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		f.refuse(w, r, rule, "backend is invalid", b.Invalid)
 		return
 	}
+	if od := cmp.Or(b.Outlier, rule.Outlier); od != nil {
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.outlier = od
+	}
 	if b.LB != nil {
 		// The Service's own policy picks among its endpoints.
 		if bal == nil {
@@ -628,7 +641,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			if bal == nil {
 				x.addr = f.down.pickUp(eps, now)
 			} else {
-				x.addr, endpoint = f.down.pickWith(eps, bal, now)
+				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, now)
 			}
 		}
 		if x.addr == "" {
@@ -652,7 +665,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable, x.unreachable, x.rp = nil, false, nil
+		x.retryable, x.unreachable, x.rp, x.answered = nil, false, nil, 0
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		headTimeout := f.headTimeoutOf(rule)
@@ -683,6 +696,9 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		cancel()
 		if bal != nil {
 			bal.release(eps)
+			if bal.outlier != nil {
+				f.observeOutlier(bal.outlier, eps, r, w, x)
+			}
 		}
 		if x.retryable == nil {
 			x.gate.pass()
@@ -711,6 +727,24 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 				return
 			}
 		}
+	}
+}
+
+// observeOutlier counts the attempt just made for its endpoint's passive
+// health check. An attempt the client cut short, or whose request body
+// failed, says nothing of the endpoint.
+func (f *forwarder) observeOutlier(od *config.OutlierDetection, eps *config.Endpoints, r *http.Request, w http.ResponseWriter, x *exchange) {
+	if eps == nil || r.Context().Err() != nil || x.bodyFailed() != nil {
+		return
+	}
+	d := f.outliers.observe(od, eps, x.addr, resultOf(int(x.answered)), time.Now())
+	if d == 0 {
+		return
+	}
+	f.log.Warn("endpoint ejected by its passive health check", zap.String("endpoint", x.addr),
+		zap.String("policy", od.Policy), zap.Duration("for", d))
+	if sw, ok := w.(*statusWriter); ok && f.backends != nil {
+		f.backends.ObserveEjection(sw.backend)
 	}
 }
 

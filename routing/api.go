@@ -49,6 +49,8 @@ type Service struct {
 	// LB is the load balancing of a BackendTrafficPolicy attached to the
 	// Service, nil for none.
 	LB *config.LoadBalancer
+	// Outlier is the passive health check of that policy, nil for none.
+	Outlier *config.OutlierDetection
 }
 
 // Input is everything Compile needs.
@@ -63,10 +65,9 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]Service
 	ReferenceGrants []*gwv1.ReferenceGrant
-	// Balance, when set, returns the load balancing of a rule (by its
-	// name, "" for none) of a route as served on listener l: the
-	// BackendTrafficPolicy's that applies there, or nil.
-	Balance func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) *config.LoadBalancer
+	// Traffic, when set, returns what BackendTrafficPolicies give a rule
+	// (by its name, "" for none) of a route as served on listener l.
+	Traffic func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) config.RuleTraffic
 }
 
 // Output is the compiled tables and the route statuses.

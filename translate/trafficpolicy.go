@@ -98,12 +98,12 @@ func (t *translation) trafficPolicies() {
 	}
 }
 
-// balance is routing.Input.Balance; nil when no policy won a target.
-func (tp *trafficPolicies) balance() func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.LoadBalancer {
+// traffic is routing.Input.Traffic; nil when no policy won a target.
+func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
 	if tp == nil || len(tp.winners) == 0 {
 		return nil
 	}
-	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.LoadBalancer {
+	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
 		routeKind := "HTTPRoute"
 		if kind == routing.KindGRPCRoute {
 			routeKind = "GRPCRoute"
@@ -118,26 +118,42 @@ func (tp *trafficPolicies) balance() func(l *routing.Listener, kind routing.Rout
 			candidates = append(candidates, tpTarget{"ListenerSet", l.Parent.Namespace, l.Parent.Name, ""})
 		}
 		candidates = append(candidates, tpTarget{"Gateway", l.Gateway.Namespace, l.Gateway.Name, ""})
+		// Each section from the most specific policy that sets it.
+		var out config.RuleTraffic
 		for _, c := range candidates {
-			if p := tp.winners[c]; p != nil && p.Spec.LoadBalancer != nil {
-				return p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
+			p := tp.winners[c]
+			if p == nil {
+				continue
+			}
+			if out.LB == nil && p.Spec.LoadBalancer != nil {
+				out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
+			}
+			if out.Outlier == nil && p.Spec.HealthCheck != nil {
+				out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
 			}
 		}
-		return nil
+		return out
 	}
 }
 
-// serviceLB is the load balancing of the policy that won Service svc, nil
-// for none; one value per Service, shared by every backend naming it.
-func (tp *trafficPolicies) serviceLB(svc types.NamespacedName) *config.LoadBalancer {
+// service is what the policy that won Service svc gives its backends; one
+// value per Service, shared by every backend naming it.
+func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic {
 	if tp == nil || len(tp.winners) == 0 {
-		return nil
+		return config.RuleTraffic{}
 	}
 	p := tp.winners[tpTarget{"Service", svc.Namespace, svc.Name, ""}]
-	if p == nil || p.Spec.LoadBalancer == nil {
-		return nil
+	if p == nil {
+		return config.RuleTraffic{}
 	}
-	return p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
+	var out config.RuleTraffic
+	if p.Spec.LoadBalancer != nil {
+		out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
+	}
+	if p.Spec.HealthCheck != nil {
+		out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
+	}
+	return out
 }
 
 // tpEntry is one ancestor's status being made.

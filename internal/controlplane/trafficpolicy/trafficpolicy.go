@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,7 +59,47 @@ type Spec struct {
 	// backend of a rule) is picked. Unset: backends at random by weight,
 	// endpoints round robin.
 	LoadBalancer *LoadBalancer `json:"loadBalancer,omitempty"`
+	// HealthCheck checks the endpoints' health; only passive checks
+	// (outlier detection) exist so far.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
 }
+
+// HealthCheck holds the health checks of endpoints.
+type HealthCheck struct {
+	// Passive watches the answers of real requests: an endpoint that
+	// fails too many in a row is left out for a while.
+	Passive *PassiveHealthCheck `json:"passive,omitempty"`
+}
+
+// PassiveHealthCheck is outlier detection. Unset fields take Envoy's
+// defaults: 5 consecutive 5xx or local-origin failures, gateway errors not
+// counted, 30s, 10%.
+type PassiveHealthCheck struct {
+	// Consecutive5XxErrors: answers of status 500-599 in a row (0: not
+	// counted).
+	Consecutive5XxErrors *int32 `json:"consecutive5XxErrors,omitempty"`
+	// ConsecutiveGatewayErrors: answers of status 502, 503, 504 in a row
+	// (0: not counted).
+	ConsecutiveGatewayErrors *int32 `json:"consecutiveGatewayErrors,omitempty"`
+	// ConsecutiveLocalOriginFailures: attempts without an answer in a row
+	// (connection refused or dropped, no answer in time; 0: not counted).
+	ConsecutiveLocalOriginFailures *int32 `json:"consecutiveLocalOriginFailures,omitempty"`
+	// BaseEjectionTime is how long an endpoint is left out the first
+	// time; each time again in a row adds as much, up to 5 minutes.
+	BaseEjectionTime *gwv1.Duration `json:"baseEjectionTime,omitempty"`
+	// MaxEjectionPercent is the largest share of a backend's endpoints
+	// left out at once (rounded down: with 10% and fewer than 10
+	// endpoints, none is).
+	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+}
+
+// Defaults of PassiveHealthCheck.
+const (
+	DefaultConsecutive5xx          = 5
+	DefaultConsecutiveLocalFailure = 5
+	DefaultBaseEjectionTime        = 30 * time.Second
+	DefaultMaxEjectionPercent      = 10
+)
 
 // LoadBalancerType names an algorithm.
 type LoadBalancerType string
@@ -136,6 +178,11 @@ func (s *Spec) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if hc := s.HealthCheck; hc != nil {
+		if err := hc.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -185,6 +232,64 @@ func (lb *LoadBalancer) validate() error {
 		return fmt.Errorf("spec.loadBalancer.consistentHash.type: %q is not one of SourceIP, Header, Cookie", ch.Type)
 	}
 	return nil
+}
+
+func (hc *HealthCheck) validate() error {
+	p := hc.Passive
+	if p == nil {
+		return errors.New("spec.healthCheck: passive is required (the only check there is)")
+	}
+	var errs []string
+	for name, v := range map[string]*int32{"consecutive5XxErrors": p.Consecutive5XxErrors,
+		"consecutiveGatewayErrors": p.ConsecutiveGatewayErrors, "consecutiveLocalOriginFailures": p.ConsecutiveLocalOriginFailures} {
+		if v != nil && (*v < 0 || *v > 1000) {
+			errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.%s: %d is not between 0 and 1000", name, *v))
+		}
+	}
+	if p.MaxEjectionPercent != nil && (*p.MaxEjectionPercent < 0 || *p.MaxEjectionPercent > 100) {
+		errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.maxEjectionPercent: %d is not between 0 and 100", *p.MaxEjectionPercent))
+	}
+	if p.BaseEjectionTime != nil {
+		d, err := time.ParseDuration(string(*p.BaseEjectionTime))
+		if err != nil || d < time.Millisecond || d > time.Hour {
+			errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.baseEjectionTime: %q is not a duration between 1ms and 1h", *p.BaseEjectionTime))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.Sort(errs) // map order
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// Config is the passive check as the data plane's configuration says it,
+// with the defaults of unset fields, for the policy named policy. hc must
+// be valid.
+func (hc *HealthCheck) Config(policy string) *config.OutlierDetection {
+	p := hc.Passive
+	out := &config.OutlierDetection{
+		Consecutive5xx:                 DefaultConsecutive5xx,
+		ConsecutiveLocalOriginFailures: DefaultConsecutiveLocalFailure,
+		BaseEjectionTime:               DefaultBaseEjectionTime,
+		MaxEjectionPercent:             DefaultMaxEjectionPercent,
+		Policy:                         policy,
+	}
+	if p.Consecutive5XxErrors != nil {
+		out.Consecutive5xx = *p.Consecutive5XxErrors
+	}
+	if p.ConsecutiveGatewayErrors != nil {
+		out.ConsecutiveGatewayErrors = *p.ConsecutiveGatewayErrors
+	}
+	if p.ConsecutiveLocalOriginFailures != nil {
+		out.ConsecutiveLocalOriginFailures = *p.ConsecutiveLocalOriginFailures
+	}
+	if p.BaseEjectionTime != nil {
+		out.BaseEjectionTime, _ = time.ParseDuration(string(*p.BaseEjectionTime))
+	}
+	if p.MaxEjectionPercent != nil {
+		out.MaxEjectionPercent = *p.MaxEjectionPercent
+	}
+	return out
 }
 
 // isToken reports whether s is an RFC 7230 token, as a cookie name is.
