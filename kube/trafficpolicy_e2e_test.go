@@ -77,6 +77,10 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"type Header needs header"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], loadBalancer: {type: Fastest}}`,
 			"Unsupported value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {passive: {maxEjectionPercent: 120}}}`,
+			"should be less than or equal to 100"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {}}}`,
+			"healthCheck.passive: Required value"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
