@@ -191,12 +191,13 @@ func (t *translation) trafficPolicyStatuses() {
 	for _, s := range res.Services {
 		services[nn(s.Namespace, s.Name)] = true
 	}
-	// The Gateways routing to each targeted Service, by policy.
+	// The Gateways routing to each targeted Service, by Service (which
+	// routedGateways takes for the "policy" wanting it).
 	wanted := map[tlsTarget][]types.NamespacedName{}
 	for _, v := range tp.verdicts {
 		for _, target := range v.targets {
-			if target.kind == "Service" {
-				wanted[tlsTarget{nn(target.namespace, target.name), ""}] = append(wanted[tlsTarget{nn(target.namespace, target.name), ""}], nn(v.p.Namespace, v.p.Name))
+			if svc := nn(target.namespace, target.name); target.kind == "Service" {
+				wanted[tlsTarget{svc, ""}] = []types.NamespacedName{svc}
 			}
 		}
 	}
@@ -298,7 +299,7 @@ func (t *translation) trafficPolicyStatuses() {
 					missing = "does not exist"
 					break
 				}
-				for gw := range routedTo[key] {
+				for gw := range routedTo[svc] {
 					if _, ours := t.st.Gateways[gw]; ours {
 						gws = append(gws, gw)
 					}
