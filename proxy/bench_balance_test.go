@@ -80,6 +80,7 @@ func BenchmarkPickEndpoint(b *testing.B) {
 			eps := config.NewEndpoints(addrs...)
 			rule := &config.Rule{Backends: []config.Backend{{Weight: 1}}, TotalWeight: 1, LB: lb}
 			var down downSet
+			var outliers outlierSet
 			eps.PickHash(0, 0) // the table is made once per set of endpoints, not per request
 			b.ReportAllocs()
 			for b.Loop() {
@@ -94,7 +95,6 @@ func BenchmarkPickEndpoint(b *testing.B) {
 					bal.key, bal.hasKey = requestKey(r, lb)
 				}
 				pickBalanced(rule, bal.key, bal.hasKey)
-				var outliers outlierSet
 				_, i := down.pickWith(eps, bal, &outliers, now)
 				bal.hold(eps, i)
 				bal.release(eps)
