@@ -740,18 +740,20 @@ func TestChartPerGatewayMode(t *testing.T) {
 	}
 }
 
-// TestChartCRDSurvivesUninstall: the PorticoParameters CRD is in crds/,
-// which Helm installs before the templates (so that they may hold the
-// class's PorticoParameters) and never deletes: helm uninstall keeps it,
-// and with it the PorticoParameters Gateways name. No template renders it
-// a second time.
+// TestChartCRDSurvivesUninstall: Portico's CRDs (PorticoParameters,
+// BackendTrafficPolicy) are in crds/, which Helm installs before the
+// templates (so that they may hold the class's PorticoParameters) and never
+// deletes: helm uninstall keeps them, and with them the PorticoParameters
+// Gateways name and every policy. No template renders one a second time.
 func TestChartCRDSurvivesUninstall(t *testing.T) {
 	crds, err := charttest.CRDs(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if charttest.Find(crds, "CustomResourceDefinition", "porticoparameters.portico.dev") == nil {
-		t.Errorf("crds/ holds %v, not the PorticoParameters CRD", keys(crds))
+	for _, name := range []string{"porticoparameters.portico.dev", "backendtrafficpolicies.portico.dev"} {
+		if charttest.Find(crds, "CustomResourceDefinition", name) == nil {
+			t.Errorf("crds/ holds %v, not the CRD %s", keys(crds), name)
+		}
 	}
 	n := 0
 	for _, o := range render(t, "gatewayClass: {mode: PerGateway}") {

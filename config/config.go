@@ -140,10 +140,15 @@ func (l *Listener) ClientAuthID() string {
 	return l.ClientAuth.ID
 }
 
-// Endpoints are the ready addresses of one backend, used round robin.
+// Endpoints are the ready addresses of one backend, used round robin
+// unless a BackendTrafficPolicy picks another way (balance.go).
 type Endpoints struct {
 	Addrs []string
 	next  atomic.Uint32
+	// balance holds what the other ways of picking need (a consistent
+	// hash table, requests in flight), made on first use: endpoints no
+	// policy names never pay for it.
+	balance atomic.Pointer[balanceState]
 }
 
 // NewEndpoints returns a set of addresses to balance over.
@@ -158,6 +163,14 @@ func (e *Endpoints) Pick() string {
 	}
 	n := e.next.Add(1)
 	return e.Addrs[int(n-1)%len(e.Addrs)]
+}
+
+// PickIndex is Pick as an index of Addrs; -1 when there is none.
+func (e *Endpoints) PickIndex() int {
+	if e == nil || len(e.Addrs) == 0 {
+		return -1
+	}
+	return int((e.next.Add(1) - 1) % uint32(len(e.Addrs)))
 }
 
 // Validate checks what Apply relies on.

@@ -79,6 +79,15 @@ type Rule struct {
 	BackendRequestTimeout time.Duration
 	// Retry is the rule's retry policy, nil when it has none.
 	Retry *Retry
+	// LB is the load balancing a BackendTrafficPolicy gives the rule
+	// (attached to the rule, its route, ListenerSet or Gateway, the most
+	// specific first): how a backend, and an endpoint of a backend
+	// without an LB of its own, are picked. Nil: backends at random by
+	// weight, endpoints round robin.
+	LB *LoadBalancer
+	// Outlier is the passive health check a BackendTrafficPolicy gives
+	// the rule, as LB; nil: none.
+	Outlier *OutlierDetection
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".
@@ -99,6 +108,12 @@ type Backend struct {
 	AppProtocol string // Service port appProtocol, e.g. "kubernetes.io/h2c"
 	// TLS is the port's BackendTLSPolicy, nil for plain text.
 	TLS *BackendTLS
+	// LB is the load balancing of a BackendTrafficPolicy attached to the
+	// Service: how its endpoints are picked, over the rule's LB.
+	LB *LoadBalancer
+	// Outlier is the passive health check of the Service's policy, over
+	// the rule's.
+	Outlier *OutlierDetection
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

@@ -69,8 +69,10 @@ type Cluster struct {
 	// ACME, when set, holds the certificates that WriteACME writes into
 	// listeners' Secrets.
 	ACME *acme.Manager
-	// Dynamic reads PorticoParameters; nil: none are read, and every
-	// parametersRef to them is InvalidParameters.
+	// Dynamic reads PorticoParameters and BackendTrafficPolicies (and
+	// writes the latter's status); nil: none are read, every
+	// parametersRef to PorticoParameters is InvalidParameters and no
+	// traffic policy applies.
 	Dynamic dynamic.Interface
 	// DataPlanes, when set, provisions the data planes of Gateways whose
 	// class gives each Gateway its own (GEP-1762), while this replica
@@ -139,12 +141,15 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 		source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
+	if err := in.AddTrafficPolicies(c.Kube, c.Dynamic, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
+		return err
+	}
 	c.informers = in
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err
 	}
 	c.writer = statuswriter.New(c.Gateway, in.Listers(), c.controller(), c.Log.Named("status"),
-		statuswriter.Options{Workers: c.StatusWorkers, Observe: c.OnStatusWrite})
+		statuswriter.Options{Workers: c.StatusWorkers, Observe: c.OnStatusWrite, Dynamic: c.Dynamic})
 
 	start := time.Now()
 	in.Start(ctx)

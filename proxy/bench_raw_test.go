@@ -102,7 +102,11 @@ func floorHandler(w http.ResponseWriter, _ *http.Request) {
 // connections (as the side-by-side harness's kept-alive runs), and reports
 // the process's CPU time per request besides allocations.
 func rawLoad(b *testing.B, addr string) {
-	req := []byte("GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
+	rawLoadOf(b, addr, []byte("GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"))
+}
+
+// rawLoadOf is rawLoad sending req.
+func rawLoadOf(b *testing.B, addr string, req []byte) {
 	b.ReportAllocs()
 	b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
 	start := processCPU(b)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -54,6 +55,8 @@ type forwarder struct {
 	tls *backendTLSTransports
 	// down are the endpoints that failed to connect lately.
 	down downSet
+	// outliers are the endpoints passive health checks count or eject.
+	outliers outlierSet
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -104,6 +107,9 @@ type exchange struct {
 	// set when the attempt's endpoint could not be connected to (see
 	// unreachable). Next to each other and to h2c: no padding each.
 	failover, unreachable, h2c bool
+	// answered is the status of the attempt's answer, 0 until its head
+	// came (for passive health checks; in the bools' padding).
+	answered int16
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -275,6 +281,7 @@ func modifyResponse(resp *http.Response) error {
 	if x.rp != nil && x.rp.timer != nil {
 		x.rp.timer.Stop() // the head came
 	}
+	x.answered = int16(min(resp.StatusCode, 999))
 	if slices.Contains(x.retryCodes, resp.StatusCode) {
 		if x.rp != nil {
 			// ReverseProxy closes the body, which may drain it and pool
@@ -476,7 +483,19 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if fr.apply(rule.Filters) {
 		return
 	}
-	b := pickBackend(rule)
+	// bal is the load balancing of a BackendTrafficPolicy (balance.go),
+	// nil without one; kept out of the exchange, which every request makes.
+	var bal *balancing
+	var b *config.Backend
+	if rule.LB == nil {
+		b = pickBackend(rule)
+	} else {
+		bal = &balancing{lb: rule.LB, held: -1}
+		if rule.LB.Algorithm == config.LBConsistentHash {
+			bal.key, bal.hasKey = requestKey(r, rule.LB)
+		}
+		b = pickBalanced(rule, bal.key, bal.hasKey)
+	}
 	if b == nil {
 		writeErrorFor(w, r, http.StatusInternalServerError)
 		return
@@ -484,6 +503,22 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if b.Invalid != "" {
 		f.refuse(w, r, rule, "backend is invalid", b.Invalid)
 		return
+	}
+	if od := cmp.Or(b.Outlier, rule.Outlier); od != nil {
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.outlier = od
+	}
+	if b.LB != nil {
+		// The Service's own policy picks among its endpoints.
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		if b.LB.Algorithm == config.LBConsistentHash && (bal.lb == nil || bal.lb.HashOn != b.LB.HashOn || bal.lb.HashName != b.LB.HashName) {
+			bal.key, bal.hasKey = requestKey(r, b.LB)
+		}
+		bal.lb = b.LB
 	}
 	if fr.apply(b.Filters) {
 		return
@@ -527,7 +562,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		sw.backend = b.Key // for metrics
 	}
 	x.backend = &b.Key
-	f.send(ctx, w, r, out, body, replay, rule, eps, x)
+	f.send(ctx, w, r, out, body, replay, rule, eps, x, bal)
 }
 
 // filterRun applies the filters of one request, rule's then backend's.
@@ -586,8 +621,9 @@ func (fr *filterRun) apply(filters []config.Filter) bool {
 
 // send sends out, the request r after its filters, to an endpoint of eps
 // until an attempt is answered: retries as rule says (replay: the body, if
-// any, was kept in body), fail-over to another endpoint, backoff.
-func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *config.Rule, eps *config.Endpoints, x *exchange) {
+// any, was kept in body), fail-over to another endpoint, backoff. bal,
+// when set, picks the endpoints as a BackendTrafficPolicy says.
+func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *http.Request, body []byte, replay bool, rule *config.Rule, eps *config.Endpoints, x *exchange, bal *balancing) {
 	attempts := 1
 	if replay && rule.Retry != nil {
 		attempts += rule.Retry.Attempts
@@ -597,6 +633,10 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	resendable := replay || out.ContentLength == 0
 	failovers := 0
 	x.Context = ctx
+	endpoint := -1 // x.addr's index in eps, with a policy
+	if bal != nil {
+		defer bal.release(eps)
+	}
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
 		// request's (the backend answered with a retryable code, or dropped
@@ -604,11 +644,18 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// is swapped for the next one.
 		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			x.addr = f.down.pickUp(eps, now)
+			if bal == nil {
+				x.addr = f.down.pickUp(eps, now)
+			} else {
+				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, now)
+			}
 		}
 		if x.addr == "" {
 			writeErrorFor(w, r, http.StatusServiceUnavailable)
 			return
+		}
+		if bal != nil {
+			bal.hold(eps, endpoint)
 		}
 		if sw, ok := w.(*statusWriter); ok {
 			sw.upstream = x.addr // the last attempt's, for the access log
@@ -624,7 +671,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		} else {
 			x.retryCodes = nil
 		}
-		x.retryable, x.unreachable, x.rp = nil, false, nil
+		x.retryable, x.unreachable, x.rp, x.answered = nil, false, nil, 0
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		headTimeout := f.headTimeoutOf(rule)
@@ -653,6 +700,12 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			}
 		}
 		cancel()
+		if bal != nil {
+			bal.release(eps)
+			if bal.outlier != nil {
+				f.observeOutlier(bal.outlier, eps, r, w, x)
+			}
+		}
 		if x.retryable == nil {
 			x.gate.pass()
 			return
@@ -680,6 +733,24 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 				return
 			}
 		}
+	}
+}
+
+// observeOutlier counts the attempt just made for its endpoint's passive
+// health check. An attempt the client cut short, or whose request body
+// failed, says nothing of the endpoint.
+func (f *forwarder) observeOutlier(od *config.OutlierDetection, eps *config.Endpoints, r *http.Request, w http.ResponseWriter, x *exchange) {
+	if eps == nil || r.Context().Err() != nil || x.bodyFailed() != nil {
+		return
+	}
+	d := f.outliers.observe(od, eps, x.addr, resultOf(int(x.answered)), time.Now())
+	if d == 0 {
+		return
+	}
+	f.log.Warn("endpoint ejected by its passive health check", zap.String("endpoint", x.addr),
+		zap.String("policy", od.Policy), zap.Duration("for", d))
+	if sw, ok := w.(*statusWriter); ok && f.backends != nil {
+		f.backends.ObserveEjection(sw.backend)
 	}
 }
 

@@ -219,6 +219,7 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 		}
 	}()
 	removeHopByHop(a.Header)
+	x.answered = int16(min(a.Status, 999))
 	if slices.Contains(x.retryCodes, a.Status) {
 		f.proxyError(w, out.WithContext(ctx), errRetryableStatus)
 		return

@@ -46,6 +46,11 @@ type ServicePort struct {
 // Service is what backend validation needs to know about a Service.
 type Service struct {
 	Ports []ServicePort
+	// LB is the load balancing of a BackendTrafficPolicy attached to the
+	// Service, nil for none.
+	LB *config.LoadBalancer
+	// Outlier is the passive health check of that policy, nil for none.
+	Outlier *config.OutlierDetection
 }
 
 // Input is everything Compile needs.
@@ -60,6 +65,9 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]Service
 	ReferenceGrants []*gwv1.ReferenceGrant
+	// Traffic, when set, returns what BackendTrafficPolicies give a rule
+	// (by its name, "" for none) of a route as served on listener l.
+	Traffic func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) config.RuleTraffic
 }
 
 // Output is the compiled tables and the route statuses.

@@ -37,6 +37,9 @@ type ResolvedBackend struct {
 	// TLS is the port's BackendTLSPolicy, if any, known once the port is
 	// found.
 	TLS *config.BackendTLS
+	// LB and Outlier are the Service's policy's (Service.LB, Outlier).
+	LB      *config.LoadBalancer
+	Outlier *config.OutlierDetection
 	// Reason is empty when the reference resolved; otherwise it is the
 	// route's ResolvedRefs reason, and Message says why.
 	Reason  gwv1.RouteConditionReason
@@ -85,7 +88,7 @@ func (b *BackendRefs) Resolve(k RouteKind, routeNS string, ref gwv1.BackendObjec
 	found := false
 	for _, p := range s.Ports {
 		if p.Port == *ref.Port {
-			found, r.AppProtocol, r.TLS = true, p.AppProtocol, p.TLS
+			found, r.AppProtocol, r.TLS, r.LB, r.Outlier = true, p.AppProtocol, p.TLS, s.LB, s.Outlier
 			break
 		}
 	}

@@ -291,6 +291,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		EndpointSlices:     shuffle(rnd, res.EndpointSlices),
 		Parameters:         shuffle(rnd, res.Parameters),
 		Deployments:        shuffle(rnd, res.Deployments),
+		TrafficPolicies:    shuffle(rnd, res.TrafficPolicies),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -317,6 +318,7 @@ type goldenOut struct {
 	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
 	TLSRoutes          map[string][]goldenParent   `yaml:"tlsRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
+	TrafficPolicies    map[string][]goldenAncestor `yaml:"backendTrafficPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
 	// parameters-as-JSON", one per Gateway with a data plane of its own.
@@ -378,6 +380,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		GRPCRoutes:         map[string][]goldenParent{},
 		TLSRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
+		TrafficPolicies:    map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses.All() {
 		c := goldenClass{Conditions: goldenConditions(s.Conditions)}
@@ -430,6 +433,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, ancestors := range st.BackendTLSPolicies.All() {
 		for _, a := range ancestors {
 			out.BackendTLSPolicies[key.String()] = append(out.BackendTLSPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
+				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
+		}
+	}
+	for key, ancestors := range st.TrafficPolicies.All() {
+		for _, a := range ancestors {
+			out.TrafficPolicies[key.String()] = append(out.TrafficPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
 				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
 		}
 	}

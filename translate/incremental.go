@@ -139,11 +139,12 @@ const maxDelta = 512
 // incrementalState indexes a full translation for the next one; nil when
 // the snapshot has what a delta does not handle: a Gateway with a data
 // plane of its own, an address pool, Knative, ACME, GRPCRoutes,
-// TLSRoutes, BackendTLSPolicies or two objects of one kind and key.
+// TLSRoutes, BackendTLSPolicies, BackendTrafficPolicies or two objects of
+// one kind and key.
 func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
-		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.BackendTLSPolicies) > 0 {
+		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
@@ -232,6 +233,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.Namespaces = slices.Clone(res.Namespaces)
 	c.KIngresses, c.KCertificates = slices.Clone(res.KIngresses), slices.Clone(res.KCertificates)
 	c.Parameters, c.Deployments = slices.Clone(res.Parameters), slices.Clone(res.Deployments)
+	c.TrafficPolicies = slices.Clone(res.TrafficPolicies)
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
@@ -375,6 +377,7 @@ func unchangedKinds(a, b *snapshot.Resources) bool {
 		slices.Equal(referencedConfigMaps(a), referencedConfigMaps(b)) && slices.Equal(a.Namespaces, b.Namespaces) &&
 		slices.Equal(a.KIngresses, b.KIngresses) && slices.Equal(a.KCertificates, b.KCertificates) &&
 		slices.Equal(a.Parameters, b.Parameters) && slices.Equal(a.Deployments, b.Deployments) &&
+		slices.Equal(a.TrafficPolicies, b.TrafficPolicies) &&
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
 }
 

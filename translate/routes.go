@@ -24,6 +24,7 @@ func (t *translation) routes() {
 		NamespaceLabels: t.ix.nsLabels,
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
+		Traffic:         t.traffic.traffic(),
 	}
 	for i := range t.merged {
 		in.Listeners[i] = routingListener(i, &t.merged[i])
@@ -77,7 +78,8 @@ func routingListener(i int, m *listeners.Listener) routing.Listener {
 // service is one Service as routes see it (see services).
 func (t *translation) service(svc *corev1.Service) routing.Service {
 	key := nn(svc.Namespace, svc.Name)
-	rs := routing.Service{}
+	tr := t.traffic.service(key)
+	rs := routing.Service{LB: tr.LB, Outlier: tr.Outlier}
 	if len(svc.Spec.Ports) > 0 {
 		rs.Ports = make([]routing.ServicePort, 0, len(svc.Spec.Ports))
 	}
@@ -105,7 +107,8 @@ func (t *translation) services() map[types.NamespacedName]routing.Service {
 			ports = append(ports, routing.ServicePort{Name: p.Name, Port: p.Port, AppProtocol: ptr.Deref(p.AppProtocol, ""),
 				TLS: t.tls.forPort(key, p.Name)})
 		}
-		rs := routing.Service{}
+		tr := t.traffic.service(key)
+		rs := routing.Service{LB: tr.LB, Outlier: tr.Outlier}
 		if len(ports) > start {
 			rs.Ports = ports[start:len(ports):len(ports)]
 		}

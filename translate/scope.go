@@ -6,6 +6,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/listeners"
 )
 
@@ -76,6 +77,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 		}
 	}
 	scopeBackends(res, out, services)
+	scopeTrafficPolicies(res, out, gw, services)
 	specOnly(out)
 	return out
 }
@@ -93,6 +95,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.TLSRoutes, func(o *gwv1.TLSRoute) { o.Status = gwv1.TLSRouteStatus{} })
 	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -229,6 +232,37 @@ func scopeBackends(res, out *snapshot.Resources, services map[types.NamespacedNa
 	for _, cm := range res.ConfigMaps {
 		if names[nn(cm.Namespace, cm.Name)] {
 			out.ConfigMaps = append(out.ConfigMaps, cm)
+		}
+	}
+}
+
+// scopeTrafficPolicies adds the BackendTrafficPolicies that target the
+// Gateway, its ListenerSets, the routes attached to either or the Services
+// they send to; every policy contending for one of those targets is then
+// in scope too, so the same one wins.
+func scopeTrafficPolicies(res, out *snapshot.Resources, gw types.NamespacedName, services map[types.NamespacedName]bool) {
+	if len(res.TrafficPolicies) == 0 {
+		return
+	}
+	in := map[string]bool{"Gateway/" + gw.String(): true}
+	for _, ls := range out.ListenerSets {
+		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
+	}
+	for _, r := range out.HTTPRoutes {
+		in["HTTPRoute/"+nn(r.Namespace, r.Name).String()] = true
+	}
+	for _, r := range out.GRPCRoutes {
+		in["GRPCRoute/"+nn(r.Namespace, r.Name).String()] = true
+	}
+	for svc := range services {
+		in["Service/"+svc.String()] = true
+	}
+	for _, p := range res.TrafficPolicies {
+		for _, t := range p.Spec.TargetRefs {
+			if in[string(t.Kind)+"/"+nn(p.Namespace, string(t.Name)).String()] {
+				out.TrafficPolicies = append(out.TrafficPolicies, p)
+				break
+			}
 		}
 	}
 }

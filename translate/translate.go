@@ -191,8 +191,10 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.classes()
 	t.gatewaysAndListeners()
 	t.backendTLS()
+	t.trafficPolicies()
 	t.routes()
 	t.policyStatuses()
+	t.trafficPolicyStatuses()
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
@@ -258,6 +260,7 @@ type translation struct {
 	parents     map[routing.Parent]bool
 	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
+	traffic     *trafficPolicies
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
 	acme        []ACMECertificate
@@ -321,7 +324,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
-		len(res.Parameters) + len(res.Deployments)
+		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -344,6 +347,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("KIngress", anys(res.KIngresses)...)
 	add("KCertificate", anys(res.KCertificates)...)
 	add("PorticoParameters", anys(res.Parameters)...)
+	add("BackendTrafficPolicy", anys(res.TrafficPolicies)...)
 	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())

@@ -20,6 +20,7 @@ import (
 	"portico.dev/portico/internal/controlplane/filesource"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/translate"
 )
@@ -44,7 +45,7 @@ var errNotServing = errors.New("some objects do not fully serve")
 
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
-var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "BackendTLSPolicy"}
+var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "BackendTLSPolicy", "BackendTrafficPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
@@ -248,6 +249,18 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		}
 		r.add("BackendTLSPolicy", p, &obj.Status, ts)
 	}
+	for _, p := range byName(res.TrafficPolicies) {
+		obj := p
+		if computed, ok := st.TrafficPolicies.Get(nameOf(p)); ok {
+			obj, _ = status.MergeTrafficPolicy(p, computed, controller, ts)
+		}
+		for _, a := range obj.Status.Ancestors {
+			if a.ControllerName == controller {
+				r.conditions(trafficpolicy.Kind, nameOf(p).String(), "ancestor "+refName(a.AncestorRef), a.Conditions)
+			}
+		}
+		r.add(trafficpolicy.Kind, p, &obj.Status, ts)
+	}
 	if r.served == 0 {
 		r.problems = append(r.problems, problem{kind: "Gateway", name: "-", condition: "Accepted", reason: "NoGateway",
 			message: fmt.Sprintf("no Gateway of a GatewayClass of %s: Portico would serve nothing", controller)})
@@ -260,8 +273,12 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 // of the check, as the API server would show it once written.
 func (r *checkReport) add(kind string, obj metav1.Object, st any, now metav1.Time) {
 	stampZeroTimes(st, now)
+	apiVersion := gwv1.GroupVersion.String()
+	if kind == trafficpolicy.Kind {
+		apiVersion = trafficpolicy.APIVersion
+	}
 	r.docs = append(r.docs, checkDocument{
-		APIVersion: gwv1.GroupVersion.String(),
+		APIVersion: apiVersion,
 		Kind:       kind,
 		Metadata:   checkMetadata{Name: obj.GetName(), Namespace: obj.GetNamespace(), Generation: obj.GetGeneration()},
 		Status:     st,

@@ -32,6 +32,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.KIngresses = byName(res.KIngresses)
 	out.KCertificates = byName(res.KCertificates)
 	out.Parameters = byName(res.Parameters)
+	out.TrafficPolicies = byName(res.TrafficPolicies)
 	out.Deployments = byName(res.Deployments)
 	return &out
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
 
 // twoOfEach is a snapshot with two objects in every list of Resources
@@ -67,5 +68,18 @@ func TestVersionIgnoresOrder(t *testing.T) {
 	h.Publish([]Plane{{Gateway: web, ServiceAccount: "web-dedicated", Resources: changed}})
 	if got, _ := h.Version(web); got == want {
 		t.Error("a changed Namespace kept the version")
+	}
+}
+
+// TestObjectsOfSeesTrafficPolicies: a data plane is sent a new version
+// when only a BackendTrafficPolicy of its scope changed.
+func TestObjectsOfSeesTrafficPolicies(t *testing.T) {
+	a := &snapshot.Resources{TrafficPolicies: []*trafficpolicy.BackendTrafficPolicy{{}}}
+	b := &snapshot.Resources{TrafficPolicies: []*trafficpolicy.BackendTrafficPolicy{{}}}
+	if slices.Equal(objectsOf(a), objectsOf(b)) {
+		t.Error("two snapshots with different BackendTrafficPolicies list the same objects")
+	}
+	if !slices.Equal(objectsOf(a), objectsOf(&snapshot.Resources{TrafficPolicies: a.TrafficPolicies})) {
+		t.Error("two snapshots with the same BackendTrafficPolicies list different objects")
 	}
 }

@@ -44,9 +44,11 @@ var dataPlaneSelector = labels.SelectorFromSet(labels.Set{
 // provisioned (their status says whether a data plane is available).
 func (in *Informers) AddDataPlanes(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, provisioning bool, h Handlers, log *zap.Logger) error {
 	if dyn != nil {
-		_, err := kube.Discovery().ServerResourcesForGroupVersion(parameters.APIVersion)
+		list, err := kube.Discovery().ServerResourcesForGroupVersion(parameters.APIVersion)
 		switch {
-		case apierrors.IsNotFound(err):
+		// The group is also BackendTrafficPolicy's: it may be served
+		// without this CRD.
+		case apierrors.IsNotFound(err) || err == nil && !servesResource(list, ParametersResource.Resource):
 			log.Warn("the PorticoParameters CRD is not installed: every parametersRef to PorticoParameters is InvalidParameters")
 		case err != nil:
 			return fmt.Errorf("discover %s: %w", parameters.APIVersion, err)

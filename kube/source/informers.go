@@ -54,6 +54,9 @@ type Informers struct {
 	services        corelisters.ServiceLister
 	endpointSlices  discoverylisters.EndpointSliceLister
 	dataPlanes      dataPlaneInformers // provisioninformers.go
+	// trafficPolicies caches BackendTrafficPolicies; nil when their CRD
+	// is not installed (trafficpolicies.go).
+	trafficPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -135,18 +138,22 @@ type Listers struct {
 	GRPCRoutes     gwlisters.GRPCRouteLister
 	TLSRoutes      gwlisters.TLSRouteLister
 	BackendTLS     gwlisters.BackendTLSPolicyLister
+	// TrafficPolicies holds *trafficpolicy.BackendTrafficPolicy, nil
+	// when their CRD is not installed.
+	TrafficPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
 func (in *Informers) Listers() Listers {
 	return Listers{
-		GatewayClasses: in.gatewayClasses,
-		Gateways:       in.gateways,
-		ListenerSets:   in.listenerSets,
-		HTTPRoutes:     in.httpRoutes,
-		GRPCRoutes:     in.grpcRoutes,
-		TLSRoutes:      in.tlsRoutes,
-		BackendTLS:     in.backendTLS,
+		GatewayClasses:  in.gatewayClasses,
+		Gateways:        in.gateways,
+		ListenerSets:    in.listenerSets,
+		HTTPRoutes:      in.httpRoutes,
+		GRPCRoutes:      in.grpcRoutes,
+		TLSRoutes:       in.tlsRoutes,
+		BackendTLS:      in.backendTLS,
+		TrafficPolicies: in.trafficPolicies,
 	}
 }
 
@@ -290,6 +297,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	if err := in.snapshotDataPlanes(res); err != nil {
 		return nil, err
 	}
+	in.snapshotTrafficPolicies(res)
 	return res, nil
 }
 

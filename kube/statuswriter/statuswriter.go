@@ -16,14 +16,18 @@ import (
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/internal/shared/pmap"
@@ -66,6 +70,7 @@ type statusKey struct {
 // status (Resync), and after a failure.
 type Writer struct {
 	client     gatewayclient.Interface
+	dynamic    dynamic.Interface // nil: Portico's own kinds are not written
 	in         source.Listers
 	controller gwv1.GatewayController
 	log        *zap.Logger
@@ -130,6 +135,9 @@ type Options struct {
 	// "error"); may be nil. It runs on the writer's goroutines and must
 	// not block.
 	Observe func(kind, result string)
+	// Dynamic writes the status of Portico's own kinds
+	// (BackendTrafficPolicy); nil: it is not written.
+	Dynamic dynamic.Interface
 }
 
 // New returns a Writer of the statuses of the objects in, read from the
@@ -143,6 +151,7 @@ func New(client gatewayclient.Interface, in source.Listers, controller gwv1.Gate
 		now:        time.Now,
 		workers:    8,
 		observe:    opts.Observe,
+		dynamic:    opts.Dynamic,
 		kick:       make(chan struct{}, 1),
 		dirty:      map[statusKey]bool{},
 		echoes:     map[types.UID]string{},
@@ -595,14 +604,70 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
 		},
 	}, fromCache(policies, st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
+	if w.dynamic != nil && w.in.TrafficPolicies != nil {
+		var traffic []*trafficpolicy.BackendTrafficPolicy
+		for _, o := range w.in.TrafficPolicies.List() {
+			if p, ok := o.(*trafficpolicy.BackendTrafficPolicy); ok {
+				traffic = append(traffic, p)
+			}
+		}
+		jobs = append(jobs, kindJobs(w, ts, statusKind[*trafficpolicy.BackendTrafficPolicy, []gwv1.PolicyAncestorStatus]{
+			name: trafficpolicy.Kind,
+			client: func(ns string) statusClient[*trafficpolicy.BackendTrafficPolicy] {
+				return trafficStatusClient{w.dynamic.Resource(source.TrafficPolicyResource).Namespace(ns)}
+			},
+			merge: func(o *trafficpolicy.BackendTrafficPolicy, c []gwv1.PolicyAncestorStatus, now metav1.Time) (*trafficpolicy.BackendTrafficPolicy, bool) {
+				return status.MergeTrafficPolicy(o, c, w.controller, now)
+			},
+		}, fromCache(traffic, st.TrafficPolicies, func(p *trafficpolicy.BackendTrafficPolicy) bool {
+			return status.HasAncestorsOf(p.Status.Ancestors, w.controller)
+		}))...)
+	}
 	return jobs
+}
+
+// trafficStatusClient reads and writes BackendTrafficPolicies, a kind of
+// Portico's own with no typed client, through the dynamic one.
+type trafficStatusClient struct {
+	ri dynamic.ResourceInterface
+}
+
+func (c trafficStatusClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*trafficpolicy.BackendTrafficPolicy, error) {
+	u, err := c.ri.Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return fromUnstructured(u)
+}
+
+func (c trafficStatusClient) UpdateStatus(ctx context.Context, obj *trafficpolicy.BackendTrafficPolicy, opts metav1.UpdateOptions) (*trafficpolicy.BackendTrafficPolicy, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode BackendTrafficPolicy %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(trafficpolicy.APIVersion)
+	u.SetKind(trafficpolicy.Kind)
+	out, err := c.ri.UpdateStatus(ctx, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	return fromUnstructured(out)
+}
+
+func fromUnstructured(u *unstructured.Unstructured) (*trafficpolicy.BackendTrafficPolicy, error) {
+	p := &trafficpolicy.BackendTrafficPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, fmt.Errorf("decode BackendTrafficPolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return p, nil
 }
 
 // sortJobs puts parents before children, so a watcher sees a Gateway
 // programmed no later than the routes on it; ties in name order for stable
 // logs.
 func sortJobs(jobs []statusJob) {
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "BackendTLSPolicy": 4}
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -797,6 +862,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.BackendTLSPolicies {
 		add("BackendTLSPolicy", o)
+	}
+	for _, o := range res.TrafficPolicies {
+		add(trafficpolicy.Kind, o)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
 
 // assemble makes the snapshot of the files as they are now, after the
@@ -50,7 +51,10 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		Services:           joined(s, touched, last.Services, func(r *snapshot.Resources) []*corev1.Service { return r.Services }),
 		EndpointSlices:     joined(s, touched, last.EndpointSlices, func(r *snapshot.Resources) []*discoveryv1.EndpointSlice { return r.EndpointSlices }),
 		Parameters:         joined(s, touched, last.Parameters, func(r *snapshot.Resources) []*parameters.PorticoParameters { return r.Parameters }),
-		Namespaces:         last.Namespaces,
+		TrafficPolicies: joined(s, touched, last.TrafficPolicies, func(r *snapshot.Resources) []*trafficpolicy.BackendTrafficPolicy {
+			return r.TrafficPolicies
+		}),
+		Namespaces: last.Namespaces,
 	}
 	if s.countNamespaces(replaced, changed) || s.last == nil {
 		res.Namespaces = s.namespaces(loadTime)
@@ -192,5 +196,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.EndpointSlices = append(res.EndpointSlices, o)
 	case *parameters.PorticoParameters:
 		res.Parameters = append(res.Parameters, o)
+	case *trafficpolicy.BackendTrafficPolicy:
+		res.TrafficPolicies = append(res.TrafficPolicies, o)
 	}
 }

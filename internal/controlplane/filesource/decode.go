@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
 )
 
@@ -97,6 +98,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		// Its rules beyond the schema's types are checked where it is
 		// used (parameters.Spec.Validate), as in a cluster.
 		return &parameters.PorticoParameters{}, nil
+	case trafficpolicy.APIVersion + "/" + trafficpolicy.Kind:
+		// Like PorticoParameters: checked where it is used
+		// (trafficpolicy.Spec.Validate), and refused there with a status.
+		return &trafficpolicy.BackendTrafficPolicy{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

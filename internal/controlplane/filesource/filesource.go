@@ -30,6 +30,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
 )
 
@@ -827,6 +828,8 @@ func kindOf(obj metav1.Object) string {
 		return "EndpointSlice"
 	case *parameters.PorticoParameters:
 		return parameters.Kind
+	case *trafficpolicy.BackendTrafficPolicy:
+		return trafficpolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

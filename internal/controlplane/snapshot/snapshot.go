@@ -17,6 +17,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
 
 // Resources is one immutable snapshot of every object translate reads. The
@@ -49,6 +50,8 @@ type Resources struct {
 	// Parameters are the PorticoParameters GatewayClasses and Gateways
 	// may name (parametersRef).
 	Parameters []*parameters.PorticoParameters
+	// TrafficPolicies are Portico's BackendTrafficPolicies.
+	TrafficPolicies []*trafficpolicy.BackendTrafficPolicy
 	// Deployments are the data planes Portico provisioned (GEP-1762);
 	// their status tells whether a replica is available.
 	Deployments []*appsv1.Deployment

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
 )
 
@@ -38,6 +39,9 @@ type Computed struct {
 	TLSRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
 	BackendTLSPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// TrafficPolicies holds the ancestor entries of each of Portico's
+	// BackendTrafficPolicies.
+	TrafficPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -50,6 +54,7 @@ type Maps struct {
 	GRPCRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
 	TLSRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -63,6 +68,7 @@ func (m *Maps) Computed() *Computed {
 		GRPCRoutes:         pmap.Of(m.GRPCRoutes),
 		TLSRoutes:          pmap.Of(m.TLSRoutes),
 		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
+		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 	}
 }
 
@@ -78,6 +84,7 @@ func (c *Computed) Maps() *Maps {
 		GRPCRoutes:         maps.Collect(c.GRPCRoutes.All()),
 		TLSRoutes:          maps.Collect(c.TLSRoutes.All()),
 		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
+		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 	}
 }
 
@@ -316,6 +323,14 @@ func MergeBackendTLSPolicy(obj *gwv1.BackendTLSPolicy, computed []gwv1.PolicyAnc
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *gwv1.BackendTLSPolicy) { o.Status = status })
+}
+
+// MergeTrafficPolicy replaces Portico's ancestor entries of a
+// BackendTrafficPolicy and keeps any other controller's.
+func MergeTrafficPolicy(obj *trafficpolicy.BackendTrafficPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*trafficpolicy.BackendTrafficPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = status })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"portico.dev/portico/internal/testkit/freeport"
+)
+
+// TestServeAppliesTrafficPolicy: "portico serve --config" with a
+// BackendTrafficPolicy in its files balances as the policy says: a
+// consistent hash on a header keeps each key on one of three endpoints,
+// and the keys spread over more than one; editing the policy to
+// RoundRobin takes each endpoint in turn.
+func TestServeAppliesTrafficPolicy(t *testing.T) {
+	// Three endpoints on one port of three loopback addresses, as an
+	// EndpointSlice lists them.
+	port := freeport.Port(t)
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			t.Skipf("cannot listen on %s: %v", ip, err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, ip)
+		})}
+		go srv.Serve(ln) //nolint:errcheck // ends with Close
+		t.Cleanup(func() { srv.Close() })
+	}
+	listen := freeport.Port(t)
+	dir := t.TempDir()
+	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: portico
+  listeners: [{name: http, port: %d, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{name: http, port: 80, targetPort: %d}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: %d}]
+endpoints:
+- {addresses: [127.0.0.2], conditions: {ready: true}}
+- {addresses: [127.0.0.3], conditions: {ready: true}}
+- {addresses: [127.0.0.4], conditions: {ready: true}}
+`, listen, port, port)
+	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policy := func(lb string) {
+		p := "apiVersion: portico.dev/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: web}\nspec:\n" +
+			"  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]\n  loadBalancer: " + lb + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy("{type: ConsistentHash, consistentHash: {type: Header, header: {name: X-User}}}")
+	serveInTest(t, "--config", dir, "--bind-address", "127.0.0.1")
+	url := fmt.Sprintf("http://127.0.0.1:%d/", listen)
+	c := &http.Client{Timeout: 5 * time.Second}
+	get := func(user string) (string, error) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if user != "" {
+			req.Header.Set("X-User", user)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		return string(b), nil
+	}
+	waitUntil(t, "served", func() error { _, err := get("u0"); return err })
+	used := map[string]bool{}
+	for i := range 30 {
+		user := "user-" + strconv.Itoa(i)
+		first, err := get(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used[first] = true
+		for range 5 {
+			if got, err := get(user); err != nil || got != first {
+				t.Fatalf("key %s went to %s, then %s (%v)", user, first, got, err)
+			}
+		}
+	}
+	if len(used) < 2 {
+		t.Errorf("30 keys all went to %v", used)
+	}
+
+	policy("{type: RoundRobin}")
+	waitUntil(t, "round robin", func() error {
+		seen := map[string]bool{}
+		for range 3 {
+			got, err := get("same-user")
+			if err != nil {
+				return err
+			}
+			seen[got] = true
+		}
+		if len(seen) != 3 {
+			return fmt.Errorf("three requests of one key went to %v", seen)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,345 @@
+// Package trafficpolicy holds BackendTrafficPolicy (group portico.dev),
+// Portico's policy of how traffic reaches backends, attached by GEP-713
+// targetRefs to Gateways, ListenerSets, HTTPRoutes and GRPCRoutes (or one
+// of their rules by sectionName) and Services. It defines the object and
+// the rules its CRD's schema states, checked again here for objects that
+// reach translate without an API server (standalone files); which policy
+// applies where is decided by translate.
+package trafficpolicy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
+)
+
+// Group, Version and Kind of BackendTrafficPolicy.
+const (
+	Group   = "portico.dev"
+	Version = "v1alpha1"
+	Kind    = "BackendTrafficPolicy"
+	// APIVersion is Group/Version.
+	APIVersion = Group + "/" + Version
+	// Resource is its plural, as the API serves it.
+	Resource = "backendtrafficpolicies"
+)
+
+// MaxTargets is the most targetRefs a policy may have (as the CRD says).
+const MaxTargets = 16
+
+// BackendTrafficPolicy says how requests reach the backends of what it
+// targets.
+type BackendTrafficPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec `json:"spec"`
+	// Status has one entry per ancestor (GEP-713): each Gateway its
+	// targets are served under, or the target itself when there is none.
+	Status gwv1.PolicyStatus `json:"status,omitempty"`
+}
+
+// Spec is what a BackendTrafficPolicy sets. Each section set by several
+// policies that apply to a request comes from the most specific of them:
+// a route rule's, then its route's, its ListenerSet's, its Gateway's; a
+// Service's policy is the most specific for the Service's own endpoints.
+type Spec struct {
+	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
+	// LoadBalancer is how an endpoint (and, for a route's policy, a
+	// backend of a rule) is picked. Unset: backends at random by weight,
+	// endpoints round robin.
+	LoadBalancer *LoadBalancer `json:"loadBalancer,omitempty"`
+	// HealthCheck checks the endpoints' health; only passive checks
+	// (outlier detection) exist so far.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+}
+
+// HealthCheck holds the health checks of endpoints.
+type HealthCheck struct {
+	// Passive watches the answers of real requests: an endpoint that
+	// fails too many in a row is left out for a while.
+	Passive *PassiveHealthCheck `json:"passive,omitempty"`
+}
+
+// PassiveHealthCheck is outlier detection. Unset fields take Envoy's
+// defaults: 5 consecutive 5xx or local-origin failures, gateway errors not
+// counted, 30s, 10%.
+type PassiveHealthCheck struct {
+	// Consecutive5XxErrors: answers of status 500-599 in a row (0: not
+	// counted).
+	Consecutive5XxErrors *int32 `json:"consecutive5XxErrors,omitempty"`
+	// ConsecutiveGatewayErrors: answers of status 502, 503, 504 in a row
+	// (0: not counted).
+	ConsecutiveGatewayErrors *int32 `json:"consecutiveGatewayErrors,omitempty"`
+	// ConsecutiveLocalOriginFailures: attempts without an answer in a row
+	// (connection refused or dropped, no answer in time; 0: not counted).
+	ConsecutiveLocalOriginFailures *int32 `json:"consecutiveLocalOriginFailures,omitempty"`
+	// BaseEjectionTime is how long an endpoint is left out the first
+	// time; each time again in a row adds as much, up to 5 minutes.
+	BaseEjectionTime *gwv1.Duration `json:"baseEjectionTime,omitempty"`
+	// MaxEjectionPercent is the largest share of a backend's endpoints
+	// left out at once (rounded down: with 10% and fewer than 10
+	// endpoints, none is).
+	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+}
+
+// Defaults of PassiveHealthCheck.
+const (
+	DefaultConsecutive5xx          = 5
+	DefaultConsecutiveLocalFailure = 5
+	DefaultBaseEjectionTime        = 30 * time.Second
+	DefaultMaxEjectionPercent      = 10
+)
+
+// LoadBalancerType names an algorithm.
+type LoadBalancerType string
+
+const (
+	RoundRobin     LoadBalancerType = "RoundRobin"
+	LeastRequest   LoadBalancerType = "LeastRequest"
+	Random         LoadBalancerType = "Random"
+	ConsistentHash LoadBalancerType = "ConsistentHash"
+)
+
+// LoadBalancer picks an algorithm; ConsistentHash needs consistentHash.
+type LoadBalancer struct {
+	Type           LoadBalancerType      `json:"type"`
+	ConsistentHash *ConsistentHashConfig `json:"consistentHash,omitempty"`
+}
+
+// HashType is what a consistent hash is computed over.
+type HashType string
+
+const (
+	SourceIP HashType = "SourceIP"
+	Header   HashType = "Header"
+	Cookie   HashType = "Cookie"
+)
+
+// ConsistentHashConfig says what to hash: the client's address, a header
+// or a cookie. A request without the header or cookie is sent to an
+// endpoint at random.
+type ConsistentHashConfig struct {
+	Type   HashType `json:"type"`
+	Header *Named   `json:"header,omitempty"`
+	Cookie *Named   `json:"cookie,omitempty"`
+}
+
+// Named is a header or cookie by name.
+type Named struct {
+	Name string `json:"name"`
+}
+
+// Target kinds, by group.
+const (
+	gatewayGroup = gwv1.GroupName
+)
+
+// targetKinds are the kinds a policy may target, with their group.
+var targetKinds = map[gwv1.Kind]gwv1.Group{
+	"Gateway": gatewayGroup, "ListenerSet": gatewayGroup, "HTTPRoute": gatewayGroup, "GRPCRoute": gatewayGroup, "Service": "",
+}
+
+// Validate checks the rules of the CRD's schema (and its CEL rules) for
+// objects that reach translate without an API server, and what the
+// schema cannot say. The error names the field.
+func (s *Spec) Validate() error {
+	var errs []error
+	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
+		errs = append(errs, fmt.Errorf("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs)))
+	}
+	for i, ref := range s.TargetRefs {
+		at := fmt.Sprintf("spec.targetRefs[%d]", i)
+		group, ok := targetKinds[ref.Kind]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute, GRPCRoute, Service", at, ref.Kind))
+		case ref.Group != group:
+			errs = append(errs, fmt.Errorf("%s.group: %s is of group %q, not %q", at, ref.Kind, group, ref.Group))
+		case ref.SectionName != nil && ref.Kind != "HTTPRoute" && ref.Kind != "GRPCRoute":
+			errs = append(errs, fmt.Errorf("%s.sectionName: only a route's rule may be named; %s is targeted whole", at, ref.Kind))
+		}
+		if ref.Name == "" {
+			errs = append(errs, fmt.Errorf("%s.name: required", at))
+		}
+	}
+	if lb := s.LoadBalancer; lb != nil {
+		if err := lb.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if hc := s.HealthCheck; hc != nil {
+		if err := hc.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, as a condition's message reads best.
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func (lb *LoadBalancer) validate() error {
+	switch lb.Type {
+	case RoundRobin, LeastRequest, Random:
+		if lb.ConsistentHash != nil {
+			return fmt.Errorf("spec.loadBalancer.consistentHash: set only with type ConsistentHash, not %s", lb.Type)
+		}
+		return nil
+	case ConsistentHash:
+	default:
+		return fmt.Errorf("spec.loadBalancer.type: %q is not one of RoundRobin, LeastRequest, Random, ConsistentHash", lb.Type)
+	}
+	ch := lb.ConsistentHash
+	if ch == nil {
+		return errors.New("spec.loadBalancer.consistentHash: required with type ConsistentHash")
+	}
+	switch ch.Type {
+	case SourceIP:
+		if ch.Header != nil || ch.Cookie != nil {
+			return errors.New("spec.loadBalancer.consistentHash: header and cookie are not set with type SourceIP")
+		}
+	case Header:
+		if ch.Header == nil || ch.Cookie != nil {
+			return errors.New("spec.loadBalancer.consistentHash: type Header needs header, and no cookie")
+		}
+		if msgs := validation.IsHTTPHeaderName(ch.Header.Name); ch.Header.Name == "" || len(msgs) > 0 {
+			return fmt.Errorf("spec.loadBalancer.consistentHash.header.name: %q is not a header name", ch.Header.Name)
+		}
+	case Cookie:
+		if ch.Cookie == nil || ch.Header != nil {
+			return errors.New("spec.loadBalancer.consistentHash: type Cookie needs cookie, and no header")
+		}
+		if !isToken(ch.Cookie.Name) {
+			return fmt.Errorf("spec.loadBalancer.consistentHash.cookie.name: %q is not a cookie name", ch.Cookie.Name)
+		}
+	default:
+		return fmt.Errorf("spec.loadBalancer.consistentHash.type: %q is not one of SourceIP, Header, Cookie", ch.Type)
+	}
+	return nil
+}
+
+func (hc *HealthCheck) validate() error {
+	p := hc.Passive
+	if p == nil {
+		return errors.New("spec.healthCheck: passive is required (the only check there is)")
+	}
+	var errs []string
+	for name, v := range map[string]*int32{"consecutive5XxErrors": p.Consecutive5XxErrors,
+		"consecutiveGatewayErrors": p.ConsecutiveGatewayErrors, "consecutiveLocalOriginFailures": p.ConsecutiveLocalOriginFailures} {
+		if v != nil && (*v < 0 || *v > 1000) {
+			errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.%s: %d is not between 0 and 1000", name, *v))
+		}
+	}
+	if p.MaxEjectionPercent != nil && (*p.MaxEjectionPercent < 0 || *p.MaxEjectionPercent > 100) {
+		errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.maxEjectionPercent: %d is not between 0 and 100", *p.MaxEjectionPercent))
+	}
+	if p.BaseEjectionTime != nil {
+		d, err := time.ParseDuration(string(*p.BaseEjectionTime))
+		if err != nil || d < time.Millisecond || d > time.Hour {
+			errs = append(errs, fmt.Sprintf("spec.healthCheck.passive.baseEjectionTime: %q is not a duration between 1ms and 1h", *p.BaseEjectionTime))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.Sort(errs) // map order
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// Config is the passive check as the data plane's configuration says it,
+// with the defaults of unset fields, for the policy named policy. hc must
+// be valid.
+func (hc *HealthCheck) Config(policy string) *config.OutlierDetection {
+	p := hc.Passive
+	out := &config.OutlierDetection{
+		Consecutive5xx:                 DefaultConsecutive5xx,
+		ConsecutiveLocalOriginFailures: DefaultConsecutiveLocalFailure,
+		BaseEjectionTime:               DefaultBaseEjectionTime,
+		MaxEjectionPercent:             DefaultMaxEjectionPercent,
+		Policy:                         policy,
+	}
+	if p.Consecutive5XxErrors != nil {
+		out.Consecutive5xx = *p.Consecutive5XxErrors
+	}
+	if p.ConsecutiveGatewayErrors != nil {
+		out.ConsecutiveGatewayErrors = *p.ConsecutiveGatewayErrors
+	}
+	if p.ConsecutiveLocalOriginFailures != nil {
+		out.ConsecutiveLocalOriginFailures = *p.ConsecutiveLocalOriginFailures
+	}
+	if p.BaseEjectionTime != nil {
+		out.BaseEjectionTime, _ = time.ParseDuration(string(*p.BaseEjectionTime))
+	}
+	if p.MaxEjectionPercent != nil {
+		out.MaxEjectionPercent = *p.MaxEjectionPercent
+	}
+	return out
+}
+
+// isToken reports whether s is an RFC 7230 token, as a cookie name is.
+func isToken(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Config is lb as the data plane's configuration says it, for the policy
+// named policy ("namespace/name"); each call makes a new value (a rule's
+// holds the turn of its own round robin). lb must be valid.
+func (lb *LoadBalancer) Config(policy string) *config.LoadBalancer {
+	out := &config.LoadBalancer{Algorithm: config.LBAlgorithm(lb.Type), Policy: policy}
+	if ch := lb.ConsistentHash; ch != nil {
+		out.HashOn = config.HashSource(ch.Type)
+		switch ch.Type {
+		case Header:
+			out.HashName = textproto.CanonicalMIMEHeaderKey(ch.Header.Name)
+		case Cookie:
+			out.HashName = ch.Cookie.Name
+		}
+	}
+	return out
+}
+
+// DeepCopy copies p by a JSON round trip of its fields, all of which are
+// JSON fields: exact, and it cannot drift from the type as a hand-written
+// copy could. Policies are few and rarely copied.
+func (p *BackendTrafficPolicy) DeepCopy() *BackendTrafficPolicy {
+	if p == nil {
+		return nil
+	}
+	js, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("BackendTrafficPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
+	}
+	out := &BackendTrafficPolicy{}
+	if err := json.Unmarshal(js, out); err != nil {
+		panic(fmt.Sprintf("BackendTrafficPolicy cannot be decoded: %v", err))
+	}
+	return out
+}
+
+// DeepCopyObject makes BackendTrafficPolicy a runtime.Object.
+func (p *BackendTrafficPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }

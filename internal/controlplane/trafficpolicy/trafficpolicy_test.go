@@ -1,0 +1,72 @@
+package trafficpolicy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestValidate: each rule the CRD states, checked for objects that reach
+// translate from files, refuses with the field it is about.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		spec, refusal string // refusal "": valid
+	}{
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: a}], loadBalancer: {type: RoundRobin}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: X-User}}}}`, ""},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}], healthCheck: {passive: {}}}`, ""},
+		{`{targetRefs: []}`, "spec.targetRefs: between 1 and 16"},
+		{`{targetRefs: [{group: "", kind: Gateway, name: g}]}`, "spec.targetRefs[0].group"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Service, name: s}]}`, "spec.targetRefs[0].group"},
+		{`{targetRefs: [{group: example.com, kind: Bucket, name: b}]}`, "spec.targetRefs[0].kind"},
+		{`{targetRefs: [{group: "", kind: Service, name: s, sectionName: http}]}`, "spec.targetRefs[0].sectionName"},
+		{`{targetRefs: [{group: "", kind: Service, name: ""}]}`, "spec.targetRefs[0].name"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: Fastest}}`, "spec.loadBalancer.type"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: Random, consistentHash: {type: SourceIP}}}`, "spec.loadBalancer.consistentHash: set only"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Header}}}`, "type Header needs header"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: "a b"}}}}`, "header.name"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Cookie, cookie: {name: "a;b"}}}}`, "cookie.name"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP, cookie: {name: c}}}}`, "type SourceIP"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {}}`, "spec.healthCheck: passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {consecutive5XxErrors: -1}}}`, "consecutive5XxErrors"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {baseEjectionTime: 0s}}}`, "baseEjectionTime"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {maxEjectionPercent: 101}}}`, "maxEjectionPercent"},
+	} {
+		var s Spec
+		if err := yaml.UnmarshalStrict([]byte(tc.spec), &s); err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		err := s.Validate()
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.spec, err)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+			t.Errorf("%s: %v, want a refusal naming %q", tc.spec, err, tc.refusal)
+		case err != nil && strings.Contains(err.Error(), "\n"):
+			t.Errorf("%s: a message of several lines: %q", tc.spec, err)
+		}
+	}
+}
+
+// TestConfig: what the data plane is given, with the defaults of unset
+// fields and the header name in the form requests carry it.
+func TestConfig(t *testing.T) {
+	lb := (&LoadBalancer{Type: ConsistentHash, ConsistentHash: &ConsistentHashConfig{Type: Header, Header: &Named{Name: "x-user-id"}}}).Config("ns/p")
+	if lb.HashName != "X-User-Id" || lb.Policy != "ns/p" || string(lb.Algorithm) != "ConsistentHash" || string(lb.HashOn) != "Header" {
+		t.Errorf("load balancer %+v", lb)
+	}
+	od := (&HealthCheck{Passive: &PassiveHealthCheck{}}).Config("ns/p")
+	if od.Consecutive5xx != 5 || od.ConsecutiveGatewayErrors != 0 || od.ConsecutiveLocalOriginFailures != 5 ||
+		od.BaseEjectionTime != 30*time.Second || od.MaxEjectionPercent != 10 {
+		t.Errorf("defaults %+v", od)
+	}
+	od = (&HealthCheck{Passive: &PassiveHealthCheck{Consecutive5XxErrors: ptr.To[int32](0), BaseEjectionTime: ptr.To(gwv1.Duration("1m30s")),
+		MaxEjectionPercent: ptr.To[int32](50)}}).Config("ns/p")
+	if od.Consecutive5xx != 0 || od.BaseEjectionTime != 90*time.Second || od.MaxEjectionPercent != 50 {
+		t.Errorf("set fields %+v", od)
+	}
+}
