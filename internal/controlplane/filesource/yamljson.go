@@ -59,9 +59,11 @@ func unmarshalStrictJSON(js []byte, obj any) error {
 // refuses, and the library's decoding then has the last word. It never
 // writes a string where the library writes a number.
 func yamlJSON(raw []byte, t reflect.Type, plans *jsonPlans) ([]byte, bool) {
-	var tree any
-	if err := yamlv2.UnmarshalStrict(raw, &tree); err != nil {
-		return nil, false
+	tree, ok := scanYAML(raw)
+	if !ok {
+		if err := yamlv2.UnmarshalStrict(raw, &tree); err != nil {
+			return nil, false
+		}
 	}
 	w := jsonWriter{plans: plans, buf: make([]byte, 0, len(raw)+len(raw)/4)}
 	if !w.value(tree, plans.target(t)) {
