@@ -513,7 +513,7 @@ func (s *yamlScanner) flowSequence() (any, bool) {
 	}
 }
 
-// quoted reads a quoted scalar on one line: single-quoted with '' for a
+// quoted reads a quoted scalar on one line: single-quoted with ” for a
 // quote, double-quoted without escapes.
 func (s *yamlScanner) quoted() (any, bool) {
 	q := s.at()
