@@ -10,6 +10,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,8 @@ import (
 // kernel's high-water mark, reset before the op) and heapB/hostname (the
 // heap the running instance holds, after a collection, over what the
 // process held before it started).
+var startHeapProfile = flag.String("start-heapprofile", "", "write a heap profile of what BenchmarkStandaloneStart's running instance holds, after a collection, to this file")
+
 func BenchmarkStandaloneStart(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) { standaloneStart(b, n) })
@@ -113,6 +117,9 @@ func standaloneStart(b *testing.B, n int) {
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		heapPerHost = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+		if *startHeapProfile != "" {
+			writeHeapProfile(b, *startHeapProfile)
+		}
 		b.Logf("%d hostnames: last served %v after start", n, took.Round(time.Millisecond))
 		client.CloseIdleConnections()
 		cancel()
@@ -263,4 +270,16 @@ func tlsClient(ca *snitest.CA, host string, port int) *http.Client {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		},
 	}}
+}
+
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }

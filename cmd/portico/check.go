@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/filesource"
@@ -420,7 +419,7 @@ func byName[T metav1.Object](in []T) []T {
 // checkedKinds, each sorted by namespace and name.
 func (r *checkReport) writeYAML(w io.Writer) error {
 	for i, d := range r.docs {
-		b, err := yaml.Marshal(d)
+		b, err := marshalYAML(d)
 		if err != nil {
 			return err
 		}

@@ -132,7 +132,7 @@ func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha2
 	var raws [][]byte
 	var indexes, lines []int
 	for _, d := range split {
-		if len(bytes.TrimSpace(stripComments(d.raw))) == 0 {
+		if blankDocument(d.raw) {
 			continue
 		}
 		raws = append(raws, d.raw)
@@ -411,15 +411,13 @@ func foldStringData(obj metav1.Object) {
 	o.Data, o.StringData = data, nil
 }
 
-// stripComments drops comment-only lines so a document made of comments
-// counts as empty.
-func stripComments(raw []byte) []byte {
-	var out []byte
+// blankDocument is whether raw holds nothing but white space and
+// comment-only lines.
+func blankDocument(raw []byte) bool {
 	for line := range bytes.Lines(raw) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '#' {
-			continue
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return false
 		}
-		out = append(out, line...)
 	}
-	return out
+	return true
 }

@@ -575,7 +575,9 @@ func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, tooLarge()
 	}
 	// The file may grow while it is read: the limit holds for what is read.
-	raw, err := io.ReadAll(io.LimitReader(f, max(limit, 0)+1))
+	// The buffer starts at the file's size, so that a file of 100,000
+	// sites is not copied through buffers twice its size.
+	raw, err := readAll(io.LimitReader(f, max(limit, 0)+1), min(info.Size(), max(limit, 0))+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -583,6 +585,24 @@ func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, tooLarge()
 	}
 	return raw, info, nil
+}
+
+// readAll is io.ReadAll starting with a buffer of size bytes.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // openRegular opens file for reading if it is a regular file. Opening a

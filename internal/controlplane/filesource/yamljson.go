@@ -1,10 +1,10 @@
 package filesource
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"encoding/json/jsontext"
+	jsonv2 "encoding/json/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -40,11 +40,11 @@ func unmarshalStrict(raw []byte, obj any, plans *jsonPlans) error {
 }
 
 // unmarshalStrictJSON decodes js into obj as the library decodes the JSON
-// it made.
+// it made: the library's json.Decoder with unknown fields disallowed reads
+// one value and unmarshals it with these options; js is one value, so
+// without the decoder's buffering.
 func unmarshalStrictJSON(js []byte, obj any) error {
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.DisallowUnknownFields()
-	return d.Decode(&obj)
+	return jsonv2.Unmarshal(js, &obj, json.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
 }
 
 // yamlJSON is the JSON sigs.k8s.io/yaml makes of raw for a target of type
@@ -59,9 +59,11 @@ func unmarshalStrictJSON(js []byte, obj any) error {
 // refuses, and the library's decoding then has the last word. It never
 // writes a string where the library writes a number.
 func yamlJSON(raw []byte, t reflect.Type, plans *jsonPlans) ([]byte, bool) {
-	var tree any
-	if err := yamlv2.UnmarshalStrict(raw, &tree); err != nil {
-		return nil, false
+	tree, ok := scanYAML(raw)
+	if !ok {
+		if err := yamlv2.UnmarshalStrict(raw, &tree); err != nil {
+			return nil, false
+		}
 	}
 	w := jsonWriter{plans: plans, buf: make([]byte, 0, len(raw)+len(raw)/4)}
 	if !w.value(tree, plans.target(t)) {

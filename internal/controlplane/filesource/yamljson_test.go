@@ -133,7 +133,10 @@ func sameAsTheLibrary(raw []byte, k [2]string, plans *jsonPlans) (fast bool, dif
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		return false, fmt.Sprintf("error %v, the library's %v", gotErr, wantErr)
 	}
-	if !reflect.DeepEqual(got, want) {
+	// On an error the object is not used, and what the library leaves of
+	// it then follows the order of a map's keys: it differs between two
+	// of its own calls (testdata/fuzz/FuzzUnmarshalStrict/63f7f0c934217415).
+	if gotErr == nil && !reflect.DeepEqual(got, want) {
 		return false, fmt.Sprintf("decoded\n%#v\nthe library\n%#v", got, want)
 	}
 	if js, ok := yamlJSON(raw, reflect.TypeOf(got), plans); ok {

@@ -21,8 +21,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/apis/cel"
@@ -46,6 +44,8 @@ type version struct {
 	err       error
 	openapi   validation.SchemaValidator
 	walk      *schemaWalk // vouches for the objects it can, before openapi
+	defaults  *defaulter  // the schema's defaults
+	lists     *listWalk   // the list types' checks
 	structure *schema.Structural
 	rules     *ruleTree      // the CEL rules, when walkable
 	cel       *cel.Validator // the CEL rules otherwise
@@ -109,7 +109,7 @@ func (s *Schemas) Default(apiVersion, kind string, obj map[string]any) error {
 	if v.err != nil {
 		return v.err
 	}
-	defaulting.Default(obj, v.structure)
+	v.defaults.apply(obj)
 	return nil
 }
 
@@ -130,7 +130,7 @@ func (s *Schemas) Validate(apiVersion, kind string, obj map[string]any) field.Er
 	if !v.walk.vouches(obj) {
 		errs = validation.ValidateCustomResource(nil, obj, v.openapi)
 	}
-	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structure, obj)...)
+	errs = append(errs, v.lists.check(nil, obj)...)
 	if len(errs) > 0 {
 		// The API server runs CEL rules only on objects that pass the
 		// schema: rules may assume its types and bounds.
@@ -156,6 +156,8 @@ func (v *version) compile() {
 		return
 	}
 	v.walk = newSchemaWalk(v.structure)
+	v.defaults = newDefaulter(v.structure)
+	v.lists = newListWalk(v.structure)
 	if walkable(v.structure) {
 		v.rules = newRuleTree(v.structure, apiservercel.PerCallLimit)
 	} else {

@@ -41,8 +41,32 @@ func randomListeners(rng *rand.Rand, n int) []any {
 		case r == 17:
 			l["port"] = "80"
 		}
-		if rng.IntN(30) > 0 {
+		switch r := rng.IntN(30); {
+		case r < 20:
 			l["protocol"] = []string{"HTTP", "HTTPS"}[rng.IntN(2)]
+		case r < 28:
+			l["protocol"] = []string{"TLS", "TCP", "UDP", "HTTPS"}[rng.IntN(4)]
+		case r == 28:
+			l["protocol"] = 443
+		}
+		switch r := rng.IntN(12); {
+		case r < 5:
+		case r == 5:
+			l["tls"] = nil
+		case r == 6:
+			l["tls"] = "Terminate"
+		default:
+			tls := map[string]any{"certificateRefs": []any{map[string]any{"name": "c"}}}
+			switch m := rng.IntN(10); {
+			case m < 2:
+			case m == 2:
+				tls["mode"] = nil
+			case m == 3:
+				tls["mode"] = 1
+			default:
+				tls["mode"] = []string{"", "Terminate", "Passthrough"}[rng.IntN(3)]
+			}
+			l["tls"] = tls
 		}
 		switch r := rng.IntN(10); {
 		case r < 3:
@@ -73,6 +97,7 @@ func TestNativeRulesMatchTheirRules(t *testing.T) {
 	for _, kind := range []string{"Gateway", "ListenerSet"} {
 		lt := listenersTree(t, s, kind)
 		var vouched, refused int
+		each := make([][2]int, len(lt.natives))
 		for range 4000 {
 			list := randomListeners(rng, rng.IntN(9))
 			act := activation{self: common.UnstructuredToVal(list, lt.view)}
@@ -91,9 +116,16 @@ func TestNativeRulesMatchTheirRules(t *testing.T) {
 				}
 				if got {
 					vouched++
+					each[i][0]++
 				} else {
 					refused++
+					each[i][1]++
 				}
+			}
+		}
+		for i, n := range each {
+			if lt.natives[i] != nil && (n[0] < 100 || n[1] < 100) {
+				t.Errorf("%s: the native of %q vouched for %d lists, not for %d: the comparison proves little", kind, lt.rules[i].Rule, n[0], n[1])
 			}
 		}
 		t.Logf("%s: %d lists vouched for, %d left to the rules", kind, vouched, refused)
@@ -104,7 +136,8 @@ func TestNativeRulesMatchTheirRules(t *testing.T) {
 }
 
 // wellTyped: every listener has a string name and protocol, an integer
-// port, and a string hostname if any.
+// port, a string hostname if any and a tls object with a string mode, or
+// none, if any.
 func wellTyped(list []any) bool {
 	for _, e := range list {
 		m := e.(map[string]any)
@@ -116,8 +149,116 @@ func wellTyped(list []any) bool {
 		if !name || !port || !protocol || has && !host {
 			return false
 		}
+		if t, has := m["tls"]; has {
+			tls, ok := t.(map[string]any)
+			if !ok {
+				return false
+			}
+			if mode, has := tls["mode"]; has {
+				if _, ok := mode.(string); !ok {
+					return false
+				}
+			}
+		}
 	}
 	return true
+}
+
+// randomParentRefs is a list of n parentRefs that often point at the
+// same parent, with and without a section or port, with a field absent
+// or of another type now and then.
+func randomParentRefs(rng *rand.Rand, n int) []any {
+	list := make([]any, n)
+	for i := range list {
+		p := map[string]any{"group": "gateway.networking.k8s.io", "kind": []string{"Gateway", "ListenerSet"}[rng.IntN(2)], "name": []string{"a", "b"}[rng.IntN(2)]}
+		if rng.IntN(40) == 0 {
+			delete(p, []string{"group", "kind", "name"}[rng.IntN(3)])
+		}
+		if rng.IntN(40) == 0 {
+			p["name"] = 7
+		}
+		for _, f := range []string{"namespace", "sectionName"} {
+			switch r := rng.IntN(10); {
+			case r < 4:
+			case r == 4:
+				p[f] = ""
+			case r == 5 && rng.IntN(4) == 0:
+				p[f] = 3
+			default:
+				p[f] = []string{"x", "y"}[rng.IntN(2)]
+			}
+		}
+		switch r := rng.IntN(10); {
+		case r < 5:
+		case r == 5:
+			p["port"] = int64(0)
+		case r == 6 && rng.IntN(4) == 0:
+			p["port"] = "80"
+		default:
+			p["port"] = []int64{80, 443}[rng.IntN(2)]
+		}
+		list[i] = p
+	}
+	return list
+}
+
+// TestParentRefNativesMatchTheirRules: as TestNativeRulesMatchTheirRules,
+// for the rules of every kind of route's parentRefs.
+func TestParentRefNativesMatchTheirRules(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TLSRoute"} {
+		v := s.versions["gateway.networking.k8s.io/v1/"+kind]
+		v.once.Do(v.compile)
+		if v.err != nil || v.rules == nil {
+			t.Fatalf("%s: %v", kind, v.err)
+		}
+		pt := v.rules.properties["spec"].properties["parentRefs"]
+		if pt == nil || pt.natives == nil {
+			t.Fatalf("%s: no native rule on spec.parentRefs", kind)
+		}
+		var vouched, refused int
+		lt := pt
+		each := make([][2]int, len(lt.natives))
+		for range 4000 {
+			list := randomParentRefs(rng, rng.IntN(5))
+			_, typed := parentKeys(list)
+			act := activation{self: common.UnstructuredToVal(list, pt.view)}
+			for i, native := range pt.natives {
+				if native == nil {
+					continue
+				}
+				result, _, _ := pt.compiled[i].Program.ContextEval(context.Background(), act)
+				holds := result == types.True
+				got := native(list)
+				if got && !holds {
+					t.Fatalf("%s: native of %q vouched for %v; the rule gives %v", kind, pt.rules[i].Rule, list, result)
+				}
+				if typed && got != holds {
+					t.Fatalf("%s: native of %q says %v for %v; the rule gives %v", kind, pt.rules[i].Rule, got, list, result)
+				}
+				if got {
+					vouched++
+					each[i][0]++
+				} else {
+					refused++
+					each[i][1]++
+				}
+			}
+		}
+		for i, n := range each {
+			if lt.natives[i] != nil && (n[0] < 100 || n[1] < 100) {
+				t.Errorf("%s: the native of %q vouched for %d lists, not for %d: the comparison proves little", kind, lt.rules[i].Rule, n[0], n[1])
+			}
+		}
+		t.Logf("%s: %d lists vouched for, %d left to the rules", kind, vouched, refused)
+		if vouched < 1000 || refused < 1000 {
+			t.Errorf("%s: %d vouched for, %d not: the comparison proves little", kind, vouched, refused)
+		}
+	}
 }
 
 // BenchmarkListenerRules64 is the CEL rules of a ListenerSet of 64

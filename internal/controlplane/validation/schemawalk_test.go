@@ -3,11 +3,13 @@ package validation
 import (
 	"context"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -170,10 +172,15 @@ func FuzzSchemaWalk(f *testing.F) {
 		obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", kind
 		obj["metadata"] = map[string]any{"name": "x", "namespace": "apps"}
 		delete(obj, "status")
+		libraryDefaulted := deepCopy(obj).(map[string]any)
 		if err := s.Default("gateway.networking.k8s.io/v1", kind, obj); err != nil {
 			t.Fatal(err)
 		}
 		v := s.versions["gateway.networking.k8s.io/v1/"+kind]
+		defaulting.Default(libraryDefaulted, v.structure)
+		if !reflect.DeepEqual(obj, libraryDefaulted) {
+			t.Fatalf("%s: defaulted\n%v\nthe library\n%v", kind, obj, libraryDefaulted)
+		}
 		schemaErrs := apiextensionsvalidation.ValidateCustomResource(nil, obj, v.openapi)
 		if v.walk.vouches(obj) && len(schemaErrs) > 0 {
 			t.Fatalf("%s: the walk vouched for an object the schema refuses: %q", kind, errorStrings(schemaErrs))
