@@ -39,8 +39,8 @@ type forwarder struct {
 	log *zap.Logger
 	// sessions seals the values of session persistence (session.go).
 	sessions *sessionSealer
-	rp  *httputil.ReverseProxy
-	h1  *http.Transport
+	rp       *httputil.ReverseProxy
+	h1       *http.Transport
 	// h1once sends the requests with a body to endpoints caught sending
 	// bytes unasked, a connection each (unasked.go): connections of h1
 	// that were busy when the endpoint was caught are never used again.
@@ -94,7 +94,7 @@ type exchange struct {
 	cors        *config.CORS
 	// sess is the request's session persistence, nil without one.
 	sess *session
-	in          *http.Request
+	in   *http.Request
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
 	retryCodes []int

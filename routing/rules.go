@@ -456,7 +456,7 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 	if spec == nil {
 		return nil
 	}
-	sp := &config.SessionPersistence{Type: config.SessionCookie, Path: "/"}
+	sp := &config.SessionPersistence{Type: config.SessionCookie}
 	if spec.Type != nil {
 		sp.Type = config.SessionType(*spec.Type)
 	}
@@ -469,6 +469,7 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 	}
 	switch sp.Type {
 	case config.SessionCookie:
+		sp.Path = "/"
 		if spec.Header != nil {
 			return unsupportedf("sessionPersistence: header must be nil if type is not Header")
 		}
