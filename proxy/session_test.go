@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
@@ -217,4 +220,40 @@ func TestSessionHeader(t *testing.T) {
 	if a := p.ask(c, http.Header{"X-Session": {first.header[1:]}}); a.header == "" {
 		t.Fatal("a changed session header was not answered with a new one")
 	}
+}
+
+// TestSessionSharedKey: data planes given the same SessionKey (replicas,
+// or one process and the next) honour each other's sessions; one with
+// another key treats them as none.
+func TestSessionSharedKey(t *testing.T) {
+	addrs, _ := namedBackends(t, "e", 10)
+	sp := cookieSP("sid", false, "")
+	key := make([]byte, 32)
+	key[0] = 7
+	start := func(key []byte) *balanced {
+		opts := DefaultOptions()
+		opts.BindAddress, opts.DrainTimeout, opts.SessionKey = "127.0.0.1", 5*time.Second, key
+		rt := New(opts, zap.NewNop())
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = rt.Close(ctx)
+		})
+		port := freePort(t)
+		lb := &config.LoadBalancer{Algorithm: config.LBRandom}
+		if err := rt.Apply(persistentConfig(t, port, lb, sp, map[string]int32{"svc": 1}, nil, map[string][]string{"svc": addrs})); err != nil {
+			t.Fatal(err)
+		}
+		return &balanced{t: t, rt: rt, port: port, url: fmt.Sprintf("http://127.0.0.1:%d/", port)}
+	}
+	a, b, other := start(key), start(key), start(nil)
+	c := keptAliveClient()
+	first := a.ask(c, http.Header{})
+	with := http.Header{"Cookie": {"sid=" + sessionCookie(t, first).Value}}
+	for i := range 100 {
+		if got := b.ask(c, with); got.by != first.by || len(got.setCookie) != 0 {
+			t.Fatalf("request %d to the other replica went to %s (cookie %q), the session's endpoint is %s", i, got.by, got.setCookie, first.by)
+		}
+	}
+	sessionCookie(t, other.ask(c, with))
 }
