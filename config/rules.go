@@ -88,6 +88,9 @@ type Rule struct {
 	// Outlier is the passive health check a BackendTrafficPolicy gives
 	// the rule, as LB; nil: none.
 	Outlier *OutlierDetection
+	// Session is the rule's sessionPersistence, nil for none: it wins
+	// over LB for a request that carries a valid session.
+	Session *SessionPersistence
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".

@@ -36,6 +36,13 @@ type balanced struct {
 // Service; nil: none), with endpoints eps.
 func balancedConfig(t testing.TB, port int, lb *config.LoadBalancer, services map[string]int32, svcLB map[string]*config.LoadBalancer, eps map[string][]string) *config.Config {
 	t.Helper()
+	return persistentConfig(t, port, lb, nil, services, svcLB, eps)
+}
+
+// persistentConfig is balancedConfig with the rule's sessionPersistence
+// sp (nil: none).
+func persistentConfig(t testing.TB, port int, lb *config.LoadBalancer, sp *gwv1.SessionPersistence, services map[string]int32, svcLB map[string]*config.LoadBalancer, eps map[string][]string) *config.Config {
+	t.Helper()
 	p := gwv1.PortNumber(80)
 	var refs []gwv1.HTTPBackendRef
 	svcs := map[types.NamespacedName]routing.Service{}
@@ -61,7 +68,7 @@ func balancedConfig(t testing.TB, port int, lb *config.LoadBalancer, services ma
 		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
 		Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: refs}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: refs, SessionPersistence: sp}},
 		},
 	}
 	same := gwv1.NamespacesFromSame

@@ -102,3 +102,39 @@ func BenchmarkPickEndpoint(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkForwardSession is BenchmarkForwardBalanced's "none" with the
+// rule's sessionPersistence (a cookie) over 10 endpoints: "held" sends a
+// valid session (opened, endpoint found), "opens" none, so that every
+// answer opens one (sealed, Set-Cookie).
+func BenchmarkForwardSession(b *testing.B) {
+	const base = "GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n"
+	key := make([]byte, 32)
+	sealer, err := newSessionSealer(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, held := range []bool{true, false} {
+		name := map[bool]string{true: "held", false: "opens"}[held]
+		b.Run(name, func(b *testing.B) {
+			var eps []string
+			for range 10 {
+				a, _ := rawBackend(b)
+				eps = append(eps, a)
+			}
+			opts := DefaultOptions()
+			opts.SessionKey = key
+			rt := New(opts, zap.NewNop())
+			b.Cleanup(func() { _ = rt.Close(b.Context()) })
+			port := freePort(b)
+			if err := rt.Apply(persistentConfig(b, port, nil, cookieSP("sid", false, "1h"), map[string]int32{"svc": 1}, nil, map[string][]string{"svc": eps})); err != nil {
+				b.Fatal(err)
+			}
+			req := base + "\r\n"
+			if held {
+				req = base + "Cookie: theme=dark; sid=" + sealer.seal("sid", eps[3], time.Now()) + "\r\n\r\n"
+			}
+			rawLoadOf(b, fmt.Sprintf("127.0.0.1:%d", port), []byte(req))
+		})
+	}
+}

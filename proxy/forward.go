@@ -37,8 +37,10 @@ const maxReplayBody = 1 << 20
 // forwarder sends requests to backends, reusing connections per endpoint.
 type forwarder struct {
 	log *zap.Logger
-	rp  *httputil.ReverseProxy
-	h1  *http.Transport
+	// sessions seals the values of session persistence (session.go).
+	sessions *sessionSealer
+	rp       *httputil.ReverseProxy
+	h1       *http.Transport
 	// h1once sends the requests with a body to endpoints caught sending
 	// bytes unasked, a connection each (unasked.go): connections of h1
 	// that were busy when the endpoint was caught are never used again.
@@ -90,7 +92,9 @@ type exchange struct {
 	// respFilters modify the backend's response headers.
 	respFilters []*config.HeaderModifier
 	cors        *config.CORS
-	in          *http.Request
+	// sess is the request's session persistence, nil without one.
+	sess *session
+	in   *http.Request
 	// retryCodes, when set, makes a response with one of these codes an
 	// error the handler retries instead of an answer.
 	retryCodes []int
@@ -144,6 +148,12 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	f := &forwarder{log: log, tls: &backendTLSTransports{dialer: dialer, timeout: opts.DialTimeout},
 		pool: newH1Pool(dialer), bufs: &bufferPool{}, max1xx: int32(min(opts.MaxInformational, math.MaxInt32)),
 		headTimeout: max(opts.BackendResponseTimeout, 0), backends: opts.Backends}
+	sealer, err := newSessionSealer(opts.SessionKey)
+	if err != nil {
+		log.Error("session persistence key refused; a random one is used", zap.Error(err))
+		sealer, _ = newSessionSealer(nil)
+	}
+	f.sessions = sealer
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
 		// transports (plain, TLS, h2c, upgrades) and mirrors.
@@ -302,6 +312,7 @@ func modifyResponse(resp *http.Response) error {
 	if x.cors != nil {
 		x.cors.Apply(x.in, resp.Header)
 	}
+	x.sess.apply(resp.Header)
 	return nil
 }
 
@@ -487,9 +498,19 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	// nil without one; kept out of the exchange, which every request makes.
 	var bal *balancing
 	var b *config.Backend
-	if rule.LB == nil {
+	if rule.Session != nil {
+		// A valid session wins over the load balancing (session.go).
+		x.sess = &session{sp: rule.Session, index: -1}
+		b = f.stick(r, rule, cfg, x.sess, time.Now())
+	}
+	switch {
+	case b != nil:
+		if rule.LB != nil {
+			bal = &balancing{lb: rule.LB, held: -1}
+		}
+	case rule.LB == nil:
 		b = pickBackend(rule)
-	} else {
+	default:
 		bal = &balancing{lb: rule.LB, held: -1}
 		if rule.LB.Algorithm == config.LBConsistentHash {
 			bal.key, bal.hasKey = requestKey(r, rule.LB)
@@ -644,10 +665,16 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// is swapped for the next one.
 		now := time.Now()
 		if attempt == 1 || isDialError(x.retryable) {
-			if bal == nil {
+			switch {
+			case attempt == 1 && x.sess != nil && x.sess.pinned != "":
+				x.addr, endpoint = x.sess.pinned, x.sess.index
+			case bal == nil:
 				x.addr = f.down.pickUp(eps, now)
-			} else {
+			default:
 				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, now)
+			}
+			if x.sess != nil {
+				x.sess.issue(f, r, x.addr, now)
 			}
 		}
 		if x.addr == "" {

@@ -230,6 +230,7 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 	if x.cors != nil {
 		x.cors.Apply(x.in, a.Header)
 	}
+	x.sess.apply(a.Header)
 	h := w.Header()
 	copyHeader(h, a.Header)
 	announced := len(a.Announced)

@@ -29,6 +29,10 @@ import (
 // Options are the data plane's fixed settings. Zero values get the defaults
 // of DefaultOptions.
 type Options struct {
+	// SessionKey (32 bytes) seals the values of session persistence;
+	// empty: a random key of the process, so that sessions survive
+	// reloads but neither a restart nor a move to another replica.
+	SessionKey []byte
 	// BindAddress is the IP every port binds to; "" binds all addresses.
 	BindAddress string
 	// ReadHeaderTimeout bounds reading a request's headers and, because Go

@@ -797,6 +797,7 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 
 	fail(compileTimeouts(rule, spec.Timeouts))
 	fail(compileRetry(rule, spec.Retry))
+	fail(compileSession(rule, spec.SessionPersistence))
 
 	fs := c.compileFilters(cr, routeNS, spec.Filters, prefixOK)
 	fail(fs.unsupported)

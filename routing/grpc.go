@@ -75,6 +75,7 @@ func httpRouteOf(g *gwv1.GRPCRoute) (*gwv1.HTTPRoute, *grpcRoute) {
 			}
 		}
 		hr.Filters = grpcFilters(r.Filters)
+		hr.SessionPersistence = r.SessionPersistence
 		hr.BackendRefs = make([]gwv1.HTTPBackendRef, len(r.BackendRefs))
 		for j := range r.BackendRefs {
 			hr.BackendRefs[j] = gwv1.HTTPBackendRef{BackendRef: r.BackendRefs[j].BackendRef, Filters: grpcFilters(r.BackendRefs[j].Filters)}

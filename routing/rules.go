@@ -3,6 +3,7 @@ package routing
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -445,4 +446,83 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: %w", s, err)
 	}
 	return d, nil
+}
+
+// compileSession compiles a rule's sessionPersistence. The CRD's rules
+// already refuse a cookie or header block of the other type and a
+// Permanent cookie without absoluteTimeout; they are checked again here
+// for objects admitted without them.
+func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
+	if spec == nil {
+		return nil
+	}
+	sp := &config.SessionPersistence{Type: config.SessionCookie}
+	if spec.Type != nil {
+		sp.Type = config.SessionType(*spec.Type)
+	}
+	if spec.AbsoluteTimeout != nil {
+		d, err := parseDuration(string(*spec.AbsoluteTimeout))
+		if err != nil {
+			return unsupportedf("sessionPersistence.absoluteTimeout: %v", err)
+		}
+		sp.AbsoluteTimeout = d
+	}
+	switch sp.Type {
+	case config.SessionCookie:
+		sp.Path = "/"
+		if spec.Header != nil {
+			return unsupportedf("sessionPersistence: header must be nil if type is not Header")
+		}
+		if c := spec.Cookie; c != nil {
+			if c.Name != nil {
+				sp.Name = string(*c.Name)
+			}
+			if c.Path != nil && *c.Path != "" {
+				sp.Path = *c.Path
+			}
+			if c.LifetimeType != nil && *c.LifetimeType == gwv1.PermanentCookieLifetimeType {
+				if sp.AbsoluteTimeout <= 0 {
+					return unsupportedf("sessionPersistence: absoluteTimeout must be specified when cookie lifetimeType is Permanent")
+				}
+				sp.Permanent = true
+			}
+		}
+		if sp.Name == "" {
+			// A name of the rule's own, the same in every process, so
+			// that sessions of two rules never meet.
+			sp.Name = fmt.Sprintf("portico-session-%08x", uint32(config.HashKey(rule.RouteName+"#"+strconv.Itoa(rule.Index))))
+		}
+		if !validCookieName(sp.Name) {
+			return unsupportedf("sessionPersistence.cookie.name %q is not a valid cookie name", sp.Name)
+		}
+		if strings.ContainsAny(sp.Path, ";\x00\r\n") {
+			return unsupportedf("sessionPersistence.cookie.path %q is not a valid cookie path", sp.Path)
+		}
+	case config.SessionHeader:
+		if spec.Cookie != nil {
+			return unsupportedf("sessionPersistence: cookie must be nil if type is not Cookie")
+		}
+		if spec.Header == nil || spec.Header.Name == "" {
+			return unsupportedf("sessionPersistence: header must be specified for Header type")
+		}
+		sp.Name = http.CanonicalHeaderKey(string(spec.Header.Name))
+	default:
+		return unsupportedf("sessionPersistence.type %q is not Cookie or Header", sp.Type)
+	}
+	rule.Session = sp
+	return nil
+}
+
+// validCookieName is RFC 6265's token: visible ASCII but separators.
+func validCookieName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }

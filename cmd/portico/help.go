@@ -123,7 +123,7 @@ type flagGroup struct {
 // is in one group (TestServeHelpGroupsEveryFlag).
 var serveGroups = []flagGroup{
 	{"Every mode", []string{"controller-name", "bind-address", "gateway-address-pool", "holdoff", "min-holdoff", "max-delay",
-		"drain-timeout", "request-id", "merge-slashes", "escaped-slashes", "memory-limit", "gc-percent"}},
+		"drain-timeout", "request-id", "session-key-file", "merge-slashes", "escaped-slashes", "memory-limit", "gc-percent"}},
 	{"Standalone (serve --config PATH)", []string{"config", "max-config-bytes", "fail-on-bind-error", "echo-backend"}},
 	{"Cluster (serve without --config)", []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,6 +136,8 @@ type serveFlags struct {
 	configPath, logFormat, logLevel, controller, bind, pool *string
 	holdoff, minHoldoff, maxDelay, drain                    *time.Duration
 	echoAddr, accessLog, adminAddr                          *string
+	// sessionKey is the file holding the key of session persistence.
+	sessionKey *string
 	// http1 is what the deprecated --http1-server was given ("" when not).
 	http1                        string
 	requestID, failOnBind, pprof *bool
@@ -184,6 +188,7 @@ func defineServeFlags(fs *flag.FlagSet, f *serveFlags) {
 		maxBackends: fs.Int("metrics-max-backends", admin.DefaultMaxBackends, "backends (Service ports) whose requests get metric series of their own; the requests of further backends are counted under backend=\"other\""),
 		maxRoutes:   fs.Int("metrics-max-routes", admin.DefaultMaxRoutes, "routes whose requests get a route label of their own in the request metrics; the requests of further routes are counted under route=\"other\" (-1: every route, one series per route and status code)"),
 		pprof:       fs.Bool("pprof", false, "serve Go's profiles on the admin address under /debug/pprof/, to loopback clients only (kubectl port-forward, or the host itself)"),
+		sessionKey:  fs.String("session-key-file", "", "file holding the 32-byte key (64 hex digits) that seals sessionPersistence values; give every replica the same one so that sessions survive restarts and move between replicas (default: a random key per process)"),
 		adminAddr:   fs.String("admin-address", "", "serve /healthz, /readyz and /metrics on this address (cluster mode default \":9090\"; standalone: off unless set)"),
 		cluster:     clusterFlags(fs),
 		gateway:     newGatewayFlags(fs),
@@ -300,7 +305,27 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	opts.Handshakes = metrics
 	opts.Streams = metrics
 	opts.RequestID = *f.requestID
+	if *f.sessionKey != "" {
+		key, err := readSessionKey(*f.sessionKey)
+		if err != nil {
+			return opts, err
+		}
+		opts.SessionKey = key
+	}
 	return opts, nil
+}
+
+// readSessionKey reads a key of session persistence: 64 hex digits.
+func readSessionKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--session-key-file: %w", err)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("--session-key-file %s: want 64 hex digits (32 bytes)", path)
+	}
+	return key, nil
 }
 
 // openAccessLog sets opts.AccessLog as --access-log asks; the func
