@@ -2,8 +2,9 @@ package config
 
 import "portico.dev/portico/internal/shared/hostname"
 
-// StreamRoute is what the data plane does with a connection whose SNI picked it:
-// open a stream to one of its backends, chosen by weight.
+// StreamRoute is what the data plane does with a connection whose SNI picked it
+// (TLSRoute) or that its TCP listener accepted (TCPRoute): open a stream to
+// one of its backends, chosen by weight.
 type StreamRoute struct {
 	// Name is "namespace/name", for metrics and the access log.
 	Name        string
@@ -11,7 +12,7 @@ type StreamRoute struct {
 	TotalWeight int32
 }
 
-// StreamBackend is one backendRef of a TLSRoute's rule.
+// StreamBackend is one backendRef of a TLSRoute's or TCPRoute's rule.
 type StreamBackend struct {
 	Key    BackendKey
 	Weight int32
