@@ -76,14 +76,34 @@ func (s *tcpStreams) recheck(p *config.Port, drain time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ts := range s.conns {
-		switch kept := serving[[2]string{ts.listener, ts.route}]; {
-		case kept && ts.cut != nil:
-			ts.cut.Stop()
-			ts.cut = nil
-		case !kept && ts.cut == nil:
-			c := ts.conn
-			ts.cut = time.AfterFunc(drain, func() { c.Close() })
-		}
+		ts.keep(serving[[2]string{ts.listener, ts.route}], drain)
+	}
+}
+
+// recheckOne is recheck for ts alone.
+func (s *tcpStreams) recheckOne(ts *tcpStream, p *config.Port, drain time.Duration) {
+	if p == nil {
+		return
+	}
+	kept := false
+	for l := range p.All.Values() {
+		kept = kept || (l.Key == ts.listener && l.TCP != nil && l.TCP.Name == ts.route)
+	}
+	s.mu.Lock()
+	ts.keep(kept, drain)
+	s.mu.Unlock()
+}
+
+// keep starts or stops the drain of ts; the caller holds the lock of its
+// tcpStreams.
+func (ts *tcpStream) keep(kept bool, drain time.Duration) {
+	switch {
+	case kept && ts.cut != nil:
+		ts.cut.Stop()
+		ts.cut = nil
+	case !kept && ts.cut == nil:
+		c := ts.conn
+		ts.cut = time.AfterFunc(drain, func() { c.Close() })
 	}
 }
 
@@ -114,6 +134,9 @@ func (s *sorter) serveTCP(c net.Conn) {
 	}
 	ts := &tcpStream{conn: uc, listener: l.Key, route: route.Name}
 	ps.tcp.add(ts)
+	// A configuration swapped in since the listener was looked up may have
+	// dropped the route already: recheck missed this connection then.
+	ps.tcp.recheckOne(ts, ps.rt.current.Load().Port(ps.key), ps.rt.opts.DrainTimeout)
 	res := stream.Pipe(uc, backend, max(ps.rt.opts.StreamIdleTimeout, 0))
 	ps.tcp.remove(ts)
 	outcome := StreamDone
@@ -141,7 +164,7 @@ func (ps *portServer) tcpListener() *config.Listener {
 // backend is tried, up to maxFailover times, as for requests (failover.go):
 // nothing of the client's has been sent yet.
 func (ps *portServer) dialTCP(route *config.StreamRoute) (net.Conn, error) {
-	b := route.Pick(ps.rt.streamTurn.Add(1) - 1)
+	b := route.Next()
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
 	}

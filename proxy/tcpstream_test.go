@@ -392,3 +392,34 @@ func TestTCPConnectionCap(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTCPWeightsPerRoute: each route spreads its own connections by its
+// weights, whatever the connections of other routes in between: two
+// routes weighted 1:1, whose connections alternate, each reach both of
+// their backends equally.
+func TestTCPWeightsPerRoute(t *testing.T) {
+	rt, p1 := startTCP(t, nil)
+	p2 := freePort(t)
+	cfg := tcpConfig(p1, "ns/one", tcpBackend{"a", 1, []string{echoBackend(t, "a")}}, tcpBackend{"b", 1, []string{echoBackend(t, "b")}})
+	other := tcpConfig(p2, "ns/two", tcpBackend{"c", 1, []string{echoBackend(t, "c")}}, tcpBackend{"d", 1, []string{echoBackend(t, "d")}})
+	cfg.Ports = append(cfg.Ports, other.Ports...)
+	for k, e := range other.Endpoints.All() {
+		cfg.Endpoints = withEndpoints(cfg.Endpoints, k, e)
+	}
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for range 100 {
+		for _, port := range []int{p1, p2} {
+			c := dialTCP(t, port)
+			counts[readPrefix(t, c, 1)]++
+			c.Close()
+		}
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if counts[name] != 50 {
+			t.Fatalf("connections per backend %v, want 50 each", counts)
+		}
+	}
+}
