@@ -220,9 +220,7 @@ type Runtime struct {
 	opts Options
 
 	current atomic.Pointer[config.Config]
-	// streamTurn spreads TLS streams over their route's backends by weight.
-	streamTurn atomic.Uint32
-	fwd        *forwarder
+	fwd     *forwarder
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 	// keeper bounds the runtime monitor's sleep while clients are
