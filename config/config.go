@@ -27,6 +27,9 @@ type Protocol uint8
 const (
 	HTTP Protocol = iota + 1
 	HTTPS
+	// TCP ports carry every connection to the one TCPRoute of their
+	// listener: nothing in a TCP connection could choose between two.
+	TCP
 )
 
 func (p Protocol) String() string {
@@ -35,6 +38,8 @@ func (p Protocol) String() string {
 		return "HTTP"
 	case HTTPS:
 		return "HTTPS"
+	case TCP:
+		return "TCP"
 	}
 	return fmt.Sprintf("Protocol(%d)", uint8(p))
 }
@@ -116,10 +121,13 @@ type Listener struct {
 	// listener's route by SNI (nil: no route, every connection refused).
 	Stream  StreamMode
 	Streams *StreamTable
+	// TCP is the route a TCP listener (StreamTCP) gives every
+	// connection; nil: no route attached, connections are refused.
+	TCP *StreamRoute
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or
-// carry it as a byte stream to a TLSRoute's backend.
+// carry it as a byte stream to a TLSRoute's or TCPRoute's backend.
 type StreamMode uint8
 
 const (
@@ -130,6 +138,9 @@ const (
 	// StreamTerminate completes the handshake with the listener's
 	// certificates and forwards the decrypted bytes.
 	StreamTerminate
+	// StreamTCP forwards a TCP listener's connections, as they are, to
+	// its TCPRoute's backends.
+	StreamTCP
 )
 
 // ClientAuthID is the ID of l's client certificate check, "" for none.
@@ -187,7 +198,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("port %s: listed twice", p.Key())
 		}
 		seen[p.Key()] = true
-		if p.Protocol != HTTP && p.Protocol != HTTPS {
+		if p.Protocol != HTTP && p.Protocol != HTTPS && p.Protocol != TCP {
 			return fmt.Errorf("port %d: unknown protocol %v", p.Number, p.Protocol)
 		}
 		if p.Listeners == nil {

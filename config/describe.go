@@ -117,9 +117,11 @@ type listenerDescription struct {
 	Routes            []hostRoutesDescription `yaml:"routes,omitempty"`
 	// Stream and Streams are a TLS listener's mode and the TLSRoute each
 	// probe name picks: "namespace/name -> backend (weight N)[ invalid: why], ...".
-	Stream  string                `yaml:"stream,omitempty"`
-	Streams map[string]string     `yaml:"streams,omitempty"`
-	Rules   map[string]*yaml.Node `yaml:"rules,omitempty"`
+	Stream  string            `yaml:"stream,omitempty"`
+	Streams map[string]string `yaml:"streams,omitempty"`
+	// TCP is a TCP listener's route, in the form of Streams' values.
+	TCP   string                `yaml:"tcp,omitempty"`
+	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
 }
 
 type certDescription struct {
@@ -252,37 +254,44 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	}
 	out.Routes, out.Rules = d.routes(l)
 	out.Stream, out.Streams = d.streams(l)
+	if l.Stream == StreamTCP {
+		out.TCP = describeStreamRoute(l.TCP)
+	}
 	return out
 }
 
 // streams lists the TLSRoute a TLS listener picks for every TLSRoute
 // hostname of the snapshot and an unknown name.
 func (d *describer) streams(l *Listener) (string, map[string]string) {
-	mode := map[StreamMode]string{StreamPassthrough: "passthrough", StreamTerminate: "terminate"}[l.Stream]
+	mode := map[StreamMode]string{StreamPassthrough: "passthrough", StreamTerminate: "terminate", StreamTCP: "tcp"}[l.Stream]
 	if l.Streams == nil {
 		return mode, nil
 	}
 	out := map[string]string{}
 	for _, name := range append([]string{"unknown.invalid"}, d.tlsHostnames...) {
-		r := l.Streams.Lookup(name)
-		if r == nil {
-			out[name] = "none"
-			continue
-		}
-		var bs []string
-		for _, b := range r.Backends {
-			s := fmt.Sprintf("%s (weight %d)", b.Key.String(), b.Weight)
-			if b.TLS != nil {
-				s += " tls " + b.TLS.ID
-			}
-			if b.Invalid != "" {
-				s += " invalid: " + b.Invalid
-			}
-			bs = append(bs, s)
-		}
-		out[name] = r.Name + " -> " + strings.Join(bs, ", ")
+		out[name] = describeStreamRoute(l.Streams.Lookup(name))
 	}
 	return mode, out
+}
+
+// describeStreamRoute is "namespace/name -> backend (weight N)[ tls ID][
+// invalid: why], ...", or "none".
+func describeStreamRoute(r *StreamRoute) string {
+	if r == nil {
+		return "none"
+	}
+	var bs []string
+	for _, b := range r.Backends {
+		s := fmt.Sprintf("%s (weight %d)", b.Key.String(), b.Weight)
+		if b.TLS != nil {
+			s += " tls " + b.TLS.ID
+		}
+		if b.Invalid != "" {
+			s += " invalid: " + b.Invalid
+		}
+		bs = append(bs, s)
+	}
+	return r.Name + " -> " + strings.Join(bs, ", ")
 }
 
 func describeCertificate(c *tls.Certificate) certDescription {

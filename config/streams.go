@@ -1,17 +1,31 @@
 package config
 
-import "portico.dev/portico/internal/shared/hostname"
+import (
+	"sync/atomic"
 
-// StreamRoute is what the data plane does with a connection whose SNI picked it:
-// open a stream to one of its backends, chosen by weight.
+	"portico.dev/portico/internal/shared/hostname"
+)
+
+// StreamRoute is what the data plane does with a connection whose SNI picked it
+// (TLSRoute) or that its TCP listener accepted (TCPRoute): open a stream to
+// one of its backends, chosen by weight.
 type StreamRoute struct {
 	// Name is "namespace/name", for metrics and the access log.
 	Name        string
 	Backends    []StreamBackend
 	TotalWeight int32
+	// turn counts the connections Next gave out: the route's own count,
+	// so that the shares of its backends hold whatever other routes get.
+	turn atomic.Uint32
 }
 
-// StreamBackend is one backendRef of a TLSRoute's rule.
+// Next returns the backend for the route's next connection (Pick of its
+// own count of connections).
+func (r *StreamRoute) Next() *StreamBackend {
+	return r.Pick(r.turn.Add(1) - 1)
+}
+
+// StreamBackend is one backendRef of a TLSRoute's or TCPRoute's rule.
 type StreamBackend struct {
 	Key    BackendKey
 	Weight int32

@@ -15,11 +15,13 @@ import (
 // Profiles are the conformance profiles Portico claims. A profile brings
 // its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant;
 // for GATEWAY-GRPC: Gateway, GRPCRoute, ReferenceGrant; for GATEWAY-TLS:
-// Gateway, TLSRoute, ReferenceGrant).
+// Gateway, TLSRoute, ReferenceGrant; for GATEWAY-TCP: Gateway, TCPRoute,
+// ReferenceGrant, TCPRoute v1 being in the standard channel since v1.7).
 var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayHTTPConformanceProfileName,
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTLSConformanceProfileName,
+	suite.GatewayTCPConformanceProfileName,
 }
 
 // Claimed are the extended features Portico claims. Every test of a claimed
@@ -69,6 +71,8 @@ var Claimed = []features.FeatureName{
 	features.SupportGRPCRouteRequestHeaderModifier,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
+	// GATEWAY-TCP lists its core feature among its extended ones too.
+	features.SupportTCPRoute,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed

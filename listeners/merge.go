@@ -98,6 +98,7 @@ type merger struct {
 	gatewayGroup      *gwv1.Group
 	httpKinds         []gwv1.RouteGroupKind
 	tlsKinds          []gwv1.RouteGroupKind
+	tcpKinds          []gwv1.RouteGroupKind
 	sameNamespaces    *gwv1.RouteNamespaces
 	listenerSelector  labels.Selector
 	listenerSelectErr error
@@ -133,6 +134,7 @@ func newMerger(in *Input) *merger {
 	// with prior knowledge (h2c) and over ALPN, as GRPCRoute requires.
 	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}, {Group: m.gatewayGroup, Kind: "GRPCRoute"}}
 	m.tlsKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TLSRoute"}}
+	m.tcpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TCPRoute"}}
 	if in.Gateway != nil {
 		m.capacity = len(in.Gateway.Spec.Listeners)
 	}

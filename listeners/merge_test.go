@@ -415,9 +415,9 @@ func TestAllowedListenersSelector(t *testing.T) {
 }
 
 func TestProtocolsAndPorts(t *testing.T) {
-	tcp := httpListener("tcp", "", 9000)
-	tcp.Protocol = gwv1.TCPProtocolType
-	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("http", "", 80), tcp)
+	udp := httpListener("udp", "", 9000)
+	udp.Protocol = gwv1.UDPProtocolType
+	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("http", "", 80), udp)
 	passthrough := httpsListener("pass", "pass.example.com", "cert")
 	mode := gwv1.TLSModePassthrough
 	passthrough.TLS.Mode = &mode
@@ -438,7 +438,7 @@ func TestProtocolsAndPorts(t *testing.T) {
 	res := run(t, Input{Gateway: gw, ClassAccepted: true, ListenerSets: []*gwv1.ListenerSet{ls}, Certificates: allCertificates})
 
 	want{"Accepted", metav1.ConditionTrue, "ListenersNotValid"}.check(t, "Gateway", res.Gateway.Conditions)
-	want{"Accepted", metav1.ConditionFalse, "UnsupportedProtocol"}.check(t, "Gateway tcp", res.Gateway.Listeners[1].Conditions)
+	want{"Accepted", metav1.ConditionFalse, "UnsupportedProtocol"}.check(t, "Gateway udp", res.Gateway.Listeners[1].Conditions)
 	st := setStatus(t, res, "team", "ls")
 	for _, w := range protocolConflicted {
 		w.check(t, "https-on-80", entryConds(t, st, "https-on-80"))

@@ -85,9 +85,9 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	case spec.Hostname != nil && !validHostname(string(*spec.Hostname)):
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("Hostname %q is not a valid DNS name or wildcard (*.example.com); IP addresses are not allowed", *spec.Hostname)
-	case spec.Protocol != gwv1.HTTPProtocolType && !https && spec.Protocol != gwv1.TLSProtocolType:
+	case spec.Protocol != gwv1.HTTPProtocolType && !https && spec.Protocol != gwv1.TLSProtocolType && spec.Protocol != gwv1.TCPProtocolType:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedProtocol
-		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP, HTTPS and TLS", spec.Protocol)
+		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP, HTTPS, TLS and TCP", spec.Protocol)
 	case https && spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("TLS mode %q is not supported for HTTPS; use Terminate", *spec.TLS.Mode)
@@ -220,11 +220,13 @@ func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string)
 		own = m.httpKinds
 	case gwv1.TLSProtocolType:
 		own = m.tlsKinds
+	case gwv1.TCPProtocolType:
+		own = m.tcpKinds
 	}
 	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
 		return own, ""
 	}
-	var valid [2]bool // by position in own: HTTPRoute, GRPCRoute; or TLSRoute
+	var valid [2]bool // by position in own: HTTPRoute, GRPCRoute; or TLSRoute; or TCPRoute
 	var bad []string
 	for _, k := range spec.AllowedRoutes.Kinds {
 		group := gwv1.GroupName

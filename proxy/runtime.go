@@ -93,7 +93,8 @@ type Options struct {
 	// second (see h2Guard). Negative H2MaxGlitches: no guard.
 	H2MaxGlitches      int
 	H2GlitchesForgiven float64
-	// StreamIdleTimeout closes a TLS stream after this long without a byte
+	// StreamIdleTimeout closes a TLS stream or a TCP listener's connection
+	// after this long without a byte
 	// either way; negative: never. Streams carry protocols with long quiet
 	// spells (database sessions, message queues): an hour by default.
 	StreamIdleTimeout time.Duration
@@ -104,7 +105,8 @@ type Options struct {
 	Backends BackendObserver
 	// Handshakes, when set, is told about every failed TLS handshake.
 	Handshakes HandshakeObserver
-	// Streams, when set, is told about every TLS stream after it ended.
+	// Streams, when set, is told about every TLS stream and TCP listener
+	// connection after it ended.
 	Streams StreamObserver
 	// AccessLog, when set, gets one entry per request (see logAccess) and
 	// per TLS stream (see streamEnded).
@@ -220,9 +222,7 @@ type Runtime struct {
 	opts Options
 
 	current atomic.Pointer[config.Config]
-	// streamTurn spreads TLS streams over their route's backends by weight.
-	streamTurn atomic.Uint32
-	fwd        *forwarder
+	fwd     *forwarder
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 	// keeper bounds the runtime monitor's sleep while clients are
@@ -324,6 +324,11 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	}
 
 	old := rt.current.Swap(cfg)
+	for key, ps := range rt.ports {
+		if ps.protocol == config.TCP {
+			ps.tcp.recheck(cfg.Port(key), rt.opts.DrainTimeout)
+		}
+	}
 	// After the swap no new request can pick a dropped ID, except one
 	// still being served by the old config, whose pool then lasts until
 	// the next Apply.

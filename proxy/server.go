@@ -50,7 +50,9 @@ type portServer struct {
 	// untracked are the connections h1 does not track: HTTP/2 and
 	// upgraded ones.
 	untracked untrackedConns
-	conns     connLimit
+	// tcp are the open connections of a TCP port (tcpstream.go).
+	tcp   tcpStreams
+	conns connLimit
 	// health is what the accept loop reports of failing accepts, for
 	// readiness.
 	health acceptHealth
@@ -117,13 +119,19 @@ func tracked(c net.Conn) *trackedConn {
 func (ps *portServer) start() {
 	ps.served = make(chan struct{})
 	var ln net.Listener = &trackingListener{Listener: ps.ln, limit: &ps.conns}
-	if ps.protocol == config.HTTPS {
+	switch ps.protocol {
+	case config.HTTPS:
 		ps.tlsConfig = sni.ServerConfig(&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{http2.NextProtoTLS, "http/1.1"}}, ps.sniTable, rememberListener)
 		s := newSorter(ln, ps)
 		s.sort = s.sortTLS
 		go s.acceptLoop()
 		ln = tls.NewListener(s, ps.tlsConfig)
-	} else {
+	case config.TCP:
+		s := newSorter(ln, ps)
+		s.sort = s.serveTCP
+		go s.acceptLoop()
+		ln = s
+	default:
 		s := newSorter(ln, ps)
 		s.sort = s.sortH2C
 		go s.acceptLoop()

@@ -178,7 +178,7 @@ func (ps *portServer) pipe(client, backend net.Conn, l *config.Listener, name, r
 // reencrypt (terminated streams), a backend with a BackendTLSPolicy gets a
 // TLS session of Portico's own.
 func (ps *portServer) dialStream(route *config.StreamRoute, cc *config.BackendClientCert, reencrypt bool) (net.Conn, error) {
-	b := route.Pick(ps.rt.streamTurn.Add(1) - 1)
+	b := route.Next()
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
 	}

@@ -10,7 +10,7 @@ import (
 
 // The spec's rules on which listener takes which route, shared by every
 // route kind: this package's HTTPRoutes and GRPCRoutes, and package
-// tlsrouting's TLSRoutes.
+// tlsrouting's TLSRoutes and tcprouting's TCPRoutes.
 
 // RouteKind is the kind of a route: what listeners carry it, which
 // ReferenceGrants let it refer to other namespaces, and what its
@@ -21,6 +21,7 @@ const (
 	KindHTTPRoute RouteKind = iota
 	KindGRPCRoute
 	KindTLSRoute
+	KindTCPRoute
 )
 
 func (k RouteKind) String() string {
@@ -29,16 +30,21 @@ func (k RouteKind) String() string {
 		return "GRPCRoute"
 	case KindTLSRoute:
 		return "TLSRoute"
+	case KindTCPRoute:
+		return "TCPRoute"
 	}
 	return "HTTPRoute"
 }
 
 // carriedBy reports whether a listener of protocol p carries routes of
-// kind k: TLSRoutes go to TLS listeners (either mode), the others to
-// HTTP and HTTPS listeners.
+// kind k: TLSRoutes go to TLS listeners (either mode), TCPRoutes to TCP
+// listeners, the others to HTTP and HTTPS listeners.
 func (k RouteKind) carriedBy(p gwv1.ProtocolType) bool {
-	if k == KindTLSRoute {
+	switch k {
+	case KindTLSRoute:
 		return p == gwv1.TLSProtocolType
+	case KindTCPRoute:
+		return p == gwv1.TCPProtocolType
 	}
 	return p == gwv1.HTTPProtocolType || p == gwv1.HTTPSProtocolType
 }

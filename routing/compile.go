@@ -441,7 +441,7 @@ func compareRoutes(a, b *gwv1.HTTPRoute) int {
 func (c *compiler) ourRefs(route *gwv1.HTTPRoute, refs []parentRef) []parentRef {
 	for i := range route.Spec.ParentRefs {
 		ref := &route.Spec.ParentRefs[i]
-		if p, ok := parentOf(*ref, route.Namespace); ok {
+		if p, ok := ParentOf(*ref, route.Namespace); ok {
 			if pi := c.parents[p]; pi != nil {
 				refs = append(refs, parentRef{ref: ref, parent: p, info: pi})
 			}
@@ -450,9 +450,9 @@ func (c *compiler) ourRefs(route *gwv1.HTTPRoute, refs []parentRef) []parentRef 
 	return refs
 }
 
-// parentOf resolves a parentRef to the Parent it names, if it names a
+// ParentOf resolves a parentRef to the Parent it names, if it names a
 // Gateway or ListenerSet at all.
-func parentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {
+func ParentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {
 	if ref.Group != nil && *ref.Group != gwv1.GroupName {
 		return Parent{}, false
 	}

@@ -282,6 +282,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		HTTPRoutes:         shuffle(rnd, res.HTTPRoutes),
 		GRPCRoutes:         shuffle(rnd, res.GRPCRoutes),
 		TLSRoutes:          shuffle(rnd, res.TLSRoutes),
+		TCPRoutes:          shuffle(rnd, res.TCPRoutes),
 		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
 		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
 		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
@@ -317,6 +318,7 @@ type goldenOut struct {
 	HTTPRoutes         map[string][]goldenParent   `yaml:"httpRoutes,omitempty"`
 	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
 	TLSRoutes          map[string][]goldenParent   `yaml:"tlsRoutes,omitempty"`
+	TCPRoutes          map[string][]goldenParent   `yaml:"tcpRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	TrafficPolicies    map[string][]goldenAncestor `yaml:"backendTrafficPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
@@ -379,6 +381,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		HTTPRoutes:         map[string][]goldenParent{},
 		GRPCRoutes:         map[string][]goldenParent{},
 		TLSRoutes:          map[string][]goldenParent{},
+		TCPRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 		TrafficPolicies:    map[string][]goldenAncestor{},
 	}
@@ -427,6 +430,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, parents := range st.TLSRoutes.All() {
 		for _, p := range parents {
 			out.TLSRoutes[key.String()] = append(out.TLSRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
+				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
+		}
+	}
+	for key, parents := range st.TCPRoutes.All() {
+		for _, p := range parents {
+			out.TCPRoutes[key.String()] = append(out.TCPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}

@@ -117,10 +117,13 @@ func (b *portsBuilder) add(i int) {
 	m := &b.t.merged[i]
 	st := b.t.st
 	protocol := config.HTTP
-	if m.Protocol == gwv1.HTTPSProtocolType || m.Protocol == gwv1.TLSProtocolType {
+	switch m.Protocol {
+	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		// TLS listeners share HTTPS ports: the data plane tells them apart
 		// by the SNI of each ClientHello.
 		protocol = config.HTTPS
+	case gwv1.TCPProtocolType:
+		protocol = config.TCP
 	}
 	host := hostname.Normalize(m.Hostname)
 	bound := b.binds(m)
@@ -139,6 +142,10 @@ func (b *portsBuilder) add(i int) {
 			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
 				fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
 			continue
+		case pb.hosts[host] && protocol == config.TCP:
+			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
+				fmt.Sprintf("port %d is already served by a TCP listener of an older Gateway", m.Port))
+			continue
 		case pb.hosts[host]:
 			notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
 				fmt.Sprintf("hostname %q on port %d is already served by an older Gateway", m.Hostname, m.Port))
@@ -150,7 +157,7 @@ func (b *portsBuilder) add(i int) {
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
-		pb.streams = pb.streams || l.Stream != config.StreamNone
+		pb.streams = pb.streams || (protocol == config.HTTPS && l.Stream != config.StreamNone)
 		if protocol == config.HTTPS {
 			if e == nil {
 				e = b.entry(m, host, l)
@@ -197,6 +204,9 @@ func (b *portsBuilder) listener(i int) *config.Listener {
 		l.Stream, l.Streams = config.StreamPassthrough, b.t.compiledTLS.Tables[i]
 	case gwv1.TLSModeTerminate:
 		l.Stream, l.Streams = config.StreamTerminate, b.t.compiledTLS.Tables[i]
+	}
+	if m.Protocol == gwv1.TCPProtocolType {
+		l.Stream, l.TCP = config.StreamTCP, b.t.compiledTCP.Routes[i]
 	}
 	return l
 }

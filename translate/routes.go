@@ -31,6 +31,7 @@ func (t *translation) routes() {
 	}
 	t.compiled = routing.Compile(in)
 	t.compiledTLS = t.tlsRoutes(in)
+	t.compiledTCP = t.tcpRoutes(in)
 
 	// The maps of the compiled output and of a single result are ours
 	// alone: they become the statuses without a copy.
@@ -49,7 +50,7 @@ func (t *translation) routes() {
 	offset := 0
 	for _, r := range t.results {
 		for i := range r.Listeners {
-			r.SetAttachedRoutes(i, t.compiled.AttachedRoutes[offset+i]+t.compiledTLS.AttachedRoutes[offset+i])
+			r.SetAttachedRoutes(i, t.compiled.AttachedRoutes[offset+i]+t.compiledTLS.AttachedRoutes[offset+i]+t.compiledTCP.AttachedRoutes[offset+i])
 		}
 		offset += len(r.Listeners)
 		t.st.Gateways[r.key] = r.Gateway

@@ -93,6 +93,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.ListenerSets, func(o *gwv1.ListenerSet) { o.Status = gwv1.ListenerSetStatus{} })
 	withoutStatus(out.HTTPRoutes, func(o *gwv1.HTTPRoute) { o.Status = gwv1.HTTPRouteStatus{} })
 	withoutStatus(out.TLSRoutes, func(o *gwv1.TLSRoute) { o.Status = gwv1.TLSRouteStatus{} })
+	withoutStatus(out.TCPRoutes, func(o *gwv1.TCPRoute) { o.Status = gwv1.TCPRouteStatus{} })
 	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
@@ -134,7 +135,7 @@ func scopeClass(res, out *snapshot.Resources, g *gwv1.Gateway) {
 	}
 }
 
-// scopeRoutes adds the HTTPRoutes, GRPCRoutes and TLSRoutes with a parentRef among parents
+// scopeRoutes adds the HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes with a parentRef among parents
 // ("Kind/namespace/name") and returns the Services they send to.
 func scopeRoutes(res, out *snapshot.Resources, parents map[string]bool) map[types.NamespacedName]bool {
 	services := map[types.NamespacedName]bool{}
@@ -164,6 +165,18 @@ func scopeRoutes(res, out *snapshot.Resources, parents map[string]bool) map[type
 			continue
 		}
 		out.TLSRoutes = append(out.TLSRoutes, r)
+		addRef := backendAdder(services, r.Namespace)
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				addRef(b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range res.TCPRoutes {
+		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
+			continue
+		}
+		out.TCPRoutes = append(out.TCPRoutes, r)
 		addRef := backendAdder(services, r.Namespace)
 		for _, rule := range r.Spec.Rules {
 			for _, b := range rule.BackendRefs {

@@ -24,6 +24,7 @@ import (
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/tcprouting"
 	"portico.dev/portico/internal/controlplane/tlsrouting"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/layered"
@@ -263,6 +264,7 @@ type translation struct {
 	traffic     *trafficPolicies
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
+	compiledTCP tcprouting.Output
 	acme        []ACMECertificate
 	// addresses are the pool addresses of each Gateway, nil without a
 	// pool; poolAssigned is what the next translation remembers of them.
@@ -321,7 +323,7 @@ func (t *translation) output() Output {
 // EndpointSlices. Informers hand out a new pointer for every changed object,
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *snapshot.Resources) []any {
-	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) +
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) + len(res.TCPRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies)
@@ -336,6 +338,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("HTTPRoute", anys(res.HTTPRoutes)...)
 	add("GRPCRoute", anys(res.GRPCRoutes)...)
 	add("TLSRoute", anys(res.TLSRoutes)...)
+	add("TCPRoute", anys(res.TCPRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
 	// Only the ConfigMaps a policy names: the others, of which a cluster

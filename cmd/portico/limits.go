@@ -23,7 +23,7 @@ func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	rate := fs.Int("client-min-rate", d.ClientMinRate, "bytes per second a client must move while Portico waits on it, averaged over --client-rate-window; applies to responses and to request bodies of declared length (negative: no minimum)")
 	window := fs.Duration("client-rate-window", d.ClientRateWindow, "time spent waiting on a client over which --client-min-rate is averaged")
 	glitches := fs.Int("http2-max-glitches", d.H2MaxGlitches, "abusive frames (streams reset before their response, surplus SETTINGS, PING, PRIORITY, empty DATA, WINDOW_UPDATE) an HTTP/2 connection may send in a burst before GOAWAY ENHANCE_YOUR_CALM (negative: no limit)")
-	streamIdle := fs.Duration("stream-idle-timeout", d.StreamIdleTimeout, "close a TLS stream (TLSRoute) after this long without a byte either way (negative: never)")
+	streamIdle := fs.Duration("stream-idle-timeout", d.StreamIdleTimeout, "close a TLS stream (TLSRoute) or a TCP listener's connection (TCPRoute) after this long without a byte either way (negative: never)")
 	max1xx := fs.Int("max-informational-responses", d.MaxInformational, "informational (1xx) answers of a backend relayed per request; past it the backend has failed: 502, or the answer cut if it had started (0 or negative: no cap)")
 	headTimeout := fs.Duration("backend-response-timeout", d.BackendResponseTimeout, "how long a backend may take to send the head of its answer, for routes that set no timeouts of their own (never for Knative's); past it the client gets 504 (0: no bound)")
 	forgiven := fs.Float64("http2-glitches-forgiven", d.H2GlitchesForgiven, "abusive HTTP/2 frames forgotten per second")

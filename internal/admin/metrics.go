@@ -106,12 +106,13 @@ func NewMetrics() *Metrics {
 		}, []string{"port", "reason"}),
 		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_tls_streams_total",
-			Help: "TLS streams (TLSRoute) ended, by route (namespace/name; empty when none took the connection), " +
-				"mode (passthrough, terminate) and outcome (done, idle, no_route, no_backend, handshake).",
+			Help: "TLS streams (TLSRoute) and TCP listener connections (TCPRoute) ended, by route (namespace/name; empty when none " +
+				"took the connection), mode (passthrough, terminate, tcp) and outcome (done, idle, no_route, no_backend, handshake).",
 		}, []string{"route", "mode", "outcome"}),
 		streamBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_tls_stream_bytes_total",
-			Help: "Bytes carried by TLS streams, by route and direction (up: client to backend, down: backend to client).",
+			Help: "Bytes carried by TLS streams and TCP listener connections, by route and direction (up: client to backend, " +
+				"down: backend to client).",
 		}, []string{"route", "direction"}),
 		streamTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "portico_tls_stream_duration_seconds",
@@ -142,7 +143,7 @@ func NewMetrics() *Metrics {
 		m.applies.WithLabelValues(r)
 	}
 	// The kinds and results the status writer reports (kube/statuswriter).
-	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "BackendTLSPolicy"} {
+	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy"} {
 		for _, r := range []string{"ok", "conflict", "error"} {
 			m.statusWrites.WithLabelValues(k, r)
 		}
@@ -190,7 +191,8 @@ func (m *Metrics) ObserveGRPC(route string, status int) {
 	m.grpcCounters.get(route, status, "").Inc()
 }
 
-// ObserveStream records one ended TLS stream (see proxy.StreamObserver).
+// ObserveStream records one ended TLS stream or TCP listener connection
+// (see proxy.StreamObserver).
 // Streams are long next to a label lookup: no cache as for requests.
 func (m *Metrics) ObserveStream(route, mode, outcome string, up, down int64, d time.Duration) {
 	if m == nil {

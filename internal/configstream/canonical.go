@@ -22,6 +22,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.HTTPRoutes = byName(res.HTTPRoutes)
 	out.GRPCRoutes = byName(res.GRPCRoutes)
 	out.TLSRoutes = byName(res.TLSRoutes)
+	out.TCPRoutes = byName(res.TCPRoutes)
 	out.ReferenceGrants = byName(res.ReferenceGrants)
 	out.BackendTLSPolicies = byName(res.BackendTLSPolicies)
 	out.ConfigMaps = byName(res.ConfigMaps)

@@ -46,6 +46,7 @@ type Informers struct {
 	httpRoutes      gwlisters.HTTPRouteLister
 	grpcRoutes      gwlisters.GRPCRouteLister
 	tlsRoutes       gwlisters.TLSRouteLister
+	tcpRoutes       gwlisters.TCPRouteLister // nil without the CRD (AddTCPRoutes)
 	referenceGrants gwlisters.ReferenceGrantLister
 	backendTLS      gwlisters.BackendTLSPolicyLister
 	configMaps      corelisters.ConfigMapLister
@@ -69,6 +70,7 @@ type orders struct {
 	httpRoutes      *arrivals[*gwapi.HTTPRoute]
 	grpcRoutes      *arrivals[*gwapi.GRPCRoute]
 	tlsRoutes       *arrivals[*gwapi.TLSRoute]
+	tcpRoutes       *arrivals[*gwapi.TCPRoute]
 	referenceGrants *arrivals[*gwapi.ReferenceGrant]
 	backendTLS      *arrivals[*gwapi.BackendTLSPolicy]
 	configMaps      *arrivals[*corev1.ConfigMap]
@@ -86,6 +88,7 @@ func newOrders() orders {
 		httpRoutes:      newArrivals[*gwapi.HTTPRoute](),
 		grpcRoutes:      newArrivals[*gwapi.GRPCRoute](),
 		tlsRoutes:       newArrivals[*gwapi.TLSRoute](),
+		tcpRoutes:       newArrivals[*gwapi.TCPRoute](),
 		referenceGrants: newArrivals[*gwapi.ReferenceGrant](),
 		backendTLS:      newArrivals[*gwapi.BackendTLSPolicy](),
 		configMaps:      newArrivals[*corev1.ConfigMap](),
@@ -102,6 +105,7 @@ func newOrders() orders {
 	o.httpRoutes.keep = func(old, new *gwapi.HTTPRoute) bool { return statusOnly(old, new) }
 	o.grpcRoutes.keep = func(old, new *gwapi.GRPCRoute) bool { return statusOnly(old, new) }
 	o.tlsRoutes.keep = func(old, new *gwapi.TLSRoute) bool { return statusOnly(old, new) }
+	o.tcpRoutes.keep = func(old, new *gwapi.TCPRoute) bool { return statusOnly(old, new) }
 	o.backendTLS.keep = func(old, new *gwapi.BackendTLSPolicy) bool { return statusOnly(old, new) }
 	o.gateways.keep = func(old, new *gwapi.Gateway) bool {
 		return statusOnly(old, new) && reflect.DeepEqual(old.Status.Addresses, new.Status.Addresses)
@@ -137,6 +141,7 @@ type Listers struct {
 	HTTPRoutes     gwlisters.HTTPRouteLister
 	GRPCRoutes     gwlisters.GRPCRouteLister
 	TLSRoutes      gwlisters.TLSRouteLister
+	TCPRoutes      gwlisters.TCPRouteLister // nil without the CRD
 	BackendTLS     gwlisters.BackendTLSPolicyLister
 	// TrafficPolicies holds *trafficpolicy.BackendTrafficPolicy, nil
 	// when their CRD is not installed.
@@ -152,6 +157,7 @@ func (in *Informers) Listers() Listers {
 		HTTPRoutes:      in.httpRoutes,
 		GRPCRoutes:      in.grpcRoutes,
 		TLSRoutes:       in.tlsRoutes,
+		TCPRoutes:       in.tcpRoutes,
 		BackendTLS:      in.backendTLS,
 		TrafficPolicies: in.trafficPolicies,
 	}
@@ -286,6 +292,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 		HTTPRoutes:         o.httpRoutes.list(),
 		GRPCRoutes:         o.grpcRoutes.list(),
 		TLSRoutes:          o.tlsRoutes.list(),
+		TCPRoutes:          o.tcpRoutes.list(),
 		ReferenceGrants:    o.referenceGrants.list(),
 		BackendTLSPolicies: o.backendTLS.list(),
 		ConfigMaps:         o.configMaps.list(),

@@ -79,6 +79,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		return &gwv1.GRPCRoute{}, nil
 	case "gateway.networking.k8s.io/v1/TLSRoute", "gateway.networking.k8s.io/v1alpha2/TLSRoute":
 		return &gwv1.TLSRoute{}, nil
+	case "gateway.networking.k8s.io/v1/TCPRoute", "gateway.networking.k8s.io/v1alpha2/TCPRoute":
+		// v1alpha2's rules are v1's, with up to 16 of them; admission
+		// checks each version against its own schema.
+		return &gwv1.TCPRoute{}, nil
 	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
 		// v1beta1 and v1 ReferenceGrants have the same schema.
 		return &gwv1.ReferenceGrant{}, nil

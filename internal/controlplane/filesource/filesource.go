@@ -832,6 +832,8 @@ func kindOf(obj metav1.Object) string {
 		return "GRPCRoute"
 	case *gwv1.TLSRoute:
 		return "TLSRoute"
+	case *gwv1.TCPRoute:
+		return "TCPRoute"
 	case *gwv1.ReferenceGrant:
 		return "ReferenceGrant"
 	case *gwv1.BackendTLSPolicy:

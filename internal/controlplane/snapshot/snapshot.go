@@ -31,6 +31,7 @@ type Resources struct {
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
 	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
 	// hold their CA certificates and those of Gateways' client certificate

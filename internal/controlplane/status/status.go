@@ -37,6 +37,7 @@ type Computed struct {
 	HTTPRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	GRPCRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	TLSRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	TCPRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
 	BackendTLSPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 	// TrafficPolicies holds the ancestor entries of each of Portico's
@@ -53,6 +54,7 @@ type Maps struct {
 	HTTPRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
 	GRPCRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
 	TLSRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
+	TCPRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
@@ -67,6 +69,7 @@ func (m *Maps) Computed() *Computed {
 		HTTPRoutes:         pmap.Of(m.HTTPRoutes),
 		GRPCRoutes:         pmap.Of(m.GRPCRoutes),
 		TLSRoutes:          pmap.Of(m.TLSRoutes),
+		TCPRoutes:          pmap.Of(m.TCPRoutes),
 		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 	}
@@ -83,6 +86,7 @@ func (c *Computed) Maps() *Maps {
 		HTTPRoutes:         maps.Collect(c.HTTPRoutes.All()),
 		GRPCRoutes:         maps.Collect(c.GRPCRoutes.All()),
 		TLSRoutes:          maps.Collect(c.TLSRoutes.All()),
+		TCPRoutes:          maps.Collect(c.TCPRoutes.All()),
 		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 	}
@@ -294,6 +298,12 @@ func MergeHTTPRoute(obj *gwv1.HTTPRoute, computed []gwv1.RouteParentStatus, cont
 func MergeTLSRoute(obj *gwv1.TLSRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.TLSRoute, bool) {
 	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
 	return replaced(obj, same, func(o *gwv1.TLSRoute) { o.Status.RouteStatus = status })
+}
+
+// MergeTCPRoute is MergeHTTPRoute for a TCPRoute.
+func MergeTCPRoute(obj *gwv1.TCPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.TCPRoute, bool) {
+	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
+	return replaced(obj, same, func(o *gwv1.TCPRoute) { o.Status.RouteStatus = status })
 }
 
 // mergeRouteStatus is a route's status with Portico's parent entries

@@ -67,7 +67,7 @@ func Compile(in Input) Output {
 		var parents []gwv1.RouteParentStatus
 		for pi := range route.Spec.ParentRefs {
 			ref := &route.Spec.ParentRefs[pi]
-			p, ok := parentOf(*ref, route.Namespace)
+			p, ok := routing.ParentOf(*ref, route.Namespace)
 			if !ok {
 				continue
 			}
@@ -256,25 +256,6 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 		return b, &problem{r.Reason, r.Message}
 	}
 	return b, nil
-}
-
-// parentOf resolves a parentRef to a Gateway or ListenerSet.
-func parentOf(ref gwv1.ParentReference, routeNS string) (routing.Parent, bool) {
-	if ref.Group != nil && *ref.Group != gwv1.GroupName {
-		return routing.Parent{}, false
-	}
-	kind := "Gateway"
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	if kind != "Gateway" && kind != "ListenerSet" {
-		return routing.Parent{}, false
-	}
-	ns := routeNS
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	return routing.Parent{Kind: kind, Namespace: ns, Name: string(ref.Name)}, true
 }
 
 // routeConditions are Accepted and ResolvedRefs of one parent entry.

@@ -1,0 +1,189 @@
+// Package tcprouting attaches TCPRoutes to TCP listeners and picks, per
+// listener, the one route its connections go to. It is pure: the same
+// input gives the same output.
+//
+// A TCP connection carries nothing that could choose between two routes,
+// so a listener serves one: the oldest of those attached (the spec's rule
+// for conflicts, which the conformance suite checks as "only the oldest
+// route receives traffic"). Every route that attaches is still Accepted
+// and counted in the listener's attachedRoutes, as that suite requires.
+package tcprouting
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/routing"
+)
+
+// Input is everything Compile needs. Listeners, Parents, Services and
+// NamespaceLabels mean what they mean in routing.Input.
+type Input struct {
+	ControllerName  gwv1.GatewayController
+	Listeners       []routing.Listener
+	Parents         map[routing.Parent]bool
+	Routes          []*gwv1.TCPRoute // any order
+	NamespaceLabels map[string]map[string]string
+	Services        map[types.NamespacedName]routing.Service
+	ReferenceGrants []*gwv1.ReferenceGrant
+}
+
+// Output is each listener's route and the route statuses.
+type Output struct {
+	Routes         map[int]*config.StreamRoute // listener ID -> the route it serves; absent when none attached
+	AttachedRoutes map[int]int32
+	RouteParents   map[types.NamespacedName][]gwv1.RouteParentStatus
+}
+
+// Compile attaches every route and picks each listener's.
+func Compile(in Input) Output {
+	out := Output{Routes: map[int]*config.StreamRoute{}, AttachedRoutes: map[int]int32{},
+		RouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.Routes))}
+	c := compiler{byParent: map[routing.Parent][]*routing.Listener{},
+		admission: routing.NewAdmission(in.NamespaceLabels), backendRefs: routing.NewBackendRefs(in.Services, in.ReferenceGrants)}
+	for i := range in.Listeners {
+		l := &in.Listeners[i]
+		c.byParent[l.Parent] = append(c.byParent[l.Parent], l)
+	}
+	routes := slices.Clone(in.Routes)
+	// Oldest first: the first route a listener takes is the one it serves.
+	slices.SortFunc(routes, snapshot.CompareAge[*gwv1.TCPRoute])
+	for _, route := range routes {
+		if route == nil {
+			continue
+		}
+		compiled, refs := c.compileRoute(route)
+		var parents []gwv1.RouteParentStatus
+		for pi := range route.Spec.ParentRefs {
+			ref := &route.Spec.ParentRefs[pi]
+			p, ok := routing.ParentOf(*ref, route.Namespace)
+			if !ok {
+				continue
+			}
+			accepted, known := in.Parents[p]
+			if !known {
+				continue
+			}
+			hits, problem := c.attach(route, ref, p, accepted)
+			for _, id := range hits {
+				out.AttachedRoutes[id]++
+				if _, taken := out.Routes[id]; !taken {
+					out.Routes[id] = compiled
+				}
+			}
+			parents = append(parents, gwv1.RouteParentStatus{
+				ParentRef:      *ref,
+				ControllerName: in.ControllerName,
+				Conditions:     routeConditions(route.Generation, problem, refs),
+			})
+		}
+		if parents != nil {
+			out.RouteParents[types.NamespacedName{Namespace: route.Namespace, Name: route.Name}] = parents
+		}
+	}
+	return out
+}
+
+type compiler struct {
+	byParent    map[routing.Parent][]*routing.Listener
+	admission   routing.Admission
+	backendRefs routing.BackendRefs
+}
+
+type problem struct {
+	reason gwv1.RouteConditionReason
+	msg    string
+}
+
+// attach returns the IDs of the listeners of parent p that ref selects and
+// that take the route, or the reason there are none.
+func (c *compiler) attach(route *gwv1.TCPRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]int, *problem) {
+	var selected []*routing.Listener
+	for _, l := range c.byParent[p] {
+		if ref.SectionName != nil && *ref.SectionName != "" && l.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && *ref.Port != 0 && l.Port != *ref.Port {
+			continue
+		}
+		selected = append(selected, l)
+	}
+	switch {
+	case len(selected) == 0 && !accepted:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	case len(selected) == 0:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)}
+	case !slices.ContainsFunc(selected, carriesTCPRoutes):
+		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes TCPRoutes (protocol TCP)"}
+	case !accepted:
+		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	}
+	var hits []int
+	for _, l := range selected {
+		if c.admission.Allows(l, routing.KindTCPRoute, route.Namespace) {
+			hits = append(hits, l.ID)
+		}
+	}
+	if len(hits) == 0 {
+		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows TCPRoutes from namespace " + route.Namespace}
+	}
+	return hits, nil
+}
+
+func carriesTCPRoutes(l *routing.Listener) bool { return routing.Carries(l, routing.KindTCPRoute) }
+
+// compileRoute resolves the backends of the route's rule (the API allows
+// exactly one). The problems are those of the references, for
+// ResolvedRefs. A backend that does not resolve keeps its weight: the spec
+// has that share of connections refused, not spread over the others.
+func (c *compiler) compileRoute(route *gwv1.TCPRoute) (*config.StreamRoute, []problem) {
+	r := &config.StreamRoute{Name: route.Namespace + "/" + route.Name}
+	var refs []problem
+	for _, rule := range route.Spec.Rules {
+		for _, br := range rule.BackendRefs {
+			weight := int32(1)
+			if br.Weight != nil {
+				weight = *br.Weight
+			}
+			res := c.backendRefs.Resolve(routing.KindTCPRoute, route.Namespace, br.BackendObjectReference)
+			// The port's BackendTLSPolicy is not used: the client's bytes
+			// go to the backend as they are.
+			b := config.StreamBackend{Key: res.Key, Weight: weight}
+			if res.Reason != "" {
+				refs = append(refs, problem{res.Reason, res.Message})
+				b.Invalid = res.Message
+			}
+			if weight > 0 {
+				r.Backends = append(r.Backends, b)
+				r.TotalWeight += weight
+			}
+		}
+	}
+	return r, refs
+}
+
+// routeConditions are Accepted and ResolvedRefs of one parent entry.
+func routeConditions(gen int64, rejected *problem, refs []problem) []metav1.Condition {
+	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonAccepted), Message: "Route is accepted", ObservedGeneration: gen}
+	if rejected != nil {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(rejected.reason), rejected.msg
+	}
+	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonResolvedRefs), Message: "All references are resolved", ObservedGeneration: gen}
+	if len(refs) > 0 {
+		msgs := make([]string, len(refs))
+		for i, p := range refs {
+			msgs[i] = p.msg
+		}
+		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refs[0].reason), strings.Join(msgs, "; ")
+	}
+	return []metav1.Condition{accepted, resolved}
+}
