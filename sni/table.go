@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"sync/atomic"
 
 	"portico.dev/portico/internal/shared/hostname"
 )
@@ -21,14 +22,20 @@ type Entry struct {
 	// "*.example.com" (any name below example.com, at any depth), or "" for
 	// the port's fallback.
 	Hostname string
-	// Certificates have Leaf set; their order is the listener's
-	// certificateRefs order.
+	// Certificates are in the listener's certificateRefs order. Their Leaf
+	// may be nil: it is parsed at the first handshake that chooses among
+	// several, and kept by the entry.
 	Certificates []*tls.Certificate
 	// Value is opaque to sni: the proxy keeps its listener here.
 	Value any
 	// ClientAuth, when set, asks the client for a certificate at the
 	// handshake and checks it.
 	ClientAuth *ClientAuth
+
+	// withLeaves is Certificates with every Leaf set, made at the first
+	// handshake that chooses among several: hello.SupportsCertificate
+	// parses a nil Leaf at every call.
+	withLeaves atomic.Pointer[[]*tls.Certificate]
 }
 
 // ClientAuth is the client certificate check of an entry.
@@ -55,12 +62,37 @@ func (e *Entry) Certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error
 		// gets it, and reports what it cannot use.
 		return e.Certificates[0], nil
 	}
-	for _, c := range e.Certificates {
+	certs := e.leaves()
+	for _, c := range certs {
 		if hello.SupportsCertificate(c) == nil {
 			return c, nil
 		}
 	}
-	return e.Certificates[0], nil
+	return certs[0], nil
+}
+
+// leaves returns Certificates with Leaf set, parsing the missing ones on
+// first use. The certificates are copies: the originals may be shared by
+// other entries and handshakes. A leaf that does not parse stays nil (the
+// key pair was checked when loaded, so this does not happen).
+func (e *Entry) leaves() []*tls.Certificate {
+	if p := e.withLeaves.Load(); p != nil {
+		return *p
+	}
+	out := make([]*tls.Certificate, len(e.Certificates))
+	for i, c := range e.Certificates {
+		out[i] = c
+		if c.Leaf == nil && len(c.Certificate) > 0 {
+			if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+				cp := *c
+				cp.Leaf = leaf
+				out[i] = &cp
+			}
+		}
+	}
+	// Two first handshakes may both parse; either result is the same.
+	e.withLeaves.Store(&out)
+	return out
 }
 
 // Table maps SNI server names to the entries of one port. It is immutable

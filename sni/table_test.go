@@ -1,6 +1,7 @@
 package sni
 
 import (
+	"bytes"
 	"crypto/tls"
 	"math"
 	"strconv"
@@ -151,6 +152,43 @@ func TestEntryCertificate(t *testing.T) {
 	}
 	if _, err := (&Entry{Hostname: "x"}).Certificate(modern); err == nil {
 		t.Error("entry without certificates: no error")
+	}
+}
+
+// Key pairs are held without their parsed leaf (translate drops it); an
+// entry choosing among several parses the leaves at its first handshake
+// only, and leaves the shared key pairs alone.
+func TestEntryCertificateParsesLeavesOnce(t *testing.T) {
+	withoutLeaf := func(c *tls.Certificate) *tls.Certificate {
+		cp := *c
+		cp.Leaf = nil
+		return &cp
+	}
+	ec := withoutLeaf(issue(t, snitest.ECDSA, "dual.example.com"))
+	rs := withoutLeaf(issue(t, snitest.RSA, "dual.example.com"))
+	rsaOnly := &tls.ClientHelloInfo{
+		ServerName:        "dual.example.com",
+		SupportedVersions: []uint16{tls.VersionTLS12},
+		CipherSuites:      []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256},
+		SupportedCurves:   []tls.CurveID{tls.CurveP256},
+		SupportedPoints:   []uint8{0},
+		SignatureSchemes:  []tls.SignatureScheme{tls.PSSWithSHA256, tls.PKCS1WithSHA256},
+	}
+	e := &Entry{Certificates: []*tls.Certificate{ec, rs}}
+	first, err := e.Certificate(rsaOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leaf == nil || !bytes.Equal(first.Certificate[0], rs.Certificate[0]) || first.PrivateKey != rs.PrivateKey {
+		t.Fatalf("got %+v; want the RSA pair with its leaf", first)
+	}
+	for range 3 {
+		if again, _ := e.Certificate(rsaOnly); again != first {
+			t.Fatal("a later handshake got another copy: the leaves were parsed again")
+		}
+	}
+	if ec.Leaf != nil || rs.Leaf != nil {
+		t.Error("the shared key pairs were modified")
 	}
 }
 

@@ -43,8 +43,8 @@ func (x *expiries) earliest(certs layered.Map[types.NamespacedName, parsedCert])
 		}
 	}
 	for _, p := range certs.Overlay() {
-		if p.cert != nil && p.cert.Leaf != nil {
-			consider(p.cert.Leaf.NotAfter)
+		if p.cert != nil {
+			consider(p.notAfter)
 		}
 	}
 	return earliest
@@ -60,8 +60,8 @@ func (x *expiries) sortedFor(base map[types.NamespacedName]parsedCert) []expirin
 	}
 	sorted := make([]expiring, 0, len(base))
 	for k, p := range base {
-		if p.cert != nil && p.cert.Leaf != nil {
-			sorted = append(sorted, expiring{p.cert.Leaf.NotAfter, k})
+		if p.cert != nil {
+			sorted = append(sorted, expiring{p.notAfter, k})
 		}
 	}
 	slices.SortFunc(sorted, func(a, b expiring) int { return a.notAfter.Compare(b.notAfter) })

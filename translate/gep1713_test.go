@@ -696,7 +696,7 @@ func gepServedBy(cfg *config.Config, port int32, serverName string) string {
 			out = l.Key
 		}
 		for _, c := range e.Certificates {
-			out += " " + c.Leaf.Subject.CommonName
+			out += " " + leafOf(c).Subject.CommonName
 		}
 		return out
 	}

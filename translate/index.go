@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,10 +45,14 @@ func newIndex(res *snapshot.Resources, prevCerts layered.Map[types.NamespacedNam
 }
 
 // parsedCert is one Secret's key pair, parsed, with the bytes it was
-// parsed from.
+// parsed from. The pair's Leaf is dropped once checked: a parsed leaf is
+// the largest part of a key pair held for every hostname, and only its
+// expiry is read after the check (the data plane parses a leaf only to
+// choose among several certificates, see sni.Entry.Certificate).
 type parsedCert struct {
 	certPEM, keyPEM []byte
 	cert            *tls.Certificate
+	notAfter        time.Time // the leaf's; zero when cert is nil
 	err             error
 }
 
@@ -67,10 +72,14 @@ func (c *certSource) load(key types.NamespacedName, certPEM, keyPEM []byte) pars
 	if !ok || !bytes.Equal(p.certPEM, certPEM) || !bytes.Equal(p.keyPEM, keyPEM) {
 		next := parsedCert{certPEM: certPEM, keyPEM: keyPEM}
 		next.cert, next.err = sni.ParseKeyPair(certPEM, keyPEM)
+		if next.cert != nil {
+			next.notAfter = next.cert.Leaf.NotAfter
+			next.cert.Leaf = nil
+		}
 		if next.err != nil && ok && p.cert != nil {
 			// An update broke a Secret that served: its hostname keeps
 			// the key pair it had until the Secret is mended or deleted.
-			next.cert = p.cert
+			next.cert, next.notAfter = p.cert, p.notAfter
 			next.err = fmt.Errorf("%w; %w", next.err, listeners.ErrServingPrevious)
 		}
 		p = next

@@ -561,9 +561,7 @@ func sniListenerFor(key string, number int32) *config.Listener {
 }
 
 func withSNIListener(e *sni.Entry, l *config.Listener) *sni.Entry {
-	c := *e
-	c.Value = l
-	return &c
+	return &sni.Entry{Hostname: e.Hostname, Certificates: e.Certificates, Value: l, ClientAuth: e.ClientAuth}
 }
 
 // ports adds the gateways' ports to the Config; a port a Gateway already

@@ -82,10 +82,10 @@ func (t *translation) issued(c *knative.Certificate, want ACMECertificate) KCert
 		return r
 	}
 	p := t.ix.certs.load(want.Secret, sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
-	if p.cert == nil || p.cert.Leaf == nil {
+	if p.cert == nil {
 		return r
 	}
-	notAfter := metav1.NewTime(p.cert.Leaf.NotAfter)
+	notAfter := metav1.NewTime(p.notAfter)
 	return KCertificateResult{Generation: c.Generation, Ready: metav1.ConditionTrue, NotAfter: &notAfter}
 }
 

@@ -2,6 +2,8 @@ package translate
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"maps"
 	"os"
@@ -92,7 +94,7 @@ func toGolden(cfg *config.Config, st *status.Computed) golden {
 			if p.SNI != nil {
 				if e := p.SNI.Lookup(sniProbe(l.Hostname)); e != nil && e.Value == l {
 					for _, c := range e.Certificates {
-						gl.Certificates = append(gl.Certificates, c.Leaf.Subject.CommonName)
+						gl.Certificates = append(gl.Certificates, leafOf(c).Subject.CommonName)
 					}
 				}
 			}
@@ -178,4 +180,17 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// leafOf parses the leaf of a key pair translate produced: it holds the
+// pair without its parsed leaf, which it checked when it loaded the pair.
+func leafOf(c *tls.Certificate) *x509.Certificate {
+	if c.Leaf != nil {
+		panic("translate kept a parsed leaf")
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		panic(err)
+	}
+	return leaf
 }
