@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,6 +139,15 @@ func knativeReplicas(b *testing.B, n int) {
 	// Changes: one KIngress after another to the other backend with a
 	// new header, each waited Ready, then asked once on every replica of
 	// the rotation.
+	// What happened when, for the log: slow changes are read against it.
+	t0 := time.Now()
+	var evMu sync.Mutex
+	var events []string
+	event := func(format string, args ...any) {
+		evMu.Lock()
+		events = append(events, fmt.Sprintf("%6.2fs ", time.Since(t0).Seconds())+fmt.Sprintf(format, args...))
+		evMu.Unlock()
+	}
 	changed := map[string]bool{}
 	var changes []time.Duration
 	var stale []string
@@ -161,6 +171,9 @@ func knativeReplicas(b *testing.B, n int) {
 			if err != nil {
 				b.Error(err)
 				return
+			}
+			if d > time.Second {
+				event("change %d (%s) Ready after %v", i, name, d.Round(time.Millisecond))
 			}
 			changes = append(changes, d)
 			for _, rep := range *r.rot.Load() {
@@ -186,15 +199,19 @@ func knativeReplicas(b *testing.B, n int) {
 	old := slices.Clone(r.serving)
 	for _, o := range old {
 		r.leave(o)
+		event("%s out of the rotation", o.ip)
 		time.Sleep(200 * time.Millisecond) // requests sent to it before are answered
 		o.stop()
+		event("%s stopped", o.ip)
 		start := time.Now()
 		nr := r.start()
+		event("%s started and ready", nr.ip)
 		if missing := r.unserved(nr, n); missing != 0 {
 			b.Errorf("replica %s ready, but %d of %d hosts not served", nr.ip, missing, n)
 		}
 		serveAll = max(serveAll, time.Since(start))
 		r.join(nr)
+		event("%s in the rotation", nr.ip)
 		time.Sleep(2 * time.Second) // the load on the three, changes among them
 	}
 	close(rollDone)
@@ -224,6 +241,7 @@ func knativeReplicas(b *testing.B, n int) {
 	if rewrites != 0 {
 		b.Errorf("%d KIngresses whose status was right were written during the roll", rewrites)
 	}
+	b.Logf("the roll:\n%s", strings.Join(events, "\n"))
 	slices.Sort(changes)
 	b.ReportMetric(float64(sent.Load()), "requests")
 	b.ReportMetric(float64(failed.Load()), "failed")
