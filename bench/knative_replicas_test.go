@@ -39,21 +39,23 @@ import (
 )
 
 // BenchmarkKnativeReplicas rolls three Portico replicas at scale: with N
-// KIngresses Ready on three replicas (leader election, each serving and
-// probed, their clients limited as the shipped flags limit them), it
-// restarts them one at a time (out of the cluster-local Service's
-// endpoints and the load, stopped, a new one started at a new address,
-// into both once ready) under continuous load on every replica in the
-// rotation (requests to random external hosts), and meanwhile updates
-// KIngresses one after another to a new backend and header. It fails on a
-// failed request, a replica that reports ready before it serves all N
-// hosts, a replica whose first request after a change is Ready sees the
-// old configuration, and a status write to a KIngress whose status was
-// right. It reports the requests sent and failed during the roll, the
-// time from a new replica's start until it reports ready, serving all N
-// hosts (s-to-serve-all, the worst of three), change → Ready during the roll (median and worst) and
-// the KIngresses rewritten by the restarts (rewrites-of-right). One op is
-// the whole scenario: run it with -benchtime 1x.
+// KIngresses Ready on three replicas (leader election with the shipped
+// timings, each serving and probed, their clients limited as the shipped
+// flags limit them), it restarts them one at a time (out of the
+// cluster-local Service's endpoints and the load, stopped, a new one
+// started at a new address, into both once ready) under continuous load
+// on every replica in the rotation (requests to random external hosts),
+// and meanwhile updates KIngresses one after another to a new backend and
+// header. It fails on a failed request, a replica that reports ready
+// before it serves all N hosts, a replica whose first request after a
+// change is Ready sees the old configuration, and a status write to a
+// KIngress that was not changed. It reports the requests sent and failed
+// during the roll, the time from a new replica's start until it reports
+// ready, serving all N hosts (s-to-serve-all, the worst of three), change
+// → Ready during the roll (median and worst), the KIngresses rewritten by
+// the restarts (rewrites-of-right) and the status writes beyond one per
+// change (writes-beyond-changes). One op is the whole scenario: run it
+// with -benchtime 1x.
 func BenchmarkKnativeReplicas(b *testing.B) {
 	for _, n := range []int{1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
