@@ -11,13 +11,26 @@ import (
 // woken: writes that failed are retried at this pace.
 const retry = 2 * time.Second
 
+// notice is how soon a writer starts its first pass after its replica
+// gains the lease: nothing wakes it then, and the changes that came while
+// no replica led (a leader stopped, the others waiting for their next
+// try) have waited long enough.
+const notice = 100 * time.Millisecond
+
 // RunWhileLeading calls pass after every wake and every tick while this
 // replica leads, until ctx ends. fresh is true on the first pass of each
 // term: another replica may have led in between, so everything must be
-// looked at again, not only what changed here.
+// looked at again, not only what changed here. A term's first pass comes
+// within notice of its start.
 func RunWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() bool, pass func(ctx context.Context, fresh bool)) {
-	t := time.NewTicker(retry)
+	runWhileLeading(ctx, wake, leading, pass, retry)
+}
+
+func runWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() bool, pass func(ctx context.Context, fresh bool), every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
+	n := time.NewTicker(notice)
+	defer n.Stop()
 	led := false
 	for {
 		select {
@@ -25,6 +38,10 @@ func RunWhileLeading(ctx context.Context, wake <-chan struct{}, leading func() b
 			return
 		case <-wake:
 		case <-t.C:
+		case <-n.C:
+			if leading() == led {
+				continue // no term began or ended
+			}
 		}
 		if !leading() {
 			led = false
