@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,7 @@ type clusterOptions struct {
 	qps            float64
 	burst          int
 	statusWorkers  int
+	sessionSecret  string
 	knative        *knativeOptions
 	dataPlanes     *dataPlaneOptions // provision.go
 }
@@ -67,6 +69,7 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 	fs.Float64Var(&o.qps, "kube-api-qps", kube.DefaultAPIQPS, "queries per second to the API server, for each of Portico's clients (status writes, leader election): a status is one query, so thousands of new objects take their number divided by this in seconds (deploy/README.md, \"API requests\")")
 	fs.IntVar(&o.burst, "kube-api-burst", kube.DefaultAPIBurst, "burst of queries to the API server above --kube-api-qps, after a quiet spell")
 	fs.IntVar(&o.statusWorkers, "status-workers", kube.DefaultStatusWorkers, "status updates in flight at once")
+	fs.StringVar(&o.sessionSecret, "session-key-secret", "portico-session-key", "Secret of Portico's namespace holding the key that seals sessionPersistence values, created with a random key when missing, so that every replica shares it (\"\": a key per process); --session-key-file wins over it")
 	o.knative = knativeFlags(fs)
 	o.dataPlanes = dataPlaneFlags(fs)
 	return o
@@ -77,7 +80,7 @@ func clusterFlags(fs *flag.FlagSet) *clusterOptions {
 func (o *clusterOptions) set(fs *flag.FlagSet) bool {
 	clusterOnly := []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline",
-		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers",
+		"leader-election-retry-period", "kube-api-qps", "kube-api-burst", "status-workers", "session-key-secret",
 		"data-plane-image", "data-plane-image-pull-policy", "data-plane-controller-address", "data-plane-controller", "data-plane-listen", "data-plane-tls-secret"}
 	found := false
 	fs.Visit(func(f *flag.Flag) {
@@ -164,6 +167,22 @@ func (o *clusterOptions) sharedAddresses() (*translate.SharedAddresses, error) {
 		shared.Addresses = append(shared.Addresses, translate.GatewayAddress(a))
 	}
 	return shared, nil
+}
+
+// sharedSessionKey is the session key every replica shares, from the
+// Secret --session-key-secret names (kube.SessionKey).
+func (o *clusterOptions) sharedSessionKey(ctx context.Context) ([]byte, error) {
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return kube.SessionKey(ctx, kc, ownNamespace(o.namespace), o.sessionSecret)
 }
 
 // newCluster builds the clients and the cluster source of cluster mode.

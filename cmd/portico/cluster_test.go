@@ -23,6 +23,7 @@ import (
 
 	"portico.dev/portico/internal/testkit/freeport"
 	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube"
 )
 
 // lockedBuffer is the log sink of a serve running in the test.
@@ -62,7 +63,8 @@ func httpGet(url, host string) (int, string, error) {
 
 // TestServeClusterMode runs "portico serve" without --config against a real
 // API server: it becomes ready, leads, binds the Gateway's port, reports
-// the address given by flag, exposes its metrics and stops cleanly.
+// the address given by flag, exposes its metrics, creates the session key
+// Secret and stops cleanly.
 func TestServeClusterMode(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx := t.Context()
@@ -158,6 +160,13 @@ func TestServeClusterMode(t *testing.T) {
 		}
 		return nil
 	})
+	// The replica made the key every replica seals sessions with.
+	if s, err := kc.CoreV1().Secrets("portico-system").Get(ctx, "portico-session-key", metav1.GetOptions{}); err != nil || len(s.Data[kube.SessionKeyField]) != 32 {
+		t.Errorf("session key Secret: %v", err)
+	}
+	if strings.Contains(logs.String(), "no key shared between replicas") {
+		t.Error("the session key was not shared")
+	}
 	// client-go's own log lines go through Portico's logger.
 	if !strings.Contains(logs.String(), "client-go") {
 		t.Error("client-go logs do not go through Portico's logger")

@@ -127,7 +127,7 @@ var serveGroups = []flagGroup{
 	{"Standalone (serve --config PATH)", []string{"config", "max-config-bytes", "fail-on-bind-error", "echo-backend"}},
 	{"Cluster (serve without --config)", []string{"kubeconfig", "namespace", "identity", "gateway-address", "gateway-service",
 		"leader-election-id", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
-		"kube-api-qps", "kube-api-burst", "status-workers"}},
+		"kube-api-qps", "kube-api-burst", "status-workers", "session-key-secret"}},
 	{"Per-Gateway controller (cluster mode, classes whose PorticoParameters say mode: PerGateway)", []string{"data-plane-image",
 		"data-plane-image-pull-policy", "data-plane-controller-address", "data-plane-listen", "data-plane-tls-secret"}},
 	{"Per-Gateway data plane (how the controller runs the pods it provisions)", []string{"gateway", "controller-address",

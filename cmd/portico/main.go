@@ -396,6 +396,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	challenges := &lateChallenges{}
 	opts.Challenges = challenges
 	opts.FileLimit = raiseFileLimit(log)
+	if opts.SessionKey == nil && !f.standalone() && !f.gateway.enabled() && f.cluster.sessionSecret != "" {
+		// Before the data plane: it seals sessions from its first request.
+		key, err := f.cluster.sharedSessionKey(ctx)
+		if err != nil {
+			// Sessions still work, each replica sealing its own: a
+			// session then holds only on the replica that opened it.
+			log.Warn("session persistence: no key shared between replicas; each seals sessions with its own", zap.Error(err))
+		} else {
+			opts.SessionKey = key
+		}
+	}
 	rt := proxy.New(opts, log.Named("proxy"))
 
 	m, err := f.newMode(popts, rt, metrics, challenges, log)
