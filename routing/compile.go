@@ -450,6 +450,42 @@ func (c *compiler) ourRefs(route *gwv1.HTTPRoute, refs []parentRef) []parentRef 
 	return refs
 }
 
+// SelectedBy is the listeners of ls (a parent's) that ref selects by its
+// sectionName and port, for the route kinds of one protocol (TLSRoute,
+// TCPRoute) that attach without hostnames of their own.
+func SelectedBy(ls []*Listener, ref *gwv1.ParentReference) []*Listener {
+	var selected []*Listener
+	for _, l := range ls {
+		if ref.SectionName != nil && *ref.SectionName != "" && l.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && *ref.Port != 0 && l.Port != *ref.Port {
+			continue
+		}
+		selected = append(selected, l)
+	}
+	return selected
+}
+
+// SelectionProblem is why a route of kind, whose listeners are those of
+// protocol that carries tells, attaches to none of the listeners
+// selected of parent p (accepted: whether p itself is), in the order
+// the spec's reasons go; "" when it may attach to some.
+func SelectionProblem(p Parent, selected []*Listener, accepted bool, carries func(*Listener) bool, kind, protocol string) (gwv1.RouteConditionReason, string) {
+	notAccepted := p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"
+	switch {
+	case len(selected) == 0 && !accepted:
+		return gwv1.RouteReasonNoMatchingParent, notAccepted
+	case len(selected) == 0:
+		return gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)
+	case !slices.ContainsFunc(selected, carries):
+		return gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("no selected listener takes %ss (protocol %s)", kind, protocol)
+	case !accepted:
+		return gwv1.RouteReasonNoMatchingParent, notAccepted
+	}
+	return "", ""
+}
+
 // ParentOf resolves a parentRef to the Parent it names, if it names a
 // Gateway or ListenerSet at all.
 func ParentOf(ref gwv1.ParentReference, routeNS string) (Parent, bool) {

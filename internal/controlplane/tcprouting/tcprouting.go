@@ -10,7 +10,6 @@
 package tcprouting
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -105,25 +104,9 @@ type problem struct {
 // attach returns the IDs of the listeners of parent p that ref selects and
 // that take the route, or the reason there are none.
 func (c *compiler) attach(route *gwv1.TCPRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]int, *problem) {
-	var selected []*routing.Listener
-	for _, l := range c.byParent[p] {
-		if ref.SectionName != nil && *ref.SectionName != "" && l.Name != *ref.SectionName {
-			continue
-		}
-		if ref.Port != nil && *ref.Port != 0 && l.Port != *ref.Port {
-			continue
-		}
-		selected = append(selected, l)
-	}
-	switch {
-	case len(selected) == 0 && !accepted:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
-	case len(selected) == 0:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)}
-	case !slices.ContainsFunc(selected, carriesTCPRoutes):
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes TCPRoutes (protocol TCP)"}
-	case !accepted:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	selected := routing.SelectedBy(c.byParent[p], ref)
+	if reason, msg := routing.SelectionProblem(p, selected, accepted, carriesTCPRoutes, "TCPRoute", "TCP"); reason != "" {
+		return nil, &problem{reason, msg}
 	}
 	var hits []int
 	for _, l := range selected {

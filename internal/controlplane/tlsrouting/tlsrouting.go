@@ -5,7 +5,6 @@ package tlsrouting
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -151,25 +150,9 @@ type problem struct {
 // attach finds the listeners of parent p that ref selects and that take the
 // route, or the reason there are none.
 func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]hit, *problem) {
-	var selected []*routing.Listener
-	for _, l := range c.byParent[p] {
-		if ref.SectionName != nil && *ref.SectionName != "" && l.Name != *ref.SectionName {
-			continue
-		}
-		if ref.Port != nil && *ref.Port != 0 && l.Port != *ref.Port {
-			continue
-		}
-		selected = append(selected, l)
-	}
-	switch {
-	case len(selected) == 0 && !accepted:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
-	case len(selected) == 0:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s %s/%s has no listener that ref selects", p.Kind, p.Namespace, p.Name)}
-	case !slices.ContainsFunc(selected, carriesTLSRoutes):
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener takes TLSRoutes (protocol TLS)"}
-	case !accepted:
-		return nil, &problem{gwv1.RouteReasonNoMatchingParent, p.Kind + " " + p.Namespace + "/" + p.Name + " is not accepted"}
+	selected := routing.SelectedBy(c.byParent[p], ref)
+	if reason, msg := routing.SelectionProblem(p, selected, accepted, carriesTLSRoutes, "TLSRoute", "TLS"); reason != "" {
+		return nil, &problem{reason, msg}
 	}
 	var hits []hit
 	allowed := false
