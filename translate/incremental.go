@@ -414,6 +414,28 @@ func applyDiff[T interface {
 		return idx, nil, true
 	}
 	e := idx.Edit()
+	keys, ok := diffInto(e, removed, added)
+	if !ok {
+		return idx, nil, false
+	}
+	return e.Done(), keys, true
+}
+
+// indexEdit is an edit of an index by key, of either kind of map translate
+// keeps (layered.Map, pmap.Map).
+type indexEdit[T any] interface {
+	Get(types.NamespacedName) (T, bool)
+	Set(types.NamespacedName, T)
+	Delete(types.NamespacedName)
+}
+
+// diffInto applies a kind's changes to e and returns the keys that
+// changed; false when an added object's key is taken (e is then to be
+// dropped).
+func diffInto[T interface {
+	comparable
+	snapshot.Object
+}](e indexEdit[T], removed, added []T) ([]types.NamespacedName, bool) {
 	var keys []types.NamespacedName
 	for _, o := range removed {
 		key := nn(o.GetNamespace(), o.GetName())
@@ -425,12 +447,12 @@ func applyDiff[T interface {
 	for _, o := range added {
 		key := nn(o.GetNamespace(), o.GetName())
 		if _, taken := e.Get(key); taken {
-			return idx, nil, false
+			return nil, false
 		}
 		e.Set(key, o)
 		keys = append(keys, key)
 	}
-	return e.Done(), keys, true
+	return keys, true
 }
 
 // relist edits an index of key lists: key leaves the lists of from and

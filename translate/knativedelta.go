@@ -162,21 +162,9 @@ func pmapApplyDiff[T interface {
 		return idx, nil, true
 	}
 	e := idx.Edit()
-	var keys []types.NamespacedName
-	for _, o := range removed {
-		key := nn(o.GetNamespace(), o.GetName())
-		if cur, ok := e.Get(key); ok && cur == o {
-			e.Delete(key)
-		}
-		keys = append(keys, key)
-	}
-	for _, o := range added {
-		key := nn(o.GetNamespace(), o.GetName())
-		if _, taken := e.Get(key); taken {
-			return idx, nil, false
-		}
-		e.Set(key, o)
-		keys = append(keys, key)
+	keys, ok := diffInto(e, removed, added)
+	if !ok {
+		return idx, nil, false
 	}
 	return e.Done(), keys, true
 }
