@@ -177,6 +177,17 @@ func TestFirstStatusesNotComparedAgainPerInterruption(t *testing.T) {
 		if !p.c.writer.Stats().Idle {
 			return errors.New("status writer busy")
 		}
+		// Idle between the last change's debounce and its statuses is
+		// not done: every ListenerSet must have been written Programmed.
+		lss, err := gws.ListenerSets("apps").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ls := range lss.Items {
+			if err := conditionIs(ls.Status.Conditions, "Programmed", "True", "Programmed", ls.Generation); err != nil {
+				return fmt.Errorf("ListenerSet %s: %w", ls.Name, err)
+			}
+		}
 		return nil
 	})
 	stats := p.c.writer.Stats()
