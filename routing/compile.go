@@ -450,6 +450,35 @@ func (c *compiler) ourRefs(route *gwv1.HTTPRoute, refs []parentRef) []parentRef 
 	return refs
 }
 
+// Problem is why a route of a kind attached to one protocol's listeners
+// (TLSRoute, TCPRoute) is not accepted by a parent, or a backendRef of it
+// not resolved: a reason of the spec and a message.
+type Problem struct {
+	Reason gwv1.RouteConditionReason
+	Msg    string
+}
+
+// RouteConditions are Accepted and ResolvedRefs of one parent entry of
+// such a route: rejected, when set, is why it is not accepted; refs are
+// its backendRefs' problems, the first one's reason standing for all.
+func RouteConditions(gen int64, rejected *Problem, refs []Problem) []metav1.Condition {
+	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonAccepted), Message: "Route is accepted", ObservedGeneration: gen}
+	if rejected != nil {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(rejected.Reason), rejected.Msg
+	}
+	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.RouteReasonResolvedRefs), Message: "All references are resolved", ObservedGeneration: gen}
+	if len(refs) > 0 {
+		msgs := make([]string, len(refs))
+		for i, p := range refs {
+			msgs[i] = p.Msg
+		}
+		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refs[0].Reason), strings.Join(msgs, "; ")
+	}
+	return []metav1.Condition{accepted, resolved}
+}
+
 // SelectedBy is the listeners of ls (a parent's) that ref selects by its
 // sectionName and port, for the route kinds of one protocol (TLSRoute,
 // TCPRoute) that attach without hostnames of their own.

@@ -11,9 +11,7 @@ package tcprouting
 
 import (
 	"slices"
-	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -80,7 +78,7 @@ func Compile(in Input) Output {
 			parents = append(parents, gwv1.RouteParentStatus{
 				ParentRef:      *ref,
 				ControllerName: in.ControllerName,
-				Conditions:     routeConditions(route.Generation, problem, refs),
+				Conditions:     routing.RouteConditions(route.Generation, problem, refs),
 			})
 		}
 		if parents != nil {
@@ -96,17 +94,15 @@ type compiler struct {
 	backendRefs routing.BackendRefs
 }
 
-type problem struct {
-	reason gwv1.RouteConditionReason
-	msg    string
-}
+// problem is routing.Problem, by its short name.
+type problem = routing.Problem
 
 // attach returns the IDs of the listeners of parent p that ref selects and
 // that take the route, or the reason there are none.
 func (c *compiler) attach(route *gwv1.TCPRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]int, *problem) {
 	selected := routing.SelectedBy(c.byParent[p], ref)
 	if reason, msg := routing.SelectionProblem(p, selected, accepted, carriesTCPRoutes, "TCPRoute", "TCP"); reason != "" {
-		return nil, &problem{reason, msg}
+		return nil, &problem{Reason: reason, Msg: msg}
 	}
 	var hits []int
 	for _, l := range selected {
@@ -115,7 +111,7 @@ func (c *compiler) attach(route *gwv1.TCPRoute, ref *gwv1.ParentReference, p rou
 		}
 	}
 	if len(hits) == 0 {
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows TCPRoutes from namespace " + route.Namespace}
+		return nil, &problem{Reason: gwv1.RouteReasonNotAllowedByListeners, Msg: "no selected listener allows TCPRoutes from namespace " + route.Namespace}
 	}
 	return hits, nil
 }
@@ -140,7 +136,7 @@ func (c *compiler) compileRoute(route *gwv1.TCPRoute) (*config.StreamRoute, []pr
 			// go to the backend as they are.
 			b := config.StreamBackend{Key: res.Key, Weight: weight}
 			if res.Reason != "" {
-				refs = append(refs, problem{res.Reason, res.Message})
+				refs = append(refs, problem{Reason: res.Reason, Msg: res.Message})
 				b.Invalid = res.Message
 			}
 			if weight > 0 {
@@ -150,23 +146,4 @@ func (c *compiler) compileRoute(route *gwv1.TCPRoute) (*config.StreamRoute, []pr
 		}
 	}
 	return r, refs
-}
-
-// routeConditions are Accepted and ResolvedRefs of one parent entry.
-func routeConditions(gen int64, rejected *problem, refs []problem) []metav1.Condition {
-	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
-		Reason: string(gwv1.RouteReasonAccepted), Message: "Route is accepted", ObservedGeneration: gen}
-	if rejected != nil {
-		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(rejected.reason), rejected.msg
-	}
-	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
-		Reason: string(gwv1.RouteReasonResolvedRefs), Message: "All references are resolved", ObservedGeneration: gen}
-	if len(refs) > 0 {
-		msgs := make([]string, len(refs))
-		for i, p := range refs {
-			msgs[i] = p.msg
-		}
-		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refs[0].reason), strings.Join(msgs, "; ")
-	}
-	return []metav1.Condition{accepted, resolved}
 }

@@ -6,9 +6,7 @@ package tlsrouting
 import (
 	"cmp"
 	"slices"
-	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -84,7 +82,7 @@ func Compile(in Input) Output {
 			parents = append(parents, gwv1.RouteParentStatus{
 				ParentRef:      *ref,
 				ControllerName: in.ControllerName,
-				Conditions:     routeConditions(route.Generation, problem, refs),
+				Conditions:     routing.RouteConditions(route.Generation, problem, refs),
 			})
 		}
 		if parents != nil {
@@ -142,17 +140,15 @@ type hit struct {
 	hosts    [][2]string
 }
 
-type problem struct {
-	reason gwv1.RouteConditionReason
-	msg    string
-}
+// problem is routing.Problem, by its short name.
+type problem = routing.Problem
 
 // attach finds the listeners of parent p that ref selects and that take the
 // route, or the reason there are none.
 func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p routing.Parent, accepted bool) ([]hit, *problem) {
 	selected := routing.SelectedBy(c.byParent[p], ref)
 	if reason, msg := routing.SelectionProblem(p, selected, accepted, carriesTLSRoutes, "TLSRoute", "TLS"); reason != "" {
-		return nil, &problem{reason, msg}
+		return nil, &problem{Reason: reason, Msg: msg}
 	}
 	var hits []hit
 	allowed := false
@@ -169,9 +165,9 @@ func (c *compiler) attach(route *gwv1.TLSRoute, ref *gwv1.ParentReference, p rou
 	case len(hits) > 0:
 		return hits, nil
 	case !allowed:
-		return nil, &problem{gwv1.RouteReasonNotAllowedByListeners, "no selected listener allows TLSRoutes from namespace " + route.Namespace}
+		return nil, &problem{Reason: gwv1.RouteReasonNotAllowedByListeners, Msg: "no selected listener allows TLSRoutes from namespace " + route.Namespace}
 	}
-	return nil, &problem{gwv1.RouteReasonNoMatchingListenerHostname, "no selected listener has a hostname in common with the route"}
+	return nil, &problem{Reason: gwv1.RouteReasonNoMatchingListenerHostname, Msg: "no selected listener has a hostname in common with the route"}
 }
 
 func carriesTLSRoutes(l *routing.Listener) bool { return routing.Carries(l, routing.KindTLSRoute) }
@@ -217,7 +213,7 @@ func (c *compiler) compileRoute(route *gwv1.TLSRoute) (*config.StreamRoute, []pr
 			b.Weight = weight
 			if p != nil {
 				refs = append(refs, *p)
-				b.Invalid = p.msg
+				b.Invalid = p.Msg
 			}
 			if weight > 0 {
 				r.Backends = append(r.Backends, b)
@@ -236,26 +232,7 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 	r := c.backendRefs.Resolve(routing.KindTLSRoute, routeNS, ref)
 	b := config.StreamBackend{Key: r.Key, TLS: r.TLS}
 	if r.Reason != "" {
-		return b, &problem{r.Reason, r.Message}
+		return b, &problem{Reason: r.Reason, Msg: r.Message}
 	}
 	return b, nil
-}
-
-// routeConditions are Accepted and ResolvedRefs of one parent entry.
-func routeConditions(gen int64, rejected *problem, refs []problem) []metav1.Condition {
-	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue,
-		Reason: string(gwv1.RouteReasonAccepted), Message: "Route is accepted", ObservedGeneration: gen}
-	if rejected != nil {
-		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(rejected.reason), rejected.msg
-	}
-	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue,
-		Reason: string(gwv1.RouteReasonResolvedRefs), Message: "All references are resolved", ObservedGeneration: gen}
-	if len(refs) > 0 {
-		msgs := make([]string, len(refs))
-		for i, p := range refs {
-			msgs[i] = p.msg
-		}
-		resolved.Status, resolved.Reason, resolved.Message = metav1.ConditionFalse, string(refs[0].reason), strings.Join(msgs, "; ")
-	}
-	return []metav1.Condition{accepted, resolved}
 }
