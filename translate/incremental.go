@@ -244,15 +244,25 @@ func byKey[T interface {
 	comparable
 	snapshot.Object
 }](objs []T) (layered.Map[types.NamespacedName, T], bool) {
+	m, ok := plainByKey(objs)
+	if !ok {
+		return layered.Map[types.NamespacedName, T]{}, false
+	}
+	return layered.Of(m), true
+}
+
+// plainByKey is objs in a plain map by namespace/name, which byKey and
+// pmapByKey make their maps of; false when a key repeats.
+func plainByKey[T snapshot.Object](objs []T) (map[types.NamespacedName]T, bool) {
 	m := make(map[types.NamespacedName]T, len(objs))
 	for _, o := range objs {
 		key := nn(o.GetNamespace(), o.GetName())
 		if _, dup := m[key]; dup {
-			return layered.Map[types.NamespacedName, T]{}, false
+			return nil, false
 		}
 		m[key] = o
 	}
-	return layered.Of(m), true
+	return m, true
 }
 
 // orderOf is the precedence of a merged listener.

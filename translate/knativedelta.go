@@ -142,13 +142,9 @@ func pmapByKey[T interface {
 	comparable
 	snapshot.Object
 }](objs []T) (pmap.Map[types.NamespacedName, T], bool) {
-	m := make(map[types.NamespacedName]T, len(objs))
-	for _, o := range objs {
-		key := nn(o.GetNamespace(), o.GetName())
-		if _, dup := m[key]; dup {
-			return pmap.Map[types.NamespacedName, T]{}, false
-		}
-		m[key] = o
+	m, ok := plainByKey(objs)
+	if !ok {
+		return pmap.Map[types.NamespacedName, T]{}, false
 	}
 	return pmap.Of(m), true
 }
