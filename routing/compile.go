@@ -11,6 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/conditions"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/internal/shared/slab"
@@ -102,6 +103,7 @@ type compiler struct {
 
 	// What compiled routes are made of, cut from a few large allocations.
 	conds     slab.Slab[metav1.Condition]
+	pairs     conditions.Shared[[2]metav1.Condition] // equal pairs of conds, one slice each
 	rules     slab.Slab[config.Rule]
 	matches   slab.Slab[config.Match]
 	matchPtrs slab.Slab[*config.Match]
@@ -309,7 +311,10 @@ func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
 // larger one makes them allocate again.
 func (c *compiler) reset(n int) {
 	c.attachedBy = make([]int, len(c.ls))
-	c.conds = slab.New[metav1.Condition](2 * n)
+	// Routes' conditions are mostly equal pairs, one slice each (pairs):
+	// the slab grows as it is used instead.
+	c.conds = slab.New[metav1.Condition](min(2*n, 64))
+	c.pairs = conditions.Shared[[2]metav1.Condition]{}
 	c.rules = slab.New[config.Rule](n)
 	c.matches = slab.New[config.Match](n)
 	c.matchPtrs = slab.New[*config.Match](n)
@@ -753,8 +758,13 @@ func (c *compiler) conditions(gen int64, rejected *problem, cr *compiledRoute) [
 		resolved.Message = strings.Join(msgs, "; ")
 	}
 	if rejected != nil || len(cr.dropped) == 0 {
+		pair := [2]metav1.Condition{accepted, resolved}
+		if out, ok := c.pairs.Get(pair); ok {
+			return out
+		}
 		out := c.conds.Take(2)
 		out[0], out[1] = accepted, resolved
+		c.pairs.Put(pair, out)
 		return out
 	}
 	out := c.conds.Take(3)

@@ -193,7 +193,7 @@ func (t *translation) incrementalState() *incremental {
 		}
 	}
 	byParent := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
-	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
+	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.Services))
 	for _, r := range res.HTTPRoutes {
 		key := nn(r.Namespace, r.Name)
 		parents, _ := routeListenerSets(r)
