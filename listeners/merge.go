@@ -85,13 +85,13 @@ type merger struct {
 	capacity int
 
 	// Backing store for the small slices of the result.
-	condSlab  slab.Slab[metav1.Condition]
+	condSlab slab.Slab[metav1.Condition]
 	// listenerConds and pairs share equal condition lists (see
 	// conditions.Shared).
 	listenerConds conditions.Shared[[4]metav1.Condition]
 	pairs         conditions.Shared[[2]metav1.Condition]
-	entrySlab slab.Slab[gwv1.ListenerEntryStatus]
-	certSlab  slab.Slab[types.NamespacedName]
+	entrySlab     slab.Slab[gwv1.ListenerEntryStatus]
+	certSlab      slab.Slab[types.NamespacedName]
 
 	// grants indexes ReferenceGrants by namespace, built on first use.
 	grants map[string][]*gwv1.ReferenceGrant
