@@ -11,7 +11,7 @@ const maxShared = 64
 // Shared hands out one slice for equal lists of conditions of one
 // translation. At 100,000 hostnames every ListenerSet's listener says the
 // same four conditions and every route the same two: one slice each instead
-// of 100,000 copies (about 77 MB). A shared slice is never written to:
+// of 100,000 copies (about 73 MB). A shared slice is never written to:
 // conditions are changed only through Set and Demote, which copy. A is an
 // array of conditions, such as [4]metav1.Condition.
 type Shared[A comparable] struct {

@@ -60,8 +60,8 @@ type decodedFile struct {
 
 // generation is an object's generation and the hash of the spec it was
 // given for. Half of specHash's SHA-256 is kept: it only tells a changed
-// spec from the same one, and the map of every object's state is 16 MB
-// smaller at 100,000 hostnames for it.
+// spec from the same one. With firstSeen in nanoseconds, the map of every
+// object's state went from 69 to 53 MB at 100,000 hostnames.
 type generation struct {
 	specHash [16]byte
 	value    int64
@@ -672,9 +672,9 @@ func unchanged(file string, prev *decodedFile) (fs.FileInfo, bool) {
 func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, error) {
 	loadTime := s.now().Truncate(time.Second)
 	paths := sortedKeys(changed)
-	// defined points into the files' documents: at 100,000 hostnames a map
-	// of Document values was 70 MB at the start's peak, and grown by
-	// doubling, twice that in garbage.
+	// defined points into the files' documents: a map of Document values
+	// copied 88 bytes per object (300,000 at 100,000 hostnames) while the
+	// start is at its peak, and again each time it grew.
 	n := 0
 	for _, d := range changed {
 		if d != nil {
