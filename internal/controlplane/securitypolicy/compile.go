@@ -1,0 +1,222 @@
+package securitypolicy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
+)
+
+// Reasons of a ResolvedRefs=False ancestor condition.
+const (
+	ReasonRefNotPermitted  = "RefNotPermitted"
+	ReasonInvalidReference = "InvalidReference"
+)
+
+// RefProblem says why a Secret a policy names cannot be used.
+type RefProblem struct {
+	Reason, Message string
+}
+
+// Secrets are the Secrets a policy can read, by namespace/name.
+type Secrets func(types.NamespacedName) *corev1.Secret
+
+// SecretRefs are the Secrets p names, in its own namespace unless the
+// reference says another.
+func (p *SecurityPolicy) SecretRefs() []types.NamespacedName {
+	var out []types.NamespacedName
+	add := func(ref gwv1.SecretObjectReference) {
+		ns := p.Namespace
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		if key := (types.NamespacedName{Namespace: ns, Name: string(ref.Name)}); !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
+	if a := p.Spec.APIKeyAuth; a != nil {
+		for _, ref := range a.CredentialRefs {
+			add(ref)
+		}
+	}
+	if b := p.Spec.BasicAuth; b != nil {
+		add(b.Users)
+	}
+	return out
+}
+
+// Granted reports whether a policy of namespace ns may read Secret
+// secret: one of its own namespace, or one a ReferenceGrant of the
+// Secret's namespace lets SecurityPolicies of ns read.
+func Granted(grants []*gwv1.ReferenceGrant, ns string, secret types.NamespacedName) bool {
+	if secret.Namespace == ns {
+		return true
+	}
+	for _, g := range grants {
+		if g == nil || g.Namespace != secret.Namespace {
+			continue
+		}
+		from := slices.ContainsFunc(g.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
+			return f.Group == Group && f.Kind == Kind && string(f.Namespace) == ns
+		})
+		if from && slices.ContainsFunc(g.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
+			return t.Group == "" && t.Kind == "Secret" && (t.Name == nil || string(*t.Name) == secret.Name)
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// Compile makes p the data plane's configuration. A Secret that cannot be
+// used gives a RefProblem and a Security that is Invalid: its rules
+// answer 500 rather than serve unguarded. p's spec must be valid.
+func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) (*config.Security, *RefProblem) {
+	out := &config.Security{Policy: p.Namespace + "/" + p.Name}
+	secret := func(ref gwv1.SecretObjectReference) (*corev1.Secret, types.NamespacedName, *RefProblem) {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			key.Namespace = string(*ref.Namespace)
+		}
+		if !Granted(grants, p.Namespace, key) {
+			return nil, key, &RefProblem{ReasonRefNotPermitted, fmt.Sprintf("Secret %s: no ReferenceGrant lets SecurityPolicies of namespace %s read it", key, p.Namespace)}
+		}
+		s := secrets(key)
+		if s == nil {
+			return nil, key, &RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s does not exist", key)}
+		}
+		return s, key, nil
+	}
+	fail := func(prob *RefProblem) (*config.Security, *RefProblem) {
+		return &config.Security{Policy: out.Policy, Invalid: prob.Message}, prob
+	}
+	if ca := p.Spec.ClientAddresses; ca != nil {
+		out.Addresses = &config.AddressList{Allow: prefixes(ca.Allow), Deny: prefixes(ca.Deny)}
+	}
+	if a := p.Spec.APIKeyAuth; a != nil {
+		keys := map[string]string{}
+		var names []string
+		for _, ref := range a.CredentialRefs {
+			s, key, prob := secret(ref)
+			if prob != nil {
+				return fail(prob)
+			}
+			if slices.Contains(names, key.String()) {
+				continue
+			}
+			names = append(names, key.String())
+			clients := slices.Sorted(func(yield func(string) bool) {
+				for c := range s.Data {
+					if !yield(c) {
+						return
+					}
+				}
+			})
+			for _, client := range clients {
+				k := strings.TrimSpace(string(s.Data[client]))
+				if k == "" {
+					return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s: the key of client %q is empty", key, client)})
+				}
+				if other, dup := keys[k]; dup && other != client {
+					return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s: clients %q and %q have the same key", key, other, client)})
+				}
+				keys[k] = client
+			}
+		}
+		if len(keys) == 0 {
+			return fail(&RefProblem{ReasonInvalidReference, "apiKeyAuth: the Secrets hold no key"})
+		}
+		header := ""
+		if h := a.ExtractFrom.Header; h != "" {
+			header = textproto.CanonicalMIMEHeaderKey(h)
+		}
+		out.APIKey = config.NewAPIKeyAuth(header, a.ExtractFrom.Query, names, keys)
+		out.APIKey.ClientIDHeader = canonicalOrEmpty(a.ForwardClientIDHeader)
+	}
+	if b := p.Spec.BasicAuth; b != nil {
+		s, key, prob := secret(b.Users)
+		if prob != nil {
+			return fail(prob)
+		}
+		data, ok := s.Data[HtpasswdKey]
+		if !ok {
+			return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s has no key %s", key, HtpasswdKey)})
+		}
+		users, err := ParseHtpasswd(data)
+		if err != nil {
+			return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s: %v", key, err)})
+		}
+		realm := b.Realm
+		if realm == "" {
+			realm = DefaultRealm
+		}
+		out.Basic = config.NewBasicAuth(realm, key.String(), users)
+		out.Basic.ForwardAuthorization = b.ForwardAuthorization
+		out.Basic.UsernameHeader = canonicalOrEmpty(b.ForwardUsernameHeader)
+	}
+	return out, nil
+}
+
+func canonicalOrEmpty(h string) string {
+	if h == "" {
+		return ""
+	}
+	return textproto.CanonicalMIMEHeaderKey(h)
+}
+
+func prefixes(list []string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ParseHtpasswd reads an htpasswd file: "user:hash" lines, blank lines and
+// "#" comments ignored. Only bcrypt ("$2a$", "$2b$", "$2y$") and "{SHA}"
+// hashes are taken: MD5-crypt, crypt(3) and plain text are refused, so
+// that no weak or unsupported hash silently locks a user out or lets one
+// in. Errors name the line, never its content.
+func ParseHtpasswd(data []byte) (map[string]string, error) {
+	users := map[string]string{}
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		user, hash, ok := strings.Cut(string(line), ":")
+		switch {
+		case !ok || user == "":
+			return nil, fmt.Errorf("%s line %d: not user:hash", HtpasswdKey, i+1)
+		case !supportedHash(hash):
+			return nil, fmt.Errorf("%s line %d: only bcrypt ($2y$) and {SHA} hashes are supported", HtpasswdKey, i+1)
+		}
+		if _, dup := users[user]; dup {
+			return nil, fmt.Errorf("%s line %d: user %q appears twice", HtpasswdKey, i+1, user)
+		}
+		users[user] = hash
+	}
+	if len(users) == 0 {
+		return nil, fmt.Errorf("%s has no user", HtpasswdKey)
+	}
+	return users, nil
+}
+
+func supportedHash(h string) bool {
+	if rest, ok := strings.CutPrefix(h, "{SHA}"); ok {
+		sum, err := base64.StdEncoding.DecodeString(rest)
+		return err == nil && len(sum) == 20
+	}
+	return len(h) == 60 && (strings.HasPrefix(h, "$2a$") || strings.HasPrefix(h, "$2b$") || strings.HasPrefix(h, "$2y$"))
+}
