@@ -88,6 +88,11 @@ type BasicAuth struct {
 	ForwardUsernameHeader string `json:"forwardUsernameHeader,omitempty"`
 }
 
+// SecretLabel is the label a Secret a SecurityPolicy reads must carry
+// in a cluster (any value): Portico watches only those of the Secrets
+// that are not TLS certificates.
+const SecretLabel = "portico.dev/credentials"
+
 // HtpasswdKey is the key of a basic-auth Secret that holds the users.
 const HtpasswdKey = ".htpasswd"
 
