@@ -123,7 +123,7 @@ type securityObserver struct {
 }
 
 func (o *securityObserver) ObserveRequest(string, int, string, time.Duration) {}
-func (o *securityObserver) ObserveGRPC(string, int)                             {}
+func (o *securityObserver) ObserveGRPC(string, int)                           {}
 func (o *securityObserver) ObserveSecurity(mechanism, result string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
