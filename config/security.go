@@ -3,6 +3,9 @@ package config
 import (
 	"crypto/sha256"
 	"net/netip"
+	"time"
+
+	"portico.dev/portico/internal/shared/jose"
 )
 
 // Security is what a SecurityPolicy asks of a rule's requests before any
@@ -23,7 +26,72 @@ type Security struct {
 	APIKey *APIKeyAuth
 	// Basic asks for a user and password of an htpasswd file.
 	Basic *BasicAuth
+	// JWT asks for a bearer token of one of its providers.
+	JWT *JWTAuth
 }
+
+// JWTAuth asks for a JSON Web Token in "Authorization: Bearer", signed by
+// one of Providers (picked by the token's "iss"), and, once it verifies,
+// for its claims and scopes: 401 when the token does not verify, 403
+// when it lacks a claim or scope.
+type JWTAuth struct {
+	Providers []*JWTProvider
+	// RequiredClaims: each must hold one of its values (a string claim
+	// equal to one, an array claim containing one).
+	RequiredClaims []RequiredClaim
+	// RequiredScopes must all be in the token's "scope" (space-separated)
+	// or "scp" claim.
+	RequiredScopes []string
+	// ForwardToken keeps the Authorization header for the backend; by
+	// default it is removed.
+	ForwardToken bool
+}
+
+// RequiredClaim is a claim that must hold one of Values.
+type RequiredClaim struct {
+	Name   string
+	Values []string
+}
+
+// JWTProvider is an issuer and the keys its tokens are verified with:
+// a JWKS of the configuration (LocalKeys) or fetched from RemoteJWKS.
+type JWTProvider struct {
+	Name   string
+	Issuer string
+	// Audiences: the token's "aud" must hold one; none: not checked.
+	Audiences []string
+	// RemoteJWKS is the URI of the issuer's JWKS; CacheDuration how long
+	// a fetched set is used before it is fetched again (served while the
+	// issuer does not answer).
+	RemoteJWKS    string
+	CacheDuration time.Duration
+	// Keys is how many keys a local JWKS has.
+	Keys int
+	// ClockSkew is tolerated on "exp" and "nbf".
+	ClockSkew time.Duration
+	// ClaimToHeaders are request headers set from claims (any the client
+	// sent of those names removed).
+	ClaimToHeaders []ClaimHeader
+	// ID names the provider's verified tokens in the data plane's cache:
+	// the same for the same issuer, keys, audiences and skew.
+	ID    string
+	local *jose.KeySet
+}
+
+// ClaimHeader sets Header to the value of Claim.
+type ClaimHeader struct {
+	Claim, Header string
+}
+
+// SetLocalKeys makes set the provider's keys.
+func (p *JWTProvider) SetLocalKeys(set *jose.KeySet) {
+	p.local = set
+	p.Keys = len(set.Keys)
+}
+
+// LocalKeys is the provider's JWKS of the configuration, nil when it
+// fetches one.
+func (p *JWTProvider) LocalKeys() *jose.KeySet { return p.local }
 
 // AddressList decides by the client's address: one a Deny prefix holds
 // is refused; with Allow set, one no Allow prefix holds is refused.

@@ -69,7 +69,7 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 
 	for _, tc := range []struct{ spec, refusal string }{
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]}`,
-			"one of clientAddresses, apiKeyAuth, basicAuth is required"},
+			"one of clientAddresses, apiKeyAuth, basicAuth, jwt is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientAddresses: {allow: [10.0.0.0/8]}}`,
 			"sectionName names a rule of an HTTPRoute or GRPCRoute only"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], clientAddresses: {allow: [10.0.0.0/33]}}`,
@@ -79,6 +79,12 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Service, name: web}], clientAddresses: {deny: [10.0.0.1]}}`,
 			"Unsupported value"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: u}, realm: 'a"b'}}`,
+			"should match"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: u}}, jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}}]}}`,
+			"basicAuth and jwt both read the Authorization header"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}, localJWKS: {inline: "{}"}}]}}`,
+			"exactly one of remoteJWKS and localJWKS is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "ftp://i/jwks"}}]}}`,
 			"should match"},
 	} {
 		err := create("refused", tc.spec)
@@ -122,6 +128,9 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	}
 	if err := create("guard", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: users}}}`); err != nil {
 		t.Fatal(err)
+	}
+	if err := create("tokens", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], jwt: {providers: [{name: idp, issuer: "https://idp.example", audiences: [api], remoteJWKS: {uri: "https://idp.example/jwks", cacheDuration: 10m}, claimToHeaders: [{header: X-Sub, claim: sub}], clockSkew: 1m}], requiredScopes: [read]}}`); err != nil {
+		t.Fatalf("a valid jwt policy was refused: %v", err)
 	}
 	if err := create("unseen", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], basicAuth: {users: {name: unlabelled}}}`); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 
 // SecurityObserver, when Options.Observer implements it, counts the
 // decisions of SecurityPolicies: mechanism is one of "address", "api_key",
-// "basic", "policy"; result one of the security* results below. Both are
+// "basic", "jwt", "policy"; result one of the security* results below. Both are
 // from fixed sets, whatever the client sends.
 type SecurityObserver interface {
 	ObserveSecurity(mechanism, result string)
@@ -85,6 +85,10 @@ type guard struct {
 	// once, for the tests that attack these bounds.
 	hashed        atomic.Int64
 	running, peak atomic.Int32
+	// tokens holds JWTs verified lately (jwt.go), jwks the remote key
+	// sets.
+	tokens tokenCache
+	jwks   *jwksStore
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {
@@ -92,6 +96,7 @@ func newGuard(opts Options, log *zap.Logger) *guard {
 	g.observe, _ = opts.Observer.(SecurityObserver)
 	g.verified.entries = map[[sha256.Size]byte]time.Time{}
 	g.failures.clients = map[netip.Addr]*failureBucket{}
+	g.jwks = newJWKSStore(log)
 	return g
 }
 
@@ -117,6 +122,9 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Securi
 		return false
 	}
 	if b := sec.Basic; b != nil && !g.basic(w, r, b) {
+		return false
+	}
+	if j := sec.JWT; j != nil && !g.jwt(w, r, j) {
 		return false
 	}
 	return true

@@ -2,18 +2,22 @@ package securitypolicy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"net/textproto"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/shared/jose"
 )
 
 // Reasons of a ResolvedRefs=False ancestor condition.
@@ -50,6 +54,13 @@ func (p *SecurityPolicy) SecretRefs() []types.NamespacedName {
 	}
 	if b := p.Spec.BasicAuth; b != nil {
 		add(b.Users)
+	}
+	if j := p.Spec.JWT; j != nil {
+		for _, pr := range j.Providers {
+			if pr.LocalJWKS != nil && pr.LocalJWKS.SecretRef != nil {
+				add(*pr.LocalJWKS.SecretRef)
+			}
+		}
 	}
 	return out
 }
@@ -163,8 +174,65 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 		out.Basic.ForwardAuthorization = b.ForwardAuthorization
 		out.Basic.UsernameHeader = canonicalOrEmpty(b.ForwardUsernameHeader)
 	}
+	if j := p.Spec.JWT; j != nil {
+		out.JWT = &config.JWTAuth{RequiredScopes: j.RequiredScopes, ForwardToken: j.ForwardToken}
+		for _, c := range j.RequiredClaims {
+			out.JWT.RequiredClaims = append(out.JWT.RequiredClaims, config.RequiredClaim{Name: c.Name, Values: c.Values})
+		}
+		for _, pr := range j.Providers {
+			cp := &config.JWTProvider{Name: pr.Name, Issuer: pr.Issuer, Audiences: pr.Audiences, ClockSkew: DefaultClockSkew}
+			if pr.ClockSkew != nil {
+				cp.ClockSkew, _ = time.ParseDuration(string(*pr.ClockSkew))
+			}
+			for _, c := range pr.ClaimToHeaders {
+				cp.ClaimToHeaders = append(cp.ClaimToHeaders, config.ClaimHeader{Claim: c.Claim, Header: textproto.CanonicalMIMEHeaderKey(c.Header)})
+			}
+			if r := pr.RemoteJWKS; r != nil {
+				cp.RemoteJWKS, cp.CacheDuration = r.URI, DefaultJWKSCacheDuration
+				if r.CacheDuration != nil {
+					cp.CacheDuration, _ = time.ParseDuration(string(*r.CacheDuration))
+				}
+				cp.ID = providerID(cp, r.URI)
+			} else {
+				data := []byte(pr.LocalJWKS.Inline)
+				where := "localJWKS.inline"
+				if ref := pr.LocalJWKS.SecretRef; ref != nil {
+					s, key, prob := secret(*ref)
+					if prob != nil {
+						return fail(prob)
+					}
+					where = "Secret " + key.String()
+					var ok bool
+					if data, ok = s.Data[JWKSKey]; !ok {
+						return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("Secret %s has no key %s", key, JWKSKey)})
+					}
+				}
+				set, err := jose.ParseKeySet(data)
+				if err != nil {
+					return fail(&RefProblem{ReasonInvalidReference, fmt.Sprintf("provider %s: %s: %v", pr.Name, where, err)})
+				}
+				cp.SetLocalKeys(set)
+				sum := sha256.Sum256(data)
+				cp.ID = providerID(cp, hex.EncodeToString(sum[:8]))
+			}
+			out.JWT.Providers = append(out.JWT.Providers, cp)
+		}
+	}
 	return out, nil
 }
+
+// providerID names what a token verified by p was checked against (its
+// issuer, keys, audiences and skew): the data plane takes a token it
+// verified before only for a provider of the same ID.
+func providerID(p *config.JWTProvider, keys string) string {
+	return fmt.Sprintf("%s %s aud=%s skew=%s", p.Issuer, keys, strings.Join(p.Audiences, ","), p.ClockSkew)
+}
+
+// Defaults of a JWT provider.
+const (
+	DefaultClockSkew         = 30 * time.Second
+	DefaultJWKSCacheDuration = 5 * time.Minute
+)
 
 func canonicalOrEmpty(h string) string {
 	if h == "" {

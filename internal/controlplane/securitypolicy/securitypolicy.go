@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,6 +65,64 @@ type Spec struct {
 	APIKeyAuth *APIKeyAuth `json:"apiKeyAuth,omitempty"`
 	// BasicAuth asks for a user and password (RFC 7617).
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
+	// JWT asks for a bearer token of one of its providers.
+	JWT *JWT `json:"jwt,omitempty"`
+}
+
+// JWT asks for a JSON Web Token ("Authorization: Bearer") that one of its
+// providers signed (RS*, PS*, ES*, EdDSA), and for claims and scopes.
+type JWT struct {
+	Providers []JWTProvider `json:"providers"`
+	// RequiredClaims must each hold one of their values.
+	RequiredClaims []RequiredClaim `json:"requiredClaims,omitempty"`
+	// RequiredScopes must all be in the token's "scope" or "scp".
+	RequiredScopes []string `json:"requiredScopes,omitempty"`
+	// ForwardToken sends the Authorization header on to the backend; by
+	// default it is removed.
+	ForwardToken bool `json:"forwardToken,omitempty"`
+}
+
+// RequiredClaim is a top-level claim that must hold one of Values.
+type RequiredClaim struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// JWTProvider is an issuer with its keys: remoteJWKS or localJWKS.
+type JWTProvider struct {
+	Name      string   `json:"name"`
+	Issuer    string   `json:"issuer"`
+	Audiences []string `json:"audiences,omitempty"`
+	// RemoteJWKS is fetched (and refetched after cacheDuration, default
+	// 5m; at once, at most every 10s, for a key ID it lacks).
+	RemoteJWKS *RemoteJWKS `json:"remoteJWKS,omitempty"`
+	// LocalJWKS is a JWKS inline or in a Secret (key "jwks").
+	LocalJWKS *LocalJWKS `json:"localJWKS,omitempty"`
+	// ClaimToHeaders set request headers from claims.
+	ClaimToHeaders []ClaimToHeader `json:"claimToHeaders,omitempty"`
+	// ClockSkew tolerated on exp and nbf; default 30s.
+	ClockSkew *gwv1.Duration `json:"clockSkew,omitempty"`
+}
+
+// RemoteJWKS is the issuer's JWKS URI (http or https).
+type RemoteJWKS struct {
+	URI           string         `json:"uri"`
+	CacheDuration *gwv1.Duration `json:"cacheDuration,omitempty"`
+}
+
+// LocalJWKS is a JWKS: inline, or the key "jwks" of a Secret.
+type LocalJWKS struct {
+	Inline    string                      `json:"inline,omitempty"`
+	SecretRef *gwv1.SecretObjectReference `json:"secretRef,omitempty"`
+}
+
+// JWKSKey is the key of a Secret that holds a local JWKS.
+const JWKSKey = "jwks"
+
+// ClaimToHeader sets a header from a claim.
+type ClaimToHeader struct {
+	Header string `json:"header"`
+	Claim  string `json:"claim"`
 }
 
 // ClientAddresses are CIDRs (or single addresses) of clients: one that
@@ -145,8 +205,14 @@ func (s *Spec) Validate() error {
 			add("%s.name: required", at)
 		}
 	}
-	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil {
-		add("spec: one of clientAddresses, apiKeyAuth, basicAuth is required")
+	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil {
+		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt is required")
+	}
+	if j := s.JWT; j != nil {
+		errs = append(errs, j.validate()...)
+		if s.BasicAuth != nil {
+			add("spec: basicAuth and jwt both read the Authorization header; set one")
+		}
 	}
 	if ca := s.ClientAddresses; ca != nil {
 		if len(ca.Allow) == 0 && len(ca.Deny) == 0 {
@@ -281,3 +347,72 @@ func (p *SecurityPolicy) DeepCopy() *SecurityPolicy {
 
 // DeepCopyObject makes SecurityPolicy a runtime.Object.
 func (p *SecurityPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }
+
+// MaxProviders bounds a policy's JWT providers.
+const MaxProviders = 4
+
+func (j *JWT) validate() []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(j.Providers) == 0 || len(j.Providers) > MaxProviders {
+		add("spec.jwt.providers: between 1 and %d are needed, not %d", MaxProviders, len(j.Providers))
+	}
+	issuers := map[string]bool{}
+	for i, p := range j.Providers {
+		at := fmt.Sprintf("spec.jwt.providers[%d]", i)
+		if p.Name == "" {
+			add("%s.name: required", at)
+		}
+		if p.Issuer == "" {
+			add("%s.issuer: required", at)
+		} else if issuers[p.Issuer] {
+			add("%s.issuer: %q is the issuer of another provider", at, p.Issuer)
+		}
+		issuers[p.Issuer] = true
+		switch {
+		case (p.RemoteJWKS == nil) == (p.LocalJWKS == nil):
+			add("%s: exactly one of remoteJWKS and localJWKS is required", at)
+		case p.RemoteJWKS != nil:
+			u, err := url.Parse(p.RemoteJWKS.URI)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				add("%s.remoteJWKS.uri: %q is not an http(s) URI", at, p.RemoteJWKS.URI)
+			}
+			if d := p.RemoteJWKS.CacheDuration; d != nil {
+				if v, err := time.ParseDuration(string(*d)); err != nil || v < time.Second || v > 24*time.Hour {
+					add("%s.remoteJWKS.cacheDuration: %q is not between 1s and 24h", at, *d)
+				}
+			}
+		default:
+			l := p.LocalJWKS
+			if (l.Inline == "") == (l.SecretRef == nil) {
+				add("%s.localJWKS: exactly one of inline and secretRef is required", at)
+			}
+			if l.SecretRef != nil {
+				if msg := secretRefProblem(*l.SecretRef); msg != "" {
+					add("%s.localJWKS.secretRef: %s", at, msg)
+				}
+			}
+		}
+		if d := p.ClockSkew; d != nil {
+			if v, err := time.ParseDuration(string(*d)); err != nil || v < 0 || v > 10*time.Minute {
+				add("%s.clockSkew: %q is not between 0s and 10m", at, *d)
+			}
+		}
+		for k, c := range p.ClaimToHeaders {
+			if c.Claim == "" || !isHeaderName(c.Header) {
+				add("%s.claimToHeaders[%d]: a claim and a header name are required", at, k)
+			}
+		}
+	}
+	for i, c := range j.RequiredClaims {
+		if c.Name == "" || len(c.Values) == 0 {
+			add("spec.jwt.requiredClaims[%d]: a name and values are required", i)
+		}
+	}
+	for i, s := range j.RequiredScopes {
+		if s == "" || strings.ContainsAny(s, " \t") {
+			add("spec.jwt.requiredScopes[%d]: %q is not a scope", i, s)
+		}
+	}
+	return errs
+}
