@@ -86,7 +86,9 @@ func ParseKeySet(data []byte) (*KeySet, error) {
 	return set, nil
 }
 
-func b64(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "=")) }
+func b64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
 
 func (k *jwk) public() (crypto.PublicKey, error) {
 	switch k.Kty {
