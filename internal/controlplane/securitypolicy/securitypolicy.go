@@ -1,8 +1,8 @@
 // Package securitypolicy holds SecurityPolicy (group portico.dev),
 // Portico's policy of who may reach what it targets: client address
-// lists, API keys and HTTP Basic authentication, attached by GEP-713
-// targetRefs to Gateways, ListenerSets, HTTPRoutes and GRPCRoutes (or one
-// of their rules by sectionName). It defines the object, the rules its
+// lists, API keys, HTTP Basic authentication and JSON Web Tokens, attached
+// by GEP-713 targetRefs to Gateways, ListenerSets, HTTPRoutes and
+// GRPCRoutes (or one of their rules by sectionName). It defines the object, the rules its
 // CRD's schema states (checked again here for objects that reach
 // translate without an API server) and how the Secrets it names become
 // the data plane's configuration; which policy applies where is decided
@@ -56,7 +56,7 @@ type SecurityPolicy struct {
 // Spec is what a SecurityPolicy asks. The most specific policy that
 // applies to a request's rule applies whole: the rule's, then its
 // route's, its ListenerSet's, its Gateway's. Every mechanism it sets must
-// pass, in the order clientAddresses, apiKeyAuth, basicAuth.
+// pass, in the order clientAddresses, apiKeyAuth, basicAuth, jwt.
 type Spec struct {
 	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
 	// ClientAddresses allows and denies by the client's address.

@@ -162,7 +162,7 @@ var (
 	ErrMalformed   = errors.New("token is malformed")
 	ErrAlgorithm   = errors.New("token's algorithm is not accepted")
 	ErrUnknownKey  = errors.New("no key of the set matches the token")
-	ErrBadSigature = errors.New("token's signature does not verify")
+	ErrBadSignature = errors.New("token's signature does not verify")
 )
 
 // Parse splits and decodes a compact JWS without verifying it.
@@ -240,7 +240,7 @@ func (t *Token) Verify(set *KeySet) error {
 	if !tried {
 		return ErrUnknownKey
 	}
-	return ErrBadSigature
+	return ErrBadSignature
 }
 
 func (a algorithm) fits(pub crypto.PublicKey) bool {

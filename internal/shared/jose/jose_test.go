@@ -110,7 +110,7 @@ func TestVerifyEveryAlgorithm(t *testing.T) {
 			t.Errorf("%s: %v", alg, err)
 		}
 		tok.sig[len(tok.sig)/2] ^= 1
-		if err := tok.Verify(ks); !errors.Is(err, ErrBadSigature) {
+		if err := tok.Verify(ks); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("%s with a flipped bit: %v", alg, err)
 		}
 	}
