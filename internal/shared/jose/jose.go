@@ -159,9 +159,9 @@ type Token struct {
 
 // Errors of Parse and Verify.
 var (
-	ErrMalformed   = errors.New("token is malformed")
-	ErrAlgorithm   = errors.New("token's algorithm is not accepted")
-	ErrUnknownKey  = errors.New("no key of the set matches the token")
+	ErrMalformed    = errors.New("token is malformed")
+	ErrAlgorithm    = errors.New("token's algorithm is not accepted")
+	ErrUnknownKey   = errors.New("no key of the set matches the token")
 	ErrBadSignature = errors.New("token's signature does not verify")
 )
 
