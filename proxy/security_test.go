@@ -557,3 +557,49 @@ func mustPrefixes(t *testing.T, list ...string) []netip.Prefix {
 	}
 	return out
 }
+
+// TestSecurityOverHTTP2: the same checks guard HTTP/2 (h2c) requests: a
+// missing credential is a 401 with the challenge, a gRPC call gets
+// UNAUTHENTICATED in the gRPC form (HTTP 200, grpc-status 16) and a
+// refused address PERMISSION_DENIED, none reaching the backend; the right
+// credential passes without its Authorization header.
+func TestSecurityOverHTTP2(t *testing.T) {
+	b := config.NewBasicAuth("r", "ns/users", map[string]string{"bob": shaHash("bob-pw")})
+	g := startGuarded(t, &config.Security{Basic: b})
+	c := h2cClient()
+	send := func(g *guarded, h http.Header) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/svc/Method", strings.NewReader(""))
+		req.Header = h
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("answered over %s", resp.Proto)
+		}
+		return resp
+	}
+	if resp := send(g, http.Header{}); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("Www-Authenticate"), "Basic ") {
+		t.Errorf("no credentials over HTTP/2: %d %q", resp.StatusCode, resp.Header.Get("Www-Authenticate"))
+	}
+	if resp := send(g, http.Header{"Content-Type": {"application/grpc"}}); resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "16" {
+		t.Errorf("gRPC call without credentials: %d grpc-status %q, want 200 and 16", resp.StatusCode, resp.Header.Get("Grpc-Status"))
+	}
+	if n := len(g.backend.requests()); n != 0 {
+		t.Fatalf("the backend got %d refused requests", n)
+	}
+	cred := basicHeader("bob", "bob-pw")
+	if resp := send(g, http.Header{cred[0]: {cred[1]}}); resp.StatusCode != 200 {
+		t.Errorf("right credentials over HTTP/2: %d", resp.StatusCode)
+	}
+	if seen := g.backend.last(t); strings.Contains(seen, "Authorization") {
+		t.Errorf("the Authorization header reached the backend:\n%s", seen)
+	}
+	denied := startGuarded(t, &config.Security{Addresses: &config.AddressList{Deny: mustPrefixes(t, "127.0.0.0/8")}})
+	if resp := send(denied, http.Header{"Content-Type": {"application/grpc"}}); resp.Header.Get("Grpc-Status") != "7" {
+		t.Errorf("gRPC call from a denied address: grpc-status %q, want 7", resp.Header.Get("Grpc-Status"))
+	}
+}
