@@ -603,3 +603,35 @@ func TestSecurityOverHTTP2(t *testing.T) {
 		t.Errorf("gRPC call from a denied address: grpc-status %q, want 7", resp.Header.Get("Grpc-Status"))
 	}
 }
+
+// TestAttackAPIKeyHeaderCasing: the key header sent in other casings, on
+// a raw HTTP/1.1 connection, is found and removed whatever its case (two
+// copies in two casings are a 400): the backend never gets it.
+func TestAttackAPIKeyHeaderCasing(t *testing.T) {
+	k := config.NewAPIKeyAuth("X-Api-Key", "", nil, map[string]string{"key-of-ci-0123456789": "ci"})
+	g := startGuarded(t, &config.Security{APIKey: k})
+	addr := strings.TrimPrefix(g.url, "http://")
+	for headers, want := range map[string]string{
+		"x-api-key: key-of-ci-0123456789\r\n": "HTTP/1.1 200 OK",
+		"X-API-KEY: key-of-ci-0123456789\r\n": "HTTP/1.1 200 OK",
+		// Two copies of the header, one per casing: refused, sent nowhere.
+		"x-Api-kEY: key-of-ci-0123456789\r\nX-Api-Key: key-of-ci-0123456789\r\n": "HTTP/1.1 400 Bad Request",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", headers)
+		answer, _ := io.ReadAll(c)
+		c.Close()
+		status, _, _ := strings.Cut(string(answer), "\r\n")
+		if status != want {
+			t.Errorf("%q: %s, want %s", headers, status, want)
+		}
+	}
+	for _, seen := range g.backend.requests() {
+		if strings.Contains(seen, "key-of-ci") || strings.Contains(strings.ToLower(seen), "x-api-key") {
+			t.Errorf("the key reached the backend:\n%s", seen)
+		}
+	}
+}
