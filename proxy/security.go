@@ -89,6 +89,8 @@ type guard struct {
 	// sets.
 	tokens tokenCache
 	jwks   *jwksStore
+	// refusals limits the log lines of policies that cannot be enforced.
+	refusals logLimiter
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {
@@ -105,6 +107,9 @@ func newGuard(opts Options, log *zap.Logger) *guard {
 // False: it was answered.
 func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Security) bool {
 	if sec.Invalid != "" {
+		if g.log != nil && g.refusals.first(sec.Policy+"\x00"+sec.Invalid, time.Now()) {
+			g.log.Warn("request refused: its SecurityPolicy cannot be enforced", zap.String("policy", sec.Policy), zap.String("reason", sec.Invalid))
+		}
 		g.note(w, "policy", securityInvalid)
 		writeErrorFor(w, r, http.StatusInternalServerError)
 		return false
