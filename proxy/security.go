@@ -158,8 +158,6 @@ func (g *guard) refuse(w http.ResponseWriter, r *http.Request, code int, challen
 			status = grpcUnauthenticated
 		case http.StatusForbidden:
 			status = grpcPermissionDenied
-		case http.StatusTooManyRequests:
-			status = grpcUnavailable
 		}
 		writeGRPCError(w, status, http.StatusText(code))
 		return
