@@ -257,7 +257,7 @@ func (c *compiler) run() Output {
 			c.attachedBy[h.l.slot] = order + 1
 			attached[h.l.slot]++
 			hasTable[h.l.slot] = true
-			all = addCandidates(all, cr, h, order, c.in.Traffic)
+			all = addCandidates(all, cr, h, order, c.in.Traffic, c.in.Security)
 		}
 	}
 
@@ -410,12 +410,12 @@ func (c *compiler) dropMixedKinds(cr *compiledRoute, mark int) *problem {
 
 // addCandidates adds every match of a route's servable rules, under each
 // hostname it serves on the listener of h.
-func addCandidates(all []placed, cr *compiledRoute, h hit, order int, traffic trafficFunc) []placed {
+func addCandidates(all []placed, cr *compiledRoute, h hit, order int, traffic trafficFunc, security securityFunc) []placed {
 	for _, cru := range cr.rules {
 		if cru.matches == nil {
 			continue
 		}
-		rule := cru.forListener(h.l.Listener, cr, traffic)
+		rule := cru.forListener(h.l.Listener, cr, traffic, security)
 		for _, host := range h.hosts {
 			for mi, m := range cru.matches {
 				all = append(all, placed{slot: h.l.slot, HostCandidate: config.HostCandidate{
@@ -921,19 +921,27 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 // trafficFunc is Input.Traffic.
 type trafficFunc = func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) config.RuleTraffic
 
+// securityFunc is Input.Security.
+type securityFunc = func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) *config.Security
+
 // forListener returns the rule of route as served on listener l: a copy
 // of its own when its filters or its traffic policies depend on the
 // listener.
-func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic trafficFunc) *config.Rule {
+func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic trafficFunc, security securityFunc) *config.Rule {
 	var tr config.RuleTraffic
 	if traffic != nil {
 		tr = traffic(l, route.kind, route.nn, cr.rule.Name)
 	}
-	if !cr.perListener && tr == (config.RuleTraffic{}) {
+	var sec *config.Security
+	if security != nil {
+		sec = security(l, route.kind, route.nn, cr.rule.Name)
+	}
+	if !cr.perListener && tr == (config.RuleTraffic{}) && sec == nil {
 		return cr.rule
 	}
 	r := *cr.rule
 	r.LB, r.Outlier = tr.LB, tr.Outlier
+	r.Security = sec
 	if !cr.perListener {
 		return &r
 	}

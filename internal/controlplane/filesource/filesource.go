@@ -29,6 +29,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
@@ -884,6 +885,8 @@ func kindOf(obj metav1.Object) string {
 		return parameters.Kind
 	case *trafficpolicy.BackendTrafficPolicy:
 		return trafficpolicy.Kind
+	case *securitypolicy.SecurityPolicy:
+		return securitypolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }
