@@ -76,6 +76,9 @@ type trackedConn struct {
 	limit          *connLimit
 	// client is the address the connection counts against in limit.
 	client netip.Addr
+	// remote is the client's address a PROXY protocol header gave; nil
+	// without one. Set before the connection is served.
+	remote net.Addr
 	closed atomic.Bool
 }
 

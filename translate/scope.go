@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/listeners"
@@ -78,6 +79,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	}
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
+	scopeClientPolicies(res, out, gw)
 	specOnly(out)
 	return out
 }
@@ -97,6 +99,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.ClientPolicies, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -285,4 +288,25 @@ func refNamespace(own string, ref *gwv1.Namespace) string {
 		return string(*ref)
 	}
 	return own
+}
+
+// scopeClientPolicies adds the ClientTrafficPolicies that target the
+// Gateway or its ListenerSets; every policy contending for one of those
+// targets is then in scope too, so the same one wins.
+func scopeClientPolicies(res, out *snapshot.Resources, gw types.NamespacedName) {
+	if len(res.ClientPolicies) == 0 {
+		return
+	}
+	in := map[string]bool{"Gateway/" + gw.String(): true}
+	for _, ls := range out.ListenerSets {
+		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
+	}
+	for _, p := range res.ClientPolicies {
+		for _, t := range p.Spec.TargetRefs {
+			if in[string(t.Kind)+"/"+nn(p.Namespace, string(t.Name)).String()] {
+				out.ClientPolicies = append(out.ClientPolicies, p)
+				break
+			}
+		}
+	}
 }

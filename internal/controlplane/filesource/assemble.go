@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -54,6 +55,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		Parameters:         joined(s, touched, last.Parameters, func(r *snapshot.Resources) []*parameters.PorticoParameters { return r.Parameters }),
 		TrafficPolicies: joined(s, touched, last.TrafficPolicies, func(r *snapshot.Resources) []*trafficpolicy.BackendTrafficPolicy {
 			return r.TrafficPolicies
+		}),
+		ClientPolicies: joined(s, touched, last.ClientPolicies, func(r *snapshot.Resources) []*clientpolicy.ClientTrafficPolicy {
+			return r.ClientPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -201,5 +205,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.Parameters = append(res.Parameters, o)
 	case *trafficpolicy.BackendTrafficPolicy:
 		res.TrafficPolicies = append(res.TrafficPolicies, o)
+	case *clientpolicy.ClientTrafficPolicy:
+		res.ClientPolicies = append(res.ClientPolicies, o)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
@@ -106,6 +107,9 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		// Like PorticoParameters: checked where it is used
 		// (trafficpolicy.Spec.Validate), and refused there with a status.
 		return &trafficpolicy.BackendTrafficPolicy{}, nil
+	case clientpolicy.APIVersion + "/" + clientpolicy.Kind:
+		// Like BackendTrafficPolicy: checked where it is used.
+		return &clientpolicy.ClientTrafficPolicy{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -867,6 +868,8 @@ func kindOf(obj metav1.Object) string {
 		return parameters.Kind
 	case *trafficpolicy.BackendTrafficPolicy:
 		return trafficpolicy.Kind
+	case *clientpolicy.ClientTrafficPolicy:
+		return clientpolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

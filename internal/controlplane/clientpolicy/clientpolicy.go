@@ -1,0 +1,229 @@
+// Package clientpolicy holds ClientTrafficPolicy (group portico.dev),
+// Portico's policy of how clients reach a Gateway, attached by GEP-713
+// targetRefs to Gateways and ListenerSets, or one of their listeners by
+// sectionName: how the client's address is found (X-Forwarded-For from
+// trusted proxies, a header of its own, the PROXY protocol). It defines
+// the object and the rules its CRD's schema states, checked again here for
+// objects that reach translate without an API server (standalone files);
+// which policy applies where is decided by translate.
+package clientpolicy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/config"
+)
+
+// Group, Version and Kind of ClientTrafficPolicy.
+const (
+	Group   = "portico.dev"
+	Version = "v1alpha1"
+	Kind    = "ClientTrafficPolicy"
+	// APIVersion is Group/Version.
+	APIVersion = Group + "/" + Version
+	// Resource is its plural, as the API serves it.
+	Resource = "clienttrafficpolicies"
+)
+
+// Bounds the CRD states.
+const (
+	MaxTargets     = 16
+	MaxCIDRs       = 32
+	MaxTrustedHops = 32
+)
+
+// ClientTrafficPolicy says how clients reach the listeners it targets.
+type ClientTrafficPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec `json:"spec"`
+	// Status has one entry per ancestor (GEP-713): the Gateway of each
+	// target, or the target itself when it does not exist.
+	Status gwv1.PolicyStatus `json:"status,omitempty"`
+}
+
+// Spec is what a ClientTrafficPolicy sets. Each section set by several
+// policies that apply to a listener comes from the most specific of them:
+// the listener's own (sectionName), its ListenerSet's, its Gateway's.
+type Spec struct {
+	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
+	// ClientIPDetection says where the client's address comes from when
+	// proxies stand in front. Unset: the connection's peer (or what its
+	// PROXY protocol header says).
+	ClientIPDetection *ClientIPDetection `json:"clientIPDetection,omitempty"`
+	// ProxyProtocol reads a PROXY protocol header (v1 or v2) at the start
+	// of each connection, before TLS. It is a setting of the port: the
+	// listeners sharing a port share the first of theirs.
+	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty"`
+}
+
+// ClientIPDetection: exactly one of xForwardedFor and customHeader.
+type ClientIPDetection struct {
+	XForwardedFor *XForwardedFor `json:"xForwardedFor,omitempty"`
+	CustomHeader  *CustomHeader  `json:"customHeader,omitempty"`
+}
+
+// XForwardedFor: exactly one of numTrustedHops and trustedCIDRs.
+type XForwardedFor struct {
+	// NumTrustedHops is how many proxies in front are trusted: the client
+	// is that many entries from the right of X-Forwarded-For.
+	NumTrustedHops *int32 `json:"numTrustedHops,omitempty"`
+	// TrustedCIDRs are the proxies trusted to append to X-Forwarded-For:
+	// read from the right while the addresses are theirs, from a peer
+	// that is one of them.
+	TrustedCIDRs []string `json:"trustedCIDRs,omitempty"`
+}
+
+// CustomHeader is a header a proxy in front sets to the client's address.
+type CustomHeader struct {
+	Name string `json:"name"`
+	// FailClosed refuses (403) a request without a valid address in the
+	// header; otherwise it is taken as from its peer.
+	FailClosed bool `json:"failClosed,omitempty"`
+}
+
+// ProxyProtocol is the PROXY protocol of a listener's port.
+type ProxyProtocol struct {
+	// Optional serves connections without a header as from their peer.
+	Optional bool `json:"optional,omitempty"`
+	// TrustedCIDRs are the peers allowed to send a header; unset: any.
+	// A header from another peer is refused (the connection closed).
+	TrustedCIDRs []string `json:"trustedCIDRs,omitempty"`
+}
+
+var targetKinds = map[gwv1.Kind]bool{"Gateway": true, "ListenerSet": true}
+
+// Validate checks the rules of the CRD's schema (and its CEL rules) for
+// objects that reach translate without an API server. The error names
+// the field.
+func (s *Spec) Validate() error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
+		add("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs))
+	}
+	for i, ref := range s.TargetRefs {
+		at := fmt.Sprintf("spec.targetRefs[%d]", i)
+		switch {
+		case !targetKinds[ref.Kind]:
+			add("%s.kind: %q is not one of Gateway, ListenerSet", at, ref.Kind)
+		case ref.Group != gwv1.GroupName:
+			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gwv1.GroupName, ref.Group)
+		}
+		if ref.Name == "" {
+			add("%s.name: required", at)
+		}
+	}
+	if s.ClientIPDetection == nil && s.ProxyProtocol == nil {
+		add("spec: at least one of clientIPDetection, proxyProtocol is needed")
+	}
+	if d := s.ClientIPDetection; d != nil {
+		switch {
+		case (d.XForwardedFor == nil) == (d.CustomHeader == nil):
+			add("spec.clientIPDetection: exactly one of xForwardedFor, customHeader is needed")
+		case d.XForwardedFor != nil:
+			x := d.XForwardedFor
+			switch {
+			case (x.NumTrustedHops == nil) == (len(x.TrustedCIDRs) == 0):
+				add("spec.clientIPDetection.xForwardedFor: exactly one of numTrustedHops, trustedCIDRs is needed")
+			case x.NumTrustedHops != nil && (*x.NumTrustedHops < 1 || *x.NumTrustedHops > MaxTrustedHops):
+				add("spec.clientIPDetection.xForwardedFor.numTrustedHops: %d is not between 1 and %d", *x.NumTrustedHops, MaxTrustedHops)
+			default:
+				errs = append(errs, cidrErrors("spec.clientIPDetection.xForwardedFor.trustedCIDRs", x.TrustedCIDRs)...)
+			}
+		default:
+			if n := d.CustomHeader.Name; n == "" || len(validation.IsHTTPHeaderName(n)) > 0 {
+				add("spec.clientIPDetection.customHeader.name: %q is not a header name", n)
+			}
+		}
+	}
+	if pp := s.ProxyProtocol; pp != nil {
+		errs = append(errs, cidrErrors("spec.proxyProtocol.trustedCIDRs", pp.TrustedCIDRs)...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, as a condition's message reads best.
+	return errors.New(strings.Join(errs, "; "))
+}
+
+func cidrErrors(at string, cidrs []string) []string {
+	var errs []string
+	if len(cidrs) > MaxCIDRs {
+		errs = append(errs, fmt.Sprintf("%s: at most %d, not %d", at, MaxCIDRs, len(cidrs)))
+	}
+	for i, c := range cidrs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			errs = append(errs, fmt.Sprintf("%s[%d]: %q is not a CIDR", at, i, c))
+		}
+	}
+	return errs
+}
+
+// prefixes parses valid CIDRs, masked.
+func prefixes(cidrs []string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// Config is d as the data plane's configuration says it, for the policy
+// named policy ("namespace/name"). d must be valid.
+func (d *ClientIPDetection) Config(policy string) *config.ClientAddress {
+	out := &config.ClientAddress{Policy: policy}
+	if x := d.XForwardedFor; x != nil {
+		if x.NumTrustedHops != nil {
+			out.XFFTrustedHops = int(*x.NumTrustedHops)
+		}
+		out.XFFTrustedCIDRs = prefixes(x.TrustedCIDRs)
+	}
+	if h := d.CustomHeader; h != nil {
+		out.Header = textproto.CanonicalMIMEHeaderKey(h.Name)
+		out.FailClosed = h.FailClosed
+	}
+	return out
+}
+
+// Config is pp as the data plane's configuration says it, for the policy
+// named policy ("namespace/name"). pp must be valid.
+func (pp *ProxyProtocol) Config(policy string) *config.ProxyProtocol {
+	out := &config.ProxyProtocol{Optional: pp.Optional, Policy: policy}
+	if len(pp.TrustedCIDRs) > 0 {
+		out.Trusted = prefixes(pp.TrustedCIDRs)
+	}
+	return out
+}
+
+// DeepCopy copies p by a JSON round trip of its fields, all of which are
+// JSON fields: exact, and it cannot drift from the type.
+func (p *ClientTrafficPolicy) DeepCopy() *ClientTrafficPolicy {
+	if p == nil {
+		return nil
+	}
+	js, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("ClientTrafficPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
+	}
+	out := &ClientTrafficPolicy{}
+	if err := json.Unmarshal(js, out); err != nil {
+		panic(fmt.Sprintf("ClientTrafficPolicy cannot be decoded: %v", err))
+	}
+	return out
+}
+
+// DeepCopyObject makes ClientTrafficPolicy a runtime.Object.
+func (p *ClientTrafficPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }
