@@ -58,6 +58,9 @@ type Informers struct {
 	// trafficPolicies caches BackendTrafficPolicies; nil when their CRD
 	// is not installed (trafficpolicies.go).
 	trafficPolicies cache.Store
+	// clientPolicies caches ClientTrafficPolicies; nil when their CRD is
+	// not installed (clientpolicies.go).
+	clientPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -146,6 +149,9 @@ type Listers struct {
 	// TrafficPolicies holds *trafficpolicy.BackendTrafficPolicy, nil
 	// when their CRD is not installed.
 	TrafficPolicies cache.Store
+	// ClientPolicies holds *clientpolicy.ClientTrafficPolicy, nil when
+	// their CRD is not installed.
+	ClientPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
@@ -160,6 +166,7 @@ func (in *Informers) Listers() Listers {
 		TCPRoutes:       in.tcpRoutes,
 		BackendTLS:      in.backendTLS,
 		TrafficPolicies: in.trafficPolicies,
+		ClientPolicies:  in.clientPolicies,
 	}
 }
 
@@ -305,6 +312,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 		return nil, err
 	}
 	in.snapshotTrafficPolicies(res)
+	in.snapshotClientPolicies(res)
 	return res, nil
 }
 
