@@ -25,9 +25,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
-	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/shared/debounce"

@@ -1,0 +1,70 @@
+package clientpolicy
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+func spec(t *testing.T, y string) Spec {
+	t.Helper()
+	var s Spec
+	if err := yaml.UnmarshalStrict([]byte(y), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestValidate: the rules the CRD states (its schema and CEL rules) are
+// refused here too, naming the field, for policies read from files.
+func TestValidate(t *testing.T) {
+	const gw = "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n"
+	for y, want := range map[string]string{
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1}}":                      "",
+		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8, 'fd00::/8']}}": "",
+		gw + "clientIPDetection: {customHeader: {name: X-Real-IP, failClosed: true}}":       "",
+		gw + "proxyProtocol: {}":     "",
+		gw:                           "at least one of clientIPDetection, proxyProtocol",
+		gw + "clientIPDetection: {}": "exactly one of xForwardedFor, customHeader",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: a}}":   "exactly one of xForwardedFor, customHeader",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [1.0.0.0/8]}}": "exactly one of numTrustedHops, trustedCIDRs",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}":                            "numTrustedHops: 0 is not between 1 and 32",
+		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.300/8]}}":                 "trustedCIDRs[0]: \"10.0.0.300/8\" is not a CIDR",
+		gw + "clientIPDetection: {customHeader: {name: 'bad header'}}":                            "customHeader.name",
+		gw + "proxyProtocol: {trustedCIDRs: [nope]}":                                              "proxyProtocol.trustedCIDRs[0]",
+		"targetRefs: [{group: '', kind: Service, name: web}]\nproxyProtocol: {}":                  "kind: \"Service\" is not one of Gateway, ListenerSet",
+		"targetRefs: [{group: example.com, kind: Gateway, name: gw}]\nproxyProtocol: {}":          "group: Gateway is of group",
+		"targetRefs: []\nproxyProtocol: {}":                                                       "between 1 and 16 targets",
+	} {
+		s := spec(t, y)
+		err := s.Validate()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: refused: %v", y, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want an error saying %q", y, err, want)
+		}
+	}
+}
+
+// TestConfig: the data plane's fields, canonical header name, masked CIDRs.
+func TestConfig(t *testing.T) {
+	d := &ClientIPDetection{CustomHeader: &CustomHeader{Name: "x-real-ip", FailClosed: true}}
+	if c := d.Config("ns/p"); c.Header != "X-Real-Ip" || !c.FailClosed || c.Policy != "ns/p" {
+		t.Errorf("custom header: %+v", c)
+	}
+	d = &ClientIPDetection{XForwardedFor: &XForwardedFor{NumTrustedHops: ptr.To[int32](2)}}
+	if c := d.Config(""); c.XFFTrustedHops != 2 || len(c.XFFTrustedCIDRs) != 0 {
+		t.Errorf("hops: %+v", c)
+	}
+	pp := &ProxyProtocol{Optional: true, TrustedCIDRs: []string{"10.1.2.3/8"}}
+	if c := pp.Config("ns/p"); !c.Optional || len(c.Trusted) != 1 || c.Trusted[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("proxy protocol: %+v", c)
+	}
+	if c := (&ProxyProtocol{}).Config(""); c.Trusted != nil || !c.TrustsPeer(netip.MustParseAddr("192.0.2.1")) {
+		t.Errorf("without CIDRs every peer is trusted: %+v", c)
+	}
+}
