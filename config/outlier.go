@@ -31,4 +31,7 @@ const MaxEjectionTime = 5 * time.Minute
 type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
+	// RateLimit is a ClientTrafficPolicy's, of the rule's route or of
+	// the listener.
+	RateLimit *RateLimit
 }

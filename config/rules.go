@@ -91,6 +91,9 @@ type Rule struct {
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
+	// RateLimit is the local rate limit a ClientTrafficPolicy gives the
+	// rule (of its route, else of the listener); nil: none.
+	RateLimit *RateLimit
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".

@@ -26,7 +26,8 @@ import (
 // ClientTrafficPolicy CRD of deploy/, the CRD's rules refuse what
 // translate would call invalid (both or neither of numTrustedHops and
 // trustedCIDRs, a CIDR that is not one, a Service target, no section at
-// all) with their messages, and the leader writes the status of an
+// all, an HTTPRoute with more than a rate limit, rate limits out of
+// bounds) with their messages, and the leader writes the status of an
 // accepted policy (its Gateway as ancestor) and of one whose listener
 // does not exist (TargetNotFound).
 func TestClientPolicyAgainstAPIServer(t *testing.T) {
@@ -75,7 +76,15 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 		{`{targetRefs: [` + gwRef + `], proxyProtocol: {trustedCIDRs: [10.0.0.300/8]}}`,
 			"not a CIDR"},
 		{`{targetRefs: [` + gwRef + `]}`,
-			"at least one of clientIPDetection, proxyProtocol is needed"},
+			"at least one of clientIPDetection, proxyProtocol, rateLimit is needed"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], proxyProtocol: {}}`,
+			"an HTTPRoute may be targeted for rateLimit only"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 0, unit: Second}}`,
+			"should be greater than or equal to 1"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 10, unit: Day}}`,
+			"Unsupported value"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 10, unit: Second, key: {type: Header}}}`,
+			"type Header needs header"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], proxyProtocol: {}}`,
 			"Unsupported value"},
 		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}}`,
@@ -101,6 +110,9 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := create("behind-balancer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}, proxyProtocol: {optional: true}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("route-limit", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: gone}], rateLimit: {requests: 10, unit: Second, key: {type: Header, header: {name: X-Api-Key}}}}`); err != nil {
 		t.Fatal(err)
 	}
 	if err := create("no-listener", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: https}], proxyProtocol: {}}`); err != nil {

@@ -924,6 +924,7 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 	}
 	r := *cr.rule
 	r.LB, r.Outlier = tr.LB, tr.Outlier
+	r.RateLimit = tr.RateLimit
 	if !cr.perListener {
 		return &r
 	}

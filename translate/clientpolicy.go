@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -15,19 +16,23 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/listeners"
+	"portico.dev/portico/routing"
 )
 
 // ClientTrafficPolicy (Portico's own, GEP-713).
 //
 // A policy targets Gateways and ListenerSets, whole or one listener of
-// them by sectionName, in its own namespace. Among policies naming the
+// them by sectionName, in its own namespace, and HTTPRoutes (or one rule
+// of one) for a rate limit. Among policies naming the
 // same target the oldest wins it (then the first by namespace/name); the
 // others are Conflicted on that target's Gateway, and still apply to the
 // targets they won. A listener takes each section (clientIPDetection,
 // proxyProtocol) from the most specific winner that sets it: its own
 // (sectionName), its ListenerSet's, its Gateway's. Invalid policies apply
 // nowhere. The result is plain fields of the Config (Listener.Client,
-// Port.ProxyProtocol): the data plane never sees a policy. The PROXY
+// Port.ProxyProtocol, Rule.RateLimit: a rule takes the rate limit of its
+// rule, route, listener, ListenerSet or Gateway, the most specific): the
+// data plane never sees a policy. The PROXY
 // protocol is read before anything tells listeners apart, so a port takes
 // that of its first listener that has one.
 //
@@ -39,6 +44,8 @@ import (
 type clientPolicies struct {
 	winners  map[tpTarget]*clientpolicy.ClientTrafficPolicy
 	verdicts []*cpVerdict // oldest first
+	// limits: a winner sets a rate limit.
+	limits bool
 }
 
 type cpVerdict struct {
@@ -76,6 +83,7 @@ func (t *translation) clientPolicies() {
 				continue
 			}
 			cp.winners[target] = p
+			cp.limits = cp.limits || p.Spec.RateLimit != nil
 		}
 	}
 }
@@ -114,6 +122,68 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 	return &out
 }
 
+// rateLimits is what routing asks of a rule's rate limit; nil when no
+// policy that won a target sets one.
+func (cp *clientPolicies) rateLimits() func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.RateLimit {
+	if cp == nil || !cp.limits {
+		return nil
+	}
+	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.RateLimit {
+		// Most specific first; each limits what it names as one: a
+		// route's buckets are shared by its rules and listeners, a
+		// Gateway's or ListenerSet's are per listener.
+		listener := l.Parent.Kind + "/" + l.Parent.Namespace + "/" + l.Parent.Name + "/" + string(l.Name)
+		candidates := make([]struct {
+			t     tpTarget
+			scope string
+		}, 0, 5)
+		add := func(t tpTarget, scope string) {
+			candidates = append(candidates, struct {
+				t     tpTarget
+				scope string
+			}{t, scope})
+		}
+		if kind == routing.KindHTTPRoute {
+			if rule != "" {
+				t := tpTarget{"HTTPRoute", route.Namespace, route.Name, rule}
+				add(t, t.String())
+			}
+			t := tpTarget{"HTTPRoute", route.Namespace, route.Name, ""}
+			add(t, t.String())
+		}
+		add(tpTarget{l.Parent.Kind, l.Parent.Namespace, l.Parent.Name, string(l.Name)}, listener)
+		if l.Parent.Kind == "ListenerSet" {
+			add(tpTarget{"ListenerSet", l.Parent.Namespace, l.Parent.Name, ""}, listener)
+		}
+		add(tpTarget{"Gateway", l.Gateway.Namespace, l.Gateway.Name, ""}, listener)
+		for _, c := range candidates {
+			if p := cp.winners[c.t]; p != nil && p.Spec.RateLimit != nil {
+				name := p.Namespace + "/" + p.Name
+				return p.Spec.RateLimit.Config(name+" "+c.scope, name)
+			}
+		}
+		return nil
+	}
+}
+
+// withRateLimits is routing's Traffic: what BackendTrafficPolicies give
+// a rule (traffic), with the rate limit of ClientTrafficPolicies.
+func withRateLimits(traffic func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic,
+	limits func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) *config.RateLimit,
+) func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
+	if limits == nil {
+		return traffic
+	}
+	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
+		var out config.RuleTraffic
+		if traffic != nil {
+			out = traffic(l, kind, route, rule)
+		}
+		out.RateLimit = limits(l, kind, route, rule)
+		return out
+	}
+}
+
 // clientPolicyStatuses writes every ClientTrafficPolicy's ancestors.
 func (t *translation) clientPolicyStatuses() {
 	cp := t.client
@@ -129,11 +199,8 @@ func (t *translation) clientPolicyStatuses() {
 			gwListeners[nn(g.Namespace, g.Name)] = append(gwListeners[nn(g.Namespace, g.Name)], l.Name)
 		}
 	}
-	type lsInfo struct {
-		parent    types.NamespacedName
-		listeners []gwv1.SectionName
-	}
 	lsets := map[types.NamespacedName]lsInfo{}
+	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
 		if parent, ok := ListenerSetParent(ls); ok {
 			info := lsInfo{parent: parent}
@@ -141,6 +208,7 @@ func (t *translation) clientPolicyStatuses() {
 				info.listeners = append(info.listeners, l.Name)
 			}
 			lsets[nn(ls.Namespace, ls.Name)] = info
+			lsParent[nn(ls.Namespace, ls.Name)] = parent
 		}
 	}
 	for _, v := range cp.verdicts {
@@ -156,6 +224,7 @@ func (t *translation) clientPolicyStatuses() {
 		}
 		for _, target := range v.targets {
 			var gw types.NamespacedName
+			var more []types.NamespacedName
 			var names []gwv1.SectionName
 			missing := ""
 			key := nn(target.namespace, target.name)
@@ -173,6 +242,19 @@ func (t *translation) clientPolicyStatuses() {
 				} else {
 					missing = "is not a ListenerSet of a Gateway of Portico's"
 				}
+			case "HTTPRoute":
+				var found bool
+				var gws []types.NamespacedName
+				found, gws, names = t.cpRoute(key, lsParent)
+				switch {
+				case !found:
+					missing = "does not exist"
+				case len(gws) == 0:
+					missing = "is not accepted by a Gateway of Portico's"
+				default:
+					// Every Gateway accepting it is an ancestor.
+					gw, more = gws[0], gws[1:]
+				}
 			default:
 				missing = "is not a kind a ClientTrafficPolicy targets"
 			}
@@ -180,28 +262,77 @@ func (t *translation) clientPolicyStatuses() {
 			if missing == "" && target.section != "" && !slices.Contains(names, gwv1.SectionName(target.section)) {
 				what.section = ""
 				missing = "has no listener named " + target.section
+				if target.kind == "HTTPRoute" {
+					missing = "has no rule named " + target.section
+				}
 			}
 			if missing != "" {
 				e := entry(targetRef(target))
 				e.notFound = append(e.notFound, cpTargetString(what)+" "+missing)
 				continue
 			}
-			e := entry(gatewayRef(gw))
-			if older, lost := v.lost[target]; lost {
-				e.conflicts = append(e.conflicts, fmt.Sprintf("%s is already the target of the older ClientTrafficPolicy %s", cpTargetString(target), older))
+			for _, g := range append([]types.NamespacedName{gw}, more...) {
+				e := entry(gatewayRef(g))
+				if older, lost := v.lost[target]; lost {
+					e.conflicts = append(e.conflicts, fmt.Sprintf("%s is already the target of the older ClientTrafficPolicy %s", cpTargetString(target), older))
+				}
 			}
 		}
 		out[nn(v.p.Namespace, v.p.Name)] = cpAncestors(v, entries, t.controller)
 	}
 }
 
-// cpTargetString names a target, its listener by "listener".
+// cpTargetString names a target, its listener (or a route's rule) by
+// sectionName.
 func cpTargetString(t tpTarget) string {
 	s := t.kind + " " + t.namespace + "/" + t.name
-	if t.section != "" {
+	switch {
+	case t.section != "" && t.kind == "HTTPRoute":
+		s += " rule " + t.section
+	case t.section != "":
 		s += " listener " + t.section
 	}
 	return s
+}
+
+// cpRoute tells whether HTTPRoute r exists, the Gateways of Portico's
+// that accepted it (a ListenerSet's parent for one), and its rules' names.
+func (t *translation) cpRoute(r types.NamespacedName, lsParent map[types.NamespacedName]types.NamespacedName) (bool, []types.NamespacedName, []gwv1.SectionName) {
+	var route *gwv1.HTTPRoute
+	for _, x := range t.res.HTTPRoutes {
+		if x.Namespace == r.Namespace && x.Name == r.Name {
+			route = x
+			break
+		}
+	}
+	if route == nil {
+		return false, nil, nil
+	}
+	var names []gwv1.SectionName
+	for i := range route.Spec.Rules {
+		if n := route.Spec.Rules[i].Name; n != nil {
+			names = append(names, *n)
+		}
+	}
+	var gws []types.NamespacedName
+	for _, ps := range t.st.HTTPRoutes[r] {
+		if ps.ControllerName != t.controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
+			continue
+		}
+		parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, gwv1.Namespace(r.Namespace))), string(ps.ParentRef.Name))
+		if ptr.Deref(ps.ParentRef.Kind, "Gateway") == "ListenerSet" {
+			gw, ok := lsParent[parent]
+			if !ok {
+				continue
+			}
+			parent = gw
+		}
+		if !slices.Contains(gws, parent) {
+			gws = append(gws, parent)
+		}
+	}
+	slices.SortFunc(gws, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	return true, gws, names
 }
 
 // cpAncestors turns a policy's entries into its status, Gateways first,
@@ -236,4 +367,10 @@ func cpAncestors(v *cpVerdict, entries map[string]*tpEntry, controller gwv1.Gate
 		out = append(out, gwv1.PolicyAncestorStatus{AncestorRef: e.ref, ControllerName: controller, Conditions: []metav1.Condition{accepted, resolved}})
 	}
 	return out
+}
+
+// lsInfo is what statuses need of a ListenerSet.
+type lsInfo struct {
+	parent    types.NamespacedName
+	listeners []gwv1.SectionName
 }

@@ -24,7 +24,7 @@ func (t *translation) routes() {
 		NamespaceLabels: t.ix.nsLabels,
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
-		Traffic:         t.traffic.traffic(),
+		Traffic:         withRateLimits(t.traffic.traffic(), t.client.rateLimits()),
 	}
 	for i := range t.merged {
 		in.Listeners[i] = routingListener(i, &t.merged[i])

@@ -291,7 +291,7 @@ func refNamespace(own string, ref *gwv1.Namespace) string {
 }
 
 // scopeClientPolicies adds the ClientTrafficPolicies that target the
-// Gateway or its ListenerSets; every policy contending for one of those
+// Gateway, its ListenerSets or the HTTPRoutes attached to either; every policy contending for one of those
 // targets is then in scope too, so the same one wins.
 func scopeClientPolicies(res, out *snapshot.Resources, gw types.NamespacedName) {
 	if len(res.ClientPolicies) == 0 {
@@ -300,6 +300,9 @@ func scopeClientPolicies(res, out *snapshot.Resources, gw types.NamespacedName) 
 	in := map[string]bool{"Gateway/" + gw.String(): true}
 	for _, ls := range out.ListenerSets {
 		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
+	}
+	for _, r := range out.HTTPRoutes {
+		in["HTTPRoute/"+nn(r.Namespace, r.Name).String()] = true
 	}
 	for _, p := range res.ClientPolicies {
 		for _, t := range p.Spec.TargetRefs {

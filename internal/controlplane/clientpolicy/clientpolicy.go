@@ -2,7 +2,8 @@
 // Portico's policy of how clients reach a Gateway, attached by GEP-713
 // targetRefs to Gateways and ListenerSets, or one of their listeners by
 // sectionName: how the client's address is found (X-Forwarded-For from
-// trusted proxies, a header of its own, the PROXY protocol). It defines
+// trusted proxies, a header of its own, the PROXY protocol), and local
+// rate limits (of those, or of HTTPRoutes). It defines
 // the object and the rules its CRD's schema states, checked again here for
 // objects that reach translate without an API server (standalone files);
 // which policy applies where is decided by translate.
@@ -15,6 +16,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,7 +67,57 @@ type Spec struct {
 	// of each connection, before TLS. It is a setting of the port: the
 	// listeners sharing a port share the first of theirs.
 	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty"`
+	// RateLimit is a local rate limit of what the policy targets: each
+	// listener (a Gateway's or ListenerSet's, or the one named), or the
+	// HTTPRoute (its one rule by sectionName). A request's rule takes the
+	// most specific: its own, its route's, its listener's, its
+	// ListenerSet's, its Gateway's.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
+
+// RateLimit is a token bucket per key: at most burst requests at once,
+// refilled with requests every unit.
+type RateLimit struct {
+	Requests int64         `json:"requests"`
+	Unit     RateLimitUnit `json:"unit"`
+	// Burst is the bucket's size; unset: requests.
+	Burst *int64 `json:"burst,omitempty"`
+	// Key says what a bucket is kept for; unset: one for the whole
+	// target.
+	Key *RateLimitKey `json:"key,omitempty"`
+	// MaxKeys bounds the buckets kept for a ClientAddress or Header key
+	// (the least recently used go first); unset: 100000.
+	MaxKeys *int32 `json:"maxKeys,omitempty"`
+}
+
+// RateLimitUnit is the time requests are counted over.
+type RateLimitUnit string
+
+const (
+	Second RateLimitUnit = "Second"
+	Minute RateLimitUnit = "Minute"
+	Hour   RateLimitUnit = "Hour"
+)
+
+var unitDurations = map[RateLimitUnit]time.Duration{Second: time.Second, Minute: time.Minute, Hour: time.Hour}
+
+// RateLimitKey: type Target, ClientAddress (as clientIPDetection finds
+// it) or Header (with header.name; requests without it share a bucket).
+type RateLimitKey struct {
+	Type   config.RateLimitKey `json:"type"`
+	Header *HeaderName         `json:"header,omitempty"`
+}
+
+// HeaderName names a header.
+type HeaderName struct {
+	Name string `json:"name"`
+}
+
+// Bounds of RateLimit.
+const (
+	MaxRequests = 1_000_000_000
+	MaxKeys     = 1_000_000
+)
 
 // ClientIPDetection: exactly one of xForwardedFor and customHeader.
 type ClientIPDetection struct {
@@ -101,7 +153,7 @@ type ProxyProtocol struct {
 	TrustedCIDRs []string `json:"trustedCIDRs,omitempty"`
 }
 
-var targetKinds = map[gwv1.Kind]bool{"Gateway": true, "ListenerSet": true}
+var targetKinds = map[gwv1.Kind]bool{"Gateway": true, "ListenerSet": true, "HTTPRoute": true}
 
 // Validate checks the rules of the CRD's schema (and its CEL rules) for
 // objects that reach translate without an API server. The error names
@@ -116,7 +168,9 @@ func (s *Spec) Validate() error {
 		at := fmt.Sprintf("spec.targetRefs[%d]", i)
 		switch {
 		case !targetKinds[ref.Kind]:
-			add("%s.kind: %q is not one of Gateway, ListenerSet", at, ref.Kind)
+			add("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute", at, ref.Kind)
+		case ref.Kind == "HTTPRoute" && (s.ClientIPDetection != nil || s.ProxyProtocol != nil):
+			add("%s.kind: an HTTPRoute may be targeted for rateLimit only", at)
 		case ref.Group != gwv1.GroupName:
 			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gwv1.GroupName, ref.Group)
 		}
@@ -124,8 +178,11 @@ func (s *Spec) Validate() error {
 			add("%s.name: required", at)
 		}
 	}
-	if s.ClientIPDetection == nil && s.ProxyProtocol == nil {
-		add("spec: at least one of clientIPDetection, proxyProtocol is needed")
+	if s.ClientIPDetection == nil && s.ProxyProtocol == nil && s.RateLimit == nil {
+		add("spec: at least one of clientIPDetection, proxyProtocol, rateLimit is needed")
+	}
+	if rl := s.RateLimit; rl != nil {
+		errs = append(errs, rl.errors()...)
 	}
 	if d := s.ClientIPDetection; d != nil {
 		switch {
@@ -227,3 +284,55 @@ func (p *ClientTrafficPolicy) DeepCopy() *ClientTrafficPolicy {
 
 // DeepCopyObject makes ClientTrafficPolicy a runtime.Object.
 func (p *ClientTrafficPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }
+
+func (rl *RateLimit) errors() []string {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if rl.Requests < 1 || rl.Requests > MaxRequests {
+		add("spec.rateLimit.requests: %d is not between 1 and %d", rl.Requests, MaxRequests)
+	}
+	if _, ok := unitDurations[rl.Unit]; !ok {
+		add("spec.rateLimit.unit: %q is not one of Second, Minute, Hour", rl.Unit)
+	}
+	if rl.Burst != nil && (*rl.Burst < 1 || *rl.Burst > MaxRequests) {
+		add("spec.rateLimit.burst: %d is not between 1 and %d", *rl.Burst, MaxRequests)
+	}
+	if rl.MaxKeys != nil && (*rl.MaxKeys < 1 || *rl.MaxKeys > MaxKeys) {
+		add("spec.rateLimit.maxKeys: %d is not between 1 and %d", *rl.MaxKeys, MaxKeys)
+	}
+	if k := rl.Key; k != nil {
+		switch k.Type {
+		case config.RateLimitWhole, config.RateLimitByClient:
+			if k.Header != nil {
+				add("spec.rateLimit.key.header: set only with type Header")
+			}
+		case config.RateLimitByHeader:
+			if k.Header == nil || k.Header.Name == "" || len(validation.IsHTTPHeaderName(k.Header.Name)) > 0 {
+				add("spec.rateLimit.key.header.name: type Header needs a header name")
+			}
+		default:
+			add("spec.rateLimit.key.type: %q is not one of Target, ClientAddress, Header", k.Type)
+		}
+	}
+	return errs
+}
+
+// Config is rl as the data plane's configuration says it: the buckets
+// named id, for the policy named policy. rl must be valid.
+func (rl *RateLimit) Config(id, policy string) *config.RateLimit {
+	out := &config.RateLimit{ID: id, Requests: rl.Requests, Per: unitDurations[rl.Unit], Burst: rl.Requests,
+		Key: config.RateLimitWhole, MaxKeys: config.DefaultRateLimitKeys, Policy: policy}
+	if rl.Burst != nil {
+		out.Burst = *rl.Burst
+	}
+	if rl.MaxKeys != nil {
+		out.MaxKeys = int(*rl.MaxKeys)
+	}
+	if k := rl.Key; k != nil {
+		out.Key = k.Type
+		if k.Header != nil {
+			out.Header = textproto.CanonicalMIMEHeaderKey(k.Header.Name)
+		}
+	}
+	return out
+}

@@ -26,18 +26,29 @@ func TestValidate(t *testing.T) {
 		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1}}":                      "",
 		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8, 'fd00::/8']}}": "",
 		gw + "clientIPDetection: {customHeader: {name: X-Real-IP, failClosed: true}}":       "",
-		gw + "proxyProtocol: {}":     "",
-		gw:                           "at least one of clientIPDetection, proxyProtocol",
-		gw + "clientIPDetection: {}": "exactly one of xForwardedFor, customHeader",
-		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: a}}":   "exactly one of xForwardedFor, customHeader",
-		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [1.0.0.0/8]}}": "exactly one of numTrustedHops, trustedCIDRs",
-		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}":                            "numTrustedHops: 0 is not between 1 and 32",
-		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.300/8]}}":                 "trustedCIDRs[0]: \"10.0.0.300/8\" is not a CIDR",
-		gw + "clientIPDetection: {customHeader: {name: 'bad header'}}":                            "customHeader.name",
-		gw + "proxyProtocol: {trustedCIDRs: [nope]}":                                              "proxyProtocol.trustedCIDRs[0]",
-		"targetRefs: [{group: '', kind: Service, name: web}]\nproxyProtocol: {}":                  "kind: \"Service\" is not one of Gateway, ListenerSet",
-		"targetRefs: [{group: example.com, kind: Gateway, name: gw}]\nproxyProtocol: {}":          "group: Gateway is of group",
-		"targetRefs: []\nproxyProtocol: {}":                                                       "between 1 and 16 targets",
+		gw + "proxyProtocol: {}": "",
+		gw:                       "at least one of clientIPDetection, proxyProtocol, rateLimit",
+		gw + "rateLimit: {requests: 10, unit: Second}": "",
+		gw + "rateLimit: {requests: 10, unit: Minute, burst: 20, key: {type: Header, header: {name: x-api-key}}, maxKeys: 10}": "",
+		gw + "rateLimit: {requests: 0, unit: Second}":                                                                                           "requests: 0 is not between 1",
+		gw + "rateLimit: {requests: 1, unit: Day}":                                                                                              "unit: \"Day\" is not one of",
+		gw + "rateLimit: {requests: 1, unit: Second, burst: 0}":                                                                                 "burst: 0 is not between 1",
+		gw + "rateLimit: {requests: 1, unit: Second, maxKeys: 2000000}":                                                                         "maxKeys: 2000000 is not between 1",
+		gw + "rateLimit: {requests: 1, unit: Second, key: {type: Header}}":                                                                      "type Header needs a header name",
+		gw + "rateLimit: {requests: 1, unit: Second, key: {type: Target, header: {name: a}}}":                                                   "set only with type Header",
+		gw + "rateLimit: {requests: 1, unit: Second, key: {type: Cookie}}":                                                                      "not one of Target, ClientAddress, Header",
+		"targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: v2}]\nrateLimit: {requests: 1, unit: Second}": "",
+		"targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]\nproxyProtocol: {}":                                       "for rateLimit only",
+		gw + "clientIPDetection: {}":                                                                                                            "exactly one of xForwardedFor, customHeader",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: a}}":                                                 "exactly one of xForwardedFor, customHeader",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [1.0.0.0/8]}}":                                               "exactly one of numTrustedHops, trustedCIDRs",
+		gw + "clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}":                                                                          "numTrustedHops: 0 is not between 1 and 32",
+		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.300/8]}}":                                                               "trustedCIDRs[0]: \"10.0.0.300/8\" is not a CIDR",
+		gw + "clientIPDetection: {customHeader: {name: 'bad header'}}":                                                                          "customHeader.name",
+		gw + "proxyProtocol: {trustedCIDRs: [nope]}":                                                                                            "proxyProtocol.trustedCIDRs[0]",
+		"targetRefs: [{group: '', kind: Service, name: web}]\nproxyProtocol: {}":                                                                "kind: \"Service\" is not one of Gateway, ListenerSet, HTTPRoute",
+		"targetRefs: [{group: example.com, kind: Gateway, name: gw}]\nproxyProtocol: {}":                                                        "group: Gateway is of group",
+		"targetRefs: []\nproxyProtocol: {}":                                                                                                     "between 1 and 16 targets",
 	} {
 		s := spec(t, y)
 		err := s.Validate()
@@ -47,6 +58,19 @@ func TestValidate(t *testing.T) {
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 			t.Errorf("%s: %v, want an error saying %q", y, err, want)
 		}
+	}
+}
+
+// TestRateLimitConfig: defaults (burst of requests, the whole target,
+// 100,000 keys) and the unit as a duration.
+func TestRateLimitConfig(t *testing.T) {
+	rl := &RateLimit{Requests: 5, Unit: Minute}
+	if c := rl.Config("id", "ns/p"); c.ID != "id" || c.Burst != 5 || c.Per.Minutes() != 1 || c.Key != "Target" || c.MaxKeys != 100000 {
+		t.Errorf("defaults: %+v", c)
+	}
+	rl = &RateLimit{Requests: 5, Unit: Hour, Burst: ptr.To[int64](9), Key: &RateLimitKey{Type: "Header", Header: &HeaderName{Name: "x-api-key"}}, MaxKeys: ptr.To[int32](7)}
+	if c := rl.Config("id", ""); c.Burst != 9 || c.Per.Hours() != 1 || c.Header != "X-Api-Key" || c.MaxKeys != 7 {
+		t.Errorf("set: %+v", c)
 	}
 }
 
