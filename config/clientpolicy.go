@@ -3,6 +3,8 @@ package config
 import (
 	"net/netip"
 	"time"
+
+	"portico.dev/portico/sni"
 )
 
 // ClientTraffic is what ClientTrafficPolicies give one listener: how the
@@ -15,6 +17,14 @@ type ClientTraffic struct {
 	// ProxyProtocol is the listener's PROXY protocol, which its port
 	// takes (Port.ProxyProtocol): the data plane reads it there.
 	ProxyProtocol *ProxyProtocol
+	// TLS are the listener's own handshake settings, which its SNI entry
+	// carries (sni.Entry.TLS): the data plane reads them there.
+	TLS *sni.Settings
+	// MaxHeaderBytes and MaxHeaderCount bound a request's header fields
+	// (name, value and 4 bytes of framing each; every field line
+	// counted), stricter than the port's limits; 0: the port's. Over
+	// them a request is answered 431.
+	MaxHeaderBytes, MaxHeaderCount int
 }
 
 // ClientAddress finds the address of the client behind trusted proxies.

@@ -464,6 +464,27 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		return scalar(x.String())
 	case netip.Prefix:
 		return scalar(x.String())
+	case *sni.Settings:
+		if x == nil {
+			return nil
+		}
+		// By name, as a policy says them.
+		type settings struct {
+			MinVersion, MaxVersion string
+			CipherSuites, NextProtos []string
+			SessionTicketsDisabled   bool
+		}
+		out := settings{NextProtos: x.NextProtos, SessionTicketsDisabled: x.SessionTicketsDisabled}
+		if x.MinVersion != 0 {
+			out.MinVersion = tls.VersionName(x.MinVersion)
+		}
+		if x.MaxVersion != 0 {
+			out.MaxVersion = tls.VersionName(x.MaxVersion)
+		}
+		for _, s := range x.CipherSuites {
+			out.CipherSuites = append(out.CipherSuites, tls.CipherSuiteName(s))
+		}
+		return d.value(reflect.ValueOf(out))
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

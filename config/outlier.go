@@ -34,4 +34,7 @@ type RuleTraffic struct {
 	// RateLimit is a ClientTrafficPolicy's, of the rule's route or of
 	// the listener.
 	RateLimit *RateLimit
+	// RequestTimeout is a ClientTrafficPolicy's of the listener, for
+	// rules whose route sets none.
+	RequestTimeout time.Duration
 }

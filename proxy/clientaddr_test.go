@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,25 @@ func TestClientAddressHashes(t *testing.T) {
 	}
 	if len(used) < 2 {
 		t.Errorf("20 detected client addresses from one peer all went to %v: the peer was hashed", used)
+	}
+}
+
+// TestListenerHeaderLimits: a listener's own header limits, stricter than
+// the port's, answer 431 to a request over them, on real sockets; a
+// request within them is served.
+func TestListenerHeaderLimits(t *testing.T) {
+	p := startClientPolicy(t, &config.ClientTraffic{MaxHeaderBytes: 400, MaxHeaderCount: 8}, nil)
+	if code, _ := p.clientSeen("", map[string]string{"X-A": "1", "X-B": "2"}); code != 200 {
+		t.Errorf("within the limits: %d", code)
+	}
+	many := map[string]string{}
+	for i := range 10 {
+		many[fmt.Sprintf("X-H%d", i)] = "v"
+	}
+	if code, _ := p.clientSeen("", many); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("10 more fields with a count of 8: %d, want 431", code)
+	}
+	if code, _ := p.clientSeen("", map[string]string{"X-Big": strings.Repeat("a", 500)}); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("500 bytes with a limit of 400: %d, want 431", code)
 	}
 }

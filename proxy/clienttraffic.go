@@ -19,7 +19,23 @@ func (ps *portServer) clientTraffic(w http.ResponseWriter, r *http.Request, c *c
 	if c.Address != nil && !useClientAddress(w, r, c.Address) {
 		return false
 	}
+	if (c.MaxHeaderBytes > 0 || c.MaxHeaderCount > 0) && headersTooLarge(r.Header, c) {
+		writeErrorFor(w, r, http.StatusRequestHeaderFieldsTooLarge)
+		return false
+	}
 	return true
+}
+
+// headersTooLarge reports whether h is over the listener's limits.
+func headersTooLarge(h http.Header, c *config.ClientTraffic) bool {
+	bytes, count := 0, 0
+	for k, vs := range h {
+		for _, v := range vs {
+			bytes += len(k) + len(v) + 4 // ": " and CRLF
+			count++
+		}
+	}
+	return (c.MaxHeaderBytes > 0 && bytes > c.MaxHeaderBytes) || (c.MaxHeaderCount > 0 && count > c.MaxHeaderCount)
 }
 
 // accepted serves a new connection: after its PROXY protocol header, when

@@ -44,7 +44,7 @@ import (
 type clientPolicies struct {
 	winners  map[tpTarget]*clientpolicy.ClientTrafficPolicy
 	verdicts []*cpVerdict // oldest first
-	// limits: a winner sets a rate limit.
+	// limits: a winner sets a rate limit or a request timeout.
 	limits bool
 }
 
@@ -83,7 +83,7 @@ func (t *translation) clientPolicies() {
 				continue
 			}
 			cp.winners[target] = p
-			cp.limits = cp.limits || p.Spec.RateLimit != nil
+			cp.limits = cp.limits || p.Spec.RateLimit != nil || p.Spec.HTTP.Timeout() > 0
 		}
 	}
 }
@@ -103,6 +103,7 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 	}
 	candidates = append(candidates, tpTarget{"Gateway", m.Gateway.Namespace, m.Gateway.Name, ""})
 	var out config.ClientTraffic
+	httpSet := false
 	for _, c := range candidates {
 		p := cp.winners[c]
 		if p == nil {
@@ -115,6 +116,18 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 		if out.ProxyProtocol == nil && p.Spec.ProxyProtocol != nil {
 			out.ProxyProtocol = p.Spec.ProxyProtocol.Config(name)
 		}
+		if out.TLS == nil && p.Spec.TLS != nil {
+			out.TLS = p.Spec.TLS.Config()
+		}
+		if h := p.Spec.HTTP; h != nil && !httpSet {
+			httpSet = true
+			if h.MaxHeaderBytes != nil {
+				out.MaxHeaderBytes = int(*h.MaxHeaderBytes)
+			}
+			if h.MaxHeaderCount != nil {
+				out.MaxHeaderCount = int(*h.MaxHeaderCount)
+			}
+		}
 	}
 	if out == (config.ClientTraffic{}) {
 		return nil
@@ -122,13 +135,13 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 	return &out
 }
 
-// rateLimits is what routing asks of a rule's rate limit; nil when no
-// policy that won a target sets one.
-func (cp *clientPolicies) rateLimits() func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.RateLimit {
+// rules is what routing asks of a rule's rate limit and request timeout;
+// nil when no policy that won a target sets one.
+func (cp *clientPolicies) rules() func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
 	if cp == nil || !cp.limits {
 		return nil
 	}
-	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) *config.RateLimit {
+	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
 		// Most specific first; each limits what it names as one: a
 		// route's buckets are shared by its rules and listeners, a
 		// Gateway's or ListenerSet's are per listener.
@@ -156,22 +169,30 @@ func (cp *clientPolicies) rateLimits() func(l *routing.Listener, kind routing.Ro
 			add(tpTarget{"ListenerSet", l.Parent.Namespace, l.Parent.Name, ""}, listener)
 		}
 		add(tpTarget{"Gateway", l.Gateway.Namespace, l.Gateway.Name, ""}, listener)
+		var out config.RuleTraffic
 		for _, c := range candidates {
-			if p := cp.winners[c.t]; p != nil && p.Spec.RateLimit != nil {
+			p := cp.winners[c.t]
+			if p == nil {
+				continue
+			}
+			if out.RateLimit == nil && p.Spec.RateLimit != nil {
 				name := p.Namespace + "/" + p.Name
-				return p.Spec.RateLimit.Config(name+" "+c.scope, name)
+				out.RateLimit = p.Spec.RateLimit.Config(name+" "+c.scope, name)
+			}
+			if out.RequestTimeout == 0 {
+				out.RequestTimeout = p.Spec.HTTP.Timeout()
 			}
 		}
-		return nil
+		return out
 	}
 }
 
-// withRateLimits is routing's Traffic: what BackendTrafficPolicies give
-// a rule (traffic), with the rate limit of ClientTrafficPolicies.
-func withRateLimits(traffic func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic,
-	limits func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) *config.RateLimit,
+// withClientRules is routing's Traffic: what BackendTrafficPolicies
+// give a rule (traffic), with the rate limit and request timeout of
+// ClientTrafficPolicies (client).
+func withClientRules(traffic, client func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic,
 ) func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
-	if limits == nil {
+	if client == nil {
 		return traffic
 	}
 	return func(l *routing.Listener, kind routing.RouteKind, route types.NamespacedName, rule string) config.RuleTraffic {
@@ -179,7 +200,8 @@ func withRateLimits(traffic func(*routing.Listener, routing.RouteKind, types.Nam
 		if traffic != nil {
 			out = traffic(l, kind, route, rule)
 		}
-		out.RateLimit = limits(l, kind, route, rule)
+		c := client(l, kind, route, rule)
+		out.RateLimit, out.RequestTimeout = c.RateLimit, c.RequestTimeout
 		return out
 	}
 }

@@ -234,6 +234,9 @@ func (b *portsBuilder) clientAuth(v *listeners.ClientValidation) *sni.ClientAuth
 func (b *portsBuilder) entry(m *listeners.Listener, host string, l *config.Listener) *sni.Entry {
 	e := b.entries.One()
 	*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
+	if l.Client != nil {
+		e.TLS = l.Client.TLS
+	}
 	if len(m.Certificates) == 0 {
 		return e
 	}

@@ -24,7 +24,7 @@ func (t *translation) routes() {
 		NamespaceLabels: t.ix.nsLabels,
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
-		Traffic:         withRateLimits(t.traffic.traffic(), t.client.rateLimits()),
+		Traffic:         withClientRules(t.traffic.traffic(), t.client.rules()),
 	}
 	for i := range t.merged {
 		in.Listeners[i] = routingListener(i, &t.merged[i])

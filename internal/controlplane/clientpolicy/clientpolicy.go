@@ -10,11 +10,13 @@
 package clientpolicy
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/sni"
 )
 
 // Group, Version and Kind of ClientTrafficPolicy.
@@ -73,6 +76,114 @@ type Spec struct {
 	// most specific: its own, its route's, its listener's, its
 	// ListenerSet's, its Gateway's.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// TLS are the handshake settings of the HTTPS listeners it targets.
+	TLS *TLSSettings `json:"tls,omitempty"`
+	// HTTP are limits of the requests of the listeners targeted,
+	// stricter than the port's (flags).
+	HTTP *HTTPSettings `json:"http,omitempty"`
+}
+
+// HTTPSettings: the most header bytes (names, values and 4 bytes a
+// field) and header fields a request may have (431 over them), and the
+// time a request has to be answered where its route sets none.
+type HTTPSettings struct {
+	MaxHeaderBytes *int32         `json:"maxHeaderBytes,omitempty"`
+	MaxHeaderCount *int32         `json:"maxHeaderCount,omitempty"`
+	RequestTimeout *gwv1.Duration `json:"requestTimeout,omitempty"`
+}
+
+func (h *HTTPSettings) errors() []string {
+	var errs []string
+	if v := h.MaxHeaderBytes; v != nil && (*v < 64 || *v > 1<<20) {
+		errs = append(errs, fmt.Sprintf("spec.http.maxHeaderBytes: %d is not between 64 and 1048576", *v))
+	}
+	if v := h.MaxHeaderCount; v != nil && (*v < 1 || *v > 10000) {
+		errs = append(errs, fmt.Sprintf("spec.http.maxHeaderCount: %d is not between 1 and 10000", *v))
+	}
+	if v := h.RequestTimeout; v != nil {
+		if d, err := time.ParseDuration(string(*v)); err != nil || d < time.Millisecond || d > 24*time.Hour {
+			errs = append(errs, fmt.Sprintf("spec.http.requestTimeout: %q is not a duration between 1ms and 24h", *v))
+		}
+	}
+	return errs
+}
+
+// Timeout is the request timeout h sets, 0 for none. h must be valid.
+func (h *HTTPSettings) Timeout() time.Duration {
+	if h == nil || h.RequestTimeout == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(string(*h.RequestTimeout))
+	return d
+}
+
+// TLSSettings: TLS versions ("1.2", "1.3"), the TLS 1.2 cipher suites
+// (IANA names), the ALPN protocols (h2, http/1.1) offered, and session
+// tickets. Unset fields keep Portico's: TLS 1.2 to 1.3, Go's suites, h2
+// then http/1.1, tickets on.
+type TLSSettings struct {
+	MinVersion            string   `json:"minVersion,omitempty"`
+	MaxVersion            string   `json:"maxVersion,omitempty"`
+	Ciphers               []string `json:"ciphers,omitempty"`
+	ALPNProtocols         []string `json:"alpnProtocols,omitempty"`
+	DisableSessionTickets bool     `json:"disableSessionTickets,omitempty"`
+}
+
+var tlsVersions = map[string]uint16{"1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
+
+// tls12Suite is the ID of a TLS 1.2 suite crypto/tls deems secure, by name.
+func tls12Suite(name string) (uint16, bool) {
+	for _, s := range tls.CipherSuites() {
+		if s.Name == name && slices.Contains(s.SupportedVersions, tls.VersionTLS12) {
+			return s.ID, true
+		}
+	}
+	return 0, false
+}
+
+func (ts *TLSSettings) errors() []string {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	minV, okMin := tlsVersions[ts.MinVersion]
+	maxV, okMax := tlsVersions[ts.MaxVersion]
+	if ts.MinVersion != "" && !okMin {
+		add("spec.tls.minVersion: %q is not one of 1.2, 1.3", ts.MinVersion)
+	}
+	if ts.MaxVersion != "" && !okMax {
+		add("spec.tls.maxVersion: %q is not one of 1.2, 1.3", ts.MaxVersion)
+	}
+	if okMin && okMax && minV > maxV {
+		add("spec.tls: minVersion %s is above maxVersion %s", ts.MinVersion, ts.MaxVersion)
+	}
+	if len(ts.Ciphers) > 0 && minV == tls.VersionTLS13 {
+		add("spec.tls.ciphers: TLS 1.3's suites are not configurable; set ciphers with TLS 1.2 allowed")
+	}
+	for i, c := range ts.Ciphers {
+		if _, ok := tls12Suite(c); !ok {
+			add("spec.tls.ciphers[%d]: %q is not a secure TLS 1.2 cipher suite", i, c)
+		}
+	}
+	for i, p := range ts.ALPNProtocols {
+		if p != "h2" && p != "http/1.1" {
+			add("spec.tls.alpnProtocols[%d]: %q is not one of h2, http/1.1", i, p)
+		}
+		if slices.Contains(ts.ALPNProtocols[:i], p) {
+			add("spec.tls.alpnProtocols[%d]: %q is listed twice", i, p)
+		}
+	}
+	return errs
+}
+
+// Config is ts as the data plane's configuration says it. ts must be
+// valid.
+func (ts *TLSSettings) Config() *sni.Settings {
+	out := &sni.Settings{MinVersion: tlsVersions[ts.MinVersion], MaxVersion: tlsVersions[ts.MaxVersion],
+		NextProtos: slices.Clone(ts.ALPNProtocols), SessionTicketsDisabled: ts.DisableSessionTickets}
+	for _, c := range ts.Ciphers {
+		id, _ := tls12Suite(c)
+		out.CipherSuites = append(out.CipherSuites, id)
+	}
+	return out
 }
 
 // RateLimit is a token bucket per key: at most burst requests at once,
@@ -169,7 +280,7 @@ func (s *Spec) Validate() error {
 		switch {
 		case !targetKinds[ref.Kind]:
 			add("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute", at, ref.Kind)
-		case ref.Kind == "HTTPRoute" && (s.ClientIPDetection != nil || s.ProxyProtocol != nil):
+		case ref.Kind == "HTTPRoute" && (s.ClientIPDetection != nil || s.ProxyProtocol != nil || s.TLS != nil || s.HTTP != nil):
 			add("%s.kind: an HTTPRoute may be targeted for rateLimit only", at)
 		case ref.Group != gwv1.GroupName:
 			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gwv1.GroupName, ref.Group)
@@ -178,8 +289,14 @@ func (s *Spec) Validate() error {
 			add("%s.name: required", at)
 		}
 	}
-	if s.ClientIPDetection == nil && s.ProxyProtocol == nil && s.RateLimit == nil {
-		add("spec: at least one of clientIPDetection, proxyProtocol, rateLimit is needed")
+	if s.ClientIPDetection == nil && s.ProxyProtocol == nil && s.RateLimit == nil && s.TLS == nil && s.HTTP == nil {
+		add("spec: at least one of clientIPDetection, proxyProtocol, rateLimit, tls, http is needed")
+	}
+	if h := s.HTTP; h != nil {
+		errs = append(errs, h.errors()...)
+	}
+	if ts := s.TLS; ts != nil {
+		errs = append(errs, ts.errors()...)
 	}
 	if rl := s.RateLimit; rl != nil {
 		errs = append(errs, rl.errors()...)

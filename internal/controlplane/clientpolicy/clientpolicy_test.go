@@ -1,6 +1,7 @@
 package clientpolicy
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"strings"
 	"testing"
@@ -27,8 +28,19 @@ func TestValidate(t *testing.T) {
 		gw + "clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8, 'fd00::/8']}}": "",
 		gw + "clientIPDetection: {customHeader: {name: X-Real-IP, failClosed: true}}":       "",
 		gw + "proxyProtocol: {}": "",
-		gw:                       "at least one of clientIPDetection, proxyProtocol, rateLimit",
-		gw + "rateLimit: {requests: 10, unit: Second}": "",
+		gw:                       "at least one of clientIPDetection, proxyProtocol, rateLimit, tls, http",
+		gw + "http: {maxHeaderBytes: 4096, maxHeaderCount: 32, requestTimeout: 10s}": "",
+		gw + "http: {maxHeaderBytes: 10}":                                            "maxHeaderBytes: 10 is not between 64",
+		gw + "http: {maxHeaderCount: 0}":                                             "maxHeaderCount: 0 is not between 1",
+		gw + "http: {requestTimeout: 2d}":                                            "requestTimeout: \"2d\" is not a duration",
+		gw + "tls: {minVersion: '1.2', maxVersion: '1.2', ciphers: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256], alpnProtocols: [http/1.1], disableSessionTickets: true}": "",
+		gw + "tls: {minVersion: '1.3', maxVersion: '1.2'}":                                "minVersion 1.3 is above maxVersion 1.2",
+		gw + "tls: {minVersion: '1.0'}":                                                   "minVersion: \"1.0\" is not one of 1.2, 1.3",
+		gw + "tls: {minVersion: '1.3', ciphers: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]}": "TLS 1.3's suites are not configurable",
+		gw + "tls: {ciphers: [TLS_RSA_WITH_RC4_128_SHA]}":                                 "is not a secure TLS 1.2 cipher suite",
+		gw + "tls: {alpnProtocols: [h2, h3]}":                                             "\"h3\" is not one of h2, http/1.1",
+		gw + "tls: {alpnProtocols: [h2, h2]}":                                             "listed twice",
+		gw + "rateLimit: {requests: 10, unit: Second}":                                    "",
 		gw + "rateLimit: {requests: 10, unit: Minute, burst: 20, key: {type: Header, header: {name: x-api-key}}, maxKeys: 10}": "",
 		gw + "rateLimit: {requests: 0, unit: Second}":                                                                                           "requests: 0 is not between 1",
 		gw + "rateLimit: {requests: 1, unit: Day}":                                                                                              "unit: \"Day\" is not one of",
@@ -71,6 +83,19 @@ func TestRateLimitConfig(t *testing.T) {
 	rl = &RateLimit{Requests: 5, Unit: Hour, Burst: ptr.To[int64](9), Key: &RateLimitKey{Type: "Header", Header: &HeaderName{Name: "x-api-key"}}, MaxKeys: ptr.To[int32](7)}
 	if c := rl.Config("id", ""); c.Burst != 9 || c.Per.Hours() != 1 || c.Header != "X-Api-Key" || c.MaxKeys != 7 {
 		t.Errorf("set: %+v", c)
+	}
+}
+
+// TestTLSConfig: versions and suites as crypto/tls numbers them.
+func TestTLSConfig(t *testing.T) {
+	ts := &TLSSettings{MinVersion: "1.2", MaxVersion: "1.3", Ciphers: []string{"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"}, ALPNProtocols: []string{"http/1.1"}, DisableSessionTickets: true}
+	c := ts.Config()
+	if c.MinVersion != tls.VersionTLS12 || c.MaxVersion != tls.VersionTLS13 || len(c.CipherSuites) != 1 ||
+		c.CipherSuites[0] != tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 || c.NextProtos[0] != "http/1.1" || !c.SessionTicketsDisabled {
+		t.Errorf("%+v", c)
+	}
+	if c := (&TLSSettings{}).Config(); c.MinVersion != 0 || c.MaxVersion != 0 || c.CipherSuites != nil || c.NextProtos != nil {
+		t.Errorf("unset fields must keep the port's: %+v", c)
 	}
 }
 

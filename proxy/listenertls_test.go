@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"portico.dev/portico/config"
+	"portico.dev/portico/internal/shared/chunked"
+	"portico.dev/portico/internal/shared/hostname"
+	"portico.dev/portico/internal/testkit/snitest"
+	"portico.dev/portico/sni"
+)
+
+// listenerTLSPort serves HTTPS on a port with one listener per hostname
+// of settings, each with those handshake settings (nil: the port's);
+// it returns the address and the roots to trust.
+func listenerTLSPort(t *testing.T, settings map[string]*sni.Settings) (string, *x509.CertPool) {
+	t.Helper()
+	ca, err := snitest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := slowBackend(t, "ok")
+	port := freePort(t)
+	cfg := limitedConfig(t, port, nil, nil, backend)
+	base := cfg.Ports[0].All.At(0)
+	var names []string
+	var ls []*config.Listener
+	var entries []*sni.Entry
+	for name, s := range settings {
+		pair, err := ca.Issue(snitest.ECDSA, 2, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := sni.ParseKeyPair(pair.CertPEM, pair.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := *base
+		l.Key, l.Hostname = "Gateway/ns/gw/"+name, name
+		l.Client = &config.ClientTraffic{TLS: s}
+		names, ls = append(names, name), append(ls, &l)
+		entries = append(entries, &sni.Entry{Hostname: name, Certificates: []*tls.Certificate{cert}, Value: &l, TLS: s})
+	}
+	p := cfg.Ports[0]
+	p.Protocol = config.HTTPS
+	p.Listeners = hostname.NewTable(names, ls)
+	p.All = chunked.Of(ls)
+	p.SNI = sni.NewTable(entries)
+	rt := newRuntime(t)
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), ca.Pool
+}
+
+// handshake dials addr with client and returns the connection's state,
+// after one request over it (which brings TLS 1.3's session tickets).
+func handshake(t *testing.T, addr string, client *tls.Config) (tls.ConnectionState, error) {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, client)
+	if err != nil {
+		return tls.ConnectionState{}, err
+	}
+	defer c.Close()
+	st := c.ConnectionState()
+	if st.NegotiatedProtocol != "h2" {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", client.ServerName)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return st, fmt.Errorf("request after the handshake: %w", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return st, nil
+}
+
+// TestListenerTLSSettings: a real crypto/tls client sees each listener's
+// own settings on a shared port: a minimum version (a TLS 1.2-only client
+// refused), a maximum version with one cipher suite, ALPN without h2, and
+// session tickets off (no resumption), while the port's other listener
+// keeps the defaults.
+func TestListenerTLSSettings(t *testing.T) {
+	const suite = tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+	addr, roots := listenerTLSPort(t, map[string]*sni.Settings{
+		"modern.example.com": {MinVersion: tls.VersionTLS13},
+		"legacy.example.com": {MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}},
+		"h1.example.com":     {NextProtos: []string{"http/1.1"}, SessionTicketsDisabled: true},
+		"plain.example.com":  nil,
+	})
+	client := func(name string) *tls.Config {
+		return &tls.Config{ServerName: name, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}
+	}
+
+	old := client("modern.example.com")
+	old.MaxVersion = tls.VersionTLS12
+	if _, err := handshake(t, addr, old); err == nil {
+		t.Error("modern: a TLS 1.2 client completed a handshake with a TLS 1.3 minimum")
+	}
+	if st, err := handshake(t, addr, client("modern.example.com")); err != nil || st.Version != tls.VersionTLS13 {
+		t.Errorf("modern: %v, version %x", err, st.Version)
+	}
+	if st, err := handshake(t, addr, client("legacy.example.com")); err != nil || st.Version != tls.VersionTLS12 || st.CipherSuite != suite {
+		t.Errorf("legacy: %v, version %x suite %s, want TLS 1.2 with %s", err, st.Version, tls.CipherSuiteName(st.CipherSuite), tls.CipherSuiteName(suite))
+	}
+	other := client("legacy.example.com")
+	other.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}
+	if _, err := handshake(t, addr, other); err == nil {
+		t.Error("legacy: a client offering only a suite the listener does not has a handshake")
+	}
+	if st, err := handshake(t, addr, client("h1.example.com")); err != nil || st.NegotiatedProtocol != "http/1.1" {
+		t.Errorf("h1: %v, ALPN %q, want http/1.1", err, st.NegotiatedProtocol)
+	}
+	if st, err := handshake(t, addr, client("plain.example.com")); err != nil || st.NegotiatedProtocol != "h2" || st.Version != tls.VersionTLS13 {
+		t.Errorf("plain: %v, ALPN %q version %x, want the defaults (h2, TLS 1.3)", err, st.NegotiatedProtocol, st.Version)
+	}
+	old = client("plain.example.com")
+	old.MaxVersion = tls.VersionTLS12
+	if _, err := handshake(t, addr, old); err != nil {
+		t.Errorf("plain: a TLS 1.2 client refused: %v", err)
+	}
+
+	// Resumption: tickets off on h1, on (the default) on plain.
+	for name, wantResumed := range map[string]bool{"h1.example.com": false, "plain.example.com": true} {
+		c := client(name)
+		c.NextProtos = []string{"http/1.1"}
+		c.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		if _, err := handshake(t, addr, c); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		st, err := handshake(t, addr, c)
+		if err != nil || st.DidResume != wantResumed {
+			t.Errorf("%s: second connection resumed %v (%v), want %v", name, st.DidResume, err, wantResumed)
+		}
+	}
+}
