@@ -470,7 +470,7 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		}
 		// By name, as a policy says them.
 		type settings struct {
-			MinVersion, MaxVersion string
+			MinVersion, MaxVersion   string
 			CipherSuites, NextProtos []string
 			SessionTicketsDisabled   bool
 		}
