@@ -25,6 +25,11 @@ type ClientTraffic struct {
 	// counted), stricter than the port's limits; 0: the port's. Over
 	// them a request is answered 431.
 	MaxHeaderBytes, MaxHeaderCount int
+	// MaxConcurrentStreams and IdleTimeout are the listener's HTTP/2
+	// settings, for connections whose TLS handshake chose it; 0: the
+	// port's.
+	MaxConcurrentStreams uint32
+	IdleTimeout          time.Duration
 }
 
 // ClientAddress finds the address of the client behind trusted proxies.

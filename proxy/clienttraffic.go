@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/dataplane/h2"
 	"portico.dev/portico/internal/dataplane/proxyproto"
 )
 
@@ -143,4 +145,20 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// listenerH2Options are the HTTP/2 settings of the listener the TLS
+// handshake of ctx's connection chose (ClientTrafficPolicy http), zero
+// for the port's: a cleartext connection has no listener before its
+// first request.
+func listenerH2Options(ctx context.Context) h2.ConnOptions {
+	t, _ := ctx.Value(connKey{}).(*trackedConn)
+	if t == nil {
+		return h2.ConnOptions{}
+	}
+	l := t.listener.Load()
+	if l == nil || l.Client == nil {
+		return h2.ConnOptions{}
+	}
+	return h2.ConnOptions{MaxConcurrentStreams: l.Client.MaxConcurrentStreams, IdleTimeout: l.Client.IdleTimeout}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/shared/chunked"
 	"portico.dev/portico/internal/shared/hostname"
@@ -19,9 +21,9 @@ import (
 )
 
 // listenerTLSPort serves HTTPS on a port with one listener per hostname
-// of settings, each with those handshake settings (nil: the port's);
-// it returns the address and the roots to trust.
-func listenerTLSPort(t *testing.T, settings map[string]*sni.Settings) (string, *x509.CertPool) {
+// of clients, each with that ClientTraffic (its TLS on its SNI entry; nil:
+// the port's settings); it returns the address and the roots to trust.
+func listenerTLSPort(t *testing.T, clients map[string]*config.ClientTraffic) (string, *x509.CertPool) {
 	t.Helper()
 	ca, err := snitest.NewCA()
 	if err != nil {
@@ -34,7 +36,11 @@ func listenerTLSPort(t *testing.T, settings map[string]*sni.Settings) (string, *
 	var names []string
 	var ls []*config.Listener
 	var entries []*sni.Entry
-	for name, s := range settings {
+	for name, ct := range clients {
+		var s *sni.Settings
+		if ct != nil {
+			s = ct.TLS
+		}
 		pair, err := ca.Issue(snitest.ECDSA, 2, name)
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +51,7 @@ func listenerTLSPort(t *testing.T, settings map[string]*sni.Settings) (string, *
 		}
 		l := *base
 		l.Key, l.Hostname = "Gateway/ns/gw/"+name, name
-		l.Client = &config.ClientTraffic{TLS: s}
+		l.Client = ct
 		names, ls = append(names, name), append(ls, &l)
 		entries = append(entries, &sni.Entry{Hostname: name, Certificates: []*tls.Certificate{cert}, Value: &l, TLS: s})
 	}
@@ -91,10 +97,10 @@ func handshake(t *testing.T, addr string, client *tls.Config) (tls.ConnectionSta
 // keeps the defaults.
 func TestListenerTLSSettings(t *testing.T) {
 	const suite = tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
-	addr, roots := listenerTLSPort(t, map[string]*sni.Settings{
-		"modern.example.com": {MinVersion: tls.VersionTLS13},
-		"legacy.example.com": {MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}},
-		"h1.example.com":     {NextProtos: []string{"http/1.1"}, SessionTicketsDisabled: true},
+	addr, roots := listenerTLSPort(t, map[string]*config.ClientTraffic{
+		"modern.example.com": {TLS: &sni.Settings{MinVersion: tls.VersionTLS13}},
+		"legacy.example.com": {TLS: &sni.Settings{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}}},
+		"h1.example.com":     {TLS: &sni.Settings{NextProtos: []string{"http/1.1"}, SessionTicketsDisabled: true}},
 		"plain.example.com":  nil,
 	})
 	client := func(name string) *tls.Config {
@@ -140,6 +146,70 @@ func TestListenerTLSSettings(t *testing.T) {
 		st, err := handshake(t, addr, c)
 		if err != nil || st.DidResume != wantResumed {
 			t.Errorf("%s: second connection resumed %v (%v), want %v", name, st.DidResume, err, wantResumed)
+		}
+	}
+}
+
+// h2Settings opens an HTTP/2 connection to name at addr and returns the
+// server's first SETTINGS, and the connection.
+func h2Settings(t *testing.T, addr, name string, roots *x509.CertPool) (map[http2.SettingID]uint32, *tls.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: name, RootCAs: roots, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Fatalf("%s: ALPN %q", name, c.ConnectionState().NegotiatedProtocol)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %T, want SETTINGS", f)
+	}
+	out := map[http2.SettingID]uint32{}
+	_ = sf.ForeachSetting(func(s http2.Setting) error { out[s.ID] = s.Val; return nil })
+	return out, c, fr
+}
+
+// TestListenerHTTP2Settings: an HTTP/2 connection whose handshake chose a
+// listener with its own maxConcurrentStreams is told that many streams,
+// and one idle longer than the listener's idle timeout is closed (GOAWAY),
+// while the port's other listener keeps the port's settings.
+func TestListenerHTTP2Settings(t *testing.T) {
+	addr, roots := listenerTLSPort(t, map[string]*config.ClientTraffic{
+		"few.example.com":   {MaxConcurrentStreams: 3, IdleTimeout: 300 * time.Millisecond},
+		"plain.example.com": nil,
+	})
+	few, c, fr := h2Settings(t, addr, "few.example.com", roots)
+	if few[http2.SettingMaxConcurrentStreams] != 3 {
+		t.Errorf("few: SETTINGS_MAX_CONCURRENT_STREAMS %d, want 3", few[http2.SettingMaxConcurrentStreams])
+	}
+	plain, _, _ := h2Settings(t, addr, "plain.example.com", roots)
+	if got, want := plain[http2.SettingMaxConcurrentStreams], DefaultOptions().MaxConcurrentStreams; got == 3 || (want > 0 && got != want) {
+		t.Errorf("plain: SETTINGS_MAX_CONCURRENT_STREAMS %d, want the port's %d", got, want)
+	}
+	// The port's idle timeout is minutes: a GOAWAY within 10 s is the
+	// listener's.
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("few: no GOAWAY before %v", err)
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			break
 		}
 	}
 }

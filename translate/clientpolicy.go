@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,6 +127,14 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 			}
 			if h.MaxHeaderCount != nil {
 				out.MaxHeaderCount = int(*h.MaxHeaderCount)
+			}
+			if h2 := h.HTTP2; h2 != nil {
+				if h2.MaxConcurrentStreams != nil {
+					out.MaxConcurrentStreams = uint32(*h2.MaxConcurrentStreams)
+				}
+				if h2.IdleTimeout != nil {
+					out.IdleTimeout, _ = time.ParseDuration(string(*h2.IdleTimeout))
+				}
 			}
 		}
 	}

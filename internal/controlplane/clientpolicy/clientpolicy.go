@@ -90,6 +90,16 @@ type HTTPSettings struct {
 	MaxHeaderBytes *int32         `json:"maxHeaderBytes,omitempty"`
 	MaxHeaderCount *int32         `json:"maxHeaderCount,omitempty"`
 	RequestTimeout *gwv1.Duration `json:"requestTimeout,omitempty"`
+	// HTTP2 are the settings of HTTP/2 connections whose TLS handshake
+	// chose the listener (cleartext ones take the port's).
+	HTTP2 *HTTP2Settings `json:"http2,omitempty"`
+}
+
+// HTTP2Settings: the streams a client may have open at once, and how long
+// a connection without a stream stays open.
+type HTTP2Settings struct {
+	MaxConcurrentStreams *int32         `json:"maxConcurrentStreams,omitempty"`
+	IdleTimeout          *gwv1.Duration `json:"idleTimeout,omitempty"`
 }
 
 func (h *HTTPSettings) errors() []string {
@@ -103,6 +113,16 @@ func (h *HTTPSettings) errors() []string {
 	if v := h.RequestTimeout; v != nil {
 		if d, err := time.ParseDuration(string(*v)); err != nil || d < time.Millisecond || d > 24*time.Hour {
 			errs = append(errs, fmt.Sprintf("spec.http.requestTimeout: %q is not a duration between 1ms and 24h", *v))
+		}
+	}
+	if h2 := h.HTTP2; h2 != nil {
+		if v := h2.MaxConcurrentStreams; v != nil && (*v < 1 || *v > 10000) {
+			errs = append(errs, fmt.Sprintf("spec.http.http2.maxConcurrentStreams: %d is not between 1 and 10000", *v))
+		}
+		if v := h2.IdleTimeout; v != nil {
+			if d, err := time.ParseDuration(string(*v)); err != nil || d < time.Second || d > 24*time.Hour {
+				errs = append(errs, fmt.Sprintf("spec.http.http2.idleTimeout: %q is not a duration between 1s and 24h", *v))
+			}
 		}
 	}
 	return errs
