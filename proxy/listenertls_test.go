@@ -24,12 +24,18 @@ import (
 // of clients, each with that ClientTraffic (its TLS on its SNI entry; nil:
 // the port's settings); it returns the address and the roots to trust.
 func listenerTLSPort(t *testing.T, clients map[string]*config.ClientTraffic) (string, *x509.CertPool) {
+	return proxiedTLSPort(t, clients, nil)
+}
+
+// proxiedTLSPort is listenerTLSPort reading the PROXY protocol as pp says
+// (nil: none).
+func proxiedTLSPort(t *testing.T, clients map[string]*config.ClientTraffic, pp *config.ProxyProtocol) (string, *x509.CertPool) {
 	t.Helper()
 	ca, err := snitest.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := slowBackend(t, "ok")
+	backend := echoClientBackend(t)
 	port := freePort(t)
 	cfg := limitedConfig(t, port, nil, nil, backend)
 	base := cfg.Ports[0].All.At(0)
@@ -60,6 +66,7 @@ func listenerTLSPort(t *testing.T, clients map[string]*config.ClientTraffic) (st
 	p.Listeners = hostname.NewTable(names, ls)
 	p.All = chunked.Of(ls)
 	p.SNI = sni.NewTable(entries)
+	p.ProxyProtocol = pp
 	rt := newRuntime(t)
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
@@ -211,5 +218,48 @@ func TestListenerHTTP2Settings(t *testing.T) {
 		if _, ok := f.(*http2.GoAwayFrame); ok {
 			break
 		}
+	}
+}
+
+// TestProxyProtocolBeforeTLS: on an HTTPS port the PROXY header comes
+// before the ClientHello; the address it gives is the one the backend
+// sees (in X-Forwarded-For), and a connection without it is refused
+// before any handshake.
+func TestProxyProtocolBeforeTLS(t *testing.T) {
+	addr, roots := proxiedTLSPort(t, map[string]*config.ClientTraffic{"app.example.com": nil}, &config.ProxyProtocol{})
+	dial := func(header string) (*tls.Conn, error) {
+		raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(raw, header); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		c := tls.Client(raw, &tls.Config{ServerName: "app.example.com", RootCAs: roots, NextProtos: []string{"http/1.1"}})
+		if err := c.Handshake(); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := dial("PROXY TCP6 2001:db8::9 2001:db8::1 40000 443\r\n")
+	if err != nil {
+		t.Fatalf("handshake after a PROXY header: %v", err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "2001:db8::9" {
+		t.Errorf("the backend saw the client as %q, want 2001:db8::9", body)
+	}
+	if _, err := dial(""); err == nil {
+		t.Error("a handshake without the required PROXY header succeeded")
 	}
 }
