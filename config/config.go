@@ -97,6 +97,9 @@ type Port struct {
 	// the connection, as TLS listeners refuse what they cannot route,
 	// rather than with an alert.
 	Streams bool
+	// ProxyProtocol, when set, reads a PROXY protocol header at the start
+	// of every connection (ClientTrafficPolicy).
+	ProxyProtocol *ProxyProtocol
 }
 
 // Listener is one serving listener.
@@ -124,6 +127,9 @@ type Listener struct {
 	// TCP is the route a TCP listener (StreamTCP) gives every
 	// connection; nil: no route attached, connections are refused.
 	TCP *StreamRoute
+	// Client is what ClientTrafficPolicies set for the listener; nil
+	// when none applies.
+	Client *ClientTraffic
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or

@@ -91,6 +91,8 @@ type portDescription struct {
 	// Streams: a TLS listener is on the port (unknown names are refused
 	// by closing the connection).
 	Streams bool `yaml:"streams,omitempty"`
+	// ProxyProtocol is the port's PROXY protocol, when it reads one.
+	ProxyProtocol *yaml.Node `yaml:"proxyProtocol,omitempty"`
 }
 
 type lookupDescription struct {
@@ -123,6 +125,8 @@ type listenerDescription struct {
 	// TCP is a TCP listener's route, in the form of Streams' values.
 	TCP   string                `yaml:"tcp,omitempty"`
 	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
+	// Client is what ClientTrafficPolicies set for the listener.
+	Client *yaml.Node `yaml:"client,omitempty"`
 }
 
 type certDescription struct {
@@ -224,6 +228,9 @@ func (d *describer) port(p *Port) portDescription {
 		out.Listeners = append(out.Listeners, d.listener(p, l))
 	}
 	out.Streams = p.Streams
+	if p.ProxyProtocol != nil {
+		out.ProxyProtocol = d.value(reflect.ValueOf(p.ProxyProtocol))
+	}
 	return out
 }
 
@@ -257,6 +264,9 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	out.Stream, out.Streams = d.streams(l)
 	if l.Stream == StreamTCP {
 		out.TCP = describeStreamRoute(l.TCP)
+	}
+	if l.Client != nil {
+		out.Client = d.value(reflect.ValueOf(l.Client))
 	}
 	return out
 }
@@ -454,6 +464,27 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		return scalar(x.String())
 	case netip.Prefix:
 		return scalar(x.String())
+	case *sni.Settings:
+		if x == nil {
+			return nil
+		}
+		// By name, as a policy says them.
+		type settings struct {
+			MinVersion, MaxVersion   string
+			CipherSuites, NextProtos []string
+			SessionTicketsDisabled   bool
+		}
+		out := settings{NextProtos: x.NextProtos, SessionTicketsDisabled: x.SessionTicketsDisabled}
+		if x.MinVersion != 0 {
+			out.MinVersion = tls.VersionName(x.MinVersion)
+		}
+		if x.MaxVersion != 0 {
+			out.MaxVersion = tls.VersionName(x.MaxVersion)
+		}
+		for _, s := range x.CipherSuites {
+			out.CipherSuites = append(out.CipherSuites, tls.CipherSuiteName(s))
+		}
+		return d.value(reflect.ValueOf(out))
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

@@ -31,4 +31,10 @@ const MaxEjectionTime = 5 * time.Minute
 type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
+	// RateLimit is a ClientTrafficPolicy's, of the rule's route or of
+	// the listener.
+	RateLimit *RateLimit
+	// RequestTimeout is a ClientTrafficPolicy's of the listener, for
+	// rules whose route sets none.
+	RequestTimeout time.Duration
 }

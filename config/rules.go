@@ -94,6 +94,9 @@ type Rule struct {
 	// Security is what the SecurityPolicy that applies to the rule asks
 	// of its requests before they are forwarded; nil: none applies.
 	Security *Security
+	// RateLimit is the local rate limit a ClientTrafficPolicy gives the
+	// rule (of its route, else of the listener); nil: none.
+	RateLimit *RateLimit
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".

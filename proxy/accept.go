@@ -133,7 +133,7 @@ func (s *sorter) acceptLoop() {
 			if d := ps.health.accepted(time.Now()); d > 0 {
 				ps.log.Info("port accepting connections again", zap.Duration("failed_for", d))
 			}
-			go s.sort(c)
+			go s.accepted(c)
 			continue
 		}
 		if errors.Is(err, net.ErrClosed) {

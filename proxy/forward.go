@@ -61,6 +61,8 @@ type forwarder struct {
 	outliers outlierSet
 	// guard enforces the rules' SecurityPolicies (security.go).
 	guard *guard
+	// limits are the buckets of local rate limits (ratelimit.go).
+	limits rateLimits
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -477,6 +479,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, cfg *config.Co
 	}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.route = rule.RouteName
+	}
+	if rule.RateLimit != nil && !f.limits.allow(w, r, rule.RateLimit) {
+		return rule
 	}
 	f.forward(w, r, cfg, rule, m, &exchange{origHost: r.Host, in: r, clientCert: l.BackendClientCert, listener: l, port: port})
 	return rule

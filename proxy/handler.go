@@ -128,6 +128,9 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 		http.NotFound(w, r)
 		return nil
 	}
+	if l.Client != nil && !ps.clientTraffic(w, r, l.Client) {
+		return nil
+	}
 	return ps.rt.fwd.serve(w, r, cfg, l, path, ps.portText)
 }
 

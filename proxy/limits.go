@@ -750,17 +750,23 @@ func (l *connLimit) warn(last *atomic.Int64, msg string, fields ...zap.Field) {
 }
 
 func (l *connLimit) release(client netip.Addr) {
-	if l.perClient > 0 {
-		l.mu.Lock()
-		if n := l.clients[client] - 1; n > 0 {
-			l.clients[client] = n
-		} else {
-			delete(l.clients, client)
-		}
-		l.mu.Unlock()
-	}
+	l.releaseClient(client)
 	l.open.Add(-1)
 	l.keeper.Closed()
+}
+
+// releaseClient gives back a connection of client's share.
+func (l *connLimit) releaseClient(client netip.Addr) {
+	if l.perClient <= 0 {
+		return
+	}
+	l.mu.Lock()
+	if n := l.clients[client] - 1; n > 0 {
+		l.clients[client] = n
+	} else {
+		delete(l.clients, client)
+	}
+	l.mu.Unlock()
 }
 
 // clientAddr is the address a connection counts against for

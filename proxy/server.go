@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -76,6 +77,9 @@ type trackedConn struct {
 	limit          *connLimit
 	// client is the address the connection counts against in limit.
 	client netip.Addr
+	// remote is the client's address a PROXY protocol header gave; nil
+	// without one. Set before the connection is served.
+	remote net.Addr
 	closed atomic.Bool
 }
 
@@ -321,11 +325,12 @@ func (s *sorter) sortH2C(c net.Conn) {
 // guard against abusive frame patterns.
 func (ps *portServer) serveH2(c net.Conn, ctx context.Context) {
 	o := &ps.rt.opts
+	co := listenerH2Options(ctx)
 	if o.H2MaxGlitches > 0 {
-		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: o.MaxConcurrentStreams}, ps.log)
+		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: cmp.Or(co.MaxConcurrentStreams, o.MaxConcurrentStreams)}, ps.log)
 	}
 	// ctx carries the connection (connKey).
-	ps.h2.ServeConn(ctx, c)
+	ps.h2.ServeConnWith(ctx, c, co)
 }
 
 // handOn gives c to the port's HTTP/1 accept loop.

@@ -942,6 +942,10 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 	r := *cr.rule
 	r.LB, r.Outlier = tr.LB, tr.Outlier
 	r.Security = sec
+	r.RateLimit = tr.RateLimit
+	if tr.RequestTimeout > 0 && r.RequestTimeout == 0 {
+		r.RequestTimeout = tr.RequestTimeout
+	}
 	if !cr.perListener {
 		return &r
 	}

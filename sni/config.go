@@ -65,21 +65,33 @@ type server struct {
 type tableConfig struct {
 	table *Table
 	cfg   *tls.Config
-	// withClientAuth holds, per ClientAuth, cfg asking for client
-	// certificates: *ClientAuth -> *tls.Config. The entries of a port share
-	// their ClientAuth, so there are few.
+	// withClientAuth holds, per ClientAuth and Settings, cfg asking for
+	// client certificates and with those settings: entryConfig ->
+	// *tls.Config. The entries of a port share them, so there are few.
 	withClientAuth sync.Map
+}
+
+// entryConfig is what an entry's config differs by.
+type entryConfig struct {
+	auth *ClientAuth
+	tls  *Settings
 }
 
 // forEntry returns the config for a handshake that chose e.
 func (c *tableConfig) forEntry(e *Entry) *tls.Config {
-	if e.ClientAuth == nil {
+	if e.ClientAuth == nil && e.TLS == nil {
 		return c.cfg
 	}
-	if cfg, ok := c.withClientAuth.Load(e.ClientAuth); ok {
+	key := entryConfig{e.ClientAuth, e.TLS}
+	if cfg, ok := c.withClientAuth.Load(key); ok {
 		return cfg.(*tls.Config)
 	}
 	cfg := c.cfg.Clone()
+	e.TLS.apply(cfg)
+	if e.ClientAuth == nil {
+		actual, _ := c.withClientAuth.LoadOrStore(key, cfg)
+		return actual.(*tls.Config)
+	}
 	cfg.ClientCAs = e.ClientAuth.CAs
 	if e.ClientAuth.Optional {
 		// Asked for, not required and not checked: the handshake goes on
@@ -88,7 +100,7 @@ func (c *tableConfig) forEntry(e *Entry) *tls.Config {
 	} else {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	actual, _ := c.withClientAuth.LoadOrStore(e.ClientAuth, cfg)
+	actual, _ := c.withClientAuth.LoadOrStore(key, cfg)
 	return actual.(*tls.Config)
 }
 

@@ -31,6 +31,9 @@ type Entry struct {
 	// ClientAuth, when set, asks the client for a certificate at the
 	// handshake and checks it.
 	ClientAuth *ClientAuth
+	// TLS, when set, are the listener's own handshake settings
+	// (ClientTrafficPolicy tls); nil: the port's.
+	TLS *Settings
 
 	// withLeaves is Certificates with every Leaf set, made at the first
 	// handshake that chooses among several: hello.SupportsCertificate

@@ -73,6 +73,8 @@ type portBuild struct {
 	entries   []*sni.Entry
 	hosts     map[string]bool
 	streams   bool // a TLS listener is on the port
+	// proxyProtocol is that of the port's first listener with one.
+	proxyProtocol *config.ProxyProtocol
 }
 
 func newPortsBuilder(t *translation) *portsBuilder {
@@ -157,6 +159,9 @@ func (b *portsBuilder) add(i int) {
 		}
 		pb.patterns = append(pb.patterns, host)
 		pb.listeners = append(pb.listeners, l)
+		if pb.proxyProtocol == nil && l.Client != nil {
+			pb.proxyProtocol = l.Client.ProxyProtocol
+		}
 		pb.streams = pb.streams || (protocol == config.HTTPS && l.Stream != config.StreamNone)
 		if protocol == config.HTTPS {
 			if e == nil {
@@ -208,6 +213,7 @@ func (b *portsBuilder) listener(i int) *config.Listener {
 	if m.Protocol == gwv1.TCPProtocolType {
 		l.Stream, l.TCP = config.StreamTCP, b.t.compiledTCP.Routes[i]
 	}
+	l.Client = b.t.client.listener(m)
 	return l
 }
 
@@ -228,6 +234,9 @@ func (b *portsBuilder) clientAuth(v *listeners.ClientValidation) *sni.ClientAuth
 func (b *portsBuilder) entry(m *listeners.Listener, host string, l *config.Listener) *sni.Entry {
 	e := b.entries.One()
 	*e = sni.Entry{Hostname: host, Value: l, ClientAuth: l.ClientAuth}
+	if l.Client != nil {
+		e.TLS = l.Client.TLS
+	}
 	if len(m.Certificates) == 0 {
 		return e
 	}
@@ -257,6 +266,7 @@ func (b *portsBuilder) config() *config.Config {
 			All:       chunked.Of(pb.listeners),
 			Streams:   pb.streams,
 		}
+		p.ProxyProtocol = pb.proxyProtocol
 		if pb.protocol == config.HTTPS {
 			p.SNI = sni.NewTable(pb.entries)
 		}

@@ -24,7 +24,7 @@ func (t *translation) routes() {
 		NamespaceLabels: t.ix.nsLabels,
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
-		Traffic:         t.traffic.traffic(),
+		Traffic:         withClientRules(t.traffic.traffic(), t.client.rules()),
 		Security:        t.security.rules(),
 	}
 	for i := range t.merged {

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -80,6 +81,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
 	scopeSecurityPolicies(res, out, gw)
+	scopeClientPolicies(res, out, gw)
 	specOnly(out)
 	return out
 }
@@ -100,6 +102,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.SecurityPolicies, func(o *securitypolicy.SecurityPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.ClientPolicies, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -260,6 +263,23 @@ func scopeTrafficPolicies(res, out *snapshot.Resources, gw types.NamespacedName,
 	if len(res.TrafficPolicies) == 0 {
 		return
 	}
+	in := policyTargets(out, gw)
+	for svc := range services {
+		in["Service/"+svc.String()] = true
+	}
+	for _, p := range res.TrafficPolicies {
+		if targetsAny(in, p.Namespace, p.Spec.TargetRefs) {
+			out.TrafficPolicies = append(out.TrafficPolicies, p)
+		}
+	}
+}
+
+// policyTargets are the objects of a Gateway's scope that a policy may
+// target, as "Kind/namespace/name": the Gateway, its ListenerSets and the
+// routes attached to either. A policy naming one of them is in scope with
+// every other policy naming the same target, so the same one wins there as
+// in the whole translation.
+func policyTargets(out *snapshot.Resources, gw types.NamespacedName) map[string]bool {
 	in := map[string]bool{"Gateway/" + gw.String(): true}
 	for _, ls := range out.ListenerSets {
 		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
@@ -270,17 +290,18 @@ func scopeTrafficPolicies(res, out *snapshot.Resources, gw types.NamespacedName,
 	for _, r := range out.GRPCRoutes {
 		in["GRPCRoute/"+nn(r.Namespace, r.Name).String()] = true
 	}
-	for svc := range services {
-		in["Service/"+svc.String()] = true
-	}
-	for _, p := range res.TrafficPolicies {
-		for _, t := range p.Spec.TargetRefs {
-			if in[string(t.Kind)+"/"+nn(p.Namespace, string(t.Name)).String()] {
-				out.TrafficPolicies = append(out.TrafficPolicies, p)
-				break
-			}
+	return in
+}
+
+// targetsAny reports whether one of a policy's refs (local to namespace ns)
+// names one of targets.
+func targetsAny(targets map[string]bool, ns string, refs []gwv1.LocalPolicyTargetReferenceWithSectionName) bool {
+	for _, t := range refs {
+		if targets[string(t.Kind)+"/"+nn(ns, string(t.Name)).String()] {
+			return true
 		}
 	}
+	return false
 }
 
 func refNamespace(own string, ref *gwv1.Namespace) string {
@@ -300,27 +321,16 @@ func scopeSecurityPolicies(res, out *snapshot.Resources, gw types.NamespacedName
 	if len(res.SecurityPolicies) == 0 {
 		return
 	}
-	in := map[string]bool{"Gateway/" + gw.String(): true}
-	for _, ls := range out.ListenerSets {
-		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
-	}
-	for _, r := range out.HTTPRoutes {
-		in["HTTPRoute/"+nn(r.Namespace, r.Name).String()] = true
-	}
-	for _, r := range out.GRPCRoutes {
-		in["GRPCRoute/"+nn(r.Namespace, r.Name).String()] = true
-	}
+	in := policyTargets(out, gw)
 	wanted := map[types.NamespacedName]bool{}
 	for _, p := range res.SecurityPolicies {
-		for _, t := range p.Spec.TargetRefs {
-			if in[string(t.Kind)+"/"+nn(p.Namespace, string(t.Name)).String()] {
-				out.SecurityPolicies = append(out.SecurityPolicies, p)
-				for _, s := range p.SecretRefs() {
-					if securitypolicy.Granted(res.ReferenceGrants, p.Namespace, s) {
-						wanted[s] = true
-					}
-				}
-				break
+		if !targetsAny(in, p.Namespace, p.Spec.TargetRefs) {
+			continue
+		}
+		out.SecurityPolicies = append(out.SecurityPolicies, p)
+		for _, s := range p.SecretRefs() {
+			if securitypolicy.Granted(res.ReferenceGrants, p.Namespace, s) {
+				wanted[s] = true
 			}
 		}
 	}
@@ -333,6 +343,20 @@ func scopeSecurityPolicies(res, out *snapshot.Resources, gw types.NamespacedName
 	for _, s := range res.Secrets {
 		if wanted[nn(s.Namespace, s.Name)] {
 			out.Secrets = append(out.Secrets, s)
+		}
+	}
+}
+
+// scopeClientPolicies adds the ClientTrafficPolicies that target the
+// Gateway, its ListenerSets or the routes attached to either.
+func scopeClientPolicies(res, out *snapshot.Resources, gw types.NamespacedName) {
+	if len(res.ClientPolicies) == 0 {
+		return
+	}
+	in := policyTargets(out, gw)
+	for _, p := range res.ClientPolicies {
+		if targetsAny(in, p.Namespace, p.Spec.TargetRefs) {
+			out.ClientPolicies = append(out.ClientPolicies, p)
 		}
 	}
 }

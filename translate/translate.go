@@ -194,10 +194,12 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.backendTLS()
 	t.trafficPolicies()
 	t.securityPolicies()
+	t.clientPolicies()
 	t.routes()
 	t.policyStatuses()
 	t.trafficPolicyStatuses()
 	t.securityPolicyStatuses()
+	t.clientPolicyStatuses()
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
@@ -265,6 +267,7 @@ type translation struct {
 	tls         *backendTLS
 	traffic     *trafficPolicies
 	security    *securityPolicies
+	client      *clientPolicies
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
 	compiledTCP tcprouting.Output
@@ -330,7 +333,7 @@ func routingInputs(res *snapshot.Resources) []any {
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies) +
-		len(res.SecurityPolicies)
+		len(res.SecurityPolicies) + len(res.ClientPolicies)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -356,6 +359,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("PorticoParameters", anys(res.Parameters)...)
 	add("BackendTrafficPolicy", anys(res.TrafficPolicies)...)
 	add("SecurityPolicy", anys(res.SecurityPolicies)...)
+	add("ClientTrafficPolicy", anys(res.ClientPolicies)...)
 	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())

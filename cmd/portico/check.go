@@ -16,12 +16,14 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/filesource"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/translate"
 )
 
@@ -46,7 +48,7 @@ var errNotServing = errors.New("some objects do not fully serve")
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
 var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
-	"SecurityPolicy"}
+	"SecurityPolicy", "ClientTrafficPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
@@ -258,35 +260,37 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		}
 		r.add("BackendTLSPolicy", p, &obj.Status, ts)
 	}
-	for _, p := range byName(res.TrafficPolicies) {
-		obj := p
-		if computed, ok := st.TrafficPolicies.Get(nameOf(p)); ok {
-			obj, _ = status.MergeTrafficPolicy(p, computed, controller, ts)
-		}
-		for _, a := range obj.Status.Ancestors {
-			if a.ControllerName == controller {
-				r.conditions(trafficpolicy.Kind, nameOf(p).String(), "ancestor "+refName(a.AncestorRef), a.Conditions)
-			}
-		}
-		r.add(trafficpolicy.Kind, p, &obj.Status, ts)
-	}
-	for _, p := range byName(res.SecurityPolicies) {
-		obj := p
-		if computed, ok := st.SecurityPolicies.Get(nameOf(p)); ok {
-			obj, _ = status.MergeSecurityPolicy(p, computed, controller, ts)
-		}
-		for _, a := range obj.Status.Ancestors {
-			if a.ControllerName == controller {
-				r.conditions(securitypolicy.Kind, nameOf(p).String(), "ancestor "+refName(a.AncestorRef), a.Conditions)
-			}
-		}
-		r.add(securitypolicy.Kind, p, &obj.Status, ts)
-	}
+	addPolicies(r, trafficpolicy.Kind, res.TrafficPolicies, st.TrafficPolicies, status.MergeTrafficPolicy,
+		func(p *trafficpolicy.BackendTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
+	addPolicies(r, securitypolicy.Kind, res.SecurityPolicies, st.SecurityPolicies, status.MergeSecurityPolicy,
+		func(p *securitypolicy.SecurityPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
+	addPolicies(r, clientpolicy.Kind, res.ClientPolicies, st.ClientPolicies, status.MergeClientPolicy,
+		func(p *clientpolicy.ClientTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
 	if r.served == 0 {
 		r.problems = append(r.problems, problem{kind: "Gateway", name: "-", condition: "Accepted", reason: "NoGateway",
 			message: fmt.Sprintf("no Gateway of a GatewayClass of %s: Portico would serve nothing", controller)})
 	}
 	return r
+}
+
+// addPolicies reports each of Portico's policies of one kind with its
+// ancestor entries merged as the status writer would merge them.
+func addPolicies[P metav1.Object](r *checkReport, kind string, objs []P, computed pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus],
+	merge func(P, []gwv1.PolicyAncestorStatus, gwv1.GatewayController, metav1.Time) (P, bool), statusOf func(P) *gwv1.PolicyStatus,
+	controller gwv1.GatewayController, ts metav1.Time) {
+	for _, p := range byName(objs) {
+		obj := p
+		if c, ok := computed.Get(nameOf(p)); ok {
+			obj, _ = merge(p, c, controller, ts)
+		}
+		st := statusOf(obj)
+		for _, a := range st.Ancestors {
+			if a.ControllerName == controller {
+				r.conditions(kind, nameOf(p).String(), "ancestor "+refName(a.AncestorRef), a.Conditions)
+			}
+		}
+		r.add(kind, p, st, ts)
+	}
 }
 
 // add appends obj with its status; a condition's lastTransitionTime that
@@ -300,6 +304,9 @@ func (r *checkReport) add(kind string, obj metav1.Object, st any, now metav1.Tim
 	}
 	if kind == securitypolicy.Kind {
 		apiVersion = securitypolicy.APIVersion
+	}
+	if kind == clientpolicy.Kind {
+		apiVersion = clientpolicy.APIVersion
 	}
 	r.docs = append(r.docs, checkDocument{
 		APIVersion: apiVersion,

@@ -61,6 +61,9 @@ type Informers struct {
 	// securityPolicies caches SecurityPolicies; nil when their CRD is
 	// not installed (securitypolicies.go).
 	securityPolicies cache.Store
+	// clientPolicies caches ClientTrafficPolicies; nil when their CRD is
+	// not installed (clientpolicies.go).
+	clientPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -152,6 +155,9 @@ type Listers struct {
 	// SecurityPolicies holds *securitypolicy.SecurityPolicy, nil when
 	// their CRD is not installed.
 	SecurityPolicies cache.Store
+	// ClientPolicies holds *clientpolicy.ClientTrafficPolicy, nil when
+	// their CRD is not installed.
+	ClientPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
@@ -167,6 +173,7 @@ func (in *Informers) Listers() Listers {
 		BackendTLS:       in.backendTLS,
 		TrafficPolicies:  in.trafficPolicies,
 		SecurityPolicies: in.securityPolicies,
+		ClientPolicies:   in.clientPolicies,
 	}
 }
 
@@ -313,6 +320,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	}
 	in.snapshotTrafficPolicies(res)
 	in.snapshotSecurityPolicies(res)
+	in.snapshotClientPolicies(res)
 	return res, nil
 }
 

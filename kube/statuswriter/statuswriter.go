@@ -25,6 +25,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
@@ -635,6 +636,7 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 		}))...)
 	}
 	jobs = append(jobs, w.securityPolicyJobs(ts)...)
+	jobs = append(jobs, w.clientPolicyJobs(ts)...)
 	return jobs
 }
 
@@ -680,7 +682,7 @@ func fromUnstructured(u *unstructured.Unstructured) (*trafficpolicy.BackendTraff
 // logs.
 func sortJobs(jobs []statusJob) {
 	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4,
-		securitypolicy.Kind: 4}
+		securitypolicy.Kind: 4, clientpolicy.Kind: 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -884,6 +886,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.SecurityPolicies {
 		add(securitypolicy.Kind, o)
+	}
+	for _, o := range res.ClientPolicies {
+		add(clientpolicy.Kind, o)
 	}
 	return out
 }

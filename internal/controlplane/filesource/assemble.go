@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
@@ -58,6 +59,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		}),
 		SecurityPolicies: joined(s, touched, last.SecurityPolicies, func(r *snapshot.Resources) []*securitypolicy.SecurityPolicy {
 			return r.SecurityPolicies
+		}),
+		ClientPolicies: joined(s, touched, last.ClientPolicies, func(r *snapshot.Resources) []*clientpolicy.ClientTrafficPolicy {
+			return r.ClientPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -207,5 +211,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.TrafficPolicies = append(res.TrafficPolicies, o)
 	case *securitypolicy.SecurityPolicy:
 		res.SecurityPolicies = append(res.SecurityPolicies, o)
+	case *clientpolicy.ClientTrafficPolicy:
+		res.ClientPolicies = append(res.ClientPolicies, o)
 	}
 }

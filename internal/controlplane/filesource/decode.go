@@ -22,6 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -110,6 +111,9 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 	case securitypolicy.APIVersion + "/" + securitypolicy.Kind:
 		// Likewise (securitypolicy.Spec.Validate).
 		return &securitypolicy.SecurityPolicy{}, nil
+	case clientpolicy.APIVersion + "/" + clientpolicy.Kind:
+		// Like BackendTrafficPolicy: checked where it is used.
+		return &clientpolicy.ClientTrafficPolicy{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

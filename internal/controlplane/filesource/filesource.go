@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
@@ -887,6 +888,8 @@ func kindOf(obj metav1.Object) string {
 		return trafficpolicy.Kind
 	case *securitypolicy.SecurityPolicy:
 		return securitypolicy.Kind
+	case *clientpolicy.ClientTrafficPolicy:
+		return clientpolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
@@ -56,6 +57,8 @@ type Resources struct {
 	TrafficPolicies []*trafficpolicy.BackendTrafficPolicy
 	// SecurityPolicies are Portico's SecurityPolicies.
 	SecurityPolicies []*securitypolicy.SecurityPolicy
+	// ClientPolicies are Portico's ClientTrafficPolicies.
+	ClientPolicies []*clientpolicy.ClientTrafficPolicy
 	// Deployments are the data planes Portico provisioned (GEP-1762);
 	// their status tells whether a replica is available.
 	Deployments []*appsv1.Deployment

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
@@ -47,6 +48,9 @@ type Computed struct {
 	// SecurityPolicies holds the ancestor entries of each of Portico's
 	// SecurityPolicies.
 	SecurityPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// ClientPolicies holds the ancestor entries of each of Portico's
+	// ClientTrafficPolicies.
+	ClientPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -62,6 +66,7 @@ type Maps struct {
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	ClientPolicies     map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -78,6 +83,7 @@ func (m *Maps) Computed() *Computed {
 		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
+		ClientPolicies:     pmap.Of(m.ClientPolicies),
 	}
 }
 
@@ -96,6 +102,7 @@ func (c *Computed) Maps() *Maps {
 		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
+		ClientPolicies:     maps.Collect(c.ClientPolicies.All()),
 	}
 }
 
@@ -356,6 +363,14 @@ func MergeSecurityPolicy(obj *securitypolicy.SecurityPolicy, computed []gwv1.Pol
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *securitypolicy.SecurityPolicy) { o.Status = status })
+}
+
+// MergeClientPolicy replaces Portico's ancestor entries of a
+// ClientTrafficPolicy and keeps any other controller's.
+func MergeClientPolicy(obj *clientpolicy.ClientTrafficPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*clientpolicy.ClientTrafficPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = status })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that

@@ -67,14 +67,18 @@ var ErrStreamReset = errors.New("http2: stream reset by the client")
 
 // conn is one HTTP/2 connection.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	remote string
-	tls    *tls.ConnectionState
-	base   context.Context
-	br     *bufio.Reader
-	fr     *http2.Framer
-	hb     headerBlock // the header blocks fr reads (readFrame)
+	srv *Server
+	// maxStreams and idle are the Server's MaxConcurrentStreams and
+	// IdleTimeout, or what ServeConnWith set for this connection.
+	maxStreams uint32
+	idle       time.Duration
+	nc         net.Conn
+	remote     string
+	tls        *tls.ConnectionState
+	base       context.Context
+	br         *bufio.Reader
+	fr         *http2.Framer
+	hb         headerBlock // the header blocks fr reads (readFrame)
 
 	// The write side, under wmu: frames go to bw through wfr; henc
 	// encodes response fields into hbuf. writers counts the goroutines
@@ -247,7 +251,7 @@ func (c *conn) serve() {
 		c.linger()
 		return
 	}
-	if d := c.srv.IdleTimeout; d > 0 {
+	if d := c.idle; d > 0 {
 		c.mu.Lock()
 		c.idleTimer = time.AfterFunc(d, c.idleExpired)
 		c.mu.Unlock()
@@ -289,7 +293,7 @@ func (c *conn) readPreface() error {
 	c.lockWrite()
 	c.wfr.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxFrameSize, Val: s.maxFrameSize()},
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: s.maxStreams()},
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.maxStreams},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: s.maxHeaderBytes()},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(s.streamWindow())},
 	)
@@ -611,7 +615,7 @@ func (c *conn) maybeRemoveLocked(st *stream) {
 		return
 	}
 	if c.idleTimer != nil {
-		c.idleTimer.Reset(c.srv.IdleTimeout)
+		c.idleTimer.Reset(c.idle)
 	}
 }
 

@@ -81,7 +81,27 @@ const (
 // timeout or Shutdown. ctx is the base of the requests' contexts. It
 // returns once every handler of the connection has returned.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
+	s.ServeConnWith(ctx, c, ConnOptions{})
+}
+
+// ConnOptions override the Server's settings for one connection; a zero
+// field keeps the Server's.
+type ConnOptions struct {
+	MaxConcurrentStreams uint32
+	IdleTimeout          time.Duration
+}
+
+// ServeConnWith is ServeConn with o overriding the Server's settings for
+// c (a listener's own, chosen by its handshake).
+func (s *Server) ServeConnWith(ctx context.Context, c net.Conn, o ConnOptions) {
 	cn := newConn(s, ctx, c)
+	cn.maxStreams, cn.idle = s.maxStreams(), s.IdleTimeout
+	if o.MaxConcurrentStreams > 0 {
+		cn.maxStreams = o.MaxConcurrentStreams
+	}
+	if o.IdleTimeout > 0 {
+		cn.idle = o.IdleTimeout
+	}
 	if !s.track(cn) {
 		c.Close()
 		return

@@ -112,7 +112,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		c.mu.Unlock()
 		return nil // past the GOAWAY's last stream: ignored
 	}
-	full := uint32(len(c.streams)) >= c.srv.maxStreams()
+	full := uint32(len(c.streams)) >= c.maxStreams
 	c.mu.Unlock()
 	if full {
 		return http2.StreamError{StreamID: id, Code: codeRefused}

@@ -1,0 +1,153 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/internal/controlplane/clientpolicy"
+	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/source"
+)
+
+// TestClientPolicyAgainstAPIServer: against a real API server with the
+// ClientTrafficPolicy CRD of deploy/, the CRD's rules refuse what
+// translate would call invalid (both or neither of numTrustedHops and
+// trustedCIDRs, a CIDR that is not one, a Service target, no section at
+// all, an HTTPRoute with more than a rate limit, rate limits out of
+// bounds) with their messages, and the leader writes the status of an
+// accepted policy (its Gateway as ancestor) and of one whose listener
+// does not exist (TargetNotFound).
+func TestClientPolicyAgainstAPIServer(t *testing.T) {
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
+	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
+	dir := t.TempDir()
+	crd, err := os.ReadFile("../deploy/clienttrafficpolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := kubetest.ApplyManifests(ctx, f.Env.Config, dir); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(f.Env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := dyn.Resource(source.ClientPolicyResource).Namespace("default")
+	create := func(name, spec string) error {
+		obj := &unstructured.Unstructured{}
+		y := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: default}\nspec: %s\n", clientpolicy.APIVersion, clientpolicy.Kind, name, spec)
+		if err := yamlToUnstructured(y, obj); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		for range 50 {
+			if _, err = policies.Create(ctx, obj, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "the server could not find the requested resource") {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}
+	const gwRef = `{group: gateway.networking.k8s.io, kind: Gateway, name: gw}`
+	for _, tc := range []struct{ spec, refusal string }{
+		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [10.0.0.0/8]}}}`,
+			"exactly one of numTrustedHops, trustedCIDRs is needed"},
+		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {}}}`,
+			"exactly one of numTrustedHops, trustedCIDRs is needed"},
+		{`{targetRefs: [` + gwRef + `], clientIPDetection: {}}`,
+			"exactly one of xForwardedFor, customHeader is needed"},
+		{`{targetRefs: [` + gwRef + `], proxyProtocol: {trustedCIDRs: [10.0.0.300/8]}}`,
+			"not a CIDR"},
+		{`{targetRefs: [` + gwRef + `]}`,
+			"at least one of clientIPDetection, proxyProtocol, rateLimit, tls, http is needed"},
+		{`{targetRefs: [` + gwRef + `], http: {maxHeaderBytes: 10}}`,
+			"should be greater than or equal to 64"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], http: {maxHeaderCount: 10}}`,
+			"an HTTPRoute may be targeted for rateLimit only"},
+		{`{targetRefs: [` + gwRef + `], tls: {minVersion: "1.3", maxVersion: "1.2"}}`,
+			"minVersion is above maxVersion"},
+		{`{targetRefs: [` + gwRef + `], tls: {minVersion: "1.3", ciphers: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]}}`,
+			"TLS 1.3's suites are not configurable"},
+		{`{targetRefs: [` + gwRef + `], tls: {ciphers: [TLS_RSA_WITH_RC4_128_SHA]}}`,
+			"Unsupported value"},
+		{`{targetRefs: [` + gwRef + `], tls: {alpnProtocols: [h2, h2]}}`,
+			"Duplicate value"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], proxyProtocol: {}}`,
+			"an HTTPRoute may be targeted for rateLimit only"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 0, unit: Second}}`,
+			"should be greater than or equal to 1"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 10, unit: Day}}`,
+			"Unsupported value"},
+		{`{targetRefs: [` + gwRef + `], rateLimit: {requests: 10, unit: Second, key: {type: Header}}}`,
+			"type Header needs header"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], proxyProtocol: {}}`,
+			"Unsupported value"},
+		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}}`,
+			"should be greater than or equal to 1"},
+	} {
+		err := create("refused", tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("spec %s: %v, want a refusal saying %q", tc.spec, err, tc.refusal)
+		}
+	}
+
+	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "portico-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.startPortico(f.Env.Config, "127.0.0.1", "a", func(s *replicaSetup) { s.c.Dynamic = dyn })
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}}
+	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "default"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico",
+		Listeners: []gwv1.Listener{{Name: "http", Port: 18081, Protocol: gwv1.HTTPProtocolType}}}}
+	if _, err := f.Gateway.GatewayV1().Gateways("default").Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("behind-balancer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}, proxyProtocol: {optional: true}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("route-limit", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: gone}], rateLimit: {requests: 10, unit: Second, key: {type: Header, header: {name: X-Api-Key}}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("no-listener", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: https}], proxyProtocol: {}}`); err != nil {
+		t.Fatal(err)
+	}
+	ancestor := func(name, section string, status metav1.ConditionStatus, reason string) func() error {
+		return func() error {
+			u, err := policies.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			p := &clientpolicy.ClientTrafficPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+				return err
+			}
+			for _, a := range p.Status.Ancestors {
+				if string(a.AncestorRef.Name) == "gw" && string(ptr.Deref(a.AncestorRef.SectionName, "")) == section {
+					return conditionIs(a.Conditions, string(gwv1.PolicyConditionAccepted), status, reason, p.Generation)
+				}
+			}
+			return fmt.Errorf("no ancestor gw %q in %+v", section, p.Status.Ancestors)
+		}
+	}
+	kubetest.WaitFor(t, 30*time.Second, "behind-balancer accepted on Gateway gw", ancestor("behind-balancer", "", metav1.ConditionTrue, string(gwv1.PolicyReasonAccepted)))
+	kubetest.WaitFor(t, 30*time.Second, "no-listener TargetNotFound", ancestor("no-listener", "https", metav1.ConditionFalse, string(gwv1.PolicyReasonTargetNotFound)))
+}
