@@ -126,6 +126,12 @@ func (a *Answer) Release() {
 	}
 }
 
+// HopByHop reports whether the head read last held a hop-by-hop field
+// (Connection, Proxy-Connection, Keep-Alive, Proxy-Authenticate,
+// Proxy-Authorization, Te, Trailer, Transfer-Encoding or Upgrade): when it
+// held none, a proxy has none to remove, and no field Connection names.
+func (a *Answer) HopByHop() bool { return a.seen&hasHopByHop != 0 }
+
 // forget clears h, or drops it when it grew past maxKeptFields.
 func forget(h http.Header) http.Header {
 	if len(h) > maxKeptFields {

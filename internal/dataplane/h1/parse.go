@@ -251,23 +251,30 @@ const (
 	hasPragma
 	hasTransferEncoding
 	hasContentLength
+	// hasHopByHop: any hop-by-hop field (RFC 9110 section 7.6.1, and
+	// those proxies have long removed): Connection, Proxy-Connection,
+	// Keep-Alive, Proxy-Authenticate, Proxy-Authorization, Te, Trailer,
+	// Transfer-Encoding, Upgrade.
+	hasHopByHop
 )
 
-// fieldOf is the fieldSet bit of the canonical name, 0 for the others.
+// fieldOf is the fieldSet bits of the canonical name, 0 for the others.
 func fieldOf(name string) fieldSet {
 	switch name {
 	case "Connection":
-		return hasConnection
+		return hasConnection | hasHopByHop
 	case "Expect":
 		return hasExpect
 	case "Trailer":
-		return hasTrailer
+		return hasTrailer | hasHopByHop
 	case "Pragma":
 		return hasPragma
 	case "Transfer-Encoding":
-		return hasTransferEncoding
+		return hasTransferEncoding | hasHopByHop
 	case "Content-Length":
 		return hasContentLength
+	case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+		return hasHopByHop
 	}
 	return 0
 }
