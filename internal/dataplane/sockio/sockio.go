@@ -141,7 +141,8 @@ func (c *Conn) setEager() {
 // of the poller and two timer changes each time. A write that does not
 // wait is judged against the deadline as it starts, as the poller judges
 // it: a deadline gone fails it. A write already waiting sees a new
-// deadline at once, as it would on a TCPConn.
+// deadline at once, as it would on a TCPConn. On a closed connection it
+// reports no error (a TCPConn's does): the next write does.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
