@@ -79,7 +79,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 	pw := ps.pacedWriter(a, true)
 	p := pw.p
 	p.log = ps.log
-	p.start(a, opts)
+	p.start(a, opts, time.Now())
 	// A's write has been waiting on its client past its deadline.
 	p.write.begin(time.Now().Add(-2*time.Hour), time.Hour, 0, 0, 0)
 	ps.donePacing(pw, true)
@@ -95,7 +95,7 @@ func TestAttackPooledWriterLateWatch(t *testing.T) {
 	b := &deadlineRecorder{ResponseWriter: httptest.NewRecorder()}
 	reusedWriter(t, ps, pw, b)
 	p.log = ps.log
-	p.start(b, opts)
+	p.start(b, opts, time.Now())
 	if pw.answered || pw.discard || pw.hijacked || pw.pending != 0 || p.cut.Load() != nil || p.bodyCut.Load() || p.writeCut || p.done {
 		t.Fatal("request B's writer starts with state of request A")
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
@@ -92,7 +93,7 @@ func BenchmarkPacer(b *testing.B) {
 	for b.Loop() {
 		pw := &pacedWriter{ResponseWriter: rec, ps: ps}
 		pw.p = &pw.pacer
-		pw.p.start(rec, &opts)
+		pw.p.start(rec, &opts, time.Now())
 		pw.Write(body)
 		pw.FlushError()
 		pw.p.stop()

@@ -218,7 +218,9 @@ func (f *forwarder) answerDirect(ctx context.Context, w http.ResponseWriter, out
 			c.conn.Close()
 		}
 	}()
-	removeHopByHop(a.Header)
+	if a.HopByHop() {
+		removeHopByHop(a.Header)
+	}
 	x.answered = int16(min(a.Status, 999))
 	if slices.Contains(x.retryCodes, a.Status) {
 		f.proxyError(w, out.WithContext(ctx), errRetryableStatus)

@@ -31,13 +31,14 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ps.route(w, r)
 		return
 	}
-	start := time.Now()
-	// The paced writer (always w, but in tests) holds one, pooled with it.
+	// The paced writer (always w, but in tests) holds one, pooled with it,
+	// and the time the request was received.
 	var sw *statusWriter
+	var start time.Time
 	if pw, ok := w.(*pacedWriter); ok {
-		sw = &pw.status
+		sw, start = &pw.status, pw.received
 	} else {
-		sw = new(statusWriter)
+		sw, start = new(statusWriter), time.Now()
 	}
 	*sw = statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
 	var span tracing.Span

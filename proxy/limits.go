@@ -125,10 +125,10 @@ func (o *paceOp) end(start time.Time, n int, rate int64, window time.Duration) b
 	return slow
 }
 
-// start begins pacing the request answered through w. A pooled pacer
-// that paced an earlier request starts afresh and keeps its watchdog
+// start begins pacing the request answered through w, at now. A pooled
+// pacer that paced an earlier request starts afresh and keeps its watchdog
 // timer: no timer is made per request.
-func (p *pacer) start(w http.ResponseWriter, opts *Options) {
+func (p *pacer) start(w http.ResponseWriter, opts *Options, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rc = *http.NewResponseController(w)
@@ -150,14 +150,14 @@ func (p *pacer) start(w http.ResponseWriter, opts *Options) {
 		}
 	case p.timer == nil:
 		p.timer = time.AfterFunc(p.idle, p.watch)
-		p.armed, p.fires = true, time.Now().Add(p.idle).UnixNano()
+		p.armed, p.fires = true, now.Add(p.idle).UnixNano()
 	default:
 		// A timer still armed from an earlier request fires within idle
 		// of now (unless idle shrank since): before any deadline of this
 		// request, which the watch it runs then sleeps until. A watch of
 		// an earlier request that runs late finds this request's
 		// deadlines, none of them due: it only re-arms.
-		if now := time.Now(); !p.armed || p.fires > now.Add(p.idle).UnixNano() {
+		if !p.armed || p.fires > now.Add(p.idle).UnixNano() {
 			p.timer.Reset(p.idle)
 			p.armed, p.fires = true, now.Add(p.idle).UnixNano()
 		}
@@ -302,6 +302,9 @@ type pacedWriter struct {
 	// records of the answer for metrics and the access log.
 	pacer  pacer
 	status statusWriter
+	// received is when the server received the request: its clock read,
+	// shared by the pacer and the request's metrics (see requestReceived).
+	received time.Time
 	// pending are the bytes written since the last flush, of which the
 	// server may still hold up to serverBuffered: what a write or flush
 	// may wait on the client to take besides its own.
@@ -489,7 +492,8 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		pw.closeConn = closesConnection(r)
 		p.conn, _ = r.Context().Value(connKey{}).(*trackedConn)
 	}
-	p.start(w, opts)
+	pw.received = requestReceived(w)
+	p.start(w, opts, pw.received)
 	if !bodyless {
 		b := &pacedBody{ReadCloser: r.Body, p: p}
 		if r.ContentLength > 0 {
@@ -513,6 +517,18 @@ func (ps *portServer) serveLimited(w http.ResponseWriter, r *http.Request) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// requestReceived is when the server that answers through w received the
+// request, as it read the clock for it (package h1's Received); now for a
+// server that does not say.
+func requestReceived(w http.ResponseWriter) time.Time {
+	if rw, ok := w.(interface{ Received() time.Time }); ok {
+		if t := rw.Received(); !t.IsZero() {
+			return t
+		}
+	}
+	return time.Now()
 }
 
 // closesConnection reports whether r's connection must close after its

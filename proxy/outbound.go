@@ -63,9 +63,11 @@ func dropClientForwarding(h http.Header) {
 // all, which would turn the connection into a tunnel past routing, the
 // forwarding headers and the access log) is dropped by dropUpgrade.
 func isUpgrade(r *http.Request) bool {
+	// Upgrade first: most requests have none, and are told with one
+	// lookup of the header map.
 	up := r.Header["Upgrade"]
-	return httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade") &&
-		len(up) == 1 && strings.EqualFold(textproto.TrimString(up[0]), "websocket")
+	return len(up) == 1 && strings.EqualFold(textproto.TrimString(up[0]), "websocket") &&
+		httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
 }
 
 // dropUpgrade removes from h, the headers of a request being forwarded,

@@ -32,10 +32,10 @@ func TestPacerTimerKeptAcrossRequests(t *testing.T) {
 	long := &Options{ClientIdleTimeout: time.Hour}
 	short := &Options{ClientIdleTimeout: 100 * time.Millisecond}
 
-	p.start(httptest.NewRecorder(), short)
+	p.start(httptest.NewRecorder(), short, time.Now())
 	p.stop()
 	fires := p.fires
-	p.start(httptest.NewRecorder(), short)
+	p.start(httptest.NewRecorder(), short, time.Now())
 	if !p.armed || p.fires != fires {
 		t.Fatalf("the armed timer was set again for the next request (armed %v, fires moved by %v)",
 			p.armed, time.Duration(p.fires-fires))
@@ -53,7 +53,7 @@ func TestPacerTimerKeptAcrossRequests(t *testing.T) {
 	if armed {
 		t.Fatal("the timer of an idle pacer is still marked armed after it fired")
 	}
-	p.start(httptest.NewRecorder(), short)
+	p.start(httptest.NewRecorder(), short, time.Now())
 	if !cutWithin(p, 2*time.Second) {
 		t.Fatal("a stalled write after a pause was not cut")
 	}
@@ -62,12 +62,12 @@ func TestPacerTimerKeptAcrossRequests(t *testing.T) {
 	// Armed for an hour (once the last timer fired), then the idle
 	// timeout shrinks.
 	time.Sleep(300 * time.Millisecond)
-	p.start(httptest.NewRecorder(), long)
+	p.start(httptest.NewRecorder(), long, time.Now())
 	if p.fires < time.Now().Add(time.Minute).UnixNano() {
 		t.Fatal("the timer was not armed for the hour")
 	}
 	p.stop()
-	p.start(httptest.NewRecorder(), short)
+	p.start(httptest.NewRecorder(), short, time.Now())
 	start := time.Now()
 	if !cutWithin(p, 2*time.Second) {
 		t.Fatal("a stalled write was not cut after the idle timeout shrank")

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"hash/maphash"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,9 +18,11 @@ const counterShards = 256
 // counterCache finds the child counter of a (route, code, outcome) of a
 // CounterVec without its label hashing and variadic call on every request.
 // With 10,000 routes a sync.Map took about 700 ns a lookup (a trie walked
-// pointer by pointer); here it is a hash, a probe of a small map keyed by
-// the route's name alone (the runtime's string-keyed lookup) and a scan of
-// the few codes and outcomes that route answered with. Nothing read on a
+// pointer by pointer); here it is one hash of the route's name, which
+// picks the shard and the slot in it (a runtime map would hash the name
+// again, and scan up to eight slots of a small one, each a likely cache
+// miss among thousands of routes), and a scan of the few codes and
+// outcomes that route answered with. Nothing read on a
 // request is ever written, so cores reading it share its cache lines: a
 // route seen for the first time copies its shard, a code or outcome new to
 // a route copies the route's short list. Entries are never removed, as the
@@ -35,14 +36,77 @@ type counterCache struct {
 	vec    *prometheus.CounterVec
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises the copies, guards named
-	shards [counterShards]atomic.Pointer[map[string]routeEntry]
+	shards [counterShards]atomic.Pointer[routeTable]
 	// maxRoutes bounds named; negative: no bound.
 	maxRoutes atomic.Int64
 	named     map[string]bool // routes with a label of their own
 }
 
+// routeTable is a shard's routes: an open-addressed table, at most half
+// full, of slots found by the hash of the route's name. A table is never
+// written once published; adding a route copies it.
+type routeTable struct {
+	slots []routeSlot // a power of two of them
+	n     int         // slots in use
+}
+
+// routeSlot is one route's: tag is its hash with the lowest bit set (0:
+// an empty slot).
+type routeSlot struct {
+	tag   uint64
+	route string
+	e     routeEntry
+}
+
+// find is the entry of route, whose hash tagged is tag; nil when the
+// table has none.
+func (t *routeTable) find(tag uint64, route string) *routeEntry {
+	mask := uint64(len(t.slots) - 1)
+	for i := (tag >> 8) & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.tag == 0 {
+			return nil
+		}
+		if s.tag == tag && s.route == route {
+			return &s.e
+		}
+	}
+}
+
+// with is a copy of t (nil: empty) with route's entry added; route is not
+// in t.
+func (t *routeTable) with(tag uint64, route string, e routeEntry) *routeTable {
+	n := 1
+	if t != nil {
+		n += t.n
+	}
+	size := 8
+	for size < 2*n {
+		size *= 2
+	}
+	nt := &routeTable{slots: make([]routeSlot, size), n: n}
+	if t != nil {
+		for i := range t.slots {
+			if s := &t.slots[i]; s.tag != 0 {
+				nt.put(*s)
+			}
+		}
+	}
+	nt.put(routeSlot{tag: tag, route: route, e: e})
+	return nt
+}
+
+func (t *routeTable) put(s routeSlot) {
+	mask := uint64(len(t.slots) - 1)
+	i := (s.tag >> 8) & mask
+	for t.slots[i].tag != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = s
+}
+
 // routeEntry is what a route's name finds: the counter of the first code
-// and outcome it answered with, held in the map's own slot (the request
+// and outcome it answered with, held in the table's own slot (the request
 // finds it with no further pointer to follow: with many routes, each
 // pointer is a likely cache miss), and the others.
 type routeEntry struct {
@@ -88,9 +152,11 @@ func (c *counterCache) label(route string) string {
 }
 
 func (c *counterCache) get(route string, code int, outcome string) prometheus.Counter {
-	sh := &c.shards[maphash.String(c.seed, route)%counterShards]
-	if m := sh.Load(); m != nil {
-		if e, ok := (*m)[route]; ok {
+	h := maphash.String(c.seed, route)
+	tag := h | 1
+	sh := &c.shards[h%counterShards]
+	if t := sh.Load(); t != nil {
+		if e := t.find(tag, route); e != nil {
 			if e.first.code == code && e.first.outcome == outcome {
 				return e.first.ctr
 			}
@@ -105,7 +171,9 @@ func (c *counterCache) get(route string, code int, outcome string) prometheus.Co
 	var e routeEntry
 	var ok bool
 	if old != nil {
-		e, ok = (*old)[route]
+		if p := old.find(tag, route); p != nil {
+			e, ok = *p, true
+		}
 	}
 	if ok {
 		if e.first.code == code && e.first.outcome == outcome {
@@ -125,12 +193,7 @@ func (c *counterCache) get(route string, code int, outcome string) prometheus.Co
 	}
 	more := &routeCounters{label: c.label(route)}
 	ctr := c.counter(more.label, code, outcome)
-	m := make(map[string]routeEntry, 1)
-	if old != nil {
-		m = maps.Clone(*old)
-	}
-	m[route] = routeEntry{first: codeCounter{code, outcome, ctr}, more: more}
-	sh.Store(&m)
+	sh.Store(old.with(tag, route, routeEntry{first: codeCounter{code, outcome, ctr}, more: more}))
 	return ctr
 }
 

@@ -85,6 +85,7 @@ type Answer struct {
 	trailer http.Header
 	body    body
 	mode    int
+	seen    fieldSet // the framing fields the head holds
 }
 
 // Body modes.
@@ -125,6 +126,12 @@ func (a *Answer) Release() {
 	}
 }
 
+// HopByHop reports whether the head read last held a hop-by-hop field
+// (Connection, Proxy-Connection, Keep-Alive, Proxy-Authenticate,
+// Proxy-Authorization, Te, Trailer, Transfer-Encoding or Upgrade): when it
+// held none, a proxy has none to remove, and no field Connection names.
+func (a *Answer) HopByHop() bool { return a.seen&hasHopByHop != 0 }
+
 // forget clears h, or drops it when it grew past maxKeptFields.
 func forget(h http.Header) http.Header {
 	if len(h) > maxKeptFields {
@@ -151,7 +158,7 @@ func (a *Answer) ReadHead(br *bufio.Reader, method string, limit int) error {
 	if a.trailer == nil {
 		a.trailer = http.Header{}
 	}
-	a.Status, a.Minor, a.ContentLength, a.Close, a.mode = 0, 0, -1, false, noBody
+	a.Status, a.Minor, a.ContentLength, a.Close, a.mode, a.seen = 0, 0, -1, false, noBody, 0
 	head, lines, err := readAnswerHead(br, a.head[:0], limit)
 	a.head = head
 	if err != nil {
@@ -219,6 +226,7 @@ func (a *Answer) parse(s string, lines int) error {
 		if err != nil {
 			return fmt.Errorf("malformed field line: %w", err)
 		}
+		a.seen |= fieldOf(name)
 		strs = addField(a.Header, strs, name, value)
 	}
 }
@@ -255,23 +263,27 @@ func (a *Answer) parseStatusLine(line string) error {
 
 // frame decides where the answer ends.
 func (a *Answer) frame(br *bufio.Reader, method string, limit int) error {
-	h := a.Header
-	if hp := h["Pragma"]; len(hp) > 0 && hp[0] == "no-cache" {
+	h, seen := a.Header, a.seen
+	if hp := seen.lookup(h, hasPragma, "Pragma"); len(hp) > 0 && hp[0] == "no-cache" {
 		if _, ok := h["Cache-Control"]; !ok {
 			h["Cache-Control"] = []string{"no-cache"}
 		}
 	}
-	conn := h["Connection"]
+	conn := seen.lookup(h, hasConnection, "Connection")
 	if a.Minor == 1 {
 		a.Close = hasToken(conn, "close")
 	} else {
 		a.Close = hasToken(conn, "close") || !hasToken(conn, "keep-alive")
 	}
-	length, err := contentLength(h)
-	if err != nil {
-		return fmt.Errorf("backend answer: %w", err)
+	length := int64(-1)
+	if seen&hasContentLength != 0 {
+		var err error
+		if length, err = contentLength(h); err != nil {
+			return fmt.Errorf("backend answer: %w", err)
+		}
 	}
-	te, chunked := h["Transfer-Encoding"]
+	te := seen.lookup(h, hasTransferEncoding, "Transfer-Encoding")
+	chunked := te != nil
 	if chunked {
 		switch {
 		case a.Minor == 0:

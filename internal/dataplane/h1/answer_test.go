@@ -685,3 +685,35 @@ func TestAnswerForbiddenTrailers(t *testing.T) {
 		t.Errorf("trailers %q, want %q", got, want)
 	}
 }
+
+// TestAnswerHopByHop: HopByHop says whether the head read last held any
+// hop-by-hop field, in any case of its name, so that a proxy that skips
+// the removal for an answer without one skips nothing it had to remove;
+// it forgets the previous answer's.
+func TestAnswerHopByHop(t *testing.T) {
+	var a Answer
+	read := func(fields string) bool {
+		t.Helper()
+		br := bufio.NewReaderSize(strings.NewReader("HTTP/1.1 200 OK\r\n"+fields+"Content-Length: 0\r\n\r\n"), 4096)
+		if err := a.ReadHead(br, "GET", testLimit); err != nil {
+			t.Fatalf("%q: %v", fields, err)
+		}
+		return a.HopByHop()
+	}
+	for _, f := range []string{
+		"Connection: close\r\n", "connection: X-Foo\r\nX-Foo: 1\r\n", "Proxy-Connection: keep-alive\r\n",
+		"KEEP-ALIVE: timeout=5\r\n", "Proxy-Authenticate: Basic\r\n", "Proxy-Authorization: Basic x\r\n",
+		"TE: trailers\r\n", "Upgrade: h2c\r\n",
+	} {
+		if !read(f) {
+			t.Errorf("%q: HopByHop false", f)
+		}
+		if read("X-Other: 1\r\n") {
+			t.Errorf("after %q, an answer without one: HopByHop true", f)
+		}
+	}
+	br := bufio.NewReaderSize(strings.NewReader("HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 4096)
+	if err := a.ReadHead(br, "GET", testLimit); err != nil || !a.HopByHop() {
+		t.Errorf("chunked answer with Trailer: HopByHop %v, %v", a.HopByHop(), err)
+	}
+}

@@ -49,9 +49,10 @@ type conn struct {
 	// cur is the response being served, for the watch.
 	cur      atomic.Pointer[response]
 	hijacked atomic.Bool
-	// deadlines is set when a handler set a deadline of the connection,
-	// which is lifted once its response is done.
-	deadlines atomic.Bool
+	// readDeadline and writeDeadline are set when a handler set that
+	// deadline of the connection, which is lifted once its response is
+	// done (only that one: a lift costs as much as a set).
+	readDeadline, writeDeadline atomic.Bool
 	// idleSince is when the connection last went idle after a request
 	// (Unix ns); 0 while it waits for its first one. Read with state by
 	// the shedding of idle connections (Server.CloseIdleSince).
@@ -98,8 +99,11 @@ func (c *conn) serve() (hijacked bool) {
 	}()
 	s := c.srv
 	first := true
+	// now is read once between requests: when the connection went idle,
+	// and what the wait for the next request counts from.
+	now := time.Now()
 	for {
-		if !c.awaitRequest(first) {
+		if !c.awaitRequest(first, now) {
 			c.rwc.Close()
 			return false
 		}
@@ -129,12 +133,11 @@ func (c *conn) serve() (hijacked bool) {
 		c.unwatch()
 		keep := w.finish()
 		w.ctx.Cancel(nil)
-		if c.deadlines.Swap(false) {
-			c.cr.liftHandlers()
-		}
+		c.cr.liftHandlers(c.readDeadline.Swap(false), c.writeDeadline.Swap(false))
 		// Stored before the state turns idle: a shedding that sees the
 		// connection idle sees when it went idle too.
-		c.idleSince.Store(time.Now().UnixNano())
+		now = time.Now()
+		c.idleSince.Store(now.UnixNano())
 		if !keep || s.shutting.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			c.closeWrite()
 			return false
@@ -162,8 +165,9 @@ func (cw connWriter) Write(p []byte) (int, error) {
 }
 
 // awaitRequest waits for the first byte of the next request and marks the
-// connection active; false when the connection is to close instead.
-func (c *conn) awaitRequest(first bool) bool {
+// connection active; false when the connection is to close instead. now is
+// when the wait began.
+func (c *conn) awaitRequest(first bool, now time.Time) bool {
 	s := c.srv
 	if c.br.Buffered() == 0 {
 		// Waiting: the deadline is the idle timeout, or for the first
@@ -175,7 +179,7 @@ func (c *conn) awaitRequest(first bool) bool {
 			d = s.IdleTimeout
 		}
 		if d > 0 {
-			_ = c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
+			c.cr.armIdle(now.Add(d), d)
 		} else {
 			c.cr.lift(rdArmed, rdHead, rdStale)
 		}
@@ -321,8 +325,11 @@ func (c *conn) closeWrite() {
 
 // watchAfter makes w the current request, to be watched once it ran for
 // d. The time goes first: a watch that finds w current finds its time.
+// It reads the clock once for the request: when it was received (see
+// response.Received).
 func (c *conn) watchAfter(w *response, d time.Duration) {
-	c.watchFrom.Store(time.Now().Add(d).UnixNano())
+	w.received = time.Now()
+	c.watchFrom.Store(w.received.Add(d).UnixNano())
 	c.cur.Store(w)
 	if c.watcher == nil {
 		c.watchArmed.Store(true)
@@ -396,6 +403,9 @@ type connReader struct {
 	// rd says what the connection's read deadline is for, so that it
 	// changes only when a read needs it to (see readDeadline).
 	rd readDeadline
+	// idleAt is the deadline armIdle set, while it is still the
+	// connection's (zero once any other was set or it was lifted).
+	idleAt time.Time
 }
 
 // readDeadline is the state of a connection's read deadline. Setting one
@@ -426,10 +436,10 @@ func (r *connReader) prepareRead() {
 	switch r.rd {
 	case rdHead:
 		_ = r.c.rwc.SetReadDeadline(time.Now().Add(r.c.srv.ReadHeaderTimeout))
-		r.rd = rdArmed
+		r.rd, r.idleAt = rdArmed, time.Time{}
 	case rdStale:
 		_ = r.c.rwc.SetReadDeadline(time.Time{})
-		r.rd = rdNone
+		r.rd, r.idleAt = rdNone, time.Time{}
 	}
 }
 
@@ -449,7 +459,7 @@ func (r *connReader) mark(rd readDeadline) {
 func (r *connReader) reset() {
 	r.mu.Lock()
 	r.pending, r.aborted, r.has, r.gone = false, false, false, false
-	r.rd = rdNone
+	r.rd, r.idleAt = rdNone, time.Time{}
 	r.mu.Unlock()
 }
 
@@ -537,7 +547,7 @@ func (r *connReader) abortPending() {
 		r.cond.Wait()
 	}
 	_ = r.c.rwc.SetReadDeadline(time.Time{})
-	r.rd = rdNone
+	r.rd, r.idleAt = rdNone, time.Time{}
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
@@ -548,16 +558,54 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (r *connReader) setReadDeadline(t time.Time, rd readDeadline) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rd = rd
+	r.rd, r.idleAt = rd, time.Time{}
 	return r.c.rwc.SetReadDeadline(t)
 }
 
-// liftHandlers lifts the deadlines a handler set, both ways in one
-// change, once its response is done.
-func (r *connReader) liftHandlers() {
+// idleSlack is how much earlier than asked the wait for a kept-alive
+// connection's next request may end (1/64 of the timeout), so that the
+// deadline the last wait set serves the next one without a change.
+func idleSlack(d time.Duration) time.Duration { return d / 64 }
+
+// armIdle sets the read deadline t, that of a wait of d for the next
+// request. Setting a deadline costs a lock and a timer change of the
+// runtime's poller: when the deadline of the previous wait is still on
+// (no read lifted it, no handler set another) and ends at most
+// idleSlack(d) before t, it is kept, and the wait ends that little
+// earlier.
+func (r *connReader) armIdle(t time.Time, d time.Duration) {
 	r.mu.Lock()
-	_ = r.c.rwc.SetDeadline(time.Time{})
-	r.rd = rdNone
+	defer r.mu.Unlock()
+	keep := !r.idleAt.IsZero() && (r.rd == rdStale || r.rd == rdArmed) &&
+		!r.idleAt.After(t) && r.idleAt.After(t.Add(-idleSlack(d)))
+	r.rd = rdArmed
+	if keep {
+		return
+	}
+	r.idleAt = t
+	if err := r.c.rwc.SetReadDeadline(t); err != nil {
+		r.idleAt = time.Time{}
+	}
+}
+
+// liftHandlers lifts the deadlines a handler set (read, write or both, in
+// one change), once its response is done.
+func (r *connReader) liftHandlers(read, write bool) {
+	if !read && !write {
+		return
+	}
+	r.mu.Lock()
+	switch {
+	case read && write:
+		_ = r.c.rwc.SetDeadline(time.Time{})
+	case read:
+		_ = r.c.rwc.SetReadDeadline(time.Time{})
+	default:
+		_ = r.c.rwc.SetWriteDeadline(time.Time{})
+	}
+	if read {
+		r.rd, r.idleAt = rdNone, time.Time{}
+	}
 	r.mu.Unlock()
 }
 
@@ -566,7 +614,7 @@ func (r *connReader) lift(what ...readDeadline) {
 	r.mu.Lock()
 	if slices.Contains(what, r.rd) {
 		_ = r.c.rwc.SetReadDeadline(time.Time{})
-		r.rd = rdNone
+		r.rd, r.idleAt = rdNone, time.Time{}
 	}
 	r.mu.Unlock()
 }

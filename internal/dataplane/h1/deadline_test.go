@@ -175,3 +175,82 @@ func TestHijackedWithoutDeadline(t *testing.T) {
 		t.Errorf("hijacked connection echoed %q, %v; want %q", line, err, "late")
 	}
 }
+
+// countingConn counts the changes of its read and write deadlines.
+type countingConn struct {
+	net.Conn
+	reads, writes *atomic.Int64
+}
+
+func (c countingConn) SetDeadline(t time.Time) error {
+	c.reads.Add(1)
+	c.writes.Add(1)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c countingConn) SetReadDeadline(t time.Time) error {
+	c.reads.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c countingConn) SetWriteDeadline(t time.Time) error {
+	c.writes.Add(1)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// TestIdleDeadlineKept: requests that follow each other on a kept-alive
+// connection leave the read deadline of the wait for the next one as it
+// is (within idleSlack), and a handler's write deadline is lifted without
+// touching it; yet the connection that then stays idle is still closed at
+// the idle timeout, no earlier than idleSlack before it.
+func TestIdleDeadlineKept(t *testing.T) {
+	const idle = 640 * time.Millisecond
+	var reads, writes atomic.Int64
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As the proxy's pacing does for every answer.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
+		io.WriteString(w, "ok")
+	}), ReadHeaderTimeout: time.Second, IdleTimeout: idle, MaxHeaderBytes: 8 << 10}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.ServeConn(countingConn{Conn: c, reads: &reads, writes: &writes})
+	}()
+	defer s.Close()
+	c := dial(t, ln.Addr().String())
+	br := bufio.NewReader(c)
+	const n = 50
+	for i := range n {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	last := time.Now()
+	// The first wait's deadline, the second's (the first counted the
+	// header timeout), and a few more if the machine stalled past
+	// idleSlack between two requests.
+	if got := reads.Load(); got > 6 {
+		t.Errorf("%d read deadline changes for %d requests, want the wait's deadline kept", got, n)
+	}
+	if got := writes.Load(); got != 2*n {
+		t.Errorf("%d write deadline changes for %d requests, want %d (each set and lifted)", got, n, 2*n)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.Copy(io.Discard, br)
+	if err != nil {
+		t.Fatalf("waiting for the idle close: %v", err)
+	}
+	if d := time.Since(last); d < idle-idleSlack(idle)-5*time.Millisecond || d > idle+time.Second {
+		t.Errorf("idle connection closed after %v, want about %v", d, idle)
+	}
+}

@@ -104,6 +104,7 @@ func parseHead(b []byte, r *request) error {
 	r.header = make(http.Header, n)
 	strs := make([]string, n) // see addField
 	var hosts, lengths, encodings int
+	var seen fieldSet
 	for {
 		line, rest = nextLine(rest)
 		if line == "" {
@@ -120,10 +121,12 @@ func parseHead(b []byte, r *request) error {
 			lengths++
 		case "Transfer-Encoding":
 			encodings++
+		default:
+			seen |= fieldOf(name)
 		}
 		strs = addField(r.header, strs, name, value)
 	}
-	return r.checkFraming(hosts, lengths, encodings)
+	return r.checkFraming(hosts, lengths, encodings, seen)
 }
 
 // addField adds a field to h. A name's first value goes into strs[0], its
@@ -236,7 +239,55 @@ func canonicalName(name string) string {
 
 // checkFraming decides the body's framing and the Host, refusing every
 // combination two parsers could read differently.
-func (r *request) checkFraming(hosts, lengths, encodings int) error {
+// fieldSet records which of the fields that framing looks at a head
+// holds, as its fields are parsed: a map lookup of an absent name costs as
+// much as one of a present name, and most heads hold none of these.
+type fieldSet uint8
+
+const (
+	hasConnection fieldSet = 1 << iota
+	hasExpect
+	hasTrailer
+	hasPragma
+	hasTransferEncoding
+	hasContentLength
+	// hasHopByHop: any hop-by-hop field (RFC 9110 section 7.6.1, and
+	// those proxies have long removed): Connection, Proxy-Connection,
+	// Keep-Alive, Proxy-Authenticate, Proxy-Authorization, Te, Trailer,
+	// Transfer-Encoding, Upgrade.
+	hasHopByHop
+)
+
+// fieldOf is the fieldSet bits of the canonical name, 0 for the others.
+func fieldOf(name string) fieldSet {
+	switch name {
+	case "Connection":
+		return hasConnection | hasHopByHop
+	case "Expect":
+		return hasExpect
+	case "Trailer":
+		return hasTrailer | hasHopByHop
+	case "Pragma":
+		return hasPragma
+	case "Transfer-Encoding":
+		return hasTransferEncoding | hasHopByHop
+	case "Content-Length":
+		return hasContentLength
+	case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+		return hasHopByHop
+	}
+	return 0
+}
+
+// lookup is h[name] when seen says the head holds name, nil otherwise.
+func (seen fieldSet) lookup(h http.Header, f fieldSet, name string) []string {
+	if seen&f == 0 {
+		return nil
+	}
+	return h[name]
+}
+
+func (r *request) checkFraming(hosts, lengths, encodings int, seen fieldSet) error {
 	h := r.header
 	switch {
 	case hosts > 1:
@@ -270,13 +321,13 @@ func (r *request) checkFraming(hosts, lengths, encodings int) error {
 		}
 		r.contentLength, _ = strconv.ParseInt(v, 10, 64)
 	}
-	conn := h["Connection"]
+	conn := seen.lookup(h, hasConnection, "Connection")
 	if r.minor == 1 {
 		r.close = hasToken(conn, "close")
 	} else {
 		r.close = !hasToken(conn, "keep-alive")
 	}
-	if e, ok := h["Expect"]; ok {
+	if e := seen.lookup(h, hasExpect, "Expect"); e != nil {
 		if len(e) != 1 || !strings.EqualFold(e[0], "100-continue") {
 			return &parseError{status: http.StatusExpectationFailed, why: "unsupported expectation"}
 		}
@@ -284,7 +335,7 @@ func (r *request) checkFraming(hosts, lengths, encodings int) error {
 		// body anyway.
 		r.expectContinue = r.minor == 1 && r.contentLength != 0
 	}
-	if tr, ok := h["Trailer"]; ok && r.chunked {
+	if tr := seen.lookup(h, hasTrailer, "Trailer"); tr != nil && r.chunked {
 		r.trailer = http.Header{}
 		for _, v := range tr {
 			for name := range strings.SplitSeq(v, ",") {

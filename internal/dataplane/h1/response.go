@@ -34,6 +34,8 @@ type response struct {
 	// (or the client goes away) through its Cancel only.
 	ctx    reqctx.Ctx
 	header http.Header
+	// received is when the request's head was read (see Received).
+	received time.Time
 
 	status int // the final status, once WriteHeader chose it
 	// contentLength is the length the handler declared, -1 if none;
@@ -485,14 +487,19 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // SetReadDeadline and SetWriteDeadline set the connection's deadlines for
 // the rest of the request; they are lifted when its response is done.
 func (w *response) SetReadDeadline(t time.Time) error {
-	w.c.deadlines.Store(true)
+	w.c.readDeadline.Store(true)
 	return w.c.cr.setReadDeadline(t, rdNone)
 }
 
 func (w *response) SetWriteDeadline(t time.Time) error {
-	w.c.deadlines.Store(true)
+	w.c.writeDeadline.Store(true)
 	return w.c.rwc.SetWriteDeadline(t)
 }
+
+// Received is when the server began serving the request, its head read:
+// the server's one clock read for it, which a handler may use rather than
+// read the clock again.
+func (w *response) Received() time.Time { return w.received }
 
 // EnableFullDuplex lets the handler write its response while it reads the
 // request body: the body left unread when the head goes is not taken as

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -47,12 +48,26 @@ type Conn struct {
 	wbuf    []byte
 	wn      int
 	werr    error
+	wwait   bool // the write in progress waited (see blocked)
 	writeFn func(uintptr) bool
 
 	// closed is what the Dialer's Track returned, run by the first
 	// Close; closing makes it run once when Close is called again.
 	closed  func()
 	closing atomic.Bool
+
+	// The write deadline is kept here and handed to the poller only when
+	// a write is about to wait for the socket (see SetWriteDeadline).
+	dmu sync.Mutex
+	// want is the deadline asked for; applied is the poller's.
+	want, applied time.Time
+	// waiting is set while a write waits (or is about to wait) for the
+	// socket: a deadline set then goes to the poller at once.
+	waiting bool
+	// eager: every deadline goes to the poller as it is set, once the
+	// socket was handed out (Inner, SyscallConn) to writers that do not
+	// look at want.
+	eager bool
 }
 
 // Wrap returns c as a Conn, or c itself when it is not a *net.TCPConn or
@@ -94,8 +109,99 @@ func (c *Conn) Close() error {
 }
 
 // Inner is the TCP connection, for those that copy between sockets with
-// the kernel's help (splice) or read its counters.
-func (c *Conn) Inner() net.Conn { return c.TCPConn }
+// the kernel's help (splice) or read its counters. Its writes are not
+// Conn's: from then on the write deadline goes to the poller as it is
+// set.
+func (c *Conn) Inner() net.Conn {
+	c.setEager()
+	return c.TCPConn
+}
+
+// SyscallConn is the TCP connection's; as for Inner, the write deadline
+// goes to the poller as it is set from then on.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	c.setEager()
+	return c.TCPConn.SyscallConn()
+}
+
+func (c *Conn) setEager() {
+	c.dmu.Lock()
+	if !c.eager {
+		c.eager = true
+		c.applyLocked()
+	}
+	c.dmu.Unlock()
+}
+
+// SetWriteDeadline sets the write deadline as net.TCPConn's does, but
+// hands it to the runtime's poller only when a write has to wait for the
+// socket. A server sets one for every answer it writes (its client may
+// stop reading), and most of those writes find room in the socket's
+// buffer at once: setting the poller's timer, then lifting it, cost a lock
+// of the poller and two timer changes each time. A write that does not
+// wait is judged against the deadline as it starts, as the poller judges
+// it: a deadline gone fails it. A write already waiting sees a new
+// deadline at once, as it would on a TCPConn. On a closed connection it
+// reports no error (a TCPConn's does): the next write does.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.want = t
+	if c.eager || c.waiting {
+		return c.applyLocked()
+	}
+	return nil
+}
+
+// SetDeadline sets both deadlines: the read one at once, the write one as
+// SetWriteDeadline does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.TCPConn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// applyLocked hands want to the poller; c.dmu is held.
+func (c *Conn) applyLocked() error {
+	if c.want.Equal(c.applied) {
+		return nil
+	}
+	if err := c.TCPConn.SetWriteDeadline(c.want); err != nil {
+		return err
+	}
+	c.applied = c.want
+	return nil
+}
+
+// prepareWrite makes the poller's deadline right for a write that starts:
+// the one wanted when it is gone (the write fails as on a TCPConn), or
+// when the poller holds another one (an earlier deadline left from a
+// write that waited would fail the write as gone).
+func (c *Conn) prepareWrite() {
+	c.dmu.Lock()
+	if !c.eager && !(c.want.Equal(c.applied)) {
+		if !c.applied.IsZero() || !c.want.IsZero() && time.Until(c.want) <= 0 {
+			_ = c.applyLocked() // a closed connection fails the write
+		}
+	}
+	c.dmu.Unlock()
+}
+
+// blocked runs inside a write that found the socket full, before it waits:
+// from now on deadlines go to the poller at once, the one wanted first.
+func (c *Conn) blocked() {
+	c.dmu.Lock()
+	c.waiting = true
+	_ = c.applyLocked()
+	c.dmu.Unlock()
+}
+
+func (c *Conn) unblocked() {
+	c.dmu.Lock()
+	c.waiting = false
+	c.dmu.Unlock()
+}
 
 // Read reads like net.TCPConn.Read: io.EOF at the end, *net.OpError
 // otherwise.
@@ -147,10 +253,14 @@ func (c *Conn) read(fd uintptr) bool {
 // socket are reported as a TCPConn reports them.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
-	c.wbuf, c.wn, c.werr = p, 0, nil
+	c.prepareWrite()
+	c.wbuf, c.wn, c.werr, c.wwait = p, 0, nil, false
 	err := c.rc.Write(c.writeFn)
 	n, werr := c.wn, c.werr
 	c.wbuf, c.werr = nil, nil
+	if c.wwait {
+		c.unblocked()
+	}
 	c.wmu.Unlock()
 	switch {
 	case err != nil:
@@ -169,6 +279,10 @@ func (c *Conn) write(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if !c.wwait {
+				c.wwait = true
+				c.blocked()
+			}
 			return false
 		default:
 			c.werr = os.NewSyscallError("write", e)
@@ -198,6 +312,8 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	switch src.(type) {
 	case *net.TCPConn, *net.UnixConn, *os.File:
+		// The kernel writes without Conn's check of the deadline.
+		c.setEager()
 		return c.TCPConn.ReadFrom(r)
 	}
 	return io.Copy(writerOnly{c}, r)
