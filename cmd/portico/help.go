@@ -138,7 +138,7 @@ var serveGroups = []flagGroup{
 	{"ACME (certificates for listeners that ask for them)", []string{"acme-directory", "acme-email", "acme-ca-bundle",
 		"acme-eab-key-id", "acme-eab-hmac-key", "acme-eab-hmac-key-file", "acme-concurrency", "data-dir"}},
 	{"Limits", []string{"max-connections-per-port", "max-connections-per-client", "client-idle-timeout", "client-min-rate",
-		"client-rate-window", "stream-idle-timeout", "backend-response-timeout", "max-request-headers", "max-request-header-bytes",
+		"client-rate-window", "stream-idle-timeout", "udp-max-sessions-per-port", "udp-session-idle-timeout", "backend-response-timeout", "max-request-headers", "max-request-header-bytes",
 		"max-informational-responses", "http2-max-glitches", "http2-glitches-forgiven"}},
 	{"Observability", []string{"log-format", "log-level", "access-log", "admin-address", "pprof", "metrics-max-routes", "metrics-max-backends",
 		"tracing-endpoint", "tracing-protocol", "tracing-insecure", "tracing-sample-ratio", "tracing-service-name"}},
