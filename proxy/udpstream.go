@@ -52,7 +52,7 @@ const StreamUDP = "udp"
 const (
 	UDPIdle    = "idle"    // no datagram either way for the idle timeout
 	UDPEvicted = "evicted" // made room for a new session in a full table
-	UDPRefused = "refused" // the backend refused a datagram (ICMP)
+	UDPRefused = "refused" // the backend refused a datagram (ICMP), or its socket failed
 	UDPDrained = "drained" // its route went; ended after the drain timeout
 	UDPClosed  = "closed"  // the port was closed
 )
@@ -296,49 +296,63 @@ func (s *udpSession) pump(raw syscall.RawConn, idle time.Duration) string {
 	if idle > 0 {
 		_ = s.backend.SetReadDeadline(time.Now().Add(idle))
 	}
+	r := &udpRead{bufs: u.bufs}
+	read := r.read // one closure for the session, not one per datagram
 	for {
-		var buf *[]byte
-		var n int
-		var rerr error
-		err := raw.Read(func(fd uintptr) bool {
-			buf = u.bufs.Get().(*[]byte)
-			n, rerr = syscall.Read(int(fd), *buf)
-			if rerr == syscall.EAGAIN || rerr == syscall.EINTR {
-				u.bufs.Put(buf)
-				buf = nil
-				return false
-			}
-			return true
-		})
-		if err == nil && rerr == nil && buf != nil && n <= maxDatagram {
-			if _, werr := u.conn.WriteToUDPAddrPort((*buf)[:n], s.client); werr == nil {
+		r.err = nil
+		err := raw.Read(read)
+		if err == nil && r.err == nil && r.n <= maxDatagram {
+			if _, werr := u.conn.WriteToUDPAddrPort((*r.buf)[:r.n], s.client); werr == nil {
 				s.downN.Add(1)
-				s.downB.Add(int64(n))
+				s.downB.Add(int64(r.n))
 			}
 			s.last.Store(time.Now().UnixNano())
 		}
-		if buf != nil {
-			u.bufs.Put(buf)
+		if r.buf != nil {
+			u.bufs.Put(r.buf)
+			r.buf = nil
 		}
 		switch {
-		case err == nil && rerr == nil:
-			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			last := time.Unix(0, s.last.Load())
 			if time.Since(last) >= idle {
 				return UDPIdle
 			}
 			_ = s.backend.SetReadDeadline(last.Add(idle))
-			continue
-		case errors.Is(rerr, syscall.ECONNREFUSED):
+		case err != nil:
+			// The socket was closed by endLocked, which set the
+			// outcome. (The callback's last EAGAIN is no error.)
+			return UDPClosed
+		case r.err != nil:
+			// ECONNREFUSED (ICMP port unreachable) or another error
+			// the endpoint's network reported: the client's next
+			// datagram opens a new session.
 			return UDPRefused
-		case rerr != nil:
-			// Another error of the socket (a transient ICMP one):
-			// the session stays.
-			continue
 		}
-		return UDPClosed // closed by end: the outcome was set there
 	}
+}
+
+// udpRead is one session's read of its backend socket: a buffer is taken
+// from the pool only once the socket is readable, and kept only while the
+// datagram is copied to the client.
+type udpRead struct {
+	bufs *sync.Pool
+	buf  *[]byte
+	n    int
+	err  error
+}
+
+// read is the syscall.RawConn.Read callback: false when nothing is
+// there yet (the poller then waits for the socket).
+func (r *udpRead) read(fd uintptr) bool {
+	r.buf, r.err = r.bufs.Get().(*[]byte), nil
+	r.n, r.err = syscall.Read(int(fd), *r.buf)
+	if r.err == syscall.EAGAIN || r.err == syscall.EINTR {
+		r.bufs.Put(r.buf)
+		r.buf = nil
+		return false
+	}
+	return true
 }
 
 // endLocked ends s with outcome, once: it leaves the table and its socket
