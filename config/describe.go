@@ -9,6 +9,7 @@ import (
 	"encoding/asn1"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
@@ -455,6 +456,8 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		}
 		return scalar(x.String())
 	case NamespacedName:
+		return scalar(x.String())
+	case netip.Prefix:
 		return scalar(x.String())
 	}
 	switch v.Kind() {

@@ -59,6 +59,8 @@ type forwarder struct {
 	down downSet
 	// outliers are the endpoints passive health checks count or eject.
 	outliers outlierSet
+	// guard enforces the rules' SecurityPolicies (security.go).
+	guard *guard
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -154,6 +156,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		sealer, _ = newSessionSealer(nil)
 	}
 	f.sessions = sealer
+	f.guard = newGuard(opts, log)
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
 		// transports (plain, TLS, h2c, upgrades) and mirrors.
@@ -487,6 +490,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		return
 	}
 	if answerProbe(w, r, rule) {
+		return
+	}
+	if rule.Security != nil && !f.guard.check(w, r, rule.Security) {
 		return
 	}
 	x.body = watchBody(r)
