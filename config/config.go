@@ -30,6 +30,10 @@ const (
 	// TCP ports carry every connection to the one TCPRoute of their
 	// listener: nothing in a TCP connection could choose between two.
 	TCP
+	// UDP ports carry every datagram to the one UDPRoute of their
+	// listener, in sessions keyed by the client's address. A UDP port is
+	// a socket apart from the TCP one of the same number (PortKey.UDP).
+	UDP
 )
 
 func (p Protocol) String() string {
@@ -40,6 +44,8 @@ func (p Protocol) String() string {
 		return "HTTPS"
 	case TCP:
 		return "TCP"
+	case UDP:
+		return "UDP"
 	}
 	return fmt.Sprintf("Protocol(%d)", uint8(p))
 }
@@ -130,6 +136,9 @@ type Listener struct {
 	// Client is what ClientTrafficPolicies set for the listener; nil
 	// when none applies.
 	Client *ClientTraffic
+	// UDP is the route a UDP listener (StreamUDP) gives every session;
+	// nil: no route attached, datagrams are dropped.
+	UDP *StreamRoute
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or
@@ -147,6 +156,9 @@ const (
 	// StreamTCP forwards a TCP listener's connections, as they are, to
 	// its TCPRoute's backends.
 	StreamTCP
+	// StreamUDP forwards a UDP listener's datagrams, as they are, to its
+	// UDPRoute's backends, one backend socket per client address.
+	StreamUDP
 )
 
 // ClientAuthID is the ID of l's client certificate check, "" for none.
@@ -204,7 +216,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("port %s: listed twice", p.Key())
 		}
 		seen[p.Key()] = true
-		if p.Protocol != HTTP && p.Protocol != HTTPS && p.Protocol != TCP {
+		if p.Protocol != HTTP && p.Protocol != HTTPS && p.Protocol != TCP && p.Protocol != UDP {
 			return fmt.Errorf("port %d: unknown protocol %v", p.Number, p.Protocol)
 		}
 		if p.Listeners == nil {
@@ -218,32 +230,49 @@ func (c *Config) Validate() error {
 }
 
 // PortKey identifies a bound port: an address ("" for every address of the
-// host, or the bind address) and a number.
+// host, or the bind address), a number and the transport: a UDP port is
+// another socket than the TCP port of the same number, and both may be
+// bound at once.
 type PortKey struct {
 	Address string
 	Number  int32
+	UDP     bool
 }
 
-// String is "address:number", or only the number for address "".
+// String is "address:number", or only the number for address "", with
+// "/udp" after a UDP port's.
 func (k PortKey) String() string {
-	if k.Address == "" {
-		return strconv.Itoa(int(k.Number))
+	s := strconv.Itoa(int(k.Number))
+	if k.Address != "" {
+		s = net.JoinHostPort(k.Address, s)
 	}
-	return net.JoinHostPort(k.Address, strconv.Itoa(int(k.Number)))
+	if k.UDP {
+		s += "/udp"
+	}
+	return s
 }
 
 // Key identifies the port.
-func (p *Port) Key() PortKey { return PortKey{p.Address, p.Number} }
+func (p *Port) Key() PortKey { return PortKey{p.Address, p.Number, p.Protocol == UDP} }
 
 func ComparePorts(a, b *Port) int {
-	return comparePortKey(a, PortKey{b.Address, b.Number})
+	return comparePortKey(a, b.Key())
 }
 
 func comparePortKey(p *Port, k PortKey) int {
 	if c := cmp.Compare(p.Address, k.Address); c != 0 {
 		return c
 	}
-	return cmp.Compare(p.Number, k.Number)
+	if c := cmp.Compare(p.Number, k.Number); c != 0 {
+		return c
+	}
+	switch udp := p.Protocol == UDP; {
+	case udp == k.UDP:
+		return 0
+	case k.UDP:
+		return -1
+	}
+	return 1
 }
 
 // Port returns the config of one port, or nil. Ports are sorted by

@@ -123,7 +123,9 @@ type listenerDescription struct {
 	Stream  string            `yaml:"stream,omitempty"`
 	Streams map[string]string `yaml:"streams,omitempty"`
 	// TCP is a TCP listener's route, in the form of Streams' values.
-	TCP   string                `yaml:"tcp,omitempty"`
+	TCP string `yaml:"tcp,omitempty"`
+	// UDP is a UDP listener's route, in the same form.
+	UDP   string                `yaml:"udp,omitempty"`
 	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
 	// Client is what ClientTrafficPolicies set for the listener.
 	Client *yaml.Node `yaml:"client,omitempty"`
@@ -268,13 +270,16 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	if l.Client != nil {
 		out.Client = d.value(reflect.ValueOf(l.Client))
 	}
+	if l.Stream == StreamUDP {
+		out.UDP = describeStreamRoute(l.UDP)
+	}
 	return out
 }
 
 // streams lists the TLSRoute a TLS listener picks for every TLSRoute
 // hostname of the snapshot and an unknown name.
 func (d *describer) streams(l *Listener) (string, map[string]string) {
-	mode := map[StreamMode]string{StreamPassthrough: "passthrough", StreamTerminate: "terminate", StreamTCP: "tcp"}[l.Stream]
+	mode := map[StreamMode]string{StreamPassthrough: "passthrough", StreamTerminate: "terminate", StreamTCP: "tcp", StreamUDP: "udp"}[l.Stream]
 	if l.Streams == nil {
 		return mode, nil
 	}

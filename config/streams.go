@@ -7,7 +7,8 @@ import (
 )
 
 // StreamRoute is what the data plane does with a connection whose SNI picked it
-// (TLSRoute) or that its TCP listener accepted (TCPRoute): open a stream to
+// (TLSRoute) or that its TCP listener accepted (TCPRoute), or with a
+// session its UDP listener opened (UDPRoute): open a stream or session to
 // one of its backends, chosen by weight.
 type StreamRoute struct {
 	// Name is "namespace/name", for metrics and the access log.

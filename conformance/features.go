@@ -16,12 +16,15 @@ import (
 // its core features (for GATEWAY-HTTP: Gateway, HTTPRoute, ReferenceGrant;
 // for GATEWAY-GRPC: Gateway, GRPCRoute, ReferenceGrant; for GATEWAY-TLS:
 // Gateway, TLSRoute, ReferenceGrant; for GATEWAY-TCP: Gateway, TCPRoute,
-// ReferenceGrant, TCPRoute v1 being in the standard channel since v1.7).
+// ReferenceGrant, TCPRoute v1 being in the standard channel since v1.7;
+// for GATEWAY-UDP: Gateway, UDPRoute, ReferenceGrant, UDPRoute v1 being
+// standard since v1.7 too).
 var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayHTTPConformanceProfileName,
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTLSConformanceProfileName,
 	suite.GatewayTCPConformanceProfileName,
+	suite.GatewayUDPConformanceProfileName,
 }
 
 // Claimed are the extended features Portico claims. Every test of a claimed
@@ -71,8 +74,10 @@ var Claimed = []features.FeatureName{
 	features.SupportGRPCRouteRequestHeaderModifier,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
-	// GATEWAY-TCP lists its core feature among its extended ones too.
+	// GATEWAY-TCP and GATEWAY-UDP list their core feature among their
+	// extended ones too.
 	features.SupportTCPRoute,
+	features.SupportUDPRoute,
 }
 
 // NotClaimed gives, for every other extended feature of the claimed

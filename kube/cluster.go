@@ -144,6 +144,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err := in.AddTCPRoutes(c.Kube, c.Gateway, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
+	if err := in.AddUDPRoutes(c.Kube, c.Gateway, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
+		return err
+	}
 	if err := in.AddTrafficPolicies(c.Kube, c.Dynamic, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}

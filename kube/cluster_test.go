@@ -768,7 +768,7 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 		mustCreate(t)(gws.Gateways("apps").Create(ctx, &gwv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "odd"},
 			Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{
-				{Name: "udp", Port: gwv1.PortNumber(unservable), Protocol: gwv1.UDPProtocolType},
+				{Name: "custom", Port: gwv1.PortNumber(unservable), Protocol: "example.com/quic"},
 				{Name: "https", Port: gwv1.PortNumber(unservable), Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("odd.example.com")),
 					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "missing"}}}},
 			}},
@@ -790,8 +790,8 @@ func TestClusterServesAndWritesStatus(t *testing.T) {
 			for _, l := range gw.Status.Listeners {
 				byName[l.Name] = l.Conditions
 			}
-			if err := conditionIs(byName["udp"], "Accepted", "False", string(gwv1.ListenerReasonUnsupportedProtocol), gw.Generation); err != nil {
-				return fmt.Errorf("udp listener: %w", err)
+			if err := conditionIs(byName["custom"], "Accepted", "False", string(gwv1.ListenerReasonUnsupportedProtocol), gw.Generation); err != nil {
+				return fmt.Errorf("custom protocol listener: %w", err)
 			}
 			if err := conditionIs(byName["https"], "ResolvedRefs", "False", string(gwv1.ListenerReasonInvalidCertificateRef), gw.Generation); err != nil {
 				return fmt.Errorf("https listener: %w", err)

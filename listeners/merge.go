@@ -34,7 +34,9 @@ const (
 //     a later listener that collides is Conflicted. A listener whose
 //     certificate is missing therefore still holds its hostname: ownership
 //     does not flap while a Secret is being (re)issued. Listeners with an
-//     unsupported protocol or TLS mode claim nothing.
+//     unsupported protocol or TLS mode claim nothing. A UDP listener
+//     claims the UDP port of its number, which a TCP listener's port
+//     (of any TCP protocol) does not collide with.
 //   - A ListenerSet is Accepted when at least one of its listeners can be
 //     served (accepted, not conflicted, references resolved).
 //   - When in.Gateway is nil (the parentRef names no Gateway we know), every
@@ -77,7 +79,9 @@ type merger struct {
 	// claimed it; hosts does the same for hostnames on a port. Both are
 	// filled in precedence order, so a lookup tells whether an earlier
 	// listener already owns the slot: O(1) per listener.
-	ports map[gwv1.PortNumber]portClaim
+	// A UDP port is another socket than the TCP one of the same number:
+	// its slots are apart (portSlot.udp).
+	ports map[portSlot]portClaim
 	hosts map[hostKey]claim
 
 	// capacity is the number of listeners declared by the Gateway and all
@@ -103,6 +107,7 @@ type merger struct {
 	httpKinds         []gwv1.RouteGroupKind
 	tlsKinds          []gwv1.RouteGroupKind
 	tcpKinds          []gwv1.RouteGroupKind
+	udpKinds          []gwv1.RouteGroupKind
 	sameNamespaces    *gwv1.RouteNamespaces
 	listenerSelector  labels.Selector
 	listenerSelectErr error
@@ -123,7 +128,15 @@ type portClaim struct {
 
 type hostKey struct {
 	port     gwv1.PortNumber
+	udp      bool
 	hostname string
+}
+
+// portSlot is a port number of one transport: TCP (every protocol but
+// UDP) or UDP.
+type portSlot struct {
+	port gwv1.PortNumber
+	udp  bool
 }
 
 func newMerger(in *Input) *merger {
@@ -139,6 +152,7 @@ func newMerger(in *Input) *merger {
 	m.httpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "HTTPRoute"}, {Group: m.gatewayGroup, Kind: "GRPCRoute"}}
 	m.tlsKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TLSRoute"}}
 	m.tcpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "TCPRoute"}}
+	m.udpKinds = []gwv1.RouteGroupKind{{Group: m.gatewayGroup, Kind: "UDPRoute"}}
 	if in.Gateway != nil {
 		m.capacity = len(in.Gateway.Spec.Listeners)
 	}
@@ -152,7 +166,7 @@ func newMerger(in *Input) *merger {
 	m.condSlab = slab.New[metav1.Condition](min(4*m.capacity+2*len(in.ListenerSets), 64))
 	m.entrySlab = slab.New[gwv1.ListenerEntryStatus](m.capacity)
 	m.certSlab = slab.New[types.NamespacedName](m.capacity)
-	m.ports = make(map[gwv1.PortNumber]portClaim, 4)
+	m.ports = make(map[portSlot]portClaim, 4)
 	m.hosts = make(map[hostKey]claim, m.capacity)
 	return m
 }

@@ -350,7 +350,7 @@ func TestParentNotAccepted(t *testing.T) {
 	})
 	t.Run("no valid Gateway listener", func(t *testing.T) {
 		bad := gw.DeepCopy()
-		bad.Spec.Listeners[0].Protocol = gwv1.UDPProtocolType
+		bad.Spec.Listeners[0].Protocol = "SCTP"
 		res := run(t, Input{Gateway: bad, ClassAccepted: true, ListenerSets: []*gwv1.ListenerSet{ls}})
 		want{"Accepted", metav1.ConditionFalse, "ListenersNotValid"}.check(t, "Gateway", res.Gateway.Conditions)
 		for _, w := range setWants("ParentNotAccepted") {
@@ -416,9 +416,9 @@ func TestAllowedListenersSelector(t *testing.T) {
 }
 
 func TestProtocolsAndPorts(t *testing.T) {
-	udp := httpListener("udp", "", 9000)
-	udp.Protocol = gwv1.UDPProtocolType
-	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("http", "", 80), udp)
+	sctp := httpListener("sctp", "", 9000)
+	sctp.Protocol = "SCTP"
+	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("http", "", 80), sctp)
 	passthrough := httpsListener("pass", "pass.example.com", "cert")
 	mode := gwv1.TLSModePassthrough
 	passthrough.TLS.Mode = &mode
@@ -439,7 +439,7 @@ func TestProtocolsAndPorts(t *testing.T) {
 	res := run(t, Input{Gateway: gw, ClassAccepted: true, ListenerSets: []*gwv1.ListenerSet{ls}, Certificates: allCertificates})
 
 	want{"Accepted", metav1.ConditionTrue, "ListenersNotValid"}.check(t, "Gateway", res.Gateway.Conditions)
-	want{"Accepted", metav1.ConditionFalse, "UnsupportedProtocol"}.check(t, "Gateway udp", res.Gateway.Listeners[1].Conditions)
+	want{"Accepted", metav1.ConditionFalse, "UnsupportedProtocol"}.check(t, "Gateway sctp", res.Gateway.Listeners[1].Conditions)
 	st := setStatus(t, res, "team", "ls")
 	for _, w := range protocolConflicted {
 		w.check(t, "https-on-80", entryConds(t, st, "https-on-80"))
@@ -589,6 +589,34 @@ func TestSetAttachedRoutes(t *testing.T) {
 	}
 	if want := []int32{10, 11, 12, 13}; !slices.Equal(got, want) {
 		t.Errorf("attachedRoutes %v, want %v", got, want)
+	}
+}
+
+// TestUDPBesideTCP: a UDP listener is a socket apart from the TCP port of
+// its number: it neither conflicts with an HTTP or TCP listener there nor
+// takes its hostname slot; two UDP listeners on one port do conflict.
+func TestUDPBesideTCP(t *testing.T) {
+	udp := httpListener("udp", "", 5300)
+	udp.Protocol = gwv1.UDPProtocolType
+	tcp := httpListener("tcp", "", 5300)
+	tcp.Protocol = gwv1.TCPProtocolType
+	udp2 := httpListener("udp-again", "", 5300)
+	udp2.Protocol = gwv1.UDPProtocolType
+	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, tcp, udp, udp2)
+	res := run(t, Input{Gateway: gw, ClassAccepted: true})
+	for _, w := range acceptedListener {
+		w.check(t, "tcp", res.Gateway.Listeners[0].Conditions)
+		w.check(t, "udp", res.Gateway.Listeners[1].Conditions)
+	}
+	for _, w := range hostnameConflicted {
+		w.check(t, "udp-again", res.Gateway.Listeners[2].Conditions)
+	}
+	if got, want := serving(res), []string{"infra/gw/tcp", "infra/gw/udp"}; !slices.Equal(got, want) {
+		t.Errorf("serving %v, want %v", got, want)
+	}
+	kinds := res.Gateway.Listeners[1].SupportedKinds
+	if len(kinds) != 1 || kinds[0].Kind != "UDPRoute" {
+		t.Errorf("udp supportedKinds %+v, want UDPRoute", kinds)
 	}
 }
 

@@ -85,9 +85,10 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	case spec.Hostname != nil && !validHostname(string(*spec.Hostname)):
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("Hostname %q is not a valid DNS name or wildcard (*.example.com); IP addresses are not allowed", *spec.Hostname)
-	case spec.Protocol != gwv1.HTTPProtocolType && !https && spec.Protocol != gwv1.TLSProtocolType && spec.Protocol != gwv1.TCPProtocolType:
+	case spec.Protocol != gwv1.HTTPProtocolType && !https && spec.Protocol != gwv1.TLSProtocolType && spec.Protocol != gwv1.TCPProtocolType &&
+		spec.Protocol != gwv1.UDPProtocolType:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedProtocol
-		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP, HTTPS, TLS and TCP", spec.Protocol)
+		v.acceptedMsg = fmt.Sprintf("Protocol %q is not supported; supported protocols are HTTP, HTTPS, TLS, TCP and UDP", spec.Protocol)
 	case https && spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate:
 		v.accepted, v.acceptedReason = false, gwv1.ListenerReasonUnsupportedValue
 		v.acceptedMsg = fmt.Sprintf("TLS mode %q is not supported for HTTPS; use Terminate", *spec.TLS.Mode)
@@ -150,7 +151,8 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 // served (unsupported protocol or TLS mode) claim nothing, but they still
 // lose to a port already used with another protocol.
 func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
-	owner, used := m.ports[spec.Port]
+	slot := portSlot{port: spec.Port, udp: spec.Protocol == gwv1.UDPProtocolType}
+	owner, used := m.ports[slot]
 	if used && family(owner.protocol) != family(spec.Protocol) {
 		v.conflicted, v.conflictReason = true, gwv1.ListenerReasonProtocolConflict
 		v.conflictMsg = fmt.Sprintf("Port %d is already used with protocol %s by %s", spec.Port, owner.protocol, m.describe(owner.claim, c, src))
@@ -159,7 +161,7 @@ func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
 	if !v.accepted {
 		return
 	}
-	key := hostKey{port: spec.Port}
+	key := hostKey{port: spec.Port, udp: slot.udp}
 	if spec.Hostname != nil {
 		key.hostname = string(*spec.Hostname)
 	}
@@ -173,7 +175,7 @@ func (m *merger) claim(c claim, src Source, spec *gwv1.Listener, v *verdict) {
 		return
 	}
 	if !used {
-		m.ports[spec.Port] = portClaim{claim: c, protocol: spec.Protocol}
+		m.ports[slot] = portClaim{claim: c, protocol: spec.Protocol}
 	}
 	m.hosts[key] = c
 }
@@ -222,11 +224,13 @@ func (m *merger) routeKinds(spec *gwv1.Listener) ([]gwv1.RouteGroupKind, string)
 		own = m.tlsKinds
 	case gwv1.TCPProtocolType:
 		own = m.tcpKinds
+	case gwv1.UDPProtocolType:
+		own = m.udpKinds
 	}
 	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
 		return own, ""
 	}
-	var valid [2]bool // by position in own: HTTPRoute, GRPCRoute; or TLSRoute; or TCPRoute
+	var valid [2]bool // by position in own: HTTPRoute, GRPCRoute; or TLSRoute; or TCPRoute; or UDPRoute
 	var bad []string
 	for _, k := range spec.AllowedRoutes.Kinds {
 		group := gwv1.GroupName

@@ -98,6 +98,18 @@ type Options struct {
 	// either way; negative: never. Streams carry protocols with long quiet
 	// spells (database sessions, message queues): an hour by default.
 	StreamIdleTimeout time.Duration
+	// MaxUDPSessionsPerPort caps the sessions of each UDP port (each has
+	// a socket and a goroutine); past it a new client evicts the oldest
+	// session that carried one datagram, or is dropped when there is
+	// none (udpstream.go). Negative: no cap.
+	MaxUDPSessionsPerPort int
+	// UDPIdleTimeout ends a UDP session after this long without a
+	// datagram either way. Negative: never (then only eviction and
+	// configuration changes end sessions).
+	UDPIdleTimeout time.Duration
+	// UDP, when set, is told about every UDP session after it ended and
+	// every datagram dropped without one.
+	UDP UDPObserver
 	// Observer, when set, is told about every request after it was answered.
 	Observer RequestObserver
 	// Backends, when set, is told about every request sent to a backend
@@ -188,6 +200,8 @@ func DefaultOptions() Options {
 		H2MaxGlitches:          200,
 		H2GlitchesForgiven:     20,
 		StreamIdleTimeout:      time.Hour,
+		MaxUDPSessionsPerPort:  10000,
+		UDPIdleTimeout:         time.Minute,
 	}
 }
 
@@ -213,6 +227,8 @@ func (o Options) withDefaults() Options {
 	o.H2MaxGlitches = cmp.Or(o.H2MaxGlitches, d.H2MaxGlitches)
 	o.H2GlitchesForgiven = cmp.Or(o.H2GlitchesForgiven, d.H2GlitchesForgiven)
 	o.StreamIdleTimeout = cmp.Or(o.StreamIdleTimeout, d.StreamIdleTimeout)
+	o.MaxUDPSessionsPerPort = cmp.Or(o.MaxUDPSessionsPerPort, d.MaxUDPSessionsPerPort)
+	o.UDPIdleTimeout = cmp.Or(o.UDPIdleTimeout, d.UDPIdleTimeout)
 	return o
 }
 
@@ -236,8 +252,14 @@ type Runtime struct {
 	// says so (acceptUnreadyAfter; shorter in tests).
 	acceptUnreadyAfter time.Duration
 
-	mu       sync.Mutex // serializes Apply and Close
-	ports    map[config.PortKey]*portServer
+	mu    sync.Mutex // serializes Apply and Close
+	ports map[config.PortKey]*portServer
+	// udp are the UDP ports, removed ones included until their drain
+	// ends (udpServer.recheck).
+	udp map[config.PortKey]*udpServer
+	// udpBufs are the buffers UDP sessions copy their backends'
+	// datagrams through.
+	udpBufs  sync.Pool
 	draining map[*portServer]bool // removed ports still finishing requests
 	closed   bool
 	// fileCheckPorts is the number of ports checkFileLimit last looked at;
@@ -259,11 +281,13 @@ func New(opts Options, log *zap.Logger) *Runtime {
 		keeper:   sockio.NewKeeper(),
 		listen:   net.Listen,
 		ports:    map[config.PortKey]*portServer{},
+		udp:      map[config.PortKey]*udpServer{},
 		draining: map[*portServer]bool{},
 		connCap:  opts.MaxConnsPerPort,
 
 		acceptUnreadyAfter: acceptUnreadyAfter,
 	}
+	rt.udpBufs.New = func() any { b := make([]byte, maxDatagram+1); return &b }
 	rt.current.Store(&config.Config{})
 	return rt
 }
@@ -295,6 +319,9 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	// before binding, accepting a brief gap on that port only.
 	var replaced []*portServer
 	for _, p := range cfg.Ports {
+		if p.Protocol == config.UDP {
+			continue // a UDP port's key is never a TCP port's
+		}
 		if ps, ok := rt.ports[p.Key()]; ok && ps.protocol != p.Protocol {
 			replaced = append(replaced, ps)
 			delete(rt.ports, p.Key())
@@ -305,15 +332,34 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	}
 
 	var added []*portServer
+	var addedUDP []*udpServer
+	undo := func() {
+		for _, a := range added {
+			a.shutdown(0)
+		}
+		for _, a := range addedUDP {
+			a.close()
+		}
+	}
 	for _, p := range cfg.Ports {
+		if p.Protocol == config.UDP {
+			if _, ok := rt.udp[p.Key()]; ok {
+				continue
+			}
+			u, err := rt.bindUDP(p)
+			if err != nil {
+				undo()
+				return fmt.Errorf("apply config %d: %w", cfg.Generation, err)
+			}
+			addedUDP = append(addedUDP, u)
+			continue
+		}
 		if _, ok := rt.ports[p.Key()]; ok {
 			continue
 		}
 		ps, err := rt.bind(p)
 		if err != nil {
-			for _, a := range added {
-				a.shutdown(0)
-			}
+			undo()
 			return fmt.Errorf("apply config %d: %w", cfg.Generation, err)
 		}
 		added = append(added, ps)
@@ -322,12 +368,19 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 		rt.ports[ps.key] = ps
 		ps.start()
 	}
+	for _, u := range addedUDP {
+		rt.udp[u.key] = u
+		u.start()
+	}
 
 	old := rt.current.Swap(cfg)
 	for key, ps := range rt.ports {
 		if ps.protocol == config.TCP {
 			ps.tcp.recheck(cfg.Port(key), rt.opts.DrainTimeout)
 		}
+	}
+	for key, u := range rt.udp {
+		u.recheck(cfg.Port(key), rt.opts.DrainTimeout, func() { rt.dropUDP(u) })
 	}
 	// After the swap no new request can pick a dropped ID, except one
 	// still being served by the old config, whose pool then lasts until
@@ -372,6 +425,36 @@ func (rt *Runtime) Addr(address string, number int32) net.Addr {
 	return nil
 }
 
+// PortAddr is Addr by the port's key: the bound address of a TCP or UDP
+// port, nil when it is not bound.
+func (rt *Runtime) PortAddr(key config.PortKey) net.Addr {
+	if !key.UDP {
+		return rt.Addr(key.Address, key.Number)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if u, ok := rt.udp[key]; ok && !u.removed {
+		return u.conn.LocalAddr()
+	}
+	return nil
+}
+
+// dropUDP closes UDP port u at the end of its drain, unless a
+// configuration brought it back meanwhile.
+func (rt *Runtime) dropUDP(u *udpServer) {
+	rt.mu.Lock()
+	u.mu.Lock()
+	gone := u.removed
+	u.mu.Unlock()
+	if gone && rt.udp[u.key] == u {
+		delete(rt.udp, u.key)
+	}
+	rt.mu.Unlock()
+	if gone {
+		u.close()
+	}
+}
+
 // Close drains every port, waiting for in-flight requests until ctx ends.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
@@ -384,12 +467,17 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		ports = append(ports, ps)
 	}
 	rt.ports = map[config.PortKey]*portServer{}
+	udp := rt.udp
+	rt.udp = map[config.PortKey]*udpServer{}
 	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ps := range ports {
 		// shutdownCtx runs once per port; for a draining port this waits
 		// for the drain already under way, bounded by ctx.
 		wg.Go(func() { ps.shutdownCtx(ctx) })
+	}
+	for _, u := range udp {
+		wg.Go(u.close)
 	}
 	wg.Wait()
 	rt.fwd.close()

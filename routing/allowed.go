@@ -10,7 +10,7 @@ import (
 
 // The spec's rules on which listener takes which route, shared by every
 // route kind: this package's HTTPRoutes and GRPCRoutes, and package
-// tlsrouting's TLSRoutes and tcprouting's TCPRoutes.
+// tlsrouting's TLSRoutes and tcprouting's TCPRoutes and UDPRoutes.
 
 // RouteKind is the kind of a route: what listeners carry it, which
 // ReferenceGrants let it refer to other namespaces, and what its
@@ -22,6 +22,7 @@ const (
 	KindGRPCRoute
 	KindTLSRoute
 	KindTCPRoute
+	KindUDPRoute
 )
 
 func (k RouteKind) String() string {
@@ -32,19 +33,24 @@ func (k RouteKind) String() string {
 		return "TLSRoute"
 	case KindTCPRoute:
 		return "TCPRoute"
+	case KindUDPRoute:
+		return "UDPRoute"
 	}
 	return "HTTPRoute"
 }
 
 // carriedBy reports whether a listener of protocol p carries routes of
 // kind k: TLSRoutes go to TLS listeners (either mode), TCPRoutes to TCP
-// listeners, the others to HTTP and HTTPS listeners.
+// listeners, UDPRoutes to UDP listeners, the others to HTTP and HTTPS
+// listeners.
 func (k RouteKind) carriedBy(p gwv1.ProtocolType) bool {
 	switch k {
 	case KindTLSRoute:
 		return p == gwv1.TLSProtocolType
 	case KindTCPRoute:
 		return p == gwv1.TCPProtocolType
+	case KindUDPRoute:
+		return p == gwv1.UDPProtocolType
 	}
 	return p == gwv1.HTTPProtocolType || p == gwv1.HTTPSProtocolType
 }

@@ -95,9 +95,10 @@ func (b *BackendRefs) Resolve(k RouteKind, routeNS string, ref gwv1.BackendObjec
 	if !found {
 		return r.fail(gwv1.RouteReasonBackendNotFound, "backend %s: Service has no port %d", svc, *ref.Port)
 	}
-	if k == KindTLSRoute || k == KindTCPRoute {
-		// A TLSRoute's or TCPRoute's connections are forwarded as they
-		// are: whatever the port speaks is the client's business.
+	if k == KindTLSRoute || k == KindTCPRoute || k == KindUDPRoute {
+		// A TLSRoute's or TCPRoute's connections and a UDPRoute's
+		// datagrams are forwarded as they are: whatever the port speaks
+		// is the client's business.
 		return r
 	}
 	if tlsAppProtocol(r.AppProtocol) && r.TLS == nil {

@@ -115,11 +115,12 @@ func name(names *[]types.NamespacedName, key types.NamespacedName) {
 // pool); a port without one is bound for every Gateway. Accepted stays as
 // it is: the configuration is valid, it is just not live.
 func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, msg string) {
-	on := func(gw types.NamespacedName, p gwv1.PortNumber, conds []metav1.Condition) bool {
+	on := func(gw types.NamespacedName, p gwv1.PortNumber, protocol gwv1.ProtocolType, conds []metav1.Condition) bool {
 		switch {
 		case port == nil:
 			return true
-		case int32(p) != port.Number || !meta.IsStatusConditionTrue(conds, string(gwv1.ListenerConditionProgrammed)):
+		case int32(p) != port.Number || (protocol == gwv1.UDPProtocolType) != port.UDP ||
+			!meta.IsStatusConditionTrue(conds, string(gwv1.ListenerConditionProgrammed)):
 			return false
 		case port.Address == "":
 			return true
@@ -136,7 +137,7 @@ func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, 
 		}
 		for _, l := range gw.Spec.Listeners {
 			for _, ls := range gs.Listeners {
-				if ls.Name == l.Name && on(key, l.Port, ls.Conditions) {
+				if ls.Name == l.Name && on(key, l.Port, l.Protocol, ls.Conditions) {
 					hit[key] = true
 				}
 			}
@@ -156,7 +157,7 @@ func (f *finisher) unprogramPort(res *snapshot.Resources, port *config.PortKey, 
 		children[parent] = append(children[parent], lsKey)
 		for _, l := range ls.Spec.Listeners {
 			for _, le := range lss.Listeners {
-				if le.Name == l.Name && on(parent, l.Port, le.Conditions) {
+				if le.Name == l.Name && on(parent, l.Port, l.Protocol, le.Conditions) {
 					hit[parent] = true
 				}
 			}

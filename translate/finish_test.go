@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/provision"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
@@ -161,4 +162,33 @@ func condition(t *testing.T, conds []metav1.Condition, typ string) metav1.Condit
 		t.Fatalf("no %s condition in %+v", typ, conds)
 	}
 	return *c
+}
+
+// TestFinishUnboundUDPPort: a UDP port the data plane could not bind
+// unprograms the Gateway whose UDP listener is on it, not one whose TCP
+// listener has the same number (another socket, bound).
+func TestFinishUnboundUDPPort(t *testing.T) {
+	const yaml = testyaml.Class + `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: tcp, namespace: infra}
+spec:
+  gatewayClassName: portico
+  listeners: [{name: dns, port: 5353, protocol: TCP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: udp, namespace: infra}
+spec:
+  gatewayClassName: portico
+  listeners: [{name: dns, port: 5353, protocol: UDP}]
+`
+	res := yamlSnapshot(t, yaml)
+	out, _ := Translate(Settings{}, res, Memory{})
+	st, _ := Finish(out.Statuses, res, Facts{Unbound: []UnboundPort{{Port: config.PortKey{Number: 5353, UDP: true}, Message: "address in use"}}})
+	programmed := func(name string) metav1.ConditionStatus {
+		return condition(t, st.Gateways.At(types.NamespacedName{Namespace: "infra", Name: name}).Conditions, "Programmed").Status
+	}
+	if programmed("udp") != metav1.ConditionFalse || programmed("tcp") != metav1.ConditionTrue {
+		t.Errorf("Programmed: udp %s, tcp %s; want False, True", programmed("udp"), programmed("tcp"))
+	}
 }

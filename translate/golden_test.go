@@ -283,6 +283,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		GRPCRoutes:         shuffle(rnd, res.GRPCRoutes),
 		TLSRoutes:          shuffle(rnd, res.TLSRoutes),
 		TCPRoutes:          shuffle(rnd, res.TCPRoutes),
+		UDPRoutes:          shuffle(rnd, res.UDPRoutes),
 		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
 		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
 		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
@@ -321,6 +322,7 @@ type goldenOut struct {
 	GRPCRoutes         map[string][]goldenParent   `yaml:"grpcRoutes,omitempty"`
 	TLSRoutes          map[string][]goldenParent   `yaml:"tlsRoutes,omitempty"`
 	TCPRoutes          map[string][]goldenParent   `yaml:"tcpRoutes,omitempty"`
+	UDPRoutes          map[string][]goldenParent   `yaml:"udpRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	TrafficPolicies    map[string][]goldenAncestor `yaml:"backendTrafficPolicies,omitempty"`
 	SecurityPolicies   map[string][]goldenAncestor `yaml:"securityPolicies,omitempty"`
@@ -386,6 +388,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		GRPCRoutes:         map[string][]goldenParent{},
 		TLSRoutes:          map[string][]goldenParent{},
 		TCPRoutes:          map[string][]goldenParent{},
+		UDPRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 		TrafficPolicies:    map[string][]goldenAncestor{},
 		SecurityPolicies:   map[string][]goldenAncestor{},
@@ -442,6 +445,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, parents := range st.TCPRoutes.All() {
 		for _, p := range parents {
 			out.TCPRoutes[key.String()] = append(out.TCPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
+				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
+		}
+	}
+	for key, parents := range st.UDPRoutes.All() {
+		for _, p := range parents {
+			out.UDPRoutes[key.String()] = append(out.UDPRoutes[key.String()], goldenParent{ParentRef: goldenRef(p.ParentRef),
 				ControllerName: string(p.ControllerName), Conditions: goldenConditions(p.Conditions)})
 		}
 	}

@@ -139,12 +139,12 @@ const maxDelta = 512
 // incrementalState indexes a full translation for the next one; nil when
 // the snapshot has what a delta does not handle: a Gateway with a data
 // plane of its own, an address pool, Knative, ACME, GRPCRoutes,
-// TLSRoutes, TCPRoutes, BackendTLSPolicies, BackendTrafficPolicies or two
+// TLSRoutes, TCPRoutes, UDPRoutes, BackendTLSPolicies, BackendTrafficPolicies or two
 // objects of one kind and key.
 func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
-		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
+		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.UDPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
 		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 {
 		return nil
 	}
@@ -230,6 +230,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c := *res
 	c.GatewayClasses, c.Gateways = slices.Clone(res.GatewayClasses), slices.Clone(res.Gateways)
 	c.GRPCRoutes, c.TLSRoutes, c.TCPRoutes = slices.Clone(res.GRPCRoutes), slices.Clone(res.TLSRoutes), slices.Clone(res.TCPRoutes)
+	c.UDPRoutes = slices.Clone(res.UDPRoutes)
 	c.ReferenceGrants, c.BackendTLSPolicies, c.ConfigMaps = slices.Clone(res.ReferenceGrants), slices.Clone(res.BackendTLSPolicies), slices.Clone(res.ConfigMaps)
 	c.Namespaces = slices.Clone(res.Namespaces)
 	c.KIngresses, c.KCertificates = slices.Clone(res.KIngresses), slices.Clone(res.KCertificates)
@@ -383,7 +384,7 @@ func eachBackendRef(r *gwv1.HTTPRoute, fn func(gwv1.BackendObjectReference)) {
 // the same in both snapshots.
 func unchangedKinds(a, b *snapshot.Resources) bool {
 	return slices.Equal(a.GatewayClasses, b.GatewayClasses) && slices.Equal(a.Gateways, b.Gateways) &&
-		slices.Equal(a.GRPCRoutes, b.GRPCRoutes) && slices.Equal(a.TLSRoutes, b.TLSRoutes) && slices.Equal(a.TCPRoutes, b.TCPRoutes) &&
+		slices.Equal(a.GRPCRoutes, b.GRPCRoutes) && slices.Equal(a.TLSRoutes, b.TLSRoutes) && slices.Equal(a.TCPRoutes, b.TCPRoutes) && slices.Equal(a.UDPRoutes, b.UDPRoutes) &&
 		slices.Equal(a.ReferenceGrants, b.ReferenceGrants) && slices.Equal(a.BackendTLSPolicies, b.BackendTLSPolicies) &&
 		// Only the ConfigMaps Gateways and policies name, as for a full
 		// translation (routingInputs): a cluster has many others.

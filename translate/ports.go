@@ -94,7 +94,7 @@ func newPortsBuilder(t *translation) *portsBuilder {
 		serving++
 		certs += len(m.Certificates)
 		for _, address := range b.binds(m) {
-			b.perPort[config.PortKey{Address: address, Number: int32(m.Port)}]++
+			b.perPort[config.PortKey{Address: address, Number: int32(m.Port), UDP: m.Protocol == gwv1.UDPProtocolType}]++
 		}
 	}
 	b.listeners = slab.New[config.Listener](serving)
@@ -126,6 +126,8 @@ func (b *portsBuilder) add(i int) {
 		protocol = config.HTTPS
 	case gwv1.TCPProtocolType:
 		protocol = config.TCP
+	case gwv1.UDPProtocolType:
+		protocol = config.UDP
 	}
 	host := hostname.Normalize(m.Hostname)
 	bound := b.binds(m)
@@ -136,7 +138,8 @@ func (b *portsBuilder) add(i int) {
 	var l *config.Listener
 	var e *sni.Entry
 	for _, address := range bound {
-		pb := b.port(config.PortKey{Address: address, Number: int32(m.Port)}, protocol)
+		pk := config.PortKey{Address: address, Number: int32(m.Port), UDP: protocol == config.UDP}
+		pb := b.port(pk, protocol)
 		switch {
 		case pb.protocol != protocol:
 			// The message names no other Gateway: a ListenerSet's status
@@ -144,9 +147,9 @@ func (b *portsBuilder) add(i int) {
 			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
 				fmt.Sprintf("port %d is already served as %s by an older Gateway", m.Port, pb.protocol))
 			continue
-		case pb.hosts[host] && protocol == config.TCP:
+		case pb.hosts[host] && (protocol == config.TCP || protocol == config.UDP):
 			notProgrammed(st, m, gwv1.ListenerReasonPortUnavailable,
-				fmt.Sprintf("port %d is already served by a TCP listener of an older Gateway", m.Port))
+				fmt.Sprintf("port %d is already served by a %s listener of an older Gateway", m.Port, protocol))
 			continue
 		case pb.hosts[host]:
 			notProgrammed(st, m, gwv1.ListenerReasonHostnameConflict,
@@ -169,7 +172,7 @@ func (b *portsBuilder) add(i int) {
 			}
 			pb.entries = append(pb.entries, e)
 		}
-		b.placed = append(b.placed, placedListener{i: i, port: config.PortKey{Address: address, Number: int32(m.Port)}, host: host, l: l, entry: e})
+		b.placed = append(b.placed, placedListener{i: i, port: pk, host: host, l: l, entry: e})
 	}
 }
 
@@ -214,6 +217,9 @@ func (b *portsBuilder) listener(i int) *config.Listener {
 		l.Stream, l.TCP = config.StreamTCP, b.t.compiledTCP.Routes[i]
 	}
 	l.Client = b.t.client.listener(m)
+	if m.Protocol == gwv1.UDPProtocolType {
+		l.Stream, l.UDP = config.StreamUDP, b.t.compiledTCP.Routes[i]
+	}
 	return l
 }
 

@@ -98,6 +98,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.HTTPRoutes, func(o *gwv1.HTTPRoute) { o.Status = gwv1.HTTPRouteStatus{} })
 	withoutStatus(out.TLSRoutes, func(o *gwv1.TLSRoute) { o.Status = gwv1.TLSRouteStatus{} })
 	withoutStatus(out.TCPRoutes, func(o *gwv1.TCPRoute) { o.Status = gwv1.TCPRouteStatus{} })
+	withoutStatus(out.UDPRoutes, func(o *gwv1.UDPRoute) { o.Status = gwv1.UDPRouteStatus{} })
 	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
@@ -141,7 +142,7 @@ func scopeClass(res, out *snapshot.Resources, g *gwv1.Gateway) {
 	}
 }
 
-// scopeRoutes adds the HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes with a parentRef among parents
+// scopeRoutes adds the HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes with a parentRef among parents
 // ("Kind/namespace/name") and returns the Services they send to.
 func scopeRoutes(res, out *snapshot.Resources, parents map[string]bool) map[types.NamespacedName]bool {
 	services := map[types.NamespacedName]bool{}
@@ -183,6 +184,18 @@ func scopeRoutes(res, out *snapshot.Resources, parents map[string]bool) map[type
 			continue
 		}
 		out.TCPRoutes = append(out.TCPRoutes, r)
+		addRef := backendAdder(services, r.Namespace)
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				addRef(b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range res.UDPRoutes {
+		if !attachedTo(r.Namespace, r.Spec.ParentRefs, parents) {
+			continue
+		}
+		out.UDPRoutes = append(out.UDPRoutes, r)
 		addRef := backendAdder(services, r.Namespace)
 		for _, rule := range r.Spec.Rules {
 			for _, b := range rule.BackendRefs {

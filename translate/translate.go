@@ -329,7 +329,7 @@ func (t *translation) output() Output {
 // EndpointSlices. Informers hand out a new pointer for every changed object,
 // so comparing pointers tells whether anything but endpoints changed.
 func routingInputs(res *snapshot.Resources) []any {
-	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) + len(res.TCPRoutes) +
+	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) + len(res.TCPRoutes) + len(res.UDPRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies) +
@@ -346,6 +346,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("GRPCRoute", anys(res.GRPCRoutes)...)
 	add("TLSRoute", anys(res.TLSRoutes)...)
 	add("TCPRoute", anys(res.TCPRoutes)...)
+	add("UDPRoute", anys(res.UDPRoutes)...)
 	add("ReferenceGrant", anys(res.ReferenceGrants)...)
 	add("BackendTLSPolicy", anys(res.BackendTLSPolicies)...)
 	// Only the ConfigMaps a policy names: the others, of which a cluster

@@ -47,7 +47,7 @@ var errNotServing = errors.New("some objects do not fully serve")
 
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
-var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
+var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
 	"SecurityPolicy", "ClientTrafficPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
@@ -245,6 +245,14 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		r.route("TCPRoute", nameOf(rt), obj.Status.Parents, controller)
 		r.add("TCPRoute", rt, &obj.Status, ts)
 	}
+	for _, rt := range byName(res.UDPRoutes) {
+		obj := rt
+		if computed, ok := st.UDPRoutes.Get(nameOf(rt)); ok {
+			obj, _ = status.MergeUDPRoute(rt, computed, controller, ts)
+		}
+		r.route("UDPRoute", nameOf(rt), obj.Status.Parents, controller)
+		r.add("UDPRoute", rt, &obj.Status, ts)
+	}
 	for _, p := range byName(res.BackendTLSPolicies) {
 		obj := p
 		computed, ok := st.BackendTLSPolicies.Get(nameOf(p))
@@ -353,6 +361,8 @@ func stampZeroTimes(st any, now metav1.Time) {
 	case *gwv1.TLSRouteStatus:
 		s.Parents = stampParents(s.Parents, stamp)
 	case *gwv1.TCPRouteStatus:
+		s.Parents = stampParents(s.Parents, stamp)
+	case *gwv1.UDPRouteStatus:
 		s.Parents = stampParents(s.Parents, stamp)
 	case *gwv1.PolicyStatus:
 		s.Ancestors = slices.Clone(s.Ancestors)

@@ -18,7 +18,7 @@ Usage:
   portico serve --config PATH   serve Gateway API objects from YAML files (standalone)
   portico check --config PATH   validate YAML files: print the status Portico would write
                                 for every GatewayClass, Gateway, ListenerSet, HTTPRoute,
-                                GRPCRoute, TLSRoute, TCPRoute, BackendTLSPolicy,
+                                GRPCRoute, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy,
                                 BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy
                                 in PATH, and on stderr a summary of every object that does
                                 not fully serve
@@ -139,7 +139,7 @@ var serveGroups = []flagGroup{
 	{"ACME (certificates for listeners that ask for them)", []string{"acme-directory", "acme-email", "acme-ca-bundle",
 		"acme-eab-key-id", "acme-eab-hmac-key", "acme-eab-hmac-key-file", "acme-concurrency", "data-dir"}},
 	{"Limits", []string{"max-connections-per-port", "max-connections-per-client", "client-idle-timeout", "client-min-rate",
-		"client-rate-window", "stream-idle-timeout", "backend-response-timeout", "max-request-headers", "max-request-header-bytes",
+		"client-rate-window", "stream-idle-timeout", "udp-max-sessions-per-port", "udp-session-idle-timeout", "backend-response-timeout", "max-request-headers", "max-request-header-bytes",
 		"max-informational-responses", "http2-max-glitches", "http2-glitches-forgiven"}},
 	{"Observability", []string{"log-format", "log-level", "access-log", "admin-address", "pprof", "metrics-max-routes", "metrics-max-backends",
 		"tracing-endpoint", "tracing-protocol", "tracing-insecure", "tracing-sample-ratio", "tracing-service-name"}},
@@ -149,7 +149,7 @@ var serveGroups = []flagGroup{
 // print.
 var commandHelp = map[string]string{
 	"serve":   "Usage: portico serve [--config PATH] [flags]\n\nServe Gateway API objects: of YAML files with --config (standalone), else of the\ncluster Portico runs in.\n",
-	"check":   "Usage: portico check --config PATH [-o yaml|json|config]\n\nValidate YAML files as serve --config would read them. Prints every GatewayClass,\nGateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,\nBackendTLSPolicy, BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy with the status\nPortico would write, and on stderr a summary of every object that does not fully serve. Exit 0: every object is accepted and programmed; 1: the input is\nrefused; 3: it is valid, but some object does not fully serve.\n",
+	"check":   "Usage: portico check --config PATH [-o yaml|json|config]\n\nValidate YAML files as serve --config would read them. Prints every GatewayClass,\nGateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute,\nBackendTLSPolicy, BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy with the status\nPortico would write, and on stderr a summary of every object that does not fully serve. Exit 0: every object is accepted and programmed; 1: the input is\nrefused; 3: it is valid, but some object does not fully serve.\n",
 	"echo":    "Usage: portico echo --listen ADDR [--name NAME]\n\nRun a small HTTP backend that answers every request with it as JSON.\n",
 	"version": "Usage: portico version [-o text|json]\n\nPrint the version, the commit and the Go release of this build.\n",
 }

@@ -24,6 +24,8 @@ func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 	window := fs.Duration("client-rate-window", d.ClientRateWindow, "time spent waiting on a client over which --client-min-rate is averaged")
 	glitches := fs.Int("http2-max-glitches", d.H2MaxGlitches, "abusive frames (streams reset before their response, surplus SETTINGS, PING, PRIORITY, empty DATA, WINDOW_UPDATE) an HTTP/2 connection may send in a burst before GOAWAY ENHANCE_YOUR_CALM (negative: no limit)")
 	streamIdle := fs.Duration("stream-idle-timeout", d.StreamIdleTimeout, "close a TLS stream (TLSRoute) or a TCP listener's connection (TCPRoute) after this long without a byte either way (negative: never)")
+	udpSessions := fs.Int("udp-max-sessions-per-port", d.MaxUDPSessionsPerPort, "UDP sessions (client address and port) each UDP port keeps, each with a socket to its backend; when full, a new client evicts the oldest session that carried a single datagram, or is dropped when every session carried more (0 or negative: no cap)")
+	udpIdle := fs.Duration("udp-session-idle-timeout", d.UDPIdleTimeout, "end a UDP session (UDPRoute) after this long without a datagram either way (negative: never)")
 	max1xx := fs.Int("max-informational-responses", d.MaxInformational, "informational (1xx) answers of a backend relayed per request; past it the backend has failed: 502, or the answer cut if it had started (0 or negative: no cap)")
 	headTimeout := fs.Duration("backend-response-timeout", d.BackendResponseTimeout, "how long a backend may take to send the head of its answer, for routes that set no timeouts of their own (never for Knative's); past it the client gets 504 (0: no bound)")
 	forgiven := fs.Float64("http2-glitches-forgiven", d.H2GlitchesForgiven, "abusive HTTP/2 frames forgotten per second")
@@ -43,6 +45,11 @@ func limitFlags(fs *flag.FlagSet) func(*proxy.Options) {
 		o.H2MaxGlitches = *glitches
 		o.H2GlitchesForgiven = *forgiven
 		o.StreamIdleTimeout = *streamIdle
+		o.MaxUDPSessionsPerPort = *udpSessions
+		if *udpSessions <= 0 {
+			o.MaxUDPSessionsPerPort = -1
+		}
+		o.UDPIdleTimeout = *udpIdle
 		o.BackendResponseTimeout = *headTimeout
 		if *headTimeout <= 0 {
 			o.BackendResponseTimeout = -1

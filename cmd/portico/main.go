@@ -304,6 +304,7 @@ func (f *serveFlags) proxyOptions(metrics *admin.Metrics) (proxy.Options, error)
 	metrics.SetMaxRoutes(*f.maxRoutes)
 	opts.Handshakes = metrics
 	opts.Streams = metrics
+	opts.UDP = metrics
 	opts.RequestID = *f.requestID
 	if *f.sessionKey != "" {
 		key, err := readSessionKey(*f.sessionKey)

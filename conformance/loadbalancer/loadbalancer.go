@@ -2,8 +2,9 @@
 // cluster: it gives every Service of type LoadBalancer an address from a
 // pool of host addresses (the one spec.loadBalancerIP asks for when it is
 // a free pool address; none when it asks for another), writes it into the
-// Service's status.loadBalancer.ingress, and forwards TCP connections to
-// each of the Service's ports on that address to a ready endpoint, as read
+// Service's status.loadBalancer.ingress, and forwards TCP connections (and
+// UDP datagrams, per client address, for a port of protocol UDP) to each
+// of the Service's ports on that address to a ready endpoint, as read
 // from its EndpointSlices.
 package loadbalancer
 
@@ -46,7 +47,7 @@ type Balancer struct {
 	slices    discoverylisters.EndpointSliceLister
 	mu        sync.Mutex
 	assigned  map[string]netip.Addr // by namespace/name
-	listeners map[string][]net.Listener
+	listeners map[string][]io.Closer
 	next      atomic.Uint64
 }
 
@@ -55,7 +56,7 @@ func New(cfg Config) *Balancer {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Balancer{cfg: cfg, assigned: map[string]netip.Addr{}, listeners: map[string][]net.Listener{}}
+	return &Balancer{cfg: cfg, assigned: map[string]netip.Addr{}, listeners: map[string][]io.Closer{}}
 }
 
 // Run serves until ctx ends.
@@ -186,7 +187,18 @@ func (b *Balancer) serve(ctx context.Context, key string, s *corev1.Service) err
 		}
 		b.listeners[key] = nil
 		for _, p := range s.Spec.Ports {
-			ln, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(p.Port))))
+			hostPort := net.JoinHostPort(addr.String(), strconv.Itoa(int(p.Port)))
+			if p.Protocol == corev1.ProtocolUDP {
+				pc, err := net.ListenPacket("udp", hostPort)
+				if err != nil {
+					b.mu.Unlock()
+					return err
+				}
+				b.listeners[key] = append(b.listeners[key], pc)
+				go b.relay(pc, s.Namespace, s.Name, p)
+				continue
+			}
+			ln, err := net.Listen("tcp", hostPort)
 			if err != nil {
 				b.mu.Unlock()
 				return err
@@ -246,6 +258,63 @@ func (b *Balancer) forward(c net.Conn, ns, name string, port corev1.ServicePort)
 	go pipe(c, u)
 	<-done
 	<-done
+}
+
+// udpIdle ends a relayed UDP client's session after this long without a
+// datagram from its endpoint.
+const udpIdle = 30 * time.Second
+
+// relay forwards the datagrams of each client address to a ready endpoint
+// of the Service port (picked in turn, per client), and the endpoint's
+// answers back, until pc closes.
+func (b *Balancer) relay(pc net.PacketConn, ns, name string, port corev1.ServicePort) {
+	var mu sync.Mutex
+	sessions := map[string]net.Conn{}
+	defer func() {
+		mu.Lock()
+		for _, u := range sessions {
+			u.Close()
+		}
+		mu.Unlock()
+	}()
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		u := sessions[from.String()]
+		if u == nil {
+			eps := b.endpoints(ns, name, port)
+			if len(eps) == 0 {
+				mu.Unlock()
+				continue
+			}
+			if u, err = net.Dial("udp", eps[int(b.next.Add(1))%len(eps)]); err != nil {
+				mu.Unlock()
+				continue
+			}
+			sessions[from.String()] = u
+			go func() {
+				back := make([]byte, 65536)
+				for {
+					_ = u.SetReadDeadline(time.Now().Add(udpIdle))
+					k, err := u.Read(back)
+					if err != nil {
+						break
+					}
+					_, _ = pc.WriteTo(back[:k], from)
+				}
+				mu.Lock()
+				delete(sessions, from.String())
+				mu.Unlock()
+				u.Close()
+			}()
+		}
+		mu.Unlock()
+		_, _ = u.Write(buf[:n])
+	}
 }
 
 // endpoints are the ready addresses of a Service port, as host:port.

@@ -35,6 +35,7 @@ type Metrics struct {
 	sinceChange  prometheus.Histogram
 	backends     *backendCache
 	dataPlanes   *dataPlaneLag
+	udp          *udpMetrics
 
 	// counters and grpcCounters hold the child counters of requests and
 	// grpcRequests by (route, code).
@@ -146,7 +147,7 @@ func NewMetrics() *Metrics {
 		m.applies.WithLabelValues(r)
 	}
 	// The kinds and results the status writer reports (kube/statuswriter).
-	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy"} {
+	for _, k := range []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "BackendTLSPolicy"} {
 		for _, r := range []string{"ok", "conflict", "error"} {
 			m.statusWrites.WithLabelValues(k, r)
 		}
@@ -168,6 +169,7 @@ func NewMetrics() *Metrics {
 		m.backends.opened, m.backends.open, m.dataPlanes, m.security,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
+	m.udp = newUDPMetrics(m.registry)
 	return m
 }
 

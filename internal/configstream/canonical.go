@@ -23,6 +23,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.GRPCRoutes = byName(res.GRPCRoutes)
 	out.TLSRoutes = byName(res.TLSRoutes)
 	out.TCPRoutes = byName(res.TCPRoutes)
+	out.UDPRoutes = byName(res.UDPRoutes)
 	out.ReferenceGrants = byName(res.ReferenceGrants)
 	out.BackendTLSPolicies = byName(res.BackendTLSPolicies)
 	out.ConfigMaps = byName(res.ConfigMaps)

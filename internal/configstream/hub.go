@@ -207,6 +207,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("GRPCRoute", len(r.GRPCRoutes), func(i int) any { return r.GRPCRoutes[i] })
 	add("TLSRoute", len(r.TLSRoutes), func(i int) any { return r.TLSRoutes[i] })
 	add("TCPRoute", len(r.TCPRoutes), func(i int) any { return r.TCPRoutes[i] })
+	add("UDPRoute", len(r.UDPRoutes), func(i int) any { return r.UDPRoutes[i] })
 	add("ReferenceGrant", len(r.ReferenceGrants), func(i int) any { return r.ReferenceGrants[i] })
 	add("BackendTLSPolicy", len(r.BackendTLSPolicies), func(i int) any { return r.BackendTLSPolicies[i] })
 	add("ConfigMap", len(r.ConfigMaps), func(i int) any { return r.ConfigMaps[i] })

@@ -47,6 +47,7 @@ type Informers struct {
 	grpcRoutes      gwlisters.GRPCRouteLister
 	tlsRoutes       gwlisters.TLSRouteLister
 	tcpRoutes       gwlisters.TCPRouteLister // nil without the CRD (AddTCPRoutes)
+	udpRoutes       gwlisters.UDPRouteLister // nil without the CRD (AddUDPRoutes)
 	referenceGrants gwlisters.ReferenceGrantLister
 	backendTLS      gwlisters.BackendTLSPolicyLister
 	configMaps      corelisters.ConfigMapLister
@@ -77,6 +78,7 @@ type orders struct {
 	grpcRoutes      *arrivals[*gwapi.GRPCRoute]
 	tlsRoutes       *arrivals[*gwapi.TLSRoute]
 	tcpRoutes       *arrivals[*gwapi.TCPRoute]
+	udpRoutes       *arrivals[*gwapi.UDPRoute]
 	referenceGrants *arrivals[*gwapi.ReferenceGrant]
 	backendTLS      *arrivals[*gwapi.BackendTLSPolicy]
 	configMaps      *arrivals[*corev1.ConfigMap]
@@ -95,6 +97,7 @@ func newOrders() orders {
 		grpcRoutes:      newArrivals[*gwapi.GRPCRoute](),
 		tlsRoutes:       newArrivals[*gwapi.TLSRoute](),
 		tcpRoutes:       newArrivals[*gwapi.TCPRoute](),
+		udpRoutes:       newArrivals[*gwapi.UDPRoute](),
 		referenceGrants: newArrivals[*gwapi.ReferenceGrant](),
 		backendTLS:      newArrivals[*gwapi.BackendTLSPolicy](),
 		configMaps:      newArrivals[*corev1.ConfigMap](),
@@ -112,6 +115,7 @@ func newOrders() orders {
 	o.grpcRoutes.keep = func(old, new *gwapi.GRPCRoute) bool { return statusOnly(old, new) }
 	o.tlsRoutes.keep = func(old, new *gwapi.TLSRoute) bool { return statusOnly(old, new) }
 	o.tcpRoutes.keep = func(old, new *gwapi.TCPRoute) bool { return statusOnly(old, new) }
+	o.udpRoutes.keep = func(old, new *gwapi.UDPRoute) bool { return statusOnly(old, new) }
 	o.backendTLS.keep = func(old, new *gwapi.BackendTLSPolicy) bool { return statusOnly(old, new) }
 	o.gateways.keep = func(old, new *gwapi.Gateway) bool {
 		return statusOnly(old, new) && reflect.DeepEqual(old.Status.Addresses, new.Status.Addresses)
@@ -148,6 +152,7 @@ type Listers struct {
 	GRPCRoutes     gwlisters.GRPCRouteLister
 	TLSRoutes      gwlisters.TLSRouteLister
 	TCPRoutes      gwlisters.TCPRouteLister // nil without the CRD
+	UDPRoutes      gwlisters.UDPRouteLister // nil without the CRD
 	BackendTLS     gwlisters.BackendTLSPolicyLister
 	// TrafficPolicies holds *trafficpolicy.BackendTrafficPolicy, nil
 	// when their CRD is not installed.
@@ -170,6 +175,7 @@ func (in *Informers) Listers() Listers {
 		GRPCRoutes:       in.grpcRoutes,
 		TLSRoutes:        in.tlsRoutes,
 		TCPRoutes:        in.tcpRoutes,
+		UDPRoutes:        in.udpRoutes,
 		BackendTLS:       in.backendTLS,
 		TrafficPolicies:  in.trafficPolicies,
 		SecurityPolicies: in.securityPolicies,
@@ -307,6 +313,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 		GRPCRoutes:         o.grpcRoutes.list(),
 		TLSRoutes:          o.tlsRoutes.list(),
 		TCPRoutes:          o.tcpRoutes.list(),
+		UDPRoutes:          o.udpRoutes.list(),
 		ReferenceGrants:    o.referenceGrants.list(),
 		BackendTLSPolicies: o.backendTLS.list(),
 		ConfigMaps:         o.configMaps.list(),

@@ -19,16 +19,8 @@ import (
 // sync.
 // Without it snapshots hold no TCPRoute. Call it before Start.
 func (in *Informers) AddTCPRoutes(kube kubernetes.Interface, gw gatewayclient.Interface, h Handlers, log *zap.Logger) error {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
-	switch {
-	case apierrors.IsNotFound(err):
-		list = &metav1.APIResourceList{}
-	case err != nil:
-		return fmt.Errorf("discover %s: %w", gwv1.GroupVersion, err)
-	}
-	if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "tcproutes" }) {
-		log.Info("the TCPRoute CRD does not serve gateway.networking.k8s.io/v1: TCPRoutes are not served")
-		return nil
+	if ok, err := servedInV1(kube, "tcproutes", "TCPRoute", log); !ok || err != nil {
+		return err
 	}
 	f := gwinformers.NewSharedInformerFactoryWithOptions(gw, 0, gwinformers.WithTransform(stripManagedFields))
 	inf := f.Gateway().V1().TCPRoutes().Informer()
@@ -40,4 +32,21 @@ func (in *Informers) AddTCPRoutes(kube kubernetes.Interface, gw gatewayclient.In
 	in.synced["TCPRoute"] = registration.HasSynced
 	in.tcpRoutes = f.Gateway().V1().TCPRoutes().Lister()
 	return nil
+}
+
+// servedInV1 reports whether the API server serves resource (of kind) in
+// gateway.networking.k8s.io/v1, and logs it when it does not.
+func servedInV1(kube kubernetes.Interface, resource, kind string, log *zap.Logger) (bool, error) {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		list = &metav1.APIResourceList{}
+	case err != nil:
+		return false, fmt.Errorf("discover %s: %w", gwv1.GroupVersion, err)
+	}
+	if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource }) {
+		log.Info("the " + kind + " CRD does not serve gateway.networking.k8s.io/v1: " + kind + "s are not served")
+		return false, nil
+	}
+	return true, nil
 }

@@ -574,7 +574,7 @@ func (w *Writer) kinds() writerKinds {
 	}
 }
 
-// otherJobs lists the GRPCRoutes, TLSRoutes, TCPRoutes and BackendTLSPolicies to
+// otherJobs lists the GRPCRoutes, TLSRoutes, TCPRoutes, UDPRoutes and BackendTLSPolicies to
 // write, which only a full translation changes.
 func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 	gws := w.client.GatewayV1()
@@ -605,6 +605,16 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 				return status.MergeTCPRoute(o, c, w.controller, now)
 			},
 		}, fromCache(tcpRoutes, st.TCPRoutes, func(r *gwv1.TCPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
+	}
+	if w.in.UDPRoutes != nil { // nil: the CRD is not installed
+		udpRoutes, _ := w.in.UDPRoutes.List(labels.Everything())
+		jobs = append(jobs, kindJobs(w, ts, statusKind[*gwv1.UDPRoute, []gwv1.RouteParentStatus]{
+			name:   "UDPRoute",
+			client: func(ns string) statusClient[*gwv1.UDPRoute] { return gws.UDPRoutes(ns) },
+			merge: func(o *gwv1.UDPRoute, c []gwv1.RouteParentStatus, now metav1.Time) (*gwv1.UDPRoute, bool) {
+				return status.MergeUDPRoute(o, c, w.controller, now)
+			},
+		}, fromCache(udpRoutes, st.UDPRoutes, func(r *gwv1.UDPRoute) bool { return status.HasParentsOf(r.Status.Parents, w.controller) }))...)
 	}
 	// Every policy with entries of Portico's is visited too, so that
 	// entries for Gateways no longer routing to its targets go.
@@ -681,7 +691,7 @@ func fromUnstructured(u *unstructured.Unstructured) (*trafficpolicy.BackendTraff
 // programmed no later than the routes on it; ties in name order for stable
 // logs.
 func sortJobs(jobs []statusJob) {
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4,
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "UDPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4,
 		securitypolicy.Kind: 4, clientpolicy.Kind: 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
@@ -877,6 +887,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.TCPRoutes {
 		add("TCPRoute", o)
+	}
+	for _, o := range res.UDPRoutes {
+		add("UDPRoute", o)
 	}
 	for _, o := range res.BackendTLSPolicies {
 		add("BackendTLSPolicy", o)

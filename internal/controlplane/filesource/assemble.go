@@ -47,6 +47,7 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		GRPCRoutes:         joined(s, touched, last.GRPCRoutes, func(r *snapshot.Resources) []*gwv1.GRPCRoute { return r.GRPCRoutes }),
 		TLSRoutes:          joined(s, touched, last.TLSRoutes, func(r *snapshot.Resources) []*gwv1.TLSRoute { return r.TLSRoutes }),
 		TCPRoutes:          joined(s, touched, last.TCPRoutes, func(r *snapshot.Resources) []*gwv1.TCPRoute { return r.TCPRoutes }),
+		UDPRoutes:          joined(s, touched, last.UDPRoutes, func(r *snapshot.Resources) []*gwv1.UDPRoute { return r.UDPRoutes }),
 		ReferenceGrants:    joined(s, touched, last.ReferenceGrants, func(r *snapshot.Resources) []*gwv1.ReferenceGrant { return r.ReferenceGrants }),
 		BackendTLSPolicies: joined(s, touched, last.BackendTLSPolicies, func(r *snapshot.Resources) []*gwv1.BackendTLSPolicy { return r.BackendTLSPolicies }),
 		ConfigMaps:         joined(s, touched, last.ConfigMaps, func(r *snapshot.Resources) []*corev1.ConfigMap { return r.ConfigMaps }),
@@ -192,6 +193,8 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.TLSRoutes = append(res.TLSRoutes, o)
 	case *gwv1.TCPRoute:
 		res.TCPRoutes = append(res.TCPRoutes, o)
+	case *gwv1.UDPRoute:
+		res.UDPRoutes = append(res.UDPRoutes, o)
 	case *gwv1.ReferenceGrant:
 		res.ReferenceGrants = append(res.ReferenceGrants, o)
 	case *gwv1.BackendTLSPolicy:

@@ -85,6 +85,9 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		// v1alpha2's rules are v1's, with up to 16 of them; admission
 		// checks each version against its own schema.
 		return &gwv1.TCPRoute{}, nil
+	case "gateway.networking.k8s.io/v1/UDPRoute", "gateway.networking.k8s.io/v1alpha2/UDPRoute":
+		// As for TCPRoute: v1alpha2's rules are v1's.
+		return &gwv1.UDPRoute{}, nil
 	case "gateway.networking.k8s.io/v1/ReferenceGrant", "gateway.networking.k8s.io/v1beta1/ReferenceGrant":
 		// v1beta1 and v1 ReferenceGrants have the same schema.
 		return &gwv1.ReferenceGrant{}, nil

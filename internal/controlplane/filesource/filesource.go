@@ -868,6 +868,8 @@ func kindOf(obj metav1.Object) string {
 		return "TLSRoute"
 	case *gwv1.TCPRoute:
 		return "TCPRoute"
+	case *gwv1.UDPRoute:
+		return "UDPRoute"
 	case *gwv1.ReferenceGrant:
 		return "ReferenceGrant"
 	case *gwv1.BackendTLSPolicy:

@@ -23,7 +23,7 @@ func (l *Loop) apply(cfg *config.Config) (applied bool, facts translate.Facts, e
 	// first, then each new port on its own.
 	bound := map[config.PortKey]config.Protocol{}
 	for _, p := range l.runtime.Current().Ports {
-		if l.runtime.Addr(p.Address, p.Number) != nil {
+		if l.runtime.PortAddr(p.Key()) != nil {
 			bound[p.Key()] = p.Protocol
 		}
 	}

@@ -18,7 +18,7 @@ const maxListenerNames = 8
 func (l *Loop) logListening(cfg *config.Config) {
 	now := make(map[config.PortKey]config.Protocol, len(cfg.Ports))
 	for _, p := range cfg.Ports {
-		addr := l.runtime.Addr(p.Address, p.Number)
+		addr := l.runtime.PortAddr(p.Key())
 		if addr == nil {
 			continue
 		}

@@ -67,8 +67,8 @@ type DataPlane interface {
 	Apply(cfg *config.Config) error
 	// Current is the configuration served.
 	Current() *config.Config
-	// Addr is the bound address of a port, nil when it is not bound.
-	Addr(address string, number int32) net.Addr
+	// PortAddr is the bound address of a port, nil when it is not bound.
+	PortAddr(key config.PortKey) net.Addr
 }
 
 // ACME is what the loop asks of the ACME manager (acme.Manager): it tells it

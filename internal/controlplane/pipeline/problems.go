@@ -39,12 +39,13 @@ func LogProblems(log *zap.Logger, st *status.Computed, changed *status.Changed) 
 			report("ListenerSet", key.String(), l.Conditions, zap.String("listener", string(l.Name)))
 		}
 	}
-	// Only a full translation changes TLSRoutes, TCPRoutes and GRPCRoutes.
+	// Only a full translation changes TLSRoutes, TCPRoutes, UDPRoutes and GRPCRoutes.
 	none := func(*status.Changed) []types.NamespacedName { return nil }
 	for kind, routes := range map[string]iter.Seq2[types.NamespacedName, []gwv1.RouteParentStatus]{
 		"HTTPRoute": pick(st.HTTPRoutes, changed, func(c *status.Changed) []types.NamespacedName { return c.HTTPRoutes }),
 		"TLSRoute":  pick(st.TLSRoutes, changed, none),
 		"TCPRoute":  pick(st.TCPRoutes, changed, none),
+		"UDPRoute":  pick(st.UDPRoutes, changed, none),
 		"GRPCRoute": pick(st.GRPCRoutes, changed, none),
 	} {
 		for key, parents := range routes {

@@ -150,11 +150,25 @@ func metadata(in *Input) (labels, annotations map[string]string) {
 	return labels, annotations
 }
 
-// sortedPorts are in's ports, each once, by number.
+// sortedPorts are in's ports, each once, by number, a UDP port after the
+// TCP one of its number: it is another port of the Service.
 func sortedPorts(in []Port) []Port {
 	out := slices.Clone(in)
-	slices.SortFunc(out, func(a, b Port) int { return cmp.Compare(a.Port, b.Port) })
-	return slices.CompactFunc(out, func(a, b Port) bool { return a.Port == b.Port })
+	udp := func(p Port) bool { return p.Protocol == gwv1.UDPProtocolType }
+	slices.SortFunc(out, func(a, b Port) int {
+		if c := cmp.Compare(a.Port, b.Port); c != 0 {
+			return c
+		}
+		return cmp.Compare(btoi(udp(a)), btoi(udp(b)))
+	})
+	return slices.CompactFunc(out, func(a, b Port) bool { return a.Port == b.Port && udp(a) == udp(b) })
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Holders is, by namespace and data plane name, the Gateway that holds the

@@ -140,7 +140,7 @@ func deploymentSpec(s Settings, in *Input, name string, labels, annotations map[
 		},
 	}
 	for _, port := range sortedPorts(in.Ports) {
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: portName(port), ContainerPort: port.Port, Protocol: corev1.ProtocolTCP})
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: portName(port), ContainerPort: port.Port, Protocol: transport(port)})
 	}
 	if p.Resources != nil {
 		c.Resources = *p.Resources
@@ -176,10 +176,21 @@ func deploymentSpec(s Settings, in *Input, name string, labels, annotations map[
 	}
 }
 
+// transport is the Kubernetes protocol of a listener port.
+func transport(p Port) corev1.Protocol {
+	if p.Protocol == gwv1.UDPProtocolType {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
+
 func portName(p Port) string {
 	proto := "http"
-	if p.Protocol == gwv1.HTTPSProtocolType || p.Protocol == gwv1.TLSProtocolType {
+	switch p.Protocol {
+	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		proto = "https"
+	case gwv1.UDPProtocolType:
+		proto = "udp"
 	}
 	return fmt.Sprintf("%s-%d", proto, p.Port)
 }
@@ -207,7 +218,7 @@ func serviceSpec(in *Input) corev1.ServiceSpec {
 	}
 	for _, port := range sortedPorts(in.Ports) {
 		spec.Ports = append(spec.Ports, corev1.ServicePort{
-			Name: portName(port), Port: port.Port, TargetPort: intstr.FromInt32(port.Port), Protocol: corev1.ProtocolTCP,
+			Name: portName(port), Port: port.Port, TargetPort: intstr.FromInt32(port.Port), Protocol: transport(port),
 		})
 	}
 	if ip := RequestedIP(in.Gateway); ip != "" {

@@ -34,6 +34,7 @@ type Resources struct {
 	GRPCRoutes      []*gwv1.GRPCRoute
 	TLSRoutes       []*gwv1.TLSRoute
 	TCPRoutes       []*gwv1.TCPRoute
+	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// BackendTLSPolicies say how to reach Services over TLS; ConfigMaps
 	// hold their CA certificates and those of Gateways' client certificate

@@ -40,6 +40,7 @@ type Computed struct {
 	GRPCRoutes     pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	TLSRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	TCPRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
+	UDPRoutes      pmap.Map[types.NamespacedName, []gwv1.RouteParentStatus]
 	// BackendTLSPolicies holds Portico's ancestor entries of each policy.
 	BackendTLSPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 	// TrafficPolicies holds the ancestor entries of each of Portico's
@@ -63,6 +64,7 @@ type Maps struct {
 	GRPCRoutes         map[types.NamespacedName][]gwv1.RouteParentStatus
 	TLSRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	TCPRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
+	UDPRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
@@ -80,6 +82,7 @@ func (m *Maps) Computed() *Computed {
 		GRPCRoutes:         pmap.Of(m.GRPCRoutes),
 		TLSRoutes:          pmap.Of(m.TLSRoutes),
 		TCPRoutes:          pmap.Of(m.TCPRoutes),
+		UDPRoutes:          pmap.Of(m.UDPRoutes),
 		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
@@ -99,6 +102,7 @@ func (c *Computed) Maps() *Maps {
 		GRPCRoutes:         maps.Collect(c.GRPCRoutes.All()),
 		TLSRoutes:          maps.Collect(c.TLSRoutes.All()),
 		TCPRoutes:          maps.Collect(c.TCPRoutes.All()),
+		UDPRoutes:          maps.Collect(c.UDPRoutes.All()),
 		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
@@ -318,6 +322,12 @@ func MergeTLSRoute(obj *gwv1.TLSRoute, computed []gwv1.RouteParentStatus, contro
 func MergeTCPRoute(obj *gwv1.TCPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.TCPRoute, bool) {
 	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
 	return replaced(obj, same, func(o *gwv1.TCPRoute) { o.Status.RouteStatus = status })
+}
+
+// MergeUDPRoute is MergeHTTPRoute for a UDPRoute.
+func MergeUDPRoute(obj *gwv1.UDPRoute, computed []gwv1.RouteParentStatus, controller gwv1.GatewayController, now metav1.Time) (*gwv1.UDPRoute, bool) {
+	status, same := mergeRouteStatus(obj.Status.RouteStatus, computed, controller, now)
+	return replaced(obj, same, func(o *gwv1.UDPRoute) { o.Status.RouteStatus = status })
 }
 
 // mergeRouteStatus is a route's status with Portico's parent entries

@@ -225,6 +225,24 @@ func (n *Netns) Listen(network, address string) (net.Listener, error) {
 	return l, nil
 }
 
+// ListenPacket is Listen for a packet socket (UDP), bound inside the
+// namespace.
+func (n *Netns) ListenPacket(network, address string) (net.PacketConn, error) {
+	var c net.PacketConn
+	err := n.do(func() error {
+		var err error
+		c, err = net.ListenPacket(network, address)
+		return err
+	})
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("listen in netns %s: %w", n.Name, err)
+	}
+	return c, nil
+}
+
 // AddrPort returns "Addr:port", to listen on or dial.
 func (n *Netns) AddrPort(port uint16) string {
 	return netip.AddrPortFrom(n.Addr, port).String()
