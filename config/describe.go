@@ -78,6 +78,9 @@ type Description struct {
 	BackendTLS           map[string]*yaml.Node `yaml:"backendTLS,omitempty"`
 	BackendTLSIDs        []string              `yaml:"backendTLSIDs,omitempty"`
 	BackendClientCertIDs []string              `yaml:"backendClientCertIDs,omitempty"`
+	// HealthChecks are "backend: check ID" for each backend an active
+	// health check probes.
+	HealthChecks []string `yaml:"healthChecks,omitempty"`
 }
 
 type portDescription struct {
@@ -176,6 +179,9 @@ func (d *describer) dataPlane(cfg *Config) Description {
 	}
 	out.BackendTLSIDs = slices.Sorted(maps.Keys(cfg.BackendTLSIDs))
 	out.BackendClientCertIDs = slices.Sorted(maps.Keys(cfg.BackendClientCertIDs))
+	for _, hc := range cfg.HealthChecks {
+		out.HealthChecks = append(out.HealthChecks, hc.Backend.String()+": "+hc.Check.ID)
+	}
 	return out
 }
 
@@ -451,6 +457,11 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		return scalar(x.String())
 	case NamespacedName:
 		return scalar(x.String())
+	case []byte:
+		if len(x) == 0 {
+			return nil
+		}
+		return scalar(fmt.Sprintf("%q", x))
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

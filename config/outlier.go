@@ -31,4 +31,5 @@ const MaxEjectionTime = 5 * time.Minute
 type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
+	Active  *ActiveHealthCheck
 }

@@ -88,6 +88,9 @@ type Rule struct {
 	// Outlier is the passive health check a BackendTrafficPolicy gives
 	// the rule, as LB; nil: none.
 	Outlier *OutlierDetection
+	// Active is the active health check a BackendTrafficPolicy gives the
+	// rule, as LB; nil: none.
+	Active *ActiveHealthCheck
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
@@ -117,6 +120,9 @@ type Backend struct {
 	// Outlier is the passive health check of the Service's policy, over
 	// the rule's.
 	Outlier *OutlierDetection
+	// Active is the active health check of the Service's policy, over
+	// the rule's.
+	Active *ActiveHealthCheck
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

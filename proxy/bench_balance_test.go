@@ -81,6 +81,7 @@ func BenchmarkPickEndpoint(b *testing.B) {
 			rule := &config.Rule{Backends: []config.Backend{{Weight: 1}}, TotalWeight: 1, LB: lb}
 			var down downSet
 			var outliers outlierSet
+			health := newHealthChecks(zap.NewNop(), nil)
 			eps.PickHash(0, 0) // the table is made once per set of endpoints, not per request
 			b.ReportAllocs()
 			for b.Loop() {
@@ -95,9 +96,46 @@ func BenchmarkPickEndpoint(b *testing.B) {
 					bal.key, bal.hasKey = requestKey(r, lb)
 				}
 				pickBalanced(rule, bal.key, bal.hasKey)
-				_, i := down.pickWith(eps, bal, &outliers, now)
+				_, i := down.pickWith(eps, bal, &outliers, health, now)
 				bal.hold(eps, i)
 				bal.release(eps)
+			}
+		})
+	}
+}
+
+// BenchmarkPickHealthChecked is BenchmarkPickEndpoint's round robin
+// with an active health check over the 10 endpoints: "healthy" when every
+// endpoint is (one atomic load more), "oneUnhealthy" when one is not
+// (a map lookup per endpoint tried).
+func BenchmarkPickHealthChecked(b *testing.B) {
+	var addrs []string
+	for i := range 10 {
+		addrs = append(addrs, fmt.Sprintf("10.0.0.%d:8080", i+1))
+	}
+	hc := &config.ActiveHealthCheck{Type: config.HealthCheckTCP, ID: "tcp"}
+	for _, unhealthy := range []int{0, 1} {
+		name := map[int]string{0: "healthy", 1: "oneUnhealthy"}[unhealthy]
+		b.Run(name, func(b *testing.B) {
+			eps := config.NewEndpoints(addrs...)
+			health := newHealthChecks(zap.NewNop(), nil)
+			view := map[hcKey]*endpointHealth{}
+			for i, a := range addrs {
+				st := &endpointHealth{}
+				st.healthy.Store(i >= unhealthy)
+				view[hcKey{hc.ID, a}] = st
+			}
+			health.view.Store(&view)
+			health.unhealthy.Store(int32(unhealthy))
+			var down downSet
+			var outliers outlierSet
+			rule := &config.Rule{Backends: []config.Backend{{Weight: 1}}, TotalWeight: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				now := time.Now()
+				pickBackend(rule)
+				bal := &balancing{active: hc, held: -1}
+				down.pickWith(eps, bal, &outliers, health, now)
 			}
 		})
 	}

@@ -59,6 +59,8 @@ type forwarder struct {
 	down downSet
 	// outliers are the endpoints passive health checks count or eject.
 	outliers outlierSet
+	// health runs the active health checks (healthcheck.go).
+	health *healthChecks
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -154,6 +156,8 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		sealer, _ = newSessionSealer(nil)
 	}
 	f.sessions = sealer
+	hobs, _ := opts.Backends.(HealthObserver)
+	f.health = newHealthChecks(log, hobs)
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
 		// transports (plain, TLS, h2c, upgrades) and mirrors.
@@ -456,6 +460,7 @@ func (f *forwarder) close() {
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
+	f.health.close()
 }
 
 // serve routes a request, whose path admit normalised to path, among the
@@ -530,6 +535,12 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 			bal = &balancing{held: -1}
 		}
 		bal.outlier = od
+	}
+	if hc := cmp.Or(b.Active, rule.Active); hc != nil {
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.active = hc
 	}
 	if b.LB != nil {
 		// The Service's own policy picks among its endpoints.
@@ -671,7 +682,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			case bal == nil:
 				x.addr = f.down.pickUp(eps, now)
 			default:
-				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, now)
+				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, f.health, now)
 			}
 			if x.sess != nil {
 				x.sess.issue(f, r, x.addr, now)

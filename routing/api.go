@@ -51,6 +51,8 @@ type Service struct {
 	LB *config.LoadBalancer
 	// Outlier is the passive health check of that policy, nil for none.
 	Outlier *config.OutlierDetection
+	// Active is the active health check of that policy, nil for none.
+	Active *config.ActiveHealthCheck
 }
 
 // Input is everything Compile needs.
@@ -80,4 +82,7 @@ type Output struct {
 	RouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
 	// GRPCRouteParents is RouteParents for GRPCRoutes.
 	GRPCRouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
+	// HealthChecks are the backends of the compiled rules that an active
+	// health check probes, with it, each once, in a stable order.
+	HealthChecks []config.HealthCheckTarget
 }

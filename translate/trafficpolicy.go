@@ -128,8 +128,13 @@ func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.Rout
 			if out.LB == nil && p.Spec.LoadBalancer != nil {
 				out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
 			}
-			if out.Outlier == nil && p.Spec.HealthCheck != nil {
-				out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
+			if hc := p.Spec.HealthCheck; hc != nil {
+				if out.Outlier == nil {
+					out.Outlier = hc.Config(p.Namespace + "/" + p.Name)
+				}
+				if out.Active == nil {
+					out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
+				}
 			}
 		}
 		return out
@@ -150,8 +155,9 @@ func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic 
 	if p.Spec.LoadBalancer != nil {
 		out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
 	}
-	if p.Spec.HealthCheck != nil {
-		out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
+	if hc := p.Spec.HealthCheck; hc != nil {
+		out.Outlier = hc.Config(p.Namespace + "/" + p.Name)
+		out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
 	}
 	return out
 }

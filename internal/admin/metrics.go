@@ -162,7 +162,7 @@ func NewMetrics() *Metrics {
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
 		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
-		m.backends.opened, m.backends.open, m.dataPlanes,
+		m.backends.opened, m.backends.open, m.backends.health, m.dataPlanes,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m

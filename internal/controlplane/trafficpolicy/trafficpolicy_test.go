@@ -31,7 +31,21 @@ func TestValidate(t *testing.T) {
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: "a b"}}}}`, "header.name"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Cookie, cookie: {name: "a;b"}}}}`, "cookie.name"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP, cookie: {name: c}}}}`, "type SourceIP"},
-		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {}}`, "spec.healthCheck: passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {}}`, "spec.healthCheck: active or passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /healthz, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}, passive: {}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}, interval: 5s, timeout: 2s, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: UDP}}}`, "spec.healthCheck.active.type"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP}}}`, "type HTTP needs http"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, http: {path: /}}}}`, "only the section of type TCP"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: healthz}}}}`, "spec.healthCheck.active.http.path"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /, method: "GE T"}}}}`, "http.method"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /, expectedStatuses: [{start: 300, end: 200}]}}}}`, "expectedStatuses[0]"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, interval: 1s, timeout: 2s}}}`, "active.timeout: 2s is longer than the interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, interval: 1ms}}}`, "active.interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, unhealthyThreshold: 0}}}`, "unhealthyThreshold: 0"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tcp: {send: {text: a, binary: YQ==}}}}}`, "tcp.send: exactly one"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {consecutive5XxErrors: -1}}}`, "consecutive5XxErrors"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {baseEjectionTime: 0s}}}`, "baseEjectionTime"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {maxEjectionPercent: 101}}}`, "maxEjectionPercent"},
@@ -68,5 +82,18 @@ func TestConfig(t *testing.T) {
 		MaxEjectionPercent: ptr.To[int32](50)}}).Config("ns/p")
 	if od.Consecutive5xx != 0 || od.BaseEjectionTime != 90*time.Second || od.MaxEjectionPercent != 50 {
 		t.Errorf("set fields %+v", od)
+	}
+	if (&HealthCheck{Passive: &PassiveHealthCheck{}}).ActiveConfig("ns/p") != nil || (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveTCP}}).Config("ns/p") != nil {
+		t.Error("a check that is not set is given to the data plane")
+	}
+	a := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/healthz"}}}).ActiveConfig("ns/p")
+	if a.Interval != 3*time.Second || a.Timeout != time.Second || a.HealthyThreshold != 1 || a.UnhealthyThreshold != 3 || a.Method != "GET" ||
+		!a.Expects(200) || !a.Expects(299) || a.Expects(300) || a.Expects(199) {
+		t.Errorf("active defaults %+v", a)
+	}
+	b := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/healthz"}}}).ActiveConfig("other/q")
+	c := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/ready"}}}).ActiveConfig("ns/p")
+	if a.ID != b.ID || a.ID == c.ID {
+		t.Errorf("IDs: the same check of two policies %q, %q; another path %q", a.ID, b.ID, c.ID)
 	}
 }
