@@ -526,9 +526,14 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 }
 
 // alwaysShown tells the fields whose zero value matters to a
-// reader: a backend of weight 0 gets no request.
+// reader: a backend of weight 0 gets no request, a circuit breaker
+// with no pending request lets none wait.
 func alwaysShown(field string) bool {
-	return field == "Backend.Weight" || field == "Rule.TotalWeight"
+	switch field {
+	case "Backend.Weight", "Rule.TotalWeight", "CircuitBreaker.MaxPendingRequests", "CircuitBreaker.MaxParallelRetries":
+		return true
+	}
+	return false
 }
 
 // shownElsewhere tells the fields the dump shows elsewhere: a rule's

@@ -32,4 +32,6 @@ type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
 	Active  *ActiveHealthCheck
+	Breaker *CircuitBreaker
+	Conn    *BackendConn
 }

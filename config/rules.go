@@ -91,6 +91,12 @@ type Rule struct {
 	// Active is the active health check a BackendTrafficPolicy gives the
 	// rule, as LB; nil: none.
 	Active *ActiveHealthCheck
+	// Breaker is the circuit breaker a BackendTrafficPolicy gives the
+	// rule's backends, as LB; nil: none.
+	Breaker *CircuitBreaker
+	// Conn is the timeouts and TCP keepalive a BackendTrafficPolicy gives
+	// the connections to the rule's backends, as LB; nil: the flags'.
+	Conn *BackendConn
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
@@ -123,6 +129,12 @@ type Backend struct {
 	// Active is the active health check of the Service's policy, over
 	// the rule's.
 	Active *ActiveHealthCheck
+	// Breaker is the circuit breaker of the Service's policy, over the
+	// rule's.
+	Breaker *CircuitBreaker
+	// Conn is the timeouts and TCP keepalive of the Service's policy,
+	// over the rule's.
+	Conn *BackendConn
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

@@ -81,6 +81,10 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"should be less than or equal to 100"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {}}`,
 			"active or passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 0}}`,
+			"should be greater than or equal to 1"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], tcpKeepalive: {probes: 200}}`,
+			"should be less than or equal to 127"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {}}}`,
 			"healthCheck.active.type: Required value"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP}}}`,
@@ -107,6 +111,8 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 	for name, spec := range map[string]string{
 		"active-http": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, interval: 5s, timeout: 500ms, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4, http: {path: /healthz, method: HEAD, hostname: health.internal, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}, passive: {}}}`,
 		"active-tcp":  `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}}}`,
+		"breaker":     `{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 4294967295, maxParallelRetries: 3}}`,
+		"timeouts":    `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
 		"active-grpc": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
 	} {
 		if err := create(name, spec); err != nil {

@@ -24,6 +24,9 @@ type balancing struct {
 	// active is the active health check of the backend, nil for none:
 	// the endpoints it finds unhealthy are left out.
 	active *config.ActiveHealthCheck
+	// breaker holds the counts of the backend's circuit breaker, nil for
+	// none.
+	breaker *breaker
 	// key is the hash of the request's key for a consistent hash; hasKey
 	// is false when the request has none (no such header or cookie).
 	key    uint64

@@ -141,6 +141,31 @@ func BenchmarkPickHealthChecked(b *testing.B) {
 	}
 }
 
+// BenchmarkForwardBreaker is BenchmarkForwardOnly's request to a backend
+// under a circuit breaker whose limits are never reached ("breaker"), and
+// the same configuration without one ("none"): what admitting a request
+// and releasing it cost.
+func BenchmarkForwardBreaker(b *testing.B) {
+	const req = "GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
+	cb := &config.CircuitBreaker{MaxConnections: 1 << 20, MaxPendingRequests: 1 << 20, MaxParallelRequests: 1 << 20, MaxParallelRetries: 3}
+	cb.MakeID()
+	for _, tc := range []struct {
+		name string
+		cb   *config.CircuitBreaker
+	}{{"none", nil}, {"breaker", cb}} {
+		b.Run(tc.name, func(b *testing.B) {
+			a, _ := rawBackend(b)
+			rt := New(DefaultOptions(), zap.NewNop())
+			b.Cleanup(func() { _ = rt.Close(b.Context()) })
+			port := freePort(b)
+			if err := rt.Apply(breakerConfig(b, port, tc.cb, false, []string{a})); err != nil {
+				b.Fatal(err)
+			}
+			rawLoadOf(b, fmt.Sprintf("127.0.0.1:%d", port), []byte(req))
+		})
+	}
+}
+
 // BenchmarkForwardSession is BenchmarkForwardBalanced's "none" with the
 // rule's sessionPersistence (a cookie) over 10 endpoints: "held" sends a
 // valid session (opened, endpoint found), "opens" none, so that every

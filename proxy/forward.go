@@ -61,6 +61,8 @@ type forwarder struct {
 	outliers outlierSet
 	// health runs the active health checks (healthcheck.go).
 	health *healthChecks
+	// breakers counts what circuit breakers limit (breaker.go).
+	breakers breakers
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -116,6 +118,9 @@ type exchange struct {
 	// answered is the status of the attempt's answer, 0 until its head
 	// came (for passive health checks; in the bools' padding).
 	answered int16
+	// conn is the timeouts and TCP keepalive of the backend's
+	// BackendTrafficPolicy, nil for the flags' (dialConn, h1Pool.get).
+	conn *config.BackendConn
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -158,6 +163,9 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	f.sessions = sealer
 	hobs, _ := opts.Backends.(HealthObserver)
 	f.health = newHealthChecks(log, hobs)
+	// A BackendTrafficPolicy's connect timeout and TCP keepalive, on
+	// every path.
+	dialer.Conn = dialConn
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
 		// transports (plain, TLS, h2c, upgrades) and mirrors.
@@ -594,6 +602,27 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		sw.backend = b.Key // for metrics
 	}
 	x.backend = &b.Key
+	x.conn = cmp.Or(b.Conn, rule.Conn)
+	if cb := cmp.Or(b.Breaker, rule.Breaker); cb != nil {
+		br, slotted := f.breakers.get(b.Key, cb), !x.h2c
+		refused, err := br.admit(ctx, slotted)
+		switch {
+		case err != nil:
+			if r.Context().Err() == nil {
+				writeErrorFor(w, r, http.StatusGatewayTimeout) // the route's timeout, while it waited
+			}
+			return
+		case refused != "":
+			noteOutcome(w, refused)
+			writeErrorFor(w, r, http.StatusServiceUnavailable)
+			return
+		}
+		defer br.release(slotted)
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.breaker = br
+	}
 	f.send(ctx, w, r, out, body, replay, rule, eps, x, bal)
 }
 
@@ -665,7 +694,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	resendable := replay || out.ContentLength == 0
 	failovers := 0
 	x.Context = ctx
-	endpoint := -1 // x.addr's index in eps, with a policy
+	endpoint := -1    // x.addr's index in eps, with a policy
+	retrying := false // a retry of the circuit breaker is held
 	if bal != nil {
 		defer bal.release(eps)
 	}
@@ -701,6 +731,11 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		x.failover = resendable && failovers < maxFailover && f.down.hasUp(eps, x.addr, now)
 		last := attempt >= attempts
+		if !last && bal != nil && bal.breaker != nil && !retrying && bal.breaker.retriesFull() {
+			// No retry could be taken: this attempt's answer is the
+			// client's, whatever it is (Envoy's retry overflow).
+			last = true
+		}
 		if !last {
 			x.retryCodes = rule.Retry.Codes
 			if x.retryCodes == nil {
@@ -713,6 +748,9 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		headTimeout := f.headTimeoutOf(rule)
+		if x.conn != nil && x.conn.ResponseHeaderTimeout > 0 {
+			headTimeout = x.conn.ResponseHeaderTimeout
+		}
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
@@ -761,6 +799,15 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		// Only an attempt before the last one, with a retry policy, gets
 		// here: proxyError answers the last one unless it fails over.
+		if bal != nil && bal.breaker != nil && !retrying {
+			if !bal.breaker.retry() {
+				noteOutcome(w, outcomeBreakerRetries)
+				writeErrorFor(w, r, http.StatusServiceUnavailable)
+				return
+			}
+			retrying = true
+			defer bal.breaker.endRetry()
+		}
 		if rule.Retry.Backoff > 0 {
 			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))
 			select {
@@ -908,6 +955,21 @@ func (f *forwarder) trackDial(ctx context.Context) func() {
 	}
 	f.backends.ObserveDial(*b)
 	return func() { f.backends.ObserveClose(*b) }
+}
+
+// dialConn is the connect timeout and TCP keepalive of the backend's
+// policy for a dial of a request's attempt (sockio.Dialer.Conn); zero and
+// nil for everything else.
+func dialConn(ctx context.Context) (time.Duration, *net.KeepAliveConfig) {
+	x, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok || x.conn == nil {
+		return 0, nil
+	}
+	var ka *net.KeepAliveConfig
+	if k := x.conn.KeepAlive; k != nil {
+		ka = &net.KeepAliveConfig{Enable: true, Idle: k.Idle, Interval: k.Interval, Count: int(k.Probes)}
+	}
+	return x.conn.ConnectTimeout, ka
 }
 
 // mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and

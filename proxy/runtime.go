@@ -336,6 +336,7 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	// Probers of the endpoints cfg checks start, those of the endpoints it
 	// no longer checks stop (healthcheck.go).
 	rt.fwd.health.apply(cfg)
+	rt.fwd.breakers.prune()
 
 	for key, ps := range rt.ports {
 		if cfg.Port(key) != nil {

@@ -53,6 +53,10 @@ type Service struct {
 	Outlier *config.OutlierDetection
 	// Active is the active health check of that policy, nil for none.
 	Active *config.ActiveHealthCheck
+	// Breaker is the circuit breaker of that policy, nil for none.
+	Breaker *config.CircuitBreaker
+	// Conn is the timeouts and TCP keepalive of that policy, nil for none.
+	Conn *config.BackendConn
 }
 
 // Input is everything Compile needs.

@@ -960,7 +960,7 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 		return cr.rule
 	}
 	r := *cr.rule
-	r.LB, r.Outlier, r.Active = tr.LB, tr.Outlier, tr.Active
+	r.LB, r.Outlier, r.Active, r.Breaker, r.Conn = tr.LB, tr.Outlier, tr.Active, tr.Breaker, tr.Conn
 	if !cr.perListener {
 		return &r
 	}

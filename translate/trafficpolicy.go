@@ -120,6 +120,7 @@ func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.Rout
 		candidates = append(candidates, tpTarget{"Gateway", l.Gateway.Namespace, l.Gateway.Name, ""})
 		// Each section from the most specific policy that sets it.
 		var out config.RuleTraffic
+		var timeout, keepalive *trafficpolicy.BackendTrafficPolicy
 		for _, c := range candidates {
 			p := tp.winners[c]
 			if p == nil {
@@ -136,7 +137,17 @@ func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.Rout
 					out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
 				}
 			}
+			if out.Breaker == nil && p.Spec.CircuitBreaker != nil {
+				out.Breaker = p.Spec.CircuitBreaker.Config(p.Namespace + "/" + p.Name)
+			}
+			if timeout == nil && p.Spec.Timeout != nil {
+				timeout = p
+			}
+			if keepalive == nil && p.Spec.TCPKeepalive != nil {
+				keepalive = p
+			}
 		}
+		out.Conn = trafficpolicy.ConnConfig(timeout, keepalive)
 		return out
 	}
 }
@@ -159,6 +170,10 @@ func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic 
 		out.Outlier = hc.Config(p.Namespace + "/" + p.Name)
 		out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
 	}
+	if p.Spec.CircuitBreaker != nil {
+		out.Breaker = p.Spec.CircuitBreaker.Config(p.Namespace + "/" + p.Name)
+	}
+	out.Conn = trafficpolicy.ConnConfig(p, p)
 	return out
 }
 

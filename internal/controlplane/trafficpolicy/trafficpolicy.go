@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -64,6 +65,187 @@ type Spec struct {
 	// neither leaves it out. Active and passive are taken each from the
 	// most specific policy that sets it.
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// CircuitBreaker limits what each backend (Service port) takes at
+	// once, across the routes that send to it.
+	CircuitBreaker *CircuitBreaker `json:"circuitBreaker,omitempty"`
+	// Timeout bounds connecting to the backends, the wait for each
+	// answer's head and how long a pooled connection may wait idle.
+	Timeout *Timeout `json:"timeout,omitempty"`
+	// TCPKeepalive sets TCP keepalive on the connections to the backends.
+	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
+}
+
+// Timeout are the timeouts toward the backends; unset ones are the data
+// plane's own (its flags).
+type Timeout struct {
+	TCP  *TCPTimeout  `json:"tcp,omitempty"`
+	HTTP *HTTPTimeout `json:"http,omitempty"`
+}
+
+// TCPTimeout bounds connecting to an endpoint.
+type TCPTimeout struct {
+	ConnectTimeout *gwv1.Duration `json:"connectTimeout,omitempty"`
+}
+
+// HTTPTimeout holds the timeouts of HTTP connections and answers.
+type HTTPTimeout struct {
+	// ConnectionIdleTimeout: how long a pooled connection may wait idle
+	// and still be used.
+	ConnectionIdleTimeout *gwv1.Duration `json:"connectionIdleTimeout,omitempty"`
+	// ResponseHeaderTimeout: how long an attempt waits for the head of
+	// the answer (504 past it).
+	ResponseHeaderTimeout *gwv1.Duration `json:"responseHeaderTimeout,omitempty"`
+}
+
+// TCPKeepalive are keepalive probes: the first after idleTime without
+// traffic (default 2h, Linux's), then every interval (default 75s), the
+// connection given up after probes unanswered ones (default 9).
+type TCPKeepalive struct {
+	Probes   *int32         `json:"probes,omitempty"`
+	IdleTime *gwv1.Duration `json:"idleTime,omitempty"`
+	Interval *gwv1.Duration `json:"interval,omitempty"`
+}
+
+// Defaults of TCPKeepalive, Linux's.
+const (
+	DefaultKeepaliveProbes   = 9
+	DefaultKeepaliveIdle     = 2 * time.Hour
+	DefaultKeepaliveInterval = 75 * time.Second
+)
+
+func (t *Timeout) validate(errs []string) []string {
+	if t.TCP != nil {
+		errs = checkDuration(errs, "spec.timeout.tcp.connectTimeout", t.TCP.ConnectTimeout, time.Millisecond, time.Hour)
+	}
+	if t.HTTP != nil {
+		errs = checkDuration(errs, "spec.timeout.http.connectionIdleTimeout", t.HTTP.ConnectionIdleTimeout, time.Second, 24*time.Hour)
+		errs = checkDuration(errs, "spec.timeout.http.responseHeaderTimeout", t.HTTP.ResponseHeaderTimeout, time.Millisecond, 24*time.Hour)
+	}
+	return errs
+}
+
+func (k *TCPKeepalive) validate(errs []string) []string {
+	if k.Probes != nil && (*k.Probes < 1 || *k.Probes > 127) {
+		errs = append(errs, fmt.Sprintf("spec.tcpKeepalive.probes: %d is not between 1 and 127", *k.Probes))
+	}
+	errs = checkDuration(errs, "spec.tcpKeepalive.idleTime", k.IdleTime, time.Second, 24*time.Hour)
+	return checkDuration(errs, "spec.tcpKeepalive.interval", k.Interval, time.Second, 24*time.Hour)
+}
+
+// checkDuration appends a refusal of v (at field) unless it is unset or
+// a duration from least to most.
+func checkDuration(errs []string, field string, v *gwv1.Duration, least, most time.Duration) []string {
+	if v == nil {
+		return errs
+	}
+	if d, err := time.ParseDuration(string(*v)); err != nil || d < least || d > most {
+		errs = append(errs, fmt.Sprintf("%s: %q is not a duration between %s and %s", field, *v, least, most))
+	}
+	return errs
+}
+
+func parsed(v *gwv1.Duration, def time.Duration) time.Duration {
+	if v == nil {
+		return def
+	}
+	d, _ := time.ParseDuration(string(*v))
+	return d
+}
+
+// ConnConfig is the timeout section of policy timeout and the
+// tcpKeepalive section of policy keepalive (either nil) as the data
+// plane's configuration says them; nil when neither has its section.
+// Both must be valid.
+func ConnConfig(timeout, keepalive *BackendTrafficPolicy) *config.BackendConn {
+	var t *Timeout
+	if timeout != nil {
+		t = timeout.Spec.Timeout
+	}
+	var k *TCPKeepalive
+	if keepalive != nil {
+		k = keepalive.Spec.TCPKeepalive
+	}
+	if t == nil && k == nil {
+		return nil
+	}
+	out := &config.BackendConn{}
+	if t != nil {
+		out.Policy = timeout.Namespace + "/" + timeout.Name
+		if t.TCP != nil {
+			out.ConnectTimeout = parsed(t.TCP.ConnectTimeout, 0)
+		}
+		if t.HTTP != nil {
+			out.IdleTimeout = parsed(t.HTTP.ConnectionIdleTimeout, 0)
+			out.ResponseHeaderTimeout = parsed(t.HTTP.ResponseHeaderTimeout, 0)
+		}
+	}
+	if k != nil {
+		if out.Policy == "" {
+			out.Policy = keepalive.Namespace + "/" + keepalive.Name
+		}
+		out.KeepAlive = &config.TCPKeepalive{Probes: DefaultKeepaliveProbes,
+			Idle: parsed(k.IdleTime, DefaultKeepaliveIdle), Interval: parsed(k.Interval, DefaultKeepaliveInterval)}
+		if k.Probes != nil {
+			out.KeepAlive.Probes = *k.Probes
+		}
+	}
+	return out
+}
+
+// CircuitBreaker holds the limits of one backend. Unset fields take
+// Envoy's default, 1024.
+type CircuitBreaker struct {
+	// MaxConnections: connections to the backend's endpoints.
+	MaxConnections *int64 `json:"maxConnections,omitempty"`
+	// MaxPendingRequests: requests waiting for a connection.
+	MaxPendingRequests *int64 `json:"maxPendingRequests,omitempty"`
+	// MaxParallelRequests: requests admitted at once, sent or waiting.
+	MaxParallelRequests *int64 `json:"maxParallelRequests,omitempty"`
+	// MaxParallelRetries: requests retrying at once.
+	MaxParallelRetries *int64 `json:"maxParallelRetries,omitempty"`
+}
+
+// DefaultBreakerLimit is the limit of an unset field of CircuitBreaker.
+const DefaultBreakerLimit = 1024
+
+// maxBreakerLimit bounds each limit (the CRD's maximum).
+const maxBreakerLimit = 4294967295
+
+func (cb *CircuitBreaker) validate() error {
+	var errs []string
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"maxConnections", cb.MaxConnections}, {"maxPendingRequests", cb.MaxPendingRequests},
+		{"maxParallelRequests", cb.MaxParallelRequests}, {"maxParallelRetries", cb.MaxParallelRetries}} {
+		// maxPendingRequests 0 is meaningful: no request waits.
+		least := int64(1)
+		if f.name == "maxPendingRequests" || f.name == "maxParallelRetries" {
+			least = 0
+		}
+		if f.v != nil && (*f.v < least || *f.v > maxBreakerLimit) {
+			errs = append(errs, fmt.Sprintf("spec.circuitBreaker.%s: %d is not between %d and %d", f.name, *f.v, least, int64(maxBreakerLimit)))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// Config is the circuit breaker as the data plane's configuration says
+// it, for the policy named policy. cb must be valid.
+func (cb *CircuitBreaker) Config(policy string) *config.CircuitBreaker {
+	limit := func(v *int64) int32 {
+		if v == nil {
+			return DefaultBreakerLimit
+		}
+		return int32(min(*v, math.MaxInt32))
+	}
+	out := &config.CircuitBreaker{MaxConnections: limit(cb.MaxConnections), MaxPendingRequests: limit(cb.MaxPendingRequests),
+		MaxParallelRequests: limit(cb.MaxParallelRequests), MaxParallelRetries: limit(cb.MaxParallelRetries), Policy: policy}
+	out.MakeID()
+	return out
 }
 
 // HealthCheck holds the health checks of endpoints.
@@ -279,6 +461,21 @@ func (s *Spec) Validate() error {
 		if err := hc.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if cb := s.CircuitBreaker; cb != nil {
+		if err := cb.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var more []string
+	if s.Timeout != nil {
+		more = s.Timeout.validate(more)
+	}
+	if s.TCPKeepalive != nil {
+		more = s.TCPKeepalive.validate(more)
+	}
+	for _, m := range more {
+		errs = append(errs, errors.New(m))
 	}
 	if len(errs) == 0 {
 		return nil
