@@ -96,6 +96,8 @@ type Rule struct {
 	Breaker *CircuitBreaker
 	// Conn is the timeouts and TCP keepalive a BackendTrafficPolicy gives
 	// the connections to the rule's backends, as LB; nil: the flags'.
+	// Compile copies it to every Backend.Conn left nil, which is what the
+	// data plane reads.
 	Conn *BackendConn
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/routing"
 )
 
 // BenchmarkForwardBalanced is BenchmarkForwardOnly with a
@@ -141,24 +142,26 @@ func BenchmarkPickHealthChecked(b *testing.B) {
 	}
 }
 
-// BenchmarkForwardBreaker is BenchmarkForwardOnly's request to a backend
-// under a circuit breaker whose limits are never reached ("breaker"), and
-// the same configuration without one ("none"): what admitting a request
-// and releasing it cost.
-func BenchmarkForwardBreaker(b *testing.B) {
+// BenchmarkForwardBackendPolicy is BenchmarkForwardOnly's request to a
+// backend under a circuit breaker whose limits are never reached
+// ("breaker": what admitting and releasing a request cost), under a
+// first-byte timeout and TCP keepalive of a policy ("timeouts"), and the
+// same configuration without a policy ("none").
+func BenchmarkForwardBackendPolicy(b *testing.B) {
 	const req = "GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 	cb := &config.CircuitBreaker{MaxConnections: 1 << 20, MaxPendingRequests: 1 << 20, MaxParallelRequests: 1 << 20, MaxParallelRetries: 3}
 	cb.MakeID()
+	conn := &config.BackendConn{ResponseHeaderTimeout: 30 * time.Second, KeepAlive: &config.TCPKeepalive{Idle: time.Minute, Interval: 10 * time.Second, Probes: 3}}
 	for _, tc := range []struct {
 		name string
-		cb   *config.CircuitBreaker
-	}{{"none", nil}, {"breaker", cb}} {
+		svc  routing.Service
+	}{{"none", routing.Service{}}, {"breaker", routing.Service{Breaker: cb}}, {"timeouts", routing.Service{Conn: conn}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			a, _ := rawBackend(b)
 			rt := New(DefaultOptions(), zap.NewNop())
 			b.Cleanup(func() { _ = rt.Close(b.Context()) })
 			port := freePort(b)
-			if err := rt.Apply(breakerConfig(b, port, tc.cb, false, []string{a})); err != nil {
+			if err := rt.Apply(serviceConfig(b, port, tc.svc, false, []string{a})); err != nil {
 				b.Fatal(err)
 			}
 			rawLoadOf(b, fmt.Sprintf("127.0.0.1:%d", port), []byte(req))

@@ -88,11 +88,12 @@ type exchange struct {
 	listener *config.Listener
 	port     string
 	origHost string
-	// backend is the key of the backend the rule picked, in the applied
-	// configuration (never changed): what a connection dialed for the
-	// request is counted under (trackDial). Set once, before the first
-	// attempt, since a transport may dial in a goroutine of its own.
-	backend *config.BackendKey
+	// backend is the backend the rule picked, in the applied
+	// configuration (never changed): its key is what a connection dialed
+	// for the request is counted under (trackDial), its Conn the policy's
+	// timeouts and keepalive of the dial (dialConn). Set once, before the
+	// first attempt, since a transport may dial in a goroutine of its own.
+	backend *config.Backend
 	// respFilters modify the backend's response headers.
 	respFilters []*config.HeaderModifier
 	cors        *config.CORS
@@ -118,9 +119,6 @@ type exchange struct {
 	// answered is the status of the attempt's answer, 0 until its head
 	// came (for passive health checks; in the bools' padding).
 	answered int16
-	// conn is the timeouts and TCP keepalive of the backend's
-	// BackendTrafficPolicy, nil for the flags' (dialConn, h1Pool.get).
-	conn *config.BackendConn
 }
 
 // rpAttempt is what a ReverseProxy attempt keeps of its answer: its body,
@@ -601,8 +599,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if sw, ok := w.(*statusWriter); ok {
 		sw.backend = b.Key // for metrics
 	}
-	x.backend = &b.Key
-	x.conn = cmp.Or(b.Conn, rule.Conn)
+	x.backend = b
 	if cb := cmp.Or(b.Breaker, rule.Breaker); cb != nil {
 		br, slotted := f.breakers.get(b.Key, cb), !x.h2c
 		refused, err := br.admit(ctx, slotted)
@@ -748,8 +745,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		headTimeout := f.headTimeoutOf(rule)
-		if x.conn != nil && x.conn.ResponseHeaderTimeout > 0 {
-			headTimeout = x.conn.ResponseHeaderTimeout
+		if c := x.backend.Conn; c != nil && c.ResponseHeaderTimeout > 0 {
+			headTimeout = c.ResponseHeaderTimeout
 		}
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
@@ -948,7 +945,7 @@ func (f *forwarder) trackDial(ctx context.Context) func() {
 	if m, ok := ctx.Value(mirrorBackendKey{}).(*config.BackendKey); ok {
 		b = m
 	} else if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok {
-		b = x.backend
+		b = &x.backend.Key
 	}
 	if b == nil || *b == (config.BackendKey{}) {
 		return nil
@@ -962,14 +959,15 @@ func (f *forwarder) trackDial(ctx context.Context) func() {
 // nil for everything else.
 func dialConn(ctx context.Context) (time.Duration, *net.KeepAliveConfig) {
 	x, ok := ctx.Value(exchangeKey{}).(*exchange)
-	if !ok || x.conn == nil {
+	if !ok || x.backend == nil || x.backend.Conn == nil {
 		return 0, nil
 	}
+	conn := x.backend.Conn
 	var ka *net.KeepAliveConfig
-	if k := x.conn.KeepAlive; k != nil {
+	if k := conn.KeepAlive; k != nil {
 		ka = &net.KeepAliveConfig{Enable: true, Idle: k.Idle, Interval: k.Interval, Count: int(k.Probes)}
 	}
-	return x.conn.ConnectTimeout, ka
+	return conn.ConnectTimeout, ka
 }
 
 // mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and

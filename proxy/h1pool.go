@@ -186,8 +186,8 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{pool: p, addr: addr, conn: conn, takenAt: time.Now()}
-	if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok && x.conn != nil {
-		c.maxIdle = x.conn.IdleTimeout
+	if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok && x.backend != nil && x.backend.Conn != nil {
+		c.maxIdle = x.backend.Conn.IdleTimeout
 	}
 	if tc, ok := conn.(syscall.Conn); ok {
 		c.raw, _ = tc.SyscallConn() // a connection closed meanwhile fails at the first write

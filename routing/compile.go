@@ -961,6 +961,16 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 	}
 	r := *cr.rule
 	r.LB, r.Outlier, r.Active, r.Breaker, r.Conn = tr.LB, tr.Outlier, tr.Active, tr.Breaker, tr.Conn
+	if tr.Conn != nil {
+		// The data plane reads a backend's Conn only, when it dials: the
+		// rule's goes to each backend without its own (its Service's).
+		r.Backends = slices.Clone(r.Backends)
+		for i := range r.Backends {
+			if r.Backends[i].Conn == nil {
+				r.Backends[i].Conn = tr.Conn
+			}
+		}
+	}
 	if !cr.perListener {
 		return &r
 	}
