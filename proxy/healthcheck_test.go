@@ -452,3 +452,42 @@ func TestActiveHealthProbeGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveAndPassiveCombined: an endpoint is picked while neither check
+// leaves it out. Of three, one unhealthy by its active check and one
+// ejected by the passive check, every pick is the third; with the third
+// refusing connections too, picks go on (to any of them) rather than
+// fail.
+func TestActiveAndPassiveCombined(t *testing.T) {
+	addrs := []string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"}
+	eps := config.NewEndpoints(addrs...)
+	hc := &config.ActiveHealthCheck{ID: "check"}
+	od := &config.OutlierDetection{ConsecutiveLocalOriginFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+	health := newHealthChecks(zap.NewNop(), nil)
+	view := map[hcKey]*endpointHealth{}
+	for i, a := range addrs {
+		st := &endpointHealth{}
+		st.healthy.Store(i != 0)
+		view[hcKey{hc.ID, a}] = st
+	}
+	health.view.Store(&view)
+	health.unhealthy.Store(1)
+	var outliers outlierSet
+	now := time.Now()
+	if d := outliers.observe(od, eps, addrs[1], attemptLocal, now); d == 0 {
+		t.Fatal("the passive check did not eject")
+	}
+	var down downSet
+	bal := &balancing{active: hc, outlier: od, held: -1}
+	for range 100 {
+		if a, _ := down.pickWith(eps, bal, &outliers, health, now); a != addrs[2] {
+			t.Fatalf("picked %s, want %s, the only endpoint neither check leaves out", a, addrs[2])
+		}
+	}
+	down.mark(addrs[2], now)
+	for range 10 {
+		if a, _ := down.pickWith(eps, bal, &outliers, health, now); a == "" {
+			t.Fatal("no endpoint picked with every one left out")
+		}
+	}
+}
