@@ -750,7 +750,7 @@ func TestChartCRDSurvivesUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"porticoparameters.portico.dev", "backendtrafficpolicies.portico.dev"} {
+	for _, name := range []string{"porticoparameters.portico.dev", "backendtrafficpolicies.portico.dev", "securitypolicies.portico.dev"} {
 		if charttest.Find(crds, "CustomResourceDefinition", name) == nil {
 			t.Errorf("crds/ holds %v, not the CRD %s", keys(crds), name)
 		}

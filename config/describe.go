@@ -9,6 +9,7 @@ import (
 	"encoding/asn1"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
@@ -462,6 +463,8 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 			return nil
 		}
 		return scalar(fmt.Sprintf("%q", x))
+	case netip.Prefix:
+		return scalar(x.String())
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

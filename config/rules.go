@@ -102,6 +102,9 @@ type Rule struct {
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
+	// Security is what the SecurityPolicy that applies to the rule asks
+	// of its requests before they are forwarded; nil: none applies.
+	Security *Security
 	// NetworkHash, set on the rules of a KIngress, is the hash of the
 	// version of it this configuration serves: Knative's readiness probing
 	// asks for it with a K-Network-Hash header of "override".

@@ -85,9 +85,13 @@ type merger struct {
 	capacity int
 
 	// Backing store for the small slices of the result.
-	condSlab  slab.Slab[metav1.Condition]
-	entrySlab slab.Slab[gwv1.ListenerEntryStatus]
-	certSlab  slab.Slab[types.NamespacedName]
+	condSlab slab.Slab[metav1.Condition]
+	// listenerConds and pairs share equal condition lists (see
+	// conditions.Shared).
+	listenerConds conditions.Shared[[4]metav1.Condition]
+	pairs         conditions.Shared[[2]metav1.Condition]
+	entrySlab     slab.Slab[gwv1.ListenerEntryStatus]
+	certSlab      slab.Slab[types.NamespacedName]
 
 	// grants indexes ReferenceGrants by namespace, built on first use.
 	grants map[string][]*gwv1.ReferenceGrant
@@ -143,7 +147,9 @@ func newMerger(in *Input) *merger {
 			m.capacity += len(ls.Spec.Listeners)
 		}
 	}
-	m.condSlab = slab.New[metav1.Condition](4*m.capacity + 2*len(in.ListenerSets))
+	// Most listeners' and ListenerSets' conditions are equal lists, one
+	// slice each (conditionsOf, pair): the slab grows as it is used.
+	m.condSlab = slab.New[metav1.Condition](min(4*m.capacity+2*len(in.ListenerSets), 64))
 	m.entrySlab = slab.New[gwv1.ListenerEntryStatus](m.capacity)
 	m.certSlab = slab.New[types.NamespacedName](m.capacity)
 	m.ports = make(map[gwv1.PortNumber]portClaim, 4)
@@ -187,7 +193,7 @@ func (m *merger) mergeGateway(res *Result) bool {
 		statuses = append(statuses, gwv1.ListenerStatus{
 			Name:           spec.Name,
 			SupportedKinds: l.SupportedKinds,
-			Conditions:     v.conditions(m.condSlab.Take(4), gen),
+			Conditions:     m.conditionsOf(&v, gen),
 		})
 	}
 
@@ -272,9 +278,8 @@ func (m *merger) gatewayResolvedRefs(res *Result, statuses []gwv1.ListenerStatus
 func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet, gwAccepted bool) (gwv1.ListenerSetStatus, bool) {
 	gen := ls.Generation
 	if reason, msg := m.attachment(ls, gwAccepted); reason != "" {
-		conds := m.condSlab.Take(2)
-		conds[0] = cond(gwv1.ListenerSetConditionAccepted, false, reason, msg, gen)
-		conds[1] = cond(gwv1.ListenerSetConditionProgrammed, false, reason, msg, gen)
+		conds := m.pair(cond(gwv1.ListenerSetConditionAccepted, false, reason, msg, gen),
+			cond(gwv1.ListenerSetConditionProgrammed, false, reason, msg, gen))
 		return gwv1.ListenerSetStatus{Conditions: conds}, false
 	}
 
@@ -305,7 +310,7 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 		statuses = append(statuses, gwv1.ListenerEntryStatus{
 			Name:           spec.Name,
 			SupportedKinds: l.SupportedKinds,
-			Conditions:     v.conditions(m.condSlab.Take(4), gen),
+			Conditions:     m.conditionsOf(&v, gen),
 		})
 		// statuses never grows past its capacity, so the entry stays put.
 		l.attachedRoutes = &statuses[len(statuses)-1].AttachedRoutes
@@ -318,19 +323,44 @@ func (m *merger) mergeListenerSet(res *Result, object int, ls *gwv1.ListenerSet,
 		// part of the merged list.
 		res.Listeners = res.Listeners[:mark]
 		msg := "No listener is valid; see status.listeners"
-		status.Conditions = m.condSlab.Take(2)
-		status.Conditions[0] = cond(gwv1.ListenerSetConditionAccepted, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen)
-		status.Conditions[1] = cond(gwv1.ListenerSetConditionProgrammed, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen)
+		status.Conditions = m.pair(cond(gwv1.ListenerSetConditionAccepted, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen),
+			cond(gwv1.ListenerSetConditionProgrammed, false, gwv1.ListenerSetReasonListenersNotValid, msg, gen))
 		return status, false
 	}
 	accMsg := "ListenerSet is accepted"
 	if valid < len(statuses) {
 		accMsg = fmt.Sprintf("ListenerSet is accepted; %d of %d listeners are not valid, see status.listeners", len(statuses)-valid, len(statuses))
 	}
-	status.Conditions = m.condSlab.Take(2)
-	status.Conditions[0] = cond(gwv1.ListenerSetConditionAccepted, true, gwv1.ListenerSetReasonAccepted, accMsg, gen)
-	status.Conditions[1] = cond(gwv1.ListenerSetConditionProgrammed, true, gwv1.ListenerSetReasonProgrammed, "ListenerSet is programmed", gen)
+	status.Conditions = m.pair(cond(gwv1.ListenerSetConditionAccepted, true, gwv1.ListenerSetReasonAccepted, accMsg, gen),
+		cond(gwv1.ListenerSetConditionProgrammed, true, gwv1.ListenerSetReasonProgrammed, "ListenerSet is programmed", gen))
 	return status, true
+}
+
+// conditionsOf is a listener's conditions, the slice of an equal list
+// already made if any.
+func (m *merger) conditionsOf(v *verdict, gen int64) []metav1.Condition {
+	var conds [4]metav1.Condition
+	v.conditions(conds[:], gen)
+	if out, ok := m.listenerConds.Get(conds); ok {
+		return out
+	}
+	out := m.condSlab.Take(4)
+	copy(out, conds[:])
+	m.listenerConds.Put(conds, out)
+	return out
+}
+
+// pair is the conditions a and b, the slice of an equal pair already made
+// if any.
+func (m *merger) pair(a, b metav1.Condition) []metav1.Condition {
+	conds := [2]metav1.Condition{a, b}
+	if out, ok := m.pairs.Get(conds); ok {
+		return out
+	}
+	out := m.condSlab.Take(2)
+	copy(out, conds[:])
+	m.pairs.Put(conds, out)
+	return out
 }
 
 // attachment returns the reason and message why ls may not attach to the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -588,5 +589,35 @@ func TestSetAttachedRoutes(t *testing.T) {
 	}
 	if want := []int32{10, 11, 12, 13}; !slices.Equal(got, want) {
 		t.Errorf("attachedRoutes %v, want %v", got, want)
+	}
+}
+
+// TestEqualConditionsShareOneSlice checks that listeners and ListenerSets
+// whose conditions are equal get one slice (at 100,000 hostnames, 100,000
+// copies otherwise) and that one whose conditions differ gets its own.
+func TestEqualConditionsShareOneSlice(t *testing.T) {
+	gw := newGateway("infra", "gw", gwv1.NamespacesFromAll, httpListener("http", "", 80))
+	var in []*gwv1.ListenerSet
+	for i := range 3 {
+		in = append(in, newListenerSet(fmt.Sprintf("tenant-%d", i), "ls", epoch.Add(time.Duration(i)*time.Second), gw,
+			entry(httpsListener("a", fmt.Sprintf("a%d.example.com", i), "cert"))))
+	}
+	// The same hostname and port as tenant-0's, younger: conflicted.
+	in = append(in, newListenerSet("tenant-x", "ls", epoch.Add(time.Hour), gw, entry(httpsListener("a", "a0.example.com", "cert"))))
+	res := run(t, Input{Gateway: gw, ClassAccepted: true, ListenerSets: in, Certificates: allCertificates})
+	first := setStatus(t, res, "tenant-0", "ls")
+	for i := 1; i < 3; i++ {
+		st := setStatus(t, res, fmt.Sprintf("tenant-%d", i), "ls")
+		if &st.Conditions[0] != &first.Conditions[0] || &st.Listeners[0].Conditions[0] != &first.Listeners[0].Conditions[0] {
+			t.Errorf("tenant-%d: equal conditions in a slice of their own", i)
+		}
+	}
+	x := setStatus(t, res, "tenant-x", "ls")
+	if &x.Listeners[0].Conditions[0] == &first.Listeners[0].Conditions[0] {
+		t.Fatal("a conflicted listener shares the conditions of an accepted one")
+	}
+	if !meta.IsStatusConditionTrue(first.Listeners[0].Conditions, string(gwv1.ListenerConditionProgrammed)) ||
+		!meta.IsStatusConditionTrue(x.Listeners[0].Conditions, string(gwv1.ListenerConditionConflicted)) {
+		t.Errorf("conditions: accepted %v, conflicted %v", first.Listeners[0].Conditions, x.Listeners[0].Conditions)
 	}
 }

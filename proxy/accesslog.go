@@ -46,6 +46,9 @@ func logAccess(log *zap.Logger, r *http.Request, sw *statusWriter, outcome strin
 	if sw.requestID != "" {
 		fields = append(fields, zap.String("request_id", sw.requestID))
 	}
+	if sw.auth != "" {
+		fields = append(fields, zap.String("auth", sw.auth))
+	}
 	if grpcStatus >= 0 {
 		fields = append(fields, zap.Int("grpc_status", grpcStatus))
 	}

@@ -63,6 +63,8 @@ type forwarder struct {
 	health *healthChecks
 	// breakers counts what circuit breakers limit (breaker.go).
 	breakers breakers
+	// guard enforces the rules' SecurityPolicies (security.go).
+	guard *guard
 	// refusals limits the log lines of rules that cannot be served.
 	refusals logLimiter
 	// max1xx is Options.MaxInformational; headTimeout is
@@ -164,6 +166,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 	// A BackendTrafficPolicy's connect timeout and TCP keepalive, on
 	// every path.
 	dialer.Conn = dialConn
+	f.guard = newGuard(opts, log)
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
 		// transports (plain, TLS, h2c, upgrades) and mirrors.
@@ -498,6 +501,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		return
 	}
 	if answerProbe(w, r, rule) {
+		return
+	}
+	if rule.Security != nil && !f.guard.check(w, r, rule.Security) {
 		return
 	}
 	x.body = watchBody(r)

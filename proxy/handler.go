@@ -152,6 +152,9 @@ type statusWriter struct {
 	// attempts the attempts of the retry policy made: for metrics.
 	backend  config.BackendKey
 	attempts int
+	// auth is the last decision of the rule's SecurityPolicy,
+	// "mechanism:result" (security.go); "" when none applies.
+	auth string
 }
 
 // The outcomes of a request, in the access log ("outcome") and the

@@ -74,6 +74,9 @@ type Input struct {
 	// Traffic, when set, returns what BackendTrafficPolicies give a rule
 	// (by its name, "" for none) of a route as served on listener l.
 	Traffic func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) config.RuleTraffic
+	// Security, when set, returns what the SecurityPolicy that applies to
+	// a rule (as Traffic) asks of its requests; nil for none.
+	Security func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) *config.Security
 }
 
 // Output is the compiled tables and the route statuses.

@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/conditions"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/internal/shared/slab"
@@ -104,6 +105,7 @@ type compiler struct {
 
 	// What compiled routes are made of, cut from a few large allocations.
 	conds     slab.Slab[metav1.Condition]
+	pairs     conditions.Shared[[2]metav1.Condition] // equal pairs of conds, one slice each
 	rules     slab.Slab[config.Rule]
 	matches   slab.Slab[config.Match]
 	matchPtrs slab.Slab[*config.Match]
@@ -257,7 +259,7 @@ func (c *compiler) run() Output {
 			c.attachedBy[h.l.slot] = order + 1
 			attached[h.l.slot]++
 			hasTable[h.l.slot] = true
-			all = addCandidates(all, cr, h, order, c.in.Traffic)
+			all = addCandidates(all, cr, h, order, c.in.Traffic, c.in.Security)
 		}
 	}
 
@@ -346,7 +348,10 @@ func (c *compiler) routesInOrder(routes []*gwv1.HTTPRoute) []*gwv1.HTTPRoute {
 // larger one makes them allocate again.
 func (c *compiler) reset(n int) {
 	c.attachedBy = make([]int, len(c.ls))
-	c.conds = slab.New[metav1.Condition](2 * n)
+	// Routes' conditions are mostly equal pairs, one slice each (pairs):
+	// the slab grows as it is used instead.
+	c.conds = slab.New[metav1.Condition](min(2*n, 64))
+	c.pairs = conditions.Shared[[2]metav1.Condition]{}
 	c.rules = slab.New[config.Rule](n)
 	c.matches = slab.New[config.Match](n)
 	c.matchPtrs = slab.New[*config.Match](n)
@@ -442,12 +447,12 @@ func (c *compiler) dropMixedKinds(cr *compiledRoute, mark int) *problem {
 
 // addCandidates adds every match of a route's servable rules, under each
 // hostname it serves on the listener of h.
-func addCandidates(all []placed, cr *compiledRoute, h hit, order int, traffic trafficFunc) []placed {
+func addCandidates(all []placed, cr *compiledRoute, h hit, order int, traffic trafficFunc, security securityFunc) []placed {
 	for _, cru := range cr.rules {
 		if cru.matches == nil {
 			continue
 		}
-		rule := cru.forListener(h.l.Listener, cr, traffic)
+		rule := cru.forListener(h.l.Listener, cr, traffic, security)
 		for _, host := range h.hosts {
 			for mi, m := range cru.matches {
 				all = append(all, placed{slot: h.l.slot, HostCandidate: config.HostCandidate{
@@ -790,8 +795,13 @@ func (c *compiler) conditions(gen int64, rejected *problem, cr *compiledRoute) [
 		resolved.Message = strings.Join(msgs, "; ")
 	}
 	if rejected != nil || len(cr.dropped) == 0 {
+		pair := [2]metav1.Condition{accepted, resolved}
+		if out, ok := c.pairs.Get(pair); ok {
+			return out
+		}
 		out := c.conds.Take(2)
 		out[0], out[1] = accepted, resolved
+		c.pairs.Put(pair, out)
 		return out
 	}
 	out := c.conds.Take(3)
@@ -948,15 +958,22 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 // trafficFunc is Input.Traffic.
 type trafficFunc = func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) config.RuleTraffic
 
+// securityFunc is Input.Security.
+type securityFunc = func(l *Listener, kind RouteKind, route types.NamespacedName, rule string) *config.Security
+
 // forListener returns the rule of route as served on listener l: a copy
 // of its own when its filters or its traffic policies depend on the
 // listener.
-func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic trafficFunc) *config.Rule {
+func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic trafficFunc, security securityFunc) *config.Rule {
 	var tr config.RuleTraffic
 	if traffic != nil {
 		tr = traffic(l, route.kind, route.nn, cr.rule.Name)
 	}
-	if !cr.perListener && tr == (config.RuleTraffic{}) {
+	var sec *config.Security
+	if security != nil {
+		sec = security(l, route.kind, route.nn, cr.rule.Name)
+	}
+	if !cr.perListener && tr == (config.RuleTraffic{}) && sec == nil {
 		return cr.rule
 	}
 	r := *cr.rule
@@ -971,6 +988,7 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 			}
 		}
 	}
+	r.Security = sec
 	if !cr.perListener {
 		return &r
 	}

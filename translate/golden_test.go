@@ -293,6 +293,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		Parameters:         shuffle(rnd, res.Parameters),
 		Deployments:        shuffle(rnd, res.Deployments),
 		TrafficPolicies:    shuffle(rnd, res.TrafficPolicies),
+		SecurityPolicies:   shuffle(rnd, res.SecurityPolicies),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -321,6 +322,7 @@ type goldenOut struct {
 	TCPRoutes          map[string][]goldenParent   `yaml:"tcpRoutes,omitempty"`
 	BackendTLSPolicies map[string][]goldenAncestor `yaml:"backendTLSPolicies,omitempty"`
 	TrafficPolicies    map[string][]goldenAncestor `yaml:"backendTrafficPolicies,omitempty"`
+	SecurityPolicies   map[string][]goldenAncestor `yaml:"securityPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
 	// parameters-as-JSON", one per Gateway with a data plane of its own.
@@ -384,6 +386,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		TCPRoutes:          map[string][]goldenParent{},
 		BackendTLSPolicies: map[string][]goldenAncestor{},
 		TrafficPolicies:    map[string][]goldenAncestor{},
+		SecurityPolicies:   map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses.All() {
 		c := goldenClass{Conditions: goldenConditions(s.Conditions)}
@@ -448,6 +451,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, ancestors := range st.TrafficPolicies.All() {
 		for _, a := range ancestors {
 			out.TrafficPolicies[key.String()] = append(out.TrafficPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
+				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
+		}
+	}
+	for key, ancestors := range st.SecurityPolicies.All() {
+		for _, a := range ancestors {
+			out.SecurityPolicies[key.String()] = append(out.SecurityPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
 				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
 		}
 	}

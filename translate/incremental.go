@@ -144,7 +144,8 @@ const maxDelta = 512
 func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
-		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 {
+		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
+		len(res.SecurityPolicies) > 0 {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
@@ -193,7 +194,7 @@ func (t *translation) incrementalState() *incremental {
 		}
 	}
 	byParent := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
-	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.HTTPRoutes))
+	byService := make(map[types.NamespacedName][]types.NamespacedName, len(res.Services))
 	for _, r := range res.HTTPRoutes {
 		key := nn(r.Namespace, r.Name)
 		parents, _ := routeListenerSets(r)
@@ -234,6 +235,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.KIngresses, c.KCertificates = slices.Clone(res.KIngresses), slices.Clone(res.KCertificates)
 	c.Parameters, c.Deployments = slices.Clone(res.Parameters), slices.Clone(res.Deployments)
 	c.TrafficPolicies = slices.Clone(res.TrafficPolicies)
+	c.SecurityPolicies = slices.Clone(res.SecurityPolicies)
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
@@ -388,6 +390,7 @@ func unchangedKinds(a, b *snapshot.Resources) bool {
 		slices.Equal(a.KIngresses, b.KIngresses) && slices.Equal(a.KCertificates, b.KCertificates) &&
 		slices.Equal(a.Parameters, b.Parameters) && slices.Equal(a.Deployments, b.Deployments) &&
 		slices.Equal(a.TrafficPolicies, b.TrafficPolicies) &&
+		slices.Equal(a.SecurityPolicies, b.SecurityPolicies) &&
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
 }
 

@@ -25,6 +25,7 @@ func (t *translation) routes() {
 		Services:        t.services(),
 		ReferenceGrants: res.ReferenceGrants,
 		Traffic:         t.traffic.traffic(),
+		Security:        t.security.rules(),
 	}
 	for i := range t.merged {
 		in.Listeners[i] = routingListener(i, &t.merged[i])

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/listeners"
@@ -78,6 +79,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	}
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
+	scopeSecurityPolicies(res, out, gw)
 	specOnly(out)
 	return out
 }
@@ -97,6 +99,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.GRPCRoutes, func(o *gwv1.GRPCRoute) { o.Status = gwv1.GRPCRouteStatus{} })
 	withoutStatus(out.BackendTLSPolicies, func(o *gwv1.BackendTLSPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.SecurityPolicies, func(o *securitypolicy.SecurityPolicy) { o.Status = gwv1.PolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -285,4 +288,51 @@ func refNamespace(own string, ref *gwv1.Namespace) string {
 		return string(*ref)
 	}
 	return own
+}
+
+// scopeSecurityPolicies adds the SecurityPolicies that target the Gateway,
+// its ListenerSets or the routes attached to either (every policy
+// contending for one of those targets is then in scope too, so the same
+// one wins), and the Secrets those policies may read: a data plane gets
+// the htpasswd files and API keys of its own Gateway's policies, and no
+// other.
+func scopeSecurityPolicies(res, out *snapshot.Resources, gw types.NamespacedName) {
+	if len(res.SecurityPolicies) == 0 {
+		return
+	}
+	in := map[string]bool{"Gateway/" + gw.String(): true}
+	for _, ls := range out.ListenerSets {
+		in["ListenerSet/"+nn(ls.Namespace, ls.Name).String()] = true
+	}
+	for _, r := range out.HTTPRoutes {
+		in["HTTPRoute/"+nn(r.Namespace, r.Name).String()] = true
+	}
+	for _, r := range out.GRPCRoutes {
+		in["GRPCRoute/"+nn(r.Namespace, r.Name).String()] = true
+	}
+	wanted := map[types.NamespacedName]bool{}
+	for _, p := range res.SecurityPolicies {
+		for _, t := range p.Spec.TargetRefs {
+			if in[string(t.Kind)+"/"+nn(p.Namespace, string(t.Name)).String()] {
+				out.SecurityPolicies = append(out.SecurityPolicies, p)
+				for _, s := range p.SecretRefs() {
+					if securitypolicy.Granted(res.ReferenceGrants, p.Namespace, s) {
+						wanted[s] = true
+					}
+				}
+				break
+			}
+		}
+	}
+	if len(wanted) == 0 {
+		return
+	}
+	for _, s := range out.Secrets {
+		delete(wanted, nn(s.Namespace, s.Name))
+	}
+	for _, s := range res.Secrets {
+		if wanted[nn(s.Namespace, s.Name)] {
+			out.Secrets = append(out.Secrets, s)
+		}
+	}
 }

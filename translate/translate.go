@@ -193,9 +193,11 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.gatewaysAndListeners()
 	t.backendTLS()
 	t.trafficPolicies()
+	t.securityPolicies()
 	t.routes()
 	t.policyStatuses()
 	t.trafficPolicyStatuses()
+	t.securityPolicyStatuses()
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
@@ -262,6 +264,7 @@ type translation struct {
 	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
 	traffic     *trafficPolicies
+	security    *securityPolicies
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
 	compiledTCP tcprouting.Output
@@ -326,7 +329,8 @@ func routingInputs(res *snapshot.Resources) []any {
 	n := len(res.GatewayClasses) + len(res.Gateways) + len(res.ListenerSets) + len(res.HTTPRoutes) + len(res.GRPCRoutes) + len(res.TLSRoutes) + len(res.TCPRoutes) +
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
-		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies)
+		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies) +
+		len(res.SecurityPolicies)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -351,6 +355,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("KCertificate", anys(res.KCertificates)...)
 	add("PorticoParameters", anys(res.Parameters)...)
 	add("BackendTrafficPolicy", anys(res.TrafficPolicies)...)
+	add("SecurityPolicy", anys(res.SecurityPolicies)...)
 	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())

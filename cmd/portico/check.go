@@ -17,6 +17,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/filesource"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -44,7 +45,8 @@ var errNotServing = errors.New("some objects do not fully serve")
 
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
-var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy", "BackendTrafficPolicy"}
+var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
+	"SecurityPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
@@ -268,6 +270,18 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		}
 		r.add(trafficpolicy.Kind, p, &obj.Status, ts)
 	}
+	for _, p := range byName(res.SecurityPolicies) {
+		obj := p
+		if computed, ok := st.SecurityPolicies.Get(nameOf(p)); ok {
+			obj, _ = status.MergeSecurityPolicy(p, computed, controller, ts)
+		}
+		for _, a := range obj.Status.Ancestors {
+			if a.ControllerName == controller {
+				r.conditions(securitypolicy.Kind, nameOf(p).String(), "ancestor "+refName(a.AncestorRef), a.Conditions)
+			}
+		}
+		r.add(securitypolicy.Kind, p, &obj.Status, ts)
+	}
 	if r.served == 0 {
 		r.problems = append(r.problems, problem{kind: "Gateway", name: "-", condition: "Accepted", reason: "NoGateway",
 			message: fmt.Sprintf("no Gateway of a GatewayClass of %s: Portico would serve nothing", controller)})
@@ -283,6 +297,9 @@ func (r *checkReport) add(kind string, obj metav1.Object, st any, now metav1.Tim
 	apiVersion := gwv1.GroupVersion.String()
 	if kind == trafficpolicy.Kind {
 		apiVersion = trafficpolicy.APIVersion
+	}
+	if kind == securitypolicy.Kind {
+		apiVersion = securitypolicy.APIVersion
 	}
 	r.docs = append(r.docs, checkDocument{
 		APIVersion: apiVersion,

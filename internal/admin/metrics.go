@@ -40,6 +40,8 @@ type Metrics struct {
 	// grpcRequests by (route, code).
 	counters, grpcCounters *counterCache
 	grpcRequests           *prometheus.CounterVec
+	// security counts SecurityPolicy decisions (security.go).
+	security *prometheus.CounterVec
 }
 
 // NewMetrics returns Metrics registered in a registry of their own, with the
@@ -49,6 +51,7 @@ func NewMetrics() *Metrics {
 		registry:   prometheus.NewRegistry(),
 		backends:   newBackendCache(),
 		dataPlanes: newDataPlaneLag(),
+		security:   newSecurityCounter(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_http_requests_total",
 			Help: "Requests served, by HTTPRoute (namespace/name; empty when no route matched), status code and outcome " +
@@ -162,7 +165,7 @@ func NewMetrics() *Metrics {
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
 		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
-		m.backends.opened, m.backends.open, m.backends.health, m.dataPlanes,
+		m.backends.opened, m.backends.open, m.backends.health, m.dataPlanes, m.security,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	return m

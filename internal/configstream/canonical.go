@@ -34,6 +34,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.KCertificates = byName(res.KCertificates)
 	out.Parameters = byName(res.Parameters)
 	out.TrafficPolicies = byName(res.TrafficPolicies)
+	out.SecurityPolicies = byName(res.SecurityPolicies)
 	out.Deployments = byName(res.Deployments)
 	return &out
 }

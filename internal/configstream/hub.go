@@ -216,6 +216,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("EndpointSlice", len(r.EndpointSlices), func(i int) any { return r.EndpointSlices[i] })
 	add("Parameters", len(r.Parameters), func(i int) any { return r.Parameters[i] })
 	add("BackendTrafficPolicy", len(r.TrafficPolicies), func(i int) any { return r.TrafficPolicies[i] })
+	add("SecurityPolicy", len(r.SecurityPolicies), func(i int) any { return r.SecurityPolicies[i] })
 	// ACMEErrors is replaced, never modified: compare it by its content.
 	keys := make([]string, 0, len(r.ACMEErrors))
 	for k, v := range r.ACMEErrors {

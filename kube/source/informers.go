@@ -58,6 +58,9 @@ type Informers struct {
 	// trafficPolicies caches BackendTrafficPolicies; nil when their CRD
 	// is not installed (trafficpolicies.go).
 	trafficPolicies cache.Store
+	// securityPolicies caches SecurityPolicies; nil when their CRD is
+	// not installed (securitypolicies.go).
+	securityPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -146,20 +149,24 @@ type Listers struct {
 	// TrafficPolicies holds *trafficpolicy.BackendTrafficPolicy, nil
 	// when their CRD is not installed.
 	TrafficPolicies cache.Store
+	// SecurityPolicies holds *securitypolicy.SecurityPolicy, nil when
+	// their CRD is not installed.
+	SecurityPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
 func (in *Informers) Listers() Listers {
 	return Listers{
-		GatewayClasses:  in.gatewayClasses,
-		Gateways:        in.gateways,
-		ListenerSets:    in.listenerSets,
-		HTTPRoutes:      in.httpRoutes,
-		GRPCRoutes:      in.grpcRoutes,
-		TLSRoutes:       in.tlsRoutes,
-		TCPRoutes:       in.tcpRoutes,
-		BackendTLS:      in.backendTLS,
-		TrafficPolicies: in.trafficPolicies,
+		GatewayClasses:   in.gatewayClasses,
+		Gateways:         in.gateways,
+		ListenerSets:     in.listenerSets,
+		HTTPRoutes:       in.httpRoutes,
+		GRPCRoutes:       in.grpcRoutes,
+		TLSRoutes:        in.tlsRoutes,
+		TCPRoutes:        in.tcpRoutes,
+		BackendTLS:       in.backendTLS,
+		TrafficPolicies:  in.trafficPolicies,
+		SecurityPolicies: in.securityPolicies,
 	}
 }
 
@@ -305,6 +312,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 		return nil, err
 	}
 	in.snapshotTrafficPolicies(res)
+	in.snapshotSecurityPolicies(res)
 	return res, nil
 }
 

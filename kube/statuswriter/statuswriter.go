@@ -25,6 +25,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
@@ -633,6 +634,7 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 			return status.HasAncestorsOf(p.Status.Ancestors, w.controller)
 		}))...)
 	}
+	jobs = append(jobs, w.securityPolicyJobs(ts)...)
 	return jobs
 }
 
@@ -677,7 +679,8 @@ func fromUnstructured(u *unstructured.Unstructured) (*trafficpolicy.BackendTraff
 // programmed no later than the routes on it; ties in name order for stable
 // logs.
 func sortJobs(jobs []statusJob) {
-	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4}
+	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4,
+		securitypolicy.Kind: 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -878,6 +881,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.TrafficPolicies {
 		add(trafficpolicy.Kind, o)
+	}
+	for _, o := range res.SecurityPolicies {
+		add(securitypolicy.Kind, o)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
@@ -54,6 +55,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		Parameters:         joined(s, touched, last.Parameters, func(r *snapshot.Resources) []*parameters.PorticoParameters { return r.Parameters }),
 		TrafficPolicies: joined(s, touched, last.TrafficPolicies, func(r *snapshot.Resources) []*trafficpolicy.BackendTrafficPolicy {
 			return r.TrafficPolicies
+		}),
+		SecurityPolicies: joined(s, touched, last.SecurityPolicies, func(r *snapshot.Resources) []*securitypolicy.SecurityPolicy {
+			return r.SecurityPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -201,5 +205,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.Parameters = append(res.Parameters, o)
 	case *trafficpolicy.BackendTrafficPolicy:
 		res.TrafficPolicies = append(res.TrafficPolicies, o)
+	case *securitypolicy.SecurityPolicy:
+		res.SecurityPolicies = append(res.SecurityPolicies, o)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
 )
@@ -106,6 +107,9 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		// Like PorticoParameters: checked where it is used
 		// (trafficpolicy.Spec.Validate), and refused there with a status.
 		return &trafficpolicy.BackendTrafficPolicy{}, nil
+	case securitypolicy.APIVersion + "/" + securitypolicy.Kind:
+		// Likewise (securitypolicy.Spec.Validate).
+		return &securitypolicy.SecurityPolicy{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

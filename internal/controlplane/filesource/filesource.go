@@ -29,6 +29,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
@@ -58,8 +59,12 @@ type decodedFile struct {
 	indirect bool
 }
 
+// generation is an object's generation and the hash of the spec it was
+// given for. Half of specHash's SHA-256 is kept: it only tells a changed
+// spec from the same one. With firstSeen in nanoseconds, the map of every
+// object's state went from 69 to 53 MB at 100,000 hostnames.
 type generation struct {
-	specHash [32]byte
+	specHash [16]byte
 	value    int64
 }
 
@@ -71,10 +76,11 @@ type objectState struct {
 	// "" while an update moves the object between files.
 	file        string
 	index, line int32
-	// firstSeen is its creation time when the source gave it one (zero
-	// otherwise); gen its generation when the source gave it one (value
-	// zero otherwise).
-	firstSeen time.Time
+	// firstSeen is its creation time when the source gave it one, in
+	// nanoseconds since the epoch (zero otherwise: a time.Time is three
+	// times the size); gen its generation when the source gave it one
+	// (value zero otherwise).
+	firstSeen int64
 	gen       generation
 }
 
@@ -667,19 +673,29 @@ func unchanged(file string, prev *decodedFile) (fs.FileInfo, bool) {
 func (s *Source) update(changed map[string]*decodedFile) (*snapshot.Resources, error) {
 	loadTime := s.now().Truncate(time.Second)
 	paths := sortedKeys(changed)
-	defined := map[objectKey]Document{}
+	// defined points into the files' documents: a map of Document values
+	// copied 88 bytes per object (300,000 at 100,000 hostnames) while the
+	// start is at its peak, and again each time it grew.
+	n := 0
+	for _, d := range changed {
+		if d != nil {
+			n += len(d.docs)
+		}
+	}
+	defined := make(map[objectKey]*Document, n)
 	for _, f := range paths {
 		d := changed[f]
 		if d == nil {
 			continue
 		}
-		for _, doc := range d.docs {
+		for i := range d.docs {
+			doc := &d.docs[i]
 			key := keyOf(doc.Object)
 			prev, dup := defined[key]
 			if !dup {
 				if o := s.objects[key]; o.file != "" {
 					_, rewritten := changed[o.file]
-					prev, dup = Document{File: o.file, Index: int(o.index), Line: int(o.line)}, !rewritten
+					prev, dup = &Document{File: o.file, Index: int(o.index), Line: int(o.line)}, !rewritten
 				}
 			}
 			if dup {
@@ -736,7 +752,7 @@ func (s *Source) stamp(key objectKey, doc Document, loadTime time.Time) {
 // replaceFile puts d (nil: nothing) in place of file f. The objects f
 // defined that no changed file defines now are forgotten, so that a
 // re-created object is new again.
-func (s *Source) replaceFile(f string, d *decodedFile, defined map[objectKey]Document) {
+func (s *Source) replaceFile(f string, d *decodedFile, defined map[objectKey]*Document) {
 	if old := s.files[f]; old != nil {
 		s.total -= old.size
 		for _, doc := range old.docs {
@@ -778,15 +794,16 @@ func keyOf(obj metav1.Object) objectKey {
 // second-precision times the API shows.
 func (s *Source) createdAt(key objectKey, loadTime time.Time) time.Time {
 	o := s.objects[key]
-	if o.firstSeen.IsZero() {
-		o.firstSeen = loadTime
-		if !o.firstSeen.After(s.lastCreated) {
-			o.firstSeen = s.lastCreated.Add(1)
+	if o.firstSeen == 0 {
+		first := loadTime
+		if !first.After(s.lastCreated) {
+			first = s.lastCreated.Add(1)
 		}
-		s.lastCreated = o.firstSeen
+		s.lastCreated = first
+		o.firstSeen = first.UnixNano()
 		s.objects[key] = o
 	}
-	return o.firstSeen
+	return time.Unix(0, o.firstSeen)
 }
 
 // generationOf bumps an object's generation when its spec changes, like the
@@ -797,11 +814,12 @@ func (s *Source) generationOf(key objectKey, spec [sha256.Size]byte, ok bool) in
 		return 1
 	}
 	o := s.objects[key]
+	hash := [16]byte(spec[:16])
 	switch {
 	case o.gen.value == 0:
-		o.gen = generation{specHash: spec, value: 1}
-	case o.gen.specHash != spec:
-		o.gen = generation{specHash: spec, value: o.gen.value + 1}
+		o.gen = generation{specHash: hash, value: 1}
+	case o.gen.specHash != hash:
+		o.gen = generation{specHash: hash, value: o.gen.value + 1}
 	}
 	s.objects[key] = o
 	return o.gen.value
@@ -867,6 +885,8 @@ func kindOf(obj metav1.Object) string {
 		return parameters.Kind
 	case *trafficpolicy.BackendTrafficPolicy:
 		return trafficpolicy.Kind
+	case *securitypolicy.SecurityPolicy:
+		return securitypolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

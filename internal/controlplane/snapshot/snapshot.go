@@ -17,6 +17,7 @@ import (
 
 	"portico.dev/portico/internal/controlplane/knative"
 	"portico.dev/portico/internal/controlplane/parameters"
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
 
@@ -53,6 +54,8 @@ type Resources struct {
 	Parameters []*parameters.PorticoParameters
 	// TrafficPolicies are Portico's BackendTrafficPolicies.
 	TrafficPolicies []*trafficpolicy.BackendTrafficPolicy
+	// SecurityPolicies are Portico's SecurityPolicies.
+	SecurityPolicies []*securitypolicy.SecurityPolicy
 	// Deployments are the data planes Portico provisioned (GEP-1762);
 	// their status tells whether a replica is available.
 	Deployments []*appsv1.Deployment

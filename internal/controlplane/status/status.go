@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
 )
@@ -43,6 +44,9 @@ type Computed struct {
 	// TrafficPolicies holds the ancestor entries of each of Portico's
 	// BackendTrafficPolicies.
 	TrafficPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// SecurityPolicies holds the ancestor entries of each of Portico's
+	// SecurityPolicies.
+	SecurityPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -57,6 +61,7 @@ type Maps struct {
 	TCPRoutes          map[types.NamespacedName][]gwv1.RouteParentStatus
 	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -72,6 +77,7 @@ func (m *Maps) Computed() *Computed {
 		TCPRoutes:          pmap.Of(m.TCPRoutes),
 		BackendTLSPolicies: pmap.Of(m.BackendTLSPolicies),
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
+		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
 	}
 }
 
@@ -89,6 +95,7 @@ func (c *Computed) Maps() *Maps {
 		TCPRoutes:          maps.Collect(c.TCPRoutes.All()),
 		BackendTLSPolicies: maps.Collect(c.BackendTLSPolicies.All()),
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
+		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
 	}
 }
 
@@ -341,6 +348,14 @@ func MergeTrafficPolicy(obj *trafficpolicy.BackendTrafficPolicy, computed []gwv1
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = status })
+}
+
+// MergeSecurityPolicy replaces Portico's ancestor entries of a
+// SecurityPolicy and keeps any other controller's.
+func MergeSecurityPolicy(obj *securitypolicy.SecurityPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*securitypolicy.SecurityPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *securitypolicy.SecurityPolicy) { o.Status = status })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that

@@ -1,0 +1,182 @@
+package config
+
+import (
+	"crypto/sha256"
+	"net/netip"
+	"time"
+
+	"portico.dev/portico/internal/shared/jose"
+)
+
+// Security is what a SecurityPolicy asks of a rule's requests before any
+// byte of them reaches a backend: every check it sets must pass, in the
+// order of its fields. The most specific policy that applies to a rule
+// gives all of it (the rule's, its route's, its ListenerSet's, its
+// Gateway's); nil on a rule no policy protects.
+type Security struct {
+	// Policy is the policy's "namespace/name", for logs and dumps.
+	Policy string
+	// Invalid, when not empty, says why the policy cannot be enforced (a
+	// Secret it names is missing or not permitted, its spec is invalid):
+	// the rule answers 500 rather than serve what it was meant to guard.
+	Invalid string
+	// Addresses allows or denies by the client's address.
+	Addresses *AddressList
+	// APIKey asks for a key of a set.
+	APIKey *APIKeyAuth
+	// Basic asks for a user and password of an htpasswd file.
+	Basic *BasicAuth
+	// JWT asks for a bearer token of one of its providers.
+	JWT *JWTAuth
+}
+
+// JWTAuth asks for a JSON Web Token in "Authorization: Bearer", signed by
+// one of Providers (picked by the token's "iss"), and, once it verifies,
+// for its claims and scopes: 401 when the token does not verify, 403
+// when it lacks a claim or scope.
+type JWTAuth struct {
+	Providers []*JWTProvider
+	// RequiredClaims: each must hold one of its values (a string claim
+	// equal to one, an array claim containing one).
+	RequiredClaims []RequiredClaim
+	// RequiredScopes must all be in the token's "scope" (space-separated)
+	// or "scp" claim.
+	RequiredScopes []string
+	// ForwardToken keeps the Authorization header for the backend; by
+	// default it is removed.
+	ForwardToken bool
+}
+
+// RequiredClaim is a claim that must hold one of Values.
+type RequiredClaim struct {
+	Name   string
+	Values []string
+}
+
+// JWTProvider is an issuer and the keys its tokens are verified with:
+// a JWKS of the configuration (LocalKeys) or fetched from RemoteJWKS.
+type JWTProvider struct {
+	Name   string
+	Issuer string
+	// Audiences: the token's "aud" must hold one; none: not checked.
+	Audiences []string
+	// RemoteJWKS is the URI of the issuer's JWKS; CacheDuration how long
+	// a fetched set is used before it is fetched again (served while the
+	// issuer does not answer).
+	RemoteJWKS    string
+	CacheDuration time.Duration
+	// Keys is how many keys a local JWKS has.
+	Keys int
+	// ClockSkew is tolerated on "exp" and "nbf".
+	ClockSkew time.Duration
+	// ClaimToHeaders are request headers set from claims (any the client
+	// sent of those names removed).
+	ClaimToHeaders []ClaimHeader
+	// ID names the provider's verified tokens in the data plane's cache:
+	// the same for the same issuer, keys, audiences and skew.
+	ID    string
+	local *jose.KeySet
+}
+
+// ClaimHeader sets Header to the value of Claim.
+type ClaimHeader struct {
+	Claim, Header string
+}
+
+// SetLocalKeys makes set the provider's keys.
+func (p *JWTProvider) SetLocalKeys(set *jose.KeySet) {
+	p.local = set
+	p.Keys = len(set.Keys)
+}
+
+// LocalKeys is the provider's JWKS of the configuration, nil when it
+// fetches one.
+func (p *JWTProvider) LocalKeys() *jose.KeySet { return p.local }
+
+// AddressList decides by the client's address: one a Deny prefix holds
+// is refused; with Allow set, one no Allow prefix holds is refused.
+type AddressList struct {
+	Allow []netip.Prefix
+	Deny  []netip.Prefix
+}
+
+// Permits reports whether the list lets addr through.
+func (a *AddressList) Permits(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, p := range a.Deny {
+		if p.Contains(addr) {
+			return false
+		}
+	}
+	if len(a.Allow) == 0 {
+		return true
+	}
+	for _, p := range a.Allow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// BasicAuth is HTTP Basic authentication (RFC 7617) against users and
+// password hashes of an htpasswd file (bcrypt or {SHA}). The hashes are
+// kept out of the configuration's dumps.
+type BasicAuth struct {
+	// Realm is sent in WWW-Authenticate.
+	Realm string
+	// Secret is the htpasswd Secret's "namespace/name", for dumps.
+	Secret string
+	// Users is how many users the file has.
+	Users int
+	// ForwardAuthorization keeps the Authorization header on the request
+	// sent to the backend; by default it is removed.
+	ForwardAuthorization bool
+	// UsernameHeader, when set, carries the authenticated user's name to
+	// the backend (any such header the client sent is replaced).
+	UsernameHeader string
+	hashes         map[string]string
+}
+
+// NewBasicAuth returns a BasicAuth of the users' password hashes (user
+// name to the hash as htpasswd writes it).
+func NewBasicAuth(realm, secret string, hashes map[string]string) *BasicAuth {
+	return &BasicAuth{Realm: realm, Secret: secret, Users: len(hashes), hashes: hashes}
+}
+
+// Hash is the password hash of user, "" when there is no such user.
+func (b *BasicAuth) Hash(user string) string { return b.hashes[user] }
+
+// APIKeyAuth asks for a key of a set, in a header or a query parameter,
+// which is removed before the request is forwarded. The keys are kept as
+// SHA-256 digests: a lookup compares digests, and dumps show none.
+type APIKeyAuth struct {
+	// Header or Query (exactly one set) carries the key.
+	Header string
+	Query  string
+	// Secrets are the Secrets the keys come from, "namespace/name", for
+	// dumps.
+	Secrets []string
+	// Keys is how many keys there are.
+	Keys int
+	// ClientIDHeader, when set, carries the name of the key's client to
+	// the backend (any such header the client sent is replaced).
+	ClientIDHeader string
+	clients        map[[sha256.Size]byte]string
+}
+
+// NewAPIKeyAuth returns an APIKeyAuth of keys (key to its client's name).
+func NewAPIKeyAuth(header, query string, secrets []string, keys map[string]string) *APIKeyAuth {
+	a := &APIKeyAuth{Header: header, Query: query, Secrets: secrets, Keys: len(keys), clients: make(map[[sha256.Size]byte]string, len(keys))}
+	for k, client := range keys {
+		a.clients[sha256.Sum256([]byte(k))] = client
+	}
+	return a
+}
+
+// Client is the name of the client key belongs to; ok is false for a key
+// of no client.
+func (a *APIKeyAuth) Client(key string) (name string, ok bool) {
+	name, ok = a.clients[sha256.Sum256([]byte(key))]
+	return name, ok
+}

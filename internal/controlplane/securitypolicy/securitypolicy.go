@@ -1,0 +1,418 @@
+// Package securitypolicy holds SecurityPolicy (group portico.dev),
+// Portico's policy of who may reach what it targets: client address
+// lists, API keys, HTTP Basic authentication and JSON Web Tokens, attached
+// by GEP-713 targetRefs to Gateways, ListenerSets, HTTPRoutes and
+// GRPCRoutes (or one of their rules by sectionName). It defines the object, the rules its
+// CRD's schema states (checked again here for objects that reach
+// translate without an API server) and how the Secrets it names become
+// the data plane's configuration; which policy applies where is decided
+// by translate.
+package securitypolicy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Group, Version and Kind of SecurityPolicy.
+const (
+	Group   = "portico.dev"
+	Version = "v1alpha1"
+	Kind    = "SecurityPolicy"
+	// APIVersion is Group/Version.
+	APIVersion = Group + "/" + Version
+	// Resource is its plural, as the API serves it.
+	Resource = "securitypolicies"
+)
+
+// Limits the CRD states.
+const (
+	MaxTargets     = 16
+	MaxCIDRs       = 64
+	MaxCredentials = 16
+	MaxRealm       = 128
+)
+
+// SecurityPolicy says who may reach what it targets.
+type SecurityPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec `json:"spec"`
+	// Status has one entry per ancestor (GEP-713): each Gateway its
+	// targets are served under, or the target itself when there is none.
+	Status gwv1.PolicyStatus `json:"status,omitempty"`
+}
+
+// Spec is what a SecurityPolicy asks. The most specific policy that
+// applies to a request's rule applies whole: the rule's, then its
+// route's, its ListenerSet's, its Gateway's. Every mechanism it sets must
+// pass, in the order clientAddresses, apiKeyAuth, basicAuth, jwt.
+type Spec struct {
+	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
+	// ClientAddresses allows and denies by the client's address.
+	ClientAddresses *ClientAddresses `json:"clientAddresses,omitempty"`
+	// APIKeyAuth asks for an API key.
+	APIKeyAuth *APIKeyAuth `json:"apiKeyAuth,omitempty"`
+	// BasicAuth asks for a user and password (RFC 7617).
+	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
+	// JWT asks for a bearer token of one of its providers.
+	JWT *JWT `json:"jwt,omitempty"`
+}
+
+// JWT asks for a JSON Web Token ("Authorization: Bearer") that one of its
+// providers signed (RS*, PS*, ES*, EdDSA), and for claims and scopes.
+type JWT struct {
+	Providers []JWTProvider `json:"providers"`
+	// RequiredClaims must each hold one of their values.
+	RequiredClaims []RequiredClaim `json:"requiredClaims,omitempty"`
+	// RequiredScopes must all be in the token's "scope" or "scp".
+	RequiredScopes []string `json:"requiredScopes,omitempty"`
+	// ForwardToken sends the Authorization header on to the backend; by
+	// default it is removed.
+	ForwardToken bool `json:"forwardToken,omitempty"`
+}
+
+// RequiredClaim is a top-level claim that must hold one of Values.
+type RequiredClaim struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// JWTProvider is an issuer with its keys: remoteJWKS or localJWKS.
+type JWTProvider struct {
+	Name      string   `json:"name"`
+	Issuer    string   `json:"issuer"`
+	Audiences []string `json:"audiences,omitempty"`
+	// RemoteJWKS is fetched (and refetched after cacheDuration, default
+	// 5m; at once, at most every 10s, for a key ID it lacks).
+	RemoteJWKS *RemoteJWKS `json:"remoteJWKS,omitempty"`
+	// LocalJWKS is a JWKS inline or in a Secret (key "jwks").
+	LocalJWKS *LocalJWKS `json:"localJWKS,omitempty"`
+	// ClaimToHeaders set request headers from claims.
+	ClaimToHeaders []ClaimToHeader `json:"claimToHeaders,omitempty"`
+	// ClockSkew tolerated on exp and nbf; default 30s.
+	ClockSkew *gwv1.Duration `json:"clockSkew,omitempty"`
+}
+
+// RemoteJWKS is the issuer's JWKS URI (http or https).
+type RemoteJWKS struct {
+	URI           string         `json:"uri"`
+	CacheDuration *gwv1.Duration `json:"cacheDuration,omitempty"`
+}
+
+// LocalJWKS is a JWKS: inline, or the key "jwks" of a Secret.
+type LocalJWKS struct {
+	Inline    string                      `json:"inline,omitempty"`
+	SecretRef *gwv1.SecretObjectReference `json:"secretRef,omitempty"`
+}
+
+// JWKSKey is the key of a Secret that holds a local JWKS.
+const JWKSKey = "jwks"
+
+// ClaimToHeader sets a header from a claim.
+type ClaimToHeader struct {
+	Header string `json:"header"`
+	Claim  string `json:"claim"`
+}
+
+// ClientAddresses are CIDRs (or single addresses) of clients: one that
+// deny holds gets a 403; with allow set, so does one allow does not hold.
+type ClientAddresses struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// BasicAuth checks users against an htpasswd file, the key ".htpasswd"
+// of a Secret (bcrypt "$2y$"/"$2a$"/"$2b$" and "{SHA}" hashes).
+type BasicAuth struct {
+	// Users is the Secret; one of another namespace needs a
+	// ReferenceGrant from SecurityPolicies of the policy's namespace.
+	Users gwv1.SecretObjectReference `json:"users"`
+	// Realm is sent in WWW-Authenticate; default "portico".
+	Realm string `json:"realm,omitempty"`
+	// ForwardAuthorization sends the Authorization header on to the
+	// backend; by default it is removed.
+	ForwardAuthorization bool `json:"forwardAuthorization,omitempty"`
+	// ForwardUsernameHeader names a header that carries the user's name
+	// to the backend.
+	ForwardUsernameHeader string `json:"forwardUsernameHeader,omitempty"`
+}
+
+// SecretLabel is the label a Secret a SecurityPolicy reads must carry
+// in a cluster (any value): Portico watches only those of the Secrets
+// that are not TLS certificates.
+const SecretLabel = "portico.dev/credentials"
+
+// HtpasswdKey is the key of a basic-auth Secret that holds the users.
+const HtpasswdKey = ".htpasswd"
+
+// DefaultRealm is the realm of a BasicAuth that names none.
+const DefaultRealm = "portico"
+
+// APIKeyAuth checks a key against those of Secrets: each key of a
+// Secret's data is the name of a client, its value that client's key.
+type APIKeyAuth struct {
+	CredentialRefs []gwv1.SecretObjectReference `json:"credentialRefs"`
+	// ExtractFrom says where the key is; it is removed from there before
+	// the request is forwarded.
+	ExtractFrom KeySource `json:"extractFrom"`
+	// ForwardClientIDHeader names a header that carries the client's
+	// name to the backend.
+	ForwardClientIDHeader string `json:"forwardClientIDHeader,omitempty"`
+}
+
+// KeySource is a header or a query parameter: exactly one is set.
+type KeySource struct {
+	Header string `json:"header,omitempty"`
+	Query  string `json:"query,omitempty"`
+}
+
+const gatewayGroup = gwv1.GroupName
+
+// targetKinds are the kinds a policy may target.
+var targetKinds = []gwv1.Kind{"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute"}
+
+// Validate checks the rules of the CRD's schema (and its CEL rules) for
+// objects that reach translate without an API server, and what the
+// schema cannot say. The error names the field.
+func (s *Spec) Validate() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
+		add("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs))
+	}
+	for i, ref := range s.TargetRefs {
+		at := fmt.Sprintf("spec.targetRefs[%d]", i)
+		switch {
+		case !containsKind(ref.Kind):
+			add("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute, GRPCRoute", at, ref.Kind)
+		case ref.Group != gatewayGroup:
+			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gatewayGroup, ref.Group)
+		case ref.SectionName != nil && ref.Kind != "HTTPRoute" && ref.Kind != "GRPCRoute":
+			add("%s.sectionName: only a route's rule may be named; %s is targeted whole", at, ref.Kind)
+		}
+		if ref.Name == "" {
+			add("%s.name: required", at)
+		}
+	}
+	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil {
+		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt is required")
+	}
+	if j := s.JWT; j != nil {
+		errs = append(errs, j.validate()...)
+		if s.BasicAuth != nil {
+			add("spec: basicAuth and jwt both read the Authorization header; set one")
+		}
+	}
+	if ca := s.ClientAddresses; ca != nil {
+		if len(ca.Allow) == 0 && len(ca.Deny) == 0 {
+			add("spec.clientAddresses: allow or deny is required")
+		}
+		for name, list := range map[string][]string{"allow": ca.Allow, "deny": ca.Deny} {
+			if len(list) > MaxCIDRs {
+				add("spec.clientAddresses.%s: at most %d entries, not %d", name, MaxCIDRs, len(list))
+			}
+		}
+		for i, c := range ca.Allow {
+			if _, err := ParsePrefix(c); err != nil {
+				add("spec.clientAddresses.allow[%d]: %v", i, err)
+			}
+		}
+		for i, c := range ca.Deny {
+			if _, err := ParsePrefix(c); err != nil {
+				add("spec.clientAddresses.deny[%d]: %v", i, err)
+			}
+		}
+	}
+	if a := s.APIKeyAuth; a != nil {
+		if len(a.CredentialRefs) == 0 || len(a.CredentialRefs) > MaxCredentials {
+			add("spec.apiKeyAuth.credentialRefs: between 1 and %d Secrets are needed, not %d", MaxCredentials, len(a.CredentialRefs))
+		}
+		for i, ref := range a.CredentialRefs {
+			if msg := secretRefProblem(ref); msg != "" {
+				add("spec.apiKeyAuth.credentialRefs[%d]: %s", i, msg)
+			}
+		}
+		switch from := a.ExtractFrom; {
+		case (from.Header == "") == (from.Query == ""):
+			add("spec.apiKeyAuth.extractFrom: exactly one of header and query is required")
+		case from.Header != "" && !isHeaderName(from.Header):
+			add("spec.apiKeyAuth.extractFrom.header: %q is not a header name", from.Header)
+		case from.Query != "" && len(from.Query) > 256:
+			add("spec.apiKeyAuth.extractFrom.query: longer than 256")
+		}
+		if h := a.ForwardClientIDHeader; h != "" && !isHeaderName(h) {
+			add("spec.apiKeyAuth.forwardClientIDHeader: %q is not a header name", h)
+		}
+	}
+	if b := s.BasicAuth; b != nil {
+		if msg := secretRefProblem(b.Users); msg != "" {
+			add("spec.basicAuth.users: %s", msg)
+		}
+		if len(b.Realm) > MaxRealm || strings.ContainsAny(b.Realm, "\"\\") || !printable(b.Realm) {
+			add("spec.basicAuth.realm: at most %d printable characters, without '\"' or '\\'", MaxRealm)
+		}
+		if h := b.ForwardUsernameHeader; h != "" && !isHeaderName(h) {
+			add("spec.basicAuth.forwardUsernameHeader: %q is not a header name", h)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
+}
+
+func containsKind(k gwv1.Kind) bool {
+	for _, t := range targetKinds {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+func secretRefProblem(ref gwv1.SecretObjectReference) string {
+	switch {
+	case ref.Group != nil && *ref.Group != "":
+		return fmt.Sprintf("group %q: only core Secrets are read", *ref.Group)
+	case ref.Kind != nil && *ref.Kind != "Secret":
+		return fmt.Sprintf("kind %q: only Secrets are read", *ref.Kind)
+	case ref.Name == "":
+		return "name is required"
+	}
+	return ""
+}
+
+func isHeaderName(h string) bool {
+	return len(h) <= 256 && len(validation.IsHTTPHeaderName(h)) == 0
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ParsePrefix reads a CIDR or a single address (a prefix of its full
+// length), in the canonical form of its network.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// DeepCopy copies p by a JSON round trip of its fields, all of which are
+// JSON fields: exact, and it cannot drift from the type as a hand-written
+// copy could. Policies are few and rarely copied.
+func (p *SecurityPolicy) DeepCopy() *SecurityPolicy {
+	if p == nil {
+		return nil
+	}
+	js, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("SecurityPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
+	}
+	out := &SecurityPolicy{}
+	if err := json.Unmarshal(js, out); err != nil {
+		panic(fmt.Sprintf("SecurityPolicy cannot be decoded: %v", err))
+	}
+	return out
+}
+
+// DeepCopyObject makes SecurityPolicy a runtime.Object.
+func (p *SecurityPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }
+
+// MaxProviders bounds a policy's JWT providers.
+const MaxProviders = 4
+
+func (j *JWT) validate() []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(j.Providers) == 0 || len(j.Providers) > MaxProviders {
+		add("spec.jwt.providers: between 1 and %d are needed, not %d", MaxProviders, len(j.Providers))
+	}
+	issuers := map[string]bool{}
+	for i, p := range j.Providers {
+		at := fmt.Sprintf("spec.jwt.providers[%d]", i)
+		if p.Name == "" {
+			add("%s.name: required", at)
+		}
+		if p.Issuer == "" {
+			add("%s.issuer: required", at)
+		} else if issuers[p.Issuer] {
+			add("%s.issuer: %q is the issuer of another provider", at, p.Issuer)
+		}
+		issuers[p.Issuer] = true
+		switch {
+		case (p.RemoteJWKS == nil) == (p.LocalJWKS == nil):
+			add("%s: exactly one of remoteJWKS and localJWKS is required", at)
+		case p.RemoteJWKS != nil:
+			u, err := url.Parse(p.RemoteJWKS.URI)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				add("%s.remoteJWKS.uri: %q is not an http(s) URI", at, p.RemoteJWKS.URI)
+			}
+			if d := p.RemoteJWKS.CacheDuration; d != nil {
+				if v, err := time.ParseDuration(string(*d)); err != nil || v < time.Second || v > 24*time.Hour {
+					add("%s.remoteJWKS.cacheDuration: %q is not between 1s and 24h", at, *d)
+				}
+			}
+		default:
+			l := p.LocalJWKS
+			if (l.Inline == "") == (l.SecretRef == nil) {
+				add("%s.localJWKS: exactly one of inline and secretRef is required", at)
+			}
+			if l.SecretRef != nil {
+				if msg := secretRefProblem(*l.SecretRef); msg != "" {
+					add("%s.localJWKS.secretRef: %s", at, msg)
+				}
+			}
+		}
+		if d := p.ClockSkew; d != nil {
+			if v, err := time.ParseDuration(string(*d)); err != nil || v < 0 || v > 10*time.Minute {
+				add("%s.clockSkew: %q is not between 0s and 10m", at, *d)
+			}
+		}
+		for k, c := range p.ClaimToHeaders {
+			if c.Claim == "" || !isHeaderName(c.Header) {
+				add("%s.claimToHeaders[%d]: a claim and a header name are required", at, k)
+			}
+		}
+	}
+	for i, c := range j.RequiredClaims {
+		if c.Name == "" || len(c.Values) == 0 {
+			add("spec.jwt.requiredClaims[%d]: a name and values are required", i)
+		}
+	}
+	for i, s := range j.RequiredScopes {
+		if s == "" || strings.ContainsAny(s, " \t") {
+			add("spec.jwt.requiredScopes[%d]: %q is not a scope", i, s)
+		}
+	}
+	return errs
+}

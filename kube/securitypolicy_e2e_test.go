@@ -1,0 +1,160 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/internal/controlplane/securitypolicy"
+	"portico.dev/portico/internal/testkit/kubetest"
+	"portico.dev/portico/kube/source"
+)
+
+// TestSecurityPolicyAgainstAPIServer: against a real API server with the
+// SecurityPolicy CRD of deploy/, the CRD's rules refuse what translate
+// would call invalid (no mechanism, a sectionName on a Gateway, a bad
+// CIDR, both header and query) with their messages; the leader writes the
+// status of a policy whose htpasswd Secret carries the credentials label
+// (ResolvedRefs=True: the labelled Secret is watched though it is not a
+// TLS one) and of one whose Secret does not carry it (ResolvedRefs=False
+// InvalidReference: Portico does not see it).
+func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
+	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
+	dir := t.TempDir()
+	crd, err := os.ReadFile("../deploy/securitypolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := kubetest.ApplyManifests(ctx, f.Env.Config, dir); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(f.Env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := dyn.Resource(source.SecurityPolicyResource).Namespace("default")
+	create := func(name, spec string) error {
+		obj := &unstructured.Unstructured{}
+		y := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: default}\nspec: %s\n", securitypolicy.APIVersion, securitypolicy.Kind, name, spec)
+		if err := yamlToUnstructured(y, obj); err != nil {
+			t.Fatal(err)
+		}
+		// The CRD may take a moment to be served after it is applied.
+		var err error
+		for range 50 {
+			if _, err = policies.Create(ctx, obj, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "the server could not find the requested resource") {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}
+
+	for _, tc := range []struct{ spec, refusal string }{
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]}`,
+			"one of clientAddresses, apiKeyAuth, basicAuth, jwt is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientAddresses: {allow: [10.0.0.0/8]}}`,
+			"sectionName names a rule of an HTTPRoute or GRPCRoute only"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], clientAddresses: {allow: [10.0.0.0/33]}}`,
+			"allow holds CIDRs or addresses"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], apiKeyAuth: {credentialRefs: [{name: k}], extractFrom: {header: x-key, query: key}}}`,
+			"exactly one of header and query is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Service, name: web}], clientAddresses: {deny: [10.0.0.1]}}`,
+			"Unsupported value"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: u}, realm: 'a"b'}}`,
+			"should match"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: u}}, jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}}]}}`,
+			"basicAuth and jwt both read the Authorization header"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}, localJWKS: {inline: "{}"}}]}}`,
+			"exactly one of remoteJWKS and localJWKS is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "ftp://i/jwks"}}]}}`,
+			"should match"},
+	} {
+		err := create("refused", tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("spec %s: %v, want a refusal saying %q", tc.spec, err, tc.refusal)
+		}
+	}
+
+	// The lease of leader election lives there.
+	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "portico-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.startPortico(f.Env.Config, "127.0.0.1", "a", func(s *replicaSetup) { s.c.Dynamic = dyn })
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}}
+	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "default"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico",
+		Listeners: []gwv1.Listener{{Name: "http", Port: 18080, Protocol: gwv1.HTTPProtocolType}}}}
+	if _, err := f.Gateway.GatewayV1().Gateways("default").Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	if _, err := f.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+			BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(80))}}}}}}}}
+	if _, err := f.Gateway.GatewayV1().HTTPRoutes("default").Create(ctx, route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	htpasswd := map[string][]byte{securitypolicy.HtpasswdKey: []byte("bob:{SHA}bOWgjgJew8XNjPXTyFghAc+ha1M=\n")}
+	for name, labels := range map[string]map[string]string{"users": {securitypolicy.SecretLabel: "true"}, "unlabelled": nil} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels}, Data: htpasswd}
+		if _, err := f.Kube.CoreV1().Secrets("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := create("guard", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: users}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("tokens", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], jwt: {providers: [{name: idp, issuer: "https://idp.example", audiences: [api], remoteJWKS: {uri: "https://idp.example/jwks", cacheDuration: 10m}, claimToHeaders: [{header: X-Sub, claim: sub}], clockSkew: 1m}], requiredScopes: [read]}}`); err != nil {
+		t.Fatalf("a valid jwt policy was refused: %v", err)
+	}
+	if err := create("unseen", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], basicAuth: {users: {name: unlabelled}}}`); err != nil {
+		t.Fatal(err)
+	}
+
+	ancestor := func(name, condition string, status metav1.ConditionStatus, reason string) func() error {
+		return func() error {
+			u, err := policies.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			p := &securitypolicy.SecurityPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+				return err
+			}
+			for _, a := range p.Status.Ancestors {
+				if ptr.Deref(a.AncestorRef.Kind, "") == "Gateway" && a.AncestorRef.Name == "gw" {
+					return conditionIs(a.Conditions, condition, status, reason, p.Generation)
+				}
+			}
+			return fmt.Errorf("no ancestor Gateway gw in %+v", p.Status.Ancestors)
+		}
+	}
+	kubetest.WaitFor(t, 30*time.Second, "guard accepted on Gateway gw", ancestor("guard", string(gwv1.PolicyConditionAccepted), metav1.ConditionTrue, string(gwv1.PolicyReasonAccepted)))
+	kubetest.WaitFor(t, 30*time.Second, "guard's Secret resolved", ancestor("guard", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"))
+	kubetest.WaitFor(t, 30*time.Second, "unseen's Secret not found", ancestor("unseen", "ResolvedRefs", metav1.ConditionFalse, securitypolicy.ReasonInvalidReference))
+}
