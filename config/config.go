@@ -69,6 +69,10 @@ type Config struct {
 	// BackendClientCertIDs holds the ID of every BackendClientCert of a
 	// listener, for the same pruning.
 	BackendClientCertIDs map[string]struct{}
+	// HealthChecks are the backends whose endpoints are probed by active
+	// health checks, each with its check, without repeats: Apply starts
+	// and stops the probers.
+	HealthChecks []HealthCheckTarget
 }
 
 // BackendClientCert is the certificate a Gateway presents to TLS backends

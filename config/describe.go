@@ -79,6 +79,9 @@ type Description struct {
 	BackendTLS           map[string]*yaml.Node `yaml:"backendTLS,omitempty"`
 	BackendTLSIDs        []string              `yaml:"backendTLSIDs,omitempty"`
 	BackendClientCertIDs []string              `yaml:"backendClientCertIDs,omitempty"`
+	// HealthChecks are "backend: check ID" for each backend an active
+	// health check probes.
+	HealthChecks []string `yaml:"healthChecks,omitempty"`
 }
 
 type portDescription struct {
@@ -183,6 +186,9 @@ func (d *describer) dataPlane(cfg *Config) Description {
 	}
 	out.BackendTLSIDs = slices.Sorted(maps.Keys(cfg.BackendTLSIDs))
 	out.BackendClientCertIDs = slices.Sorted(maps.Keys(cfg.BackendClientCertIDs))
+	for _, hc := range cfg.HealthChecks {
+		out.HealthChecks = append(out.HealthChecks, hc.Backend.String()+": "+hc.Check.ID)
+	}
 	return out
 }
 
@@ -467,6 +473,11 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 		return scalar(x.String())
 	case NamespacedName:
 		return scalar(x.String())
+	case []byte:
+		if len(x) == 0 {
+			return nil
+		}
+		return scalar(fmt.Sprintf("%q", x))
 	case netip.Prefix:
 		return scalar(x.String())
 	case *sni.Settings:
@@ -554,9 +565,14 @@ func (d *describer) value(v reflect.Value) *yaml.Node {
 }
 
 // alwaysShown tells the fields whose zero value matters to a
-// reader: a backend of weight 0 gets no request.
+// reader: a backend of weight 0 gets no request, a circuit breaker
+// with no pending request lets none wait.
 func alwaysShown(field string) bool {
-	return field == "Backend.Weight" || field == "Rule.TotalWeight"
+	switch field {
+	case "Backend.Weight", "Rule.TotalWeight", "CircuitBreaker.MaxPendingRequests", "CircuitBreaker.MaxParallelRetries":
+		return true
+	}
+	return false
 }
 
 // shownElsewhere tells the fields the dump shows elsewhere: a rule's

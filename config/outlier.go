@@ -26,11 +26,15 @@ type OutlierDetection struct {
 // it was in a row.
 const MaxEjectionTime = 5 * time.Minute
 
-// RuleTraffic is what BackendTrafficPolicies give a rule as served on one
+// RuleTraffic is what BackendTrafficPolicies and ClientTrafficPolicies give
+// a rule as served on one
 // listener.
 type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
+	Active  *ActiveHealthCheck
+	Breaker *CircuitBreaker
+	Conn    *BackendConn
 	// RateLimit is a ClientTrafficPolicy's, of the rule's route or of
 	// the listener.
 	RateLimit *RateLimit

@@ -88,6 +88,17 @@ type Rule struct {
 	// Outlier is the passive health check a BackendTrafficPolicy gives
 	// the rule, as LB; nil: none.
 	Outlier *OutlierDetection
+	// Active is the active health check a BackendTrafficPolicy gives the
+	// rule, as LB; nil: none.
+	Active *ActiveHealthCheck
+	// Breaker is the circuit breaker a BackendTrafficPolicy gives the
+	// rule's backends, as LB; nil: none.
+	Breaker *CircuitBreaker
+	// Conn is the timeouts and TCP keepalive a BackendTrafficPolicy gives
+	// the connections to the rule's backends, as LB; nil: the flags'.
+	// Compile copies it to every Backend.Conn left nil, which is what the
+	// data plane reads.
+	Conn *BackendConn
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
@@ -123,6 +134,15 @@ type Backend struct {
 	// Outlier is the passive health check of the Service's policy, over
 	// the rule's.
 	Outlier *OutlierDetection
+	// Active is the active health check of the Service's policy, over
+	// the rule's.
+	Active *ActiveHealthCheck
+	// Breaker is the circuit breaker of the Service's policy, over the
+	// rule's.
+	Breaker *CircuitBreaker
+	// Conn is the timeouts and TCP keepalive of the Service's policy,
+	// over the rule's.
+	Conn *BackendConn
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

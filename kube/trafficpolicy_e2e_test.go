@@ -79,12 +79,46 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"Unsupported value"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {passive: {maxEjectionPercent: 120}}}`,
 			"should be less than or equal to 100"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {}}`,
+			"active or passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 0}}`,
+			"should be greater than or equal to 1"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], tcpKeepalive: {probes: 200}}`,
+			"should be less than or equal to 127"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {}}}`,
-			"healthCheck.passive: Required value"},
+			"healthCheck.active.type: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP}}}`,
+			"type HTTP needs http"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, grpc: {}}}}`,
+			"only the section of the type may be set"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, interval: 1s, timeout: 2s}}}`,
+			"timeout is not longer than interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, interval: 1ms}}}`,
+			"interval is between 10ms and 1h"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tcp: {send: {text: a, binary: YQ==}}}}}`,
+			"exactly one of text and binary"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, http: {path: /, expectedStatuses: [{start: 300, end: 200}]}}}}`,
+			"end is not before start"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, http: {path: healthz}}}}`,
+			"healthCheck.active.http.path"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
 			t.Errorf("spec %s: %v, want a refusal saying %q", tc.spec, err, tc.refusal)
+		}
+	}
+	// Every field of each kind of active check, as the CRD takes them.
+	for name, spec := range map[string]string{
+		"active-http": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, interval: 5s, timeout: 500ms, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4, http: {path: /healthz, method: HEAD, hostname: health.internal, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}, passive: {}}}`,
+		"active-tcp":  `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}}}`,
+		"breaker":     `{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 4294967295, maxParallelRetries: 3}}`,
+		"timeouts":    `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
+		"active-grpc": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
+	} {
+		if err := create(name, spec); err != nil {
+			t.Errorf("%s refused: %v", name, err)
+		} else if err := policies.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 

@@ -21,6 +21,12 @@ type balancing struct {
 	// outlier is the passive health check of the backend, nil for none:
 	// its ejected endpoints are left out.
 	outlier *config.OutlierDetection
+	// active is the active health check of the backend, nil for none:
+	// the endpoints it finds unhealthy are left out.
+	active *config.ActiveHealthCheck
+	// breaker holds the counts of the backend's circuit breaker, nil for
+	// none.
+	breaker *breaker
 	// key is the hash of the request's key for a consistent hash; hasKey
 	// is false when the request has none (no such header or cookie).
 	key    uint64
@@ -117,10 +123,11 @@ func pickBalanced(rule *config.Rule, key uint64, hasKey bool) *config.Backend {
 }
 
 // pickWith returns an endpoint of e as bal.lb says, one that is neither
-// down nor, with bal.outlier, ejected by outliers if there is one (or the
-// first pick when all are: trying one beats failing every request), and
-// its index; "" when e has none.
-func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, outliers *outlierSet, now time.Time) (string, int) {
+// down nor, with bal.outlier, ejected by outliers nor, with bal.active,
+// unhealthy by its active check, if there is one (or the first pick when
+// all are: trying one beats failing every request, as Envoy's panic mode
+// does), and its index; "" when e has none.
+func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, outliers *outlierSet, health *healthChecks, now time.Time) (string, int) {
 	if e == nil || len(e.Addrs) == 0 {
 		return "", -1
 	}
@@ -146,10 +153,13 @@ func (down *downSet) pickWith(e *config.Endpoints, bal *balancing, outliers *out
 	}
 	i := pick(0)
 	checkOutliers := bal.outlier != nil && outliers.any(now)
-	if n == 1 || !down.any(now) && !checkOutliers {
+	checkHealth := bal.active != nil && health.any()
+	if n == 1 || !down.any(now) && !checkOutliers && !checkHealth {
 		return e.Addrs[i], i
 	}
-	bad := func(a string) bool { return down.isDown(a, now) || checkOutliers && outliers.ejected(a, now) }
+	bad := func(a string) bool {
+		return down.isDown(a, now) || checkOutliers && outliers.ejected(a, now) || checkHealth && health.down(bal.active, a)
+	}
 	first := i
 	// A hash walks on through its table, whose next slots belong to
 	// other endpoints at random: a few more tries than endpoints find

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/routing"
 )
 
 // BenchmarkForwardBalanced is BenchmarkForwardOnly with a
@@ -81,6 +82,7 @@ func BenchmarkPickEndpoint(b *testing.B) {
 			rule := &config.Rule{Backends: []config.Backend{{Weight: 1}}, TotalWeight: 1, LB: lb}
 			var down downSet
 			var outliers outlierSet
+			health := newHealthChecks(zap.NewNop(), nil)
 			eps.PickHash(0, 0) // the table is made once per set of endpoints, not per request
 			b.ReportAllocs()
 			for b.Loop() {
@@ -95,10 +97,74 @@ func BenchmarkPickEndpoint(b *testing.B) {
 					bal.key, bal.hasKey = requestKey(r, lb)
 				}
 				pickBalanced(rule, bal.key, bal.hasKey)
-				_, i := down.pickWith(eps, bal, &outliers, now)
+				_, i := down.pickWith(eps, bal, &outliers, health, now)
 				bal.hold(eps, i)
 				bal.release(eps)
 			}
+		})
+	}
+}
+
+// BenchmarkPickHealthChecked is BenchmarkPickEndpoint's round robin
+// with an active health check over the 10 endpoints: "healthy" when every
+// endpoint is (one atomic load more), "oneUnhealthy" when one is not
+// (a map lookup per endpoint tried).
+func BenchmarkPickHealthChecked(b *testing.B) {
+	var addrs []string
+	for i := range 10 {
+		addrs = append(addrs, fmt.Sprintf("10.0.0.%d:8080", i+1))
+	}
+	hc := &config.ActiveHealthCheck{Type: config.HealthCheckTCP, ID: "tcp"}
+	for _, unhealthy := range []int{0, 1} {
+		name := map[int]string{0: "healthy", 1: "oneUnhealthy"}[unhealthy]
+		b.Run(name, func(b *testing.B) {
+			eps := config.NewEndpoints(addrs...)
+			health := newHealthChecks(zap.NewNop(), nil)
+			view := map[hcKey]*endpointHealth{}
+			for i, a := range addrs {
+				st := &endpointHealth{}
+				st.healthy.Store(i >= unhealthy)
+				view[hcKey{hc.ID, a}] = st
+			}
+			health.view.Store(&view)
+			health.unhealthy.Store(int32(unhealthy))
+			var down downSet
+			var outliers outlierSet
+			rule := &config.Rule{Backends: []config.Backend{{Weight: 1}}, TotalWeight: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				now := time.Now()
+				pickBackend(rule)
+				bal := &balancing{active: hc, held: -1}
+				down.pickWith(eps, bal, &outliers, health, now)
+			}
+		})
+	}
+}
+
+// BenchmarkForwardBackendPolicy is BenchmarkForwardOnly's request to a
+// backend under a circuit breaker whose limits are never reached
+// ("breaker": what admitting and releasing a request cost), under a
+// first-byte timeout and TCP keepalive of a policy ("timeouts"), and the
+// same configuration without a policy ("none").
+func BenchmarkForwardBackendPolicy(b *testing.B) {
+	const req = "GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
+	cb := &config.CircuitBreaker{MaxConnections: 1 << 20, MaxPendingRequests: 1 << 20, MaxParallelRequests: 1 << 20, MaxParallelRetries: 3}
+	cb.MakeID()
+	conn := &config.BackendConn{ResponseHeaderTimeout: 30 * time.Second, KeepAlive: &config.TCPKeepalive{Idle: time.Minute, Interval: 10 * time.Second, Probes: 3}}
+	for _, tc := range []struct {
+		name string
+		svc  routing.Service
+	}{{"none", routing.Service{}}, {"breaker", routing.Service{Breaker: cb}}, {"timeouts", routing.Service{Conn: conn}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			a, _ := rawBackend(b)
+			rt := New(DefaultOptions(), zap.NewNop())
+			b.Cleanup(func() { _ = rt.Close(b.Context()) })
+			port := freePort(b)
+			if err := rt.Apply(serviceConfig(b, port, tc.svc, false, []string{a})); err != nil {
+				b.Fatal(err)
+			}
+			rawLoadOf(b, fmt.Sprintf("127.0.0.1:%d", port), []byte(req))
 		})
 	}
 }

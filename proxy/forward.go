@@ -59,6 +59,10 @@ type forwarder struct {
 	down downSet
 	// outliers are the endpoints passive health checks count or eject.
 	outliers outlierSet
+	// health runs the active health checks (healthcheck.go).
+	health *healthChecks
+	// breakers counts what circuit breakers limit (breaker.go).
+	breakers breakers
 	// guard enforces the rules' SecurityPolicies (security.go).
 	guard *guard
 	// limits are the buckets of local rate limits (ratelimit.go).
@@ -88,11 +92,12 @@ type exchange struct {
 	listener *config.Listener
 	port     string
 	origHost string
-	// backend is the key of the backend the rule picked, in the applied
-	// configuration (never changed): what a connection dialed for the
-	// request is counted under (trackDial). Set once, before the first
-	// attempt, since a transport may dial in a goroutine of its own.
-	backend *config.BackendKey
+	// backend is the backend the rule picked, in the applied
+	// configuration (never changed): its key is what a connection dialed
+	// for the request is counted under (trackDial), its Conn the policy's
+	// timeouts and keepalive of the dial (dialConn). Set once, before the
+	// first attempt, since a transport may dial in a goroutine of its own.
+	backend *config.Backend
 	// respFilters modify the backend's response headers.
 	respFilters []*config.HeaderModifier
 	cors        *config.CORS
@@ -158,6 +163,11 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		sealer, _ = newSessionSealer(nil)
 	}
 	f.sessions = sealer
+	hobs, _ := opts.Backends.(HealthObserver)
+	f.health = newHealthChecks(log, hobs)
+	// A BackendTrafficPolicy's connect timeout and TCP keepalive, on
+	// every path.
+	dialer.Conn = dialConn
 	f.guard = newGuard(opts, log)
 	if f.backends != nil {
 		// Every path dials through this dialer: the direct pool, Go's
@@ -461,6 +471,7 @@ func (f *forwarder) close() {
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
+	f.health.close()
 }
 
 // serve routes a request, whose path admit normalised to path, among the
@@ -542,6 +553,12 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		}
 		bal.outlier = od
 	}
+	if hc := cmp.Or(b.Active, rule.Active); hc != nil {
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.active = hc
+	}
 	if b.LB != nil {
 		// The Service's own policy picks among its endpoints.
 		if bal == nil {
@@ -593,7 +610,27 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if sw, ok := w.(*statusWriter); ok {
 		sw.backend = b.Key // for metrics
 	}
-	x.backend = &b.Key
+	x.backend = b
+	if cb := cmp.Or(b.Breaker, rule.Breaker); cb != nil {
+		br, slotted := f.breakers.get(b.Key, cb), !x.h2c
+		refused, err := br.admit(ctx, slotted)
+		switch {
+		case err != nil:
+			if r.Context().Err() == nil {
+				writeErrorFor(w, r, http.StatusGatewayTimeout) // the route's timeout, while it waited
+			}
+			return
+		case refused != "":
+			noteOutcome(w, refused)
+			writeErrorFor(w, r, http.StatusServiceUnavailable)
+			return
+		}
+		defer br.release(slotted)
+		if bal == nil {
+			bal = &balancing{held: -1}
+		}
+		bal.breaker = br
+	}
 	f.send(ctx, w, r, out, body, replay, rule, eps, x, bal)
 }
 
@@ -665,7 +702,8 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	resendable := replay || out.ContentLength == 0
 	failovers := 0
 	x.Context = ctx
-	endpoint := -1 // x.addr's index in eps, with a policy
+	endpoint := -1    // x.addr's index in eps, with a policy
+	retrying := false // a retry of the circuit breaker is held
 	if bal != nil {
 		defer bal.release(eps)
 	}
@@ -682,7 +720,7 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			case bal == nil:
 				x.addr = f.down.pickUp(eps, now)
 			default:
-				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, now)
+				x.addr, endpoint = f.down.pickWith(eps, bal, &f.outliers, f.health, now)
 			}
 			if x.sess != nil {
 				x.sess.issue(f, r, x.addr, now)
@@ -701,6 +739,11 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		x.failover = resendable && failovers < maxFailover && f.down.hasUp(eps, x.addr, now)
 		last := attempt >= attempts
+		if !last && bal != nil && bal.breaker != nil && !retrying && bal.breaker.retriesFull() {
+			// No retry could be taken: this attempt's answer is the
+			// client's, whatever it is (Envoy's retry overflow).
+			last = true
+		}
 		if !last {
 			x.retryCodes = rule.Retry.Codes
 			if x.retryCodes == nil {
@@ -713,6 +756,9 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		// The cap on informational heads spans the request's attempts.
 		x.gate = answerGate{ResponseWriter: w, n1xx: x.gate.n1xx, max1xx: f.max1xx}
 		headTimeout := f.headTimeoutOf(rule)
+		if c := x.backend.Conn; c != nil && c.ResponseHeaderTimeout > 0 {
+			headTimeout = c.ResponseHeaderTimeout
+		}
 		actx := context.Context(x)
 		var cancel context.CancelFunc = func() {}
 		if rule.BackendRequestTimeout > 0 {
@@ -761,6 +807,15 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		// Only an attempt before the last one, with a retry policy, gets
 		// here: proxyError answers the last one unless it fails over.
+		if bal != nil && bal.breaker != nil && !retrying {
+			if !bal.breaker.retry() {
+				noteOutcome(w, outcomeBreakerRetries)
+				writeErrorFor(w, r, http.StatusServiceUnavailable)
+				return
+			}
+			retrying = true
+			defer bal.breaker.endRetry()
+		}
 		if rule.Retry.Backoff > 0 {
 			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))
 			select {
@@ -901,13 +956,29 @@ func (f *forwarder) trackDial(ctx context.Context) func() {
 	if m, ok := ctx.Value(mirrorBackendKey{}).(*config.BackendKey); ok {
 		b = m
 	} else if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok {
-		b = x.backend
+		b = &x.backend.Key
 	}
 	if b == nil || *b == (config.BackendKey{}) {
 		return nil
 	}
 	f.backends.ObserveDial(*b)
 	return func() { f.backends.ObserveClose(*b) }
+}
+
+// dialConn is the connect timeout and TCP keepalive of the backend's
+// policy for a dial of a request's attempt (sockio.Dialer.Conn); zero and
+// nil for everything else.
+func dialConn(ctx context.Context) (time.Duration, *net.KeepAliveConfig) {
+	x, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok || x.backend == nil || x.backend.Conn == nil {
+		return 0, nil
+	}
+	conn := x.backend.Conn
+	var ka *net.KeepAliveConfig
+	if k := conn.KeepAlive; k != nil {
+		ka = &net.KeepAliveConfig{Enable: true, Idle: k.Idle, Interval: k.Interval, Count: int(k.Probes)}
+	}
+	return conn.ConnectTimeout, ka
 }
 
 // mirrorHeader prepares the headers of a mirrored copy as ReverseProxy and

@@ -75,6 +75,9 @@ type h1Conn struct {
 	idleSince time.Time
 	takenAt   time.Time
 	reused    bool
+	// maxIdle is how long c may wait idle and still be used, when a
+	// BackendTrafficPolicy says (0: h1IdleTimeout).
+	maxIdle time.Duration
 	// The sending of a request's head (see Write and sendAndAwait):
 	// wrote is set once a byte of the head went out, lastFlush for the
 	// flush that ends it; out, sent and step are sendAndAwait's.
@@ -172,7 +175,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		if c == nil {
 			break
 		}
-		if now.Sub(c.idleSince) < h1IdleTimeout && c.br.Buffered() == 0 {
+		if now.Sub(c.idleSince) < c.idleLimit() && c.br.Buffered() == 0 {
 			c.reused, c.takenAt = true, now
 			return c, nil
 		}
@@ -183,6 +186,9 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{pool: p, addr: addr, conn: conn, takenAt: time.Now()}
+	if x, ok := ctx.Value(exchangeKey{}).(*exchange); ok && x.backend != nil && x.backend.Conn != nil {
+		c.maxIdle = x.backend.Conn.IdleTimeout
+	}
 	if tc, ok := conn.(syscall.Conn); ok {
 		c.raw, _ = tc.SyscallConn() // a connection closed meanwhile fails at the first write
 	}
@@ -193,6 +199,14 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 	c.abortFn = c.abort
 	c.unhookFn = c.unhook
 	return c, nil
+}
+
+// idleLimit is how long c may wait idle and still be used.
+func (c *h1Conn) idleLimit() time.Duration {
+	if c.maxIdle > 0 {
+		return c.maxIdle
+	}
+	return h1IdleTimeout
 }
 
 func (p *h1Pool) takeIdle(addr string) *h1Conn {
@@ -418,7 +432,7 @@ func (p *h1Pool) sweep() {
 		case <-p.stop:
 			return
 		case now := <-t.C:
-			p.closeIdle(func(c *h1Conn) bool { return now.Sub(c.idleSince) >= h1IdleTimeout })
+			p.closeIdle(func(c *h1Conn) bool { return now.Sub(c.idleSince) >= c.idleLimit() })
 			p.mu.Lock()
 			p.forgetShunned(now)
 			p.mu.Unlock()

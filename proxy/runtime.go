@@ -386,6 +386,10 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	// still being served by the old config, whose pool then lasts until
 	// the next Apply.
 	rt.fwd.tls.retain(cfg.BackendTLSIDs, cfg.BackendClientCertIDs)
+	// Probers of the endpoints cfg checks start, those of the endpoints it
+	// no longer checks stop (healthcheck.go).
+	rt.fwd.health.apply(cfg)
+	rt.fwd.breakers.prune()
 
 	for key, ps := range rt.ports {
 		if cfg.Port(key) != nil {

@@ -141,6 +141,9 @@ func (f *forwarder) stick(r *http.Request, rule *config.Rule, cfg *config.Config
 		if od := cmp.Or(b.Outlier, rule.Outlier); od != nil && f.outliers.ejected(addr, now) {
 			return nil
 		}
+		if hc := cmp.Or(b.Active, rule.Active); hc != nil && f.health.any() && f.health.down(hc, addr) {
+			return nil // unhealthy by its active check: a new session elsewhere
+		}
 		s.pinned, s.index = addr, j
 		return b
 	}

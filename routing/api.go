@@ -51,6 +51,12 @@ type Service struct {
 	LB *config.LoadBalancer
 	// Outlier is the passive health check of that policy, nil for none.
 	Outlier *config.OutlierDetection
+	// Active is the active health check of that policy, nil for none.
+	Active *config.ActiveHealthCheck
+	// Breaker is the circuit breaker of that policy, nil for none.
+	Breaker *config.CircuitBreaker
+	// Conn is the timeouts and TCP keepalive of that policy, nil for none.
+	Conn *config.BackendConn
 }
 
 // Input is everything Compile needs.
@@ -83,4 +89,7 @@ type Output struct {
 	RouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
 	// GRPCRouteParents is RouteParents for GRPCRoutes.
 	GRPCRouteParents map[types.NamespacedName][]gwv1.RouteParentStatus
+	// HealthChecks are the backends of the compiled rules that an active
+	// health check probes, with it, each once, in a stable order.
+	HealthChecks []config.HealthCheckTarget
 }

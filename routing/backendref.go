@@ -40,6 +40,9 @@ type ResolvedBackend struct {
 	// LB and Outlier are the Service's policy's (Service.LB, Outlier).
 	LB      *config.LoadBalancer
 	Outlier *config.OutlierDetection
+	Active  *config.ActiveHealthCheck
+	Breaker *config.CircuitBreaker
+	Conn    *config.BackendConn
 	// Reason is empty when the reference resolved; otherwise it is the
 	// route's ResolvedRefs reason, and Message says why.
 	Reason  gwv1.RouteConditionReason
@@ -88,7 +91,7 @@ func (b *BackendRefs) Resolve(k RouteKind, routeNS string, ref gwv1.BackendObjec
 	found := false
 	for _, p := range s.Ports {
 		if p.Port == *ref.Port {
-			found, r.AppProtocol, r.TLS, r.LB, r.Outlier = true, p.AppProtocol, p.TLS, s.LB, s.Outlier
+			found, r.AppProtocol, r.TLS, r.LB, r.Outlier, r.Active, r.Breaker, r.Conn = true, p.AppProtocol, p.TLS, s.LB, s.Outlier, s.Active, s.Breaker, s.Conn
 			break
 		}
 	}

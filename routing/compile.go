@@ -1,7 +1,9 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -278,6 +280,41 @@ func (c *compiler) run() Output {
 			out.Tables[id] = b.Build(grouped[start[i]:start[i+1]])
 		}
 	}
+	if c.in.Traffic != nil {
+		out.HealthChecks = healthChecks(all)
+	}
+	return out
+}
+
+// healthChecks are the backends of the placed rules that an active
+// health check probes: the backend's own (its Service's policy), else
+// its rule's. Backends that do not go to endpoints are not probed.
+func healthChecks(all []placed) []config.HealthCheckTarget {
+	type key struct {
+		b  config.BackendKey
+		id string
+	}
+	seen := map[*config.Rule]bool{}
+	found := map[key]config.HealthCheckTarget{}
+	for i := range all {
+		rule := all[i].Candidate.Rule
+		if seen[rule] {
+			continue
+		}
+		seen[rule] = true
+		for j := range rule.Backends {
+			b := &rule.Backends[j]
+			hc := cmp.Or(b.Active, rule.Active)
+			if hc == nil || b.Invalid != "" || b.Address != "" || b.Dispatch != 0 {
+				continue
+			}
+			found[key{b.Key, hc.ID}] = config.HealthCheckTarget{Backend: b.Key, Check: hc}
+		}
+	}
+	out := slices.Collect(maps.Values(found))
+	slices.SortFunc(out, func(a, b config.HealthCheckTarget) int {
+		return cmp.Or(cmp.Compare(a.Backend.String(), b.Backend.String()), cmp.Compare(a.Check.ID, b.Check.ID))
+	})
 	return out
 }
 
@@ -940,7 +977,17 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 		return cr.rule
 	}
 	r := *cr.rule
-	r.LB, r.Outlier = tr.LB, tr.Outlier
+	r.LB, r.Outlier, r.Active, r.Breaker, r.Conn = tr.LB, tr.Outlier, tr.Active, tr.Breaker, tr.Conn
+	if tr.Conn != nil {
+		// The data plane reads a backend's Conn only, when it dials: the
+		// rule's goes to each backend without its own (its Service's).
+		r.Backends = slices.Clone(r.Backends)
+		for i := range r.Backends {
+			if r.Backends[i].Conn == nil {
+				r.Backends[i].Conn = tr.Conn
+			}
+		}
+	}
 	r.Security = sec
 	r.RateLimit = tr.RateLimit
 	if tr.RequestTimeout > 0 && r.RequestTimeout == 0 {

@@ -339,7 +339,7 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*config.CORS, *problem) {
 // (BackendRefs.Resolve) and makes it the data plane's.
 func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.Backend, *problem) {
 	r := c.backendRefs.Resolve(c.cr.kind, routeNS, ref)
-	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier}
+	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier, Active: r.Active, Breaker: r.Breaker, Conn: r.Conn}
 	if r.Reason != "" {
 		return b, &problem{r.Reason, r.Message}
 	}

@@ -279,6 +279,7 @@ func (b *portsBuilder) config() *config.Config {
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	cfg.BackendTLSIDs = b.t.tls.ids()
+	cfg.HealthChecks = b.t.compiled.HealthChecks
 	cfg.BackendClientCertIDs = make(map[string]struct{}, len(b.t.clientCerts))
 	for key, c := range b.t.clientCerts {
 		if b.t.servesHere(key) {

@@ -120,6 +120,7 @@ func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.Rout
 		candidates = append(candidates, tpTarget{"Gateway", l.Gateway.Namespace, l.Gateway.Name, ""})
 		// Each section from the most specific policy that sets it.
 		var out config.RuleTraffic
+		var timeout, keepalive *trafficpolicy.BackendTrafficPolicy
 		for _, c := range candidates {
 			p := tp.winners[c]
 			if p == nil {
@@ -128,10 +129,25 @@ func (tp *trafficPolicies) traffic() func(l *routing.Listener, kind routing.Rout
 			if out.LB == nil && p.Spec.LoadBalancer != nil {
 				out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
 			}
-			if out.Outlier == nil && p.Spec.HealthCheck != nil {
-				out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
+			if hc := p.Spec.HealthCheck; hc != nil {
+				if out.Outlier == nil {
+					out.Outlier = hc.Config(p.Namespace + "/" + p.Name)
+				}
+				if out.Active == nil {
+					out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
+				}
+			}
+			if out.Breaker == nil && p.Spec.CircuitBreaker != nil {
+				out.Breaker = p.Spec.CircuitBreaker.Config(p.Namespace + "/" + p.Name)
+			}
+			if timeout == nil && p.Spec.Timeout != nil {
+				timeout = p
+			}
+			if keepalive == nil && p.Spec.TCPKeepalive != nil {
+				keepalive = p
 			}
 		}
+		out.Conn = trafficpolicy.ConnConfig(timeout, keepalive)
 		return out
 	}
 }
@@ -150,9 +166,14 @@ func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic 
 	if p.Spec.LoadBalancer != nil {
 		out.LB = p.Spec.LoadBalancer.Config(p.Namespace + "/" + p.Name)
 	}
-	if p.Spec.HealthCheck != nil {
-		out.Outlier = p.Spec.HealthCheck.Config(p.Namespace + "/" + p.Name)
+	if hc := p.Spec.HealthCheck; hc != nil {
+		out.Outlier = hc.Config(p.Namespace + "/" + p.Name)
+		out.Active = hc.ActiveConfig(p.Namespace + "/" + p.Name)
 	}
+	if p.Spec.CircuitBreaker != nil {
+		out.Breaker = p.Spec.CircuitBreaker.Config(p.Namespace + "/" + p.Name)
+	}
+	out.Conn = trafficpolicy.ConnConfig(p, p)
 	return out
 }
 

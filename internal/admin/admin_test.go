@@ -274,6 +274,10 @@ func TestBackendMetrics(t *testing.T) {
 	m.ObserveBackend(key("c"), 504, "complete", 1, time.Millisecond)
 	m.ObserveBackend(key("d"), 500, "complete", 1, time.Millisecond)
 	m.ObserveEjection(key("a"))
+	// Three endpoints probed, unhealthy until their first probe; two pass.
+	m.ObserveHealth(key("a"), 0, 3)
+	m.ObserveHealth(key("a"), 1, -1)
+	m.ObserveHealth(key("a"), 1, -1)
 	_, body := scrape(t, base, "/metrics")
 	for _, want := range []string{
 		`portico_backend_requests_total{backend="apps/a:80",result="ok"} 2`,
@@ -284,6 +288,8 @@ func TestBackendMetrics(t *testing.T) {
 		`portico_backend_requests_total{backend="other",result="5xx"} 1`,
 		`portico_backend_retries_total{backend="apps/a:80"} 2`,
 		`portico_backend_endpoints_ejected_total{backend="apps/a:80"} 1`,
+		`portico_backend_endpoints_health{backend="apps/a:80",state="healthy"} 2`,
+		`portico_backend_endpoints_health{backend="apps/a:80",state="unhealthy"} 1`,
 		`portico_backend_request_duration_seconds_count{backend="apps/a:80"} 3`,
 	} {
 		if !strings.Contains(body, want) {

@@ -68,6 +68,9 @@ type backendSeries struct {
 	ejected prometheus.Counter
 	opened  prometheus.Counter
 	open    prometheus.Gauge
+	// healthy and unhealthy count the endpoints active health checks
+	// probe (an endpoint checked by two checks counts twice).
+	healthy, unhealthy prometheus.Gauge
 }
 
 // backendShards is how many maps a backendCache spreads its backends
@@ -86,6 +89,7 @@ type backendCache struct {
 	ejected  *prometheus.CounterVec
 	opened   *prometheus.CounterVec
 	open     *prometheus.GaugeVec
+	health   *prometheus.GaugeVec
 	max      atomic.Int64
 	seed     maphash.Seed
 	mu       sync.Mutex // serialises the copies and named
@@ -121,6 +125,10 @@ func newBackendCache() *backendCache {
 			Name: "portico_backend_open_connections",
 			Help: "Connections open to a backend's endpoints now, idle or carrying requests, on every forwarding path: the size of the backend's connection pool, by the backend of the request that opened each.",
 		}, []string{"backend"}),
+		health: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "portico_backend_endpoints_health",
+			Help: "Endpoints of a backend that a BackendTrafficPolicy's active health check probes, by backend and state: healthy (used) or unhealthy (left out, unless every endpoint of the backend is).",
+		}, []string{"backend", "state"}),
 	}
 	c.seed = maphash.MakeSeed()
 	c.max.Store(DefaultMaxBackends)
@@ -132,7 +140,8 @@ func (c *backendCache) series(label string) *backendSeries {
 	s := &backendSeries{label: label, results: make(map[string]prometheus.Counter, len(backendResults)),
 		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
 		ejected: c.ejected.WithLabelValues(label), opened: c.opened.WithLabelValues(label),
-		open: c.open.WithLabelValues(label)}
+		open: c.open.WithLabelValues(label), healthy: c.health.WithLabelValues(label, "healthy"),
+		unhealthy: c.health.WithLabelValues(label, "unhealthy")}
 	for _, r := range backendResults {
 		s.results[r] = c.requests.WithLabelValues(label, r)
 	}
@@ -174,6 +183,16 @@ func (c *backendCache) get(key config.BackendKey) *backendSeries {
 func (m *Metrics) ObserveEjection(backend config.BackendKey) {
 	if m != nil {
 		m.backends.get(backend).ejected.Inc()
+	}
+}
+
+// ObserveHealth records a change of the endpoints of backend that active
+// health checks find healthy and unhealthy (see proxy.HealthObserver).
+func (m *Metrics) ObserveHealth(backend config.BackendKey, healthy, unhealthy int) {
+	if m != nil {
+		s := m.backends.get(backend)
+		s.healthy.Add(float64(healthy))
+		s.unhealthy.Add(float64(unhealthy))
 	}
 }
 

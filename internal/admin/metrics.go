@@ -166,7 +166,7 @@ func NewMetrics() *Metrics {
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
 		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
-		m.backends.opened, m.backends.open, m.dataPlanes, m.security,
+		m.backends.opened, m.backends.open, m.backends.health, m.dataPlanes, m.security,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)
 	m.udp = newUDPMetrics(m.registry)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -59,9 +60,192 @@ type Spec struct {
 	// backend of a rule) is picked. Unset: backends at random by weight,
 	// endpoints round robin.
 	LoadBalancer *LoadBalancer `json:"loadBalancer,omitempty"`
-	// HealthCheck checks the endpoints' health; only passive checks
-	// (outlier detection) exist so far.
+	// HealthCheck checks the endpoints' health, actively (probes) or
+	// passively (outlier detection), or both: an endpoint is used while
+	// neither leaves it out. Active and passive are taken each from the
+	// most specific policy that sets it.
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// CircuitBreaker limits what each backend (Service port) takes at
+	// once, across the routes that send to it.
+	CircuitBreaker *CircuitBreaker `json:"circuitBreaker,omitempty"`
+	// Timeout bounds connecting to the backends, the wait for each
+	// answer's head and how long a pooled connection may wait idle.
+	Timeout *Timeout `json:"timeout,omitempty"`
+	// TCPKeepalive sets TCP keepalive on the connections to the backends.
+	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
+}
+
+// Timeout are the timeouts toward the backends; unset ones are the data
+// plane's own (its flags).
+type Timeout struct {
+	TCP  *TCPTimeout  `json:"tcp,omitempty"`
+	HTTP *HTTPTimeout `json:"http,omitempty"`
+}
+
+// TCPTimeout bounds connecting to an endpoint.
+type TCPTimeout struct {
+	ConnectTimeout *gwv1.Duration `json:"connectTimeout,omitempty"`
+}
+
+// HTTPTimeout holds the timeouts of HTTP connections and answers.
+type HTTPTimeout struct {
+	// ConnectionIdleTimeout: how long a pooled connection may wait idle
+	// and still be used.
+	ConnectionIdleTimeout *gwv1.Duration `json:"connectionIdleTimeout,omitempty"`
+	// ResponseHeaderTimeout: how long an attempt waits for the head of
+	// the answer (504 past it).
+	ResponseHeaderTimeout *gwv1.Duration `json:"responseHeaderTimeout,omitempty"`
+}
+
+// TCPKeepalive are keepalive probes: the first after idleTime without
+// traffic (default 2h, Linux's), then every interval (default 75s), the
+// connection given up after probes unanswered ones (default 9).
+type TCPKeepalive struct {
+	Probes   *int32         `json:"probes,omitempty"`
+	IdleTime *gwv1.Duration `json:"idleTime,omitempty"`
+	Interval *gwv1.Duration `json:"interval,omitempty"`
+}
+
+// Defaults of TCPKeepalive, Linux's.
+const (
+	DefaultKeepaliveProbes   = 9
+	DefaultKeepaliveIdle     = 2 * time.Hour
+	DefaultKeepaliveInterval = 75 * time.Second
+)
+
+func (t *Timeout) validate(errs []string) []string {
+	if t.TCP != nil {
+		errs = checkDuration(errs, "spec.timeout.tcp.connectTimeout", t.TCP.ConnectTimeout, time.Millisecond, time.Hour)
+	}
+	if t.HTTP != nil {
+		errs = checkDuration(errs, "spec.timeout.http.connectionIdleTimeout", t.HTTP.ConnectionIdleTimeout, time.Second, 24*time.Hour)
+		errs = checkDuration(errs, "spec.timeout.http.responseHeaderTimeout", t.HTTP.ResponseHeaderTimeout, time.Millisecond, 24*time.Hour)
+	}
+	return errs
+}
+
+func (k *TCPKeepalive) validate(errs []string) []string {
+	if k.Probes != nil && (*k.Probes < 1 || *k.Probes > 127) {
+		errs = append(errs, fmt.Sprintf("spec.tcpKeepalive.probes: %d is not between 1 and 127", *k.Probes))
+	}
+	errs = checkDuration(errs, "spec.tcpKeepalive.idleTime", k.IdleTime, time.Second, 24*time.Hour)
+	return checkDuration(errs, "spec.tcpKeepalive.interval", k.Interval, time.Second, 24*time.Hour)
+}
+
+// checkDuration appends a refusal of v (at field) unless it is unset or
+// a duration from least to most.
+func checkDuration(errs []string, field string, v *gwv1.Duration, least, most time.Duration) []string {
+	if v == nil {
+		return errs
+	}
+	if d, err := time.ParseDuration(string(*v)); err != nil || d < least || d > most {
+		errs = append(errs, fmt.Sprintf("%s: %q is not a duration between %s and %s", field, *v, least, most))
+	}
+	return errs
+}
+
+func parsed(v *gwv1.Duration, def time.Duration) time.Duration {
+	if v == nil {
+		return def
+	}
+	d, _ := time.ParseDuration(string(*v))
+	return d
+}
+
+// ConnConfig is the timeout section of policy timeout and the
+// tcpKeepalive section of policy keepalive (either nil) as the data
+// plane's configuration says them; nil when neither has its section.
+// Both must be valid.
+func ConnConfig(timeout, keepalive *BackendTrafficPolicy) *config.BackendConn {
+	var t *Timeout
+	if timeout != nil {
+		t = timeout.Spec.Timeout
+	}
+	var k *TCPKeepalive
+	if keepalive != nil {
+		k = keepalive.Spec.TCPKeepalive
+	}
+	if t == nil && k == nil {
+		return nil
+	}
+	out := &config.BackendConn{}
+	if t != nil {
+		out.Policy = timeout.Namespace + "/" + timeout.Name
+		if t.TCP != nil {
+			out.ConnectTimeout = parsed(t.TCP.ConnectTimeout, 0)
+		}
+		if t.HTTP != nil {
+			out.IdleTimeout = parsed(t.HTTP.ConnectionIdleTimeout, 0)
+			out.ResponseHeaderTimeout = parsed(t.HTTP.ResponseHeaderTimeout, 0)
+		}
+	}
+	if k != nil {
+		if out.Policy == "" {
+			out.Policy = keepalive.Namespace + "/" + keepalive.Name
+		}
+		out.KeepAlive = &config.TCPKeepalive{Probes: DefaultKeepaliveProbes,
+			Idle: parsed(k.IdleTime, DefaultKeepaliveIdle), Interval: parsed(k.Interval, DefaultKeepaliveInterval)}
+		if k.Probes != nil {
+			out.KeepAlive.Probes = *k.Probes
+		}
+	}
+	return out
+}
+
+// CircuitBreaker holds the limits of one backend. Unset fields take
+// Envoy's default, 1024.
+type CircuitBreaker struct {
+	// MaxConnections: connections to the backend's endpoints.
+	MaxConnections *int64 `json:"maxConnections,omitempty"`
+	// MaxPendingRequests: requests waiting for a connection.
+	MaxPendingRequests *int64 `json:"maxPendingRequests,omitempty"`
+	// MaxParallelRequests: requests admitted at once, sent or waiting.
+	MaxParallelRequests *int64 `json:"maxParallelRequests,omitempty"`
+	// MaxParallelRetries: requests retrying at once.
+	MaxParallelRetries *int64 `json:"maxParallelRetries,omitempty"`
+}
+
+// DefaultBreakerLimit is the limit of an unset field of CircuitBreaker.
+const DefaultBreakerLimit = 1024
+
+// maxBreakerLimit bounds each limit (the CRD's maximum).
+const maxBreakerLimit = 4294967295
+
+func (cb *CircuitBreaker) validate() error {
+	var errs []string
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"maxConnections", cb.MaxConnections}, {"maxPendingRequests", cb.MaxPendingRequests},
+		{"maxParallelRequests", cb.MaxParallelRequests}, {"maxParallelRetries", cb.MaxParallelRetries}} {
+		// maxPendingRequests 0 is meaningful: no request waits.
+		least := int64(1)
+		if f.name == "maxPendingRequests" || f.name == "maxParallelRetries" {
+			least = 0
+		}
+		if f.v != nil && (*f.v < least || *f.v > maxBreakerLimit) {
+			errs = append(errs, fmt.Sprintf("spec.circuitBreaker.%s: %d is not between %d and %d", f.name, *f.v, least, int64(maxBreakerLimit)))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// Config is the circuit breaker as the data plane's configuration says
+// it, for the policy named policy. cb must be valid.
+func (cb *CircuitBreaker) Config(policy string) *config.CircuitBreaker {
+	limit := func(v *int64) int32 {
+		if v == nil {
+			return DefaultBreakerLimit
+		}
+		return int32(min(*v, math.MaxInt32))
+	}
+	out := &config.CircuitBreaker{MaxConnections: limit(cb.MaxConnections), MaxPendingRequests: limit(cb.MaxPendingRequests),
+		MaxParallelRequests: limit(cb.MaxParallelRequests), MaxParallelRetries: limit(cb.MaxParallelRetries), Policy: policy}
+	out.MakeID()
+	return out
 }
 
 // HealthCheck holds the health checks of endpoints.
@@ -69,7 +253,102 @@ type HealthCheck struct {
 	// Passive watches the answers of real requests: an endpoint that
 	// fails too many in a row is left out for a while.
 	Passive *PassiveHealthCheck `json:"passive,omitempty"`
+	// Active probes every endpoint on its own schedule.
+	Active *ActiveHealthCheck `json:"active,omitempty"`
 }
+
+// ActiveHealthCheckType is what a probe asks.
+type ActiveHealthCheckType string
+
+const (
+	ActiveHTTP ActiveHealthCheckType = "HTTP"
+	ActiveTCP  ActiveHealthCheckType = "TCP"
+	ActiveGRPC ActiveHealthCheckType = "GRPC"
+)
+
+// ActiveHealthCheck probes each endpoint of a backend every interval: an
+// endpoint is left out after unhealthyThreshold failed probes in a row
+// and used again after healthyThreshold passed ones. A new endpoint is
+// used once its first probe passes. When every endpoint of a backend is
+// left out, requests go to all of them as if none were (Envoy's panic
+// mode): a check that fails everywhere more likely checks the wrong
+// thing than finds every endpoint down.
+type ActiveHealthCheck struct {
+	Type ActiveHealthCheckType `json:"type"`
+	// Interval between probes of one endpoint (default 3s).
+	Interval *gwv1.Duration `json:"interval,omitempty"`
+	// Timeout of one probe (default 1s), at most interval.
+	Timeout *gwv1.Duration `json:"timeout,omitempty"`
+	// Jitter is the most added at random to each wait (default 0), so
+	// that many data planes do not probe in step.
+	Jitter *gwv1.Duration `json:"jitter,omitempty"`
+	// HealthyThreshold (default 1) and UnhealthyThreshold (default 3):
+	// probes in a row.
+	HealthyThreshold   *int32                 `json:"healthyThreshold,omitempty"`
+	UnhealthyThreshold *int32                 `json:"unhealthyThreshold,omitempty"`
+	HTTP               *HTTPActiveHealthCheck `json:"http,omitempty"`
+	TCP                *TCPActiveHealthCheck  `json:"tcp,omitempty"`
+	GRPC               *GRPCActiveHealthCheck `json:"grpc,omitempty"`
+}
+
+// HTTPActiveHealthCheck sends a request and expects one of some statuses.
+type HTTPActiveHealthCheck struct {
+	// Path of the request, starting with "/".
+	Path string `json:"path"`
+	// Method of the request (default GET).
+	Method *string `json:"method,omitempty"`
+	// Hostname is the Host header (default: the endpoint's address).
+	Hostname *string `json:"hostname,omitempty"`
+	// ExpectedStatuses are ranges of statuses that pass (default
+	// 200-299).
+	ExpectedStatuses []StatusRange `json:"expectedStatuses,omitempty"`
+}
+
+// StatusRange is the statuses from start to end (default: start), both
+// included.
+type StatusRange struct {
+	Start int32  `json:"start"`
+	End   *int32 `json:"end,omitempty"`
+}
+
+// TCPActiveHealthCheck connects and, optionally, sends bytes and expects
+// bytes back.
+type TCPActiveHealthCheck struct {
+	Send   *Payload `json:"send,omitempty"`
+	Expect *Payload `json:"expect,omitempty"`
+}
+
+// Payload is bytes given as text or as binary (base64 in YAML and JSON);
+// exactly one of them.
+type Payload struct {
+	Text   *string `json:"text,omitempty"`
+	Binary []byte  `json:"binary,omitempty"`
+}
+
+func (p *Payload) bytes() []byte {
+	if p == nil {
+		return nil
+	}
+	if p.Text != nil {
+		return []byte(*p.Text)
+	}
+	return p.Binary
+}
+
+// GRPCActiveHealthCheck calls grpc.health.v1.Health/Check over HTTP/2
+// cleartext and expects SERVING.
+type GRPCActiveHealthCheck struct {
+	// Service is the name asked about (default "": the whole server).
+	Service *string `json:"service,omitempty"`
+}
+
+// Defaults of ActiveHealthCheck.
+const (
+	DefaultInterval           = 3 * time.Second
+	DefaultTimeout            = time.Second
+	DefaultHealthyThreshold   = 1
+	DefaultUnhealthyThreshold = 3
+)
 
 // PassiveHealthCheck is outlier detection. Unset fields take Envoy's
 // defaults: 5 consecutive 5xx or local-origin failures, gateway errors not
@@ -183,6 +462,21 @@ func (s *Spec) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if cb := s.CircuitBreaker; cb != nil {
+		if err := cb.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var more []string
+	if s.Timeout != nil {
+		more = s.Timeout.validate(more)
+	}
+	if s.TCPKeepalive != nil {
+		more = s.TCPKeepalive.validate(more)
+	}
+	for _, m := range more {
+		errs = append(errs, errors.New(m))
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -235,11 +529,20 @@ func (lb *LoadBalancer) validate() error {
 }
 
 func (hc *HealthCheck) validate() error {
-	p := hc.Passive
-	if p == nil {
-		return errors.New("spec.healthCheck: passive is required (the only check there is)")
+	if hc.Passive == nil && hc.Active == nil {
+		return errors.New("spec.healthCheck: active or passive is required")
 	}
 	var errs []string
+	if hc.Active != nil {
+		errs = hc.Active.validate(errs)
+	}
+	p := hc.Passive
+	if p == nil {
+		if len(errs) == 0 {
+			return nil
+		}
+		return errors.New(strings.Join(errs, "; "))
+	}
 	for name, v := range map[string]*int32{"consecutive5XxErrors": p.Consecutive5XxErrors,
 		"consecutiveGatewayErrors": p.ConsecutiveGatewayErrors, "consecutiveLocalOriginFailures": p.ConsecutiveLocalOriginFailures} {
 		if v != nil && (*v < 0 || *v > 1000) {
@@ -262,11 +565,155 @@ func (hc *HealthCheck) validate() error {
 	return errors.New(strings.Join(errs, "; "))
 }
 
+// validate appends to errs what is wrong with a.
+func (a *ActiveHealthCheck) validate(errs []string) []string {
+	const at = "spec.healthCheck.active"
+	dur := func(name string, v *gwv1.Duration, least, most time.Duration) time.Duration {
+		if v == nil {
+			return -1
+		}
+		d, err := time.ParseDuration(string(*v))
+		if err != nil || d < least || d > most {
+			errs = append(errs, fmt.Sprintf("%s.%s: %q is not a duration between %s and %s", at, name, *v, least, most))
+			return -1
+		}
+		return d
+	}
+	interval := dur("interval", a.Interval, 10*time.Millisecond, time.Hour)
+	timeout := dur("timeout", a.Timeout, time.Millisecond, time.Hour)
+	dur("jitter", a.Jitter, 0, time.Hour)
+	if interval < 0 {
+		interval = DefaultInterval
+	}
+	if timeout < 0 && a.Timeout == nil {
+		timeout = DefaultTimeout
+	}
+	if timeout > interval {
+		errs = append(errs, fmt.Sprintf("%s.timeout: %s is longer than the interval %s", at, timeout, interval))
+	}
+	for name, v := range map[string]*int32{"healthyThreshold": a.HealthyThreshold, "unhealthyThreshold": a.UnhealthyThreshold} {
+		if v != nil && (*v < 1 || *v > 100) {
+			errs = append(errs, fmt.Sprintf("%s.%s: %d is not between 1 and 100", at, name, *v))
+		}
+	}
+	sections := 0
+	for _, set := range []bool{a.HTTP != nil, a.TCP != nil, a.GRPC != nil} {
+		if set {
+			sections++
+		}
+	}
+	want := map[ActiveHealthCheckType]bool{ActiveHTTP: a.HTTP != nil, ActiveTCP: a.TCP != nil, ActiveGRPC: a.GRPC != nil}
+	switch set, known := want[a.Type]; {
+	case !known:
+		errs = append(errs, fmt.Sprintf("%s.type: %q is not one of HTTP, TCP, GRPC", at, a.Type))
+	case a.Type == ActiveHTTP && !set:
+		errs = append(errs, at+": type HTTP needs http")
+	case sections > 1 || sections == 1 && !set:
+		errs = append(errs, fmt.Sprintf("%s: only the section of type %s may be set", at, a.Type))
+	}
+	if h := a.HTTP; h != nil {
+		if !strings.HasPrefix(h.Path, "/") || len(h.Path) > 1024 || strings.ContainsAny(h.Path, " \t\r\n#") {
+			errs = append(errs, fmt.Sprintf("%s.http.path: %q is not an absolute path", at, h.Path))
+		}
+		if h.Method != nil && (!isToken(*h.Method) || *h.Method == "CONNECT") {
+			errs = append(errs, fmt.Sprintf("%s.http.method: %q is not a method", at, *h.Method))
+		}
+		if h.Hostname != nil && len(validation.IsDNS1123Subdomain(strings.ToLower(*h.Hostname))) > 0 {
+			errs = append(errs, fmt.Sprintf("%s.http.hostname: %q is not a hostname", at, *h.Hostname))
+		}
+		if len(h.ExpectedStatuses) > 16 {
+			errs = append(errs, fmt.Sprintf("%s.http.expectedStatuses: at most 16 ranges, not %d", at, len(h.ExpectedStatuses)))
+		}
+		for i, r := range h.ExpectedStatuses {
+			end := r.Start
+			if r.End != nil {
+				end = *r.End
+			}
+			if r.Start < 100 || r.Start > 599 || end < r.Start || end > 599 {
+				errs = append(errs, fmt.Sprintf("%s.http.expectedStatuses[%d]: %d-%d is not a range of statuses within 100-599", at, i, r.Start, end))
+			}
+		}
+	}
+	if t := a.TCP; t != nil {
+		for name, p := range map[string]*Payload{"send": t.Send, "expect": t.Expect} {
+			switch {
+			case p == nil:
+			case (p.Text != nil) == (p.Binary != nil):
+				errs = append(errs, fmt.Sprintf("%s.tcp.%s: exactly one of text and binary is needed", at, name))
+			case len(p.bytes()) == 0 || len(p.bytes()) > 1024:
+				errs = append(errs, fmt.Sprintf("%s.tcp.%s: between 1 and 1024 bytes are needed", at, name))
+			}
+		}
+	}
+	if g := a.GRPC; g != nil && g.Service != nil && len(*g.Service) > 256 {
+		errs = append(errs, fmt.Sprintf("%s.grpc.service: longer than 256 characters", at))
+	}
+	slices.Sort(errs)
+	return errs
+}
+
+// ActiveConfig is the active check as the data plane's configuration
+// says it, with the defaults of unset fields, for the policy named
+// policy; nil when hc has none. hc must be valid.
+func (hc *HealthCheck) ActiveConfig(policy string) *config.ActiveHealthCheck {
+	a := hc.Active
+	if a == nil {
+		return nil
+	}
+	dur := func(v *gwv1.Duration, def time.Duration) time.Duration {
+		if v == nil {
+			return def
+		}
+		d, _ := time.ParseDuration(string(*v))
+		return d
+	}
+	out := &config.ActiveHealthCheck{Type: config.HealthCheckType(a.Type), Policy: policy,
+		Interval: dur(a.Interval, DefaultInterval), Timeout: dur(a.Timeout, DefaultTimeout), Jitter: dur(a.Jitter, 0),
+		HealthyThreshold: DefaultHealthyThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold}
+	out.Timeout = min(out.Timeout, out.Interval)
+	if a.HealthyThreshold != nil {
+		out.HealthyThreshold = *a.HealthyThreshold
+	}
+	if a.UnhealthyThreshold != nil {
+		out.UnhealthyThreshold = *a.UnhealthyThreshold
+	}
+	switch {
+	case a.HTTP != nil:
+		h := a.HTTP
+		out.Path, out.Method = h.Path, "GET"
+		if h.Method != nil {
+			out.Method = *h.Method
+		}
+		if h.Hostname != nil {
+			out.Host = *h.Hostname
+		}
+		for _, r := range h.ExpectedStatuses {
+			end := r.Start
+			if r.End != nil {
+				end = *r.End
+			}
+			out.ExpectedStatuses = append(out.ExpectedStatuses, config.StatusRange{Start: r.Start, End: end})
+		}
+		if len(out.ExpectedStatuses) == 0 {
+			out.ExpectedStatuses = []config.StatusRange{{Start: 200, End: 299}}
+		}
+	case a.TCP != nil:
+		out.Send, out.Expect = a.TCP.Send.bytes(), a.TCP.Expect.bytes()
+	case a.GRPC != nil && a.GRPC.Service != nil:
+		out.GRPCService = *a.GRPC.Service
+	}
+	out.MakeID()
+	return out
+}
+
 // Config is the passive check as the data plane's configuration says it,
-// with the defaults of unset fields, for the policy named policy. hc must
-// be valid.
+// with the defaults of unset fields, for the policy named policy; nil
+// when hc has none. hc must be valid.
 func (hc *HealthCheck) Config(policy string) *config.OutlierDetection {
 	p := hc.Passive
+	if p == nil {
+		return nil
+	}
 	out := &config.OutlierDetection{
 		Consecutive5xx:                 DefaultConsecutive5xx,
 		ConsecutiveLocalOriginFailures: DefaultConsecutiveLocalFailure,

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"portico.dev/portico/config"
 )
 
 // TestValidate: each rule the CRD states, checked for objects that reach
@@ -31,7 +34,31 @@ func TestValidate(t *testing.T) {
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: "a b"}}}}`, "header.name"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: Cookie, cookie: {name: "a;b"}}}}`, "cookie.name"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP, cookie: {name: c}}}}`, "type SourceIP"},
-		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {}}`, "spec.healthCheck: passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {}}`, "spec.healthCheck: active or passive is required"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /healthz, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}, passive: {}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}, interval: 5s, timeout: 2s, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: UDP}}}`, "spec.healthCheck.active.type"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 100, maxParallelRetries: 0}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], timeout: {tcp: {connectTimeout: 0s}}}`, "spec.timeout.tcp.connectTimeout"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], timeout: {http: {connectionIdleTimeout: 500ms}}}`, "spec.timeout.http.connectionIdleTimeout"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], tcpKeepalive: {probes: 0}}`, "spec.tcpKeepalive.probes"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], tcpKeepalive: {interval: 100ms}}`, "spec.tcpKeepalive.interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {maxConnections: 0}}`, "spec.circuitBreaker.maxConnections: 0 is not between 1"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {maxPendingRequests: -1}}`, "spec.circuitBreaker.maxPendingRequests"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {maxParallelRequests: 4294967296}}`, "spec.circuitBreaker.maxParallelRequests"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP}}}`, "type HTTP needs http"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, http: {path: /}}}}`, "only the section of type TCP"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: healthz}}}}`, "spec.healthCheck.active.http.path"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /, method: "GE T"}}}}`, "http.method"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: HTTP, http: {path: /, expectedStatuses: [{start: 300, end: 200}]}}}}`, "expectedStatuses[0]"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, interval: 1s, timeout: 2s}}}`, "active.timeout: 2s is longer than the interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, interval: 1ms}}}`, "active.interval"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, unhealthyThreshold: 0}}}`, "unhealthyThreshold: 0"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tcp: {send: {text: a, binary: YQ==}}}}}`, "tcp.send: exactly one"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {consecutive5XxErrors: -1}}}`, "consecutive5XxErrors"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {baseEjectionTime: 0s}}}`, "baseEjectionTime"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {maxEjectionPercent: 101}}}`, "maxEjectionPercent"},
@@ -68,5 +95,31 @@ func TestConfig(t *testing.T) {
 		MaxEjectionPercent: ptr.To[int32](50)}}).Config("ns/p")
 	if od.Consecutive5xx != 0 || od.BaseEjectionTime != 90*time.Second || od.MaxEjectionPercent != 50 {
 		t.Errorf("set fields %+v", od)
+	}
+	if (&HealthCheck{Passive: &PassiveHealthCheck{}}).ActiveConfig("ns/p") != nil || (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveTCP}}).Config("ns/p") != nil {
+		t.Error("a check that is not set is given to the data plane")
+	}
+	a := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/healthz"}}}).ActiveConfig("ns/p")
+	if a.Interval != 3*time.Second || a.Timeout != time.Second || a.HealthyThreshold != 1 || a.UnhealthyThreshold != 3 || a.Method != "GET" ||
+		!a.Expects(200) || !a.Expects(299) || a.Expects(300) || a.Expects(199) {
+		t.Errorf("active defaults %+v", a)
+	}
+	b := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/healthz"}}}).ActiveConfig("other/q")
+	c := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/ready"}}}).ActiveConfig("ns/p")
+	cb := (&CircuitBreaker{MaxConnections: ptr.To[int64](10), MaxPendingRequests: ptr.To[int64](0)}).Config("ns/p")
+	if cb.MaxConnections != 10 || cb.MaxPendingRequests != 0 || cb.MaxParallelRequests != 1024 || cb.MaxParallelRetries != 1024 || cb.ID == "" {
+		t.Errorf("circuit breaker %+v", cb)
+	}
+	conn := ConnConfig(&BackendTrafficPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t"}, Spec: Spec{Timeout: &Timeout{HTTP: &HTTPTimeout{ResponseHeaderTimeout: ptr.To(gwv1.Duration("10s"))}}}},
+		&BackendTrafficPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "k"}, Spec: Spec{TCPKeepalive: &TCPKeepalive{Interval: ptr.To(gwv1.Duration("10s"))}}})
+	if conn.ResponseHeaderTimeout != 10*time.Second || conn.ConnectTimeout != 0 || conn.Policy != "ns/t" ||
+		*conn.KeepAlive != (config.TCPKeepalive{Idle: 2 * time.Hour, Interval: 10 * time.Second, Probes: 9}) {
+		t.Errorf("timeouts and keepalive %+v %+v", conn, conn.KeepAlive)
+	}
+	if ConnConfig(nil, nil) != nil {
+		t.Error("no section, yet timeouts")
+	}
+	if a.ID != b.ID || a.ID == c.ID {
+		t.Errorf("IDs: the same check of two policies %q, %q; another path %q", a.ID, b.ID, c.ID)
 	}
 }

@@ -354,11 +354,27 @@ type Dialer struct {
 	// is first closed. It lets a pool count its connections at no cost
 	// per read or write: the Conn closes and counts in one call.
 	Track func(ctx context.Context) (closed func())
+	// Conn, when set, may give a dial, by its context, a connect timeout
+	// (0: Timeout) and a TCP keepalive (nil: KeepAlive's) of its own.
+	Conn func(ctx context.Context) (connectTimeout time.Duration, keepAlive *net.KeepAliveConfig)
 }
 
 // DialContext is net.Dialer's, with the connection wrapped.
 func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := d.Dialer.DialContext(ctx, network, addr)
+	nd := &d.Dialer
+	if d.Conn != nil {
+		if timeout, ka := d.Conn(ctx); timeout > 0 || ka != nil {
+			own := *nd
+			if timeout > 0 {
+				own.Timeout = timeout
+			}
+			if ka != nil {
+				own.KeepAlive, own.KeepAliveConfig = ka.Idle, *ka
+			}
+			nd = &own
+		}
+	}
+	c, err := nd.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
