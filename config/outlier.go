@@ -27,8 +27,7 @@ type OutlierDetection struct {
 const MaxEjectionTime = 5 * time.Minute
 
 // RuleTraffic is what BackendTrafficPolicies and ClientTrafficPolicies give
-// a rule as served on one
-// listener.
+// a rule as served on one listener.
 type RuleTraffic struct {
 	LB      *LoadBalancer
 	Outlier *OutlierDetection
