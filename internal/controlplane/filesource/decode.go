@@ -127,11 +127,11 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 // rule the API server enforces (admission), so standalone mode serves what a
 // cluster would hold and nothing a cluster would refuse.
 func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, error) {
-	data, err := io.ReadAll(r)
+	chunks, _, _, err := readChunks(r)
 	if err != nil {
 		return nil, &DecodeError{File: file, Err: err}
 	}
-	return decode(file, data, admit, nil)
+	return decode(file, chunks, admit, nil)
 }
 
 // decode is Decode keeping, for each document whose bytes hash to a key
@@ -141,9 +141,13 @@ func Decode(file string, r io.Reader, admit *validation.Checker) ([]Document, er
 // time, a generation) in place already, and hands them out again as the
 // same pointers, which translate takes for "unchanged". At 100,000
 // hostnames in a few large files, a change of one site would otherwise
-// admit thousands of objects again.
-func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
-	split, splitErr := splitDocuments(data)
+// admit thousands of objects again. data is the file in chunks
+// (readChunks); no decoded object refers to its bytes, and each document's
+// bytes are dropped once decoded, so that the chunks go to the collector
+// as the decode goes.
+func decode(file string, data [][]byte, admit *validation.Checker, reuse map[[sha256.Size]byte]metav1.Object) ([]Document, error) {
+	split, splitErr := splitChunks(data)
+	clear(data) // the documents hold what is left to decode
 	var raws [][]byte
 	var indexes, lines []int
 	for _, d := range split {
@@ -154,6 +158,7 @@ func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha2
 		indexes = append(indexes, len(raws))
 		lines = append(lines, d.line)
 	}
+	clear(split) // raws holds the same, and drops each once decoded
 	if splitErr != nil {
 		return nil, &DecodeError{File: file, Index: len(raws) + 1, Err: splitErr}
 	}
@@ -163,7 +168,7 @@ func decode(file string, data []byte, admit *validation.Checker, reuse map[[sha2
 	for i, raw := range raws {
 		sums[i] = sha256.Sum256(raw)
 		if obj, ok := reuse[sums[i]]; ok {
-			objs[i] = obj
+			objs[i], raws[i] = obj, nil
 			continue
 		}
 		fresh = append(fresh, i)
@@ -209,6 +214,7 @@ func decodeAll(raws [][]byte, which []int, objs []metav1.Object, specs []specOf,
 			for k := int(next.Add(1) - 1); k < len(which); k = int(next.Add(1) - 1) {
 				i := which[k]
 				objs[i], errs[i] = decodeOne(raws[i], admit, plans)
+				raws[i] = nil // its chunk may go
 				if errs[i] == nil {
 					foldStringData(objs[i])
 					if objs[i].GetGeneration() == 0 {

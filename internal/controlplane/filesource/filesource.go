@@ -484,11 +484,11 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 			return &decodedFile{sum: prev.sum, size: prev.size, indirect: symlink || otherLinks(info)}, nil
 		}
 	}
-	raw, info, err := readAtMost(f, limit)
+	chunks, sum, size, info, err := readAtMost(f, limit)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	d := &decodedFile{sum: sha256.Sum256(raw), size: int64(len(raw)), indirect: symlink || otherLinks(info)}
+	d := &decodedFile{sum: sum, size: size, indirect: symlink || otherLinks(info)}
 	if prev := s.files[f]; prev != nil && prev.sum == d.sum {
 		return d, nil
 	}
@@ -499,7 +499,7 @@ func (s *Source) readFile(f string, limit int64, symlink bool) (*decodedFile, er
 			reuse[doc.sum] = doc.Object
 		}
 	}
-	docs, err := decode(f, raw, s.admit, reuse)
+	docs, err := decode(f, chunks, s.admit, reuse)
 	if err != nil {
 		return nil, err
 	}
@@ -575,13 +575,14 @@ func (s *Source) Assemble(docs []Document) (*snapshot.Resources, error) {
 	return s.update(byFile)
 }
 
-// readAtMost reads file, failing without reading it all when it holds more
-// than limit bytes, and returns what it is. Only a regular file is read
-// (openRegular).
-func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
+// readAtMost reads file in chunks (readChunks), failing without reading it
+// all when it holds more than limit bytes, and returns what it is, its
+// hash and its size. Only a regular file is read (openRegular).
+func readAtMost(file string, limit int64) ([][]byte, [sha256.Size]byte, int64, fs.FileInfo, error) {
+	var sum [sha256.Size]byte
 	f, info, err := openRegular(file)
 	if err != nil {
-		return nil, nil, err
+		return nil, sum, 0, nil, err
 	}
 	defer f.Close()
 	tooLarge := func() error {
@@ -590,37 +591,17 @@ func readAtMost(file string, limit int64) ([]byte, fs.FileInfo, error) {
 	// A file already over the limit is not read at all: reading up to
 	// the limit would cost that much memory for nothing.
 	if info.Size() > limit {
-		return nil, nil, tooLarge()
+		return nil, sum, 0, nil, tooLarge()
 	}
 	// The file may grow while it is read: the limit holds for what is read.
-	// The buffer starts at the file's size, so that a file of 100,000
-	// sites is not copied through buffers twice its size.
-	raw, err := readAll(io.LimitReader(f, max(limit, 0)+1), min(info.Size(), max(limit, 0))+1)
+	chunks, sum, size, err := readChunks(io.LimitReader(f, max(limit, 0)+1))
 	if err != nil {
-		return nil, nil, err
+		return nil, sum, 0, nil, err
 	}
-	if int64(len(raw)) > limit {
-		return nil, nil, tooLarge()
+	if size > limit {
+		return nil, sum, 0, nil, tooLarge()
 	}
-	return raw, info, nil
-}
-
-// readAll is io.ReadAll starting with a buffer of size bytes.
-func readAll(r io.Reader, size int64) ([]byte, error) {
-	b := make([]byte, 0, size)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	return chunks, sum, size, info, nil
 }
 
 // openRegular opens file for reading if it is a regular file. Opening a

@@ -75,3 +75,41 @@ func TestReloadAdmitsOnlyChangedDocuments(t *testing.T) {
 		t.Errorf("a document put back kept the object it had before it was removed")
 	}
 }
+
+// A file of several chunks (readChunks) decodes as one: documents across
+// chunks keep their objects on a reload, and a change of one of them is
+// picked up.
+func TestReloadOfAFileOfSeveralChunks(t *testing.T) {
+	const n = 12
+	d := fileDir{t, t.TempDir()}
+	routes := make([]string, n)
+	padding := "# " + strings.Repeat("x", chunkSize/3) + "\n"
+	for i := range routes {
+		routes[i] = padding + routeYAML(fmt.Sprintf("r%d", i), fmt.Sprintf("/p%d", i)) + padding
+	}
+	d.put("routes.yaml", strings.Join(routes, "---\n"))
+	s := watched(d.dir)
+	before := routesByName(t, s)
+	for i := range n {
+		if r := before[fmt.Sprintf("r%d", i)]; r == nil || pathOf(r) != fmt.Sprintf("/p%d", i) {
+			t.Fatalf("r%d: not decoded from a file of several chunks", i)
+		}
+	}
+	routes[5] = padding + routeYAML("r5", "/changed") + padding
+	d.put("routes.yaml", strings.Join(routes, "---\n"))
+	s.saw("routes.yaml")
+	after := routesByName(t, s)
+	if got := s.Admissions(); got != n+1 {
+		t.Fatalf("after one document changed, %d admissions in all, want %d", got, n+1)
+	}
+	for name, r := range after {
+		switch {
+		case name == "r5":
+			if pathOf(r) != "/changed" {
+				t.Errorf("r5: path %q after its change", pathOf(r))
+			}
+		case r != before[name]:
+			t.Errorf("%s: an unchanged document was decoded again", name)
+		}
+	}
+}
