@@ -492,7 +492,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if answerProbe(w, r, rule) {
 		return
 	}
-	if rule.Security != nil && !f.guard.check(w, r, rule.Security) {
+	if rule.Security != nil && !f.guard.check(w, r, rule.Security, cfg.Endpoints) {
 		return
 	}
 	x.body = watchBody(r)

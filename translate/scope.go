@@ -77,9 +77,15 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 			out.Secrets = append(out.Secrets, s)
 		}
 	}
+	scopeSecurityPolicies(res, out, gw)
+	for _, p := range out.SecurityPolicies {
+		// The authorization Services of its policies are its backends.
+		if e := p.Spec.ExtAuth; e != nil && e.HTTP != nil && e.HTTP.BackendRef != nil {
+			services[nn(refNamespace(p.Namespace, e.HTTP.BackendRef.Namespace), string(e.HTTP.BackendRef.Name))] = true
+		}
+	}
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
-	scopeSecurityPolicies(res, out, gw)
 	specOnly(out)
 	return out
 }

@@ -13,8 +13,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +69,50 @@ type Spec struct {
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
 	// JWT asks for a bearer token of one of its providers.
 	JWT *JWT `json:"jwt,omitempty"`
+	// ExtAuth asks an external authorization service, last.
+	ExtAuth *ExtAuth `json:"extAuth,omitempty"`
 }
+
+// ExtAuth asks an authorization service whether a request may pass,
+// before any byte of it reaches a backend.
+type ExtAuth struct {
+	// HTTP is an authorization service spoken to over HTTP.
+	HTTP *HTTPExtAuth `json:"http,omitempty"`
+	// Timeout bounds the whole exchange with the service; default 2s.
+	Timeout *gwv1.Duration `json:"timeout,omitempty"`
+	// FailOpen lets a request through when the service cannot answer
+	// (down, too slow, an answer that cannot be read); by default such a
+	// request is refused with 403.
+	FailOpen bool `json:"failOpen,omitempty"`
+}
+
+// HTTPExtAuth is an HTTP authorization service: it receives the
+// request's method, path (after Path) and HeadersToAuth, never its body;
+// a 2xx answer lets the request through with HeadersToBackend copied
+// from it; any other answer goes back to the client.
+type HTTPExtAuth struct {
+	// BackendRef is the service's Service port; one of another namespace
+	// needs a ReferenceGrant from SecurityPolicies of the policy's
+	// namespace.
+	BackendRef *gwv1.BackendObjectReference `json:"backendRef,omitempty"`
+	// Address is the service's "host:port" instead, for a configuration
+	// served without a cluster.
+	Address string `json:"address,omitempty"`
+	// Path is prefixed to the request's path.
+	Path string `json:"path,omitempty"`
+	// HeadersToAuth are the request headers sent to the service.
+	HeadersToAuth []string `json:"headersToAuth,omitempty"`
+	// HeadersToBackend are the headers of an allowing answer set on the
+	// forwarded request (replacing any the client sent).
+	HeadersToBackend []string `json:"headersToBackend,omitempty"`
+}
+
+// Defaults and bounds of ExtAuth.
+const (
+	DefaultExtAuthTimeout = 2 * time.Second
+	MaxExtAuthTimeout     = time.Minute
+	MaxExtAuthHeaders     = 32
+)
 
 // JWT asks for a JSON Web Token ("Authorization: Bearer") that one of its
 // providers signed (RS*, PS*, ES*, EdDSA), and for claims and scopes.
@@ -205,8 +250,11 @@ func (s *Spec) Validate() error {
 			add("%s.name: required", at)
 		}
 	}
-	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil {
-		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt is required")
+	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil && s.ExtAuth == nil {
+		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required")
+	}
+	if e := s.ExtAuth; e != nil {
+		errs = append(errs, e.validate()...)
 	}
 	if j := s.JWT; j != nil {
 		errs = append(errs, j.validate()...)
@@ -412,6 +460,57 @@ func (j *JWT) validate() []string {
 	for i, s := range j.RequiredScopes {
 		if s == "" || strings.ContainsAny(s, " \t") {
 			add("spec.jwt.requiredScopes[%d]: %q is not a scope", i, s)
+		}
+	}
+	return errs
+}
+
+func (e *ExtAuth) validate() []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if e.HTTP == nil {
+		add("spec.extAuth.http: required")
+	}
+	if d := e.Timeout; d != nil {
+		if v, err := time.ParseDuration(string(*d)); err != nil || v <= 0 || v > MaxExtAuthTimeout {
+			add("spec.extAuth.timeout: %q is not above 0s and at most %s", *d, MaxExtAuthTimeout)
+		}
+	}
+	h := e.HTTP
+	if h == nil {
+		return errs
+	}
+	switch {
+	case (h.BackendRef == nil) == (h.Address == ""):
+		add("spec.extAuth.http: exactly one of backendRef and address is required")
+	case h.BackendRef != nil:
+		ref := h.BackendRef
+		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
+			add("spec.extAuth.http.backendRef: only core Services are supported")
+		}
+		if ref.Name == "" {
+			add("spec.extAuth.http.backendRef.name: required")
+		}
+		if ref.Port == nil {
+			add("spec.extAuth.http.backendRef.port: required")
+		}
+	default:
+		host, port, err := net.SplitHostPort(h.Address)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			add("spec.extAuth.http.address: %q is not host:port", h.Address)
+		}
+	}
+	if p := h.Path; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") || len(p) > 1024) {
+		add("spec.extAuth.http.path: %q is not an absolute path", p)
+	}
+	for name, list := range map[string][]string{"headersToAuth": h.HeadersToAuth, "headersToBackend": h.HeadersToBackend} {
+		if len(list) > MaxExtAuthHeaders {
+			add("spec.extAuth.http.%s: at most %d headers, not %d", name, MaxExtAuthHeaders, len(list))
+		}
+		for i, hd := range list {
+			if !isHeaderName(hd) {
+				add("spec.extAuth.http.%s[%d]: %q is not a header name", name, i, hd)
+			}
 		}
 	}
 	return errs
