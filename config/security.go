@@ -40,8 +40,8 @@ type Security struct {
 // request (403) unless FailOpen.
 type ExtAuth struct {
 	// Backend is the service's Service port (its endpoints in the
-	// configuration's table); Address, when set, is its host:port instead.
-	Backend          BackendKey
+	// configuration's table), nil when Address, its host:port, is set.
+	Backend          *BackendKey
 	Address          string
 	Path             string
 	HeadersToAuth    []string // canonical header names

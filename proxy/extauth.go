@@ -111,8 +111,8 @@ func (g *guard) extAuth(w http.ResponseWriter, r *http.Request, e *config.ExtAut
 func (g *guard) askExtAuth(r *http.Request, e *config.ExtAuth, eps config.EndpointTable) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), e.Timeout)
 	addr := e.Address
-	if addr == "" {
-		addr = eps.Lookup(e.Backend).Pick()
+	if e.Backend != nil {
+		addr = eps.Lookup(*e.Backend).Pick()
 		if addr == "" {
 			return nil, cancel, fmt.Errorf("authorization Service %s: no ready endpoint", e.Backend)
 		}

@@ -185,7 +185,7 @@ func TestExtAuthDownFailOpen(t *testing.T) {
 
 func TestExtAuthServiceWithoutEndpointsFailsClosed(t *testing.T) {
 	sec := &config.Security{Policy: "ns/ext", ExtAuth: &config.ExtAuth{
-		Backend: config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "auth"}, Port: 9000}, Timeout: time.Second,
+		Backend: &config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "auth"}, Port: 9000}, Timeout: time.Second,
 	}}
 	g := startGuarded(t, sec)
 	if code, _, _ := g.do(t, "", "/x", nil); code != http.StatusForbidden {
@@ -202,7 +202,7 @@ func TestExtAuthServiceByBackendKey(t *testing.T) {
 		w.WriteHeader(http.StatusForbidden)
 	})
 	key := config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: "auth"}, Port: 9000}
-	sec := &config.Security{Policy: "ns/ext", ExtAuth: &config.ExtAuth{Backend: key, Timeout: time.Second, HeadersToAuth: []string{"X-Tenant"}}}
+	sec := &config.Security{Policy: "ns/ext", ExtAuth: &config.ExtAuth{Backend: &key, Timeout: time.Second, HeadersToAuth: []string{"X-Tenant"}}}
 	g := startGuarded(t, sec)
 	port := freePort(t)
 	cfg := securedConfig(t, port, sec, g.backend.addr)

@@ -231,7 +231,7 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 			out.ExtAuth.Timeout, _ = time.ParseDuration(string(*e.Timeout))
 		}
 		if ref := h.BackendRef; ref != nil {
-			out.ExtAuth.Backend = config.BackendKey{Service: config.NamespacedName(extAuthService(p)), Port: *ref.Port}
+			out.ExtAuth.Backend = &config.BackendKey{Service: config.NamespacedName(extAuthService(p)), Port: *ref.Port}
 		}
 		for _, hd := range h.HeadersToAuth {
 			out.ExtAuth.HeadersToAuth = append(out.ExtAuth.HeadersToAuth, textproto.CanonicalMIMEHeaderKey(hd))
