@@ -1,6 +1,7 @@
 // Package securitypolicy holds SecurityPolicy (group portico.dev),
 // Portico's policy of who may reach what it targets: client address
-// lists, API keys, HTTP Basic authentication and JSON Web Tokens, attached
+// lists, API keys, HTTP Basic authentication, JSON Web Tokens and an
+// external HTTP authorization service, attached
 // by GEP-713 targetRefs to Gateways, ListenerSets, HTTPRoutes and
 // GRPCRoutes (or one of their rules by sectionName). It defines the object, the rules its
 // CRD's schema states (checked again here for objects that reach
