@@ -48,6 +48,10 @@ type ExtAuth struct {
 	HeadersToBackend []string // canonical header names
 	Timeout          time.Duration
 	FailOpen         bool
+	// GRPC asks over Envoy's Authorization/Check instead of HTTP: the
+	// request goes as a CheckRequest, Path and HeadersToBackend are not
+	// used (an allowing answer sets the headers it names).
+	GRPC bool
 }
 
 // JWTAuth asks for a JSON Web Token in "Authorization: Bearer", signed by

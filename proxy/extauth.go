@@ -47,6 +47,9 @@ func newExtAuthTransport() *http.Transport {
 // refusal, or 403 when it cannot answer and e does not fail open). r's
 // body is neither read nor sent.
 func (g *guard) extAuth(w http.ResponseWriter, r *http.Request, e *config.ExtAuth, eps config.EndpointTable) bool {
+	if e.GRPC {
+		return g.extAuthGRPC(w, r, e, eps)
+	}
 	resp, cancel, err := g.askExtAuth(r, e, eps)
 	if err != nil {
 		defer cancel()
@@ -110,12 +113,9 @@ func (g *guard) extAuth(w http.ResponseWriter, r *http.Request, e *config.ExtAut
 // answer's body and calls cancel, which ends the exchange's deadline.
 func (g *guard) askExtAuth(r *http.Request, e *config.ExtAuth, eps config.EndpointTable) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), e.Timeout)
-	addr := e.Address
-	if e.Backend != nil {
-		addr = eps.Lookup(*e.Backend).Pick()
-		if addr == "" {
-			return nil, cancel, fmt.Errorf("authorization Service %s: no ready endpoint", e.Backend)
-		}
+	addr, err := extAuthAddr(e, eps)
+	if err != nil {
+		return nil, cancel, err
 	}
 	path := r.URL.EscapedPath()
 	if path == "" {
@@ -152,4 +152,71 @@ func (g *guard) askExtAuth(r *http.Request, e *config.ExtAuth, eps config.Endpoi
 		return nil, cancel, fmt.Errorf("authorization request to %s: %w", addr, err)
 	}
 	return resp, cancel, nil
+}
+
+// extAuthGRPC is extAuth over Envoy's Authorization/Check.
+func (g *guard) extAuthGRPC(w http.ResponseWriter, r *http.Request, e *config.ExtAuth, eps config.EndpointTable) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), e.Timeout)
+	defer cancel()
+	addr, err := extAuthAddr(e, eps)
+	var a *checkAnswer
+	if err == nil {
+		a, err = g.askExtAuthGRPC(ctx, r, e, addr)
+	}
+	if err != nil {
+		if g.log != nil && g.refusals.first("extauth\x00"+err.Error(), time.Now()) {
+			g.log.Warn("authorization service did not answer", zap.Bool("failOpen", e.FailOpen), zap.Error(err))
+		}
+		if e.FailOpen {
+			g.note(w, "ext_auth", securityFailOpen)
+			return true
+		}
+		g.note(w, "ext_auth", securityUnavailable)
+		g.refuse(w, r, http.StatusForbidden, "")
+		return false
+	}
+	if a.allowed {
+		for _, name := range a.remove {
+			if settableHeader(name) {
+				r.Header.Del(name)
+			}
+		}
+		for _, kv := range a.headers {
+			if settableHeader(kv[0]) {
+				r.Header.Set(kv[0], kv[1])
+			}
+		}
+		g.note(w, "ext_auth", securityAllowed)
+		return true
+	}
+	g.note(w, "ext_auth", securityDenied)
+	code := a.code
+	if code < 300 || code > 599 {
+		code = http.StatusForbidden // Envoy's answer to a denial that names no status
+	}
+	if isGRPC(r) {
+		g.refuse(w, r, code, "")
+		return false
+	}
+	h := w.Header()
+	for _, kv := range a.headers {
+		if settableHeader(kv[0]) {
+			h.Set(kv[0], kv[1])
+		}
+	}
+	h.Set("Content-Length", fmt.Sprint(len(a.body)))
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, a.body)
+	return false
+}
+
+// extAuthAddr is the address of e's service.
+func extAuthAddr(e *config.ExtAuth, eps config.EndpointTable) (string, error) {
+	if e.Backend == nil {
+		return e.Address, nil
+	}
+	if addr := eps.Lookup(*e.Backend).Pick(); addr != "" {
+		return addr, nil
+	}
+	return "", fmt.Errorf("authorization Service %s: no ready endpoint", e.Backend)
 }

@@ -98,6 +98,7 @@ type guard struct {
 	// extAuthTransport sends the requests to authorization services
 	// (extauth.go).
 	extAuthTransport *http.Transport
+	grpcConns        grpcConns
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {

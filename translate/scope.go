@@ -80,8 +80,8 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	scopeSecurityPolicies(res, out, gw)
 	for _, p := range out.SecurityPolicies {
 		// The authorization Services of its policies are its backends.
-		if e := p.Spec.ExtAuth; e != nil && e.HTTP != nil && e.HTTP.BackendRef != nil {
-			services[nn(refNamespace(p.Namespace, e.HTTP.BackendRef.Namespace), string(e.HTTP.BackendRef.Name))] = true
+		if svc, ok := p.ExtAuthService(); ok {
+			services[svc] = true
 		}
 	}
 	scopeBackends(res, out, services)

@@ -224,20 +224,23 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 			out.JWT.Providers = append(out.JWT.Providers, cp)
 		}
 	}
-	if e := p.Spec.ExtAuth; e != nil && e.HTTP != nil {
-		h := e.HTTP
-		out.ExtAuth = &config.ExtAuth{Address: h.Address, Path: strings.TrimSuffix(h.Path, "/"), Timeout: DefaultExtAuthTimeout, FailOpen: e.FailOpen}
+	if e := p.Spec.ExtAuth; e != nil {
+		ref, address, headersToAuth := e.target()
+		out.ExtAuth = &config.ExtAuth{Address: address, Timeout: DefaultExtAuthTimeout, FailOpen: e.FailOpen, GRPC: e.GRPC != nil}
 		if e.Timeout != nil {
 			out.ExtAuth.Timeout, _ = time.ParseDuration(string(*e.Timeout))
 		}
-		if ref := h.BackendRef; ref != nil {
+		if ref != nil {
 			out.ExtAuth.Backend = &config.BackendKey{Service: config.NamespacedName(extAuthService(p)), Port: *ref.Port}
 		}
-		for _, hd := range h.HeadersToAuth {
+		for _, hd := range headersToAuth {
 			out.ExtAuth.HeadersToAuth = append(out.ExtAuth.HeadersToAuth, textproto.CanonicalMIMEHeaderKey(hd))
 		}
-		for _, hd := range h.HeadersToBackend {
-			out.ExtAuth.HeadersToBackend = append(out.ExtAuth.HeadersToBackend, textproto.CanonicalMIMEHeaderKey(hd))
+		if h := e.HTTP; h != nil {
+			out.ExtAuth.Path = strings.TrimSuffix(h.Path, "/")
+			for _, hd := range h.HeadersToBackend {
+				out.ExtAuth.HeadersToBackend = append(out.ExtAuth.HeadersToBackend, textproto.CanonicalMIMEHeaderKey(hd))
+			}
 		}
 	}
 	return out, nil
@@ -245,12 +248,23 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 
 // extAuthService is the Service p's extAuth names.
 func extAuthService(p *SecurityPolicy) types.NamespacedName {
-	ref := p.Spec.ExtAuth.HTTP.BackendRef
+	ref, _, _ := p.Spec.ExtAuth.target()
 	ns := p.Namespace
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
 	}
 	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+}
+
+// ExtAuthService is the Service p's extAuth names, if it names one.
+func (p *SecurityPolicy) ExtAuthService() (types.NamespacedName, bool) {
+	if p.Spec.ExtAuth == nil {
+		return types.NamespacedName{}, false
+	}
+	if ref, _, _ := p.Spec.ExtAuth.target(); ref != nil {
+		return extAuthService(p), true
+	}
+	return types.NamespacedName{}, false
 }
 
 // ServicePorts says whether a Service exists and the ports it has.
@@ -261,10 +275,14 @@ type ServicePorts func(types.NamespacedName) (ports []int32, ok bool)
 // exist or lacks the port; nil when it can, or p names none. p's spec
 // must be valid.
 func ExtAuthRefProblem(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, services ServicePorts) *RefProblem {
-	if p.Spec.ExtAuth == nil || p.Spec.ExtAuth.HTTP == nil || p.Spec.ExtAuth.HTTP.BackendRef == nil {
+	if p.Spec.ExtAuth == nil {
 		return nil
 	}
-	svc, port := extAuthService(p), *p.Spec.ExtAuth.HTTP.BackendRef.Port
+	ref, _, _ := p.Spec.ExtAuth.target()
+	if ref == nil {
+		return nil
+	}
+	svc, port := extAuthService(p), *ref.Port
 	if !grantedKind(grants, p.Namespace, "Service", svc) {
 		return &RefProblem{ReasonRefNotPermitted, fmt.Sprintf("extAuth Service %s: no ReferenceGrant lets SecurityPolicies of namespace %s use it", svc, p.Namespace)}
 	}

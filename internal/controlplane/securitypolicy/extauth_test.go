@@ -25,7 +25,10 @@ func TestValidateExtAuth(t *testing.T) {
 		e    *ExtAuth
 		want string
 	}{
-		{&ExtAuth{}, "spec.extAuth.http: required"},
+		{&ExtAuth{}, "exactly one of http and grpc"},
+		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1"}, GRPC: &GRPCExtAuth{Address: "h:1"}}, "exactly one of http and grpc"},
+		{&ExtAuth{GRPC: &GRPCExtAuth{}}, "spec.extAuth.grpc: exactly one of backendRef and address"},
+		{&ExtAuth{GRPC: &GRPCExtAuth{Address: "h:1", HeadersToAuth: []string{"a:b"}}}, "spec.extAuth.grpc.headersToAuth[0]"},
 		{&ExtAuth{HTTP: &HTTPExtAuth{}}, "exactly one of backendRef and address"},
 		{&ExtAuth{HTTP: &HTTPExtAuth{BackendRef: good.HTTP.BackendRef, Address: "a:1"}}, "exactly one of backendRef and address"},
 		{&ExtAuth{HTTP: &HTTPExtAuth{BackendRef: &gwv1.BackendObjectReference{Name: "authz"}}}, "backendRef.port: required"},

@@ -79,6 +79,9 @@ type Spec struct {
 type ExtAuth struct {
 	// HTTP is an authorization service spoken to over HTTP.
 	HTTP *HTTPExtAuth `json:"http,omitempty"`
+	// GRPC is one spoken to over Envoy's Authorization/Check (gRPC):
+	// exactly one of http and grpc is set.
+	GRPC *GRPCExtAuth `json:"grpc,omitempty"`
 	// Timeout bounds the whole exchange with the service; default 2s.
 	Timeout *gwv1.Duration `json:"timeout,omitempty"`
 	// FailOpen lets a request through when the service cannot answer
@@ -106,6 +109,31 @@ type HTTPExtAuth struct {
 	// HeadersToBackend are the headers of an allowing answer set on the
 	// forwarded request (replacing any the client sent).
 	HeadersToBackend []string `json:"headersToBackend,omitempty"`
+}
+
+// GRPCExtAuth is a gRPC authorization service of Envoy's protocol
+// (envoy.service.auth.v3.Authorization/Check): it receives a
+// CheckRequest of the request's method, path, host and HeadersToAuth,
+// never its body; an OK status lets the request through with the headers
+// its answer sets; a denial's status, headers and body go to the client.
+type GRPCExtAuth struct {
+	// BackendRef and Address are as HTTPExtAuth's.
+	BackendRef *gwv1.BackendObjectReference `json:"backendRef,omitempty"`
+	Address    string                       `json:"address,omitempty"`
+	// HeadersToAuth are the request headers sent (lower-cased) besides
+	// ":authority", ":method" and ":path".
+	HeadersToAuth []string `json:"headersToAuth,omitempty"`
+}
+
+// target is the service's reference or address, and the headers it gets.
+func (e *ExtAuth) target() (ref *gwv1.BackendObjectReference, address string, headers []string) {
+	switch {
+	case e.HTTP != nil:
+		return e.HTTP.BackendRef, e.HTTP.Address, e.HTTP.HeadersToAuth
+	case e.GRPC != nil:
+		return e.GRPC.BackendRef, e.GRPC.Address, e.GRPC.HeadersToAuth
+	}
+	return nil, "", nil
 }
 
 // Defaults and bounds of ExtAuth.
@@ -469,48 +497,53 @@ func (j *JWT) validate() []string {
 func (e *ExtAuth) validate() []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if e.HTTP == nil {
-		add("spec.extAuth.http: required")
+	if (e.HTTP == nil) == (e.GRPC == nil) {
+		add("spec.extAuth: exactly one of http and grpc is required")
+		return errs
 	}
 	if d := e.Timeout; d != nil {
 		if v, err := time.ParseDuration(string(*d)); err != nil || v <= 0 || v > MaxExtAuthTimeout {
 			add("spec.extAuth.timeout: %q is not above 0s and at most %s", *d, MaxExtAuthTimeout)
 		}
 	}
-	h := e.HTTP
-	if h == nil {
-		return errs
+	at := "spec.extAuth.http"
+	if e.GRPC != nil {
+		at = "spec.extAuth.grpc"
 	}
+	ref, address, headersToAuth := e.target()
 	switch {
-	case (h.BackendRef == nil) == (h.Address == ""):
-		add("spec.extAuth.http: exactly one of backendRef and address is required")
-	case h.BackendRef != nil:
-		ref := h.BackendRef
+	case (ref == nil) == (address == ""):
+		add("%s: exactly one of backendRef and address is required", at)
+	case ref != nil:
 		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
-			add("spec.extAuth.http.backendRef: only core Services are supported")
+			add("%s.backendRef: only core Services are supported", at)
 		}
 		if ref.Name == "" {
-			add("spec.extAuth.http.backendRef.name: required")
+			add("%s.backendRef.name: required", at)
 		}
 		if ref.Port == nil {
-			add("spec.extAuth.http.backendRef.port: required")
+			add("%s.backendRef.port: required", at)
 		}
 	default:
-		host, port, err := net.SplitHostPort(h.Address)
+		host, port, err := net.SplitHostPort(address)
 		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			add("spec.extAuth.http.address: %q is not host:port", h.Address)
+			add("%s.address: %q is not host:port", at, address)
 		}
 	}
-	if p := h.Path; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") || len(p) > 1024) {
-		add("spec.extAuth.http.path: %q is not an absolute path", p)
+	lists := map[string][]string{"headersToAuth": headersToAuth}
+	if h := e.HTTP; h != nil {
+		if p := h.Path; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") || len(p) > 1024) {
+			add("spec.extAuth.http.path: %q is not an absolute path", p)
+		}
+		lists["headersToBackend"] = h.HeadersToBackend
 	}
-	for name, list := range map[string][]string{"headersToAuth": h.HeadersToAuth, "headersToBackend": h.HeadersToBackend} {
+	for name, list := range lists {
 		if len(list) > MaxExtAuthHeaders {
-			add("spec.extAuth.http.%s: at most %d headers, not %d", name, MaxExtAuthHeaders, len(list))
+			add("%s.%s: at most %d headers, not %d", at, name, MaxExtAuthHeaders, len(list))
 		}
 		for i, hd := range list {
 			if !isHeaderName(hd) {
-				add("spec.extAuth.http.%s[%d]: %q is not a header name", name, i, hd)
+				add("%s.%s[%d]: %q is not a header name", at, name, i, hd)
 			}
 		}
 	}
