@@ -92,6 +92,10 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 			"should match"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {backendRef: {name: authz}}}}`,
 			"port: Required value"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {address: "127.0.0.1:9191"}, grpc: {address: "127.0.0.1:9191"}}}`,
+			"exactly one of http and grpc is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {grpc: {}}}`,
+			"exactly one of backendRef and address is required"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -144,6 +148,12 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	// Accepted by the schema is all it shows: it goes, so that it does
 	// not contend with "tokens" for the rule.
 	if err := policies.Delete(ctx, "authz", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("opa", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], extAuth: {grpc: {backendRef: {name: opa, port: 9191}, headersToAuth: [authorization]}}}`); err != nil {
+		t.Fatalf("a gRPC extAuth the schema accepts was refused: %v", err)
+	}
+	if err := policies.Delete(ctx, "opa", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := create("unseen", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], basicAuth: {users: {name: unlabelled}}}`); err != nil {
