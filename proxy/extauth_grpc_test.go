@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"portico.dev/portico/config"
 )
@@ -165,5 +169,69 @@ func TestParseCheckResponseRefusesGarbage(t *testing.T) {
 		if _, err := parseCheckResponse(b); err == nil {
 			t.Errorf("%x read as a CheckResponse", b)
 		}
+	}
+}
+
+// rawAuthz is a gRPC service on loopback that answers every call with
+// answer (which may also block until the call ends).
+func rawAuthz(t *testing.T, answer func(ctx context.Context) ([]byte, error)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		var req []byte
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		resp, err := answer(stream.Context())
+		if err != nil {
+			return err
+		}
+		return stream.SendMsg(&resp)
+	}))
+	go srv.Serve(ln) //nolint:errcheck // ends with Stop
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+func TestAttackExtAuthGRPCHostileService(t *testing.T) {
+	deniedWith := func(body string) []byte {
+		var denied []byte
+		denied = protowire.AppendTag(denied, deniedBody, protowire.BytesType)
+		denied = protowire.AppendString(denied, body)
+		var st []byte
+		st = protowire.AppendTag(st, statusCode, protowire.VarintType)
+		st = protowire.AppendVarint(st, 7)
+		var out []byte
+		out = protowire.AppendTag(out, checkResponseStatus, protowire.BytesType)
+		out = protowire.AppendBytes(out, st)
+		out = protowire.AppendTag(out, checkResponseDenied, protowire.BytesType)
+		return protowire.AppendBytes(out, denied)
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(ctx context.Context) ([]byte, error)
+		code   int
+		body   int // length of the body the client gets
+	}{
+		{"hangs", func(ctx context.Context) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }, http.StatusForbidden, len("Forbidden\n")},
+		{"answers over 1 MiB", func(context.Context) ([]byte, error) { return deniedWith(strings.Repeat("x", 2<<20)), nil }, http.StatusForbidden, len("Forbidden\n")},
+		{"denies with a large body", func(context.Context) ([]byte, error) { return deniedWith(strings.Repeat("x", 512<<10)), nil }, http.StatusForbidden, extAuthBodyMax},
+		{"answers garbage", func(context.Context) ([]byte, error) { return []byte{0x0a, 0xff}, nil }, http.StatusForbidden, len("Forbidden\n")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sec := grpcExtAuthPolicy(rawAuthz(t, tc.answer))
+			sec.ExtAuth.Timeout = 300 * time.Millisecond
+			g := startGuarded(t, sec)
+			code, _, body := g.do(t, "", "/x", nil)
+			if code != tc.code || len(body) != tc.body {
+				t.Fatalf("%d with %d bytes, want %d with %d", code, len(body), tc.code, tc.body)
+			}
+			if len(g.backend.requests()) != 0 {
+				t.Fatal("the backend got a request")
+			}
+		})
 	}
 }
