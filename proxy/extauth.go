@@ -67,6 +67,9 @@ func (g *guard) extAuth(w http.ResponseWriter, r *http.Request, e *config.ExtAut
 	defer cancel()
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// A short body read to its end lets the connection serve the
+		// next check.
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
 		for _, h := range e.HeadersToBackend {
 			if v, ok := resp.Header[h]; ok {
 				r.Header[h] = v
@@ -81,15 +84,12 @@ func (g *guard) extAuth(w http.ResponseWriter, r *http.Request, e *config.ExtAut
 		return false
 	}
 	// The body is read before any byte is written, so that the client
-	// gets a whole answer or the timeout's 403; a service that sends
+	// gets a whole answer or a 403; a service that sends
 	// more than extAuthBodyMax has the rest dropped.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, extAuthBodyMax))
 	if err != nil {
-		if e.FailOpen {
-			g.note(w, "ext_auth", securityFailOpen)
-			return true
-		}
-		g.note(w, "ext_auth", securityUnavailable)
+		// The service said no, and failOpen does not change that: only
+		// its body is lost.
 		g.refuse(w, r, http.StatusForbidden, "")
 		return false
 	}

@@ -271,12 +271,20 @@ func TestAttackExtAuthSlowRefusalBody(t *testing.T) {
 			}
 		}
 	})
-	sec := extAuthPolicy(auth.addr)
-	sec.ExtAuth.Timeout = 300 * time.Millisecond
-	g := startGuarded(t, sec)
-	code, _, body := g.do(t, "", "/x", nil)
-	if code != http.StatusForbidden || strings.Contains(body, "x") {
-		t.Fatalf("trickled refusal: %d %q, want the timeout's 403", code, body)
+	for _, failOpen := range []bool{false, true} {
+		// failOpen lets through what the service could not decide, not
+		// what it refused.
+		sec := extAuthPolicy(auth.addr)
+		sec.ExtAuth.Timeout = 300 * time.Millisecond
+		sec.ExtAuth.FailOpen = failOpen
+		g := startGuarded(t, sec)
+		code, _, body := g.do(t, "", "/x", nil)
+		if code != http.StatusForbidden || strings.Contains(body, "x") {
+			t.Fatalf("trickled refusal, failOpen %v: %d %q, want 403", failOpen, code, body)
+		}
+		if len(g.backend.requests()) != 0 {
+			t.Fatalf("failOpen %v: the backend got a refused request", failOpen)
+		}
 	}
 }
 
