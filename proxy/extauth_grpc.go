@@ -111,6 +111,26 @@ func (c *grpcConns) get(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
+// closeAll closes every connection.
+func (c *grpcConns) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range c.conns {
+		cc.Close()
+	}
+	c.conns = nil
+}
+
+// closeExtAuth closes the connections to authorization services, when
+// the data plane closes.
+func (g *guard) closeExtAuth() {
+	if g == nil {
+		return
+	}
+	g.extAuthTransport.CloseIdleConnections()
+	g.grpcConns.closeAll()
+}
+
 // checkAnswer is what a CheckResponse says.
 type checkAnswer struct {
 	allowed bool

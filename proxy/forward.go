@@ -459,6 +459,7 @@ func (f *forwarder) close() {
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
+	f.guard.closeExtAuth()
 }
 
 // serve routes a request, whose path admit normalised to path, among the
