@@ -23,7 +23,10 @@ import (
 // The few fields of CheckRequest and CheckResponse Portico uses are
 // encoded here with protowire rather than with Envoy's generated types:
 // those come with the whole of Envoy's API and its validation code, much
-// weight for a dozen fields whose numbers the protocol will not change.
+// weight for a dozen fields whose numbers the protocol will not change
+// (measured, -s -w builds: importing envoy/service/auth/v3 grows a
+// program of gRPC alone from 10.9 to 13.9 MB; this file and extauth.go
+// grow Portico's binary by 56 KiB).
 // The test service (hack/opaauthzbin) is built on the generated types,
 // which checks these numbers against them.
 const checkMethod = "/envoy.service.auth.v3.Authorization/Check"
