@@ -79,8 +79,9 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	}
 	scopeSecurityPolicies(res, out, gw)
 	for _, p := range out.SecurityPolicies {
-		// The authorization Services of its policies are its backends.
-		if svc, ok := p.ExtAuthService(); ok {
+		// The authorization Services of its policies are its backends
+		// (those they may use: another namespace's needs a grant).
+		if svc, ok := p.ExtAuthService(); ok && securitypolicy.ServiceGranted(res.ReferenceGrants, p.Namespace, svc) {
 			services[svc] = true
 		}
 	}

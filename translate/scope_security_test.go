@@ -73,7 +73,8 @@ func TestScopeSecurityPolicySecrets(t *testing.T) {
 
 // TestScopeSecurityPolicyExtAuthService: a Gateway's own data plane
 // receives the Service (and its EndpointSlices) its policies' extAuth
-// asks, and not that of another Gateway's policy.
+// asks, and not that of another Gateway's policy, nor one of another
+// namespace no ReferenceGrant lets its policy use.
 func TestScopeSecurityPolicyExtAuthService(t *testing.T) {
 	port := gwv1.PortNumber(9000)
 	route := func(name, gw string) *gwv1.HTTPRoute {
@@ -96,8 +97,11 @@ func TestScopeSecurityPolicyExtAuthService(t *testing.T) {
 		},
 		HTTPRoutes:       []*gwv1.HTTPRoute{route("r1", "gw1"), route("r2", "gw2")},
 		Services:         []*corev1.Service{svc("authz1"), svc("authz2")},
-		SecurityPolicies: []*securitypolicy.SecurityPolicy{policy("p1", "r1", "authz1"), policy("p2", "r2", "authz2")},
+		SecurityPolicies: []*securitypolicy.SecurityPolicy{policy("p1", "r1", "authz1"), policy("p2", "r2", "authz2"), policy("steal", "r1", "victim-svc")},
 	}
+	victim := gwv1.Namespace("victim")
+	res.SecurityPolicies[2].Spec.ExtAuth.GRPC.BackendRef.Namespace = &victim
+	res.Services = append(res.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "victim", Name: "victim-svc"}})
 	out := Scope(res, nn("tenant", "gw1"))
 	var names []string
 	for _, s := range out.Services {

@@ -73,6 +73,11 @@ func Granted(grants []*gwv1.ReferenceGrant, ns string, secret types.NamespacedNa
 	return grantedKind(grants, ns, "Secret", secret)
 }
 
+// ServiceGranted is Granted for a Service (an extAuth's).
+func ServiceGranted(grants []*gwv1.ReferenceGrant, ns string, svc types.NamespacedName) bool {
+	return grantedKind(grants, ns, "Service", svc)
+}
+
 // grantedKind is Granted for an object of a core kind.
 func grantedKind(grants []*gwv1.ReferenceGrant, ns string, kind gwv1.Kind, secret types.NamespacedName) bool {
 	if secret.Namespace == ns {
