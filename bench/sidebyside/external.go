@@ -46,10 +46,13 @@ type externalResult struct {
 // and the proxy's CPU time meanwhile.
 type extLoad struct {
 	OK, Failed int
-	Elapsed    time.Duration
-	P99        time.Duration
-	CPU        time.Duration
-	Err        error
+	// Non2xx are the answers other than 2xx and 3xx (wrk's count), part
+	// of Failed.
+	Non2xx  int
+	Elapsed time.Duration
+	P99     time.Duration
+	CPU     time.Duration
+	Err     error
 }
 
 func (l extLoad) rate() float64 {
@@ -254,6 +257,7 @@ func parseWrk(out string) extLoad {
 	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
 		non2xx, _ = strconv.Atoi(m[1])
 		l.Failed += non2xx
+		l.Non2xx = non2xx
 	}
 	l.OK = total - non2xx
 	return l
