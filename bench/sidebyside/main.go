@@ -20,6 +20,9 @@
 // With -perf-stat it also counts each proxy's system calls and context
 // switches per request of the kept-alive runs (kernel.go). With -grpc it
 // measures gRPC unary calls per second instead (grpc.go).
+// -mode picks other comparisons, each in a file of its own: external
+// (external.go), passthrough, udp, and policies (a rate limit and
+// consistent hashing, policies.go).
 //
 // The load generator runs in this process, on the same cores as the proxy
 // under test; it checks every answer (status 200, the hostname's own
