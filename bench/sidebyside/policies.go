@@ -23,6 +23,8 @@ package main
 // Gateway, a BackendTrafficPolicy loadBalancer ConsistentHash on the
 // HTTPRoute. nginx: limit_req_zone on $binary_remote_addr with limit_req
 // burst nodelay and limit_req_status 429; hash $http_x_user consistent.
+// haproxy (with -peers): balance hdr(X-User) with hash-type consistent, and
+// no limit (see haproxyPolicies).
 
 import (
 	"context"
@@ -34,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,6 +169,39 @@ func nginxPolicies(e policyEnv, v policyVariant) error {
 	return os.WriteFile(filepath.Join(e.Dir, "nginx.conf"), []byte(b.String()), 0o644)
 }
 
+// haproxyPolicies writes haproxy.cfg for variant v, which has no rate
+// limit: haproxy's per-address limit is a stick table counting requests
+// over a sliding window, denied ones included, so a client above the limit
+// stays above it and is denied nearly everything instead of admitted at
+// the limit; that is not the token bucket of the other two.
+func haproxyPolicies(e policyEnv, v policyVariant) error {
+	if v.Limit > 0 {
+		return errors.New("haproxy: no rate limit comparable to a token bucket")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+  maxconn 8000
+  nbthread %d
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend bench
+  bind 127.0.0.1:%d
+  default_backend backend
+backend backend
+  http-reuse safe
+`, runtime.NumCPU(), e.Port)
+	if v.Hash {
+		b.WriteString("  balance hdr(X-User)\n  hash-type consistent\n")
+	}
+	for i, a := range endpointAddrs() {
+		fmt.Fprintf(&b, "  server e%d %s:%d\n", i, a, e.EndpointPort)
+	}
+	return os.WriteFile(filepath.Join(e.Dir, "haproxy.cfg"), []byte(b.String()), 0o644)
+}
+
 // policyPeer is a proxy of the policies mode.
 type policyPeer struct {
 	Name      string
@@ -173,10 +209,12 @@ type policyPeer struct {
 	Version   func() string
 	Configure func(e policyEnv, v policyVariant) error
 	Start     func(e policyEnv) (*proc, error)
+	// Skips says which variants the peer has no counterpart for.
+	Skips func(v policyVariant) bool
 }
 
 func policyPeers(portico string) []policyPeer {
-	nginx := lookPath("nginx")
+	nginx, haproxy := lookPath("nginx"), lookPath("haproxy")
 	return []policyPeer{
 		{Name: "portico", Binary: portico, Version: func() string { return "this tree" }, Configure: porticoPolicies,
 			Start: func(e policyEnv) (*proc, error) {
@@ -187,6 +225,11 @@ func policyPeers(portico string) []policyPeer {
 			Start: func(e policyEnv) (*proc, error) {
 				return startProc(e.Dir, nginx, []string{"-p", e.Dir, "-e", filepath.Join(e.Dir, "error.log"), "-c", filepath.Join(e.Dir, "nginx.conf")}, nil)
 			}},
+		{Name: "haproxy", Binary: haproxy, Version: haproxyPeer().Version, Configure: haproxyPolicies,
+			Start: func(e policyEnv) (*proc, error) {
+				return startProc(e.Dir, haproxy, []string{"-W", "-db", "-f", filepath.Join(e.Dir, "haproxy.cfg")}, nil)
+			},
+			Skips: func(v policyVariant) bool { return v.Limit > 0 }},
 	}
 }
 
@@ -345,7 +388,7 @@ func runPolicies(ctx context.Context, o options, progress io.Writer) ([]policyRe
 				}
 				i := slices.IndexFunc(all, func(p policyPeer) bool { return p.Name == name })
 				if i < 0 {
-					return nil, fmt.Errorf("unknown peer %q (policies mode: portico, nginx)", name)
+					return nil, fmt.Errorf("unknown peer %q (policies mode: portico, nginx, haproxy)", name)
 				}
 				if all[i].Name == "portico" && all[i].Binary == "" {
 					bin, err := buildPortico(o.Dir)
@@ -355,6 +398,9 @@ func runPolicies(ctx context.Context, o options, progress io.Writer) ([]policyRe
 					all = policyPeers(bin)
 				}
 				p := all[i]
+				if p.Skips != nil && p.Skips(v) {
+					continue
+				}
 				r := policyResult{Peer: p.Name, Variant: v.Name, Limit: v.Limit, Burst: v.Burst, Round: round + 1}
 				if p.Binary == "" {
 					r.Err = errors.New("not installed")

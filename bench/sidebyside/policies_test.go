@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestPolicyConfigurations has Portico and nginx check the configuration
+// TestPolicyConfigurations has Portico, nginx and haproxy check the configuration
 // of every variant of the policies mode, and Portico's data-plane
 // configuration hold what the variant measures: the limit per client
 // address with its burst, consistent hashing on X-User, ten endpoints.
@@ -33,8 +33,18 @@ func TestPolicyConfigurations(t *testing.T) {
 				if err := os.MkdirAll(e.Dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
+				if p.Skips != nil && p.Skips(v) {
+					t.Skipf("%s has no %s variant", p.Name, v.Name)
+				}
 				if err := p.Configure(e, v); err != nil {
 					t.Fatal(err)
+				}
+				if p.Name == "haproxy" {
+					out, err := exec.Command(p.Binary, "-c", "-f", filepath.Join(e.Dir, "haproxy.cfg")).CombinedOutput()
+					if err != nil {
+						t.Fatalf("haproxy -c: %v: %s", err, out)
+					}
+					return
 				}
 				if p.Name == "nginx" {
 					out, err := exec.Command(p.Binary, "-t", "-p", e.Dir, "-e", filepath.Join(e.Dir, "error.log"), "-c", filepath.Join(e.Dir, "nginx.conf")).CombinedOutput()
