@@ -105,7 +105,7 @@ func run() int {
 	porticoArgs := flag.String("portico-args", "", "extra flags for portico serve, space-separated (e.g. --gc-percent=200)")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
 	flag.BoolVar(&o.PerfStat, "perf-stat", false, "count the proxies' system calls and context switches per request in the kept-alive runs (perf stat; root)")
-	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing), passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy) external (TLS termination and HTTP routing driven by wrk and h2load; peers portico, nginx, haproxy) udp (UDP forwarding in sessions per client address; peers portico, nginx) or policies (a rate limit per client address and consistent hashing on a header, driven by wrk; peers portico, nginx)")
+	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing), passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy) external (TLS termination and HTTP routing driven by wrk and h2load; peers portico, nginx, haproxy) udp (UDP forwarding in sessions per client address; peers portico, nginx) or policies (a rate limit per client address and consistent hashing on a header, driven by wrk; peers portico, nginx, and haproxy for hashing only)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 	o.PorticoArgs = strings.Fields(*porticoArgs)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,48 @@ func TestLimitVerdict(t *testing.T) {
 	if cell := limitCell(policyResult{Limit: 1_000_000, Burst: 1_000_000, Load: extLoad{OK: 300000, Elapsed: 10 * time.Second}}); cell != "-" {
 		t.Errorf("a limit never reached judged: %s", cell)
 	}
+}
+
+// TestPolicyMode runs the policies mode for a second a variant against
+// every peer installed: every run must have answers and a CPU figure, the
+// exceeded limit must reject and admit its rate within 5%, and the hashed
+// users must reach every endpoint.
+func TestPolicyMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts every proxy")
+	}
+	if err := generatorsUsable(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	bin, err := buildPortico(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range policyPeers(bin) {
+		if p.Binary != "" {
+			names = append(names, p.Name)
+		}
+	}
+	o := options{Peers: names, Duration: time.Second, Dir: dir, Portico: bin, Rounds: 1}
+	results, err := runPolicies(t.Context(), o, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		switch {
+		case r.Err != nil:
+			t.Errorf("%s %s: %v", r.Peer, r.Variant, r.Err)
+		case r.Load.OK == 0 || r.Load.CPU <= 0 || r.Load.P99 <= 0:
+			t.Errorf("%s %s: %d answered, CPU %v, p99 %v", r.Peer, r.Variant, r.Load.OK, r.Load.CPU, r.Load.P99)
+		case r.Variant == "limit-exceeded" && (r.Rejected == 0 || !strings.Contains(limitCell(r), "within 5%")):
+			t.Errorf("%s %s: %d rejected, admitted vs limit %s", r.Peer, r.Variant, r.Rejected, limitCell(r))
+		case r.Variant != "limit-exceeded" && r.Rejected > 0:
+			t.Errorf("%s %s: %d rejected", r.Peer, r.Variant, r.Rejected)
+		case r.Variant == "hash" && slices.Min(r.Hits) == 0:
+			t.Errorf("%s %s: an endpoint got nothing: %v", r.Peer, r.Variant, r.Hits)
+		}
+	}
+	t.Logf("\n%s", policiesReport(o, results))
 }
