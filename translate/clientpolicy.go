@@ -46,14 +46,15 @@ type clientPolicies struct {
 func (t *translation) clientPolicies() {
 	cp := &clientPolicies{}
 	t.client = cp
-	cp.winners, cp.verdicts = attachPolicies(t.res.ClientPolicies,
-		func(p *clientpolicy.ClientTrafficPolicy) error { return p.Spec.Validate() },
-		func(p *clientpolicy.ClientTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
+	cp.winners, cp.verdicts = attachPolicies(t.res.ClientPolicies, attachKind[*clientpolicy.ClientTrafficPolicy]{
+		validate: func(p *clientpolicy.ClientTrafficPolicy) error { return p.Spec.Validate() },
+		refs: func(p *clientpolicy.ClientTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
 			return p.Spec.TargetRefs
 		},
-		func(p *clientpolicy.ClientTrafficPolicy) {
+		won: func(p *clientpolicy.ClientTrafficPolicy) {
 			cp.limits = cp.limits || p.Spec.RateLimit != nil || p.Spec.HTTP.Timeout() > 0
-		})
+		},
+	})
 }
 
 // listener is what the policies give the merged listener m; nil when
@@ -245,7 +246,7 @@ func (t *translation) clientPolicyStatuses() {
 			}
 			entries.gateways(gws, v.conflict(target, clientpolicy.Kind, cpTargetString(target)))
 		}
-		out[nn(v.p.Namespace, v.p.Name)] = ownAncestors(v, entries, t.controller)
+		out[nn(v.p.Namespace, v.p.Name)] = ownAncestors(entries, validStatus(v), t.controller)
 	}
 }
 

@@ -34,26 +34,36 @@ type ownVerdict[P attachable] struct {
 	lost map[tpTarget]types.NamespacedName
 }
 
-// attachPolicies decides which policy wins each target: among policies
-// naming the same target the oldest (then the first by namespace/name).
-// An invalid policy (validate) wins nothing. won, when set, is told of
-// each policy as it wins a target. The verdicts are oldest first.
-func attachPolicies[P attachable](policies []P, validate func(P) error, refs func(P) []gwv1.LocalPolicyTargetReferenceWithSectionName, won func(P)) (map[tpTarget]P, []*ownVerdict[P]) {
+// attachKind is what attachPolicies needs to know of a kind.
+type attachKind[P attachable] struct {
+	validate func(P) error
+	refs     func(P) []gwv1.LocalPolicyTargetReferenceWithSectionName
+	// invalidWins: an invalid policy still wins its targets (that then
+	// fail closed); otherwise it wins nothing.
+	invalidWins bool
+	// won, when set, is told of each policy as it wins a target.
+	won func(P)
+}
+
+// attachPolicies decides which policy of kind k wins each target: among
+// policies naming the same target the oldest (then the first by
+// namespace/name). The verdicts are oldest first.
+func attachPolicies[P attachable](policies []P, k attachKind[P]) (map[tpTarget]P, []*ownVerdict[P]) {
 	winners := map[tpTarget]P{}
 	var verdicts []*ownVerdict[P]
 	for _, p := range snapshot.SortedByAge(policies) {
 		v := &ownVerdict[P]{p: p}
 		verdicts = append(verdicts, v)
-		if err := validate(p); err != nil {
+		if err := k.validate(p); err != nil {
 			v.invalid = err.Error()
 		}
-		for _, ref := range refs(p) {
+		for _, ref := range k.refs(p) {
 			target := tpTarget{string(ref.Kind), p.GetNamespace(), string(ref.Name), string(ptr.Deref(ref.SectionName, ""))}
 			if slices.Contains(v.targets, target) {
 				continue
 			}
 			v.targets = append(v.targets, target)
-			if v.invalid != "" {
+			if v.invalid != "" && !k.invalidWins {
 				continue
 			}
 			if older, taken := winners[target]; taken {
@@ -64,8 +74,8 @@ func attachPolicies[P attachable](policies []P, validate func(P) error, refs fun
 				continue
 			}
 			winners[target] = p
-			if won != nil {
-				won(p)
+			if k.won != nil {
+				k.won(p)
 			}
 		}
 	}
@@ -202,9 +212,29 @@ func (es ancestorEntries) gateways(gws []types.NamespacedName, conflict string) 
 	}
 }
 
-// ownAncestors turns a policy's entries into its status, Gateways
-// first, at most status.MaxPolicyAncestors of them.
-func ownAncestors[P attachable](v *ownVerdict[P], entries ancestorEntries, controller gwv1.GatewayController) []gwv1.PolicyAncestorStatus {
+// ancestorStatus is what a policy's status says on each of its
+// ancestors besides whether its targets there are found.
+type ancestorStatus struct {
+	generation int64
+	// resolved is the message of ResolvedRefs=True.
+	resolved string
+	// invalid, when set, is the message of Accepted=False Invalid.
+	invalid string
+	// refReason and refMessage, when set, are ResolvedRefs=False where
+	// the targets are found: a reference other than a target is not.
+	refReason  gwv1.PolicyConditionReason
+	refMessage string
+}
+
+// validStatus is the ancestorStatus of a policy whose only references are
+// its targets.
+func validStatus[P attachable](v *ownVerdict[P]) ancestorStatus {
+	return ancestorStatus{generation: v.p.GetGeneration(), resolved: "Every target is found", invalid: v.invalid}
+}
+
+// ownAncestors turns a policy's entries into its status, Gateways first,
+// at most status.MaxPolicyAncestors of them.
+func ownAncestors(entries ancestorEntries, st ancestorStatus, controller gwv1.GatewayController) []gwv1.PolicyAncestorStatus {
 	keys := make([]string, 0, len(entries))
 	for k := range entries {
 		keys = append(keys, k)
@@ -213,20 +243,23 @@ func ownAncestors[P attachable](v *ownVerdict[P], entries ancestorEntries, contr
 	if len(keys) > status.MaxPolicyAncestors {
 		keys = keys[:status.MaxPolicyAncestors]
 	}
-	gen := v.p.GetGeneration()
+	gen := st.generation
 	out := make([]gwv1.PolicyAncestorStatus, 0, len(keys))
 	for _, k := range keys {
 		e := entries[k]
 		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen)
-		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, "Every target is found", gen)
-		if len(e.notFound) > 0 {
+		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, st.resolved, gen)
+		switch {
+		case len(e.notFound) > 0:
 			msg := strings.Join(e.notFound, "; ")
 			resolved = policyCondition(tpResolvedRefs, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
 			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
+		case st.refReason != "":
+			resolved = policyCondition(tpResolvedRefs, false, st.refReason, st.refMessage, gen)
 		}
 		switch {
-		case v.invalid != "":
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid, v.invalid, gen)
+		case st.invalid != "":
+			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid, st.invalid, gen)
 		case len(e.notFound) > 0:
 		case len(e.conflicts) > 0:
 			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(e.conflicts, "; "), gen)

@@ -58,12 +58,12 @@ type trafficPolicies struct {
 func (t *translation) trafficPolicies() {
 	tp := &trafficPolicies{}
 	t.traffic = tp
-	tp.winners, tp.verdicts = attachPolicies(t.res.TrafficPolicies,
-		func(p *trafficpolicy.BackendTrafficPolicy) error { return p.Spec.Validate() },
-		func(p *trafficpolicy.BackendTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
+	tp.winners, tp.verdicts = attachPolicies(t.res.TrafficPolicies, attachKind[*trafficpolicy.BackendTrafficPolicy]{
+		validate: func(p *trafficpolicy.BackendTrafficPolicy) error { return p.Spec.Validate() },
+		refs: func(p *trafficpolicy.BackendTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
 			return p.Spec.TargetRefs
 		},
-		nil)
+	})
 }
 
 // traffic is routing.Input.Traffic; nil when no policy won a target.
@@ -235,7 +235,7 @@ func (t *translation) trafficPolicyStatuses() {
 			}
 			entries.gateways(gws, v.conflict(target, trafficpolicy.Kind, target.String()))
 		}
-		out[key] = ownAncestors(v, entries, t.controller)
+		out[key] = ownAncestors(entries, validStatus(v), t.controller)
 	}
 }
 
