@@ -28,6 +28,30 @@ type Security struct {
 	Basic *BasicAuth
 	// JWT asks for a bearer token of one of its providers.
 	JWT *JWTAuth
+	// ExtAuth asks an external authorization service, last.
+	ExtAuth *ExtAuth
+}
+
+// ExtAuth asks an HTTP authorization service whether a request may pass:
+// it is sent the request's method, Path followed by the request's path
+// and query, and HeadersToAuth, without a body. A 2xx answer lets the
+// request through with HeadersToBackend set from it; any other answer is
+// the client's. A service that cannot answer within Timeout refuses the
+// request (403) unless FailOpen.
+type ExtAuth struct {
+	// Backend is the service's Service port (its endpoints in the
+	// configuration's table), nil when Address, its host:port, is set.
+	Backend          *BackendKey
+	Address          string
+	Path             string
+	HeadersToAuth    []string // canonical header names
+	HeadersToBackend []string // canonical header names
+	Timeout          time.Duration
+	FailOpen         bool
+	// GRPC asks over Envoy's Authorization/Check instead of HTTP: the
+	// request goes as a CheckRequest, Path and HeadersToBackend are not
+	// used (an allowing answer sets the headers it names).
+	GRPC bool
 }
 
 // JWTAuth asks for a JSON Web Token in "Authorization: Bearer", signed by

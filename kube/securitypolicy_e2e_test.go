@@ -30,7 +30,7 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 
 	for _, tc := range []struct{ spec, refusal string }{
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]}`,
-			"one of clientAddresses, apiKeyAuth, basicAuth, jwt is required"},
+			"one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientAddresses: {allow: [10.0.0.0/8]}}`,
 			"sectionName names a rule of an HTTPRoute or GRPCRoute only"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], clientAddresses: {allow: [10.0.0.0/33]}}`,
@@ -47,6 +47,16 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 			"exactly one of remoteJWKS and localJWKS is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "ftp://i/jwks"}}]}}`,
 			"should match"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {backendRef: {name: authz, port: 9000}, address: "127.0.0.1:9191"}}}`,
+			"exactly one of backendRef and address is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {address: "127.0.0.1:9191", headersToAuth: ["a b"]}}}`,
+			"should match"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {backendRef: {name: authz}}}}`,
+			"port: Required value"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {address: "127.0.0.1:9191"}, grpc: {address: "127.0.0.1:9191"}}}`,
+			"exactly one of http and grpc is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {grpc: {}}}`,
+			"exactly one of backendRef and address is required"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -68,6 +78,20 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	}
 	if err := create("tokens", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], jwt: {providers: [{name: idp, issuer: "https://idp.example", audiences: [api], remoteJWKS: {uri: "https://idp.example/jwks", cacheDuration: 10m}, claimToHeaders: [{header: X-Sub, claim: sub}], clockSkew: 1m}], requiredScopes: [read]}}`); err != nil {
 		t.Fatalf("a valid jwt policy was refused: %v", err)
+	}
+	if err := create("authz", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], extAuth: {timeout: 500ms, failOpen: true, http: {backendRef: {name: authz, namespace: other, port: 9000}, path: /check, headersToAuth: [authorization], headersToBackend: [x-user]}}}`); err != nil {
+		t.Fatalf("an extAuth the schema accepts was refused: %v", err)
+	}
+	// Accepted by the schema is all it shows: it goes, so that it does
+	// not contend with "tokens" for the rule.
+	if err := pc.policies.Delete(ctx, "authz", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("opa", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], extAuth: {grpc: {backendRef: {name: opa, port: 9191}, headersToAuth: [authorization]}}}`); err != nil {
+		t.Fatalf("a gRPC extAuth the schema accepts was refused: %v", err)
+	}
+	if err := pc.policies.Delete(ctx, "opa", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if err := create("unseen", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], basicAuth: {users: {name: unlabelled}}}`); err != nil {
 		t.Fatal(err)

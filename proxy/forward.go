@@ -472,6 +472,7 @@ func (f *forwarder) close() {
 	f.h2c.CloseIdleConnections()
 	f.tls.closeIdle()
 	f.health.close()
+	f.guard.closeExtAuth()
 }
 
 // serve routes a request, whose path admit normalised to path, among the
@@ -508,7 +509,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if answerProbe(w, r, rule) {
 		return
 	}
-	if rule.Security != nil && !f.guard.check(w, r, rule.Security) {
+	if rule.Security != nil && !f.guard.check(w, r, rule.Security, cfg.Endpoints) {
 		return
 	}
 	x.body = watchBody(r)

@@ -23,7 +23,7 @@ import (
 
 // SecurityObserver, when Options.Observer implements it, counts the
 // decisions of SecurityPolicies: mechanism is one of "address", "api_key",
-// "basic", "jwt", "policy"; result one of the security* results below. Both are
+// "basic", "jwt", "ext_auth", "policy"; result one of the security* results below. Both are
 // from fixed sets, whatever the client sends.
 type SecurityObserver interface {
 	ObserveSecurity(mechanism, result string)
@@ -39,6 +39,10 @@ const (
 	securityOverload  = "overloaded" // every verification slot busy: 503, nothing verified
 	securityMalformed = "malformed"  // a credential that cannot be read (two of them, bad encoding): 400
 	securityInvalid   = "invalid"    // the policy cannot be enforced: 500
+	// Of an authorization service that did not answer in time or at all:
+	// refused with 403, or let through when the policy fails open.
+	securityUnavailable = "unavailable"
+	securityFailOpen    = "fail_open"
 )
 
 // Bounds of the work a flood of credentials can cause.
@@ -91,6 +95,10 @@ type guard struct {
 	jwks   *jwksStore
 	// refusals limits the log lines of policies that cannot be enforced.
 	refusals logLimiter
+	// extAuthTransport sends the requests to authorization services
+	// (extauth.go).
+	extAuthTransport *http.Transport
+	grpcConns        grpcConns
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {
@@ -99,13 +107,14 @@ func newGuard(opts Options, log *zap.Logger) *guard {
 	g.verified.entries = map[[sha256.Size]byte]time.Time{}
 	g.failures.clients = map[netip.Addr]*failureBucket{}
 	g.jwks = newJWKSStore(log)
+	g.extAuthTransport = newExtAuthTransport()
 	return g
 }
 
 // check decides r under sec (non-nil). True: it may be forwarded, with
 // the credentials the policy strips removed and the headers it sets set.
 // False: it was answered.
-func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Security) bool {
+func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Security, eps config.EndpointTable) bool {
 	if sec.Invalid != "" {
 		if g.log != nil && g.refusals.first(sec.Policy+"\x00"+sec.Invalid, time.Now()) {
 			g.log.Warn("request refused: its SecurityPolicy cannot be enforced", zap.String("policy", sec.Policy), zap.String("reason", sec.Invalid))
@@ -130,6 +139,9 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Securi
 		return false
 	}
 	if j := sec.JWT; j != nil && !g.jwt(w, r, j) {
+		return false
+	}
+	if e := sec.ExtAuth; e != nil && !g.extAuth(w, r, e, eps) {
 		return false
 	}
 	return true

@@ -78,9 +78,16 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 			out.Secrets = append(out.Secrets, s)
 		}
 	}
+	scopeSecurityPolicies(res, out, gw)
+	for _, p := range out.SecurityPolicies {
+		// The authorization Services of its policies are its backends
+		// (those they may use: another namespace's needs a grant).
+		if svc, ok := p.ExtAuthService(); ok && securitypolicy.ServiceGranted(res.ReferenceGrants, p.Namespace, svc) {
+			services[svc] = true
+		}
+	}
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
-	scopeSecurityPolicies(res, out, gw)
 	scopeClientPolicies(res, out, gw)
 	specOnly(out)
 	return out

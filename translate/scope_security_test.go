@@ -70,3 +70,44 @@ func TestScopeSecurityPolicySecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeSecurityPolicyExtAuthService: a Gateway's own data plane
+// receives the Service (and its EndpointSlices) its policies' extAuth
+// asks, and not that of another Gateway's policy, nor one of another
+// namespace no ReferenceGrant lets its policy use.
+func TestScopeSecurityPolicyExtAuthService(t *testing.T) {
+	port := gwv1.PortNumber(9000)
+	route := func(name, gw string) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gw)}}}}}
+	}
+	policy := func(name, route, svc string) *securitypolicy.SecurityPolicy {
+		return &securitypolicy.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name}, Spec: securitypolicy.Spec{
+			TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{
+				Group: gwv1.GroupName, Kind: "HTTPRoute", Name: gwv1.ObjectName(route)}}},
+			ExtAuth: &securitypolicy.ExtAuth{GRPC: &securitypolicy.GRPCExtAuth{BackendRef: &gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port}}}}}
+	}
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name}}
+	}
+	res := &snapshot.Resources{
+		Gateways: []*gwv1.Gateway{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "gw1"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "gw2"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico"}},
+		},
+		HTTPRoutes:       []*gwv1.HTTPRoute{route("r1", "gw1"), route("r2", "gw2")},
+		Services:         []*corev1.Service{svc("authz1"), svc("authz2")},
+		SecurityPolicies: []*securitypolicy.SecurityPolicy{policy("p1", "r1", "authz1"), policy("p2", "r2", "authz2"), policy("steal", "r1", "victim-svc")},
+	}
+	victim := gwv1.Namespace("victim")
+	res.SecurityPolicies[2].Spec.ExtAuth.GRPC.BackendRef.Namespace = &victim
+	res.Services = append(res.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "victim", Name: "victim-svc"}})
+	out := Scope(res, nn("tenant", "gw1"))
+	var names []string
+	for _, s := range out.Services {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"authz1"}) {
+		t.Fatalf("gw1's data plane got Services %v, want [authz1]", names)
+	}
+}

@@ -72,6 +72,11 @@ func (t *translation) securityPolicies() {
 			v.compiled = &config.Security{Policy: p.Namespace + "/" + p.Name, Invalid: "the SecurityPolicy is invalid"}
 		} else {
 			v.compiled, v.refs = securitypolicy.Compile(p, t.res.ReferenceGrants, secrets)
+			if v.refs == nil {
+				if prob := securitypolicy.ExtAuthRefProblem(p, t.res.ReferenceGrants, t.servicePorts); prob != nil {
+					v.compiled, v.refs = &config.Security{Policy: v.compiled.Policy, Invalid: prob.Message}, prob
+				}
+			}
 		}
 		for _, ref := range p.Spec.TargetRefs {
 			target := tpTarget{string(ref.Kind), p.Namespace, string(ref.Name), string(ptr.Deref(ref.SectionName, ""))}
@@ -280,4 +285,18 @@ func spAncestors(v *spVerdict, entries map[string]*tpEntry, controller gwv1.Gate
 		out = append(out, gwv1.PolicyAncestorStatus{AncestorRef: e.ref, ControllerName: controller, Conditions: []metav1.Condition{accepted, resolved}})
 	}
 	return out
+}
+
+// servicePorts is securitypolicy.ServicePorts of the snapshot's Services.
+func (t *translation) servicePorts(key types.NamespacedName) ([]int32, bool) {
+	for _, s := range t.res.Services {
+		if s.Namespace == key.Namespace && s.Name == key.Name {
+			ports := make([]int32, 0, len(s.Spec.Ports))
+			for _, p := range s.Spec.Ports {
+				ports = append(ports, p.Port)
+			}
+			return ports, true
+		}
+	}
+	return nil, false
 }

@@ -24,6 +24,7 @@ import (
 const (
 	ReasonRefNotPermitted  = "RefNotPermitted"
 	ReasonInvalidReference = "InvalidReference"
+	ReasonBackendNotFound  = "BackendNotFound"
 )
 
 // RefProblem says why a Secret a policy names cannot be used.
@@ -69,6 +70,16 @@ func (p *SecurityPolicy) SecretRefs() []types.NamespacedName {
 // secret: one of its own namespace, or one a ReferenceGrant of the
 // Secret's namespace lets SecurityPolicies of ns read.
 func Granted(grants []*gwv1.ReferenceGrant, ns string, secret types.NamespacedName) bool {
+	return grantedKind(grants, ns, "Secret", secret)
+}
+
+// ServiceGranted is Granted for a Service (an extAuth's).
+func ServiceGranted(grants []*gwv1.ReferenceGrant, ns string, svc types.NamespacedName) bool {
+	return grantedKind(grants, ns, "Service", svc)
+}
+
+// grantedKind is Granted for an object of a core kind.
+func grantedKind(grants []*gwv1.ReferenceGrant, ns string, kind gwv1.Kind, secret types.NamespacedName) bool {
 	if secret.Namespace == ns {
 		return true
 	}
@@ -80,7 +91,7 @@ func Granted(grants []*gwv1.ReferenceGrant, ns string, secret types.NamespacedNa
 			return f.Group == Group && f.Kind == Kind && string(f.Namespace) == ns
 		})
 		if from && slices.ContainsFunc(g.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
-			return t.Group == "" && t.Kind == "Secret" && (t.Name == nil || string(*t.Name) == secret.Name)
+			return t.Group == "" && t.Kind == kind && (t.Name == nil || string(*t.Name) == secret.Name)
 		}) {
 			return true
 		}
@@ -218,7 +229,76 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 			out.JWT.Providers = append(out.JWT.Providers, cp)
 		}
 	}
+	if e := p.Spec.ExtAuth; e != nil {
+		ref, address, headersToAuth := e.target()
+		out.ExtAuth = &config.ExtAuth{Address: address, Timeout: DefaultExtAuthTimeout, FailOpen: e.FailOpen, GRPC: e.GRPC != nil}
+		if e.Timeout != nil {
+			out.ExtAuth.Timeout, _ = time.ParseDuration(string(*e.Timeout))
+		}
+		if ref != nil {
+			out.ExtAuth.Backend = &config.BackendKey{Service: config.NamespacedName(extAuthService(p)), Port: *ref.Port}
+		}
+		for _, hd := range headersToAuth {
+			out.ExtAuth.HeadersToAuth = append(out.ExtAuth.HeadersToAuth, textproto.CanonicalMIMEHeaderKey(hd))
+		}
+		if h := e.HTTP; h != nil {
+			out.ExtAuth.Path = strings.TrimSuffix(h.Path, "/")
+			for _, hd := range h.HeadersToBackend {
+				out.ExtAuth.HeadersToBackend = append(out.ExtAuth.HeadersToBackend, textproto.CanonicalMIMEHeaderKey(hd))
+			}
+		}
+	}
 	return out, nil
+}
+
+// extAuthService is the Service p's extAuth names.
+func extAuthService(p *SecurityPolicy) types.NamespacedName {
+	ref, _, _ := p.Spec.ExtAuth.target()
+	ns := p.Namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+}
+
+// ExtAuthService is the Service p's extAuth names, if it names one.
+func (p *SecurityPolicy) ExtAuthService() (types.NamespacedName, bool) {
+	if p.Spec.ExtAuth == nil {
+		return types.NamespacedName{}, false
+	}
+	if ref, _, _ := p.Spec.ExtAuth.target(); ref != nil {
+		return extAuthService(p), true
+	}
+	return types.NamespacedName{}, false
+}
+
+// ServicePorts says whether a Service exists and the ports it has.
+type ServicePorts func(types.NamespacedName) (ports []int32, ok bool)
+
+// ExtAuthRefProblem says why the Service p's extAuth names cannot be
+// used: another namespace's without a ReferenceGrant, one that does not
+// exist or lacks the port; nil when it can, or p names none. p's spec
+// must be valid.
+func ExtAuthRefProblem(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, services ServicePorts) *RefProblem {
+	if p.Spec.ExtAuth == nil {
+		return nil
+	}
+	ref, _, _ := p.Spec.ExtAuth.target()
+	if ref == nil {
+		return nil
+	}
+	svc, port := extAuthService(p), *ref.Port
+	if !grantedKind(grants, p.Namespace, "Service", svc) {
+		return &RefProblem{ReasonRefNotPermitted, fmt.Sprintf("extAuth Service %s: no ReferenceGrant lets SecurityPolicies of namespace %s use it", svc, p.Namespace)}
+	}
+	ports, ok := services(svc)
+	if !ok {
+		return &RefProblem{ReasonBackendNotFound, fmt.Sprintf("extAuth Service %s does not exist", svc)}
+	}
+	if !slices.Contains(ports, port) {
+		return &RefProblem{ReasonBackendNotFound, fmt.Sprintf("extAuth Service %s has no port %d", svc, port)}
+	}
+	return nil
 }
 
 // providerID names what a token verified by p was checked against (its

@@ -1,6 +1,7 @@
 // Package securitypolicy holds SecurityPolicy (group portico.dev),
 // Portico's policy of who may reach what it targets: client address
-// lists, API keys, HTTP Basic authentication and JSON Web Tokens, attached
+// lists, API keys, HTTP Basic authentication, JSON Web Tokens and an
+// external HTTP authorization service, attached
 // by GEP-713 targetRefs to Gateways, ListenerSets, HTTPRoutes and
 // GRPCRoutes (or one of their rules by sectionName). It defines the object, the rules its
 // CRD's schema states (checked again here for objects that reach
@@ -13,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +70,78 @@ type Spec struct {
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
 	// JWT asks for a bearer token of one of its providers.
 	JWT *JWT `json:"jwt,omitempty"`
+	// ExtAuth asks an external authorization service, last.
+	ExtAuth *ExtAuth `json:"extAuth,omitempty"`
 }
+
+// ExtAuth asks an authorization service whether a request may pass,
+// before any byte of it reaches a backend.
+type ExtAuth struct {
+	// HTTP is an authorization service spoken to over HTTP.
+	HTTP *HTTPExtAuth `json:"http,omitempty"`
+	// GRPC is one spoken to over Envoy's Authorization/Check (gRPC):
+	// exactly one of http and grpc is set.
+	GRPC *GRPCExtAuth `json:"grpc,omitempty"`
+	// Timeout bounds the whole exchange with the service; default 2s.
+	Timeout *gwv1.Duration `json:"timeout,omitempty"`
+	// FailOpen lets a request through when the service cannot answer
+	// (down, too slow, an answer that cannot be read); by default such a
+	// request is refused with 403.
+	FailOpen bool `json:"failOpen,omitempty"`
+}
+
+// HTTPExtAuth is an HTTP authorization service: it receives the
+// request's method, path (after Path) and HeadersToAuth, never its body;
+// a 2xx answer lets the request through with HeadersToBackend copied
+// from it; any other answer goes back to the client.
+type HTTPExtAuth struct {
+	// BackendRef is the service's Service port; one of another namespace
+	// needs a ReferenceGrant from SecurityPolicies of the policy's
+	// namespace.
+	BackendRef *gwv1.BackendObjectReference `json:"backendRef,omitempty"`
+	// Address is the service's "host:port" instead, for a configuration
+	// served without a cluster.
+	Address string `json:"address,omitempty"`
+	// Path is prefixed to the request's path.
+	Path string `json:"path,omitempty"`
+	// HeadersToAuth are the request headers sent to the service.
+	HeadersToAuth []string `json:"headersToAuth,omitempty"`
+	// HeadersToBackend are the headers of an allowing answer set on the
+	// forwarded request (replacing any the client sent).
+	HeadersToBackend []string `json:"headersToBackend,omitempty"`
+}
+
+// GRPCExtAuth is a gRPC authorization service of Envoy's protocol
+// (envoy.service.auth.v3.Authorization/Check): it receives a
+// CheckRequest of the request's method, path, host and HeadersToAuth,
+// never its body; an OK status lets the request through with the headers
+// its answer sets; a denial's status, headers and body go to the client.
+type GRPCExtAuth struct {
+	// BackendRef and Address are as HTTPExtAuth's.
+	BackendRef *gwv1.BackendObjectReference `json:"backendRef,omitempty"`
+	Address    string                       `json:"address,omitempty"`
+	// HeadersToAuth are the request headers sent (lower-cased) besides
+	// ":authority", ":method" and ":path".
+	HeadersToAuth []string `json:"headersToAuth,omitempty"`
+}
+
+// target is the service's reference or address, and the headers it gets.
+func (e *ExtAuth) target() (ref *gwv1.BackendObjectReference, address string, headers []string) {
+	switch {
+	case e.HTTP != nil:
+		return e.HTTP.BackendRef, e.HTTP.Address, e.HTTP.HeadersToAuth
+	case e.GRPC != nil:
+		return e.GRPC.BackendRef, e.GRPC.Address, e.GRPC.HeadersToAuth
+	}
+	return nil, "", nil
+}
+
+// Defaults and bounds of ExtAuth.
+const (
+	DefaultExtAuthTimeout = 2 * time.Second
+	MaxExtAuthTimeout     = time.Minute
+	MaxExtAuthHeaders     = 32
+)
 
 // JWT asks for a JSON Web Token ("Authorization: Bearer") that one of its
 // providers signed (RS*, PS*, ES*, EdDSA), and for claims and scopes.
@@ -205,8 +279,11 @@ func (s *Spec) Validate() error {
 			add("%s.name: required", at)
 		}
 	}
-	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil {
-		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt is required")
+	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil && s.ExtAuth == nil {
+		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required")
+	}
+	if e := s.ExtAuth; e != nil {
+		errs = append(errs, e.validate()...)
 	}
 	if j := s.JWT; j != nil {
 		errs = append(errs, j.validate()...)
@@ -412,6 +489,62 @@ func (j *JWT) validate() []string {
 	for i, s := range j.RequiredScopes {
 		if s == "" || strings.ContainsAny(s, " \t") {
 			add("spec.jwt.requiredScopes[%d]: %q is not a scope", i, s)
+		}
+	}
+	return errs
+}
+
+func (e *ExtAuth) validate() []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if (e.HTTP == nil) == (e.GRPC == nil) {
+		add("spec.extAuth: exactly one of http and grpc is required")
+		return errs
+	}
+	if d := e.Timeout; d != nil {
+		if v, err := time.ParseDuration(string(*d)); err != nil || v <= 0 || v > MaxExtAuthTimeout {
+			add("spec.extAuth.timeout: %q is not above 0s and at most %s", *d, MaxExtAuthTimeout)
+		}
+	}
+	at := "spec.extAuth.http"
+	if e.GRPC != nil {
+		at = "spec.extAuth.grpc"
+	}
+	ref, address, headersToAuth := e.target()
+	switch {
+	case (ref == nil) == (address == ""):
+		add("%s: exactly one of backendRef and address is required", at)
+	case ref != nil:
+		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
+			add("%s.backendRef: only core Services are supported", at)
+		}
+		if ref.Name == "" {
+			add("%s.backendRef.name: required", at)
+		}
+		if ref.Port == nil {
+			add("%s.backendRef.port: required", at)
+		}
+	default:
+		host, port, err := net.SplitHostPort(address)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			add("%s.address: %q is not host:port", at, address)
+		}
+	}
+	lists := map[string][]string{"headersToAuth": headersToAuth}
+	if h := e.HTTP; h != nil {
+		if p := h.Path; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") || len(p) > 1024) {
+			add("spec.extAuth.http.path: %q is not an absolute path", p)
+		}
+		lists["headersToBackend"] = h.HeadersToBackend
+	}
+	for name, list := range lists {
+		if len(list) > MaxExtAuthHeaders {
+			add("%s.%s: at most %d headers, not %d", at, name, MaxExtAuthHeaders, len(list))
+		}
+		for i, hd := range list {
+			if !isHeaderName(hd) {
+				add("%s.%s[%d]: %q is not a header name", at, name, i, hd)
+			}
 		}
 	}
 	return errs
