@@ -180,6 +180,45 @@ func (a *policyAncestry) route(target tpTarget) (found bool, gws []types.Namespa
 	return true, gws, rules
 }
 
+// addTarget makes the ancestors of target, of a policy of kind whose
+// verdict on it is conflict: the Gateways a Gateway, ListenerSet,
+// HTTPRoute or GRPCRoute (or a route's rule) is served under, or the
+// target itself when it is not found there, or is of another kind.
+func (a *policyAncestry) addTarget(es ancestorEntries, target tpTarget, kind, conflict string) {
+	var gws []types.NamespacedName
+	missing := ""
+	switch target.kind {
+	case "Gateway", "ListenerSet":
+		var gw types.NamespacedName
+		if gw, missing = a.gateway(target); missing == "" {
+			gws = []types.NamespacedName{gw}
+		}
+	case "HTTPRoute", "GRPCRoute":
+		var found bool
+		var rules []gwv1.SectionName
+		found, gws, rules = a.route(target)
+		switch {
+		case !found:
+			missing = "does not exist"
+		case target.section != "" && !slices.Contains(rules, gwv1.SectionName(target.section)):
+			missing = "has no rule named " + target.section
+		case len(gws) == 0:
+			missing = "is not accepted by a Gateway of Portico's"
+		}
+	default:
+		missing = "is not a kind a " + kind + " targets"
+	}
+	if missing != "" {
+		what := target
+		if strings.HasPrefix(missing, "has no rule") {
+			what.section = ""
+		}
+		es.notFound(target, what.String()+" "+missing)
+		return
+	}
+	es.gateways(gws, conflict)
+}
+
 // ancestorEntries are the statuses of one policy's ancestors being made,
 // by ancestorKey.
 type ancestorEntries map[string]*tpEntry

@@ -1,9 +1,6 @@
 package translate
 
 import (
-	"slices"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -127,38 +124,7 @@ func (t *translation) securityPolicyStatuses() {
 	for _, v := range sp.verdicts {
 		entries := ancestorEntries{}
 		for _, target := range v.targets {
-			var gws []types.NamespacedName
-			missing := ""
-			switch target.kind {
-			case "Gateway", "ListenerSet":
-				var gw types.NamespacedName
-				if gw, missing = pa.gateway(target); missing == "" {
-					gws = []types.NamespacedName{gw}
-				}
-			case "HTTPRoute", "GRPCRoute":
-				var found bool
-				var rules []gwv1.SectionName
-				found, gws, rules = pa.route(target)
-				switch {
-				case !found:
-					missing = "does not exist"
-				case target.section != "" && !slices.Contains(rules, gwv1.SectionName(target.section)):
-					missing = "has no rule named " + target.section
-				case len(gws) == 0:
-					missing = "is not accepted by a Gateway of Portico's"
-				}
-			default:
-				missing = "is not a kind a SecurityPolicy targets"
-			}
-			if missing != "" {
-				what := target
-				if strings.HasPrefix(missing, "has no rule") {
-					what.section = ""
-				}
-				entries.notFound(target, what.String()+" "+missing)
-				continue
-			}
-			entries.gateways(gws, v.conflict(target, securitypolicy.Kind, target.String()))
+			pa.addTarget(entries, target, securitypolicy.Kind, v.conflict(target, securitypolicy.Kind, target.String()))
 		}
 		// A policy that cannot be enforced still holds its targets, which
 		// fail closed: its status says so.

@@ -3,7 +3,6 @@ package translate
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -185,53 +184,27 @@ func (t *translation) trafficPolicyStatuses() {
 		key := nn(v.p.Namespace, v.p.Name)
 		entries := ancestorEntries{}
 		for _, target := range v.targets {
-			var gws []types.NamespacedName
-			missing := ""
-			switch target.kind {
-			case "Gateway", "ListenerSet":
-				var gw types.NamespacedName
-				if gw, missing = pa.gateway(target); missing == "" {
-					gws = []types.NamespacedName{gw}
-				}
-			case "HTTPRoute", "GRPCRoute":
-				var found bool
-				var rules []gwv1.SectionName
-				found, gws, rules = pa.route(target)
-				switch {
-				case !found:
-					missing = "does not exist"
-				case target.section != "" && !slices.Contains(rules, gwv1.SectionName(target.section)):
-					missing = "has no rule named " + target.section
-				case len(gws) == 0:
-					missing = "is not accepted by a Gateway of Portico's"
-				}
-			case "Service":
-				svc := nn(target.namespace, target.name)
-				if !services[svc] {
-					missing = "does not exist"
-					break
-				}
-				for gw := range routedTo[svc] {
-					if _, ours := t.st.Gateways[gw]; ours {
-						gws = append(gws, gw)
-					}
-				}
-				slices.SortFunc(gws, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
-				if len(gws) == 0 {
-					// Nothing routes to it yet: the Service is the
-					// ancestor, so the policy still says it is accepted.
-					entries.entry(targetRef(target))
-				}
-			default:
-				missing = "is not a kind a BackendTrafficPolicy targets"
-			}
-			if missing != "" {
-				what := target
-				if strings.HasPrefix(missing, "has no rule") {
-					what.section = ""
-				}
-				entries.notFound(target, what.String()+" "+missing)
+			if target.kind != "Service" {
+				pa.addTarget(entries, target, trafficpolicy.Kind, v.conflict(target, trafficpolicy.Kind, target.String()))
 				continue
+			}
+			// A Service's ancestors are the Gateways routing to it.
+			svc := nn(target.namespace, target.name)
+			if !services[svc] {
+				entries.notFound(target, target.String()+" does not exist")
+				continue
+			}
+			var gws []types.NamespacedName
+			for gw := range routedTo[svc] {
+				if _, ours := t.st.Gateways[gw]; ours {
+					gws = append(gws, gw)
+				}
+			}
+			slices.SortFunc(gws, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
+			if len(gws) == 0 {
+				// Nothing routes to it yet: the Service is the
+				// ancestor, so the policy still says it is accepted.
+				entries.entry(targetRef(target))
 			}
 			entries.gateways(gws, v.conflict(target, trafficpolicy.Kind, target.String()))
 		}
