@@ -1,19 +1,12 @@
 package kube
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -31,40 +24,8 @@ import (
 // accepted policy (its Gateway as ancestor) and of one whose listener
 // does not exist (TargetNotFound).
 func TestClientPolicyAgainstAPIServer(t *testing.T) {
-	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
-	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
-	dir := t.TempDir()
-	crd, err := os.ReadFile("../deploy/clienttrafficpolicy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := kubetest.ApplyManifests(ctx, f.Env.Config, dir); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(f.Env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policies := dyn.Resource(source.ClientPolicyResource).Namespace("default")
-	create := func(name, spec string) error {
-		obj := &unstructured.Unstructured{}
-		y := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: default}\nspec: %s\n", clientpolicy.APIVersion, clientpolicy.Kind, name, spec)
-		if err := yamlToUnstructured(y, obj); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		for range 50 {
-			if _, err = policies.Create(ctx, obj, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "the server could not find the requested resource") {
-				return err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}
+	pc := startPolicyCluster(t, "clienttrafficpolicy.yaml", source.ClientPolicyResource, clientpolicy.APIVersion, clientpolicy.Kind)
+	create := pc.create
 	const gwRef = `{group: gateway.networking.k8s.io, kind: Gateway, name: gw}`
 	for _, tc := range []struct{ spec, refusal string }{
 		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [10.0.0.0/8]}}}`,
@@ -108,19 +69,7 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 		}
 	}
 
-	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "portico-system"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.startPortico(f.Env.Config, "127.0.0.1", "a", func(s *replicaSetup) { s.c.Dynamic = dyn })
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}}
-	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "default"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico",
-		Listeners: []gwv1.Listener{{Name: "http", Port: 18081, Protocol: gwv1.HTTPProtocolType}}}}
-	if _, err := f.Gateway.GatewayV1().Gateways("default").Create(ctx, gw, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pc.startGateway(18081)
 	if err := create("behind-balancer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}, proxyProtocol: {optional: true}}`); err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +81,8 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 	}
 	ancestor := func(name, section string, status metav1.ConditionStatus, reason string) func() error {
 		return func() error {
-			u, err := policies.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
 			p := &clientpolicy.ClientTrafficPolicy{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			if err := pc.get(name, p); err != nil {
 				return err
 			}
 			for _, a := range p.Status.Ancestors {

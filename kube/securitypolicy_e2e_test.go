@@ -1,19 +1,13 @@
 package kube
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -31,41 +25,8 @@ import (
 // TLS one) and of one whose Secret does not carry it (ResolvedRefs=False
 // InvalidReference: Portico does not see it).
 func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
-	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
-	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
-	dir := t.TempDir()
-	crd, err := os.ReadFile("../deploy/securitypolicy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := kubetest.ApplyManifests(ctx, f.Env.Config, dir); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(f.Env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policies := dyn.Resource(source.SecurityPolicyResource).Namespace("default")
-	create := func(name, spec string) error {
-		obj := &unstructured.Unstructured{}
-		y := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: %s, namespace: default}\nspec: %s\n", securitypolicy.APIVersion, securitypolicy.Kind, name, spec)
-		if err := yamlToUnstructured(y, obj); err != nil {
-			t.Fatal(err)
-		}
-		// The CRD may take a moment to be served after it is applied.
-		var err error
-		for range 50 {
-			if _, err = policies.Create(ctx, obj, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "the server could not find the requested resource") {
-				return err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}
+	pc := startPolicyCluster(t, "securitypolicy.yaml", source.SecurityPolicyResource, securitypolicy.APIVersion, securitypolicy.Kind)
+	ctx, create := pc.ctx, pc.create
 
 	for _, tc := range []struct{ spec, refusal string }{
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]}`,
@@ -103,36 +64,12 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 		}
 	}
 
-	// The lease of leader election lives there.
-	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "portico-system"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.startPortico(f.Env.Config, "127.0.0.1", "a", func(s *replicaSetup) { s.c.Dynamic = dyn })
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}}
-	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "default"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico",
-		Listeners: []gwv1.Listener{{Name: "http", Port: 18080, Protocol: gwv1.HTTPProtocolType}}}}
-	if _, err := f.Gateway.GatewayV1().Gateways("default").Create(ctx, gw, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-	if _, err := f.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: gwv1.HTTPRouteSpec{
-		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-			BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(80))}}}}}}}}
-	if _, err := f.Gateway.GatewayV1().HTTPRoutes("default").Create(ctx, route, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pc.startGateway(18080)
+	pc.createWebRoute()
 	htpasswd := map[string][]byte{securitypolicy.HtpasswdKey: []byte("bob:{SHA}bOWgjgJew8XNjPXTyFghAc+ha1M=\n")}
 	for name, labels := range map[string]map[string]string{"users": {securitypolicy.SecretLabel: "true"}, "unlabelled": nil} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels}, Data: htpasswd}
-		if _, err := f.Kube.CoreV1().Secrets("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if _, err := pc.f.Kube.CoreV1().Secrets("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,13 +84,13 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	}
 	// Accepted by the schema is all it shows: it goes, so that it does
 	// not contend with "tokens" for the rule.
-	if err := policies.Delete(ctx, "authz", metav1.DeleteOptions{}); err != nil {
+	if err := pc.policies.Delete(ctx, "authz", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := create("opa", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], extAuth: {grpc: {backendRef: {name: opa, port: 9191}, headersToAuth: [authorization]}}}`); err != nil {
 		t.Fatalf("a gRPC extAuth the schema accepts was refused: %v", err)
 	}
-	if err := policies.Delete(ctx, "opa", metav1.DeleteOptions{}); err != nil {
+	if err := pc.policies.Delete(ctx, "opa", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := create("unseen", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], basicAuth: {users: {name: unlabelled}}}`); err != nil {
@@ -162,12 +99,8 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 
 	ancestor := func(name, condition string, status metav1.ConditionStatus, reason string) func() error {
 		return func() error {
-			u, err := policies.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
 			p := &securitypolicy.SecurityPolicy{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			if err := pc.get(name, p); err != nil {
 				return err
 			}
 			for _, a := range p.Status.Ancestors {

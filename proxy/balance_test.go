@@ -11,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/shared/chunked"
-	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/routing"
 )
 
@@ -64,46 +61,13 @@ func persistentConfig(t testing.TB, port int, lb *config.LoadBalancer, sp *gwv1.
 			BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: &p}, Weight: &w}})
 		svcs[types.NamespacedName{Namespace: "ns", Name: name}] = routing.Service{Ports: []routing.ServicePort{{Name: "http", Port: 80}}, LB: svcLB[name]}
 	}
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: refs, SessionPersistence: sp}},
-		},
-	}
-	same := gwv1.NamespacesFromSame
-	in := routing.Input{
-		ControllerName: "portico.dev/gateway-controller",
-		Listeners: []routing.Listener{{
-			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
-			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
-			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
-			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-			Accepted:       true,
-		}},
-		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
-		Routes:   []*gwv1.HTTPRoute{route},
-		Services: svcs,
-	}
+	in := oneListener([]*gwv1.HTTPRoute{ruleRoute("", gwv1.HTTPRouteRule{BackendRefs: refs, SessionPersistence: sp})}, svcs)
 	if lb != nil {
 		in.Traffic = func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
 			return config.RuleTraffic{LB: &config.LoadBalancer{Algorithm: lb.Algorithm, HashOn: lb.HashOn, HashName: lb.HashName, Policy: lb.Policy}}
 		}
 	}
-	out := routing.Compile(in)
-	if out.Tables[0] == nil {
-		t.Fatalf("route did not attach: %+v", out.RouteParents)
-	}
-	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
-	table := map[config.BackendKey]*config.Endpoints{}
-	for name, addrs := range eps {
-		table[config.BackendKey{Service: config.NamespacedName{Namespace: "ns", Name: name}, Port: 80}] = config.NewEndpoints(addrs...)
-	}
-	return &config.Config{
-		Ports:     []*config.Port{{Number: int32(port), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}},
-		Endpoints: config.NewEndpointTable(table),
-	}
+	return onePortConfig(port, compileOne(t, in).Tables[0], nil, eps)
 }
 
 // namedBackends starts n endpoints answering their names, prefix + index.

@@ -21,8 +21,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/shared/chunked"
-	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/routing"
 )
 
@@ -48,34 +46,16 @@ func healthCheckedConfig(t *testing.T, port int, hc *config.ActiveHealthCheck, a
 			},
 		})
 	}
-	same := gwv1.NamespacesFromSame
-	out := routing.Compile(routing.Input{
-		ControllerName: "portico.dev/gateway-controller",
-		Listeners: []routing.Listener{{
-			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
-			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
-			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
-			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-			Accepted:       true,
-		}},
-		Parents: map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
-		Routes:  rs,
-		Services: map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: "svc"}: {
-			Ports: []routing.ServicePort{{Name: "http", Port: 80}}, Active: hc}},
-		// As translate: a traffic function exists once some policy won
-		// a target (here the Service).
-		Traffic: func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
-			return config.RuleTraffic{}
-		},
-	})
-	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0]}
-	return &config.Config{
-		Ports: []*config.Port{{Number: int32(port), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}},
-		Endpoints: config.NewEndpointTable(map[config.BackendKey]*config.Endpoints{
-			{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}: config.NewEndpoints(addrs...)}),
-		HealthChecks: out.HealthChecks,
+	in := oneListener(rs, httpService("svc", routing.Service{Active: hc}))
+	// As translate: a traffic function exists once some policy won a
+	// target (here the Service).
+	in.Traffic = func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
+		return config.RuleTraffic{}
 	}
+	out := compileOne(t, in)
+	c := onePortConfig(port, out.Tables[0], nil, map[string][]string{"svc": addrs})
+	c.HealthChecks = out.HealthChecks
+	return c
 }
 
 // checkedBackend answers its name, except on /healthz, which answers 200

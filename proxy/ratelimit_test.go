@@ -13,13 +13,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/shared/chunked"
-	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/routing"
 )
 
@@ -27,39 +24,11 @@ import (
 // with client (nil: none).
 func limitedConfig(t testing.TB, port int, rl *config.RateLimit, client *config.ClientTraffic, backend string) *config.Config {
 	t.Helper()
-	p := gwv1.PortNumber(80)
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-				BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &p}}}}}},
-		},
+	in := oneListener([]*gwv1.HTTPRoute{ruleRoute("svc", gwv1.HTTPRouteRule{})}, httpService("svc", routing.Service{}))
+	in.Traffic = func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
+		return config.RuleTraffic{RateLimit: rl}
 	}
-	same := gwv1.NamespacesFromSame
-	out := routing.Compile(routing.Input{
-		ControllerName: "portico.dev/gateway-controller",
-		Listeners: []routing.Listener{{
-			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
-			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
-			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
-			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-			Accepted:       true,
-		}},
-		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
-		Routes:   []*gwv1.HTTPRoute{route},
-		Services: map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}},
-		Traffic: func(*routing.Listener, routing.RouteKind, types.NamespacedName, string) config.RuleTraffic {
-			return config.RuleTraffic{RateLimit: rl}
-		},
-	})
-	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: out.Tables[0], Client: client}
-	return &config.Config{
-		Ports: []*config.Port{{Number: int32(port), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}},
-		Endpoints: config.NewEndpointTable(map[config.BackendKey]*config.Endpoints{
-			{Service: config.NamespacedName{Namespace: "ns", Name: "svc"}, Port: 80}: config.NewEndpoints(backend)}),
-	}
+	return onePortConfig(port, compileOne(t, in).Tables[0], client, map[string][]string{"svc": {backend}})
 }
 
 func startLimited(t *testing.T, rl *config.RateLimit, client *config.ClientTraffic) *balanced {

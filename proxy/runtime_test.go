@@ -14,12 +14,10 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/shared/chunked"
 	"portico.dev/portico/internal/shared/hostname"
 	"portico.dev/portico/routing"
 )
@@ -35,53 +33,18 @@ func routeTable(t testing.TB, svc string) *config.Table {
 // in the one rule.
 func ruleTable(t testing.TB, svc string, rule gwv1.HTTPRouteRule) *config.Table {
 	t.Helper()
-	port := gwv1.PortNumber(80)
-	rule.BackendRefs = []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-		BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port},
-	}}}
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Generation: 1},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules:           []gwv1.HTTPRouteRule{rule},
-		},
-	}
-	return compileRoute(t, route, map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: svc}: {Ports: []routing.ServicePort{{Name: "http", Port: 80}}}})
+	return compileRoute(t, ruleRoute(svc, rule), httpService(svc, routing.Service{}))
 }
 
 // compileRoute compiles route (namespace ns, parent Gateway ns/gw) for the
 // one HTTP listener of ns/gw on port 80, with services.
 func compileRoute(t testing.TB, route *gwv1.HTTPRoute, services map[types.NamespacedName]routing.Service) *config.Table {
 	t.Helper()
-	same := gwv1.NamespacesFromSame
-	out := routing.Compile(routing.Input{
-		ControllerName: "portico.dev/gateway-controller",
-		Listeners: []routing.Listener{{
-			ID: 0, Gateway: types.NamespacedName{Namespace: "ns", Name: "gw"},
-			Parent: routing.Parent{Kind: "Gateway", Namespace: "ns", Name: "gw"},
-			Name:   "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-			AllowedRoutes:  gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}},
-			SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-			Accepted:       true,
-		}},
-		Parents:  map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
-		Routes:   []*gwv1.HTTPRoute{route},
-		Services: services,
-	})
-	if out.Tables[0] == nil {
-		t.Fatalf("route did not attach: %+v", out.RouteParents)
-	}
-	return out.Tables[0]
+	return compileOne(t, oneListener([]*gwv1.HTTPRoute{route}, services)).Tables[0]
 }
 
 func httpPortConfig(t testing.TB, number int, svc, backendAddr string) *config.Config {
-	l := &config.Listener{Key: "Gateway/ns/gw/http", Routes: routeTable(t, svc)}
-	return &config.Config{
-		Ports: []*config.Port{{Number: int32(number), Protocol: config.HTTP, Listeners: hostname.NewTable([]string{""}, []*config.Listener{l}), All: chunked.Of([]*config.Listener{l})}},
-		Endpoints: config.NewEndpointTable(map[config.BackendKey]*config.Endpoints{
-			{Service: config.NamespacedName{Namespace: "ns", Name: svc}, Port: 80}: config.NewEndpoints(backendAddr),
-		}),
-	}
+	return onePortConfig(number, routeTable(t, svc), nil, map[string][]string{svc: {backendAddr}})
 }
 
 func freePort(t testing.TB) int {

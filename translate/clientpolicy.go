@@ -1,21 +1,14 @@
 package translate
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/clientpolicy"
-	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/listeners"
 	"portico.dev/portico/routing"
 )
@@ -44,49 +37,24 @@ import (
 // clientPolicies is what translate makes of the ClientTrafficPolicies.
 type clientPolicies struct {
 	winners  map[tpTarget]*clientpolicy.ClientTrafficPolicy
-	verdicts []*cpVerdict // oldest first
+	verdicts []*ownVerdict[*clientpolicy.ClientTrafficPolicy] // oldest first
 	// limits: a winner sets a rate limit or a request timeout.
 	limits bool
 }
 
-type cpVerdict struct {
-	p       *clientpolicy.ClientTrafficPolicy
-	invalid string
-	targets []tpTarget
-	// lost are the targets an older policy won, with that policy.
-	lost map[tpTarget]types.NamespacedName
-}
-
 // clientPolicies decides which policy wins each target.
 func (t *translation) clientPolicies() {
-	cp := &clientPolicies{winners: map[tpTarget]*clientpolicy.ClientTrafficPolicy{}}
+	cp := &clientPolicies{}
 	t.client = cp
-	for _, p := range snapshot.SortedByAge(t.res.ClientPolicies) {
-		v := &cpVerdict{p: p}
-		cp.verdicts = append(cp.verdicts, v)
-		if err := p.Spec.Validate(); err != nil {
-			v.invalid = err.Error()
-		}
-		for _, ref := range p.Spec.TargetRefs {
-			target := tpTarget{string(ref.Kind), p.Namespace, string(ref.Name), string(ptr.Deref(ref.SectionName, ""))}
-			if slices.Contains(v.targets, target) {
-				continue
-			}
-			v.targets = append(v.targets, target)
-			if v.invalid != "" {
-				continue
-			}
-			if older, taken := cp.winners[target]; taken {
-				if v.lost == nil {
-					v.lost = map[tpTarget]types.NamespacedName{}
-				}
-				v.lost[target] = nn(older.Namespace, older.Name)
-				continue
-			}
-			cp.winners[target] = p
+	cp.winners, cp.verdicts = attachPolicies(t.res.ClientPolicies, attachKind[*clientpolicy.ClientTrafficPolicy]{
+		validate: func(p *clientpolicy.ClientTrafficPolicy) error { return p.Spec.Validate() },
+		refs: func(p *clientpolicy.ClientTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
+			return p.Spec.TargetRefs
+		},
+		won: func(p *clientpolicy.ClientTrafficPolicy) {
 			cp.limits = cp.limits || p.Spec.RateLimit != nil || p.Spec.HTTP.Timeout() > 0
-		}
-	}
+		},
+	})
 }
 
 // listener is what the policies give the merged listener m; nil when
@@ -224,67 +192,42 @@ func (t *translation) clientPolicyStatuses() {
 		return
 	}
 	res := t.res
-	gwListeners := map[types.NamespacedName][]gwv1.SectionName{}
+	pa := t.policyAncestry()
+	// The listeners' names, of each Gateway and ListenerSet.
+	listenerNames := map[tpTarget][]gwv1.SectionName{}
 	for _, g := range res.Gateways {
 		for _, l := range g.Spec.Listeners {
-			gwListeners[nn(g.Namespace, g.Name)] = append(gwListeners[nn(g.Namespace, g.Name)], l.Name)
+			key := tpTarget{"Gateway", g.Namespace, g.Name, ""}
+			listenerNames[key] = append(listenerNames[key], l.Name)
 		}
 	}
-	lsets := map[types.NamespacedName]lsInfo{}
-	lsParent := map[types.NamespacedName]types.NamespacedName{}
 	for _, ls := range res.ListenerSets {
-		if parent, ok := ListenerSetParent(ls); ok {
-			info := lsInfo{parent: parent}
-			for _, l := range ls.Spec.Listeners {
-				info.listeners = append(info.listeners, l.Name)
-			}
-			lsets[nn(ls.Namespace, ls.Name)] = info
-			lsParent[nn(ls.Namespace, ls.Name)] = parent
+		for _, l := range ls.Spec.Listeners {
+			key := tpTarget{"ListenerSet", ls.Namespace, ls.Name, ""}
+			listenerNames[key] = append(listenerNames[key], l.Name)
 		}
 	}
 	for _, v := range cp.verdicts {
-		entries := map[string]*tpEntry{}
-		entry := func(ref gwv1.ParentReference) *tpEntry {
-			k := ancestorKey(ref)
-			e := entries[k]
-			if e == nil {
-				e = &tpEntry{ref: ref}
-				entries[k] = e
-			}
-			return e
-		}
+		entries := ancestorEntries{}
 		for _, target := range v.targets {
-			var gw types.NamespacedName
-			var more []types.NamespacedName
+			// Every Gateway the target is served under is an ancestor.
+			var gws []types.NamespacedName
 			var names []gwv1.SectionName
 			missing := ""
-			key := nn(target.namespace, target.name)
 			switch target.kind {
-			case "Gateway":
-				if _, ours := t.st.Gateways[key]; ours {
-					gw, names = key, gwListeners[key]
-				} else {
-					missing = "is not a Gateway of a GatewayClass of Portico's"
-				}
-			case "ListenerSet":
-				info, ok := lsets[key]
-				if _, ours := t.st.ListenerSets[key]; ok && ours {
-					gw, names = info.parent, info.listeners
-				} else {
-					missing = "is not a ListenerSet of a Gateway of Portico's"
+			case "Gateway", "ListenerSet":
+				var gw types.NamespacedName
+				if gw, missing = pa.gateway(target); missing == "" {
+					gws, names = []types.NamespacedName{gw}, listenerNames[tpTarget{target.kind, target.namespace, target.name, ""}]
 				}
 			case "HTTPRoute":
 				var found bool
-				var gws []types.NamespacedName
-				found, gws, names = t.cpRoute(key, lsParent)
+				found, gws, names = pa.route(target)
 				switch {
 				case !found:
 					missing = "does not exist"
 				case len(gws) == 0:
 					missing = "is not accepted by a Gateway of Portico's"
-				default:
-					// Every Gateway accepting it is an ancestor.
-					gw, more = gws[0], gws[1:]
 				}
 			default:
 				missing = "is not a kind a ClientTrafficPolicy targets"
@@ -298,18 +241,12 @@ func (t *translation) clientPolicyStatuses() {
 				}
 			}
 			if missing != "" {
-				e := entry(targetRef(target))
-				e.notFound = append(e.notFound, cpTargetString(what)+" "+missing)
+				entries.notFound(target, cpTargetString(what)+" "+missing)
 				continue
 			}
-			for _, g := range append([]types.NamespacedName{gw}, more...) {
-				e := entry(gatewayRef(g))
-				if older, lost := v.lost[target]; lost {
-					e.conflicts = append(e.conflicts, fmt.Sprintf("%s is already the target of the older ClientTrafficPolicy %s", cpTargetString(target), older))
-				}
-			}
+			entries.gateways(gws, v.conflict(target, clientpolicy.Kind, cpTargetString(target)))
 		}
-		out[nn(v.p.Namespace, v.p.Name)] = cpAncestors(v, entries, t.controller)
+		out[nn(v.p.Namespace, v.p.Name)] = ownAncestors(entries, validStatus(v), t.controller)
 	}
 }
 
@@ -324,84 +261,4 @@ func cpTargetString(t tpTarget) string {
 		s += " listener " + t.section
 	}
 	return s
-}
-
-// cpRoute tells whether HTTPRoute r exists, the Gateways of Portico's
-// that accepted it (a ListenerSet's parent for one), and its rules' names.
-func (t *translation) cpRoute(r types.NamespacedName, lsParent map[types.NamespacedName]types.NamespacedName) (bool, []types.NamespacedName, []gwv1.SectionName) {
-	var route *gwv1.HTTPRoute
-	for _, x := range t.res.HTTPRoutes {
-		if x.Namespace == r.Namespace && x.Name == r.Name {
-			route = x
-			break
-		}
-	}
-	if route == nil {
-		return false, nil, nil
-	}
-	var names []gwv1.SectionName
-	for i := range route.Spec.Rules {
-		if n := route.Spec.Rules[i].Name; n != nil {
-			names = append(names, *n)
-		}
-	}
-	var gws []types.NamespacedName
-	for _, ps := range t.st.HTTPRoutes[r] {
-		if ps.ControllerName != t.controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
-			continue
-		}
-		parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, gwv1.Namespace(r.Namespace))), string(ps.ParentRef.Name))
-		if ptr.Deref(ps.ParentRef.Kind, "Gateway") == "ListenerSet" {
-			gw, ok := lsParent[parent]
-			if !ok {
-				continue
-			}
-			parent = gw
-		}
-		if !slices.Contains(gws, parent) {
-			gws = append(gws, parent)
-		}
-	}
-	slices.SortFunc(gws, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	return true, gws, names
-}
-
-// cpAncestors turns a policy's entries into its status, Gateways first,
-// at most status.MaxPolicyAncestors of them.
-func cpAncestors(v *cpVerdict, entries map[string]*tpEntry, controller gwv1.GatewayController) []gwv1.PolicyAncestorStatus {
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if len(keys) > status.MaxPolicyAncestors {
-		keys = keys[:status.MaxPolicyAncestors]
-	}
-	gen := v.p.Generation
-	out := make([]gwv1.PolicyAncestorStatus, 0, len(keys))
-	for _, k := range keys {
-		e := entries[k]
-		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen)
-		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, "Every target is found", gen)
-		if len(e.notFound) > 0 {
-			msg := strings.Join(e.notFound, "; ")
-			resolved = policyCondition(tpResolvedRefs, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-		}
-		switch {
-		case v.invalid != "":
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid, v.invalid, gen)
-		case len(e.notFound) > 0:
-		case len(e.conflicts) > 0:
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(e.conflicts, "; "), gen)
-		}
-		out = append(out, gwv1.PolicyAncestorStatus{AncestorRef: e.ref, ControllerName: controller, Conditions: []metav1.Condition{accepted, resolved}})
-	}
-	return out
-}
-
-// lsInfo is what statuses need of a ListenerSet.
-type lsInfo struct {
-	parent    types.NamespacedName
-	listeners []gwv1.SectionName
 }

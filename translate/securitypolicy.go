@@ -1,22 +1,12 @@
 package translate
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
-	"slices"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
-	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/routing"
 )
 
@@ -47,10 +37,7 @@ type securityPolicies struct {
 }
 
 type spVerdict struct {
-	p        *securitypolicy.SecurityPolicy
-	invalid  string
-	targets  []tpTarget
-	lost     map[tpTarget]types.NamespacedName
+	*ownVerdict[*securitypolicy.SecurityPolicy]
 	compiled *config.Security
 	refs     *securitypolicy.RefProblem
 }
@@ -64,11 +51,18 @@ func (t *translation) securityPolicies() {
 		return
 	}
 	secrets := func(key types.NamespacedName) *corev1.Secret { return t.ix.secrets[key] }
-	for _, p := range snapshot.SortedByAge(t.res.SecurityPolicies) {
-		v := &spVerdict{p: p}
-		sp.verdicts = append(sp.verdicts, v)
-		if err := p.Spec.Validate(); err != nil {
-			v.invalid = err.Error()
+	winners, verdicts := attachPolicies(t.res.SecurityPolicies, attachKind[*securitypolicy.SecurityPolicy]{
+		validate: func(p *securitypolicy.SecurityPolicy) error { return p.Spec.Validate() },
+		refs: func(p *securitypolicy.SecurityPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
+			return p.Spec.TargetRefs
+		},
+		invalidWins: true,
+	})
+	byPolicy := make(map[*securitypolicy.SecurityPolicy]*spVerdict, len(verdicts))
+	for _, ov := range verdicts {
+		v := &spVerdict{ownVerdict: ov}
+		p := v.p
+		if v.invalid != "" {
 			v.compiled = &config.Security{Policy: p.Namespace + "/" + p.Name, Invalid: "the SecurityPolicy is invalid"}
 		} else {
 			v.compiled, v.refs = securitypolicy.Compile(p, t.res.ReferenceGrants, secrets)
@@ -78,21 +72,11 @@ func (t *translation) securityPolicies() {
 				}
 			}
 		}
-		for _, ref := range p.Spec.TargetRefs {
-			target := tpTarget{string(ref.Kind), p.Namespace, string(ref.Name), string(ptr.Deref(ref.SectionName, ""))}
-			if slices.Contains(v.targets, target) {
-				continue
-			}
-			v.targets = append(v.targets, target)
-			if older, taken := sp.winners[target]; taken {
-				if v.lost == nil {
-					v.lost = map[tpTarget]types.NamespacedName{}
-				}
-				v.lost[target] = nn(older.p.Namespace, older.p.Name)
-				continue
-			}
-			sp.winners[target] = v
-		}
+		sp.verdicts = append(sp.verdicts, v)
+		byPolicy[p] = v
+	}
+	for target, p := range winners {
+		sp.winners[target] = byPolicy[p]
 	}
 }
 
@@ -136,155 +120,23 @@ func (t *translation) securityPolicyStatuses() {
 	if len(sp.verdicts) == 0 {
 		return
 	}
-	res := t.res
-	lsParent := map[types.NamespacedName]types.NamespacedName{}
-	for _, ls := range res.ListenerSets {
-		if parent, ok := ListenerSetParent(ls); ok {
-			lsParent[nn(ls.Namespace, ls.Name)] = parent
-		}
-	}
-	ruleNames := map[tpTarget][]string{} // route (kind, namespace, name) -> its rules' names
-	for _, r := range res.HTTPRoutes {
-		names := []string{}
-		for i := range r.Spec.Rules {
-			names = append(names, string(ptr.Deref(r.Spec.Rules[i].Name, "")))
-		}
-		ruleNames[tpTarget{"HTTPRoute", r.Namespace, r.Name, ""}] = names
-	}
-	for _, r := range res.GRPCRoutes {
-		names := []string{}
-		for i := range r.Spec.Rules {
-			names = append(names, string(ptr.Deref(r.Spec.Rules[i].Name, "")))
-		}
-		ruleNames[tpTarget{"GRPCRoute", r.Namespace, r.Name, ""}] = names
-	}
-	acceptedBy := func(parents []gwv1.RouteParentStatus, routeNS string) []types.NamespacedName {
-		var gws []types.NamespacedName
-		for _, ps := range parents {
-			if ps.ControllerName != t.controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
-				continue
-			}
-			parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, gwv1.Namespace(routeNS))), string(ps.ParentRef.Name))
-			if ptr.Deref(ps.ParentRef.Kind, "Gateway") == "ListenerSet" {
-				gw, ok := lsParent[parent]
-				if !ok {
-					continue
-				}
-				parent = gw
-			}
-			if !slices.Contains(gws, parent) {
-				gws = append(gws, parent)
-			}
-		}
-		return gws
-	}
+	pa := t.policyAncestry()
 	for _, v := range sp.verdicts {
-		entries := map[string]*tpEntry{}
-		entry := func(ref gwv1.ParentReference) *tpEntry {
-			k := ancestorKey(ref)
-			e := entries[k]
-			if e == nil {
-				e = &tpEntry{ref: ref}
-				entries[k] = e
-			}
-			return e
-		}
+		entries := ancestorEntries{}
 		for _, target := range v.targets {
-			var gws []types.NamespacedName
-			missing := ""
-			switch target.kind {
-			case "Gateway":
-				g := nn(target.namespace, target.name)
-				if _, ours := t.st.Gateways[g]; ours {
-					gws = []types.NamespacedName{g}
-				} else {
-					missing = "is not a Gateway of a GatewayClass of Portico's"
-				}
-			case "ListenerSet":
-				ls := nn(target.namespace, target.name)
-				_, ours := t.st.ListenerSets[ls]
-				if parent, ok := lsParent[ls]; ok && ours {
-					gws = []types.NamespacedName{parent}
-				} else {
-					missing = "is not a ListenerSet of a Gateway of Portico's"
-				}
-			case "HTTPRoute", "GRPCRoute":
-				r := nn(target.namespace, target.name)
-				names, found := ruleNames[tpTarget{target.kind, target.namespace, target.name, ""}]
-				parents := t.st.HTTPRoutes[r]
-				if target.kind == "GRPCRoute" {
-					parents = t.st.GRPCRoutes[r]
-				}
-				gws = acceptedBy(parents, target.namespace)
-				switch {
-				case !found:
-					missing = "does not exist"
-				case target.section != "" && !slices.Contains(names, target.section):
-					missing = "has no rule named " + target.section
-				case len(gws) == 0:
-					missing = "is not accepted by a Gateway of Portico's"
-				}
-			default:
-				missing = "is not a kind a SecurityPolicy targets"
-			}
-			if missing != "" {
-				e := entry(targetRef(target))
-				what := target
-				if strings.HasPrefix(missing, "has no rule") {
-					what.section = ""
-				}
-				e.notFound = append(e.notFound, what.String()+" "+missing)
-				continue
-			}
-			older, lost := v.lost[target]
-			for _, gw := range gws {
-				e := entry(gatewayRef(gw))
-				if lost {
-					e.conflicts = append(e.conflicts, fmt.Sprintf("%s is already the target of the older SecurityPolicy %s", target, older))
-				}
-			}
+			pa.addTarget(entries, target, securitypolicy.Kind, v.conflict(target, securitypolicy.Kind, target.String()))
 		}
-		out[nn(v.p.Namespace, v.p.Name)] = spAncestors(v, entries, t.controller)
-	}
-}
-
-// spAncestors turns a policy's entries into its status, Gateways first,
-// at most status.MaxPolicyAncestors of them.
-func spAncestors(v *spVerdict, entries map[string]*tpEntry, controller gwv1.GatewayController) []gwv1.PolicyAncestorStatus {
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if len(keys) > status.MaxPolicyAncestors {
-		keys = keys[:status.MaxPolicyAncestors]
-	}
-	gen := v.p.Generation
-	out := make([]gwv1.PolicyAncestorStatus, 0, len(keys))
-	for _, k := range keys {
-		e := entries[k]
-		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen)
-		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, "Every target and Secret is found", gen)
-		switch {
-		case len(e.notFound) > 0:
-			msg := strings.Join(e.notFound, "; ")
-			resolved = policyCondition(tpResolvedRefs, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-		case v.refs != nil:
-			resolved = policyCondition(tpResolvedRefs, false, gwv1.PolicyConditionReason(v.refs.Reason),
-				v.refs.Message+"; the policy's targets answer 500", gen)
+		// A policy that cannot be enforced still holds its targets, which
+		// fail closed: its status says so.
+		st := ancestorStatus{generation: v.p.Generation, resolved: "Every target and Secret is found"}
+		if v.invalid != "" {
+			st.invalid = v.invalid + "; the policy's targets answer 500"
 		}
-		switch {
-		case v.invalid != "":
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid,
-				v.invalid+"; the policy's targets answer 500", gen)
-		case len(e.notFound) > 0:
-		case len(e.conflicts) > 0:
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(e.conflicts, "; "), gen)
+		if v.refs != nil {
+			st.refReason, st.refMessage = gwv1.PolicyConditionReason(v.refs.Reason), v.refs.Message+"; the policy's targets answer 500"
 		}
-		out = append(out, gwv1.PolicyAncestorStatus{AncestorRef: e.ref, ControllerName: controller, Conditions: []metav1.Condition{accepted, resolved}})
+		out[nn(v.p.Namespace, v.p.Name)] = ownAncestors(entries, st, t.controller)
 	}
-	return out
 }
 
 // servicePorts is securitypolicy.ServicePorts of the snapshot's Services.

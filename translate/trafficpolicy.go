@@ -2,19 +2,13 @@ package translate
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
-	"portico.dev/portico/internal/controlplane/snapshot"
-	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/routing"
 )
@@ -56,46 +50,19 @@ func (t tpTarget) String() string {
 // trafficPolicies is what translate makes of the BackendTrafficPolicies.
 type trafficPolicies struct {
 	winners  map[tpTarget]*trafficpolicy.BackendTrafficPolicy
-	verdicts []*tpVerdict // oldest first
-}
-
-type tpVerdict struct {
-	p       *trafficpolicy.BackendTrafficPolicy
-	invalid string
-	targets []tpTarget
-	// lost are the targets an older policy won, with that policy.
-	lost map[tpTarget]types.NamespacedName
+	verdicts []*ownVerdict[*trafficpolicy.BackendTrafficPolicy] // oldest first
 }
 
 // trafficPolicies decides which policy wins each target.
 func (t *translation) trafficPolicies() {
-	tp := &trafficPolicies{winners: map[tpTarget]*trafficpolicy.BackendTrafficPolicy{}}
+	tp := &trafficPolicies{}
 	t.traffic = tp
-	for _, p := range snapshot.SortedByAge(t.res.TrafficPolicies) {
-		v := &tpVerdict{p: p}
-		tp.verdicts = append(tp.verdicts, v)
-		if err := p.Spec.Validate(); err != nil {
-			v.invalid = err.Error()
-		}
-		for _, ref := range p.Spec.TargetRefs {
-			target := tpTarget{string(ref.Kind), p.Namespace, string(ref.Name), string(ptr.Deref(ref.SectionName, ""))}
-			if slices.Contains(v.targets, target) {
-				continue
-			}
-			v.targets = append(v.targets, target)
-			if v.invalid != "" {
-				continue
-			}
-			if older, taken := tp.winners[target]; taken {
-				if v.lost == nil {
-					v.lost = map[tpTarget]types.NamespacedName{}
-				}
-				v.lost[target] = nn(older.Namespace, older.Name)
-				continue
-			}
-			tp.winners[target] = p
-		}
-	}
+	tp.winners, tp.verdicts = attachPolicies(t.res.TrafficPolicies, attachKind[*trafficpolicy.BackendTrafficPolicy]{
+		validate: func(p *trafficpolicy.BackendTrafficPolicy) error { return p.Spec.Validate() },
+		refs: func(p *trafficpolicy.BackendTrafficPolicy) []gwv1.LocalPolicyTargetReferenceWithSectionName {
+			return p.Spec.TargetRefs
+		},
+	})
 }
 
 // traffic is routing.Input.Traffic; nil when no policy won a target.
@@ -194,20 +161,7 @@ func (t *translation) trafficPolicyStatuses() {
 		return
 	}
 	res := t.res
-	lsParent := map[types.NamespacedName]types.NamespacedName{}
-	for _, ls := range res.ListenerSets {
-		if parent, ok := ListenerSetParent(ls); ok {
-			lsParent[nn(ls.Namespace, ls.Name)] = parent
-		}
-	}
-	httpRoutes := make(map[types.NamespacedName]*gwv1.HTTPRoute, len(res.HTTPRoutes))
-	for _, r := range res.HTTPRoutes {
-		httpRoutes[nn(r.Namespace, r.Name)] = r
-	}
-	grpcRoutes := make(map[types.NamespacedName]*gwv1.GRPCRoute, len(res.GRPCRoutes))
-	for _, r := range res.GRPCRoutes {
-		grpcRoutes[nn(r.Namespace, r.Name)] = r
-	}
+	pa := t.policyAncestry()
 	services := make(map[types.NamespacedName]bool, len(res.Services))
 	for _, s := range res.Services {
 		services[nn(s.Namespace, s.Name)] = true
@@ -226,167 +180,36 @@ func (t *translation) trafficPolicyStatuses() {
 	if len(wanted) > 0 {
 		routedTo = routedGateways(res, t.st, t.controller, wanted, nil)
 	}
-	// acceptedBy is the Gateways of ours that accepted a route.
-	acceptedBy := func(parents []gwv1.RouteParentStatus, routeNS string) []types.NamespacedName {
-		var gws []types.NamespacedName
-		for _, ps := range parents {
-			if ps.ControllerName != t.controller || !meta.IsStatusConditionTrue(ps.Conditions, string(gwv1.RouteConditionAccepted)) {
-				continue
-			}
-			parent := nn(string(ptr.Deref(ps.ParentRef.Namespace, gwv1.Namespace(routeNS))), string(ps.ParentRef.Name))
-			if ptr.Deref(ps.ParentRef.Kind, "Gateway") == "ListenerSet" {
-				gw, ok := lsParent[parent]
-				if !ok {
-					continue
-				}
-				parent = gw
-			}
-			if !slices.Contains(gws, parent) {
-				gws = append(gws, parent)
-			}
-		}
-		return gws
-	}
-	hasRule := func(names []*gwv1.SectionName, section string) bool {
-		for _, n := range names {
-			if n != nil && string(*n) == section {
-				return true
-			}
-		}
-		return false
-	}
-
 	for _, v := range tp.verdicts {
 		key := nn(v.p.Namespace, v.p.Name)
-		entries := map[string]*tpEntry{}
-		entry := func(ref gwv1.ParentReference) *tpEntry {
-			k := ancestorKey(ref)
-			e := entries[k]
-			if e == nil {
-				e = &tpEntry{ref: ref}
-				entries[k] = e
-			}
-			return e
-		}
+		entries := ancestorEntries{}
 		for _, target := range v.targets {
-			var gws []types.NamespacedName
-			missing := ""
-			switch target.kind {
-			case "Gateway":
-				g := nn(target.namespace, target.name)
-				if _, ours := t.st.Gateways[g]; ours {
-					gws = []types.NamespacedName{g}
-				} else {
-					missing = "is not a Gateway of a GatewayClass of Portico's"
-				}
-			case "ListenerSet":
-				ls := nn(target.namespace, target.name)
-				_, ours := t.st.ListenerSets[ls]
-				if parent, ok := lsParent[ls]; ok && ours {
-					gws = []types.NamespacedName{parent}
-				} else {
-					missing = "is not a ListenerSet of a Gateway of Portico's"
-				}
-			case "HTTPRoute", "GRPCRoute":
-				r := nn(target.namespace, target.name)
-				var parents []gwv1.RouteParentStatus
-				var ruleNames []*gwv1.SectionName
-				found := false
-				if target.kind == "HTTPRoute" {
-					if route := httpRoutes[r]; route != nil {
-						found, parents = true, t.st.HTTPRoutes[r]
-						for i := range route.Spec.Rules {
-							ruleNames = append(ruleNames, route.Spec.Rules[i].Name)
-						}
-					}
-				} else if route := grpcRoutes[r]; route != nil {
-					found, parents = true, t.st.GRPCRoutes[r]
-					for i := range route.Spec.Rules {
-						ruleNames = append(ruleNames, route.Spec.Rules[i].Name)
-					}
-				}
-				gws = acceptedBy(parents, target.namespace)
-				switch {
-				case !found:
-					missing = "does not exist"
-				case target.section != "" && !hasRule(ruleNames, target.section):
-					missing = "has no rule named " + target.section
-				case len(gws) == 0:
-					missing = "is not accepted by a Gateway of Portico's"
-				}
-			case "Service":
-				svc := nn(target.namespace, target.name)
-				if !services[svc] {
-					missing = "does not exist"
-					break
-				}
-				for gw := range routedTo[svc] {
-					if _, ours := t.st.Gateways[gw]; ours {
-						gws = append(gws, gw)
-					}
-				}
-				slices.SortFunc(gws, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
-				if len(gws) == 0 {
-					// Nothing routes to it yet: the Service is the
-					// ancestor, so the policy still says it is accepted.
-					entry(targetRef(target))
-				}
-			default:
-				missing = "is not a kind a BackendTrafficPolicy targets"
-			}
-			if missing != "" {
-				e := entry(targetRef(target))
-				what := target
-				if strings.HasPrefix(missing, "has no rule") {
-					what.section = ""
-				}
-				e.notFound = append(e.notFound, what.String()+" "+missing)
+			if target.kind != "Service" {
+				pa.addTarget(entries, target, trafficpolicy.Kind, v.conflict(target, trafficpolicy.Kind, target.String()))
 				continue
 			}
-			older, lost := v.lost[target]
-			for _, gw := range gws {
-				e := entry(gatewayRef(gw))
-				if lost {
-					e.conflicts = append(e.conflicts, fmt.Sprintf("%s is already the target of the older BackendTrafficPolicy %s", target, older))
+			// A Service's ancestors are the Gateways routing to it.
+			svc := nn(target.namespace, target.name)
+			if !services[svc] {
+				entries.notFound(target, target.String()+" does not exist")
+				continue
+			}
+			var gws []types.NamespacedName
+			for gw := range routedTo[svc] {
+				if _, ours := t.st.Gateways[gw]; ours {
+					gws = append(gws, gw)
 				}
 			}
+			slices.SortFunc(gws, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
+			if len(gws) == 0 {
+				// Nothing routes to it yet: the Service is the
+				// ancestor, so the policy still says it is accepted.
+				entries.entry(targetRef(target))
+			}
+			entries.gateways(gws, v.conflict(target, trafficpolicy.Kind, target.String()))
 		}
-		out[key] = tpAncestors(v, entries, t.controller)
+		out[key] = ownAncestors(entries, validStatus(v), t.controller)
 	}
-}
-
-// tpAncestors turns a policy's entries into its status, Gateways first,
-// at most status.MaxPolicyAncestors of them.
-func tpAncestors(v *tpVerdict, entries map[string]*tpEntry, controller gwv1.GatewayController) []gwv1.PolicyAncestorStatus {
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if len(keys) > status.MaxPolicyAncestors {
-		keys = keys[:status.MaxPolicyAncestors]
-	}
-	gen := v.p.Generation
-	out := make([]gwv1.PolicyAncestorStatus, 0, len(keys))
-	for _, k := range keys {
-		e := entries[k]
-		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen)
-		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, "Every target is found", gen)
-		if len(e.notFound) > 0 {
-			msg := strings.Join(e.notFound, "; ")
-			resolved = policyCondition(tpResolvedRefs, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonTargetNotFound, msg, gen)
-		}
-		switch {
-		case v.invalid != "":
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonInvalid, v.invalid, gen)
-		case len(e.notFound) > 0:
-		case len(e.conflicts) > 0:
-			accepted = policyCondition(gwv1.PolicyConditionAccepted, false, gwv1.PolicyReasonConflicted, strings.Join(e.conflicts, "; "), gen)
-		}
-		out = append(out, gwv1.PolicyAncestorStatus{AncestorRef: e.ref, ControllerName: controller, Conditions: []metav1.Condition{accepted, resolved}})
-	}
-	return out
 }
 
 // ResolvedRefs of a BackendTrafficPolicy's ancestor: whether its targets

@@ -32,48 +32,13 @@ func TestServeAppliesClientPolicy(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	listen := freeport.Port(t)
 	dir := t.TempDir()
-	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: portico
-  listeners: [{name: http, port: %d, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {ports: [{name: http, port: 80, targetPort: %d}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: %d}]
-endpoints:
-- {addresses: [127.0.0.1], conditions: {ready: true}}
----
-apiVersion: portico.dev/v1alpha1
+	writeWebFiles(t, dir, listen, port, []string{"127.0.0.1"}, `apiVersion: portico.dev/v1alpha1
 kind: ClientTrafficPolicy
 metadata: {name: behind-balancer}
 spec:
   targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}]
   clientIPDetection: {xForwardedFor: {numTrustedHops: 1}}
-`, listen, port, port)
-	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	limit := func(n int) {
 		p := "apiVersion: portico.dev/v1alpha1\nkind: ClientTrafficPolicy\nmetadata: {name: per-client}\nspec:\n" +
 			"  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]\n" +

@@ -5,11 +5,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -23,59 +21,20 @@ import (
 // takes effect without a restart (the old one then gets a 401).
 func TestServeAppliesSecurityPolicy(t *testing.T) {
 	port := freeport.Port(t)
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)))
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2: %v", err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "user=%s auth=%q", r.Header.Get("X-User"), r.Header.Get("Authorization"))
-	})}
-	go srv.Serve(ln) //nolint:errcheck // ends with Close
-	t.Cleanup(func() { srv.Close() })
+	serveBackends(t, port, []string{"127.0.0.2"}, func(string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "user=%s auth=%q", r.Header.Get("X-User"), r.Header.Get("Authorization"))
+		})
+	})
 	listen := freeport.Port(t)
 	dir := t.TempDir()
-	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: portico
-  listeners: [{name: http, port: %d, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {ports: [{name: http, port: 80, targetPort: %d}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: %d}]
-endpoints:
-- {addresses: [127.0.0.2], conditions: {ready: true}}
----
-apiVersion: portico.dev/v1alpha1
+	writeWebFiles(t, dir, listen, port, []string{"127.0.0.2"}, `apiVersion: portico.dev/v1alpha1
 kind: SecurityPolicy
 metadata: {name: staff}
 spec:
   targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
   basicAuth: {users: {name: users}, realm: staff, forwardUsernameHeader: X-User}
-`, listen, port, port)
-	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	users := func(password string) {
 		sum := sha1.Sum([]byte(password))
 		s := "apiVersion: v1\nkind: Secret\nmetadata: {name: users}\nstringData:\n  .htpasswd: |\n    bob:{SHA}" + base64.StdEncoding.EncodeToString(sum[:]) + "\n"

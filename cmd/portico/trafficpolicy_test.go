@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,56 +22,13 @@ func TestServeAppliesTrafficPolicy(t *testing.T) {
 	// Three endpoints on one port of three loopback addresses, as an
 	// EndpointSlice lists them.
 	port := freeport.Port(t)
-	for _, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			t.Skipf("cannot listen on %s: %v", ip, err)
-		}
-		srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, ip)
-		})}
-		go srv.Serve(ln) //nolint:errcheck // ends with Close
-		t.Cleanup(func() { srv.Close() })
-	}
+	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	serveBackends(t, port, ips, func(ip string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, ip) })
+	})
 	listen := freeport.Port(t)
 	dir := t.TempDir()
-	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: portico
-  listeners: [{name: http, port: %d, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {ports: [{name: http, port: 80, targetPort: %d}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: %d}]
-endpoints:
-- {addresses: [127.0.0.2], conditions: {ready: true}}
-- {addresses: [127.0.0.3], conditions: {ready: true}}
-- {addresses: [127.0.0.4], conditions: {ready: true}}
-`, listen, port, port)
-	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeWebFiles(t, dir, listen, port, ips)
 	policy := func(lb string) {
 		p := "apiVersion: portico.dev/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: web}\nspec:\n" +
 			"  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]\n  loadBalancer: " + lb + "\n"
@@ -142,68 +98,26 @@ endpoints:
 // of 60 requests reaches it.
 func TestServeActiveHealthCheck(t *testing.T) {
 	port := freeport.Port(t)
-	for _, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			t.Skipf("cannot listen on %s: %v", ip, err)
-		}
-		srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	serveBackends(t, port, ips, func(ip string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/healthz" && ip == "127.0.0.3" {
 				w.WriteHeader(http.StatusInternalServerError)
 				return
 			}
 			io.WriteString(w, ip)
-		})}
-		go srv.Serve(ln) //nolint:errcheck // ends with Close
-		t.Cleanup(func() { srv.Close() })
-	}
+		})
+	})
 	listen := freeport.Port(t)
 	dir := t.TempDir()
-	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: portico
-  listeners: [{name: http, port: %d, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {ports: [{name: http, port: 80, targetPort: %d}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: %d}]
-endpoints:
-- {addresses: [127.0.0.2], conditions: {ready: true}}
-- {addresses: [127.0.0.3], conditions: {ready: true}}
-- {addresses: [127.0.0.4], conditions: {ready: true}}
----
-apiVersion: portico.dev/v1alpha1
+	writeWebFiles(t, dir, listen, port, ips, `apiVersion: portico.dev/v1alpha1
 kind: BackendTrafficPolicy
 metadata: {name: web}
 spec:
   targetRefs: [{group: "", kind: Service, name: web}]
   healthCheck:
     active: {type: HTTP, interval: 50ms, timeout: 40ms, http: {path: /healthz}}
-`, listen, port, port)
-	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	serveInTest(t, "--config", dir, "--bind-address", "127.0.0.1")
 	url := fmt.Sprintf("http://127.0.0.1:%d/", listen)
 	c := &http.Client{Timeout: 5 * time.Second}

@@ -325,9 +325,9 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	if err := in.snapshotDataPlanes(res); err != nil {
 		return nil, err
 	}
-	in.snapshotTrafficPolicies(res)
-	in.snapshotSecurityPolicies(res)
-	in.snapshotClientPolicies(res)
+	snapshotPolicies(in.trafficPolicies, &res.TrafficPolicies)
+	snapshotPolicies(in.securityPolicies, &res.SecurityPolicies)
+	snapshotPolicies(in.clientPolicies, &res.ClientPolicies)
 	return res, nil
 }
 

@@ -16,9 +16,7 @@ import (
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -626,65 +624,8 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 			return status.MergeBackendTLSPolicy(o, c, w.controller, now)
 		},
 	}, fromCache(policies, st.BackendTLSPolicies, func(p *gwv1.BackendTLSPolicy) bool { return status.HasAncestorsOf(p.Status.Ancestors, w.controller) }))...)
-	if w.dynamic != nil && w.in.TrafficPolicies != nil {
-		var traffic []*trafficpolicy.BackendTrafficPolicy
-		for _, o := range w.in.TrafficPolicies.List() {
-			if p, ok := o.(*trafficpolicy.BackendTrafficPolicy); ok {
-				traffic = append(traffic, p)
-			}
-		}
-		jobs = append(jobs, kindJobs(w, ts, statusKind[*trafficpolicy.BackendTrafficPolicy, []gwv1.PolicyAncestorStatus]{
-			name: trafficpolicy.Kind,
-			client: func(ns string) statusClient[*trafficpolicy.BackendTrafficPolicy] {
-				return trafficStatusClient{w.dynamic.Resource(source.TrafficPolicyResource).Namespace(ns)}
-			},
-			merge: func(o *trafficpolicy.BackendTrafficPolicy, c []gwv1.PolicyAncestorStatus, now metav1.Time) (*trafficpolicy.BackendTrafficPolicy, bool) {
-				return status.MergeTrafficPolicy(o, c, w.controller, now)
-			},
-		}, fromCache(traffic, st.TrafficPolicies, func(p *trafficpolicy.BackendTrafficPolicy) bool {
-			return status.HasAncestorsOf(p.Status.Ancestors, w.controller)
-		}))...)
-	}
-	jobs = append(jobs, w.securityPolicyJobs(ts)...)
-	jobs = append(jobs, w.clientPolicyJobs(ts)...)
+	jobs = append(jobs, w.ownPolicyJobs(ts, st)...)
 	return jobs
-}
-
-// trafficStatusClient reads and writes BackendTrafficPolicies, a kind of
-// Portico's own with no typed client, through the dynamic one.
-type trafficStatusClient struct {
-	ri dynamic.ResourceInterface
-}
-
-func (c trafficStatusClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*trafficpolicy.BackendTrafficPolicy, error) {
-	u, err := c.ri.Get(ctx, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	return fromUnstructured(u)
-}
-
-func (c trafficStatusClient) UpdateStatus(ctx context.Context, obj *trafficpolicy.BackendTrafficPolicy, opts metav1.UpdateOptions) (*trafficpolicy.BackendTrafficPolicy, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encode BackendTrafficPolicy %s/%s: %w", obj.Namespace, obj.Name, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(trafficpolicy.APIVersion)
-	u.SetKind(trafficpolicy.Kind)
-	out, err := c.ri.UpdateStatus(ctx, u, opts)
-	if err != nil {
-		return nil, err
-	}
-	return fromUnstructured(out)
-}
-
-func fromUnstructured(u *unstructured.Unstructured) (*trafficpolicy.BackendTrafficPolicy, error) {
-	p := &trafficpolicy.BackendTrafficPolicy{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
-		return nil, fmt.Errorf("decode BackendTrafficPolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	return p, nil
 }
 
 // sortJobs puts parents before children, so a watcher sees a Gateway

@@ -26,6 +26,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/policytarget"
 	"portico.dev/portico/sni"
 )
 
@@ -284,7 +285,12 @@ type ProxyProtocol struct {
 	TrustedCIDRs []string `json:"trustedCIDRs,omitempty"`
 }
 
-var targetKinds = map[gwv1.Kind]bool{"Gateway": true, "ListenerSet": true, "HTTPRoute": true}
+// targetKinds are the kinds a policy may target: listeners and route
+// rules by section.
+var targetKinds = []policytarget.Kind{
+	{Kind: "Gateway", Group: gwv1.GroupName, Sections: true}, {Kind: "ListenerSet", Group: gwv1.GroupName, Sections: true},
+	{Kind: "HTTPRoute", Group: gwv1.GroupName, Sections: true},
+}
 
 // Validate checks the rules of the CRD's schema (and its CEL rules) for
 // objects that reach translate without an API server. The error names
@@ -292,23 +298,12 @@ var targetKinds = map[gwv1.Kind]bool{"Gateway": true, "ListenerSet": true, "HTTP
 func (s *Spec) Validate() error {
 	var errs []string
 	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
-		add("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs))
-	}
-	for i, ref := range s.TargetRefs {
-		at := fmt.Sprintf("spec.targetRefs[%d]", i)
-		switch {
-		case !targetKinds[ref.Kind]:
-			add("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute", at, ref.Kind)
-		case ref.Kind == "HTTPRoute" && (s.ClientIPDetection != nil || s.ProxyProtocol != nil || s.TLS != nil || s.HTTP != nil):
-			add("%s.kind: an HTTPRoute may be targeted for rateLimit only", at)
-		case ref.Group != gwv1.GroupName:
-			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gwv1.GroupName, ref.Group)
+	errs = append(errs, policytarget.Problems(s.TargetRefs, MaxTargets, targetKinds, func(at string, ref gwv1.LocalPolicyTargetReferenceWithSectionName) string {
+		if ref.Kind == "HTTPRoute" && (s.ClientIPDetection != nil || s.ProxyProtocol != nil || s.TLS != nil || s.HTTP != nil) {
+			return at + ".kind: an HTTPRoute may be targeted for rateLimit only"
 		}
-		if ref.Name == "" {
-			add("%s.name: required", at)
-		}
-	}
+		return ""
+	})...)
 	if s.ClientIPDetection == nil && s.ProxyProtocol == nil && s.RateLimit == nil && s.TLS == nil && s.HTTP == nil {
 		add("spec: at least one of clientIPDetection, proxyProtocol, rateLimit, tls, http is needed")
 	}

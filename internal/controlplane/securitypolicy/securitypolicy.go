@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"portico.dev/portico/internal/controlplane/policytarget"
 )
 
 // Group, Version and Kind of SecurityPolicy.
@@ -253,8 +255,11 @@ type KeySource struct {
 
 const gatewayGroup = gwv1.GroupName
 
-// targetKinds are the kinds a policy may target.
-var targetKinds = []gwv1.Kind{"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute"}
+// targetKinds are the kinds a policy may target: routes by rule.
+var targetKinds = []policytarget.Kind{
+	{Kind: "Gateway", Group: gatewayGroup}, {Kind: "ListenerSet", Group: gatewayGroup},
+	{Kind: "HTTPRoute", Group: gatewayGroup, Sections: true}, {Kind: "GRPCRoute", Group: gatewayGroup, Sections: true},
+}
 
 // Validate checks the rules of the CRD's schema (and its CEL rules) for
 // objects that reach translate without an API server, and what the
@@ -262,23 +267,7 @@ var targetKinds = []gwv1.Kind{"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute"
 func (s *Spec) Validate() error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
-		add("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs))
-	}
-	for i, ref := range s.TargetRefs {
-		at := fmt.Sprintf("spec.targetRefs[%d]", i)
-		switch {
-		case !containsKind(ref.Kind):
-			add("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute, GRPCRoute", at, ref.Kind)
-		case ref.Group != gatewayGroup:
-			add("%s.group: %s is of group %q, not %q", at, ref.Kind, gatewayGroup, ref.Group)
-		case ref.SectionName != nil && ref.Kind != "HTTPRoute" && ref.Kind != "GRPCRoute":
-			add("%s.sectionName: only a route's rule may be named; %s is targeted whole", at, ref.Kind)
-		}
-		if ref.Name == "" {
-			add("%s.name: required", at)
-		}
-	}
+	errs = append(errs, policytarget.Problems(s.TargetRefs, MaxTargets, targetKinds, nil)...)
 	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil && s.ExtAuth == nil {
 		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required")
 	}
@@ -347,15 +336,6 @@ func (s *Spec) Validate() error {
 		return nil
 	}
 	return errors.New(strings.Join(errs, "; "))
-}
-
-func containsKind(k gwv1.Kind) bool {
-	for _, t := range targetKinds {
-		if t == k {
-			return true
-		}
-	}
-	return false
 }
 
 func secretRefProblem(ref gwv1.SecretObjectReference) string {

@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/policytarget"
 )
 
 // Group, Version and Kind of BackendTrafficPolicy.
@@ -419,14 +420,11 @@ type Named struct {
 	Name string `json:"name"`
 }
 
-// Target kinds, by group.
-const (
-	gatewayGroup = gwv1.GroupName
-)
-
-// targetKinds are the kinds a policy may target, with their group.
-var targetKinds = map[gwv1.Kind]gwv1.Group{
-	"Gateway": gatewayGroup, "ListenerSet": gatewayGroup, "HTTPRoute": gatewayGroup, "GRPCRoute": gatewayGroup, "Service": "",
+// targetKinds are the kinds a policy may target: routes by rule.
+var targetKinds = []policytarget.Kind{
+	{Kind: "Gateway", Group: gwv1.GroupName}, {Kind: "ListenerSet", Group: gwv1.GroupName},
+	{Kind: "HTTPRoute", Group: gwv1.GroupName, Sections: true}, {Kind: "GRPCRoute", Group: gwv1.GroupName, Sections: true},
+	{Kind: "Service"},
 }
 
 // Validate checks the rules of the CRD's schema (and its CEL rules) for
@@ -434,23 +432,8 @@ var targetKinds = map[gwv1.Kind]gwv1.Group{
 // schema cannot say. The error names the field.
 func (s *Spec) Validate() error {
 	var errs []error
-	if len(s.TargetRefs) == 0 || len(s.TargetRefs) > MaxTargets {
-		errs = append(errs, fmt.Errorf("spec.targetRefs: between 1 and %d targets are needed, not %d", MaxTargets, len(s.TargetRefs)))
-	}
-	for i, ref := range s.TargetRefs {
-		at := fmt.Sprintf("spec.targetRefs[%d]", i)
-		group, ok := targetKinds[ref.Kind]
-		switch {
-		case !ok:
-			errs = append(errs, fmt.Errorf("%s.kind: %q is not one of Gateway, ListenerSet, HTTPRoute, GRPCRoute, Service", at, ref.Kind))
-		case ref.Group != group:
-			errs = append(errs, fmt.Errorf("%s.group: %s is of group %q, not %q", at, ref.Kind, group, ref.Group))
-		case ref.SectionName != nil && ref.Kind != "HTTPRoute" && ref.Kind != "GRPCRoute":
-			errs = append(errs, fmt.Errorf("%s.sectionName: only a route's rule may be named; %s is targeted whole", at, ref.Kind))
-		}
-		if ref.Name == "" {
-			errs = append(errs, fmt.Errorf("%s.name: required", at))
-		}
+	for _, m := range policytarget.Problems(s.TargetRefs, MaxTargets, targetKinds, nil) {
+		errs = append(errs, errors.New(m))
 	}
 	if lb := s.LoadBalancer; lb != nil {
 		if err := lb.validate(); err != nil {
