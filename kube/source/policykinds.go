@@ -81,8 +81,9 @@ func servesResource(list *metav1.APIResourceList, resource string) bool {
 
 // toPolicy turns the dynamic informer's objects into typed policies as
 // they enter the cache. One that does not decode (the CRD's schema makes
-// that unlikely) keeps its name and targets nothing valid, so that its
-// status says it is invalid.
+// that unlikely) keeps its name and, when they decode, its targetRefs with
+// an empty spec: translate then finds it invalid where it is attached, and
+// a SecurityPolicy's targets answer 500 rather than go unguarded.
 func toPolicy[T any, P policyObject[T]](kind string, log *zap.Logger) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -93,6 +94,14 @@ func toPolicy[T any, P policyObject[T]](kind string, log *zap.Logger) cache.Tran
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
 			log.Warn(kind+" does not decode", zap.String("namespace", u.GetNamespace()), zap.String("name", u.GetName()), zap.Error(err))
 			p = P(new(T))
+			refs, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "targetRefs")
+			if found {
+				// Only the targets: whatever failed to decode is left out.
+				onlyTargets := map[string]any{"spec": map[string]any{"targetRefs": refs}}
+				if runtime.DefaultUnstructuredConverter.FromUnstructured(onlyTargets, p) != nil {
+					p = P(new(T))
+				}
+			}
 			p.SetNamespace(u.GetNamespace())
 			p.SetName(u.GetName())
 			p.SetUID(u.GetUID())
