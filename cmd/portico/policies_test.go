@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,60 +19,18 @@ import (
 // it added itself, does not); once the proxy is no longer trusted, the
 // same header is ignored and the proxy's own address is judged.
 func TestServeClientAddressOfSecurityPolicy(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "ok")
-	})}
-	go srv.Serve(ln) //nolint:errcheck // ends with Close
-	t.Cleanup(func() { srv.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	listen := freeport.Port(t)
+	port, listen := freeport.Port(t), freeport.Port(t)
+	serveBackends(t, port, []string{"127.0.0.1"}, func(string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	})
 	dir := t.TempDir()
-	objects := fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portico}
-spec: {controllerName: portico.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: portico
-  listeners: [{name: http, port: %d, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {ports: [{name: http, port: 80, targetPort: %d}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: %d}]
-endpoints:
-- {addresses: [127.0.0.1], conditions: {ready: true}}
----
-apiVersion: portico.dev/v1alpha1
+	writeWebFiles(t, dir, listen, port, []string{"127.0.0.1"}, `apiVersion: portico.dev/v1alpha1
 kind: SecurityPolicy
 metadata: {name: customers-only}
 spec:
   targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
   clientAddresses: {allow: [203.0.113.0/24]}
-`, listen, port, port)
-	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	trust := func(cidr string) {
 		p := "apiVersion: portico.dev/v1alpha1\nkind: ClientTrafficPolicy\nmetadata: {name: behind-balancer}\nspec:\n" +
 			"  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n" +
