@@ -11,7 +11,6 @@ package clientpolicy
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -27,6 +26,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/policytarget"
+	"portico.dev/portico/internal/shared/jsoncopy"
 	"portico.dev/portico/sni"
 )
 
@@ -397,22 +397,8 @@ func (pp *ProxyProtocol) Config(policy string) *config.ProxyProtocol {
 	return out
 }
 
-// DeepCopy copies p by a JSON round trip of its fields, all of which are
-// JSON fields: exact, and it cannot drift from the type.
-func (p *ClientTrafficPolicy) DeepCopy() *ClientTrafficPolicy {
-	if p == nil {
-		return nil
-	}
-	js, err := json.Marshal(p)
-	if err != nil {
-		panic(fmt.Sprintf("ClientTrafficPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
-	}
-	out := &ClientTrafficPolicy{}
-	if err := json.Unmarshal(js, out); err != nil {
-		panic(fmt.Sprintf("ClientTrafficPolicy cannot be decoded: %v", err))
-	}
-	return out
-}
+// DeepCopy copies p (jsoncopy.Copy).
+func (p *ClientTrafficPolicy) DeepCopy() *ClientTrafficPolicy { return jsoncopy.Copy(p) }
 
 // DeepCopyObject makes ClientTrafficPolicy a runtime.Object.
 func (p *ClientTrafficPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }

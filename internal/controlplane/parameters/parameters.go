@@ -7,7 +7,6 @@
 package parameters
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"portico.dev/portico/internal/shared/jsoncopy"
 )
 
 // Group, Version and Kind of PorticoParameters.
@@ -195,24 +196,8 @@ func (s *Spec) EffectiveMode() Mode {
 	return s.Mode
 }
 
-// DeepCopy copies p. The object is small and rarely copied (caches of a
-// cluster hand out shared pointers), so a JSON round trip of its exported
-// fields, which are all JSON fields, is exact and cannot drift from the
-// type as a hand-written copy could.
-func (p *PorticoParameters) DeepCopy() *PorticoParameters {
-	if p == nil {
-		return nil
-	}
-	js, err := json.Marshal(p)
-	if err != nil {
-		panic(fmt.Sprintf("PorticoParameters cannot be encoded: %v", err)) // only plain data: cannot happen
-	}
-	out := &PorticoParameters{}
-	if err := json.Unmarshal(js, out); err != nil {
-		panic(fmt.Sprintf("PorticoParameters cannot be decoded: %v", err))
-	}
-	return out
-}
+// DeepCopy copies p (jsoncopy.Copy).
+func (p *PorticoParameters) DeepCopy() *PorticoParameters { return jsoncopy.Copy(p) }
 
 // DeepCopyObject makes PorticoParameters a runtime.Object.
 func (p *PorticoParameters) DeepCopyObject() runtime.Object { return p.DeepCopy() }

@@ -11,7 +11,6 @@
 package securitypolicy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +26,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/policytarget"
+	"portico.dev/portico/internal/shared/jsoncopy"
 )
 
 // Group, Version and Kind of SecurityPolicy.
@@ -384,23 +384,8 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// DeepCopy copies p by a JSON round trip of its fields, all of which are
-// JSON fields: exact, and it cannot drift from the type as a hand-written
-// copy could. Policies are few and rarely copied.
-func (p *SecurityPolicy) DeepCopy() *SecurityPolicy {
-	if p == nil {
-		return nil
-	}
-	js, err := json.Marshal(p)
-	if err != nil {
-		panic(fmt.Sprintf("SecurityPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
-	}
-	out := &SecurityPolicy{}
-	if err := json.Unmarshal(js, out); err != nil {
-		panic(fmt.Sprintf("SecurityPolicy cannot be decoded: %v", err))
-	}
-	return out
-}
+// DeepCopy copies p (jsoncopy.Copy).
+func (p *SecurityPolicy) DeepCopy() *SecurityPolicy { return jsoncopy.Copy(p) }
 
 // DeepCopyObject makes SecurityPolicy a runtime.Object.
 func (p *SecurityPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }

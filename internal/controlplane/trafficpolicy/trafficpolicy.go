@@ -8,7 +8,6 @@
 package trafficpolicy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +23,7 @@ import (
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/policytarget"
+	"portico.dev/portico/internal/shared/jsoncopy"
 )
 
 // Group, Version and Kind of BackendTrafficPolicy.
@@ -753,23 +753,8 @@ func (lb *LoadBalancer) Config(policy string) *config.LoadBalancer {
 	return out
 }
 
-// DeepCopy copies p by a JSON round trip of its fields, all of which are
-// JSON fields: exact, and it cannot drift from the type as a hand-written
-// copy could. Policies are few and rarely copied.
-func (p *BackendTrafficPolicy) DeepCopy() *BackendTrafficPolicy {
-	if p == nil {
-		return nil
-	}
-	js, err := json.Marshal(p)
-	if err != nil {
-		panic(fmt.Sprintf("BackendTrafficPolicy cannot be encoded: %v", err)) // only plain data: cannot happen
-	}
-	out := &BackendTrafficPolicy{}
-	if err := json.Unmarshal(js, out); err != nil {
-		panic(fmt.Sprintf("BackendTrafficPolicy cannot be decoded: %v", err))
-	}
-	return out
-}
+// DeepCopy copies p (jsoncopy.Copy).
+func (p *BackendTrafficPolicy) DeepCopy() *BackendTrafficPolicy { return jsoncopy.Copy(p) }
 
 // DeepCopyObject makes BackendTrafficPolicy a runtime.Object.
 func (p *BackendTrafficPolicy) DeepCopyObject() runtime.Object { return p.DeepCopy() }
