@@ -827,13 +827,6 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 		}
 		// Only an attempt before the last one, with a retry policy, gets
 		// here: proxyError answers the last one unless it fails over.
-		if budget != nil && !budget.retry(x.backend.Budget, time.Now()) {
-			// The Service's retries are past its budget: the spec's
-			// answer is 503, whatever the held answer was.
-			noteOutcome(w, outcomeRetryBudget)
-			writeErrorFor(w, r, http.StatusServiceUnavailable)
-			return
-		}
 		if bal != nil && bal.breaker != nil && !retrying {
 			if !bal.breaker.retry() {
 				noteOutcome(w, outcomeBreakerRetries)
@@ -842,6 +835,15 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			}
 			retrying = true
 			defer bal.breaker.endRetry()
+		}
+		// After the circuit breaker's retry slot (released on return), so
+		// that a retry it refuses is not counted against the budget.
+		if budget != nil && !budget.retry(x.backend.Budget, time.Now()) {
+			// The Service's retries are past its budget: the spec's
+			// answer is 503, whatever the held answer was.
+			noteOutcome(w, outcomeRetryBudget)
+			writeErrorFor(w, r, http.StatusServiceUnavailable)
+			return
 		}
 		if rule.Retry.Backoff > 0 {
 			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))
