@@ -1,22 +1,14 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,90 +18,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/testkit/oidctest"
 )
-
-// oidcProvider is a real OpenID provider (hack/oidc-provider.sh: the
-// example provider of github.com/zitadel/oidc/v3) on loopback.
-type oidcProvider struct {
-	issuer string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	log    bytes.Buffer // its request log
-}
-
-// requests is how many HTTP requests the provider has served.
-func (p *oidcProvider) requests() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Count(p.log.String(), `msg="http request"`)
-}
-
-func (p *oidcProvider) stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-}
-
-// startOIDCProvider builds (once, cached) and starts the provider with
-// the client "web" (secret "secret") allowed to come back to redirect.
-// It skips when the provider cannot be built here, unless
-// PORTICO_REQUIRE_REAL=1.
-func startOIDCProvider(t *testing.T, redirect string) *oidcProvider {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", filepath.Join("..", "hack", "oidc-provider.sh")).Output()
-	if err != nil {
-		msg := "the OpenID provider (hack/oidc-provider.sh) cannot be built here: " + err.Error()
-		if os.Getenv("PORTICO_REQUIRE_REAL") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; PORTICO_REQUIRE_REAL=1 makes this a failure")
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	bin := filepath.Join(lines[len(lines)-1], "oidc-provider")
-	p := &oidcProvider{}
-	p.cmd = exec.Command(bin, "-listen", "127.0.0.1:0", "-redirect", redirect)
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.stop)
-	go func() {
-		s := bufio.NewScanner(stderr)
-		for s.Scan() {
-			p.mu.Lock()
-			p.log.WriteString(s.Text() + "\n")
-			p.mu.Unlock()
-		}
-	}()
-	ready := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		if s.Scan() {
-			ready <- s.Text()
-		}
-		close(ready)
-		for s.Scan() {
-		}
-	}()
-	select {
-	case issuer, ok := <-ready:
-		if !ok || !strings.HasPrefix(issuer, "http://") {
-			t.Fatalf("the OpenID provider did not start: %q", issuer)
-		}
-		p.issuer = issuer
-	case <-time.After(30 * time.Second):
-		t.Fatal("the OpenID provider did not start within 30s")
-	}
-	return p
-}
 
 // oidcTestKey is the session key of the proxies of these tests.
 var oidcTestKey = bytes.Repeat([]byte{7}, 32)
@@ -136,90 +46,6 @@ func startOIDCGuarded(t *testing.T, port int, sec *config.Security) *guarded {
 	}
 	g.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	return g
-}
-
-// browser is a scripted browser: a cookie jar, redirects followed except
-// the one to the callback when asked to stop there.
-type browser struct {
-	t      *testing.T
-	c      *http.Client
-	stopAt string // a path whose redirect is not followed
-}
-
-func newBrowser(t *testing.T) *browser {
-	jar, _ := cookiejar.New(nil)
-	b := &browser{t: t}
-	b.c = &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if b.stopAt != "" && req.URL.Path == b.stopAt {
-			return http.ErrUseLastResponse
-		}
-		if len(via) > 10 {
-			return errors.New("too many redirects")
-		}
-		return nil
-	}}
-	return b
-}
-
-// get fetches u as a page navigation, with extra headers h.
-func (b *browser) get(u string, h ...string) (*http.Response, string) {
-	b.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/html,application/xhtml+xml")
-	for i := 0; i+1 < len(h); i += 2 {
-		req.Header.Set(h[i], h[i+1])
-	}
-	return b.send(req)
-}
-
-func (b *browser) send(req *http.Request) (*http.Response, string) {
-	b.t.Helper()
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(body)
-}
-
-var loginFormID = regexp.MustCompile(`name="id" value="([^"]+)"`)
-
-// login goes to u without a session, fills the provider's login form and
-// returns the redirect to Portico's callback, not followed.
-func (b *browser) login(u string) *url.URL {
-	b.t.Helper()
-	b.stopAt = "/oauth2/callback"
-	defer func() { b.stopAt = "" }()
-	resp, body := b.get(u)
-	m := loginFormID.FindStringSubmatch(body)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		b.t.Fatalf("no login form at the provider: %d %s\n%s", resp.StatusCode, resp.Request.URL, body)
-	}
-	form := url.Values{"id": {m[1]}, "username": {"test-user2"}, "password": {"verysecure"}}
-	action := resp.Request.URL.ResolveReference(&url.URL{Path: "/login/username"})
-	resp, body = b.send(mustRequest(b.t, http.MethodPost, action.String(), form))
-	if resp.StatusCode != http.StatusFound {
-		b.t.Fatalf("the login did not come back to the callback: %d %s", resp.StatusCode, body)
-	}
-	loc, err := resp.Location()
-	if err != nil || loc.Path != "/oauth2/callback" {
-		b.t.Fatalf("the login came back to %v (%v), not the callback", loc, err)
-	}
-	return loc
-}
-
-func mustRequest(t *testing.T, method, u string, form url.Values) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return req
 }
 
 // forwardedBearer is the Authorization the backend saw on its last request.
@@ -259,22 +85,22 @@ func userinfo(t *testing.T, issuer, token string) string {
 func TestOIDCAgainstRealProvider(t *testing.T) {
 	port := freePort(t)
 	proxyURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-	op := startOIDCProvider(t, proxyURL+"/oauth2/callback")
-	o := &config.OIDC{Issuer: op.issuer, ClientID: "web", SecretRef: "default/oidc", RedirectPath: "/oauth2/callback",
+	op := oidctest.Start(t, filepath.Join("..", "hack"), proxyURL+"/oauth2/callback")
+	o := &config.OIDC{Issuer: op.Issuer, ClientID: oidctest.ClientID, SecretRef: "default/oidc", RedirectPath: "/oauth2/callback",
 		LogoutPath: "/oauth2/logout", Scopes: []string{"openid", "profile", "offline_access"}, ForwardAccessToken: true,
 		CookiePrefix: "portico-oidc", Refresh: true, RefreshBefore: time.Minute, SessionLifetime: time.Hour, ClockSkew: 30 * time.Second}
-	o.SetClientSecret("secret")
+	o.SetClientSecret(oidctest.ClientSecret)
 	g := startOIDCGuarded(t, port, &config.Security{Policy: "default/oidc", OIDC: o})
 
-	b := newBrowser(t)
-	callback := b.login(proxyURL + "/app/page?x=1")
+	b := oidctest.NewBrowser(t)
+	callback := b.Login(proxyURL+"/app/page?x=1", "/oauth2/callback")
 	if callback.Query().Get("code") == "" || callback.Query().Get("state") == "" {
 		t.Fatalf("the provider came back without code and state: %s", callback)
 	}
 	// The login cookie the callback needs, as an attacker who copied it
 	// would replay it.
 	var loginCookie *http.Cookie
-	for _, c := range b.c.Jar.Cookies(callback) {
+	for _, c := range b.Client.Jar.Cookies(callback) {
 		if strings.HasPrefix(c.Name, "portico-oidc-login-") {
 			loginCookie = c
 		}
@@ -288,13 +114,13 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		q := bad.Query()
 		q.Set("state", q.Get("state")+"x")
 		bad.RawQuery = q.Encode()
-		resp, _ := b.get(bad.String())
+		resp, _ := b.Get(bad.String())
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("a callback of a tampered state got %d, want 400", resp.StatusCode)
 		}
 	})
 	t.Run("callback without the login cookie is refused", func(t *testing.T) {
-		resp, _ := newBrowser(t).get(callback.String())
+		resp, _ := oidctest.NewBrowser(t).Get(callback.String())
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("a callback from another browser got %d, want 400", resp.StatusCode)
 		}
@@ -303,13 +129,13 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		t.Fatalf("the backend got %d requests before any login", n)
 	}
 
-	resp, body := b.get(callback.String())
+	resp, body := b.Get(callback.String())
 	if resp.StatusCode != http.StatusOK || body != "ok" || resp.Request.URL.RequestURI() != "/app/page?x=1" {
 		t.Fatalf("after the callback: %d %q at %s, want the backend's ok at the page asked first", resp.StatusCode, body, resp.Request.URL)
 	}
 	seen := g.backend.last(t)
 	access := forwardedBearer(t, seen)
-	if sub := userinfo(t, op.issuer, access); sub == "" {
+	if sub := userinfo(t, op.Issuer, access); sub == "" {
 		t.Fatal("the forwarded token names no subject")
 	}
 	if strings.Contains(seen, "portico-oidc") {
@@ -339,12 +165,12 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	})
 
 	t.Run("the session rides without the provider", func(t *testing.T) {
-		before, backendBefore := op.requests(), len(g.backend.requests())
-		resp, body := b.get(proxyURL + "/app/other")
+		before, backendBefore := op.Requests(), len(g.backend.requests())
+		resp, body := b.Get(proxyURL + "/app/other")
 		if resp.StatusCode != http.StatusOK || body != "ok" {
 			t.Fatalf("a request with the session got %d %q", resp.StatusCode, body)
 		}
-		if after := op.requests(); after != before {
+		if after := op.Requests(); after != before {
 			t.Fatalf("the provider was asked %d times for a request with a valid session", after-before)
 		}
 		if n := len(g.backend.requests()) - backendBefore; n != 1 {
@@ -356,14 +182,14 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	})
 
 	t.Run("non-navigation requests get 401", func(t *testing.T) {
-		anon := newBrowser(t)
+		anon := oidctest.NewBrowser(t)
 		for _, h := range [][]string{{"Accept", "application/json"}, {"X-Requested-With", "XMLHttpRequest"}, {"Sec-Fetch-Mode", "cors"}} {
-			resp, _ := anon.get(proxyURL+"/app/api", h...)
+			resp, _ := anon.Get(proxyURL+"/app/api", h...)
 			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Www-Authenticate") == "" {
 				t.Errorf("%s: %s without a session got %d (WWW-Authenticate %q), want 401", h[0], h[1], resp.StatusCode, resp.Header.Get("Www-Authenticate"))
 			}
 		}
-		resp, _ := anon.send(mustRequest(t, http.MethodPost, proxyURL+"/app/form", url.Values{"a": {"b"}}))
+		resp, _ := anon.Send(oidctest.Form(t, proxyURL+"/app/form", url.Values{"a": {"b"}}))
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("a POST without a session got %d, want 401", resp.StatusCode)
 		}
@@ -374,7 +200,7 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		// token expires now: what the next request sees an hour on.
 		sessionURL, _ := url.Parse(proxyURL)
 		var value string
-		for _, c := range b.c.Jar.Cookies(sessionURL) {
+		for _, c := range b.Client.Jar.Cookies(sessionURL) {
 			if c.Name == "portico-oidc-session" {
 				value = c.Value
 			}
@@ -410,7 +236,7 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		if renewed == access {
 			t.Fatal("the backend got the expired access token, not a refreshed one")
 		}
-		userinfo(t, op.issuer, renewed)
+		userinfo(t, op.Issuer, renewed)
 		var set bool
 		for _, c := range resp.Cookies() {
 			set = set || (c.Name == "portico-oidc-session" && c.Value != "")
@@ -423,31 +249,31 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	t.Run("provider down, the session still serves", func(t *testing.T) {
 		// Discovery is fetched before the provider goes away, for the
 		// logout below to find its end_session_endpoint.
-		op.stop()
-		resp, body := b.get(proxyURL + "/app/while-down")
+		op.Stop()
+		resp, body := b.Get(proxyURL + "/app/while-down")
 		if resp.StatusCode != http.StatusOK || body != "ok" {
 			t.Fatalf("with the provider down, a valid session got %d %q", resp.StatusCode, body)
 		}
-		anon := newBrowser(t)
-		anon.stopAt = "/auth"
-		resp, _ = anon.get(proxyURL + "/app/new")
+		anon := oidctest.NewBrowser(t)
+		anon.StopAt = "/auth"
+		resp, _ = anon.Get(proxyURL + "/app/new")
 		if resp.StatusCode != http.StatusFound {
 			t.Fatalf("a new login with the provider down got %d, want the redirect of the discovery kept", resp.StatusCode)
 		}
 	})
 
 	t.Run("logout clears the session", func(t *testing.T) {
-		b.stopAt = "/end_session"
-		resp, _ := b.get(proxyURL + "/oauth2/logout")
-		b.stopAt = ""
+		b.StopAt = "/end_session"
+		resp, _ := b.Get(proxyURL + "/oauth2/logout")
+		b.StopAt = ""
 		loc, err := resp.Location()
 		if resp.StatusCode != http.StatusFound || err != nil {
 			t.Fatalf("logout answered %d (%v), want a redirect", resp.StatusCode, err)
 		}
-		if !strings.HasPrefix(loc.String(), op.issuer+"end_session") || loc.Query().Get("id_token_hint") == "" {
+		if !strings.HasPrefix(loc.String(), op.Issuer+"end_session") || loc.Query().Get("id_token_hint") == "" {
 			t.Fatalf("logout sent the browser to %s, want the provider's end_session_endpoint with id_token_hint", loc)
 		}
-		resp, _ = b.get(proxyURL+"/app/after", "Accept", "application/json")
+		resp, _ = b.Get(proxyURL+"/app/after", "Accept", "application/json")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("after the logout a request got %d, want 401", resp.StatusCode)
 		}
