@@ -106,6 +106,10 @@ type oidcLogin struct {
 	URL string `json:"u"`
 }
 
+// securityLogout is the result of a logout, in the access log and the
+// metric.
+const securityLogout = "logout"
+
 // Purposes of the sealed cookies.
 const (
 	sealSession = "oidc-session"
@@ -231,7 +235,9 @@ func (g *guard) oidcLogin(w http.ResponseWriter, r *http.Request, o *config.OIDC
 		scheme = "https"
 	}
 	back := r.URL.RequestURI()
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") {
+	// Only a path of this host: "//host" and "/\host" are other hosts to
+	// a browser.
+	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
 		back = "/"
 	}
 	login := oidcLogin{State: randomToken(), Nonce: randomToken(), Verifier: randomToken() + randomToken(),
@@ -411,7 +417,7 @@ func (g *guard) oidcLogout(w http.ResponseWriter, r *http.Request, o *config.OID
 		}
 		target = end + sep + q.Encode()
 	}
-	g.note(w, "oidc", "logout")
+	g.note(w, "oidc", securityLogout)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, target, http.StatusFound)
 }
