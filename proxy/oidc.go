@@ -47,6 +47,9 @@ const (
 	// request that still carries the refresh token it replaced (sent
 	// before the browser had the new cookie).
 	oidcRefreshedTTL = 30 * time.Second
+	// oidcRefreshRetry is how long a failed refresh answers the requests
+	// that carry its refresh token before another is tried.
+	oidcRefreshRetry = 10 * time.Second
 )
 
 // oidcFlows is the guard's OIDC state, across configurations: the
@@ -715,7 +718,10 @@ func (g *guard) oidcRefresh(ctx context.Context, o *config.OIDC, s *oidcSession,
 	if c != nil {
 		select {
 		case <-c.done:
-			if c.err != nil || now.Sub(c.at) > oidcRefreshedTTL {
+			// A refresh that failed is not tried again for a while: with
+			// the provider down, the requests of a session whose token is
+			// still valid go on without waiting for it each time.
+			if ttl := oidcRefreshedTTL; (c.err == nil && now.Sub(c.at) > ttl) || (c.err != nil && now.Sub(c.at) > oidcRefreshRetry) {
 				c = nil
 			}
 		default:

@@ -109,6 +109,48 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		t.Fatal("no login cookie was set for the callback")
 	}
 
+	// forge is the browser's session cookie, opened with the proxy's
+	// session key, changed by mod and sealed again: the session as it
+	// would be later on.
+	forge := func(mod func(*oidcSession)) string {
+		t.Helper()
+		proxyBase, _ := url.Parse(proxyURL)
+		var value string
+		for _, c := range b.Client.Jar.Cookies(proxyBase) {
+			if c.Name == "portico-oidc-session" {
+				value = c.Value
+			}
+		}
+		sealer, err := newCookieSealer(oidcTestKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, packed, _ := strings.Cut(value, ".")
+		plain, err := sealer.open(sealSession, oidcScope(o), packed, time.Now())
+		if err != nil {
+			t.Fatalf("the session cookie does not open: %v", err)
+		}
+		var s oidcSession
+		if err := json.Unmarshal(plain, &s); err != nil || s.RefreshToken == "" {
+			t.Fatalf("the session has no refresh token (%v)", err)
+		}
+		mod(&s)
+		plain, _ = json.Marshal(s)
+		return "1." + sealer.seal(sealSession, oidcScope(o), time.Unix(s.End, 0), plain)
+	}
+	withSession := func(path, accept, session string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, proxyURL+path, nil)
+		req.Header.Set("Accept", accept)
+		req.AddCookie(&http.Cookie{Name: "portico-oidc-session", Value: session})
+		resp, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
 	t.Run("tampered state is refused", func(t *testing.T) {
 		bad := *callback
 		q := bad.Query()
@@ -196,31 +238,9 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	})
 
 	t.Run("an expiring access token is refreshed", func(t *testing.T) {
-		// The session as the browser holds it, made to say its access
-		// token expires now: what the next request sees an hour on.
-		sessionURL, _ := url.Parse(proxyURL)
-		var value string
-		for _, c := range b.Client.Jar.Cookies(sessionURL) {
-			if c.Name == "portico-oidc-session" {
-				value = c.Value
-			}
-		}
-		sealer, err := newCookieSealer(oidcTestKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, packed, _ := strings.Cut(value, ".")
-		plain, err := sealer.open(sealSession, oidcScope(o), packed, time.Now())
-		if err != nil {
-			t.Fatalf("the session cookie does not open: %v", err)
-		}
-		var s oidcSession
-		if err := json.Unmarshal(plain, &s); err != nil || s.RefreshToken == "" {
-			t.Fatalf("the session has no refresh token (%v)", err)
-		}
-		s.AccessExpiry = time.Now().Add(-time.Second).Unix()
-		plain, _ = json.Marshal(s)
-		expired := "1." + sealer.seal(sealSession, oidcScope(o), time.Unix(s.End, 0), plain)
+		// The session made to say its access token expires now: what
+		// the next request sees an hour on.
+		expired := forge(func(s *oidcSession) { s.AccessExpiry = time.Now().Add(-time.Second).Unix() })
 		req, _ := http.NewRequest(http.MethodGet, proxyURL+"/app/refresh", nil)
 		req.Header.Set("Accept", "text/html")
 		req.AddCookie(&http.Cookie{Name: "portico-oidc-session", Value: expired})
@@ -253,6 +273,28 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 		resp, body := b.Get(proxyURL + "/app/while-down")
 		if resp.StatusCode != http.StatusOK || body != "ok" {
 			t.Fatalf("with the provider down, a valid session got %d %q", resp.StatusCode, body)
+		}
+		// A token due for a refresh the provider cannot give still
+		// serves while it is valid (twice: the failed refresh is not
+		// waited for again); one that has expired ends the session.
+		due := forge(func(s *oidcSession) {
+			s.AccessExpiry = time.Now().Add(20 * time.Second).Unix()
+			s.RefreshToken += "-not-at-the-provider"
+		})
+		for range 2 {
+			if resp := withSession("/app/due", "text/html", due); resp.StatusCode != http.StatusOK {
+				t.Fatalf("a valid token due for a refresh, provider down: %d", resp.StatusCode)
+			}
+			if got := forwardedBearer(t, g.backend.last(t)); got != access {
+				t.Fatal("the backend did not get the session's still-valid token")
+			}
+		}
+		gone := forge(func(s *oidcSession) {
+			s.AccessExpiry = time.Now().Add(-time.Second).Unix()
+			s.RefreshToken += "-gone" // not the one refreshed above, whose result is kept for 30s
+		})
+		if resp := withSession("/app/gone", "application/json", gone); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("an expired token that cannot be refreshed, provider down: %d, want 401", resp.StatusCode)
 		}
 		anon := oidctest.NewBrowser(t)
 		anon.StopAt = "/auth"
