@@ -37,6 +37,9 @@ const (
 	// is fetched again in the background; the last one is served while
 	// the provider does not answer.
 	oidcDiscoveryTTL = time.Hour
+	// oidcDiscoveryRetry is the least time between two fetches of a
+	// document that is due.
+	oidcDiscoveryRetry = 10 * time.Second
 	// oidcMaxAnswer bounds a provider's answer.
 	oidcMaxAnswer = 1 << 20
 	// oidcUsedMax bounds the states of callbacks already taken (replays
@@ -499,7 +502,7 @@ func (f *oidcFlows) discover(ctx context.Context, o *config.OIDC) (*discovery, e
 		}
 	} else {
 		e.mu.Lock()
-		stale := time.Since(e.fetched) > oidcDiscoveryTTL && time.Since(e.tried) > jwksMinRefetch
+		stale := time.Since(e.fetched) > oidcDiscoveryTTL && time.Since(e.tried) > oidcDiscoveryRetry
 		e.mu.Unlock()
 		if stale && e.fetching.TryLock() {
 			go func() {
