@@ -153,10 +153,14 @@ func (g *guard) oidc(w http.ResponseWriter, r *http.Request, o *config.OIDC) boo
 	if s != nil && s.AccessExpiry != 0 && !now.Add(o.RefreshBefore).Before(time.Unix(s.AccessExpiry, 0)) {
 		refreshed := o.Refresh && s.RefreshToken != ""
 		if refreshed {
-			ns, err := g.oidcRefresh(r.Context(), o, s, now)
+			// A token still valid is renewed in the background: this
+			// request does not wait for the provider, a later one takes
+			// the new tokens.
+			expired := !now.Before(time.Unix(s.AccessExpiry, 0))
+			ns, err := g.oidcRefresh(r.Context(), o, s, now, expired)
 			if err != nil {
 				refreshed = false
-				if g.log != nil {
+				if g.log != nil && !errors.Is(err, errRefreshPending) {
 					g.log.Info("OIDC refresh failed", zap.String("issuer", o.Issuer), zap.Error(err))
 				}
 			} else {
@@ -712,8 +716,14 @@ type refreshCall struct {
 	at   time.Time
 }
 
-// oidcRefresh renews s's tokens with its refresh token.
-func (g *guard) oidcRefresh(ctx context.Context, o *config.OIDC, s *oidcSession, now time.Time) (*oidcSession, error) {
+// errRefreshPending: a refresh runs in the background; the session's
+// tokens serve meanwhile.
+var errRefreshPending = errors.New("refresh under way")
+
+// oidcRefresh renews s's tokens with its refresh token; unless wait, it
+// does not wait for the provider (errRefreshPending) but takes the result
+// of a refresh that has ended.
+func (g *guard) oidcRefresh(ctx context.Context, o *config.OIDC, s *oidcSession, now time.Time, wait bool) (*oidcSession, error) {
 	f := g.oidcFlows
 	k := sha256.Sum256([]byte(oidcScope(o) + "\x00" + s.RefreshToken))
 	f.mu.Lock()
@@ -732,6 +742,14 @@ func (g *guard) oidcRefresh(ctx context.Context, o *config.OIDC, s *oidcSession,
 	}
 	if c != nil {
 		f.mu.Unlock()
+		if !wait {
+			select {
+			case <-c.done:
+				return c.s, c.err
+			default:
+				return nil, errRefreshPending
+			}
+		}
 		select {
 		case <-c.done:
 			return c.s, c.err
@@ -753,9 +771,16 @@ func (g *guard) oidcRefresh(ctx context.Context, o *config.OIDC, s *oidcSession,
 	f.mu.Unlock()
 	// The exchange is the provider's, not this request's: a client that
 	// goes away does not cancel the refresh others wait for.
-	c.s, c.err = g.refreshTokens(context.WithoutCancel(ctx), o, s, now)
-	c.at = now
-	close(c.done)
+	run := func() {
+		c.s, c.err = g.refreshTokens(context.WithoutCancel(ctx), o, s, now)
+		c.at = f.now()
+		close(c.done)
+	}
+	if !wait {
+		go run()
+		return nil, errRefreshPending
+	}
+	run()
 	return c.s, c.err
 }
 

@@ -112,6 +112,8 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	// forge is the browser's session cookie, opened with the proxy's
 	// session key, changed by mod and sealed again: the session as it
 	// would be later on.
+	// forgeFrom does so to the session value.
+	var forgeFrom func(value string, mod func(*oidcSession)) string
 	forge := func(mod func(*oidcSession)) string {
 		t.Helper()
 		proxyBase, _ := url.Parse(proxyURL)
@@ -121,6 +123,10 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 				value = c.Value
 			}
 		}
+		return forgeFrom(value, mod)
+	}
+	forgeFrom = func(value string, mod func(*oidcSession)) string {
+		t.Helper()
 		sealer, err := newCookieSealer(oidcTestKey)
 		if err != nil {
 			t.Fatal(err)
@@ -257,12 +263,38 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 			t.Fatal("the backend got the expired access token, not a refreshed one")
 		}
 		userinfo(t, op.Issuer, renewed)
-		var set bool
+		var refreshed string
 		for _, c := range resp.Cookies() {
-			set = set || (c.Name == "portico-oidc-session" && c.Value != "")
+			if c.Name == "portico-oidc-session" {
+				refreshed = c.Value
+			}
 		}
-		if !set {
+		if refreshed == "" {
 			t.Fatal("the refreshed tokens were not set in the session cookie")
+		}
+
+		// A token still valid but due for a refresh serves at once while
+		// the refresh runs in the background; a later request takes the
+		// new tokens.
+		due := forgeFrom(refreshed, func(s *oidcSession) { s.AccessExpiry = time.Now().Add(20 * time.Second).Unix() })
+		if resp := withSession("/app/due", "text/html", due); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a token due for a refresh got %d", resp.StatusCode)
+		}
+		if got := forwardedBearer(t, g.backend.last(t)); got != renewed {
+			t.Fatal("a token due for a refresh, still valid, was not forwarded while the refresh runs")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp := withSession("/app/due", "text/html", due)
+			got := forwardedBearer(t, g.backend.last(t))
+			if resp.StatusCode == http.StatusOK && got != renewed {
+				userinfo(t, op.Issuer, got)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the background refresh never reached a later request")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 
