@@ -32,6 +32,9 @@ type hostileProvider struct {
 	form        url.Values
 	basicUser   string
 	basicPass   string
+	// gate, when set before the server starts serving tokens, holds
+	// every token request until it is closed: a provider that hangs.
+	gate chan struct{}
 }
 
 func newHostileProvider(t *testing.T) *hostileProvider {
@@ -42,6 +45,16 @@ func newHostileProvider(t *testing.T) *hostileProvider {
 	}
 	p := &hostileProvider{key: key}
 	srv := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		gate := p.gate
+		p.mu.Unlock()
+		if gate != nil && r.URL.Path == "/token" {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		switch r.URL.Path {
@@ -279,5 +292,43 @@ func TestAttackOIDCProviderDiscovery(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a login at a provider whose discovery names another issuer got %d, want 503", resp.StatusCode)
+	}
+}
+
+// TestAttackOIDCHungProviderOnRefresh: a provider whose token endpoint
+// hangs does not hold the requests of a session whose access token is
+// due for a refresh but still valid: they are answered while the refresh
+// waits, with the token the session has.
+func TestAttackOIDCHungProviderOnRefresh(t *testing.T) {
+	op := newHostileProvider(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	op.mu.Lock()
+	op.gate = gate
+	op.answer = func() map[string]any { return map[string]any{"access_token": "new", "expires_in": 3600} }
+	op.mu.Unlock()
+	port := freePort(t)
+	proxyURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	o := testOIDC(op.url)
+	o.ForwardAccessToken = true
+	g := startOIDCGuarded(t, port, &config.Security{Policy: "default/oidc", OIDC: o})
+	sealer, _ := newCookieSealer(oidcTestKey)
+	now := time.Now()
+	plain, _ := json.Marshal(oidcSession{IDToken: "id", AccessToken: "old", RefreshToken: "r", AccessExpiry: now.Add(20 * time.Second).Unix(), End: now.Add(time.Hour).Unix()})
+	session := "1." + sealer.seal(sealSession, oidcScope(o), now.Add(time.Hour), plain)
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, proxyURL+"/app", nil)
+		req.AddCookie(&http.Cookie{Name: "p-session", Value: session})
+		resp, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a valid session with the token endpoint hung got %d", resp.StatusCode)
+		}
+		if got := g.backend.last(t); !strings.Contains(got, "Authorization: Bearer old") {
+			t.Fatalf("the backend got:\n%s", got)
+		}
 	}
 }
