@@ -144,6 +144,28 @@ func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic 
 	return out
 }
 
+// proxyProtocol is tcprouting's and tlsrouting's Input.ProxyProtocol: the
+// header of the policy that won each Service, one value per Service; nil
+// when no winner sets one.
+func (tp *trafficPolicies) proxyProtocol() func(svc config.NamespacedName) *config.BackendProxyProtocol {
+	if tp == nil {
+		return nil
+	}
+	var byService map[config.NamespacedName]*config.BackendProxyProtocol
+	for target, p := range tp.winners {
+		if target.kind == "Service" && p.Spec.ProxyProtocol != nil {
+			if byService == nil {
+				byService = map[config.NamespacedName]*config.BackendProxyProtocol{}
+			}
+			byService[config.NamespacedName{Namespace: target.namespace, Name: target.name}] = p.Spec.ProxyProtocol.Config(p.Namespace + "/" + p.Name)
+		}
+	}
+	if byService == nil {
+		return nil
+	}
+	return func(svc config.NamespacedName) *config.BackendProxyProtocol { return byService[svc] }
+}
+
 // tpEntry is one ancestor's status being made.
 type tpEntry struct {
 	ref       gwv1.ParentReference
