@@ -297,7 +297,7 @@ func (d *describer) streams(l *Listener) (string, map[string]string) {
 }
 
 // describeStreamRoute is "namespace/name -> backend (weight N)[ tls ID][
-// invalid: why], ...", or "none".
+// proxy-protocol vN (policy)][ invalid: why], ...", or "none".
 func describeStreamRoute(r *StreamRoute) string {
 	if r == nil {
 		return "none"
@@ -307,6 +307,9 @@ func describeStreamRoute(r *StreamRoute) string {
 		s := fmt.Sprintf("%s (weight %d)", b.Key.String(), b.Weight)
 		if b.TLS != nil {
 			s += " tls " + b.TLS.ID
+		}
+		if pp := b.ProxyProtocol; pp != nil {
+			s += fmt.Sprintf(" proxy-protocol v%d (%s)", pp.Version, pp.Policy)
 		}
 		if b.Invalid != "" {
 			s += " invalid: " + b.Invalid

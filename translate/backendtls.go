@@ -579,7 +579,33 @@ func routeBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
 		}
 		out = append(out, rb)
 	}
+	out = append(out, streamRouteBackends(res, st)...)
 	return append(out, grpcRouteBackends(res, st)...)
+}
+
+// streamRouteBackends are the Services of TCPRoutes and UDPRoutes, with
+// their parents' statuses.
+func streamRouteBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
+	out := make([]routedBackends, 0, len(res.TCPRoutes)+len(res.UDPRoutes))
+	for _, r := range res.TCPRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.TCPRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.refs = append(rb.refs, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
+	for _, r := range res.UDPRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.UDPRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.refs = append(rb.refs, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
+	return out
 }
 
 func appendMirrors(refs []gwv1.BackendObjectReference, filters []gwv1.HTTPRouteFilter) []gwv1.BackendObjectReference {

@@ -62,6 +62,12 @@ func TestValidate(t *testing.T) {
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {consecutive5XxErrors: -1}}}`, "consecutive5XxErrors"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {baseEjectionTime: 0s}}}`, "baseEjectionTime"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {maxEjectionPercent: 101}}}`, "maxEjectionPercent"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}, {group: "", kind: Service, name: t}], proxyProtocol: {version: V1}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {version: V2}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {version: V3}}`, "spec.proxyProtocol.version"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {}}`, "spec.proxyProtocol.version"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}, {group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}], proxyProtocol: {version: V2}}`, "spec.proxyProtocol: set only when every target is a Service"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}], proxyProtocol: {version: V1}}`, "not Gateway g"},
 	} {
 		var s Spec
 		if err := yaml.UnmarshalStrict([]byte(tc.spec), &s); err != nil {
