@@ -120,7 +120,9 @@ func TestJWTExtractFrom(t *testing.T) {
 	}
 
 	// forwardToken: the token stays where it was.
-	j.ForwardToken = true
+	fwd := *j
+	fwd.ForwardToken = true
+	g = startGuarded(t, &config.Security{JWT: &fwd})
 	if code, _, _ := g.do(t, "", "/?access_token="+tok, [][2]string{{"Cookie", "a=b"}}); code != 200 {
 		t.Fatalf("forwardToken: %d", code)
 	}
@@ -305,7 +307,12 @@ func TestAttackJWTCacheKeyRemoved(t *testing.T) {
 			// A cached token's request finds the set stale and has it
 			// fetched in the background.
 			g.do(t, "", "/", [][2]string{bearer(tok2)})
-			for deadline := time.Now().Add(5 * time.Second); s.fetches.Load() == n || e.fetched.Before(time.Now().Add(-time.Hour)); {
+			fetched := func() bool {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return s.fetches.Load() > n && e.fetched.After(time.Now().Add(-time.Hour))
+			}
+			for deadline := time.Now().Add(5 * time.Second); !fetched(); {
 				if time.Now().After(deadline) {
 					t.Fatal("the set was not fetched again")
 				}
