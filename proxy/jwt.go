@@ -216,13 +216,19 @@ func removeCookie(h http.Header, name string) {
 	h["Cookie"] = out
 }
 
-// verifiedToken is a token verified lately.
+// verifiedToken is a token verified lately; never changed once in the
+// cache.
 type verifiedToken struct {
 	provider string   // the ID of the provider whose keys verified it
 	keys     [16]byte // the fingerprint of the key set that did
-	claims   jose.Claims
 	exp      time.Time
-	cost     int
+	// claims are every claim when full, else only those CheckClaims
+	// reads (the policy that verified it read no other); payload is the
+	// token's JSON, to decode every claim from when a policy needs them.
+	claims  jose.Claims
+	full    bool
+	payload []byte
+	cost    int
 }
 
 // verifyToken verifies token with the provider its "iss" names and
@@ -235,14 +241,27 @@ func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string
 		return nil, nil, jose.ErrMalformed
 	}
 	key := sha256.Sum256([]byte(token))
+	full := readsClaims(j)
 	if v := g.tokens.get(key); v != nil {
 		for _, p := range j.Providers {
 			if p.ID != v.provider || !now.Before(v.exp) {
 				continue
 			}
-			if set, _ := g.keySet(ctx, p); set != nil && set.Fingerprint == v.keys {
-				return v.claims, p, nil
+			if set, _ := g.keySet(ctx, p); set == nil || set.Fingerprint != v.keys {
+				continue
 			}
+			if full && !v.full {
+				claims, err := jose.ParseClaims(v.payload)
+				if err != nil {
+					return nil, nil, err
+				}
+				w := *v
+				w.claims, w.full = claims, true
+				w.cost = tokenCost(len(w.payload), true)
+				g.tokens.add(key, &w)
+				return claims, p, nil
+			}
+			return v.claims, p, nil
 		}
 	}
 	t, err := jose.Parse(token)
@@ -252,7 +271,11 @@ func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string
 	if !jose.Accepted(t.Header.Alg) {
 		return nil, nil, fmt.Errorf("%w: %q", jose.ErrAlgorithm, t.Header.Alg)
 	}
-	claims, err := jose.ParseClaims(t.Payload)
+	parse := jose.ParseRegistered
+	if full {
+		parse = jose.ParseClaims
+	}
+	claims, err := parse(t.Payload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,8 +296,23 @@ func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string
 		return nil, nil, err
 	}
 	exp, _ := claims.Expiry()
-	g.tokens.add(key, &verifiedToken{provider: p.ID, keys: set.Fingerprint, claims: claims, exp: exp, cost: tokenCost(len(t.Payload))})
+	g.tokens.add(key, &verifiedToken{provider: p.ID, keys: set.Fingerprint, exp: exp, claims: claims, full: full,
+		payload: t.Payload, cost: tokenCost(len(t.Payload), full)})
 	return claims, p, nil
+}
+
+// readsClaims reports whether j reads claims beyond those every token's
+// verification does: required claims or scopes, claims to headers.
+func readsClaims(j *config.JWTAuth) bool {
+	if len(j.RequiredClaims) > 0 || len(j.RequiredScopes) > 0 {
+		return true
+	}
+	for _, p := range j.Providers {
+		if len(p.ClaimToHeaders) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // keySet is p's key set as it is now: its local one, or the one fetched
@@ -356,9 +394,15 @@ func claimHeaderValue(v any) (string, bool) {
 	return s, true
 }
 
-// tokenCost estimates the memory a cached token's claims take: its
-// decoded map holds about twice its payload's JSON, plus the entry.
-func tokenCost(payload int) int { return 256 + 3*payload }
+// tokenCost estimates the memory a cached token takes: the entry, its
+// payload, and its claims (a decoded map of every claim holds about twice
+// the payload's JSON; the registered claims alone a few hundred bytes).
+func tokenCost(payload int, full bool) int {
+	if full {
+		return 512 + 3*payload
+	}
+	return 512 + payload
+}
 
 // tokenCache holds tokens verified lately, by the SHA-256 of the token
 // (a token itself is never a key), bounded in entries and in the memory

@@ -4,7 +4,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -408,5 +411,39 @@ func TestAttackJWTCacheFlood(t *testing.T) {
 	check("large tokens")
 	if n, _ := cache.size(); n == 0 {
 		t.Error("nothing cached: the bounds leave no room")
+	}
+}
+
+// TestJWTCacheAcrossPolicies: a token cached by a policy that reads only
+// the registered claims gives its other claims to a policy of the same
+// provider that reads them (decoded from the kept payload, the signature
+// not checked again), and the first policy still gets its answer.
+func TestJWTCacheAcrossPolicies(t *testing.T) {
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	bare := localProvider(t, "https://idp.example", ecJWK("k", &k.PublicKey))
+	reading := *bare
+	reading.ClaimToHeaders = []config.ClaimHeader{{Claim: "org.name", Header: "X-Org", Path: claimPath(t, "org.name")}}
+	c := idpClaims()
+	c["org"] = map[string]any{"name": "acme"}
+	tok := signedToken(t, map[string]any{"alg": "ES256", "kid": "k"}, c, es256(k))
+	g := newGuard(DefaultOptions(), nil)
+	check := func(j *config.JWTAuth) http.Header {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		if w := httptest.NewRecorder(); !g.check(w, r, &config.Security{JWT: j}, config.EndpointTable{}) {
+			t.Fatalf("refused: %d", w.Code)
+		}
+		return r.Header
+	}
+	check(&config.JWTAuth{Providers: []*config.JWTProvider{bare}})
+	if v := g.tokens.get(sha256.Sum256([]byte(tok))); v == nil || v.full || v.claims["org"] != nil {
+		t.Fatalf("cached by a policy reading no claim: %+v", v)
+	}
+	if h := check(&config.JWTAuth{Providers: []*config.JWTProvider{&reading}}); h.Get("X-Org") != "acme" {
+		t.Errorf("a policy reading a claim of a token cached without it: X-Org %q", h.Get("X-Org"))
+	}
+	if h := check(&config.JWTAuth{Providers: []*config.JWTProvider{bare}}); h.Get("X-Org") != "" {
+		t.Errorf("X-Org set by a policy that does not ask for it")
 	}
 }

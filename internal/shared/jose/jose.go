@@ -17,7 +17,8 @@ import (
 	_ "crypto/sha512" // the hashes of the algorithms
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/json/jsontext"
+	"encoding/json/v2"
 	"errors"
 	"fmt"
 	"math/big"
@@ -197,7 +198,7 @@ func Parse(s string) (*Token, error) {
 	// One pass over the header: crit alongside the fields read.
 	var hdr struct {
 		Header
-		Crit json.RawMessage `json:"crit"`
+		Crit jsontext.Value `json:"crit"`
 	}
 	if err := json.Unmarshal(hb, &hdr); err != nil {
 		return nil, ErrMalformed

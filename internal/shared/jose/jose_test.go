@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -286,5 +287,33 @@ func TestKeySetFingerprint(t *testing.T) {
 	}
 	if a.Fingerprint == one.Fingerprint || a.Fingerprint == renamed.Fingerprint {
 		t.Error("a removed or renamed key kept the fingerprint")
+	}
+}
+
+// TestParseClaimsStrict: a claim given twice, or a payload that is not a
+// UTF-8 JSON object, is malformed for both decoders; ParseRegistered
+// reads what ParseClaims reads of the registered claims.
+func TestParseClaimsStrict(t *testing.T) {
+	for _, bad := range []string{`{"sub": "a", "sub": "b"}`, `{"iss": "a", "iss": "b"}`, "{\"sub\": \"\xff\"}", `null`, `[]`, `{"exp": 1}x`} {
+		if _, err := ParseClaims([]byte(bad)); err == nil {
+			t.Errorf("ParseClaims(%q): no error", bad)
+		}
+		if _, err := ParseRegistered([]byte(bad)); err == nil && bad != `null` {
+			t.Errorf("ParseRegistered(%q): no error", bad)
+		}
+	}
+	payload := []byte(`{"iss": "i", "exp": 2000000000, "nbf": 1, "aud": ["a", "b"], "sub": "s", "x": {"y": [1, 2]}}`)
+	all, err1 := ParseClaims(payload)
+	reg, err2 := ParseRegistered(payload)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	for _, name := range []string{"iss", "exp", "nbf", "aud"} {
+		if fmt.Sprint(all[name]) != fmt.Sprint(reg[name]) {
+			t.Errorf("%s: %v and %v", name, all[name], reg[name])
+		}
+	}
+	if len(reg) != 4 {
+		t.Errorf("ParseRegistered read %v", reg)
 	}
 }
