@@ -93,10 +93,36 @@ func (g *guard) jwt(w http.ResponseWriter, r *http.Request, j *config.JWTAuth) b
 // securityForbidden: a verified token without a required claim or scope.
 const securityForbidden = "forbidden"
 
-// foundToken is the request's token and the places that hold it.
+// foundToken is the request's token and the places that hold it (in an
+// array: no allocation for the usual one or two).
 type foundToken struct {
-	token  string
-	places []config.TokenSource
+	token string
+	first [2]config.TokenSource
+	n     int
+	more  []config.TokenSource
+}
+
+func (f *foundToken) add(src config.TokenSource) {
+	if f.n < len(f.first) {
+		f.first[f.n] = src
+		f.n++
+		return
+	}
+	f.more = append(f.more, src)
+}
+
+func (f *foundToken) holds(src config.TokenSource) bool {
+	return slices.Contains(f.first[:f.n], src) || slices.Contains(f.more, src)
+}
+
+// sources are the places p looks in; def is where the default is put (so
+// that it is not allocated).
+func sources(p *config.JWTProvider, def *[1]config.TokenSource) []config.TokenSource {
+	if len(p.ExtractFrom) > 0 {
+		return p.ExtractFrom
+	}
+	def[0] = config.DefaultTokenSource
+	return def[:]
 }
 
 // findToken looks for a token in every place j's providers name, in
@@ -105,9 +131,11 @@ type foundToken struct {
 // hold different tokens.
 func findToken(r *http.Request, j *config.JWTAuth) (foundToken, bool) {
 	var f foundToken
-	var seen []config.TokenSource
+	var def [1]config.TokenSource
+	var seenBuf [8]config.TokenSource
+	seen := seenBuf[:0]
 	for _, p := range j.Providers {
-		for _, src := range p.Sources() {
+		for _, src := range sources(p, &def) {
 			if slices.Contains(seen, src) {
 				continue
 			}
@@ -119,11 +147,11 @@ func findToken(r *http.Request, j *config.JWTAuth) (foundToken, bool) {
 			case t == "":
 			case f.token == "":
 				f.token = t
-				f.places = append(f.places, src)
+				f.add(src)
 			case t != f.token:
 				return foundToken{}, false
 			default:
-				f.places = append(f.places, src)
+				f.add(src)
 			}
 		}
 	}
@@ -167,19 +195,15 @@ func tokenAt(r *http.Request, src config.TokenSource) (string, bool) {
 }
 
 // readBy reports whether p looks in one of the places that hold f.
-func (f foundToken) readBy(p *config.JWTProvider) bool {
-	for _, src := range p.Sources() {
-		if slices.Contains(f.places, src) {
-			return true
-		}
-	}
-	return false
+func (f *foundToken) readBy(p *config.JWTProvider) bool {
+	var def [1]config.TokenSource
+	return slices.ContainsFunc(sources(p, &def), f.holds)
 }
 
 // remove takes f's token out of every place that holds it: the header,
 // the cookie, the query parameter.
-func (f foundToken) remove(r *http.Request) {
-	for _, src := range f.places {
+func (f *foundToken) remove(r *http.Request) {
+	for _, src := range append(f.first[:f.n:f.n], f.more...) {
 		switch {
 		case src.Header != "":
 			delete(r.Header, src.Header)
