@@ -288,8 +288,38 @@ func (a algorithm) verify(pub crypto.PublicKey, signed string, sig []byte) bool 
 		if len(sig) != 2*size {
 			return false
 		}
-		r, s := new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:])
-		return ecdsa.Verify(k, digest, r, s)
+		// The JWS form (r and s, fixed size) as the ASN.1 the standard
+		// library verifies, without the big.Int round trip of
+		// ecdsa.Verify.
+		return ecdsa.VerifyASN1(k, digest, ecdsaDER(sig[:size], sig[size:]))
 	}
 	return false
+}
+
+// ecdsaDER encodes an ECDSA signature's r and s (big-endian) as the DER
+// SEQUENCE of two INTEGERs.
+func ecdsaDER(r, s []byte) []byte {
+	integer := func(out, v []byte) []byte {
+		for len(v) > 1 && v[0] == 0 {
+			v = v[1:]
+		}
+		pad := len(v) > 0 && v[0]&0x80 != 0
+		n := len(v)
+		if pad {
+			n++
+		}
+		out = append(out, 0x02, byte(n))
+		if pad {
+			out = append(out, 0)
+		}
+		return append(out, v...)
+	}
+	body := integer(integer(make([]byte, 0, 2*(len(r)+3)+3), r), s)
+	// At most 2*(66+3) = 138 bytes for P-521: one length byte, or 0x81
+	// and one.
+	head := []byte{0x30, byte(len(body))}
+	if len(body) >= 0x80 {
+		head = []byte{0x30, 0x81, byte(len(body))}
+	}
+	return append(head, body...)
 }

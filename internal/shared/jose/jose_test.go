@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -315,5 +316,34 @@ func TestParseClaimsStrict(t *testing.T) {
 	}
 	if len(reg) != 4 {
 		t.Errorf("ParseRegistered read %v", reg)
+	}
+}
+
+// TestECDSADER: the DER of r and s reads back as the same integers, for
+// values with leading zeros, with the high bit set, and of P-521's size
+// (a long-form length).
+func TestECDSADER(t *testing.T) {
+	for _, size := range []int{32, 48, 66} {
+		for i := range 200 {
+			r, s := make([]byte, size), make([]byte, size)
+			rand.Read(r)
+			rand.Read(s)
+			switch i % 4 {
+			case 1:
+				r[0], r[1] = 0, 0
+			case 2:
+				r[0], s[0] = 0xff, 0x80
+			case 3:
+				clear(s[:size-1])
+			}
+			var got struct{ R, S *big.Int }
+			rest, err := asn1.Unmarshal(ecdsaDER(r, s), &got)
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("size %d: %v (rest %d)", size, err, len(rest))
+			}
+			if got.R.Cmp(new(big.Int).SetBytes(r)) != 0 || got.S.Cmp(new(big.Int).SetBytes(s)) != 0 {
+				t.Fatalf("size %d: read back %x %x, want %x %x", size, got.R, got.S, r, s)
+			}
+		}
 	}
 }
