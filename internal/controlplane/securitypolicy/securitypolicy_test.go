@@ -1,6 +1,7 @@
 package securitypolicy
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -150,5 +151,20 @@ func TestValidateJWTExtraction(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.spec.JWT.Providers[0], err, tc.want)
 		}
+	}
+}
+
+// TestJWTFieldsSurviveCopies: the JWT fields this policy's JSON carries
+// (extractFrom, claim paths) survive DeepCopy, the JSON round trip the
+// informers' caches and the per-Gateway stream (configstream) make of it.
+func TestJWTFieldsSurviveCopies(t *testing.T) {
+	p := &SecurityPolicy{Spec: Spec{TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{route("web")}, JWT: &JWT{
+		Providers: []JWTProvider{{Name: "idp", Issuer: "i", RemoteJWKS: &RemoteJWKS{URI: "https://i/jwks"},
+			ExtractFrom:    []TokenSource{{Header: "X-Token", ValuePrefix: "Token "}, {Cookie: "session"}, {Param: "access_token"}},
+			ClaimToHeaders: []ClaimToHeader{{Header: "X-Tenant", Claim: `https://example\.com/tenant`}}}},
+		RequiredClaims: []RequiredClaim{{Name: "realm_access.roles", Values: []string{"staff"}}},
+	}}}
+	if got := p.DeepCopy(); !reflect.DeepEqual(got.Spec, p.Spec) {
+		t.Errorf("DeepCopy lost JWT fields:\n%+v\nwant\n%+v", got.Spec.JWT, p.Spec.JWT)
 	}
 }
