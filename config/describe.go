@@ -579,10 +579,10 @@ func alwaysShown(field string) bool {
 }
 
 // shownElsewhere tells the fields the dump shows elsewhere: a rule's
-// route and index make its ID.
+// route and index make its ID; a claim's path is its name, parsed.
 func shownElsewhere(field string) bool {
 	switch field {
-	case "Rule.Route", "Rule.RouteName", "Rule.Index":
+	case "Rule.Route", "Rule.RouteName", "Rule.Index", "RequiredClaim.Path", "ClaimHeader.Path":
 		return true
 	}
 	return false
