@@ -46,10 +46,10 @@ type Resources struct {
 	// the same two can name by name instead of a ConfigMap; empty when
 	// the cluster does not serve the kind.
 	ClusterTrustBundles []*certv1.ClusterTrustBundle
-	Namespaces         []*corev1.Namespace
-	Secrets            []*corev1.Secret
-	Services           []*corev1.Service
-	EndpointSlices     []*discoveryv1.EndpointSlice
+	Namespaces          []*corev1.Namespace
+	Secrets             []*corev1.Secret
+	Services            []*corev1.Service
+	EndpointSlices      []*discoveryv1.EndpointSlice
 	// KIngresses are Knative Serving's Ingresses of every class; translate
 	// serves those of Portico's (Settings.Knative).
 	KIngresses []*knative.Ingress
