@@ -346,9 +346,10 @@ func TestSharedAddresses(t *testing.T) {
 		if c.own != nil {
 			ownAddrs = c.own
 		}
-		got, reason, problem := sharedAddresses(gw, ownAddrs)
+		m := sharedAddresses(gw, ownAddresses{def: ownAddrs})
+		reason, problem := m.reason, m.problem
 		var values []string
-		for _, a := range got {
+		for _, a := range m.out {
 			values = append(values, a.Value)
 		}
 		if !slices.Equal(values, c.want) {

@@ -345,7 +345,7 @@ type goldenClass struct {
 }
 
 type goldenGateway struct {
-	Addresses            []string               `yaml:"addresses,omitempty"` // "type value"
+	Addresses            []string               `yaml:"addresses,omitempty"` // "type value routability=..."
 	Conditions           []goldenCondition      `yaml:"conditions"`
 	AttachedListenerSets *int32                 `yaml:"attachedListenerSets,omitempty"`
 	Listeners            []goldenListenerStatus `yaml:"listeners,omitempty"`
@@ -409,7 +409,11 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 			if a.Type != nil {
 				typ = string(*a.Type)
 			}
-			g.Addresses = append(g.Addresses, typ+" "+a.Value)
+			line := typ + " " + a.Value
+			if a.Routability != nil {
+				line += " routability=" + strconv.Quote(string(*a.Routability))
+			}
+			g.Addresses = append(g.Addresses, line)
 		}
 		for _, l := range s.Listeners {
 			g.Listeners = append(g.Listeners, goldenListenerStatus{Name: string(l.Name), SupportedKinds: goldenKinds(l.SupportedKinds),
