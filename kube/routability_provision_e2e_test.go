@@ -54,11 +54,11 @@ func TestProvisionAddressRoutability(t *testing.T) {
 	ip, cluster := ptr.To(gwv1.IPAddressType), gwv1.GatewayAddressRoutabilityCluster
 	pf.gateway(&gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "internal"},
-		Spec: gwv1.GatewaySpec{GatewayClassName: "dedicated", Addresses: []gwv1.GatewaySpecAddress{{Type: ip, Routability: cluster}}},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Addresses: []gwv1.GatewaySpecAddress{{Type: ip, Routability: cluster}}},
 	})
 	pf.gateway(&gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "mixed"},
-		Spec: gwv1.GatewaySpec{GatewayClassName: "dedicated", Addresses: []gwv1.GatewaySpecAddress{{Type: ip}, {Type: ip, Routability: cluster}}},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "dedicated", Addresses: []gwv1.GatewaySpecAddress{{Type: ip}, {Type: ip, Routability: cluster}}},
 	})
 	service := func(name string) *corev1.Service {
 		t.Helper()
