@@ -12,6 +12,7 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -244,4 +245,56 @@ func (f *clusterFixture) tlsBackendInNetns(ca *snitest.CA, name string) int32 {
 	go srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})) //nolint:errcheck // ends with Close
 	f.T.Cleanup(func() { srv.Close() })
 	return int32(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestClusterTrustBundleNotServed: on an API server that does not serve
+// ClusterTrustBundles, Portico starts (it does not wait for an informer
+// that could never sync) and a reference to one is unresolved, saying so.
+func TestClusterTrustBundleNotServed(t *testing.T) {
+	env := kubetest.StartWith(t, kubetest.Options{APIServerArgs: []string{"--runtime-config=certificates.k8s.io/v1/clustertrustbundles=false"}})
+	kc, gc := kubetest.Clients(t, env.Config)
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: env, Kube: kc, Gateway: gc}}
+	ctx := t.Context()
+	if _, err := kc.CertificatesV1().ClusterTrustBundles().List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatal("the API server serves ClusterTrustBundles")
+	}
+	f.Namespace("portico-system", nil)
+	f.Namespace("apps", nil)
+	createClassAndGateway(t, gc, freeport.Port(t))
+	mustCreate(t)(f.Kube.CoreV1().Services("apps").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "secure"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443}}},
+	}, metav1.CreateOptions{}))
+	mustCreate(t)(gc.GatewayV1().BackendTLSPolicies("apps").Create(ctx, &gwv1.BackendTLSPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "tls"},
+		Spec: gwv1.BackendTLSPolicySpec{
+			TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: "secure"}}},
+			Validation: gwv1.BackendTLSPolicyValidation{
+				CACertificateRefs: []gwv1.LocalObjectReference{{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle", Name: "backends"}},
+				Hostname:          "backend.internal",
+			},
+		},
+	}, metav1.CreateOptions{}))
+	mustCreate(t)(gc.GatewayV1().HTTPRoutes("apps").Create(ctx, &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "r"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("secure")}}},
+		},
+	}, metav1.CreateOptions{}))
+	f.startPortico(env.Config, "127.0.0.1", "portico-a", nil)
+	kubetest.WaitFor(t, 15*time.Second, "policy unresolved", func() error {
+		pol, err := gc.GatewayV1().BackendTLSPolicies("apps").Get(ctx, "tls", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pol.Status.Ancestors) != 1 {
+			return fmt.Errorf("ancestors %+v", pol.Status.Ancestors)
+		}
+		c := meta.FindStatusCondition(pol.Status.Ancestors[0].Conditions, "ResolvedRefs")
+		if c == nil || c.Reason != "InvalidCACertificateRef" || !strings.Contains(c.Message, "does not serve certificates.k8s.io/v1 ClusterTrustBundles") {
+			return fmt.Errorf("ResolvedRefs %+v", c)
+		}
+		return nil
+	})
 }
