@@ -348,6 +348,12 @@ func (sh *SharedAddresses) own(res *snapshot.Resources) ownAddresses {
 	out.def = slices.CompactFunc(out.def, func(a, b gwv1.GatewayStatusAddress) bool {
 		return ptr.Deref(a.Type, "") == ptr.Deref(b.Type, "") && a.Value == b.Value
 	})
+	for i, a := range out.def {
+		if a.Routability == nil {
+			// A fixed address given without one is of the default.
+			out.def[i] = withRoutability(a, gwv1.GatewayAddressRoutabilityDefault)
+		}
+	}
 	return out
 }
 
@@ -400,9 +406,10 @@ type addressMatch struct {
 
 // sharedAddresses is what a Gateway reports when it is served on
 // addresses it does not choose (Portico's own without an address pool, or
-// its data plane's Service): all of the default ones, or the ones its
-// spec.addresses names (an entry without a value names every address of
-// its type and routability). An entry that cannot be met is reported:
+// its data plane's Service): all of the default ones, or one for each
+// entry of its spec.addresses (the address an entry names; for an entry
+// without a value, the first of its type and routability no other entry
+// has). An entry that cannot be met is reported:
 // a value Portico does not have (AddressNotUsable), a type of which it has
 // no address (AddressNotAssigned) make the Gateway not Programmed; a
 // routability that cannot be met (a Cluster entry without a cluster IP
@@ -414,7 +421,22 @@ func sharedAddresses(gw *gwv1.Gateway, own ownAddresses) addressMatch {
 	}
 	var m addressMatch
 	var unusable, unassigned, unsupported []string
-	for _, want := range gw.Spec.Addresses {
+	// Each entry is met by an address of its own (GEP-5093): those naming
+	// a value first, then those asking for a routability, then the rest,
+	// so that the least constrained take what is left.
+	entries := slices.Clone(gw.Spec.Addresses)
+	rank := func(a gwv1.GatewaySpecAddress) int {
+		switch {
+		case a.Value != "":
+			return 0
+		case a.Routability != gwv1.GatewayAddressRoutabilityDefault:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(entries, func(a, b gwv1.GatewaySpecAddress) int { return rank(a) - rank(b) })
+	taken := map[string]bool{}
+	for _, want := range entries {
 		if msg := routabilityUnsupported(want.Routability); msg != "" {
 			unsupported = append(unsupported, describeEntry(want)+": "+msg)
 			continue
@@ -428,24 +450,30 @@ func sharedAddresses(gw *gwv1.Gateway, own ownAddresses) addressMatch {
 			}
 			from = own.cluster
 		}
-		found := false
+		found, ofKind := false, false
 		for _, a := range from {
 			if addressType(a.Type) != typ || (want.Value != "" && !sameAddress(typ, a.Value, want.Value)) {
 				continue
 			}
-			found = true
+			ofKind = true
+			if taken[a.Value] {
+				continue
+			}
+			found, taken[a.Value] = true, true
 			if want.Routability == sentinelRoutability {
 				a = withRoutability(a, sentinelRoutability)
 			}
-			if !slices.ContainsFunc(m.out, func(b gwv1.GatewayStatusAddress) bool {
-				return b.Value == a.Value && ptr.Deref(b.Routability, "") == ptr.Deref(a.Routability, "")
-			}) {
-				m.out = append(m.out, a)
-			}
+			m.out = append(m.out, a)
+			break
 		}
 		switch {
 		case found:
 			m.met++
+		case ofKind && want.Value != "":
+			// Listed twice (two spellings of one address): met once.
+			m.met++
+		case ofKind:
+			unsupported = append(unsupported, describeEntry(want)+": every address of its kind meets another entry already")
 		case want.Routability == gwv1.GatewayAddressRoutabilityCluster && want.Value == "":
 			// Unmet routability: no other scope stands in for it, and only
 			// AddressesAssigned (and Programmed, when nothing is met) says so.
@@ -459,6 +487,15 @@ func sharedAddresses(gw *gwv1.Gateway, own ownAddresses) addressMatch {
 			unusable = append(unusable, fmt.Sprintf("%s %q is not one of Portico's addresses", typ, want.Value))
 		}
 	}
+	// Status lists them in the order of the addresses offered, whatever
+	// the order they were given in.
+	order := func(a gwv1.GatewayStatusAddress) int {
+		if i := slices.IndexFunc(own.def, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value }); i >= 0 {
+			return i
+		}
+		return len(own.def) + slices.IndexFunc(own.cluster, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value })
+	}
+	slices.SortStableFunc(m.out, func(a, b gwv1.GatewayStatusAddress) int { return order(a) - order(b) })
 	m.unmet = append(append(slices.Clone(unusable), unassigned...), unsupported...)
 	if len(unusable)+len(unassigned) == 0 {
 		return m
