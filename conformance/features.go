@@ -42,6 +42,10 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
+	// CA certificates of BackendTLSPolicies and client certificate
+	// validation from certificates.k8s.io ClusterTrustBundles: the
+	// standard channel's schemas admit the reference too.
+	features.SupportClusterTrustBundle,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -86,18 +90,21 @@ var Claimed = []features.FeatureName{
 var NotClaimed = map[features.FeatureName]string{
 	features.SupportGatewayInfrastructure: "in shared mode Portico runs as one deployment and provisions no per-Gateway " +
 		"infrastructure to carry labels and annotations; claimed in the per-Gateway run",
-	features.SupportGatewayListenerFilters:           "listener-level filters are not implemented",
-	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
-	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
-	features.SupportClusterTrustBundle:               "CA certificates are read from ConfigMaps and Secrets only",
+	features.SupportGatewayListenerFilters: "listener-level filters are not implemented",
+	features.SupportGatewayAddressRoutability: "spec.addresses[].routability is a field of the experimental channel's " +
+		"Gateway CRD only; claimed in the experimental run",
+	features.SupportGatewayAddressRoutabilityCluster: "spec.addresses[].routability is a field of the experimental channel's " +
+		"Gateway CRD only; claimed in the experimental run",
 }
 
 // ClaimedExperimental are claimed on top of Claimed in a run with the
 // experimental-channel CRDs (hack/conformance.sh --channel experimental),
-// the only ones that have their fields. Empty since v1.7 moved HTTPRoute
-// retries to the standard channel; kept so that an experimental-only field
-// Portico serves has a place to be claimed.
-var ClaimedExperimental = []features.FeatureName{}
+// the only ones that have their fields: Gateway address routability
+// (GEP-5093), with Cluster.
+var ClaimedExperimental = []features.FeatureName{
+	features.SupportGatewayAddressRoutability,
+	features.SupportGatewayAddressRoutabilityCluster,
+}
 
 // claims returns what a run with the CRDs of channel ("standard" or
 // "experimental") claims, and the reasons for the other extended features

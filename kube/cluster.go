@@ -141,6 +141,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 		source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
+	if err := in.AddClusterTrustBundles(c.Kube, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
+		return err
+	}
 	if err := in.AddTCPRoutes(c.Kube, c.Gateway, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}

@@ -211,6 +211,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("ReferenceGrant", len(r.ReferenceGrants), func(i int) any { return r.ReferenceGrants[i] })
 	add("BackendTLSPolicy", len(r.BackendTLSPolicies), func(i int) any { return r.BackendTLSPolicies[i] })
 	add("ConfigMap", len(r.ConfigMaps), func(i int) any { return r.ConfigMaps[i] })
+	add("ClusterTrustBundle", len(r.ClusterTrustBundles), func(i int) any { return r.ClusterTrustBundles[i] })
 	add("Namespace", len(r.Namespaces), func(i int) any { return r.Namespaces[i] })
 	add("Secret", len(r.Secrets), func(i int) any { return r.Secrets[i] })
 	add("Service", len(r.Services), func(i int) any { return r.Services[i] })
