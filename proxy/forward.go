@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,7 +39,7 @@ const maxReplayBody = 1 << 20
 type forwarder struct {
 	log *zap.Logger
 	// sessions seals the values of session persistence (session.go).
-	sessions *sessionSealer
+	sessions atomic.Pointer[sessionSealer]
 	rp       *httputil.ReverseProxy
 	h1       *http.Transport
 	// h1once sends the requests with a body to endpoints caught sending
@@ -162,7 +163,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		log.Error("session persistence key refused; a random one is used", zap.Error(err))
 		sealer, _ = newSessionSealer(nil)
 	}
-	f.sessions = sealer
+	f.sessions.Store(sealer)
 	hobs, _ := opts.Backends.(HealthObserver)
 	f.health = newHealthChecks(log, hobs)
 	// A BackendTrafficPolicy's connect timeout and TCP keepalive, on

@@ -118,7 +118,7 @@ func (f *forwarder) stick(r *http.Request, rule *config.Rule, cfg *config.Config
 	if v == "" {
 		return nil
 	}
-	addr, opened, ok := f.sessions.open(rule.Session.Name, v)
+	addr, opened, ok := f.sessions.Load().open(rule.Session.Name, v)
 	if !ok || rule.Session.AbsoluteTimeout > 0 && now.Sub(opened) >= rule.Session.AbsoluteTimeout || now.Before(opened.Add(-time.Minute)) {
 		return nil
 	}
@@ -157,7 +157,7 @@ func (s *session) issue(f *forwarder, r *http.Request, addr string, now time.Tim
 		s.value = ""
 		return
 	}
-	v := f.sessions.seal(s.sp.Name, addr, now)
+	v := f.sessions.Load().seal(s.sp.Name, addr, now)
 	if s.sp.Type == config.SessionHeader {
 		s.header, s.value = s.sp.Name, v
 		return
