@@ -50,6 +50,10 @@ type ActiveHealthCheck struct {
 	Send, Expect []byte
 	// GRPC: the service name asked about ("" is the whole server).
 	GRPCService string
+	// TLS, when set, is the BackendTLSPolicy of the backend probed: the
+	// probes go over TLS with its SNI and validation, as the traffic
+	// does (gRPC over h2 by ALPN). Set by OverTLS.
+	TLS *BackendTLS
 	// Policy is the policy's "namespace/name", for logs and dumps.
 	Policy string
 }
@@ -91,4 +95,14 @@ func (h *ActiveHealthCheck) MakeID() {
 type HealthCheckTarget struct {
 	Backend BackendKey
 	Check   *ActiveHealthCheck
+}
+
+// OverTLS is h for a backend reached over TLS with b: a copy whose
+// probes use b, with an ID of its own (probers of one endpoint over TLS
+// and in clear are two).
+func (h *ActiveHealthCheck) OverTLS(b *BackendTLS) *ActiveHealthCheck {
+	c := *h
+	c.TLS = b
+	c.ID = h.ID + "|tls=" + b.ID
+	return &c
 }

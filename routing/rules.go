@@ -340,6 +340,9 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*config.CORS, *problem) {
 func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.Backend, *problem) {
 	r := c.backendRefs.Resolve(c.cr.kind, routeNS, ref)
 	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier, Active: r.Active, Breaker: r.Breaker, Conn: r.Conn}
+	if b.Active != nil && b.TLS != nil {
+		b.Active = b.Active.OverTLS(b.TLS)
+	}
 	if r.Reason != "" {
 		return b, &problem{r.Reason, r.Message}
 	}
