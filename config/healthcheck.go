@@ -50,9 +50,9 @@ type ActiveHealthCheck struct {
 	Send, Expect []byte
 	// GRPC: the service name asked about ("" is the whole server).
 	GRPCService string
-	// TLS, when set, is the BackendTLSPolicy of the backend probed: the
-	// probes go over TLS with its SNI and validation, as the traffic
-	// does (gRPC over h2 by ALPN). Set by OverTLS.
+	// TLS, when set, makes the probes go over TLS with its SNI and
+	// validation (gRPC over h2 by ALPN): the BackendTLSPolicy of the
+	// backend probed (OverTLS), as its traffic, or the check's own tls.
 	TLS *BackendTLS
 	// Policy is the policy's "namespace/name", for logs and dumps.
 	Policy string
@@ -86,6 +86,9 @@ func (h *ActiveHealthCheck) MakeID() {
 		fmt.Fprintf(&b, "|%x|%x", h.Send, h.Expect)
 	case HealthCheckGRPC:
 		fmt.Fprintf(&b, "|%s", strconv.Quote(h.GRPCService))
+	}
+	if h.TLS != nil {
+		fmt.Fprintf(&b, "|tls=%s", h.TLS.ID)
 	}
 	h.ID = b.String()
 }

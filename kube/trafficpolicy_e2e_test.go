@@ -61,6 +61,10 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"end is not before start"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, http: {path: healthz}}}}`,
 			"healthCheck.active.http.path"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {}}}}`,
+			"serverName: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: "Not A Name"}}}}`,
+			"healthCheck.active.tls.serverName"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -74,6 +78,7 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 		"breaker":     `{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 4294967295, maxParallelRetries: 3}}`,
 		"timeouts":    `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
 		"active-grpc": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
+		"active-tls":  `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: web.apps.svc}}}}`,
 	} {
 		if err := create(name, spec); err != nil {
 			t.Errorf("%s refused: %v", name, err)

@@ -112,6 +112,10 @@ func TestActiveHealthProbesOverTLS(t *testing.T) {
 		{"grpc over TLS", grpcCheck.OverTLS(policy), grpcTLS(good), true},
 		{"grpc in clear to a TLS backend", grpcCheck, grpcTLS(good), false},
 		{"grpc, certificate for another name", grpcCheck.OverTLS(policy), grpcTLS(wrongName), false},
+		// A check's own tls (no BackendTLSPolicy) trusts the system's
+		// roots: a certificate of a private CA is refused.
+		{"check's own tls, private CA", &config.ActiveHealthCheck{ID: "own", Type: config.HealthCheckTCP,
+			TLS: &config.BackendTLS{ID: "healthCheck.tls/backend.app.svc", ServerName: "backend.app.svc"}}, tlsEcho(good), false},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err := h.probe(ctx, tc.hc, tc.addr)
