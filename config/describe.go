@@ -96,6 +96,9 @@ type portDescription struct {
 	Streams bool `yaml:"streams,omitempty"`
 	// ProxyProtocol is the port's PROXY protocol, when it reads one.
 	ProxyProtocol *yaml.Node `yaml:"proxyProtocol,omitempty"`
+	// Cleartext are the connection settings of a cleartext connection
+	// before its first request names a listener.
+	Cleartext *yaml.Node `yaml:"cleartext,omitempty"`
 }
 
 type lookupDescription struct {
@@ -238,6 +241,9 @@ func (d *describer) port(p *Port) portDescription {
 	out.Streams = p.Streams
 	if p.ProxyProtocol != nil {
 		out.ProxyProtocol = d.value(reflect.ValueOf(p.ProxyProtocol))
+	}
+	if p.Cleartext != nil {
+		out.Cleartext = d.value(reflect.ValueOf(p.Cleartext))
 	}
 	return out
 }

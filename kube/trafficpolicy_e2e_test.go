@@ -68,6 +68,10 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"Unsupported value"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], proxyProtocol: {}}`,
 			"proxyProtocol.version: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {}}}}`,
+			"serverName: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: "Not A Name"}}}}`,
+			"healthCheck.active.tls.serverName"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -82,6 +86,7 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 		"timeouts":       `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
 		"active-grpc":    `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
 		"proxy-protocol": `{targetRefs: [{group: "", kind: Service, name: web}, {group: "", kind: Service, name: db}], proxyProtocol: {version: V1}}`,
+		"active-tls":     `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: web.apps.svc}}}}`,
 	} {
 		if err := create(name, spec); err != nil {
 			t.Errorf("%s refused: %v", name, err)

@@ -335,6 +335,16 @@ type ActiveHealthCheck struct {
 	HTTP               *HTTPActiveHealthCheck `json:"http,omitempty"`
 	TCP                *TCPActiveHealthCheck  `json:"tcp,omitempty"`
 	GRPC               *GRPCActiveHealthCheck `json:"grpc,omitempty"`
+	// TLS probes over TLS a backend that has no BackendTLSPolicy. A
+	// backend with one is probed over TLS with its SNI and validation,
+	// as its traffic, whatever this says.
+	TLS *ActiveTLS `json:"tls,omitempty"`
+}
+
+// ActiveTLS: the probes' SNI, the name the endpoint's certificate must
+// be valid for, trusted by the system's roots.
+type ActiveTLS struct {
+	ServerName string `json:"serverName"`
 }
 
 // HTTPActiveHealthCheck sends a request and expects one of some statuses.
@@ -676,6 +686,9 @@ func (a *ActiveHealthCheck) validate(errs []string) []string {
 			}
 		}
 	}
+	if t := a.TLS; t != nil && (t.ServerName == "" || len(validation.IsDNS1123Subdomain(t.ServerName)) > 0) {
+		errs = append(errs, fmt.Sprintf("%s.tls.serverName: %q is not a DNS name", at, t.ServerName))
+	}
 	if g := a.GRPC; g != nil && g.Service != nil && len(*g.Service) > 256 {
 		errs = append(errs, fmt.Sprintf("%s.grpc.service: longer than 256 characters", at))
 	}
@@ -732,6 +745,10 @@ func (hc *HealthCheck) ActiveConfig(policy string) *config.ActiveHealthCheck {
 		out.Send, out.Expect = a.TCP.Send.bytes(), a.TCP.Expect.bytes()
 	case a.GRPC != nil && a.GRPC.Service != nil:
 		out.GRPCService = *a.GRPC.Service
+	}
+	if a.TLS != nil {
+		// RootCAs nil: the system's roots. Its ID names its settings.
+		out.TLS = &config.BackendTLS{ID: "healthCheck.tls/" + a.TLS.ServerName, Policy: policy, ServerName: a.TLS.ServerName}
 	}
 	out.MakeID()
 	return out
