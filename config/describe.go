@@ -132,6 +132,8 @@ type listenerDescription struct {
 	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
 	// Client is what ClientTrafficPolicies set for the listener.
 	Client *yaml.Node `yaml:"client,omitempty"`
+	// Tracing is what an XTelemetryPolicy sets for the listener.
+	Tracing *yaml.Node `yaml:"tracing,omitempty"`
 }
 
 type certDescription struct {
@@ -275,6 +277,9 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	}
 	if l.Client != nil {
 		out.Client = d.value(reflect.ValueOf(l.Client))
+	}
+	if l.Tracing != nil {
+		out.Tracing = d.value(reflect.ValueOf(l.Tracing))
 	}
 	if l.Stream == StreamUDP {
 		out.UDP = describeStreamRoute(l.UDP)

@@ -11,6 +11,7 @@ import (
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
@@ -63,6 +64,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		}),
 		ClientPolicies: joined(s, touched, last.ClientPolicies, func(r *snapshot.Resources) []*clientpolicy.ClientTrafficPolicy {
 			return r.ClientPolicies
+		}),
+		TelemetryPolicies: joined(s, touched, last.TelemetryPolicies, func(r *snapshot.Resources) []*telemetrypolicy.XTelemetryPolicy {
+			return r.TelemetryPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -216,5 +220,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.SecurityPolicies = append(res.SecurityPolicies, o)
 	case *clientpolicy.ClientTrafficPolicy:
 		res.ClientPolicies = append(res.ClientPolicies, o)
+	case *telemetrypolicy.XTelemetryPolicy:
+		res.TelemetryPolicies = append(res.TelemetryPolicies, o)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
@@ -873,6 +874,8 @@ func kindOf(obj metav1.Object) string {
 		return securitypolicy.Kind
 	case *clientpolicy.ClientTrafficPolicy:
 		return clientpolicy.Kind
+	case *telemetrypolicy.XTelemetryPolicy:
+		return telemetrypolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

@@ -52,6 +52,9 @@ type Computed struct {
 	// ClientPolicies holds the ancestor entries of each of Portico's
 	// ClientTrafficPolicies.
 	ClientPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// TelemetryPolicies holds Portico's ancestor entries of each
+	// XTelemetryPolicy.
+	TelemetryPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -69,6 +72,7 @@ type Maps struct {
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	ClientPolicies     map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	TelemetryPolicies  map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -87,6 +91,7 @@ func (m *Maps) Computed() *Computed {
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
 		ClientPolicies:     pmap.Of(m.ClientPolicies),
+		TelemetryPolicies:  pmap.Of(m.TelemetryPolicies),
 	}
 }
 
@@ -107,6 +112,7 @@ func (c *Computed) Maps() *Maps {
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
 		ClientPolicies:     maps.Collect(c.ClientPolicies.All()),
+		TelemetryPolicies:  maps.Collect(c.TelemetryPolicies.All()),
 	}
 }
 
