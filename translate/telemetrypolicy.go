@@ -123,7 +123,7 @@ func (t *translation) telemetryPolicyStatuses() {
 			pa.addTarget(entries, target, telemetrypolicy.Kind, v.conflict(target, telemetrypolicy.Kind, target.String()))
 		}
 		st := ancestorStatus{generation: v.p.Generation, resolved: "Every target is found", invalid: v.invalid}
-		if v.p.Spec.Tracing.Mode == xv1a1.TracingModeEnabled {
+		if v.invalid == "" && v.p.Spec.Tracing.Mode == xv1a1.TracingModeEnabled {
 			st.resolved = "Every target and the provider's Service are found"
 		}
 		if v.refs != nil {
