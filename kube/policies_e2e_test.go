@@ -38,7 +38,11 @@ func startPolicyCluster(t *testing.T, crdFile string, resource schema.GroupVersi
 	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
 	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
 	dir := t.TempDir()
-	crd, err := os.ReadFile(filepath.Join("../deploy", crdFile))
+	path := crdFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join("../deploy", crdFile)
+	}
+	crd, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,9 @@ type Informers struct {
 	// clientPolicies caches ClientTrafficPolicies; nil when their CRD is
 	// not installed (clientpolicies.go).
 	clientPolicies cache.Store
+	// telemetryPolicies caches XTelemetryPolicies; nil when their
+	// experimental CRD is not installed.
+	telemetryPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -163,23 +166,27 @@ type Listers struct {
 	// ClientPolicies holds *clientpolicy.ClientTrafficPolicy, nil when
 	// their CRD is not installed.
 	ClientPolicies cache.Store
+	// TelemetryPolicies holds *telemetrypolicy.XTelemetryPolicy, nil when
+	// their CRD is not installed.
+	TelemetryPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
 func (in *Informers) Listers() Listers {
 	return Listers{
-		GatewayClasses:   in.gatewayClasses,
-		Gateways:         in.gateways,
-		ListenerSets:     in.listenerSets,
-		HTTPRoutes:       in.httpRoutes,
-		GRPCRoutes:       in.grpcRoutes,
-		TLSRoutes:        in.tlsRoutes,
-		TCPRoutes:        in.tcpRoutes,
-		UDPRoutes:        in.udpRoutes,
-		BackendTLS:       in.backendTLS,
-		TrafficPolicies:  in.trafficPolicies,
-		SecurityPolicies: in.securityPolicies,
-		ClientPolicies:   in.clientPolicies,
+		GatewayClasses:    in.gatewayClasses,
+		Gateways:          in.gateways,
+		ListenerSets:      in.listenerSets,
+		HTTPRoutes:        in.httpRoutes,
+		GRPCRoutes:        in.grpcRoutes,
+		TLSRoutes:         in.tlsRoutes,
+		TCPRoutes:         in.tcpRoutes,
+		UDPRoutes:         in.udpRoutes,
+		BackendTLS:        in.backendTLS,
+		TrafficPolicies:   in.trafficPolicies,
+		SecurityPolicies:  in.securityPolicies,
+		ClientPolicies:    in.clientPolicies,
+		TelemetryPolicies: in.telemetryPolicies,
 	}
 }
 
@@ -328,6 +335,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	snapshotPolicies(in.trafficPolicies, &res.TrafficPolicies)
 	snapshotPolicies(in.securityPolicies, &res.SecurityPolicies)
 	snapshotPolicies(in.clientPolicies, &res.ClientPolicies)
+	snapshotPolicies(in.telemetryPolicies, &res.TelemetryPolicies)
 	return res, nil
 }
 

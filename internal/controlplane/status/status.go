@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	xv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
@@ -387,6 +388,14 @@ func MergeClientPolicy(obj *clientpolicy.ClientTrafficPolicy, computed []gwv1.Po
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = status })
+}
+
+// MergeTelemetryPolicy is MergeClientPolicy for an XTelemetryPolicy,
+// whose status is a list of ancestors too.
+func MergeTelemetryPolicy(obj *xv1a1.XTelemetryPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*xv1a1.XTelemetryPolicy, bool) {
+	st := ancestorStatus(gwv1.PolicyStatus{Ancestors: obj.Status.Ancestors}, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(st.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *xv1a1.XTelemetryPolicy) { o.Status = xv1a1.TelemetryPolicyStatus{Ancestors: st.Ancestors} })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that
