@@ -1,13 +1,17 @@
 package translate
 
 import (
+	"slices"
+
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	xv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/listeners"
 )
@@ -86,6 +90,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 			services[svc] = true
 		}
 	}
+	scopeTelemetryPolicies(res, out, gw, services)
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
 	scopeClientPolicies(res, out, gw)
@@ -111,6 +116,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.SecurityPolicies, func(o *securitypolicy.SecurityPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.ClientPolicies, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.TelemetryPolicies, func(o *xv1a1.XTelemetryPolicy) { o.Status = xv1a1.TelemetryPolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -363,6 +369,24 @@ func scopeSecurityPolicies(res, out *snapshot.Resources, gw types.NamespacedName
 	for _, s := range res.Secrets {
 		if wanted[nn(s.Namespace, s.Name)] {
 			out.Secrets = append(out.Secrets, s)
+		}
+	}
+}
+
+// scopeTelemetryPolicies adds the XTelemetryPolicies that target the
+// Gateway (all of them: which one wins is decided as in the full
+// snapshot), and their collectors' Services to services, those they may
+// use, so that the data plane exports to the same endpoints.
+func scopeTelemetryPolicies(res, out *snapshot.Resources, gw types.NamespacedName, services map[types.NamespacedName]bool) {
+	for _, p := range res.TelemetryPolicies {
+		if p.Namespace != gw.Namespace || !slices.ContainsFunc(p.Spec.TargetRefs, func(r gwv1.LocalObjectReference) bool {
+			return r.Group == gwv1.GroupName && r.Kind == "Gateway" && string(r.Name) == gw.Name
+		}) {
+			continue
+		}
+		out.TelemetryPolicies = append(out.TelemetryPolicies, p)
+		if svc, _, ok := telemetrypolicy.Collector(p); ok && telemetrypolicy.Granted(res.ReferenceGrants, p.Namespace, svc) {
+			services[svc] = true
 		}
 	}
 }
