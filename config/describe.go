@@ -279,7 +279,13 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 		out.Client = d.value(reflect.ValueOf(l.Client))
 	}
 	if l.Tracing != nil {
-		out.Tracing = d.value(reflect.ValueOf(l.Tracing))
+		// Export headers are credentials, often: their names only.
+		tr := *l.Tracing
+		tr.Headers = make([]TracingHeader, len(l.Tracing.Headers))
+		for i, h := range l.Tracing.Headers {
+			tr.Headers[i] = TracingHeader{Name: h.Name, Value: "(hidden)"}
+		}
+		out.Tracing = d.value(reflect.ValueOf(&tr))
 	}
 	if l.Stream == StreamUDP {
 		out.UDP = describeStreamRoute(l.UDP)
