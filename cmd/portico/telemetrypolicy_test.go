@@ -7,13 +7,26 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/testkit/freeport"
+	"portico.dev/portico/internal/testkit/kubetest"
 	"portico.dev/portico/internal/testkit/tracingtest"
+	"portico.dev/portico/kube/source"
 )
 
 // TestServeTracesWithTelemetryPolicy: "portico serve --config" with an
@@ -152,4 +165,65 @@ spec:
 	if code != 3 || !strings.Contains(strings.Join(strings.Fields(out.String()), " "), "is not an attribute Portico's spans carry") {
 		t.Errorf("exit %d, output %s; want 3 and badattr2 Invalid", code, out.String())
 	}
+}
+
+// TestServeGatewayModeTracesWithTelemetryPolicy: in per-Gateway mode the
+// data plane of a Gateway with an XTelemetryPolicy receives the policy
+// and its collector's Service and endpoints from the controller, and
+// exports its requests' spans to that collector (a real OTLP/HTTP
+// receiver in a network namespace, as a cluster's Pod would be) under
+// the policy's service name.
+func TestServeGatewayModeTracesWithTelemetryPolicy(t *testing.T) {
+	netns := kubetest.NewNetns(t, "otel")
+	ln, err := netns.Listen("tcp", netns.AddrPort(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collector := tracingtest.ServeHTTP(t, ln)
+	cport := int32(ln.Addr().(*net.TCPAddr).Port)
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "experimental", "gateway.networking.x-k8s.io_xtelemetrypolicies.yaml")
+	port := runGatewayMode(t, []string{crd}, func(env *kubetest.Env, dyn dynamic.Interface) {
+		ctx := t.Context()
+		kc, _ := apiClients(t, env)
+		if _, err := kc.CoreV1().Services("apps").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "otel"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "otlp-http", Port: 4318, TargetPort: intstr.FromInt32(cport)}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.DiscoveryV1().EndpointSlices("apps").Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "apps", Name: "otel-1", Labels: map[string]string{discoveryv1.LabelServiceName: "otel"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("otlp-http"), Port: ptr.To(cport)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{netns.Addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		policy := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": telemetrypolicy.APIVersion, "kind": telemetrypolicy.Kind,
+			"metadata": map[string]any{"name": "traces", "namespace": "apps"},
+			"spec": map[string]any{
+				"targetRefs": []any{map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "web"}},
+				"tracing": map[string]any{"mode": "Enabled", "serviceName": "web-data-plane",
+					"provider":     map[string]any{"backendRef": map[string]any{"name": "otel", "port": int64(4318)}},
+					"samplingRate": map[string]any{"numerator": int64(1), "denominator": int64(1)}},
+			},
+		}}
+		if _, err := dyn.Resource(source.TelemetryPolicyResource).Namespace("apps").Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitUntil(t, "a span of the data plane at the policy's collector", func() error {
+		if code, _, err := httpGet("http://127.0.0.1:"+strconv.Itoa(port)+"/", "nothing.example.com"); err != nil || code != 404 {
+			return fmt.Errorf("data plane: %d %v", code, err)
+		}
+		for _, s := range collector.Spans() {
+			if s.Service == "web-data-plane" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d spans, none of service web-data-plane", len(collector.Spans()))
+	})
 }

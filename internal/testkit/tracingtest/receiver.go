@@ -66,11 +66,18 @@ func StartGRPC(t testing.TB) *Receiver {
 // ends.
 func StartHTTP(t testing.TB) *Receiver {
 	t.Helper()
-	rc := newReceiver()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ServeHTTP(t, ln)
+}
+
+// ServeHTTP serves OTLP/HTTP (protobuf) on ln (one bound in a network
+// namespace, say) until the test ends.
+func ServeHTTP(t testing.TB, ln net.Listener) *Receiver {
+	t.Helper()
+	rc := newReceiver()
 	rc.Endpoint = ln.Addr().String()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/traces" || r.Method != http.MethodPost {
