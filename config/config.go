@@ -148,6 +148,9 @@ type Listener struct {
 	// UDP is the route a UDP listener (StreamUDP) gives every session;
 	// nil: no route attached, datagrams are dropped.
 	UDP *StreamRoute
+	// Tracing is what the XTelemetryPolicy of the listener's Gateway
+	// sets; nil: the process's tracing.
+	Tracing *Tracing
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or

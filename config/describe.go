@@ -135,6 +135,8 @@ type listenerDescription struct {
 	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
 	// Client is what ClientTrafficPolicies set for the listener.
 	Client *yaml.Node `yaml:"client,omitempty"`
+	// Tracing is what an XTelemetryPolicy sets for the listener.
+	Tracing *yaml.Node `yaml:"tracing,omitempty"`
 }
 
 type certDescription struct {
@@ -281,6 +283,15 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	}
 	if l.Client != nil {
 		out.Client = d.value(reflect.ValueOf(l.Client))
+	}
+	if l.Tracing != nil {
+		// Export headers are credentials, often: their names only.
+		tr := *l.Tracing
+		tr.Headers = make([]TracingHeader, len(l.Tracing.Headers))
+		for i, h := range l.Tracing.Headers {
+			tr.Headers[i] = TracingHeader{Name: h.Name, Value: "(hidden)"}
+		}
+		out.Tracing = d.value(reflect.ValueOf(&tr))
 	}
 	if l.Stream == StreamUDP {
 		out.UDP = describeStreamRoute(l.UDP)

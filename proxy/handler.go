@@ -27,7 +27,7 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		id = setRequestID(r)
 	}
 	obs, access, tracer := ps.rt.opts.Observer, ps.rt.opts.AccessLog, ps.rt.opts.Tracer
-	if obs == nil && access == nil && tracer == nil {
+	if obs == nil && access == nil && tracer == nil && ps.rt.tracers.cur.Load() == nil {
 		ps.route(w, r)
 		return
 	}
@@ -40,16 +40,15 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sw, start = new(statusWriter), time.Now()
 	}
-	*sw = statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id}
-	var span tracing.Span
-	if tracer != nil {
-		r, span = tracer.Start(r)
-	}
+	*sw = statusWriter{ResponseWriter: w, upgrade: isUpgrade(r), requestID: id, received: start}
+	// The span starts once the listener is known (route: its Gateway's
+	// XTelemetryPolicy picks the tracer), or in record for a request no
+	// listener took.
 	// Recorded however the request ends: an answer cut short ends the
 	// handler with a panic (http.ErrAbortHandler, which the server
 	// recovers), and those are the requests most worth a trace.
 	returned := false
-	defer func() { ps.record(r, sw, start, span, !returned) }()
+	defer func() { ps.record(r, sw, start, !returned) }()
 	ps.route(sw, r)
 	returned = true
 }
@@ -57,8 +56,13 @@ func (ps *portServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // record writes the metrics, access log entry and span of a request that
 // ended, however it did.
 // panicked: the handler did not return.
-func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time, span tracing.Span, panicked bool) {
-	obs, access, tracer := ps.rt.opts.Observer, ps.rt.opts.AccessLog, ps.rt.opts.Tracer
+func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time, panicked bool) {
+	obs, access := ps.rt.opts.Observer, ps.rt.opts.AccessLog
+	if !sw.spanDone {
+		// Refused before a listener took it: the process's span.
+		ps.rt.startSpan(sw, r, nil)
+	}
+	tracer, span := sw.tracer, sw.span
 	d := time.Since(start)
 	outcome := sw.outcomeOf(r, panicked)
 	grpcStatus := -1
@@ -77,7 +81,7 @@ func (ps *portServer) record(r *http.Request, sw *statusWriter, start time.Time,
 	if access != nil {
 		logAccess(access, r, sw, outcome, d, grpcStatus)
 	}
-	if tracer != nil {
+	if tracer != nil && span.Started() {
 		tracer.End(span, tracing.Outcome{Route: sw.route, Upstream: sw.upstream, Status: sw.code(),
 			End: outcome, Failed: outcome == outcomeBackendFailed || outcome == outcomeTimeout || outcome == outcomeAborted})
 	}
@@ -130,6 +134,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 		return nil
 	}
 	noteServed(r, port, l)
+	r = ps.rt.startSpan(w, r, l)
 	if l.Client != nil && !ps.clientTraffic(w, r, l.Client) {
 		return nil
 	}
@@ -160,6 +165,12 @@ type statusWriter struct {
 	// auth is the last decision of the rule's SecurityPolicy,
 	// "mechanism:result" (security.go); "" when none applies.
 	auth string
+	// The request's span and its tracer (nil: none); spanDone: the span
+	// was decided (startSpan). received is when the request arrived.
+	span     tracing.Span
+	tracer   *tracing.Tracer
+	spanDone bool
+	received time.Time
 }
 
 // The outcomes of a request, in the access log ("outcome") and the

@@ -126,6 +126,10 @@ type Options struct {
 	// Tracer, when set, gives every request a server span and passes its
 	// trace context to the backend.
 	Tracer *tracing.Tracer
+	// TracingDefaults are the process's tracing options, of which an
+	// XTelemetryPolicy's tracing (config.Listener.Tracing) takes what it
+	// leaves unset: sample ratio, service name, version, batch timeout.
+	TracingDefaults tracing.Options
 	// RequestID gives every request an X-Request-Id for the backend and
 	// the access log, keeping a usable one the client sent.
 	RequestID bool
@@ -255,6 +259,8 @@ type Runtime struct {
 
 	current atomic.Pointer[config.Config]
 	fwd     *forwarder
+	// tracers are the XTelemetryPolicies' (tracingpolicy.go).
+	tracers policyTracers
 	// emptySNI answers handshakes on a port whose table vanished mid-swap.
 	emptySNI *sni.Table
 	// keeper bounds the runtime monitor's sleep while clients are
@@ -389,7 +395,9 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 		u.start()
 	}
 
+	stopTracers := rt.applyTracers(cfg)
 	old := rt.current.Swap(cfg)
+	rt.stopTracers(stopTracers)
 	for key, ps := range rt.ports {
 		if ps.protocol == config.TCP {
 			ps.tcp.recheck(cfg.Port(key), rt.opts.DrainTimeout)
@@ -501,6 +509,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		wg.Go(u.close)
 	}
 	wg.Wait()
+	rt.closeTracers(ctx)
 	rt.fwd.close()
 	rt.keeper.Stop()
 	return ctx.Err()

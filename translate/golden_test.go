@@ -298,6 +298,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		SecurityPolicies:    shuffle(rnd, res.SecurityPolicies),
 		ClientPolicies:      shuffle(rnd, res.ClientPolicies),
 		XTrafficPolicies:    shuffle(rnd, res.XTrafficPolicies),
+		TelemetryPolicies:   shuffle(rnd, res.TelemetryPolicies),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -330,6 +331,7 @@ type goldenOut struct {
 	SecurityPolicies   map[string][]goldenAncestor `yaml:"securityPolicies,omitempty"`
 	ClientPolicies     map[string][]goldenAncestor `yaml:"clientTrafficPolicies,omitempty"`
 	XTrafficPolicies   map[string][]goldenAncestor `yaml:"xBackendTrafficPolicies,omitempty"`
+	TelemetryPolicies  map[string][]goldenAncestor `yaml:"xTelemetryPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
 	// parameters-as-JSON", one per Gateway with a data plane of its own.
@@ -397,6 +399,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		SecurityPolicies:   map[string][]goldenAncestor{},
 		ClientPolicies:     map[string][]goldenAncestor{},
 		XTrafficPolicies:   map[string][]goldenAncestor{},
+		TelemetryPolicies:  map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses.All() {
 		c := goldenClass{Conditions: goldenConditions(s.Conditions)}
@@ -489,6 +492,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, ancestors := range st.XTrafficPolicies.All() {
 		for _, a := range ancestors {
 			out.XTrafficPolicies[key.String()] = append(out.XTrafficPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
+				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
+		}
+	}
+	for key, ancestors := range st.TelemetryPolicies.All() {
+		for _, a := range ancestors {
+			out.TelemetryPolicies[key.String()] = append(out.TelemetryPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
 				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
 		}
 	}

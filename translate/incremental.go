@@ -145,7 +145,8 @@ func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
 		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.UDPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
-		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 || len(res.XTrafficPolicies) > 0 {
+		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 || len(res.XTrafficPolicies) > 0 ||
+		len(res.TelemetryPolicies) > 0 {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
@@ -240,6 +241,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.ClientPolicies = slices.Clone(res.ClientPolicies)
 	c.XTrafficPolicies = slices.Clone(res.XTrafficPolicies)
 	c.ClusterTrustBundles = slices.Clone(res.ClusterTrustBundles)
+	c.TelemetryPolicies = slices.Clone(res.TelemetryPolicies)
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
@@ -398,6 +400,7 @@ func unchangedKinds(a, b *snapshot.Resources) bool {
 		slices.Equal(a.SecurityPolicies, b.SecurityPolicies) &&
 		slices.Equal(a.ClientPolicies, b.ClientPolicies) &&
 		slices.Equal(a.XTrafficPolicies, b.XTrafficPolicies) &&
+		slices.Equal(a.TelemetryPolicies, b.TelemetryPolicies) &&
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
 }
 

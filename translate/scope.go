@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"slices"
+
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -9,6 +11,7 @@ import (
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/listeners"
@@ -88,6 +91,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 			services[svc] = true
 		}
 	}
+	scopeTelemetryPolicies(res, out, gw, services)
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
 	scopeClientPolicies(res, out, gw)
@@ -115,6 +119,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.SecurityPolicies, func(o *securitypolicy.SecurityPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.ClientPolicies, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.XTrafficPolicies, func(o *gwxv1a1.XBackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.TelemetryPolicies, func(o *gwxv1a1.XTelemetryPolicy) { o.Status = gwxv1a1.TelemetryPolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -387,6 +392,24 @@ func scopeSecurityPolicies(res, out *snapshot.Resources, gw types.NamespacedName
 	for _, s := range res.Secrets {
 		if wanted[nn(s.Namespace, s.Name)] {
 			out.Secrets = append(out.Secrets, s)
+		}
+	}
+}
+
+// scopeTelemetryPolicies adds the XTelemetryPolicies that target the
+// Gateway (all of them: which one wins is decided as in the full
+// snapshot), and their collectors' Services to services, those they may
+// use, so that the data plane exports to the same endpoints.
+func scopeTelemetryPolicies(res, out *snapshot.Resources, gw types.NamespacedName, services map[types.NamespacedName]bool) {
+	for _, p := range res.TelemetryPolicies {
+		if p.Namespace != gw.Namespace || !slices.ContainsFunc(p.Spec.TargetRefs, func(r gwv1.LocalObjectReference) bool {
+			return r.Group == gwv1.GroupName && r.Kind == "Gateway" && string(r.Name) == gw.Name
+		}) {
+			continue
+		}
+		out.TelemetryPolicies = append(out.TelemetryPolicies, p)
+		if svc, _, ok := telemetrypolicy.Collector(p); ok && telemetrypolicy.Granted(res.ReferenceGrants, p.Namespace, svc) {
+			services[svc] = true
 		}
 	}
 }

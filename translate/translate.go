@@ -195,12 +195,14 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.securityPolicies()
 	t.clientPolicies()
 	t.xTrafficPolicies()
+	t.telemetryPolicies()
 	t.routes()
 	t.policyStatuses()
 	t.trafficPolicyStatuses()
 	t.securityPolicyStatuses()
 	t.clientPolicyStatuses()
 	t.xTrafficPolicyStatuses()
+	t.telemetryPolicyStatuses()
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
@@ -270,6 +272,7 @@ type translation struct {
 	security    *securityPolicies
 	client      *clientPolicies
 	xtraffic    *xTrafficPolicies
+	telemetry   *telemetryPolicies
 	compiled    routing.Output
 	compiledTLS tlsrouting.Output
 	compiledTCP tcprouting.Output
@@ -335,7 +338,7 @@ func routingInputs(res *snapshot.Resources) []any {
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies) +
-		len(res.SecurityPolicies) + len(res.ClientPolicies) + len(res.XTrafficPolicies)
+		len(res.SecurityPolicies) + len(res.ClientPolicies) + len(res.XTrafficPolicies) + len(res.TelemetryPolicies)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -365,6 +368,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("SecurityPolicy", anys(res.SecurityPolicies)...)
 	add("ClientTrafficPolicy", anys(res.ClientPolicies)...)
 	add("XBackendTrafficPolicy", anys(res.XTrafficPolicies)...)
+	add("XTelemetryPolicy", anys(res.TelemetryPolicies)...)
 	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())

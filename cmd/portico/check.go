@@ -22,6 +22,7 @@ import (
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
@@ -50,7 +51,7 @@ var errNotServing = errors.New("some objects do not fully serve")
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
 var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
-	"SecurityPolicy", "ClientTrafficPolicy", "XBackendTrafficPolicy"}
+	"SecurityPolicy", "ClientTrafficPolicy", "XBackendTrafficPolicy", "XTelemetryPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
@@ -278,6 +279,10 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		func(p *clientpolicy.ClientTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
 	addPolicies(r, xtrafficpolicy.Kind, res.XTrafficPolicies, st.XTrafficPolicies, status.MergeXTrafficPolicy,
 		func(p *gwxv1a1.XBackendTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
+	addPolicies(r, telemetrypolicy.Kind, res.TelemetryPolicies, st.TelemetryPolicies, status.MergeTelemetryPolicy,
+		func(p *telemetrypolicy.XTelemetryPolicy) *gwv1.PolicyStatus {
+			return &gwv1.PolicyStatus{Ancestors: p.Status.Ancestors}
+		}, controller, ts)
 	if r.served == 0 {
 		r.problems = append(r.problems, problem{kind: "Gateway", name: "-", condition: "Accepted", reason: "NoGateway",
 			message: fmt.Sprintf("no Gateway of a GatewayClass of %s: Portico would serve nothing", controller)})
@@ -322,6 +327,9 @@ func (r *checkReport) add(kind string, obj metav1.Object, st any, now metav1.Tim
 	}
 	if kind == clientpolicy.Kind {
 		apiVersion = clientpolicy.APIVersion
+	}
+	if kind == telemetrypolicy.Kind {
+		apiVersion = telemetrypolicy.APIVersion
 	}
 	r.docs = append(r.docs, checkDocument{
 		APIVersion: apiVersion,

@@ -48,16 +48,29 @@ func runServe(t *testing.T, name string, args []string) {
 // ServiceAccount for Portico's audience, gets its configuration from the
 // controller, becomes ready and serves its Gateway's port.
 func TestServeGatewayMode(t *testing.T) {
+	port := runGatewayMode(t, nil, nil)
+	if code, _, err := httpGet("http://127.0.0.1:"+strconv.Itoa(port)+"/", "nothing.example.com"); err != nil || code != 404 {
+		t.Errorf("the Gateway's port on the data plane: %d, %v; want 404 (served, no route)", code, err)
+	}
+}
+
+// runGatewayMode is TestServeGatewayMode's setup: a controller and the
+// data plane of Gateway apps/web (class "dedicated", one HTTP listener),
+// ready; it returns the Gateway's port. crds are more CRD files to
+// apply; before, when set, creates objects before Portico starts.
+func runGatewayMode(t *testing.T, crds []string, before func(env *kubetest.Env, dyn dynamic.Interface)) int {
 	env := kubetest.Start(t)
 	ctx := t.Context()
 	kc, gc := apiClients(t, env)
 	dir := t.TempDir()
-	crd, err := os.ReadFile("../../deploy/porticoparameters.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), crd, 0o600); err != nil {
-		t.Fatal(err)
+	for i, path := range append([]string{"../../deploy/porticoparameters.yaml"}, crds...) {
+		crd, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("crd-%d.yaml", i)), crd, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := kubetest.ApplyManifests(ctx, env.Config, dir); err != nil {
 		t.Fatal(err)
@@ -94,6 +107,9 @@ func TestServeGatewayMode(t *testing.T) {
 		}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(env, dyn)
 	}
 
 	controller, _ := freeport.Addr(t)
@@ -143,9 +159,7 @@ func TestServeGatewayMode(t *testing.T) {
 		}
 		return nil
 	})
-	if code, _, err := httpGet("http://127.0.0.1:"+strconv.Itoa(port)+"/", "nothing.example.com"); err != nil || code != 404 {
-		t.Errorf("the Gateway's port on the data plane: %d, %v; want 404 (served, no route)", code, err)
-	}
+	return port
 }
 
 func TestServeGatewayFlagErrors(t *testing.T) {

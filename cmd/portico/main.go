@@ -392,6 +392,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	opts.Tracer = tracer
+	// An XTelemetryPolicy's tracing takes what it leaves unset from the
+	// flags, whether or not --tracing-endpoint is set.
+	opts.TracingDefaults = f.tracing.options()
 	// Challenges reach the ACME manager once it exists, after the data
 	// plane (in a cluster its storage needs the API client).
 	challenges := &lateChallenges{}

@@ -39,6 +39,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.SecurityPolicies = byName(res.SecurityPolicies)
 	out.ClientPolicies = byName(res.ClientPolicies)
 	out.XTrafficPolicies = byName(res.XTrafficPolicies)
+	out.TelemetryPolicies = byName(res.TelemetryPolicies)
 	out.Deployments = byName(res.Deployments)
 	return &out
 }

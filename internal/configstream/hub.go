@@ -227,6 +227,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("SecurityPolicy", len(r.SecurityPolicies), func(i int) any { return r.SecurityPolicies[i] })
 	add("ClientTrafficPolicy", len(r.ClientPolicies), func(i int) any { return r.ClientPolicies[i] })
 	add("XBackendTrafficPolicy", len(r.XTrafficPolicies), func(i int) any { return r.XTrafficPolicies[i] })
+	add("XTelemetryPolicy", len(r.TelemetryPolicies), func(i int) any { return r.TelemetryPolicies[i] })
 	// ACMEErrors is replaced, never modified: compare it by its content.
 	keys := make([]string, 0, len(r.ACMEErrors))
 	for k, v := range r.ACMEErrors {

@@ -69,6 +69,9 @@ type Informers struct {
 	// xTrafficPolicies caches XBackendTrafficPolicies; nil when their
 	// CRD is not installed (xtrafficpolicies.go).
 	xTrafficPolicies cache.Store
+	// telemetryPolicies caches XTelemetryPolicies; nil when their
+	// experimental CRD is not installed.
+	telemetryPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -172,24 +175,28 @@ type Listers struct {
 	// XTrafficPolicies holds *gwxv1a1.XBackendTrafficPolicy, nil when
 	// their CRD is not installed.
 	XTrafficPolicies cache.Store
+	// TelemetryPolicies holds *telemetrypolicy.XTelemetryPolicy, nil when
+	// their CRD is not installed.
+	TelemetryPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
 func (in *Informers) Listers() Listers {
 	return Listers{
-		GatewayClasses:   in.gatewayClasses,
-		Gateways:         in.gateways,
-		ListenerSets:     in.listenerSets,
-		HTTPRoutes:       in.httpRoutes,
-		GRPCRoutes:       in.grpcRoutes,
-		TLSRoutes:        in.tlsRoutes,
-		TCPRoutes:        in.tcpRoutes,
-		UDPRoutes:        in.udpRoutes,
-		BackendTLS:       in.backendTLS,
-		TrafficPolicies:  in.trafficPolicies,
-		SecurityPolicies: in.securityPolicies,
-		ClientPolicies:   in.clientPolicies,
-		XTrafficPolicies: in.xTrafficPolicies,
+		GatewayClasses:    in.gatewayClasses,
+		Gateways:          in.gateways,
+		ListenerSets:      in.listenerSets,
+		HTTPRoutes:        in.httpRoutes,
+		GRPCRoutes:        in.grpcRoutes,
+		TLSRoutes:         in.tlsRoutes,
+		TCPRoutes:         in.tcpRoutes,
+		UDPRoutes:         in.udpRoutes,
+		BackendTLS:        in.backendTLS,
+		TrafficPolicies:   in.trafficPolicies,
+		SecurityPolicies:  in.securityPolicies,
+		ClientPolicies:    in.clientPolicies,
+		TelemetryPolicies: in.telemetryPolicies,
+		XTrafficPolicies:  in.xTrafficPolicies,
 	}
 }
 
@@ -340,6 +347,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	snapshotPolicies(in.securityPolicies, &res.SecurityPolicies)
 	snapshotPolicies(in.clientPolicies, &res.ClientPolicies)
 	snapshotPolicies(in.xTrafficPolicies, &res.XTrafficPolicies)
+	snapshotPolicies(in.telemetryPolicies, &res.TelemetryPolicies)
 	return res, nil
 }
 

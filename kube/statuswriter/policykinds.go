@@ -17,6 +17,7 @@ import (
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
@@ -52,6 +53,12 @@ func (w *Writer) ownPolicyJobs(ts metav1.Time, st *status.Computed) []statusJob 
 		cached: w.in.XTrafficPolicies, computed: st.XTrafficPolicies,
 		merge:     status.MergeXTrafficPolicy,
 		ancestors: func(p *gwxv1a1.XBackendTrafficPolicy) []gwv1.PolicyAncestorStatus { return p.Status.Ancestors },
+	})...)
+	jobs = append(jobs, policyJobs(w, ts, ownPolicy[*telemetrypolicy.XTelemetryPolicy]{
+		kind: telemetrypolicy.Kind, apiVersion: telemetrypolicy.APIVersion, resource: source.TelemetryPolicyResource,
+		cached: w.in.TelemetryPolicies, computed: st.TelemetryPolicies,
+		merge:     status.MergeTelemetryPolicy,
+		ancestors: func(p *telemetrypolicy.XTelemetryPolicy) []gwv1.PolicyAncestorStatus { return p.Status.Ancestors },
 	})...)
 	return jobs
 }

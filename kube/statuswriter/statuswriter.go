@@ -27,6 +27,7 @@ import (
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/status"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
@@ -634,7 +635,7 @@ func (w *Writer) otherJobs(ts metav1.Time) []statusJob {
 // logs.
 func sortJobs(jobs []statusJob) {
 	order := map[string]int{"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "HTTPRoute": 3, "GRPCRoute": 3, "TLSRoute": 3, "TCPRoute": 3, "UDPRoute": 3, "BackendTLSPolicy": 4, trafficpolicy.Kind: 4,
-		securitypolicy.Kind: 4, clientpolicy.Kind: 4}
+		securitypolicy.Kind: 4, clientpolicy.Kind: 4, telemetrypolicy.Kind: 4}
 	slices.SortFunc(jobs, func(a, b statusJob) int {
 		if c := cmp.Compare(order[a.key.kind], order[b.key.kind]); c != 0 {
 			return c
@@ -847,6 +848,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.XTrafficPolicies {
 		add(xtrafficpolicy.Kind, o)
+	}
+	for _, o := range res.TelemetryPolicies {
+		add(telemetrypolicy.Kind, o)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 )
 
@@ -71,6 +72,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		}),
 		XTrafficPolicies: joined(s, touched, last.XTrafficPolicies, func(r *snapshot.Resources) []*gwxv1a1.XBackendTrafficPolicy {
 			return r.XTrafficPolicies
+		}),
+		TelemetryPolicies: joined(s, touched, last.TelemetryPolicies, func(r *snapshot.Resources) []*telemetrypolicy.XTelemetryPolicy {
+			return r.TelemetryPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -228,5 +232,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.ClientPolicies = append(res.ClientPolicies, o)
 	case *gwxv1a1.XBackendTrafficPolicy:
 		res.XTrafficPolicies = append(res.XTrafficPolicies, o)
+	case *telemetrypolicy.XTelemetryPolicy:
+		res.TelemetryPolicies = append(res.TelemetryPolicies, o)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
@@ -127,6 +128,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 	case clientpolicy.APIVersion + "/" + clientpolicy.Kind:
 		// Like BackendTrafficPolicy: checked where it is used.
 		return &clientpolicy.ClientTrafficPolicy{}, nil
+	case telemetrypolicy.APIVersion + "/" + telemetrypolicy.Kind:
+		// Admitted by its experimental CRD's schema; the rules beyond it
+		// are checked where it is used (telemetrypolicy.Validate).
+		return &telemetrypolicy.XTelemetryPolicy{}, nil
 	}
 	return nil, fmt.Errorf("unsupported kind %q (apiVersion %q)", kind, apiVersion)
 }

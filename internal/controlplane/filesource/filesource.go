@@ -34,6 +34,7 @@ import (
 	"portico.dev/portico/internal/controlplane/parameters"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
+	"portico.dev/portico/internal/controlplane/telemetrypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
 	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
@@ -880,6 +881,8 @@ func kindOf(obj metav1.Object) string {
 		return clientpolicy.Kind
 	case *gwxv1a1.XBackendTrafficPolicy:
 		return xtrafficpolicy.Kind
+	case *telemetrypolicy.XTelemetryPolicy:
+		return telemetrypolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

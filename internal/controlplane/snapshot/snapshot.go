@@ -69,6 +69,8 @@ type Resources struct {
 	// XTrafficPolicies are the Gateway API's experimental
 	// XBackendTrafficPolicies.
 	XTrafficPolicies []*gwxv1a1.XBackendTrafficPolicy
+	// TelemetryPolicies are the experimental XTelemetryPolicies.
+	TelemetryPolicies []*gwxv1a1.XTelemetryPolicy
 	// Deployments are the data planes Portico provisioned (GEP-1762);
 	// their status tells whether a replica is available.
 	Deployments []*appsv1.Deployment

@@ -56,6 +56,9 @@ type Computed struct {
 	// XTrafficPolicies holds the ancestor entries of each
 	// XBackendTrafficPolicy.
 	XTrafficPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// TelemetryPolicies holds Portico's ancestor entries of each
+	// XTelemetryPolicy.
+	TelemetryPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -74,6 +77,7 @@ type Maps struct {
 	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	ClientPolicies     map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	XTrafficPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	TelemetryPolicies  map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -93,6 +97,7 @@ func (m *Maps) Computed() *Computed {
 		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
 		ClientPolicies:     pmap.Of(m.ClientPolicies),
 		XTrafficPolicies:   pmap.Of(m.XTrafficPolicies),
+		TelemetryPolicies:  pmap.Of(m.TelemetryPolicies),
 	}
 }
 
@@ -114,6 +119,7 @@ func (c *Computed) Maps() *Maps {
 		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
 		ClientPolicies:     maps.Collect(c.ClientPolicies.All()),
 		XTrafficPolicies:   maps.Collect(c.XTrafficPolicies.All()),
+		TelemetryPolicies:  maps.Collect(c.TelemetryPolicies.All()),
 	}
 }
 
@@ -423,6 +429,14 @@ func MergeXTrafficPolicy(obj *gwxv1a1.XBackendTrafficPolicy, computed []gwv1.Pol
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *gwxv1a1.XBackendTrafficPolicy) { o.Status = status })
+}
+
+// MergeTelemetryPolicy is MergeClientPolicy for an XTelemetryPolicy,
+// whose status is a list of ancestors too.
+func MergeTelemetryPolicy(obj *gwxv1a1.XTelemetryPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwxv1a1.XTelemetryPolicy, bool) {
+	st := ancestorStatus(gwv1.PolicyStatus{Ancestors: obj.Status.Ancestors}, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(st.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *gwxv1a1.XTelemetryPolicy) { o.Status = gwxv1a1.TelemetryPolicyStatus{Ancestors: st.Ancestors} })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that

@@ -1,7 +1,8 @@
 // The Gateway API CRDs' rules. The schemas are those of the experimental
 // channel of the gateway-api module in go.mod (a superset of the standard
 // channel, so that every field Portico's Go types know can be written),
-// descriptions removed. They are embedded (crds.json.gz) and kept in step
+// the X-kinds of gateway.networking.x-k8s.io included, descriptions
+// removed. They are embedded (crds.json.gz) and kept in step
 // with the module by TestEmbeddedSchemasMatchModule; `go test ./admission
 // -update` rewrites them after the module moves.
 

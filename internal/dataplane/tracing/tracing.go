@@ -24,6 +24,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"portico.dev/portico/config"
 )
 
 // Protocols of the OTLP exporter.
@@ -76,6 +78,13 @@ type Tracer struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TraceContext
+	// An XTelemetryPolicy's (NewPolicy): the name of every span ("":
+	// "{method} {route}") and the attributes it adds, by when they are
+	// known.
+	spanName                string
+	closeConn               func() error // nil but for NewPolicy's
+	literal                 []attribute.KeyValue
+	headers, atStart, atEnd []config.TracingAttribute
 }
 
 // New starts the exporter and returns a Tracer, or nil when o.Endpoint is
@@ -134,26 +143,48 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	if err := t.provider.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err := t.provider.Shutdown(ctx)
+	if t.closeConn != nil {
+		err = errors.Join(err, t.closeConn())
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("tracing shutdown: %w", err)
 	}
 	return nil
 }
 
-// Span is one request's server span.
+// Span is one request's server span; the zero Span is none.
 type Span struct {
 	span trace.Span
 }
+
+// Started tells whether s is a span.
+func (s Span) Started() bool { return s.span != nil }
 
 // Start opens the server span of r, a child of the trace context r carries
 // (a new trace when it carries none or an invalid one), and rewrites r's
 // traceparent and tracestate to name this span, so the backend's spans are
 // its children. It returns r with the span in its context.
 func (t *Tracer) Start(r *http.Request) (*http.Request, Span) {
+	return t.StartAt(r, time.Time{})
+}
+
+// StartAt is Start for a request received at start (zero: now).
+func (t *Tracer) StartAt(r *http.Request, start time.Time) (*http.Request, Span) {
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := t.tracer.Start(ctx, r.Method,
-		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(requestAttributes(r)...))
+	name := r.Method
+	if t.spanName != "" {
+		name = t.spanName
+	}
+	attrs := requestAttributes(r)
+	if t.literal != nil || t.headers != nil || t.atStart != nil {
+		attrs = t.policyStart(r, attrs)
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
+	if !start.IsZero() {
+		opts = append(opts, trace.WithTimestamp(start))
+	}
+	ctx, span := t.tracer.Start(ctx, name, opts...)
 	// Extract ignores a malformed traceparent; it must not reach the
 	// backend next to ours.
 	r.Header.Del("Traceparent")
@@ -188,10 +219,15 @@ func (t *Tracer) End(s Span, o Outcome) {
 	}
 	if o.Route != "" {
 		attrs = append(attrs, attribute.String("http.route", o.Route))
-		s.span.SetName(spanName(s.span, o.Route))
+		if t.spanName == "" {
+			s.span.SetName(spanName(s.span, o.Route))
+		}
 	}
 	if o.Upstream != "" {
 		attrs = append(attrs, attribute.String("portico.upstream.address", o.Upstream))
+	}
+	if t.atEnd != nil {
+		attrs = t.policyEnd(attrs)
 	}
 	s.span.SetAttributes(attrs...)
 	switch {

@@ -17,6 +17,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -38,6 +39,9 @@ type Receiver struct {
 	mu    sync.Mutex
 	spans []Span
 	added chan struct{}
+	// headers are those of the last export request (gRPC metadata, or
+	// HTTP headers).
+	headers http.Header
 }
 
 func newReceiver() *Receiver { return &Receiver{added: make(chan struct{}, 1)} }
@@ -62,11 +66,18 @@ func StartGRPC(t testing.TB) *Receiver {
 // ends.
 func StartHTTP(t testing.TB) *Receiver {
 	t.Helper()
-	rc := newReceiver()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ServeHTTP(t, ln)
+}
+
+// ServeHTTP serves OTLP/HTTP (protobuf) on ln (one bound in a network
+// namespace, say) until the test ends.
+func ServeHTTP(t testing.TB, ln net.Listener) *Receiver {
+	t.Helper()
+	rc := newReceiver()
 	rc.Endpoint = ln.Addr().String()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/traces" || r.Method != http.MethodPost {
@@ -82,6 +93,7 @@ func StartHTTP(t testing.TB) *Receiver {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		rc.sawHeaders(r.Header)
 		rc.add(req)
 		out, _ := proto.Marshal(&collectorpb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
@@ -97,7 +109,15 @@ type grpcService struct {
 	rc *Receiver
 }
 
-func (s grpcService) Export(_ context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+func (s grpcService) Export(ctx context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	h := http.Header{}
+	for k, vs := range md {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	s.rc.sawHeaders(h)
 	s.rc.add(req)
 	return &collectorpb.ExportTraceServiceResponse{}, nil
 }
@@ -151,6 +171,19 @@ func (rc *Receiver) Wait(t testing.TB, n int, timeout time.Duration) []Span {
 			t.Fatalf("received %d spans after %v, want %d", len(rc.Spans()), timeout, n)
 		}
 	}
+}
+
+func (rc *Receiver) sawHeaders(h http.Header) {
+	rc.mu.Lock()
+	rc.headers = h.Clone()
+	rc.mu.Unlock()
+}
+
+// Headers returns the headers (or gRPC metadata) of the last export.
+func (rc *Receiver) Headers() http.Header {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.headers.Clone()
 }
 
 // Spans returns the spans received so far.
