@@ -132,6 +132,8 @@ type listenerDescription struct {
 	Rules map[string]*yaml.Node `yaml:"rules,omitempty"`
 	// Client is what ClientTrafficPolicies set for the listener.
 	Client *yaml.Node `yaml:"client,omitempty"`
+	// RequestFilters are the listener's pre-routing checks, in order.
+	RequestFilters *yaml.Node `yaml:"requestFilters,omitempty"`
 }
 
 type certDescription struct {
@@ -278,6 +280,9 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	}
 	if l.Stream == StreamUDP {
 		out.UDP = describeStreamRoute(l.UDP)
+	}
+	if len(l.RequestFilters) > 0 {
+		out.RequestFilters = d.value(reflect.ValueOf(l.RequestFilters))
 	}
 	return out
 }

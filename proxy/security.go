@@ -99,6 +99,10 @@ type guard struct {
 	// (extauth.go).
 	extAuthTransport *http.Transport
 	grpcConns        grpcConns
+	// extAuthTLS are the transports to authorization services behind a
+	// BackendTLSPolicy, by its settings' ID.
+	extAuthTLSMu sync.Mutex
+	extAuthTLS   map[string]*http.Transport
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {

@@ -97,6 +97,7 @@ func (t *translation) gatewaysAndListeners() {
 			ReferenceGrants:    res.ReferenceGrants,
 			Certificates:       t.ix.certificate,
 			CACertificates:     t.cas.certificates,
+			ServicePorts:       t.servicePortsOf,
 		}
 		r := listeners.Merge(in)
 		in.ListenerSets = nil

@@ -217,6 +217,7 @@ func (b *portsBuilder) listener(i int) *config.Listener {
 		l.Stream, l.TCP = config.StreamTCP, b.t.compiledTCP.Routes[i]
 	}
 	l.Client = b.t.client.listener(m)
+	l.RequestFilters = b.t.requestFilters(m)
 	if m.Protocol == gwv1.UDPProtocolType {
 		l.Stream, l.UDP = config.StreamUDP, b.t.compiledTCP.Routes[i]
 	}

@@ -269,6 +269,9 @@ type translation struct {
 	security    *securityPolicies
 	client      *clientPolicies
 	compiled    routing.Output
+	// routingServices are the Services as routes see them (ports, their
+	// BackendTLSPolicies), for the ExternalAuth filters of listeners too.
+	routingServices map[types.NamespacedName]routing.Service
 	compiledTLS tlsrouting.Output
 	compiledTCP tcprouting.Output
 	acme        []ACMECertificate
