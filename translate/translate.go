@@ -272,9 +272,9 @@ type translation struct {
 	// routingServices are the Services as routes see them (ports, their
 	// BackendTLSPolicies), for the ExternalAuth filters of listeners too.
 	routingServices map[types.NamespacedName]routing.Service
-	compiledTLS tlsrouting.Output
-	compiledTCP tcprouting.Output
-	acme        []ACMECertificate
+	compiledTLS     tlsrouting.Output
+	compiledTCP     tcprouting.Output
+	acme            []ACMECertificate
 	// addresses are the pool addresses of each Gateway, nil without a
 	// pool; poolAssigned is what the next translation remembers of them.
 	addresses    map[types.NamespacedName][]string
