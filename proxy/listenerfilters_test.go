@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +436,40 @@ func TestListenerFiltersHTTPThenGRPCAgainstOPA(t *testing.T) {
 	}
 	if n := len(f.tenant.requests()) + len(f.other.requests()); n != 1 {
 		t.Fatalf("%d requests reached backends, want 1", n)
+	}
+}
+
+func TestListenerFilterOverTLSWithBackendTLSPolicy(t *testing.T) {
+	// The service is behind a BackendTLSPolicy: asked over TLS, its
+	// certificate checked against the policy's CA and hostname.
+	svc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tenant", "acme-alice")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(svc.Close)
+	trusted := x509.NewCertPool()
+	trusted.AddCert(svc.Certificate())
+	check := httpCheck(strings.TrimPrefix(svc.URL, "https://"), nil, []string{"X-Tenant"})
+	check.TLS = &config.BackendTLS{ID: "authz-tls", Policy: "ns/authz", ServerName: "example.com", RootCAs: trusted}
+	f := startFiltered(t, []*config.ExtAuth{check}, nil, nil)
+	if code, body := f.send(t, http.MethodGet, "/", nil, "", false); code != http.StatusOK || body != "tenant" {
+		t.Fatalf("got %d %q, want 200 from the tenant rule", code, body)
+	}
+
+	// Another CA, or another hostname: the service cannot be trusted, and
+	// the request is refused.
+	for _, tls := range []*config.BackendTLS{
+		{ID: "other-ca", Policy: "ns/authz", ServerName: "example.com", RootCAs: x509.NewCertPool()},
+		{ID: "other-name", Policy: "ns/authz", ServerName: "authz.example.net", RootCAs: trusted},
+	} {
+		bad := httpCheck(strings.TrimPrefix(svc.URL, "https://"), nil, []string{"X-Tenant"})
+		bad.TLS = tls
+		f := startFiltered(t, []*config.ExtAuth{bad}, nil, nil)
+		if code, _ := f.send(t, http.MethodGet, "/", nil, "", false); code != http.StatusForbidden {
+			t.Fatalf("%s: got %d, want 403", tls.ID, code)
+		}
+		if n := len(f.tenant.requests()) + len(f.other.requests()); n != 0 {
+			t.Fatalf("%s: %d requests reached a backend", tls.ID, n)
+		}
 	}
 }

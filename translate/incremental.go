@@ -139,8 +139,9 @@ const maxDelta = 512
 // incrementalState indexes a full translation for the next one; nil when
 // the snapshot has what a delta does not handle: a Gateway with a data
 // plane of its own, an address pool, Knative, ACME, GRPCRoutes,
-// TLSRoutes, TCPRoutes, UDPRoutes, BackendTLSPolicies, BackendTrafficPolicies or two
-// objects of one kind and key.
+// TLSRoutes, TCPRoutes, UDPRoutes, BackendTLSPolicies, BackendTrafficPolicies,
+// listener filters (whose Services a delta does not follow) or two objects
+// of one kind and key.
 func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
