@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/encoding/protowire"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
@@ -471,5 +472,52 @@ func TestListenerFilterOverTLSWithBackendTLSPolicy(t *testing.T) {
 		if n := len(f.tenant.requests()) + len(f.other.requests()); n != 0 {
 			t.Fatalf("%s: %d requests reached a backend", tls.ID, n)
 		}
+	}
+}
+
+func TestGRPCListenerFilterKeepsHost(t *testing.T) {
+	// An allowing CheckResponse that sets Host, :authority and Authority
+	// along with the header routes match on.
+	okWith := func(kv ...string) []byte {
+		var ok []byte
+		for i := 0; i+1 < len(kv); i += 2 {
+			var h []byte
+			h = protowire.AppendTag(h, headerKey, protowire.BytesType)
+			h = protowire.AppendString(h, kv[i])
+			h = protowire.AppendTag(h, headerValue, protowire.BytesType)
+			h = protowire.AppendString(h, kv[i+1])
+			var opt []byte
+			opt = protowire.AppendTag(opt, headerOptionHeader, protowire.BytesType)
+			opt = protowire.AppendBytes(opt, h)
+			ok = protowire.AppendTag(ok, okHeaders, protowire.BytesType)
+			ok = protowire.AppendBytes(ok, opt)
+		}
+		out := protowire.AppendTag(nil, checkResponseStatus, protowire.BytesType)
+		out = protowire.AppendBytes(out, nil)
+		out = protowire.AppendTag(out, checkResponseOK, protowire.BytesType)
+		return protowire.AppendBytes(out, ok)
+	}
+	addr := rawAuthz(t, func(context.Context) ([]byte, error) {
+		return okWith("host", "evil.example", ":authority", "evil.example", "authority", "evil.example", "x-tenant", "acme-alice"), nil
+	})
+	f := startFiltered(t, []*config.ExtAuth{{GRPC: true, Address: addr, Timeout: 2 * time.Second, AllHeadersToAuth: true}}, nil, nil)
+	code, body := f.send(t, http.MethodGet, "/", nil, "", false)
+	if code != http.StatusOK || body != "tenant" {
+		t.Fatalf("got %d %q, want 200 from the tenant rule", code, body)
+	}
+	seen := f.tenant.requests()[0]
+	if want := fmt.Sprintf("127.0.0.1:%d", f.port); seen.host != want || seen.header.Get("Authority") != "" {
+		t.Fatalf("backend saw Host %q and %v, want Host %q and no Authority", seen.host, seen.header, want)
+	}
+
+	// A service that never answers: 403 once the timeout passes, nothing
+	// reaches a backend.
+	hang := rawAuthz(t, func(ctx context.Context) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() })
+	f2 := startFiltered(t, []*config.ExtAuth{{GRPC: true, Address: hang, Timeout: 200 * time.Millisecond}}, nil, nil)
+	if code, _ := f2.send(t, http.MethodGet, "/", nil, "", false); code != http.StatusForbidden {
+		t.Fatalf("a hanging service: %d, want 403", code)
+	}
+	if n := len(f2.tenant.requests()) + len(f2.other.requests()); n != 0 {
+		t.Fatalf("%d requests reached a backend", n)
 	}
 }
