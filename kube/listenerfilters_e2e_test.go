@@ -22,7 +22,9 @@ import (
 // ExternalAuth filter names a Service that does not exist
 // (ResolvedRefs=False InvalidListenerFilterRef, not programmed) until the
 // Service is created, and one with an ExtensionRef filter
-// (Accepted=False UnsupportedValue); an HTTPRoute whose ExternalAuth
+// (Accepted=False UnsupportedValue); a ListenerSet's listeners carry
+// filters as well (one naming another namespace's Service without a
+// ReferenceGrant: RefNotPermitted); an HTTPRoute whose ExternalAuth
 // filter names no Service has ResolvedRefs=False BackendNotFound.
 func TestListenerFiltersAgainstAPIServer(t *testing.T) {
 	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.StartWith(t, kubetest.Options{Channel: "experimental"})}}
@@ -58,7 +60,9 @@ func TestListenerFiltersAgainstAPIServer(t *testing.T) {
 	if _, err := f.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	same := gwv1.NamespacesFromSame
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "default"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico",
+		AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
 		Listeners: []gwv1.Listener{
 			{Name: "auth", Port: 18081, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("auth.example.com")), Filters: authFilter("authz")},
 			{Name: "ext", Port: 18081, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("ext.example.com")),
@@ -96,6 +100,37 @@ func TestListenerFiltersAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubetest.WaitFor(t, 30*time.Second, "auth's Service resolved", listener("auth", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"))
+
+	// A ListenerSet's listener carries filters too: its ExternalAuth
+	// naming a Service of another namespace needs a ReferenceGrant from
+	// ListenerSets.
+	foreign := authFilter("authz")
+	foreign.Requests[0].ExternalAuth.BackendRef.Namespace = ptr.To(gwv1.Namespace("other"))
+	ls := &gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Name: "ls", Namespace: "default"}, Spec: gwv1.ListenerSetSpec{
+		ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+		Listeners: []gwv1.ListenerEntry{
+			{Name: "lsauth", Port: 18081, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("ls.example.com")), Filters: authFilter("authz")},
+			{Name: "lsforeign", Port: 18081, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("foreign.example.com")), Filters: foreign},
+		}}}
+	if _, err := f.Gateway.GatewayV1().ListenerSets("default").Create(ctx, ls, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lsListener := func(name, condition string, status metav1.ConditionStatus, reason string) func() error {
+		return func() error {
+			got, err := f.Gateway.GatewayV1().ListenerSets("default").Get(ctx, "ls", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, l := range got.Status.Listeners {
+				if string(l.Name) == name {
+					return conditionIs(l.Conditions, condition, status, reason, got.Generation)
+				}
+			}
+			return fmt.Errorf("no status of ListenerSet listener %s", name)
+		}
+	}
+	kubetest.WaitFor(t, 30*time.Second, "lsauth resolved", lsListener("lsauth", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"))
+	kubetest.WaitFor(t, 30*time.Second, "lsforeign not permitted", lsListener("lsforeign", "ResolvedRefs", metav1.ConditionFalse, string(gwv1.ListenerReasonRefNotPermitted)))
 	kubetest.WaitFor(t, 30*time.Second, "auth programmed", listener("auth", "Programmed", metav1.ConditionTrue, "Programmed"))
 
 	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: gwv1.HTTPRouteSpec{
