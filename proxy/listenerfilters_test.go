@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/encoding/protowire"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -519,5 +521,55 @@ func TestGRPCListenerFilterKeepsHost(t *testing.T) {
 	}
 	if n := len(f2.tenant.requests()) + len(f2.other.requests()); n != 0 {
 		t.Fatalf("%d requests reached a backend", n)
+	}
+}
+
+func TestListenerFiltersOverHTTP2(t *testing.T) {
+	// Over h2c: the :authority stays, the body (of no declared length)
+	// goes to the service and on to the backend, and one over maxSize is
+	// refused.
+	svc := newAuthService(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Host", "evil.example")
+		w.Header().Set("X-Tenant", "acme-alice")
+		w.WriteHeader(http.StatusOK)
+	})
+	check := httpCheck(svc.addr, nil, nil)
+	check.ForwardBody = 8
+	f := startFiltered(t, []*config.ExtAuth{check}, nil, nil)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, f.url+"/h2", io.MultiReader(strings.NewReader(body)))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("answered over %s", resp.Proto)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("12345678"); code != http.StatusOK || body != "tenant" {
+		t.Fatalf("got %d %q, want 200 from the tenant rule", code, body)
+	}
+	if _, got := svc.last(t); got != "12345678" {
+		t.Errorf("the service got %q", got)
+	}
+	seen := f.tenant.requests()[0]
+	if want := fmt.Sprintf("127.0.0.1:%d", f.port); seen.host != want || seen.body != "12345678" {
+		t.Fatalf("backend saw Host %q and body %q, want %q and the body", seen.host, seen.body, want)
+	}
+	if code, _ := post("123456789"); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over maxSize: %d, want 413", code)
+	}
+	if svc.requests() != 1 || len(f.tenant.requests())+len(f.other.requests()) != 1 {
+		t.Fatal("a body over maxSize was sent on")
 	}
 }
