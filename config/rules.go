@@ -102,6 +102,10 @@ type Rule struct {
 	// Session is the rule's sessionPersistence, nil for none: it wins
 	// over LB for a request that carries a valid session.
 	Session *SessionPersistence
+	// BackendSession tells that a backend of the rule has a Session of
+	// its own (an XBackendTrafficPolicy's), which applies when the rule
+	// has none.
+	BackendSession bool
 	// Security is what the SecurityPolicy that applies to the rule asks
 	// of its requests before they are forwarded; nil: none applies.
 	Security *Security
@@ -143,6 +147,15 @@ type Backend struct {
 	// Conn is the timeouts and TCP keepalive of the Service's policy,
 	// over the rule's.
 	Conn *BackendConn
+	// Session is the sessionPersistence of the XBackendTrafficPolicy of
+	// the Service: a request carrying a valid session of it goes to its
+	// endpoint, when the rule has no Session of its own (the rule's is
+	// the more specific).
+	Session *SessionPersistence
+	// Budget is the retry budget of the XBackendTrafficPolicy of the
+	// Service, nil for none: every retry to the Service is counted
+	// against it (counts kept per Service, across configurations).
+	Budget *RetryBudget
 	// Invalid, when not empty, says why requests given to this backend get a
 	// 500 (BackendNotFound, RefNotPermitted, ...).
 	Invalid string

@@ -30,6 +30,8 @@ type Security struct {
 	Basic *BasicAuth
 	// JWT asks for a bearer token of one of its providers.
 	JWT *JWTAuth
+	// OIDC logs browsers in at an OpenID provider (oidc.go).
+	OIDC *OIDC
 	// ExtAuth asks an external authorization service, last.
 	ExtAuth *ExtAuth
 }

@@ -29,3 +29,22 @@ type SessionPersistence struct {
 	// was opened, whatever its cookie's attributes say.
 	AbsoluteTimeout time.Duration
 }
+
+// RetryBudget is an XBackendTrafficPolicy's retryConstraint: the retries
+// Portico makes toward one Service (a route's retry policy, whatever
+// failed: a status code or a connection) while, over the last Interval,
+// they stay within Percent of the requests sent to it (retries
+// included), and in any case MinRetries per MinInterval. A retry past
+// both is not sent: the client gets 503.
+type RetryBudget struct {
+	// Policy is the XBackendTrafficPolicy, "namespace/name", for messages.
+	Policy string
+	// Percent is the share of the requests of the interval that retries
+	// may be, 0 to 100.
+	Percent int
+	// Interval is the window the share is counted over.
+	Interval time.Duration
+	// MinRetries retries per MinInterval are allowed whatever the share.
+	MinRetries  int
+	MinInterval time.Duration
+}

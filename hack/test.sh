@@ -2,7 +2,7 @@
 # Runs Portico's whole test suite: installs the system packages the tests
 # need, builds the Kubernetes control plane they run against (cached after the
 # first time, see hack/kube-binaries.sh) and the other real parts the tests
-# run (Pebble, h2spec), checks formatting, vet and module
+# run (Pebble, h2spec, an OpenID provider), checks formatting, vet and module
 # tidiness, then runs every test with the race detector. Arguments replace
 # the default package pattern ./...
 set -euo pipefail
@@ -17,6 +17,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # build (minutes) does not count against any test's timeout.
 ./hack/kube-binaries.sh >/dev/null
 ./hack/pebble.sh >/dev/null
+# The OpenID provider proxy's OIDC test logs in against.
+./hack/oidc-provider.sh >/dev/null
 # h2spec, which proxy.TestH2Spec runs against the HTTP/2 server; named here
 # so that the test runs rather than skips. Assigned apart from the export,
 # whose status would hide a failed build.

@@ -156,6 +156,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	if err := in.AddClientPolicies(c.Kube, c.Dynamic, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
+	if err := in.AddXTrafficPolicies(c.Kube, c.Dynamic, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
+		return err
+	}
 	c.informers = in
 	if err := c.setUpDataPlanes(ctx); err != nil {
 		return err

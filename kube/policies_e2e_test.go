@@ -33,12 +33,16 @@ type policyCluster struct {
 }
 
 // startPolicyCluster starts an API server and applies the CRD of
-// deploy/crdFile, of the policies of resource.
+// deploy/crdFile (or of crdFile, when absolute), of the policies of
+// resource.
 func startPolicyCluster(t *testing.T, crdFile string, resource schema.GroupVersionResource, apiVersion, kind string) *policyCluster {
 	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
 	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
 	dir := t.TempDir()
-	crd, err := os.ReadFile(filepath.Join("../deploy", crdFile))
+	if !filepath.IsAbs(crdFile) {
+		crdFile = filepath.Join("../deploy", crdFile)
+	}
+	crd, err := os.ReadFile(crdFile)
 	if err != nil {
 		t.Fatal(err)
 	}

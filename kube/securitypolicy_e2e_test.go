@@ -30,7 +30,7 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 
 	for _, tc := range []struct{ spec, refusal string }{
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]}`,
-			"one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required"},
+			"one of clientAddresses, apiKeyAuth, basicAuth, jwt, oidc, extAuth is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientAddresses: {allow: [10.0.0.0/8]}}`,
 			"sectionName names a rule of an HTTPRoute or GRPCRoute only"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], clientAddresses: {allow: [10.0.0.0/33]}}`,
@@ -57,6 +57,16 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 			"exactly one of http and grpc is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {grpc: {}}}`,
 			"exactly one of backendRef and address is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], oidc: {provider: {issuer: "https://idp.example"}, clientID: c, clientSecret: {name: s}}, jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}}]}}`,
+			"oidc cannot be set with basicAuth or jwt"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], oidc: {provider: {issuer: "https://idp.example"}, clientID: c, clientSecret: {name: s}, forwardAccessToken: true, forwardIDToken: true}}`,
+			"forwardAccessToken and forwardIDToken both set Authorization"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], oidc: {provider: {issuer: "https://idp.example"}, clientID: c, clientSecret: {name: s}, logoutPath: /oauth2/callback}}`,
+			"redirectURL and logoutPath are the same path"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], oidc: {provider: {issuer: "https://idp.example"}, clientSecret: {name: s}}}`,
+			"clientID: Required value"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], oidc: {provider: {issuer: "idp.example"}, clientID: c, clientSecret: {name: s}, redirectURL: "https://app/cb"}}`,
+			"should match"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -114,4 +124,20 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	kubetest.WaitFor(t, 30*time.Second, "guard accepted on Gateway gw", ancestor("guard", string(gwv1.PolicyConditionAccepted), metav1.ConditionTrue, string(gwv1.PolicyReasonAccepted)))
 	kubetest.WaitFor(t, 30*time.Second, "guard's Secret resolved", ancestor("guard", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"))
 	kubetest.WaitFor(t, 30*time.Second, "unseen's Secret not found", ancestor("unseen", "ResolvedRefs", metav1.ConditionFalse, securitypolicy.ReasonInvalidReference))
+
+	// OIDC: the client secret's Secret is found once it exists with the
+	// credentials label, watched like the other Secrets of the policy.
+	if err := pc.policies.Delete(ctx, "unseen", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("login", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], oidc: {provider: {issuer: "https://idp.example", endSessionEndpoint: "https://idp.example/logout"}, clientID: portico, clientSecret: {name: oidc-client}, redirectURL: /auth/callback, scopes: [email, offline_access], forwardIDToken: true, cookieNamePrefix: app, cookieDomain: app.example, refreshBefore: 2m, sessionLifetime: 8h, clockSkew: 10s}}`); err != nil {
+		t.Fatalf("a valid oidc policy was refused: %v", err)
+	}
+	kubetest.WaitFor(t, 30*time.Second, "login's client Secret not found", ancestor("login", "ResolvedRefs", metav1.ConditionFalse, securitypolicy.ReasonInvalidReference))
+	client := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "oidc-client", Namespace: "default", Labels: map[string]string{securitypolicy.SecretLabel: "true"}},
+		Data: map[string][]byte{securitypolicy.ClientSecretKey: []byte("s3cret")}}
+	if _, err := pc.f.Kube.CoreV1().Secrets("default").Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.WaitFor(t, 30*time.Second, "login's client Secret resolved", ancestor("login", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"))
 }

@@ -145,17 +145,21 @@ func BenchmarkPickHealthChecked(b *testing.B) {
 // BenchmarkForwardBackendPolicy is BenchmarkForwardOnly's request to a
 // backend under a circuit breaker whose limits are never reached
 // ("breaker": what admitting and releasing a request cost), under a
-// first-byte timeout and TCP keepalive of a policy ("timeouts"), and the
-// same configuration without a policy ("none").
+// first-byte timeout and TCP keepalive of a policy ("timeouts"), under
+// an XBackendTrafficPolicy's retry budget ("budget": the request
+// counted), and the same configuration without a policy ("none").
 func BenchmarkForwardBackendPolicy(b *testing.B) {
 	const req = "GET / HTTP/1.1\r\nHost: app.example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 	cb := &config.CircuitBreaker{MaxConnections: 1 << 20, MaxPendingRequests: 1 << 20, MaxParallelRequests: 1 << 20, MaxParallelRetries: 3}
 	cb.MakeID()
+	// An XBackendTrafficPolicy's retry budget: each request counted.
+	budget := &config.RetryBudget{Percent: 20, Interval: 10 * time.Second, MinRetries: 10, MinInterval: time.Second}
 	conn := &config.BackendConn{ResponseHeaderTimeout: 30 * time.Second, KeepAlive: &config.TCPKeepalive{Idle: time.Minute, Interval: 10 * time.Second, Probes: 3}}
 	for _, tc := range []struct {
 		name string
 		svc  routing.Service
-	}{{"none", routing.Service{}}, {"breaker", routing.Service{Breaker: cb}}, {"timeouts", routing.Service{Conn: conn}}} {
+	}{{"none", routing.Service{}}, {"breaker", routing.Service{Breaker: cb}}, {"timeouts", routing.Service{Conn: conn}},
+		{"budget", routing.Service{Budget: budget}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			a, _ := rawBackend(b)
 			rt := New(DefaultOptions(), zap.NewNop())

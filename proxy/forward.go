@@ -63,6 +63,8 @@ type forwarder struct {
 	health *healthChecks
 	// breakers counts what circuit breakers limit (breaker.go).
 	breakers breakers
+	// budgets counts the retries of retry budgets (retrybudget.go).
+	budgets retryBudgets
 	// guard enforces the rules' SecurityPolicies (security.go).
 	guard *guard
 	// limits are the buckets of local rate limits (ratelimit.go).
@@ -538,10 +540,18 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	// nil without one; kept out of the exchange, which every request makes.
 	var bal *balancing
 	var b *config.Backend
-	if rule.Session != nil {
+	switch {
+	case rule.Session != nil:
 		// A valid session wins over the load balancing (session.go).
 		x.sess = &session{sp: rule.Session, index: -1}
 		b = f.stick(r, rule, cfg, x.sess, time.Now())
+	case rule.BackendSession:
+		// The sessions of the backends' Services, when the rule has
+		// none of its own.
+		x.sess = &session{index: -1}
+		if b = f.stickBackends(r, rule, cfg, x.sess, time.Now()); b == nil {
+			x.sess = nil
+		}
 	}
 	switch {
 	case b != nil:
@@ -564,6 +574,10 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 	if b.Invalid != "" {
 		f.refuse(w, r, rule, "backend is invalid", b.Invalid)
 		return
+	}
+	if x.sess == nil && b.Session != nil && rule.BackendSession {
+		// A new session of the picked backend's Service.
+		x.sess = &session{sp: b.Session, index: -1}
 	}
 	if od := cmp.Or(b.Outlier, rule.Outlier); od != nil {
 		if bal == nil {
@@ -741,6 +755,11 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 	if bal != nil {
 		defer bal.release(eps)
 	}
+	var budget *retryBudget // the Service's retry budget, nil for none
+	if rb := x.backend.Budget; rb != nil {
+		budget = f.budgets.get(x.backend.Key, rb)
+		budget.request(time.Now())
+	}
 	for attempt := 1; ; attempt++ {
 		// A retry goes back to the same endpoint: the failure was that
 		// request's (the backend answered with a retryable code, or dropped
@@ -849,6 +868,15 @@ func (f *forwarder) send(ctx context.Context, w http.ResponseWriter, r, out *htt
 			}
 			retrying = true
 			defer bal.breaker.endRetry()
+		}
+		// After the circuit breaker's retry slot (released on return), so
+		// that a retry it refuses is not counted against the budget.
+		if budget != nil && !budget.retry(x.backend.Budget, time.Now()) {
+			// The Service's retries are past its budget: the spec's
+			// answer is 503, whatever the held answer was.
+			noteOutcome(w, outcomeRetryBudget)
+			writeErrorFor(w, r, http.StatusServiceUnavailable)
+			return
 		}
 		if rule.Retry.Backoff > 0 {
 			t := time.NewTimer(rule.Retry.Backoff << min(attempt-1, 6))

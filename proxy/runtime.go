@@ -390,6 +390,7 @@ func (rt *Runtime) Apply(cfg *config.Config) error {
 	// no longer checks stop (healthcheck.go).
 	rt.fwd.health.apply(cfg)
 	rt.fwd.breakers.prune()
+	rt.fwd.budgets.prune(time.Now())
 
 	for key, ps := range rt.ports {
 		if cfg.Port(key) != nil {

@@ -23,7 +23,7 @@ import (
 
 // SecurityObserver, when Options.Observer implements it, counts the
 // decisions of SecurityPolicies: mechanism is one of "address", "api_key",
-// "basic", "jwt", "ext_auth", "policy"; result one of the security* results below. Both are
+// "basic", "jwt", "oidc", "ext_auth", "policy"; result one of the security* results below. Both are
 // from fixed sets, whatever the client sends.
 type SecurityObserver interface {
 	ObserveSecurity(mechanism, result string)
@@ -99,6 +99,8 @@ type guard struct {
 	// (extauth.go).
 	extAuthTransport *http.Transport
 	grpcConns        grpcConns
+	// oidcFlows holds the OIDC logins' state (oidc.go).
+	oidcFlows *oidcFlows
 	// extAuthTLS are the transports to authorization services behind a
 	// BackendTLSPolicy, by its settings' ID.
 	extAuthTLSMu sync.Mutex
@@ -112,6 +114,7 @@ func newGuard(opts Options, log *zap.Logger) *guard {
 	g.failures.clients = map[netip.Addr]*failureBucket{}
 	g.jwks = newJWKSStore(log)
 	g.extAuthTransport = newExtAuthTransport()
+	g.oidcFlows = newOIDCFlows(opts.SessionKey, log)
 	return g
 }
 
@@ -143,6 +146,9 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request, sec *config.Securi
 		return false
 	}
 	if j := sec.JWT; j != nil && !g.jwt(w, r, j) {
+		return false
+	}
+	if o := sec.OIDC; o != nil && !g.oidc(w, r, o) {
 		return false
 	}
 	if e := sec.ExtAuth; e != nil && !g.extAuth(w, r, e, eps) {

@@ -114,16 +114,39 @@ func valueOf(r *http.Request, sp *config.SessionPersistence) string {
 // timeout, the endpoint one of a backend of the rule, neither down nor
 // ejected. The backend is nil otherwise.
 func (f *forwarder) stick(r *http.Request, rule *config.Rule, cfg *config.Config, s *session, now time.Time) *config.Backend {
-	v := valueOf(r, rule.Session)
+	return f.stickIn(r, rule, rule.Backends, rule.Session, cfg, s, now)
+}
+
+// stickBackends is stick for a rule without a Session whose backends have
+// sessions of their own (their Services' XBackendTrafficPolicies): the
+// first backend whose session r carries, valid, and s takes its
+// settings. Nil when there is none.
+func (f *forwarder) stickBackends(r *http.Request, rule *config.Rule, cfg *config.Config, s *session, now time.Time) *config.Backend {
+	for i := range rule.Backends {
+		sp := rule.Backends[i].Session
+		if sp == nil {
+			continue
+		}
+		if b := f.stickIn(r, rule, rule.Backends[i:i+1], sp, cfg, s, now); b != nil {
+			s.sp = sp
+			return b
+		}
+	}
+	return nil
+}
+
+// stickIn is stick among backends, for the session sp.
+func (f *forwarder) stickIn(r *http.Request, rule *config.Rule, backends []config.Backend, sp *config.SessionPersistence, cfg *config.Config, s *session, now time.Time) *config.Backend {
+	v := valueOf(r, sp)
 	if v == "" {
 		return nil
 	}
-	addr, opened, ok := f.sessions.open(rule.Session.Name, v)
-	if !ok || rule.Session.AbsoluteTimeout > 0 && now.Sub(opened) >= rule.Session.AbsoluteTimeout || now.Before(opened.Add(-time.Minute)) {
+	addr, opened, ok := f.sessions.open(sp.Name, v)
+	if !ok || sp.AbsoluteTimeout > 0 && now.Sub(opened) >= sp.AbsoluteTimeout || now.Before(opened.Add(-time.Minute)) {
 		return nil
 	}
-	for i := range rule.Backends {
-		b := &rule.Backends[i]
+	for i := range backends {
+		b := &backends[i]
 		if b.Weight <= 0 || b.Invalid != "" || b.Dispatch != 0 || b.Address != "" {
 			continue
 		}

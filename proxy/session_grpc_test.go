@@ -23,21 +23,32 @@ import (
 // TestSessionGRPCHeader: a GRPCRoute rule's header session over an h2c
 // Service of 4 endpoints (picked round robin without it): the first
 // call's answer carries the session in its headers, and 200 calls sending
-// it back are answered by the same endpoint without a new one.
+// it back are answered by the same endpoint without a new one. The same
+// holds when the session is the Service's (an XBackendTrafficPolicy's)
+// and the rule has none.
 func TestSessionGRPCHeader(t *testing.T) {
+	typ := gwv1.HeaderBasedSessionPersistence
+	sp := &gwv1.SessionPersistence{Type: &typ, Header: &gwv1.HeaderConfig{Name: "x-session"}}
+	t.Run("rule", func(t *testing.T) { grpcSession(t, sp, routing.Service{}) })
+	t.Run("service", func(t *testing.T) { grpcSession(t, nil, routing.Service{Session: mustSession(t, sp, "")}) })
+}
+
+// grpcSession runs TestSessionGRPCHeader with the rule's session sp and
+// the Service svc.
+func grpcSession(t *testing.T, sp *gwv1.SessionPersistence, svc routing.Service) {
+	svc.Ports = []routing.ServicePort{{Name: "grpc", Port: 80}}
 	var addrs []string
 	for i := range 4 {
 		addrs = append(addrs, grpcBackend(t, "g"+strconv.Itoa(i), nil, "test.Echo"))
 	}
 	port := gwv1.PortNumber(80)
-	typ := gwv1.HeaderBasedSessionPersistence
 	route := &gwv1.GRPCRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", Generation: 1},
 		Spec: gwv1.GRPCRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
 			Rules: []gwv1.GRPCRouteRule{{
 				BackendRefs:        []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "svc", Port: &port}}}},
-				SessionPersistence: &gwv1.SessionPersistence{Type: &typ, Header: &gwv1.HeaderConfig{Name: "x-session"}},
+				SessionPersistence: sp,
 			}},
 		},
 	}
@@ -54,7 +65,7 @@ func TestSessionGRPCHeader(t *testing.T) {
 		}},
 		Parents:    map[routing.Parent]bool{{Kind: "Gateway", Namespace: "ns", Name: "gw"}: true},
 		GRPCRoutes: []*gwv1.GRPCRoute{route},
-		Services:   map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: "svc"}: {Ports: []routing.ServicePort{{Name: "grpc", Port: 80}}}},
+		Services:   map[types.NamespacedName]routing.Service{{Namespace: "ns", Name: "svc"}: svc},
 	})
 	if out.Tables[0] == nil {
 		t.Fatalf("GRPCRoute did not attach: %+v", out.GRPCRouteParents)

@@ -57,6 +57,10 @@ type Service struct {
 	Breaker *config.CircuitBreaker
 	// Conn is the timeouts and TCP keepalive of that policy, nil for none.
 	Conn *config.BackendConn
+	// Session and Budget are the sessionPersistence and retry budget of
+	// the XBackendTrafficPolicy attached to the Service, nil for none.
+	Session *config.SessionPersistence
+	Budget  *config.RetryBudget
 }
 
 // Input is everything Compile needs.

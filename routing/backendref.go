@@ -43,6 +43,9 @@ type ResolvedBackend struct {
 	Active  *config.ActiveHealthCheck
 	Breaker *config.CircuitBreaker
 	Conn    *config.BackendConn
+	// Session and Budget are the Service's XBackendTrafficPolicy's.
+	Session *config.SessionPersistence
+	Budget  *config.RetryBudget
 	// Reason is empty when the reference resolved; otherwise it is the
 	// route's ResolvedRefs reason, and Message says why.
 	Reason  gwv1.RouteConditionReason
@@ -92,6 +95,7 @@ func (b *BackendRefs) Resolve(k RouteKind, routeNS string, ref gwv1.BackendObjec
 	for _, p := range s.Ports {
 		if p.Port == *ref.Port {
 			found, r.AppProtocol, r.TLS, r.LB, r.Outlier, r.Active, r.Breaker, r.Conn = true, p.AppProtocol, p.TLS, s.LB, s.Outlier, s.Active, s.Breaker, s.Conn
+			r.Session, r.Budget = s.Session, s.Budget
 			break
 		}
 	}

@@ -943,6 +943,9 @@ func (c *compiler) compileRule(cr *compiledRoute, routeNS string, index int, spe
 		if b.Weight > 0 {
 			rule.TotalWeight += b.Weight
 		}
+		// A backend's session applies when the rule sets none: the rule's
+		// is the more specific.
+		rule.BackendSession = rule.BackendSession || b.Session != nil && rule.Session == nil
 		rule.Backends = append(rule.Backends, b)
 	}
 

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -374,7 +375,8 @@ func compileCORS(spec *gwv1.HTTPCORSFilter) (*config.CORS, *problem) {
 // (BackendRefs.Resolve) and makes it the data plane's.
 func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReference) (config.Backend, *problem) {
 	r := c.backendRefs.Resolve(c.cr.kind, routeNS, ref)
-	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier, Active: r.Active, Breaker: r.Breaker, Conn: r.Conn}
+	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier, Active: r.Active, Breaker: r.Breaker, Conn: r.Conn,
+		Session: r.Session, Budget: r.Budget}
 	if r.Reason != "" {
 		return b, &problem{r.Reason, r.Message}
 	}
@@ -491,6 +493,20 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 	if spec == nil {
 		return nil
 	}
+	// A name of the rule's own, the same in every process, so that
+	// sessions of two rules never meet.
+	name := fmt.Sprintf("portico-session-%08x", uint32(config.HashKey(rule.RouteName+"#"+strconv.Itoa(rule.Index))))
+	sp, err := SessionPersistence(spec, name)
+	if err != nil {
+		return unsupportedf("%v", err)
+	}
+	rule.Session = sp
+	return nil
+}
+
+// SessionPersistence compiles a sessionPersistence (of a route rule or an
+// XBackendTrafficPolicy); a cookie without a name gets defaultName.
+func SessionPersistence(spec *gwv1.SessionPersistence, defaultName string) (*config.SessionPersistence, error) {
 	sp := &config.SessionPersistence{Type: config.SessionCookie}
 	if spec.Type != nil {
 		sp.Type = config.SessionType(*spec.Type)
@@ -498,7 +514,7 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 	if spec.AbsoluteTimeout != nil {
 		d, err := parseDuration(string(*spec.AbsoluteTimeout))
 		if err != nil {
-			return unsupportedf("sessionPersistence.absoluteTimeout: %v", err)
+			return nil, fmt.Errorf("sessionPersistence.absoluteTimeout: %w", err)
 		}
 		sp.AbsoluteTimeout = d
 	}
@@ -506,7 +522,7 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 	case config.SessionCookie:
 		sp.Path = "/"
 		if spec.Header != nil {
-			return unsupportedf("sessionPersistence: header must be nil if type is not Header")
+			return nil, errors.New("sessionPersistence: header must be nil if type is not Header")
 		}
 		if c := spec.Cookie; c != nil {
 			if c.Name != nil {
@@ -517,35 +533,32 @@ func compileSession(rule *config.Rule, spec *gwv1.SessionPersistence) *problem {
 			}
 			if c.LifetimeType != nil && *c.LifetimeType == gwv1.PermanentCookieLifetimeType {
 				if sp.AbsoluteTimeout <= 0 {
-					return unsupportedf("sessionPersistence: absoluteTimeout must be specified when cookie lifetimeType is Permanent")
+					return nil, errors.New("sessionPersistence: absoluteTimeout must be specified when cookie lifetimeType is Permanent")
 				}
 				sp.Permanent = true
 			}
 		}
 		if sp.Name == "" {
-			// A name of the rule's own, the same in every process, so
-			// that sessions of two rules never meet.
-			sp.Name = fmt.Sprintf("portico-session-%08x", uint32(config.HashKey(rule.RouteName+"#"+strconv.Itoa(rule.Index))))
+			sp.Name = defaultName
 		}
 		if !validCookieName(sp.Name) {
-			return unsupportedf("sessionPersistence.cookie.name %q is not a valid cookie name", sp.Name)
+			return nil, fmt.Errorf("sessionPersistence.cookie.name %q is not a valid cookie name", sp.Name)
 		}
 		if strings.ContainsAny(sp.Path, ";\x00\r\n") {
-			return unsupportedf("sessionPersistence.cookie.path %q is not a valid cookie path", sp.Path)
+			return nil, fmt.Errorf("sessionPersistence.cookie.path %q is not a valid cookie path", sp.Path)
 		}
 	case config.SessionHeader:
 		if spec.Cookie != nil {
-			return unsupportedf("sessionPersistence: cookie must be nil if type is not Cookie")
+			return nil, errors.New("sessionPersistence: cookie must be nil if type is not Cookie")
 		}
 		if spec.Header == nil || spec.Header.Name == "" {
-			return unsupportedf("sessionPersistence: header must be specified for Header type")
+			return nil, errors.New("sessionPersistence: header must be specified for Header type")
 		}
 		sp.Name = http.CanonicalHeaderKey(string(spec.Header.Name))
 	default:
-		return unsupportedf("sessionPersistence.type %q is not Cookie or Header", sp.Type)
+		return nil, fmt.Errorf("sessionPersistence.type %q is not Cookie or Header", sp.Type)
 	}
-	rule.Session = sp
-	return nil
+	return sp, nil
 }
 
 // validCookieName is RFC 6265's token: visible ASCII but separators.

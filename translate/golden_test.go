@@ -296,6 +296,7 @@ func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 		TrafficPolicies:    shuffle(rnd, res.TrafficPolicies),
 		SecurityPolicies:   shuffle(rnd, res.SecurityPolicies),
 		ClientPolicies:     shuffle(rnd, res.ClientPolicies),
+		XTrafficPolicies:   shuffle(rnd, res.XTrafficPolicies),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -327,6 +328,7 @@ type goldenOut struct {
 	TrafficPolicies    map[string][]goldenAncestor `yaml:"backendTrafficPolicies,omitempty"`
 	SecurityPolicies   map[string][]goldenAncestor `yaml:"securityPolicies,omitempty"`
 	ClientPolicies     map[string][]goldenAncestor `yaml:"clientTrafficPolicies,omitempty"`
+	XTrafficPolicies   map[string][]goldenAncestor `yaml:"xBackendTrafficPolicies,omitempty"`
 	ACME               []string                    `yaml:"acme,omitempty"` // "hostname -> namespace/secret"
 	// Provisioned: "namespace/name class accepted|not-accepted ports
 	// parameters-as-JSON", one per Gateway with a data plane of its own.
@@ -393,6 +395,7 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 		TrafficPolicies:    map[string][]goldenAncestor{},
 		SecurityPolicies:   map[string][]goldenAncestor{},
 		ClientPolicies:     map[string][]goldenAncestor{},
+		XTrafficPolicies:   map[string][]goldenAncestor{},
 	}
 	for name, s := range st.GatewayClasses.All() {
 		c := goldenClass{Conditions: goldenConditions(s.Conditions)}
@@ -475,6 +478,12 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 	for key, ancestors := range st.ClientPolicies.All() {
 		for _, a := range ancestors {
 			out.ClientPolicies[key.String()] = append(out.ClientPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
+				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
+		}
+	}
+	for key, ancestors := range st.XTrafficPolicies.All() {
+		for _, a := range ancestors {
+			out.XTrafficPolicies[key.String()] = append(out.XTrafficPolicies[key.String()], goldenAncestor{AncestorRef: goldenRef(a.AncestorRef),
 				ControllerName: string(a.ControllerName), Conditions: goldenConditions(a.Conditions)})
 		}
 	}

@@ -146,7 +146,7 @@ func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
 		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.UDPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
-		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 || anyListenerFilters(res) {
+		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 || len(res.XTrafficPolicies) > 0 || anyListenerFilters(res) {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
@@ -239,6 +239,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.TrafficPolicies = slices.Clone(res.TrafficPolicies)
 	c.SecurityPolicies = slices.Clone(res.SecurityPolicies)
 	c.ClientPolicies = slices.Clone(res.ClientPolicies)
+	c.XTrafficPolicies = slices.Clone(res.XTrafficPolicies)
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
@@ -414,6 +415,7 @@ func unchangedKinds(a, b *snapshot.Resources) bool {
 		slices.Equal(a.TrafficPolicies, b.TrafficPolicies) &&
 		slices.Equal(a.SecurityPolicies, b.SecurityPolicies) &&
 		slices.Equal(a.ClientPolicies, b.ClientPolicies) &&
+		slices.Equal(a.XTrafficPolicies, b.XTrafficPolicies) &&
 		reflect.ValueOf(a.ACMEErrors).Pointer() == reflect.ValueOf(b.ACMEErrors).Pointer()
 }
 

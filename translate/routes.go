@@ -82,7 +82,7 @@ func routingListener(i int, m *listeners.Listener) routing.Listener {
 func (t *translation) service(svc *corev1.Service) routing.Service {
 	key := nn(svc.Namespace, svc.Name)
 	tr := t.traffic.service(key)
-	rs := routing.Service{LB: tr.LB, Outlier: tr.Outlier, Active: tr.Active, Breaker: tr.Breaker, Conn: tr.Conn}
+	rs := t.xtraffic.withX(key, routing.Service{LB: tr.LB, Outlier: tr.Outlier, Active: tr.Active, Breaker: tr.Breaker, Conn: tr.Conn})
 	if len(svc.Spec.Ports) > 0 {
 		rs.Ports = make([]routing.ServicePort, 0, len(svc.Spec.Ports))
 	}
@@ -111,7 +111,7 @@ func (t *translation) services() map[types.NamespacedName]routing.Service {
 				TLS: t.tls.forPort(key, p.Name)})
 		}
 		tr := t.traffic.service(key)
-		rs := routing.Service{LB: tr.LB, Outlier: tr.Outlier, Active: tr.Active, Breaker: tr.Breaker, Conn: tr.Conn}
+		rs := t.xtraffic.withX(key, routing.Service{LB: tr.LB, Outlier: tr.Outlier, Active: tr.Active, Breaker: tr.Breaker, Conn: tr.Conn})
 		if len(ports) > start {
 			rs.Ports = ports[start:len(ports):len(ports)]
 		}

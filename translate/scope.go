@@ -4,11 +4,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/listeners"
 )
 
@@ -96,6 +98,7 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	scopeBackends(res, out, services)
 	scopeTrafficPolicies(res, out, gw, services)
 	scopeClientPolicies(res, out, gw)
+	scopeXTrafficPolicies(res, out, services)
 	specOnly(out)
 	return out
 }
@@ -118,6 +121,7 @@ func specOnly(out *snapshot.Resources) {
 	withoutStatus(out.TrafficPolicies, func(o *trafficpolicy.BackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.SecurityPolicies, func(o *securitypolicy.SecurityPolicy) { o.Status = gwv1.PolicyStatus{} })
 	withoutStatus(out.ClientPolicies, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
+	withoutStatus(out.XTrafficPolicies, func(o *gwxv1a1.XBackendTrafficPolicy) { o.Status = gwv1.PolicyStatus{} })
 }
 
 // withoutStatus replaces each object of objs with a shallow copy that
@@ -297,6 +301,20 @@ func scopeTrafficPolicies(res, out *snapshot.Resources, gw types.NamespacedName,
 	for _, p := range res.TrafficPolicies {
 		if targetsAny(in, p.Namespace, p.Spec.TargetRefs) {
 			out.TrafficPolicies = append(out.TrafficPolicies, p)
+		}
+	}
+}
+
+// scopeXTrafficPolicies adds the XBackendTrafficPolicies that target a
+// Service the Gateway's routes send to; every policy naming one of them
+// is then in scope, so the same one wins.
+func scopeXTrafficPolicies(res, out *snapshot.Resources, services map[types.NamespacedName]bool) {
+	for _, p := range res.XTrafficPolicies {
+		for _, ref := range p.Spec.TargetRefs {
+			if xtrafficpolicy.IsService(ref) && services[nn(p.Namespace, string(ref.Name))] {
+				out.XTrafficPolicies = append(out.XTrafficPolicies, p)
+				break
+			}
 		}
 	}
 }

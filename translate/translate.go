@@ -195,11 +195,13 @@ func Routes(s Settings, res *snapshot.Resources, mem Memory) (Output, Memory) {
 	t.trafficPolicies()
 	t.securityPolicies()
 	t.clientPolicies()
+	t.xTrafficPolicies()
 	t.routes()
 	t.policyStatuses()
 	t.trafficPolicyStatuses()
 	t.securityPolicyStatuses()
 	t.clientPolicyStatuses()
+	t.xTrafficPolicyStatuses()
 	t.acmeWanted()
 	t.gatewayAddresses()
 	t.portTables()
@@ -268,6 +270,7 @@ type translation struct {
 	traffic     *trafficPolicies
 	security    *securityPolicies
 	client      *clientPolicies
+	xtraffic    *xTrafficPolicies
 	compiled    routing.Output
 	// routingServices are the Services as routes see them (ports, their
 	// BackendTLSPolicies), for the ExternalAuth filters of listeners too.
@@ -336,7 +339,7 @@ func routingInputs(res *snapshot.Resources) []any {
 		len(res.ReferenceGrants) + len(res.BackendTLSPolicies) + len(res.ConfigMaps) +
 		len(res.Namespaces) + len(res.Secrets) + len(res.Services) + len(res.KIngresses) + len(res.KCertificates) +
 		len(res.Parameters) + len(res.Deployments) + len(res.TrafficPolicies) +
-		len(res.SecurityPolicies) + len(res.ClientPolicies)
+		len(res.SecurityPolicies) + len(res.ClientPolicies) + len(res.XTrafficPolicies)
 	in := make([]any, 0, n+10)
 	add := func(kind string, objs ...any) {
 		in = append(in, kind)
@@ -364,6 +367,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	add("BackendTrafficPolicy", anys(res.TrafficPolicies)...)
 	add("SecurityPolicy", anys(res.SecurityPolicies)...)
 	add("ClientTrafficPolicy", anys(res.ClientPolicies)...)
+	add("XBackendTrafficPolicy", anys(res.XTrafficPolicies)...)
 	add("Deployment", anys(res.Deployments)...)
 	// Replaced, never modified: its address tells whether it changed.
 	add("ACMEErrors", reflect.ValueOf(res.ACMEErrors).Pointer())

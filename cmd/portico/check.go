@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/config"
 	"portico.dev/portico/internal/controlplane/clientpolicy"
@@ -23,6 +24,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/translate"
 )
@@ -48,7 +50,7 @@ var errNotServing = errors.New("some objects do not fully serve")
 // checkedKinds are the kinds check prints, each with the status Portico
 // computes for it; the usage text and README.md name the same.
 var checkedKinds = []string{"GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "BackendTLSPolicy", "BackendTrafficPolicy",
-	"SecurityPolicy", "ClientTrafficPolicy"}
+	"SecurityPolicy", "ClientTrafficPolicy", "XBackendTrafficPolicy"}
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
@@ -274,6 +276,8 @@ func newCheckReport(res *snapshot.Resources, st *status.Computed, controller gwv
 		func(p *securitypolicy.SecurityPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
 	addPolicies(r, clientpolicy.Kind, res.ClientPolicies, st.ClientPolicies, status.MergeClientPolicy,
 		func(p *clientpolicy.ClientTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
+	addPolicies(r, xtrafficpolicy.Kind, res.XTrafficPolicies, st.XTrafficPolicies, status.MergeXTrafficPolicy,
+		func(p *gwxv1a1.XBackendTrafficPolicy) *gwv1.PolicyStatus { return &p.Status }, controller, ts)
 	if r.served == 0 {
 		r.problems = append(r.problems, problem{kind: "Gateway", name: "-", condition: "Accepted", reason: "NoGateway",
 			message: fmt.Sprintf("no Gateway of a GatewayClass of %s: Portico would serve nothing", controller)})
@@ -312,6 +316,9 @@ func (r *checkReport) add(kind string, obj metav1.Object, st any, now metav1.Tim
 	}
 	if kind == securitypolicy.Kind {
 		apiVersion = securitypolicy.APIVersion
+	}
+	if kind == xtrafficpolicy.Kind {
+		apiVersion = xtrafficpolicy.APIVersion
 	}
 	if kind == clientpolicy.Kind {
 		apiVersion = clientpolicy.APIVersion

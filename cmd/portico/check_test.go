@@ -54,7 +54,7 @@ func TestCheckExitCodes(t *testing.T) {
 		summary [][]string
 	}{
 		{"serves", "../../examples/standalone", exitOK, [][]string{{"every one is accepted and programmed"}}},
-		{"every kind", "testdata/check/every-kind.yaml", exitOK, [][]string{{"12 objects checked"}}},
+		{"every kind", "testdata/check/every-kind.yaml", exitOK, [][]string{{"13 objects checked"}}},
 		{"misnamed Secret", exampleWith(t, [3]string{"gateway.yaml", "name: app-example-com", "name: app-example-cmo"}), exitNotServing, [][]string{
 			{"2 of 6 objects do not fully serve"},
 			{"ListenerSet", "demo/app (listener https)", "ResolvedRefs", "InvalidCertificateRef", "app-example-cmo"},

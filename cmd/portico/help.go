@@ -19,7 +19,8 @@ Usage:
   portico check --config PATH   validate YAML files: print the status Portico would write
                                 for every GatewayClass, Gateway, ListenerSet, HTTPRoute,
                                 GRPCRoute, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy,
-                                BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy
+                                BackendTrafficPolicy, SecurityPolicy, ClientTrafficPolicy and
+                                XBackendTrafficPolicy
                                 in PATH, and on stderr a summary of every object that does
                                 not fully serve
                                 (-o config: the data plane's configuration instead)
@@ -149,7 +150,7 @@ var serveGroups = []flagGroup{
 // print.
 var commandHelp = map[string]string{
 	"serve":   "Usage: portico serve [--config PATH] [flags]\n\nServe Gateway API objects: of YAML files with --config (standalone), else of the\ncluster Portico runs in.\n",
-	"check":   "Usage: portico check --config PATH [-o yaml|json|config]\n\nValidate YAML files as serve --config would read them. Prints every GatewayClass,\nGateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute,\nBackendTLSPolicy, BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy with the status\nPortico would write, and on stderr a summary of every object that does not fully serve. Exit 0: every object is accepted and programmed; 1: the input is\nrefused; 3: it is valid, but some object does not fully serve.\n",
+	"check":   "Usage: portico check --config PATH [-o yaml|json|config]\n\nValidate YAML files as serve --config would read them. Prints every GatewayClass,\nGateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute,\nBackendTLSPolicy, BackendTrafficPolicy, SecurityPolicy, ClientTrafficPolicy and\nXBackendTrafficPolicy with the status Portico would write, and on stderr a summary of every object that does not fully serve. Exit 0: every object is accepted and programmed; 1: the input is\nrefused; 3: it is valid, but some object does not fully serve.\n",
 	"echo":    "Usage: portico echo --listen ADDR [--name NAME]\n\nRun a small HTTP backend that answers every request with it as JSON.\n",
 	"version": "Usage: portico version [-o text|json]\n\nPrint the version, the commit and the Go release of this build.\n",
 }

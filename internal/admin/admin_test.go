@@ -258,7 +258,7 @@ func TestPprofGuarded(t *testing.T) {
 }
 
 // Requests sent to backends are counted by backend and result, with their
-// retries and time; backends past the limit share the label "other".
+// retries, the retries a retry budget refused, and time; backends past the limit share the label "other".
 func TestBackendMetrics(t *testing.T) {
 	m := NewMetrics()
 	m.SetMaxBackends(2)
@@ -271,6 +271,7 @@ func TestBackendMetrics(t *testing.T) {
 	m.ObserveBackend(key("a"), 502, "complete", 1, time.Millisecond)
 	m.ObserveBackend(key("b"), 503, "complete", 0, time.Millisecond)
 	m.ObserveBackend(key("b"), 200, "backend_failed", 1, time.Millisecond)
+	m.ObserveBackend(key("b"), 503, "retry_budget", 1, time.Millisecond)
 	m.ObserveBackend(key("c"), 504, "complete", 1, time.Millisecond)
 	m.ObserveBackend(key("d"), 500, "complete", 1, time.Millisecond)
 	m.ObserveEjection(key("a"))
@@ -282,7 +283,9 @@ func TestBackendMetrics(t *testing.T) {
 	for _, want := range []string{
 		`portico_backend_requests_total{backend="apps/a:80",result="ok"} 2`,
 		`portico_backend_requests_total{backend="apps/a:80",result="bad_gateway"} 1`,
-		`portico_backend_requests_total{backend="apps/b:80",result="unavailable"} 1`,
+		`portico_backend_requests_total{backend="apps/b:80",result="unavailable"} 2`,
+		`portico_backend_retries_refused_total{backend="apps/b:80"} 1`,
+		`portico_backend_retries_refused_total{backend="apps/a:80"} 0`,
 		`portico_backend_requests_total{backend="apps/b:80",result="cut"} 1`,
 		`portico_backend_requests_total{backend="other",result="timeout"} 1`,
 		`portico_backend_requests_total{backend="other",result="5xx"} 1`,

@@ -32,6 +32,10 @@ const (
 	backendClientGone  = "client_gone" // the client left before the end
 )
 
+// outcomeRetryBudget is proxy's outcome of a request whose retry its
+// Service's retry budget refused.
+const outcomeRetryBudget = "retry_budget"
+
 var backendResults = []string{backendOK, backendStatus5xx, backendBadGateway, backendUnavailable, backendTimeout, backendCut, backendClientGone}
 
 // backendResult sorts a finished request by what its backend did, from
@@ -64,6 +68,7 @@ type backendSeries struct {
 	label   string
 	results map[string]prometheus.Counter
 	retries prometheus.Counter
+	refused prometheus.Counter // retries a retry budget refused
 	latency prometheus.Observer
 	ejected prometheus.Counter
 	opened  prometheus.Counter
@@ -85,6 +90,7 @@ const backendShards = 64
 type backendCache struct {
 	requests *prometheus.CounterVec
 	retries  *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	ejected  *prometheus.CounterVec
 	opened   *prometheus.CounterVec
@@ -107,6 +113,10 @@ func newBackendCache() *backendCache {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_backend_retries_total",
 			Help: "Attempts of a route's retry policy after the first, by backend.",
+		}, []string{"backend"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_backend_retries_refused_total",
+			Help: "Retries not sent because the retry budget of the backend's XBackendTrafficPolicy was spent (the client got 503), by backend.",
 		}, []string{"backend"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "portico_backend_request_duration_seconds",
@@ -138,7 +148,7 @@ func newBackendCache() *backendCache {
 
 func (c *backendCache) series(label string) *backendSeries {
 	s := &backendSeries{label: label, results: make(map[string]prometheus.Counter, len(backendResults)),
-		retries: c.retries.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
+		retries: c.retries.WithLabelValues(label), refused: c.refused.WithLabelValues(label), latency: c.latency.WithLabelValues(label),
 		ejected: c.ejected.WithLabelValues(label), opened: c.opened.WithLabelValues(label),
 		open: c.open.WithLabelValues(label), healthy: c.health.WithLabelValues(label, "healthy"),
 		unhealthy: c.health.WithLabelValues(label, "unhealthy")}
@@ -242,6 +252,9 @@ func (m *Metrics) ObserveBackend(backend config.BackendKey, code int, outcome st
 	s.results[backendResult(code, outcome)].Inc()
 	if attempts > 1 {
 		s.retries.Add(float64(attempts - 1))
+	}
+	if outcome == outcomeRetryBudget {
+		s.refused.Inc()
 	}
 	s.latency.Observe(d.Seconds())
 }

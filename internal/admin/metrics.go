@@ -165,7 +165,7 @@ func NewMetrics() *Metrics {
 		m.certificates, m.leader, m.statusWrites, m.acme, m.handshakes,
 		m.streams, m.streamBytes, m.streamTime,
 		m.certExpiry, m.sinceChange, buildInfo,
-		m.backends.requests, m.backends.retries, m.backends.latency, m.backends.ejected,
+		m.backends.requests, m.backends.retries, m.backends.refused, m.backends.latency, m.backends.ejected,
 		m.backends.opened, m.backends.open, m.backends.health, m.dataPlanes, m.security,
 	)
 	m.counters, m.grpcCounters = newCounterCache(m.requests), newCounterCache(m.grpcRequests)

@@ -37,6 +37,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.TrafficPolicies = byName(res.TrafficPolicies)
 	out.SecurityPolicies = byName(res.SecurityPolicies)
 	out.ClientPolicies = byName(res.ClientPolicies)
+	out.XTrafficPolicies = byName(res.XTrafficPolicies)
 	out.Deployments = byName(res.Deployments)
 	return &out
 }

@@ -219,6 +219,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("BackendTrafficPolicy", len(r.TrafficPolicies), func(i int) any { return r.TrafficPolicies[i] })
 	add("SecurityPolicy", len(r.SecurityPolicies), func(i int) any { return r.SecurityPolicies[i] })
 	add("ClientTrafficPolicy", len(r.ClientPolicies), func(i int) any { return r.ClientPolicies[i] })
+	add("XBackendTrafficPolicy", len(r.XTrafficPolicies), func(i int) any { return r.XTrafficPolicies[i] })
 	// ACMEErrors is replaced, never modified: compare it by its content.
 	keys := make([]string, 0, len(r.ACMEErrors))
 	for k, v := range r.ACMEErrors {

@@ -65,6 +65,9 @@ type Informers struct {
 	// clientPolicies caches ClientTrafficPolicies; nil when their CRD is
 	// not installed (clientpolicies.go).
 	clientPolicies cache.Store
+	// xTrafficPolicies caches XBackendTrafficPolicies; nil when their
+	// CRD is not installed (xtrafficpolicies.go).
+	xTrafficPolicies cache.Store
 
 	// order lists what snapshots hold, in arrival order (arrivals.go).
 	order orders
@@ -163,6 +166,9 @@ type Listers struct {
 	// ClientPolicies holds *clientpolicy.ClientTrafficPolicy, nil when
 	// their CRD is not installed.
 	ClientPolicies cache.Store
+	// XTrafficPolicies holds *gwxv1a1.XBackendTrafficPolicy, nil when
+	// their CRD is not installed.
+	XTrafficPolicies cache.Store
 }
 
 // Listers returns the caches of the kinds Portico writes status on.
@@ -180,6 +186,7 @@ func (in *Informers) Listers() Listers {
 		TrafficPolicies:  in.trafficPolicies,
 		SecurityPolicies: in.securityPolicies,
 		ClientPolicies:   in.clientPolicies,
+		XTrafficPolicies: in.xTrafficPolicies,
 	}
 }
 
@@ -328,6 +335,7 @@ func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	snapshotPolicies(in.trafficPolicies, &res.TrafficPolicies)
 	snapshotPolicies(in.securityPolicies, &res.SecurityPolicies)
 	snapshotPolicies(in.clientPolicies, &res.ClientPolicies)
+	snapshotPolicies(in.xTrafficPolicies, &res.XTrafficPolicies)
 	return res, nil
 }
 

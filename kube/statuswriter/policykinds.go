@@ -12,11 +12,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/kube/source"
 )
@@ -42,6 +44,14 @@ func (w *Writer) ownPolicyJobs(ts metav1.Time, st *status.Computed) []statusJob 
 		cached: w.in.ClientPolicies, computed: st.ClientPolicies,
 		merge:     status.MergeClientPolicy,
 		ancestors: func(p *clientpolicy.ClientTrafficPolicy) []gwv1.PolicyAncestorStatus { return p.Status.Ancestors },
+	})...)
+	// The Gateway API's experimental XBackendTrafficPolicy has no typed
+	// client in use here either: it goes the same dynamic way.
+	jobs = append(jobs, policyJobs(w, ts, ownPolicy[*gwxv1a1.XBackendTrafficPolicy]{
+		kind: xtrafficpolicy.Kind, apiVersion: xtrafficpolicy.APIVersion, resource: source.XTrafficPolicyResource,
+		cached: w.in.XTrafficPolicies, computed: st.XTrafficPolicies,
+		merge:     status.MergeXTrafficPolicy,
+		ancestors: func(p *gwxv1a1.XBackendTrafficPolicy) []gwv1.PolicyAncestorStatus { return p.Status.Ancestors },
 	})...)
 	return jobs
 }

@@ -29,6 +29,7 @@ import (
 	"portico.dev/portico/internal/controlplane/status"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/wellknown"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 	"portico.dev/portico/internal/shared/debounce"
 	"portico.dev/portico/internal/shared/pmap"
 	"portico.dev/portico/kube/source"
@@ -843,6 +844,9 @@ func statusVersions(res *snapshot.Resources) map[statusKey]objectVersion {
 	}
 	for _, o := range res.ClientPolicies {
 		add(clientpolicy.Kind, o)
+	}
+	for _, o := range res.XTrafficPolicies {
+		add(xtrafficpolicy.Kind, o)
 	}
 	return out
 }

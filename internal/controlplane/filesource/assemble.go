@@ -7,6 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
@@ -63,6 +64,9 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		}),
 		ClientPolicies: joined(s, touched, last.ClientPolicies, func(r *snapshot.Resources) []*clientpolicy.ClientTrafficPolicy {
 			return r.ClientPolicies
+		}),
+		XTrafficPolicies: joined(s, touched, last.XTrafficPolicies, func(r *snapshot.Resources) []*gwxv1a1.XBackendTrafficPolicy {
+			return r.XTrafficPolicies
 		}),
 		Namespaces: last.Namespaces,
 	}
@@ -216,5 +220,7 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.SecurityPolicies = append(res.SecurityPolicies, o)
 	case *clientpolicy.ClientTrafficPolicy:
 		res.ClientPolicies = append(res.ClientPolicies, o)
+	case *gwxv1a1.XBackendTrafficPolicy:
+		res.XTrafficPolicies = append(res.XTrafficPolicies, o)
 	}
 }

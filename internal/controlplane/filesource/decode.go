@@ -20,6 +20,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
@@ -27,6 +28,7 @@ import (
 	"portico.dev/portico/internal/controlplane/securitypolicy"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 )
 
 // Document is one object read from a YAML stream, with where it came from.
@@ -93,6 +95,10 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		return &gwv1.ReferenceGrant{}, nil
 	case "gateway.networking.k8s.io/v1/BackendTLSPolicy":
 		return &gwv1.BackendTLSPolicy{}, nil
+	case xtrafficpolicy.APIVersion + "/" + xtrafficpolicy.Kind:
+		// Admitted by the experimental channel's CRD, as other Gateway
+		// API kinds are; the rest is checked where it is used.
+		return &gwxv1a1.XBackendTrafficPolicy{}, nil
 	case "v1/ConfigMap":
 		return &corev1.ConfigMap{}, nil
 	case "v1/Namespace":

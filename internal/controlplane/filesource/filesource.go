@@ -27,6 +27,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/parameters"
@@ -34,6 +35,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/internal/controlplane/validation"
+	"portico.dev/portico/internal/controlplane/xtrafficpolicy"
 )
 
 // namespaceNameLabel is set by the API server on every Namespace; selectors
@@ -873,6 +875,8 @@ func kindOf(obj metav1.Object) string {
 		return securitypolicy.Kind
 	case *clientpolicy.ClientTrafficPolicy:
 		return clientpolicy.Kind
+	case *gwxv1a1.XBackendTrafficPolicy:
+		return xtrafficpolicy.Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

@@ -105,6 +105,30 @@ kind: Service
 metadata: {name: a}
 --- x
 `},
+	{"an XBackendTrafficPolicy's budget interval past an hour", `apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: budget, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}]
+  retryConstraint:
+    budget: {percent: 20, interval: 2h}
+`},
+	{"an XBackendTrafficPolicy's Permanent cookie without absoluteTimeout", `apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: sticky, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}]
+  sessionPersistence:
+    type: Cookie
+    cookie: {lifetimeType: Permanent}
+`},
+	{"an XBackendTrafficPolicy of an unknown field", `apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: typo, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: web}]
+  retryConstraints: {}
+`},
 }
 
 // The messages of refused files, against testdata/messages.golden (go

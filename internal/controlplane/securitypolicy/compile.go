@@ -63,6 +63,9 @@ func (p *SecurityPolicy) SecretRefs() []types.NamespacedName {
 			}
 		}
 	}
+	if o := p.Spec.OIDC; o != nil {
+		add(o.ClientSecret)
+	}
 	return out
 }
 
@@ -228,6 +231,13 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 			}
 			out.JWT.Providers = append(out.JWT.Providers, cp)
 		}
+	}
+	if o := p.Spec.OIDC; o != nil {
+		compiled, prob := compileOIDC(o, secret)
+		if prob != nil {
+			return fail(prob)
+		}
+		out.OIDC = compiled
 	}
 	if e := p.Spec.ExtAuth; e != nil {
 		ref, address, headersToAuth := e.target()

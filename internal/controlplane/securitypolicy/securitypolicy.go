@@ -1,7 +1,7 @@
 // Package securitypolicy holds SecurityPolicy (group portico.dev),
 // Portico's policy of who may reach what it targets: client address
-// lists, API keys, HTTP Basic authentication, JSON Web Tokens and an
-// external HTTP authorization service, attached
+// lists, API keys, HTTP Basic authentication, JSON Web Tokens, OpenID
+// Connect logins and an external HTTP authorization service, attached
 // by GEP-713 targetRefs to Gateways, ListenerSets, HTTPRoutes and
 // GRPCRoutes (or one of their rules by sectionName). It defines the object, the rules its
 // CRD's schema states (checked again here for objects that reach
@@ -61,7 +61,8 @@ type SecurityPolicy struct {
 // Spec is what a SecurityPolicy asks. The most specific policy that
 // applies to a request's rule applies whole: the rule's, then its
 // route's, its ListenerSet's, its Gateway's. Every mechanism it sets must
-// pass, in the order clientAddresses, apiKeyAuth, basicAuth, jwt.
+// pass, in the order clientAddresses, apiKeyAuth, basicAuth, jwt, oidc,
+// extAuth.
 type Spec struct {
 	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
 	// ClientAddresses allows and denies by the client's address.
@@ -72,6 +73,8 @@ type Spec struct {
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
 	// JWT asks for a bearer token of one of its providers.
 	JWT *JWT `json:"jwt,omitempty"`
+	// OIDC logs browsers in at an OpenID provider (oidc.go).
+	OIDC *OIDC `json:"oidc,omitempty"`
 	// ExtAuth asks an external authorization service, last.
 	ExtAuth *ExtAuth `json:"extAuth,omitempty"`
 }
@@ -273,8 +276,14 @@ func (s *Spec) Validate() error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	errs = append(errs, policytarget.Problems(s.TargetRefs, MaxTargets, targetKinds, nil)...)
-	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil && s.ExtAuth == nil {
-		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required")
+	if s.ClientAddresses == nil && s.APIKeyAuth == nil && s.BasicAuth == nil && s.JWT == nil && s.OIDC == nil && s.ExtAuth == nil {
+		add("spec: one of clientAddresses, apiKeyAuth, basicAuth, jwt, oidc, extAuth is required")
+	}
+	if o := s.OIDC; o != nil {
+		errs = append(errs, o.validate()...)
+		if s.BasicAuth != nil || s.JWT != nil {
+			add("spec: oidc cannot be set with basicAuth or jwt (they read the Authorization header oidc sets for the backend)")
+		}
 	}
 	if e := s.ExtAuth; e != nil {
 		errs = append(errs, e.validate()...)

@@ -27,7 +27,7 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{Spec{ClientAddresses: ok.ClientAddresses}, "spec.targetRefs: between 1 and 16"},
-		{Spec{TargetRefs: ok.TargetRefs}, "one of clientAddresses, apiKeyAuth, basicAuth, jwt, extAuth is required"},
+		{Spec{TargetRefs: ok.TargetRefs}, "one of clientAddresses, apiKeyAuth, basicAuth, jwt, oidc, extAuth is required"},
 		{Spec{TargetRefs: ok.TargetRefs, ClientAddresses: &ClientAddresses{Deny: []string{"10.0.0.0/33"}}}, "spec.clientAddresses.deny[0]"},
 		{Spec{TargetRefs: ok.TargetRefs, ClientAddresses: &ClientAddresses{}}, "allow or deny is required"},
 		{Spec{TargetRefs: ok.TargetRefs, APIKeyAuth: &APIKeyAuth{CredentialRefs: []gwv1.SecretObjectReference{{Name: "k"}}, ExtractFrom: KeySource{Header: "a", Query: "b"}}}, "exactly one of header and query"},

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/knative"
@@ -60,6 +61,9 @@ type Resources struct {
 	SecurityPolicies []*securitypolicy.SecurityPolicy
 	// ClientPolicies are Portico's ClientTrafficPolicies.
 	ClientPolicies []*clientpolicy.ClientTrafficPolicy
+	// XTrafficPolicies are the Gateway API's experimental
+	// XBackendTrafficPolicies.
+	XTrafficPolicies []*gwxv1a1.XBackendTrafficPolicy
 	// Deployments are the data planes Portico provisioned (GEP-1762);
 	// their status tells whether a replica is available.
 	Deployments []*appsv1.Deployment

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwxv1a1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 
 	"portico.dev/portico/internal/controlplane/clientpolicy"
 	"portico.dev/portico/internal/controlplane/securitypolicy"
@@ -52,6 +53,9 @@ type Computed struct {
 	// ClientPolicies holds the ancestor entries of each of Portico's
 	// ClientTrafficPolicies.
 	ClientPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
+	// XTrafficPolicies holds the ancestor entries of each
+	// XBackendTrafficPolicy.
+	XTrafficPolicies pmap.Map[types.NamespacedName, []gwv1.PolicyAncestorStatus]
 }
 
 // Maps are statuses being computed: plain maps that whoever builds them
@@ -69,6 +73,7 @@ type Maps struct {
 	TrafficPolicies    map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	SecurityPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 	ClientPolicies     map[types.NamespacedName][]gwv1.PolicyAncestorStatus
+	XTrafficPolicies   map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // Computed returns the statuses of m. The maps become the Computed's: m
@@ -87,6 +92,7 @@ func (m *Maps) Computed() *Computed {
 		TrafficPolicies:    pmap.Of(m.TrafficPolicies),
 		SecurityPolicies:   pmap.Of(m.SecurityPolicies),
 		ClientPolicies:     pmap.Of(m.ClientPolicies),
+		XTrafficPolicies:   pmap.Of(m.XTrafficPolicies),
 	}
 }
 
@@ -107,6 +113,7 @@ func (c *Computed) Maps() *Maps {
 		TrafficPolicies:    maps.Collect(c.TrafficPolicies.All()),
 		SecurityPolicies:   maps.Collect(c.SecurityPolicies.All()),
 		ClientPolicies:     maps.Collect(c.ClientPolicies.All()),
+		XTrafficPolicies:   maps.Collect(c.XTrafficPolicies.All()),
 	}
 }
 
@@ -381,6 +388,14 @@ func MergeClientPolicy(obj *clientpolicy.ClientTrafficPolicy, computed []gwv1.Po
 	status := ancestorStatus(obj.Status, computed, controller, now)
 	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
 	return replaced(obj, same, func(o *clientpolicy.ClientTrafficPolicy) { o.Status = status })
+}
+
+// MergeXTrafficPolicy replaces Portico's ancestor entries of an
+// XBackendTrafficPolicy and keeps any other controller's.
+func MergeXTrafficPolicy(obj *gwxv1a1.XBackendTrafficPolicy, computed []gwv1.PolicyAncestorStatus, controller gwv1.GatewayController, now metav1.Time) (*gwxv1a1.XBackendTrafficPolicy, bool) {
+	status := ancestorStatus(obj.Status, computed, controller, now)
+	same := apiequality.Semantic.DeepEqual(sortedEntries(status.Ancestors, ancestorFields), sortedEntries(obj.Status.Ancestors, ancestorFields))
+	return replaced(obj, same, func(o *gwxv1a1.XBackendTrafficPolicy) { o.Status = status })
 }
 
 // replaced is obj when its status stays the same, else a copy of it that

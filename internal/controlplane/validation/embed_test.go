@@ -67,6 +67,8 @@ func schemasFromModule() ([]byte, error) {
 	if err != nil || len(paths) == 0 {
 		return nil, errors.Join(errors.New("no CRDs in "+dir), err)
 	}
+	// Of the experimental group's kinds, the one Portico serves.
+	paths = append(paths, filepath.Join(dir, "gateway.networking.x-k8s.io_xbackendtrafficpolicies.yaml"))
 	slices.Sort(paths)
 	var crds []apiextensionsv1.CustomResourceDefinition
 	for _, p := range paths {

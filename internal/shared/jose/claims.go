@@ -40,6 +40,9 @@ func (c Claims) Issuer() string {
 // Expiry is the "exp" claim; false when it is missing or not a number.
 func (c Claims) Expiry() (time.Time, bool) { return c.time("exp") }
 
+// IssuedAt is the "iat" claim, if it is a number.
+func (c Claims) IssuedAt() (time.Time, bool) { return c.time("iat") }
+
 func (c Claims) time(name string) (time.Time, bool) {
 	f, ok := c[name].(float64)
 	if !ok || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1<<40 {
