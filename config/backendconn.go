@@ -29,3 +29,13 @@ type TCPKeepalive struct {
 	Idle, Interval time.Duration
 	Probes         int32
 }
+
+// BackendProxyProtocol is a BackendTrafficPolicy's proxyProtocol: a PROXY
+// protocol header with the client's address sent ahead of every byte of
+// each stream connection (TCPRoute, TLSRoute) to the backend.
+type BackendProxyProtocol struct {
+	// Version is 1 (text) or 2 (binary, no TLV).
+	Version int
+	// Policy is the policy's "namespace/name", for logs and dumps.
+	Policy string
+}

@@ -30,6 +30,53 @@ type ClientTraffic struct {
 	// port's.
 	MaxConcurrentStreams uint32
 	IdleTimeout          time.Duration
+	// H1IdleTimeout bounds the wait of a kept-alive HTTP/1 connection
+	// for its next request, and HeaderTimeout the reading of a request's
+	// head, on connections whose TLS handshake chose the listener or whose
+	// last request it served; 0: the port's.
+	H1IdleTimeout, HeaderTimeout time.Duration
+}
+
+// ConnSettings are the connection fields of c alone (those a connection
+// reads before any request), nil when it sets none.
+func (c *ClientTraffic) ConnSettings() *ClientTraffic {
+	if c == nil {
+		return nil
+	}
+	out := ClientTraffic{MaxConcurrentStreams: c.MaxConcurrentStreams, IdleTimeout: c.IdleTimeout,
+		H1IdleTimeout: c.H1IdleTimeout, HeaderTimeout: c.HeaderTimeout}
+	if out == (ClientTraffic{}) {
+		return nil
+	}
+	return &out
+}
+
+// Strictest is the least of each connection setting of a and b that is
+// set (0 where neither sets it): what a cleartext connection takes
+// before its first request names a listener of the port (Port.Cleartext).
+func Strictest(a, b *ClientTraffic) *ClientTraffic {
+	switch {
+	case a == nil:
+		return b.ConnSettings()
+	case b == nil:
+		return a.ConnSettings()
+	}
+	least := func(x, y time.Duration) time.Duration {
+		if x == 0 || (y != 0 && y < x) {
+			return y
+		}
+		return x
+	}
+	out := ClientTraffic{
+		MaxConcurrentStreams: a.MaxConcurrentStreams,
+		IdleTimeout:          least(a.IdleTimeout, b.IdleTimeout),
+		H1IdleTimeout:        least(a.H1IdleTimeout, b.H1IdleTimeout),
+		HeaderTimeout:        least(a.HeaderTimeout, b.HeaderTimeout),
+	}
+	if s := b.MaxConcurrentStreams; s != 0 && (out.MaxConcurrentStreams == 0 || s < out.MaxConcurrentStreams) {
+		out.MaxConcurrentStreams = s
+	}
+	return out.ConnSettings()
 }
 
 // ClientAddress finds the address of the client behind trusted proxies.

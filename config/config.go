@@ -110,6 +110,11 @@ type Port struct {
 	// ProxyProtocol, when set, reads a PROXY protocol header at the start
 	// of every connection (ClientTrafficPolicy).
 	ProxyProtocol *ProxyProtocol
+	// Cleartext, on a port without TLS, are the connection settings
+	// (ClientTraffic.ConnSettings) of a connection before its first
+	// request names a listener: the strictest of its listeners' (h2c
+	// names none at all). nil: the port's flags.
+	Cleartext *ClientTraffic
 }
 
 // Listener is one serving listener.

@@ -96,6 +96,9 @@ type portDescription struct {
 	Streams bool `yaml:"streams,omitempty"`
 	// ProxyProtocol is the port's PROXY protocol, when it reads one.
 	ProxyProtocol *yaml.Node `yaml:"proxyProtocol,omitempty"`
+	// Cleartext are the connection settings of a cleartext connection
+	// before its first request names a listener.
+	Cleartext *yaml.Node `yaml:"cleartext,omitempty"`
 }
 
 type lookupDescription struct {
@@ -241,6 +244,9 @@ func (d *describer) port(p *Port) portDescription {
 	if p.ProxyProtocol != nil {
 		out.ProxyProtocol = d.value(reflect.ValueOf(p.ProxyProtocol))
 	}
+	if p.Cleartext != nil {
+		out.Cleartext = d.value(reflect.ValueOf(p.Cleartext))
+	}
 	return out
 }
 
@@ -302,7 +308,7 @@ func (d *describer) streams(l *Listener) (string, map[string]string) {
 }
 
 // describeStreamRoute is "namespace/name -> backend (weight N)[ tls ID][
-// invalid: why], ...", or "none".
+// proxy-protocol vN (policy)][ invalid: why], ...", or "none".
 func describeStreamRoute(r *StreamRoute) string {
 	if r == nil {
 		return "none"
@@ -312,6 +318,9 @@ func describeStreamRoute(r *StreamRoute) string {
 		s := fmt.Sprintf("%s (weight %d)", b.Key.String(), b.Weight)
 		if b.TLS != nil {
 			s += " tls " + b.TLS.ID
+		}
+		if pp := b.ProxyProtocol; pp != nil {
+			s += fmt.Sprintf(" proxy-protocol v%d (%s)", pp.Version, pp.Policy)
 		}
 		if b.Invalid != "" {
 			s += " invalid: " + b.Invalid
@@ -581,10 +590,10 @@ func alwaysShown(field string) bool {
 }
 
 // shownElsewhere tells the fields the dump shows elsewhere: a rule's
-// route and index make its ID.
+// route and index make its ID; a claim's path is its name, parsed.
 func shownElsewhere(field string) bool {
 	switch field {
-	case "Rule.Route", "Rule.RouteName", "Rule.Index":
+	case "Rule.Route", "Rule.RouteName", "Rule.Index", "RequiredClaim.Path", "ClaimHeader.Path":
 		return true
 	}
 	return false

@@ -50,6 +50,10 @@ type ActiveHealthCheck struct {
 	Send, Expect []byte
 	// GRPC: the service name asked about ("" is the whole server).
 	GRPCService string
+	// TLS, when set, makes the probes go over TLS with its SNI and
+	// validation (gRPC over h2 by ALPN): the BackendTLSPolicy of the
+	// backend probed (OverTLS), as its traffic, or the check's own tls.
+	TLS *BackendTLS
 	// Policy is the policy's "namespace/name", for logs and dumps.
 	Policy string
 }
@@ -83,6 +87,9 @@ func (h *ActiveHealthCheck) MakeID() {
 	case HealthCheckGRPC:
 		fmt.Fprintf(&b, "|%s", strconv.Quote(h.GRPCService))
 	}
+	if h.TLS != nil {
+		fmt.Fprintf(&b, "|tls=%s", h.TLS.ID)
+	}
 	h.ID = b.String()
 }
 
@@ -91,4 +98,14 @@ func (h *ActiveHealthCheck) MakeID() {
 type HealthCheckTarget struct {
 	Backend BackendKey
 	Check   *ActiveHealthCheck
+}
+
+// OverTLS is h for a backend reached over TLS with b: a copy whose
+// probes use b, with an ID of its own (probers of one endpoint over TLS
+// and in clear are two).
+func (h *ActiveHealthCheck) OverTLS(b *BackendTLS) *ActiveHealthCheck {
+	c := *h
+	c.TLS = b
+	c.ID = h.ID + "|tls=" + b.ID
+	return &c
 }

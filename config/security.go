@@ -82,28 +82,52 @@ type ExtAuth struct {
 	Name string
 }
 
-// JWTAuth asks for a JSON Web Token in "Authorization: Bearer", signed by
-// one of Providers (picked by the token's "iss"), and, once it verifies,
-// for its claims and scopes: 401 when the token does not verify, 403
-// when it lacks a claim or scope.
+// JWTAuth asks for a JSON Web Token, found where its providers look for
+// one (by default "Authorization: Bearer"), signed by one of Providers
+// (picked by the token's "iss"; it must be one that looks where the
+// token was found), and, once it verifies, for its claims and scopes:
+// 400 when two places hold different tokens, 401 when the token does not
+// verify, 403 when it lacks a claim or scope.
 type JWTAuth struct {
 	Providers []*JWTProvider
-	// RequiredClaims: each must hold one of its values (a string claim
-	// equal to one, an array claim containing one).
+	// RequiredClaims: each must hold one of its values (jose.Matches:
+	// a string equal to one, a number equal to one read as a number, a
+	// boolean named by one, an array with an element that does).
 	RequiredClaims []RequiredClaim
 	// RequiredScopes must all be in the token's "scope" (space-separated)
 	// or "scp" claim.
 	RequiredScopes []string
-	// ForwardToken keeps the Authorization header for the backend; by
-	// default it is removed.
+	// ForwardToken keeps the token where it was found for the backend;
+	// by default it is removed from there.
 	ForwardToken bool
 }
 
-// RequiredClaim is a claim that must hold one of Values.
+// RequiredClaim is a claim that must hold one of Values. Name is its
+// path as written (jose.ParseClaimPath: "realm_access.roles", a "." of a
+// name escaped as "\."), Path the names it reads.
 type RequiredClaim struct {
 	Name   string
+	Path   []string
 	Values []string
 }
+
+// ClaimPath is the path of the claim: Path, or Name alone when Path was
+// not set.
+func (c RequiredClaim) ClaimPath() []string { return pathOr(c.Path, c.Name) }
+
+// TokenSource is one place a token is looked for: exactly one of Header
+// (its value after ValuePrefix, compared without regard to case; the
+// rest without surrounding spaces), Cookie and Param (a query
+// parameter) is set.
+type TokenSource struct {
+	Header      string // canonical
+	ValuePrefix string
+	Cookie      string
+	Param       string
+}
+
+// DefaultTokenSource is where a provider that names none looks.
+var DefaultTokenSource = TokenSource{Header: "Authorization", ValuePrefix: "Bearer "}
 
 // JWTProvider is an issuer and the keys its tokens are verified with:
 // a JWKS of the configuration (LocalKeys) or fetched from RemoteJWKS.
@@ -121,6 +145,9 @@ type JWTProvider struct {
 	Keys int
 	// ClockSkew is tolerated on "exp" and "nbf".
 	ClockSkew time.Duration
+	// ExtractFrom are the places the provider's tokens are looked for,
+	// in order; none: DefaultTokenSource.
+	ExtractFrom []TokenSource
 	// ClaimToHeaders are request headers set from claims (any the client
 	// sent of those names removed).
 	ClaimToHeaders []ClaimHeader
@@ -130,9 +157,37 @@ type JWTProvider struct {
 	local *jose.KeySet
 }
 
-// ClaimHeader sets Header to the value of Claim.
+// Sources are the places p's tokens are looked for.
+func (p *JWTProvider) Sources() []TokenSource {
+	if len(p.ExtractFrom) == 0 {
+		return []TokenSource{DefaultTokenSource}
+	}
+	return p.ExtractFrom
+}
+
+// ClaimHeader sets Header to the value of Claim (jose.Text: a string as
+// it is, a number or boolean in its JSON form, an array of those joined
+// by ","): the header is left out when the claim is missing, is an
+// object, or its text holds a control character or is longer than
+// MaxClaimHeader. Claim is a path as RequiredClaim's Name, Path the
+// names it reads.
 type ClaimHeader struct {
 	Claim, Header string
+	Path          []string
+}
+
+// MaxClaimHeader bounds the value of a header set from a claim.
+const MaxClaimHeader = 4096
+
+// ClaimPath is the path of the claim: Path, or Claim alone when Path was
+// not set.
+func (c ClaimHeader) ClaimPath() []string { return pathOr(c.Path, c.Claim) }
+
+func pathOr(path []string, name string) []string {
+	if path != nil {
+		return path
+	}
+	return []string{name}
 }
 
 // SetLocalKeys makes set the provider's keys.

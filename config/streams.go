@@ -38,6 +38,9 @@ type StreamBackend struct {
 	// are refused (the spec: a share of connections as large as its
 	// weight is rejected).
 	Invalid string
+	// ProxyProtocol, when set, is the PROXY header each connection to the
+	// backend starts with (the Service's BackendTrafficPolicy).
+	ProxyProtocol *BackendProxyProtocol
 }
 
 // Pick returns the backend for the n-th connection: weighted, over the

@@ -42,6 +42,10 @@ var Claimed = []features.FeatureName{
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
+	// CA certificates of BackendTLSPolicies and client certificate
+	// validation from certificates.k8s.io ClusterTrustBundles: the
+	// standard channel's schemas admit the reference too.
+	features.SupportClusterTrustBundle,
 
 	features.SupportHTTPRoute303RedirectStatusCode,
 	features.SupportHTTPRoute307RedirectStatusCode,
@@ -88,18 +92,21 @@ var NotClaimed = map[features.FeatureName]string{
 		"infrastructure to carry labels and annotations; claimed in the per-Gateway run",
 	features.SupportGatewayListenerFilters: "Listener.filters is a field of the experimental CRDs only; claimed in the " +
 		"experimental run (ClaimedExperimental)",
-	features.SupportGatewayAddressRoutability:        "addresses carry no routability",
-	features.SupportGatewayAddressRoutabilityCluster: "addresses carry no routability",
-	features.SupportClusterTrustBundle:               "CA certificates are read from ConfigMaps and Secrets only",
+	features.SupportGatewayAddressRoutability: "spec.addresses[].routability is a field of the experimental channel's " +
+		"Gateway CRD only; claimed in the experimental run",
+	features.SupportGatewayAddressRoutabilityCluster: "spec.addresses[].routability is a field of the experimental channel's " +
+		"Gateway CRD only; claimed in the experimental run",
 }
 
 // ClaimedExperimental are claimed on top of Claimed in a run with the
 // experimental-channel CRDs (hack/conformance.sh --channel experimental),
-// the only ones that have their fields: Listener.filters exists only in
-// them. (v1.7.0's suite has no test of GatewayListenerFilters yet; its
-// contract is tested on real sockets in proxy and on statuses in the
-// translate golden cases.)
+// the only ones that have their fields: Gateway address routability
+// (GEP-5093), with Cluster, and Listener.filters (GatewayListenerFilters;
+// v1.7.0's suite has no test of it yet: its contract is tested on real
+// sockets in proxy and on statuses in the translate golden cases).
 var ClaimedExperimental = []features.FeatureName{
+	features.SupportGatewayAddressRoutability,
+	features.SupportGatewayAddressRoutabilityCluster,
 	features.SupportGatewayListenerFilters,
 }
 

@@ -62,6 +62,12 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 			"Unsupported value"},
 		{`{targetRefs: [` + gwRef + `], clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}}`,
 			"should be greater than or equal to 1"},
+		{`{targetRefs: [` + gwRef + `], http: {http1: {}}}`,
+			"should have at least 1 properties"},
+		{`{targetRefs: [` + gwRef + `], http: {http1: {idleTimeout: 500ms}}}`,
+			"is not a duration between 1s and 24h"},
+		{`{targetRefs: [` + gwRef + `], http: {http1: {headerTimeout: 2h}}}`,
+			"is not a duration between 100ms and 1h"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -69,6 +75,9 @@ func TestClientPolicyAgainstAPIServer(t *testing.T) {
 		}
 	}
 
+	if err := create("h1-timeouts", `{targetRefs: [`+gwRef+`], http: {http1: {idleTimeout: 30s, headerTimeout: 500ms}}}`); err != nil {
+		t.Fatalf("http1 timeouts refused: %v", err)
+	}
 	pc.startGateway(18081)
 	if err := create("behind-balancer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}, proxyProtocol: {optional: true}}`); err != nil {
 		t.Fatal(err)

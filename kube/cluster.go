@@ -84,6 +84,10 @@ type Cluster struct {
 	// Portico's namespace (created when missing).
 	DataPlaneListen    string
 	DataPlaneTLSSecret string
+	// SessionKey, when set, is the session persistence key the replicas
+	// share (SessionKey's Secret): the data planes they serve get keys
+	// derived from it, one per Gateway (configstream.DeriveSessionKey).
+	SessionKey []byte
 	// Challenges answer the ACME HTTP-01 challenges data planes are sent
 	// (the ACME manager); nil answers none.
 	Challenges configstream.ChallengeHandler
@@ -139,6 +143,9 @@ func (c *Cluster) Run(ctx context.Context, changed, ready func()) error {
 	}
 	if err := in.AddDataPlanes(ctx, c.Kube, c.Dynamic, c.DataPlanes != nil,
 		source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
+		return err
+	}
+	if err := in.AddClusterTrustBundles(c.Kube, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
 		return err
 	}
 	if err := in.AddTCPRoutes(c.Kube, c.Gateway, source.Handlers{Changed: changed, StatusChanged: statusChanged}, c.Log); err != nil {
@@ -387,6 +394,7 @@ func (c *Cluster) setUpDataPlanes(ctx context.Context) error {
 			Secret:     c.DataPlaneTLSSecret,
 			Controller: settings.Controller,
 			Challenges: c.Challenges,
+			SessionKey: c.SessionKey,
 		}, c.Log.Named("dataplanes"))
 		if err != nil {
 			return err

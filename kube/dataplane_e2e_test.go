@@ -37,6 +37,13 @@ import (
 // on 127.0.0.1.
 func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *clusterInstance {
 	t.Helper()
+	return startDataPlaneAt(t, f, ns, name, "127.0.0.1", name+"-0")
+}
+
+// startDataPlaneAt is startDataPlane for the replica pod, binding the
+// Gateway's ports on bind: replicas of one Gateway side by side.
+func startDataPlaneAt(t *testing.T, f *provisionFixture, ns, name, bind, pod string) *clusterInstance {
+	t.Helper()
 	ctx := context.Background()
 	dep, err := f.deployment(ns, name)
 	if err != nil {
@@ -75,15 +82,17 @@ func startDataPlane(t *testing.T, f *provisionFixture, ns, name string) *cluster
 	gwNS, gwName, _ := strings.Cut(gateway, "/")
 	key := types.NamespacedName{Namespace: gwNS, Name: gwName}
 	log := zaptest.NewLogger(t).Named("dataplane")
-	src := &configstream.Source{Gateway: key, Controller: controller, TokenFile: tokenFile, RootCAs: roots, Pod: name + "-0", Log: log, Silence: 2 * time.Second}
+	src := &configstream.Source{Gateway: key, Controller: controller, TokenFile: tokenFile, RootCAs: roots, Pod: pod, Log: log, Silence: 2 * time.Second}
 	opts := proxy.DefaultOptions()
-	opts.BindAddress = "127.0.0.1"
+	opts.BindAddress = bind
 	opts.DrainTimeout = time.Second
 	rt := proxy.New(opts, log)
+	// As "portico serve --gateway" without --session-key-file.
+	src.OnSessionKey = rt.SetSessionKey
 	loop := pipeline.New(pipeline.Options{Holdoff: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, RetryAfter: 500 * time.Millisecond,
 		Translate: translate.Settings{Gateway: &key}}, src, rt, nil, pipeline.Outputs{Applied: func(r pipeline.ApplyReport) { src.Acknowledge(r.Err) }}, log)
 	runCtx, cancel := context.WithCancel(context.Background())
-	inst := &clusterInstance{loop: loop, rt: rt, bind: "127.0.0.1", cancel: cancel, done: make(chan error, 1)}
+	inst := &clusterInstance{loop: loop, rt: rt, bind: bind, cancel: cancel, done: make(chan error, 1)}
 	go func() { inst.done <- loop.Run(runCtx) }()
 	t.Cleanup(inst.stop)
 	return inst

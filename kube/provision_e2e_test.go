@@ -37,7 +37,14 @@ type provisionFixture struct {
 
 func newProvisionFixture(t *testing.T) *provisionFixture {
 	t.Helper()
-	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: kubetest.Start(t)}}
+	return newProvisionFixtureOn(t, kubetest.Start(t))
+}
+
+// newProvisionFixtureOn is newProvisionFixture on a control plane of the
+// caller's.
+func newProvisionFixtureOn(t *testing.T, env *kubetest.Env) *provisionFixture {
+	t.Helper()
+	f := &clusterFixture{&kubetest.ClusterFixture{T: t, Env: env}}
 	f.Kube, f.Gateway = kubetest.Clients(t, f.Env.Config)
 	f.Env.StartControllerManagerT(t)
 	dir := t.TempDir()

@@ -47,6 +47,14 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 			"exactly one of remoteJWKS and localJWKS is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "ftp://i/jwks"}}]}}`,
 			"should match"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}, extractFrom: [{header: x-token, cookie: token}]}]}}`,
+			"exactly one of header, cookie and param is required"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}, extractFrom: [{cookie: token, valuePrefix: "Bearer "}]}]}}`,
+			"valuePrefix goes with header only"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}, claimToHeaders: [{header: Host, claim: sub}]}]}}`,
+			"a claim may not set a header that frames or routes the request"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], jwt: {providers: [{name: a, issuer: i, remoteJWKS: {uri: "https://i/jwks"}}], requiredClaims: [{name: "realm_access..roles", values: [x]}]}}`,
+			"should match"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {backendRef: {name: authz, port: 9000}, address: "127.0.0.1:9191"}}}`,
 			"exactly one of backendRef and address is required"},
 		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], extAuth: {http: {address: "127.0.0.1:9191", headersToAuth: ["a b"]}}}`,
@@ -86,7 +94,7 @@ func TestSecurityPolicyAgainstAPIServer(t *testing.T) {
 	if err := create("guard", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], basicAuth: {users: {name: users}}}`); err != nil {
 		t.Fatal(err)
 	}
-	if err := create("tokens", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], jwt: {providers: [{name: idp, issuer: "https://idp.example", audiences: [api], remoteJWKS: {uri: "https://idp.example/jwks", cacheDuration: 10m}, claimToHeaders: [{header: X-Sub, claim: sub}], clockSkew: 1m}], requiredScopes: [read]}}`); err != nil {
+	if err := create("tokens", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], jwt: {providers: [{name: idp, issuer: "https://idp.example", audiences: [api], remoteJWKS: {uri: "https://idp.example/jwks", cacheDuration: 10m}, claimToHeaders: [{header: X-Sub, claim: sub}, {header: X-Roles, claim: realm_access.roles}, {header: X-Tenant, claim: 'https://example\.com/tenant'}], extractFrom: [{header: Authorization, valuePrefix: "Bearer "}, {cookie: session}, {param: access_token}], clockSkew: 1m}], requiredClaims: [{name: realm_access.roles, values: [staff]}], requiredScopes: [read]}}`); err != nil {
 		t.Fatalf("a valid jwt policy was refused: %v", err)
 	}
 	if err := create("authz", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: api}], extAuth: {timeout: 500ms, failOpen: true, http: {backendRef: {name: authz, namespace: other, port: 9000}, path: /check, headersToAuth: [authorization], headersToBackend: [x-user]}}}`); err != nil {

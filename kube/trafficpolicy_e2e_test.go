@@ -18,7 +18,8 @@ import (
 // TestTrafficPolicyAgainstAPIServer: against a real API server with the
 // BackendTrafficPolicy CRD of deploy/, the CRD's rules refuse what
 // translate would call invalid (a ConsistentHash without what to hash, a
-// sectionName on a Gateway, a Service of the wrong group) with their
+// sectionName on a Gateway, a Service of the wrong group, proxyProtocol
+// on a target that is not a Service) with their
 // messages, and the leader writes the status of accepted policies (the
 // route's Gateway as ancestor) and of one whose target does not exist
 // (TargetNotFound, the target as ancestor).
@@ -61,6 +62,16 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 			"end is not before start"},
 		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, http: {path: healthz}}}}`,
 			"healthCheck.active.http.path"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}, {group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], proxyProtocol: {version: V2}}`,
+			"proxyProtocol is set only when every target is a Service"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], proxyProtocol: {version: V3}}`,
+			"Unsupported value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], proxyProtocol: {}}`,
+			"proxyProtocol.version: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {}}}}`,
+			"serverName: Required value"},
+		{`{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: "Not A Name"}}}}`,
+			"healthCheck.active.tls.serverName"},
 	} {
 		err := create("refused", tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -69,11 +80,13 @@ func TestTrafficPolicyAgainstAPIServer(t *testing.T) {
 	}
 	// Every field of each kind of active check, as the CRD takes them.
 	for name, spec := range map[string]string{
-		"active-http": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, interval: 5s, timeout: 500ms, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4, http: {path: /healthz, method: HEAD, hostname: health.internal, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}, passive: {}}}`,
-		"active-tcp":  `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}}}`,
-		"breaker":     `{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 4294967295, maxParallelRetries: 3}}`,
-		"timeouts":    `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
-		"active-grpc": `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
+		"active-http":    `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: HTTP, interval: 5s, timeout: 500ms, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4, http: {path: /healthz, method: HEAD, hostname: health.internal, expectedStatuses: [{start: 200, end: 204}, {start: 301}]}}, passive: {}}}`,
+		"active-tcp":     `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}}}`,
+		"breaker":        `{targetRefs: [{group: "", kind: Service, name: web}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 4294967295, maxParallelRetries: 3}}`,
+		"timeouts":       `{targetRefs: [{group: "", kind: Service, name: web}], timeout: {tcp: {connectTimeout: 2s}, http: {connectionIdleTimeout: 30s, responseHeaderTimeout: 10s}}, tcpKeepalive: {probes: 3, idleTime: 60s, interval: 10s}}`,
+		"active-grpc":    `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}}}}`,
+		"proxy-protocol": `{targetRefs: [{group: "", kind: Service, name: web}, {group: "", kind: Service, name: db}], proxyProtocol: {version: V1}}`,
+		"active-tls":     `{targetRefs: [{group: "", kind: Service, name: web}], healthCheck: {active: {type: TCP, tls: {serverName: web.apps.svc}}}}`,
 	} {
 		if err := create(name, spec); err != nil {
 			t.Errorf("%s refused: %v", name, err)

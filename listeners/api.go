@@ -58,6 +58,10 @@ type Input struct {
 	// for the Gateway's client certificate validation (spec.tls.frontend),
 	// or why there are none. Nil: every reference is invalid.
 	CACertificates func(namespace, name string) ([]*x509.Certificate, error)
+	// TrustBundles returns the CA certificates of a ClusterTrustBundle
+	// (certificates.k8s.io), or why there are none. Nil: every reference
+	// to one is invalid.
+	TrustBundles func(name string) ([]*x509.Certificate, error)
 	// ServicePorts returns the ports of the Service namespace/name, false
 	// when there is no such Service: the ExternalAuth filters of
 	// listeners name one. Nil: no Service exists.

@@ -81,13 +81,33 @@ func (m *merger) evaluateFrontend(val *gwv1.FrontendTLSValidation) *frontendVerd
 			target.Namespace = string(*ref.Namespace)
 		}
 		switch {
+		case ref.Group == "certificates.k8s.io" && ref.Kind == "ClusterTrustBundle":
+			// Cluster-scoped: no namespace and no ReferenceGrant. The
+			// experimental CRD refuses a namespace; one that got past
+			// it is not guessed at.
+			if ref.Namespace != nil && *ref.Namespace != "" {
+				fail(gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf(
+					"ClusterTrustBundle %q is cluster-scoped: the reference must not set a namespace (it sets %q)", ref.Name, *ref.Namespace))
+				continue
+			}
+			if m.in.TrustBundles == nil {
+				fail(gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf("ClusterTrustBundle %q not found", ref.Name))
+				continue
+			}
+			c, err := m.in.TrustBundles(string(ref.Name))
+			if err != nil {
+				fail(gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf("ClusterTrustBundle %q: %v", ref.Name, err))
+				continue
+			}
+			certs = append(certs, c...)
 		case ref.Group != "" || ref.Kind != "ConfigMap":
 			kind := string(ref.Kind)
 			if ref.Group != "" {
 				kind += "." + string(ref.Group)
 			}
 			fail(gwv1.ListenerReasonInvalidCACertificateKind, fmt.Sprintf(
-				"client CA certificate reference %q is of kind %s; only ConfigMaps (key ca.crt) are supported", ref.Name, kind))
+				"client CA certificate reference %q is of kind %s; only ConfigMaps (key ca.crt) and "+
+					"ClusterTrustBundles (group certificates.k8s.io) are supported", ref.Name, kind))
 		case target.Namespace != gw.Namespace && !m.granted(src, "ConfigMap", target):
 			fail(gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf(
 				"ConfigMap %s is in another namespace and no ReferenceGrant there allows this Gateway to use it", target))

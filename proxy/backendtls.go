@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -36,6 +37,9 @@ type backendTLSTransports struct {
 type poolKey struct {
 	tls  string // routing.BackendTLS.ID
 	cert string // BackendClientCert.ID, "" without one
+	// idle is the backend's BackendTrafficPolicy idle timeout (0: the
+	// default): a pool closes its connections idle longer than it.
+	idle time.Duration
 }
 
 // backendTLSTransport is the connection pool of one BackendTLS ID: one
@@ -48,8 +52,8 @@ type backendTLSTransport struct {
 
 // get returns the pool for b.ID and cc, making it on first use. b and cc
 // are only read then: the same IDs mean the same settings.
-func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClientCert) *backendTLSTransport {
-	key := poolKey{tls: b.ID}
+func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClientCert, idle time.Duration) *backendTLSTransport {
+	key := poolKey{tls: b.ID, idle: idle}
 	if cc != nil {
 		key.cert = cc.ID
 	}
@@ -58,11 +62,11 @@ func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClie
 	}
 	// Two first requests may both get here; making a transport opens no
 	// connection, so the one that loses costs nothing.
-	t, _ := ts.byID.LoadOrStore(key, ts.newTransport(b, cc))
+	t, _ := ts.byID.LoadOrStore(key, ts.newTransport(b, cc, cmp.Or(idle, backendIdleTimeout)))
 	return t.(*backendTLSTransport)
 }
 
-func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.BackendClientCert) *backendTLSTransport {
+func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.BackendClientCert, idle time.Duration) *backendTLSTransport {
 	return &backendTLSTransport{
 		h1: &http.Transport{
 			DialContext:         ts.dialer.DialContext,
@@ -70,7 +74,7 @@ func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.Ba
 			TLSHandshakeTimeout: ts.timeout,
 			MaxIdleConns:        4096,
 			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
+			IdleConnTimeout:     idle,
 			// A custom TLSClientConfig already keeps net/http from trying
 			// HTTP/2; h2 backends get the h2 transport.
 			ForceAttemptHTTP2:  false,
@@ -84,7 +88,7 @@ func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.Ba
 			PingTimeout:        15 * time.Second,
 			// Closes the connections of a pool that Apply dropped while
 			// they were busy, once they go idle.
-			IdleConnTimeout: 90 * time.Second,
+			IdleConnTimeout: idle,
 		},
 	}
 }

@@ -145,6 +145,8 @@ type testService struct {
 	// mirrorTo, when set, names a Service every request of this one is
 	// mirrored to.
 	mirrorTo string
+	// conn is its BackendTrafficPolicy's timeouts (nil: none).
+	conn *config.BackendConn
 }
 
 // servicesConfig serves an HTTP port whose one route sends each "/name"
@@ -174,7 +176,7 @@ func servicesConfig(t *testing.T, number int, svcs ...testService) *config.Confi
 		}
 		route.Spec.Rules = append(route.Spec.Rules, rule)
 		key := types.NamespacedName{Namespace: "ns", Name: s.name}
-		services[key] = routing.Service{Ports: []routing.ServicePort{{Name: "http", Port: 80, AppProtocol: s.appProtocol, TLS: s.tls}}}
+		services[key] = routing.Service{Ports: []routing.ServicePort{{Name: "http", Port: 80, AppProtocol: s.appProtocol, TLS: s.tls}}, Conn: s.conn}
 		cfg.Endpoints = withEndpoints(cfg.Endpoints, config.BackendKey{Service: config.NamespacedName(key), Port: 80}, config.NewEndpoints(s.addr))
 		if s.tls != nil {
 			cfg.BackendTLSIDs[s.tls.ID] = struct{}{}

@@ -69,7 +69,7 @@ func BenchmarkSecurityCheck(b *testing.B) {
 				if tokens != nil {
 					h["Authorization"] = []string{"Bearer " + tokens[i%len(tokens)]}
 					if i%len(tokens) == 0 {
-						g.tokens = tokenCache{} // every token verified anew
+						g.tokens.reset() // every token verified anew
 					}
 					i++
 				}

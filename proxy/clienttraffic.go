@@ -147,18 +147,55 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// listenerH2Options are the HTTP/2 settings of the listener the TLS
-// handshake of ctx's connection chose (ClientTrafficPolicy http), zero
-// for the port's: a cleartext connection has no listener before its
-// first request.
-func listenerH2Options(ctx context.Context) h2.ConnOptions {
-	t, _ := ctx.Value(connKey{}).(*trackedConn)
-	if t == nil {
+// connSettings is the ClientTraffic whose connection settings
+// (ClientTraffic.ConnSettings) apply to ctx's connection now: that of
+// the listener its last request went to, else the one its TLS handshake
+// chose, else, for a cleartext connection before its first request, the
+// port's strictest (Port.Cleartext); nil for the port's flags.
+func (ps *portServer) connSettings(ctx context.Context) *config.ClientTraffic {
+	if t, _ := ctx.Value(connKey{}).(*trackedConn); t != nil {
+		if l := t.served.Load(); l != nil {
+			return l.Client
+		}
+		if l := t.listener.Load(); l != nil {
+			return l.Client
+		}
+	}
+	if p := ps.rt.current.Load().Port(ps.key); p != nil {
+		return p.Cleartext
+	}
+	return nil
+}
+
+// noteServed remembers l as the listener of the connection of r's last
+// request, when the port has connection settings to tell apart (h1Timeouts).
+func noteServed(r *http.Request, port *config.Port, l *config.Listener) {
+	if port.Cleartext == nil && l.Client == nil {
+		return
+	}
+	if t, _ := r.Context().Value(connKey{}).(*trackedConn); t != nil && t.served.Load() != l {
+		t.served.Store(l)
+	}
+}
+
+// h1Timeouts are the HTTP/1 header and idle timeouts of ctx's
+// connection (h1.Server.Timeouts); zero for the port's.
+func (ps *portServer) h1Timeouts(ctx context.Context) (header, idle time.Duration) {
+	c := ps.connSettings(ctx)
+	if c == nil {
+		return 0, 0
+	}
+	return c.HeaderTimeout, c.H1IdleTimeout
+}
+
+// listenerH2Options are the HTTP/2 settings of ctx's connection
+// (ClientTrafficPolicy http.http2): those of the listener its TLS
+// handshake chose, or on a cleartext port (h2c) the strictest of its
+// listeners', since no request has named one yet; zero for the port's.
+func (ps *portServer) listenerH2Options(ctx context.Context) h2.ConnOptions {
+	c := ps.connSettings(ctx)
+	if c == nil {
 		return h2.ConnOptions{}
 	}
-	l := t.listener.Load()
-	if l == nil || l.Client == nil {
-		return h2.ConnOptions{}
-	}
-	return h2.ConnOptions{MaxConcurrentStreams: l.Client.MaxConcurrentStreams, IdleTimeout: l.Client.IdleTimeout}
+	return h2.ConnOptions{MaxConcurrentStreams: c.MaxConcurrentStreams, IdleTimeout: c.IdleTimeout}
 }

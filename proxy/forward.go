@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,7 +39,7 @@ const maxReplayBody = 1 << 20
 type forwarder struct {
 	log *zap.Logger
 	// sessions seals the values of session persistence (session.go).
-	sessions *sessionSealer
+	sessions atomic.Pointer[sessionSealer]
 	rp       *httputil.ReverseProxy
 	h1       *http.Transport
 	// h1once sends the requests with a body to endpoints caught sending
@@ -49,6 +50,10 @@ type forwarder struct {
 	// connection of h1 (mirrors), whose connections are not watched.
 	h1plain *http.Transport
 	h2c     *http2.Transport
+	// byIdle holds, by idle timeout, the copies of h1, h1plain and h2c
+	// for backends whose BackendTrafficPolicy sets one (idleTransports):
+	// a Go transport has one idle timeout for all its connections.
+	byIdle sync.Map // time.Duration -> *idleTransports
 	// pool holds the connections of the direct HTTP/1.1 path
 	// (h1forward.go), bufs the buffers bodies are copied through.
 	pool *h1Pool
@@ -164,7 +169,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		log.Error("session persistence key refused; a random one is used", zap.Error(err))
 		sealer, _ = newSessionSealer(nil)
 	}
-	f.sessions = sealer
+	f.sessions.Store(sealer)
 	hobs, _ := opts.Backends.(HealthObserver)
 	f.health = newHealthChecks(log, hobs)
 	// A BackendTrafficPolicy's connect timeout and TCP keepalive, on
@@ -195,7 +200,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		},
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     backendIdleTimeout,
 		// Backends speak plain HTTP/1.1 unless their Service says h2c.
 		ForceAttemptHTTP2: false,
 		// Pass Accept-Encoding through as the client sent it; never make
@@ -206,7 +211,7 @@ func newForwarder(opts Options, log *zap.Logger) *forwarder {
 		DialContext:         dialer.DialContext,
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     backendIdleTimeout,
 		ForceAttemptHTTP2:   false,
 		DisableCompression:  true,
 	}
@@ -323,6 +328,13 @@ func modifyResponse(resp *http.Response) error {
 		x.rp.body = answerBody{ReadCloser: resp.Body, rp: x.rp}
 		resp.Body = &x.rp.body
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if idle := x.idleTimeout(); idle > 0 {
+			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+				resp.Body = newIdleTunnel(rwc, idle)
+			}
+		}
+	}
 	for _, f := range x.respFilters {
 		f.Apply(resp.Header)
 	}
@@ -333,31 +345,95 @@ func modifyResponse(resp *http.Response) error {
 	return nil
 }
 
+// backendIdleTimeout is how long Go's transports keep a backend
+// connection idle when no BackendTrafficPolicy says otherwise.
+const backendIdleTimeout = 90 * time.Second
+
+// idleTransports are h1, h1plain and h2c for one idle timeout.
+type idleTransports struct {
+	h1, h1plain *http.Transport
+	h2c         *http2.Transport
+}
+
+// transports are the plain transports for backends whose connections
+// may stay idle for idle (0: the default, f's own).
+func (f *forwarder) transports(idle time.Duration) *idleTransports {
+	if idle <= 0 {
+		return &idleTransports{h1: f.h1, h1plain: f.h1plain, h2c: f.h2c}
+	}
+	if t, ok := f.byIdle.Load(idle); ok {
+		return t.(*idleTransports)
+	}
+	t := &idleTransports{h1: f.h1.Clone(), h1plain: f.h1plain.Clone(), h2c: &http2.Transport{
+		AllowHTTP: f.h2c.AllowHTTP, DisableCompression: f.h2c.DisableCompression, DialTLSContext: f.h2c.DialTLSContext,
+		ReadIdleTimeout: f.h2c.ReadIdleTimeout, PingTimeout: f.h2c.PingTimeout,
+	}}
+	t.h1.IdleConnTimeout, t.h1plain.IdleConnTimeout, t.h2c.IdleConnTimeout = idle, idle, idle
+	// Policies name few distinct timeouts: the map stays small, and a
+	// pool no Config uses any more empties itself after idle.
+	got, _ := f.byIdle.LoadOrStore(idle, t)
+	return got.(*idleTransports)
+}
+
+// closeIdleByIdle closes the idle connections of every byIdle transport;
+// h1 only when onlyH1.
+func (f *forwarder) closeIdleByIdle(onlyH1 bool) {
+	f.byIdle.Range(func(_, v any) bool {
+		t := v.(*idleTransports)
+		t.h1.CloseIdleConnections()
+		if !onlyH1 {
+			t.h1plain.CloseIdleConnections()
+			t.h2c.CloseIdleConnections()
+		}
+		return true
+	})
+}
+
+// idleTimeout is the idle timeout of x's backend's connections, 0 for
+// the default.
+func (x *exchange) idleTimeout() time.Duration {
+	if x.backend != nil && x.backend.Conn != nil {
+		return x.backend.Conn.IdleTimeout
+	}
+	return 0
+}
+
 // RoundTrip picks the transport the backend speaks.
 func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	if x != nil && x.gate.max1xx >= 0 {
 		capInformational(r, x)
 	}
+	h1, h1plain := f.h1, f.h1plain
 	switch {
 	case x == nil: // not sent by forward; plain HTTP/1.1
 	case x.tls != nil:
-		return f.tls.get(x.tls, x.clientCert).roundTripper(x.h2c, r).RoundTrip(r)
+		return f.tls.get(x.tls, x.clientCert, x.idleTimeout()).roundTripper(x.h2c, r).RoundTrip(r)
 	case x.h2c:
+		if idle := x.idleTimeout(); idle > 0 {
+			return f.transports(idle).h2c.RoundTrip(r)
+		}
 		return f.h2c.RoundTrip(r)
-	case x.rp != nil:
+	default:
+		if idle := x.idleTimeout(); idle > 0 {
+			t := f.transports(idle)
+			h1, h1plain = t.h1, t.h1plain
+		}
+		if x.rp == nil {
+			break
+		}
 		if f.pool.isShunned(x.addr) {
 			return f.h1once.RoundTrip(r)
 		}
 		if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.GotConn == nil {
 			t.GotConn = x.rp.gotConn
-			return f.h1.RoundTrip(r)
+			return h1.RoundTrip(r)
 		}
 	}
 	// Only requests that claim their connection go through h1: one that
 	// does not, handed a connection whose last claim is not released yet,
 	// would have its answer taken for bytes no request asked for.
-	return f.h1plain.RoundTrip(r)
+	return h1plain.RoundTrip(r)
 }
 
 // capInformational makes the transports fail r's answer past the cap on
@@ -472,6 +548,7 @@ func (f *forwarder) close() {
 	f.h1plain.CloseIdleConnections()
 	f.pool.close()
 	f.h2c.CloseIdleConnections()
+	f.closeIdleByIdle(false)
 	f.tls.closeIdle()
 	f.health.close()
 	f.guard.closeExtAuth()
@@ -983,7 +1060,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"
-		transport = f.tls.get(m.TLS, x.clientCert).roundTripper(h2, req)
+		transport = f.tls.get(m.TLS, x.clientCert, 0).roundTripper(h2, req)
 	case h2:
 		transport = f.h2c
 	}

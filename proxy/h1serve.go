@@ -27,6 +27,7 @@ func (ps *portServer) newH1Server() *h1.Server {
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ConnContext:       connContext,
+		Timeouts:          ps.h1Timeouts,
 	}
 }
 

@@ -129,6 +129,7 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 		http.NotFound(w, r)
 		return nil
 	}
+	noteServed(r, port, l)
 	if l.Client != nil && !ps.clientTraffic(w, r, l.Client) {
 		return nil
 	}

@@ -62,6 +62,10 @@ type healthChecks struct {
 	dialer net.Dialer
 	h1     *http.Transport
 	h2c    *http2.Transport
+	// overTLS are the transports of checks of backends reached over TLS
+	// (ActiveHealthCheck.TLS), by BackendTLS ID: the same SNI and
+	// validation as their traffic.
+	overTLS sync.Map // string -> *hcTLS
 	// onTransition, when set (tests), is told of each transition, under
 	// mu, before the next probe of the prober.
 	onTransition func(p *prober, healthy bool)
@@ -149,9 +153,78 @@ func (h *healthChecks) apply(cfg *config.Config) {
 		h.log.Debug("active health checks changed", zap.Int("probers", len(wanted)), zap.Int("started", started), zap.Int("stopped", len(stopped)))
 	}
 	if len(wanted) == 0 {
-		h.h1.CloseIdleConnections()
-		h.h2c.CloseIdleConnections()
+		h.closeIdle()
 	}
+}
+
+// closeIdle closes every idle probe connection.
+func (h *healthChecks) closeIdle() {
+	h.h1.CloseIdleConnections()
+	h.h2c.CloseIdleConnections()
+	h.overTLS.Range(func(k, v any) bool {
+		t := v.(*hcTLS)
+		t.h1.CloseIdleConnections()
+		t.h2.CloseIdleConnections()
+		h.overTLS.Delete(k)
+		return true
+	})
+}
+
+// hcTLS are the probe transports of one BackendTLS.
+type hcTLS struct {
+	h1  *http.Transport
+	h2  *http2.Transport
+	tcp *tls.Config
+}
+
+// tlsFor is the probe transports of b, made on first use. b is only read
+// then: the same ID means the same settings.
+func (h *healthChecks) tlsFor(b *config.BackendTLS) *hcTLS {
+	if t, ok := h.overTLS.Load(b.ID); ok {
+		return t.(*hcTLS)
+	}
+	t := &hcTLS{
+		h1: &http.Transport{
+			DialContext:         h.dialer.DialContext,
+			TLSClientConfig:     backendTLSConfig(b, nil, "http/1.1"),
+			MaxIdleConnsPerHost: 1,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+			ForceAttemptHTTP2:   false,
+		},
+		tcp: backendTLSConfig(b, nil, ""),
+	}
+	t.tcp.NextProtos = nil
+	h2cfg := backendTLSConfig(b, nil, http2.NextProtoTLS)
+	t.h2 = &http2.Transport{
+		TLSClientConfig: h2cfg,
+		DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+			return h.dialTLS(ctx, addr, cfg)
+		},
+		IdleConnTimeout: time.Minute,
+	}
+	got, _ := h.overTLS.LoadOrStore(b.ID, t)
+	return got.(*hcTLS)
+}
+
+// dialTLS connects to addr and completes a handshake with cfg (its
+// ServerName the endpoint's host when it names none), within ctx.
+func (h *healthChecks) dialTLS(ctx context.Context, addr string, cfg *tls.Config) (net.Conn, error) {
+	raw, err := h.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return c, nil
 }
 
 // start runs a prober for k; under h.mu. A new endpoint is unhealthy
@@ -212,8 +285,7 @@ func (h *healthChecks) close() {
 	for _, p := range stopped {
 		<-p.done
 	}
-	h.h1.CloseIdleConnections()
-	h.h2c.CloseIdleConnections()
+	h.closeIdle()
 }
 
 // any reports whether some probed endpoint is unhealthy.
@@ -334,7 +406,11 @@ func (h *healthChecks) probe(ctx context.Context, hc *config.ActiveHealthCheck, 
 }
 
 func (h *healthChecks) probeHTTP(ctx context.Context, hc *config.ActiveHealthCheck, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, hc.Method, "http://"+addr+hc.Path, nil)
+	scheme, transport := "http://", http.RoundTripper(h.h1)
+	if hc.TLS != nil {
+		scheme, transport = "https://", h.tlsFor(hc.TLS).h1
+	}
+	req, err := http.NewRequestWithContext(ctx, hc.Method, scheme+addr+hc.Path, nil)
 	if err != nil {
 		return fmt.Errorf("health check request: %w", err)
 	}
@@ -342,7 +418,7 @@ func (h *healthChecks) probeHTTP(ctx context.Context, hc *config.ActiveHealthChe
 		req.Host = hc.Host
 	}
 	req.Header.Set("User-Agent", "portico-health-check")
-	resp, err := h.h1.RoundTrip(req)
+	resp, err := transport.RoundTrip(req)
 	if err != nil {
 		return fmt.Errorf("health check request: %w", err)
 	}
@@ -356,7 +432,13 @@ func (h *healthChecks) probeHTTP(ctx context.Context, hc *config.ActiveHealthChe
 }
 
 func (h *healthChecks) probeTCP(ctx context.Context, hc *config.ActiveHealthCheck, addr string) error {
-	c, err := h.dialer.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if hc.TLS != nil {
+		c, err = h.dialTLS(ctx, addr, h.tlsFor(hc.TLS).tcp)
+	} else {
+		c, err = h.dialer.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return fmt.Errorf("health check connect: %w", err)
 	}
@@ -404,7 +486,11 @@ func (h *healthChecks) probeGRPC(ctx context.Context, hc *config.ActiveHealthChe
 	frame := make([]byte, 5, 5+len(msg))
 	binary.BigEndian.PutUint32(frame[1:], uint32(len(msg)))
 	frame = append(frame, msg...)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+grpcHealthPath, bytes.NewReader(frame))
+	scheme, transport := "http://", http.RoundTripper(h.h2c)
+	if hc.TLS != nil {
+		scheme, transport = "https://", h.tlsFor(hc.TLS).h2
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+addr+grpcHealthPath, bytes.NewReader(frame))
 	if err != nil {
 		return fmt.Errorf("grpc health check request: %w", err)
 	}
@@ -412,7 +498,7 @@ func (h *healthChecks) probeGRPC(ctx context.Context, hc *config.ActiveHealthChe
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("Te", "trailers")
 	req.Header.Set("User-Agent", "portico-health-check")
-	resp, err := h.h2c.RoundTrip(req)
+	resp, err := transport.RoundTrip(req)
 	if err != nil {
 		return fmt.Errorf("grpc health check request: %w", err)
 	}

@@ -3,11 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,31 +29,39 @@ const (
 	// unknown key ID asks for: a rotation is picked up within it, and a
 	// flood of made-up key IDs costs one fetch per period.
 	jwksMinRefetch = 10 * time.Second
-	// tokensMax bounds the cache of verified tokens.
-	tokensMax = 16384
 )
 
-// jwt checks r's bearer token against j.
+// Bounds of the cache of verified tokens: entries, and the memory their
+// claims take (an estimate, tokenCost).
+const (
+	tokensMax      = 16384
+	tokensMaxBytes = 32 << 20
+)
+
+// errTokenPlace: a token of a provider that does not look where it was
+// found (a cookie's token for a provider that reads only headers).
+var errTokenPlace = errors.New("token found where its provider does not look for one")
+
+// jwt checks the request's token against j.
 func (g *guard) jwt(w http.ResponseWriter, r *http.Request, j *config.JWTAuth) bool {
 	const challenge = `Bearer realm="portico"`
-	vals := r.Header["Authorization"]
-	if len(vals) > 1 {
+	found, ok := findToken(r, j)
+	if !ok {
+		// Two values in one place, or two different tokens: which one a
+		// backend or a log would take is not ours to guess.
 		g.note(w, "jwt", securityMalformed)
 		g.refuse(w, r, http.StatusBadRequest, "")
 		return false
 	}
-	token := ""
-	if len(vals) == 1 {
-		if scheme, t, ok := strings.Cut(strings.TrimSpace(vals[0]), " "); ok && strings.EqualFold(scheme, "Bearer") {
-			token = strings.TrimSpace(t)
-		}
-	}
-	if token == "" {
+	if found.token == "" {
 		g.note(w, "jwt", securityMissing)
 		g.refuse(w, r, http.StatusUnauthorized, challenge)
 		return false
 	}
-	claims, p, err := g.verifyToken(r.Context(), j, token, time.Now())
+	claims, p, err := g.verifyToken(r.Context(), j, found.token, time.Now())
+	if err == nil && !found.readBy(p) {
+		err = errTokenPlace
+	}
 	if err != nil {
 		if g.log != nil {
 			g.log.Debug("token refused", zap.Error(err))
@@ -68,12 +76,14 @@ func (g *guard) jwt(w http.ResponseWriter, r *http.Request, j *config.JWTAuth) b
 		return false
 	}
 	if !j.ForwardToken {
-		delete(r.Header, "Authorization")
+		found.remove(r)
 	}
 	for _, ch := range p.ClaimToHeaders {
 		delete(r.Header, ch.Header)
-		if v, ok := claimHeaderValue(claims[ch.Claim]); ok {
-			r.Header[ch.Header] = []string{v}
+		if v, ok := claims.Lookup(ch.ClaimPath()); ok {
+			if s, ok := claimHeaderValue(v); ok {
+				r.Header[ch.Header] = []string{s}
+			}
 		}
 	}
 	g.note(w, "jwt", securityAllowed)
@@ -83,26 +93,199 @@ func (g *guard) jwt(w http.ResponseWriter, r *http.Request, j *config.JWTAuth) b
 // securityForbidden: a verified token without a required claim or scope.
 const securityForbidden = "forbidden"
 
-// verifiedToken is a token verified lately.
+// foundToken is the request's token and the places that hold it (in an
+// array: no allocation for the usual one or two).
+type foundToken struct {
+	token string
+	first [2]config.TokenSource
+	n     int
+	more  []config.TokenSource
+}
+
+func (f *foundToken) add(src config.TokenSource) {
+	if f.n < len(f.first) {
+		f.first[f.n] = src
+		f.n++
+		return
+	}
+	f.more = append(f.more, src)
+}
+
+func (f *foundToken) holds(src config.TokenSource) bool {
+	return slices.Contains(f.first[:f.n], src) || slices.Contains(f.more, src)
+}
+
+// sources are the places p looks in; def is where the default is put (so
+// that it is not allocated).
+func sources(p *config.JWTProvider, def *[1]config.TokenSource) []config.TokenSource {
+	if len(p.ExtractFrom) > 0 {
+		return p.ExtractFrom
+	}
+	def[0] = config.DefaultTokenSource
+	return def[:]
+}
+
+// findToken looks for a token in every place j's providers name, in
+// their order. False: a place holds more than one value (two
+// Authorization headers, a cookie or parameter twice), or two places
+// hold different tokens.
+func findToken(r *http.Request, j *config.JWTAuth) (foundToken, bool) {
+	var f foundToken
+	var def [1]config.TokenSource
+	var seenBuf [8]config.TokenSource
+	seen := seenBuf[:0]
+	for _, p := range j.Providers {
+		for _, src := range sources(p, &def) {
+			if slices.Contains(seen, src) {
+				continue
+			}
+			seen = append(seen, src)
+			t, ok := tokenAt(r, src)
+			switch {
+			case !ok:
+				return foundToken{}, false
+			case t == "":
+			case f.token == "":
+				f.token = t
+				f.add(src)
+			case t != f.token:
+				return foundToken{}, false
+			default:
+				f.add(src)
+			}
+		}
+	}
+	return f, true
+}
+
+// tokenAt is the token src holds, "" for none; false when src holds more
+// than one value.
+func tokenAt(r *http.Request, src config.TokenSource) (string, bool) {
+	switch {
+	case src.Header != "":
+		vals := r.Header[src.Header]
+		if len(vals) > 1 {
+			return "", false
+		}
+		if len(vals) == 0 {
+			return "", true
+		}
+		v := strings.TrimSpace(vals[0])
+		if len(v) < len(src.ValuePrefix) || !strings.EqualFold(v[:len(src.ValuePrefix)], src.ValuePrefix) {
+			return "", true
+		}
+		return strings.TrimSpace(v[len(src.ValuePrefix):]), true
+	case src.Cookie != "":
+		var t string
+		n := 0
+		for _, line := range r.Header["Cookie"] {
+			for part := range strings.SplitSeq(line, ";") {
+				name, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+				if name == src.Cookie {
+					n++
+					t = strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`)
+				}
+			}
+		}
+		return t, n <= 1
+	default:
+		t, _, many, _ := takeQueryParam(r.URL.RawQuery, src.Param)
+		return t, !many
+	}
+}
+
+// readBy reports whether p looks in one of the places that hold f.
+func (f *foundToken) readBy(p *config.JWTProvider) bool {
+	var def [1]config.TokenSource
+	return slices.ContainsFunc(sources(p, &def), f.holds)
+}
+
+// remove takes f's token out of every place that holds it: the header,
+// the cookie, the query parameter.
+func (f *foundToken) remove(r *http.Request) {
+	for _, src := range append(f.first[:f.n:f.n], f.more...) {
+		switch {
+		case src.Header != "":
+			delete(r.Header, src.Header)
+		case src.Cookie != "":
+			removeCookie(r.Header, src.Cookie)
+		default:
+			if _, found, _, rest := takeQueryParam(r.URL.RawQuery, src.Param); found {
+				r.URL.RawQuery = rest
+				r.URL.ForceQuery = false
+			}
+		}
+	}
+}
+
+// removeCookie takes the cookie name out of h's Cookie headers, leaving
+// the others as they were sent; a header left with none is removed.
+func removeCookie(h http.Header, name string) {
+	var out []string
+	for _, line := range h["Cookie"] {
+		var kept []string
+		for part := range strings.SplitSeq(line, ";") {
+			if n, _, _ := strings.Cut(strings.TrimSpace(part), "="); n != name && strings.TrimSpace(part) != "" {
+				kept = append(kept, strings.TrimSpace(part))
+			}
+		}
+		if len(kept) > 0 {
+			out = append(out, strings.Join(kept, "; "))
+		}
+	}
+	if len(out) == 0 {
+		delete(h, "Cookie")
+		return
+	}
+	h["Cookie"] = out
+}
+
+// verifiedToken is a token verified lately; never changed once in the
+// cache.
 type verifiedToken struct {
-	provider string // the ID of the provider whose keys verified it
-	claims   jose.Claims
+	provider string   // the ID of the provider whose keys verified it
+	keys     [16]byte // the fingerprint of the key set that did
 	exp      time.Time
+	// claims are every claim when full, else only those CheckClaims
+	// reads (the policy that verified it read no other); payload is the
+	// token's JSON, to decode every claim from when a policy needs them.
+	claims  jose.Claims
+	full    bool
+	payload []byte
+	cost    int
 }
 
 // verifyToken verifies token with the provider its "iss" names and
-// checks its time and audience; a token verified before (by the same
-// provider's keys) is taken from the cache until it expires.
+// checks its time and audience. A token verified before is taken from
+// the cache while it has not expired and the provider's key set is the
+// one that verified it: a rotation, or a key removed from the issuer's
+// JWKS, makes it verified anew.
 func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string, now time.Time) (jose.Claims, *config.JWTProvider, error) {
 	if len(token) > jose.MaxToken {
 		return nil, nil, jose.ErrMalformed
 	}
 	key := sha256.Sum256([]byte(token))
-	if v, ok := g.tokens.get(key); ok {
+	full := readsClaims(j)
+	if v := g.tokens.get(key); v != nil {
 		for _, p := range j.Providers {
-			if p.ID == v.provider && now.Before(v.exp.Add(p.ClockSkew)) {
-				return v.claims, p, nil
+			if p.ID != v.provider || !now.Before(v.exp) {
+				continue
 			}
+			if set, _ := g.keySet(ctx, p); set == nil || set.Fingerprint != v.keys {
+				continue
+			}
+			if full && !v.full {
+				claims, err := jose.ParseClaims(v.payload)
+				if err != nil {
+					return nil, nil, err
+				}
+				w := *v
+				w.claims, w.full = claims, true
+				w.cost = tokenCost(len(w.payload), true)
+				g.tokens.add(key, &w)
+				return claims, p, nil
+			}
+			return v.claims, p, nil
 		}
 	}
 	t, err := jose.Parse(token)
@@ -112,7 +295,11 @@ func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string
 	if !jose.Accepted(t.Header.Alg) {
 		return nil, nil, fmt.Errorf("%w: %q", jose.ErrAlgorithm, t.Header.Alg)
 	}
-	claims, err := jose.ParseClaims(t.Payload)
+	parse := jose.ParseRegistered
+	if full {
+		parse = jose.ParseClaims
+	}
+	claims, err := parse(t.Payload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,49 +312,74 @@ func (g *guard) verifyToken(ctx context.Context, j *config.JWTAuth, token string
 	if p == nil {
 		return nil, nil, jose.ErrIssuer
 	}
-	if err := g.verifySignature(ctx, p, t); err != nil {
+	set, err := g.verifySignature(ctx, p, t)
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := claims.CheckClaims(jose.Expect{Issuer: p.Issuer, Audiences: p.Audiences, Now: now, Skew: p.ClockSkew}); err != nil {
 		return nil, nil, err
 	}
 	exp, _ := claims.Expiry()
-	g.tokens.add(key, verifiedToken{provider: p.ID, claims: claims, exp: exp})
+	g.tokens.add(key, &verifiedToken{provider: p.ID, keys: set.Fingerprint, exp: exp, claims: claims, full: full,
+		payload: t.Payload, cost: tokenCost(len(t.Payload), full)})
 	return claims, p, nil
 }
 
-// verifySignature checks t with p's keys; a key ID the fetched set lacks
-// asks for the set again (at most every jwksMinRefetch), so a rotation at
-// the issuer is picked up without a restart.
-func (g *guard) verifySignature(ctx context.Context, p *config.JWTProvider, t *jose.Token) error {
-	if set := p.LocalKeys(); set != nil {
-		return t.Verify(set)
+// readsClaims reports whether j reads claims beyond those every token's
+// verification does: required claims or scopes, claims to headers.
+func readsClaims(j *config.JWTAuth) bool {
+	if len(j.RequiredClaims) > 0 || len(j.RequiredScopes) > 0 {
+		return true
 	}
-	e := g.jwks.entry(p.RemoteJWKS)
-	set, err := e.keys(ctx, g.jwks, p.CacheDuration)
-	if set == nil {
-		return fmt.Errorf("JWKS of %s: %w", p.Issuer, err)
-	}
-	err = t.Verify(set)
-	if errors.Is(err, jose.ErrUnknownKey) {
-		if fresh := e.refetch(ctx, g.jwks); fresh != nil && fresh != set {
-			err = t.Verify(fresh)
+	for _, p := range j.Providers {
+		if len(p.ClaimToHeaders) > 0 {
+			return true
 		}
 	}
-	return err
+	return false
+}
+
+// keySet is p's key set as it is now: its local one, or the one fetched
+// (fetched now when there is none yet; refreshed in the background when
+// older than p.CacheDuration).
+func (g *guard) keySet(ctx context.Context, p *config.JWTProvider) (*jose.KeySet, error) {
+	if set := p.LocalKeys(); set != nil {
+		return set, nil
+	}
+	set, err := g.jwks.entry(p.RemoteJWKS).keys(ctx, g.jwks, p.CacheDuration)
+	if set == nil {
+		return nil, fmt.Errorf("JWKS of %s: %w", p.Issuer, err)
+	}
+	return set, nil
+}
+
+// verifySignature checks t with p's keys and returns the set that
+// verified it; a key ID the fetched set lacks asks for the set again (at
+// most every jwksMinRefetch), so a rotation at the issuer is picked up
+// without a restart.
+func (g *guard) verifySignature(ctx context.Context, p *config.JWTProvider, t *jose.Token) (*jose.KeySet, error) {
+	set, err := g.keySet(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	err = t.Verify(set)
+	if errors.Is(err, jose.ErrUnknownKey) && p.LocalKeys() == nil {
+		if fresh := g.jwks.entry(p.RemoteJWKS).refetch(ctx, g.jwks); fresh != nil && fresh != set {
+			set, err = fresh, t.Verify(fresh)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return set, nil
 }
 
 // claimsSatisfy reports whether claims hold j's required claims and
 // scopes.
 func claimsSatisfy(claims jose.Claims, j *config.JWTAuth) bool {
 	for _, rc := range j.RequiredClaims {
-		found := false
-		for _, v := range claims.Strings(rc.Name) {
-			for _, want := range rc.Values {
-				found = found || v == want
-			}
-		}
-		if !found {
+		v, ok := claims.Lookup(rc.ClaimPath())
+		if !ok || !slices.ContainsFunc(rc.Values, func(want string) bool { return jose.Matches(v, want) }) {
 			return false
 		}
 	}
@@ -182,60 +394,113 @@ func claimsSatisfy(claims jose.Claims, j *config.JWTAuth) bool {
 		scopes = append(scopes, strings.Fields(s)...)
 	}
 	for _, want := range j.RequiredScopes {
-		found := false
-		for _, s := range scopes {
-			found = found || s == want
-		}
-		if !found {
+		if !slices.Contains(scopes, want) {
 			return false
 		}
 	}
 	return true
 }
 
-// claimHeaderValue is a claim as a header value: a string as it is, any
-// other JSON value in its JSON form; false for a missing claim or one a
-// header cannot carry.
+// claimHeaderValue is a claim's value as a header's (jose.Text); false
+// for one a header cannot carry safely: a control character (CR, LF and
+// NUL among them, which would end or cut the header), or longer than
+// config.MaxClaimHeader.
 func claimHeaderValue(v any) (string, bool) {
-	if v == nil {
+	s, ok := jose.Text(v)
+	if !ok || len(s) > config.MaxClaimHeader {
 		return "", false
-	}
-	s, ok := v.(string)
-	if !ok {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return "", false
-		}
-		s = string(b)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return "", false
 		}
 	}
-	return s, len(s) <= 8192
+	return s, true
 }
 
-// tokenCache is a bounded map of verified tokens; full, it starts again
-// empty.
-type tokenCache struct {
-	mu      sync.Mutex
-	entries map[[sha256.Size]byte]verifiedToken
-}
-
-func (c *tokenCache) get(k [sha256.Size]byte) (verifiedToken, bool) {
-	c.mu.Lock()
-	v, ok := c.entries[k]
-	c.mu.Unlock()
-	return v, ok
-}
-
-func (c *tokenCache) add(k [sha256.Size]byte, v verifiedToken) {
-	c.mu.Lock()
-	if c.entries == nil || len(c.entries) >= tokensMax {
-		c.entries = map[[sha256.Size]byte]verifiedToken{}
+// tokenCost estimates the memory a cached token takes: the entry, its
+// payload, and its claims (a decoded map of every claim holds about twice
+// the payload's JSON; the registered claims alone a few hundred bytes).
+func tokenCost(payload int, full bool) int {
+	if full {
+		return 512 + 3*payload
 	}
-	c.entries[k] = v
+	return 512 + payload
+}
+
+// tokenCache holds tokens verified lately, by the SHA-256 of the token
+// (a token itself is never a key), bounded in entries and in the memory
+// their claims take: two generations, the current one filled until it
+// holds half the bounds, then made the previous one (the previous one
+// dropped), so tokens in use stay and a flood of new ones pushes out
+// only what is not used.
+type tokenCache struct {
+	mu        sync.Mutex
+	cur, prev map[[sha256.Size]byte]*verifiedToken
+	curCost   int
+	prevCost  int
+	// maxEntries and maxBytes are the bounds (tokensMax and
+	// tokensMaxBytes when zero; tests lower them).
+	maxEntries, maxBytes int
+}
+
+func (c *tokenCache) bounds() (int, int) {
+	n, b := c.maxEntries, c.maxBytes
+	if n == 0 {
+		n = tokensMax
+	}
+	if b == 0 {
+		b = tokensMaxBytes
+	}
+	return n, b
+}
+
+func (c *tokenCache) get(k [sha256.Size]byte) *verifiedToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.cur[k]; v != nil {
+		return v
+	}
+	v := c.prev[k]
+	if v != nil {
+		delete(c.prev, k)
+		c.prevCost -= v.cost
+		c.addLocked(k, v)
+	}
+	return v
+}
+
+func (c *tokenCache) add(k [sha256.Size]byte, v *verifiedToken) {
+	c.mu.Lock()
+	c.addLocked(k, v)
+	c.mu.Unlock()
+}
+
+func (c *tokenCache) addLocked(k [sha256.Size]byte, v *verifiedToken) {
+	maxEntries, maxBytes := c.bounds()
+	if v.cost > maxBytes/2 {
+		return
+	}
+	if old := c.cur[k]; old != nil {
+		c.curCost -= old.cost
+	} else if c.cur == nil || len(c.cur) >= maxEntries/2 || c.curCost+v.cost > maxBytes/2 {
+		c.prev, c.prevCost = c.cur, c.curCost
+		c.cur, c.curCost = make(map[[sha256.Size]byte]*verifiedToken), 0
+	}
+	c.cur[k] = v
+	c.curCost += v.cost
+}
+
+// size is how many tokens the cache holds and their estimated cost.
+func (c *tokenCache) size() (entries, cost int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cur) + len(c.prev), c.curCost + c.prevCost
+}
+
+func (c *tokenCache) reset() {
+	c.mu.Lock()
+	c.cur, c.prev, c.curCost, c.prevCost = nil, nil, 0, 0
 	c.mu.Unlock()
 }
 

@@ -173,6 +173,22 @@ type BackendObserver interface {
 	ObserveClose(backend config.BackendKey)
 }
 
+// SetSessionKey replaces the key that seals session persistence values
+// (Options.SessionKey, 32 bytes): a data plane learns the key its
+// replicas share only from its controller, after it started. Sessions
+// sealed with the key before stop holding.
+func (rt *Runtime) SetSessionKey(key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("session key: empty")
+	}
+	s, err := newSessionSealer(key)
+	if err != nil {
+		return err
+	}
+	rt.fwd.sessions.Store(s)
+	return nil
+}
+
 // DefaultOptions are production defaults: bounded everywhere a client could
 // otherwise hold resources forever.
 func DefaultOptions() Options {

@@ -70,6 +70,10 @@ type portServer struct {
 type trackedConn struct {
 	net.Conn
 	listener atomic.Pointer[config.Listener]
+	// served is the listener of the connection's last request, on ports
+	// where a listener has connection settings (ClientTraffic): the
+	// next request's wait and head take its HTTP/1 timeouts.
+	served atomic.Pointer[config.Listener]
 	// clientVerified caches whether the client certificate of the
 	// connection chains to its listener's CAs, when the handshake did not
 	// require that: 0 not checked yet, 1 yes, 2 no.
@@ -325,7 +329,7 @@ func (s *sorter) sortH2C(c net.Conn) {
 // guard against abusive frame patterns.
 func (ps *portServer) serveH2(c net.Conn, ctx context.Context) {
 	o := &ps.rt.opts
-	co := listenerH2Options(ctx)
+	co := ps.listenerH2Options(ctx)
 	if o.H2MaxGlitches > 0 {
 		c = newH2Guard(c, h2Limits{glitches: o.H2MaxGlitches, forgiven: max(o.H2GlitchesForgiven, 0), maxStreams: cmp.Or(co.MaxConcurrentStreams, o.MaxConcurrentStreams)}, ps.log)
 	}

@@ -141,7 +141,7 @@ func (f *forwarder) stickIn(r *http.Request, rule *config.Rule, backends []confi
 	if v == "" {
 		return nil
 	}
-	addr, opened, ok := f.sessions.open(sp.Name, v)
+	addr, opened, ok := f.sessions.Load().open(sp.Name, v)
 	if !ok || sp.AbsoluteTimeout > 0 && now.Sub(opened) >= sp.AbsoluteTimeout || now.Before(opened.Add(-time.Minute)) {
 		return nil
 	}
@@ -180,7 +180,7 @@ func (s *session) issue(f *forwarder, r *http.Request, addr string, now time.Tim
 		s.value = ""
 		return
 	}
-	v := f.sessions.seal(s.sp.Name, addr, now)
+	v := f.sessions.Load().seal(s.sp.Name, addr, now)
 	if s.sp.Type == config.SessionHeader {
 		s.header, s.value = s.sp.Name, v
 		return

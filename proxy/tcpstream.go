@@ -126,7 +126,7 @@ func (s *sorter) serveTCP(c net.Conn) {
 		ps.tcpEnded(uc, "", StreamNoRoute, stream.Result{}, start)
 		return
 	}
-	backend, err := ps.dialTCP(route)
+	backend, err := ps.dialTCP(route, uc)
 	if err != nil {
 		refuse(uc)
 		ps.tcpEnded(uc, route.Name, StreamNoBackend, stream.Result{}, start)
@@ -159,11 +159,11 @@ func (ps *portServer) tcpListener() *config.Listener {
 	return p.All.At(0)
 }
 
-// dialTCP connects to a backend of route, picked by weight. An endpoint
-// that refuses is left out for a while and the next one of the same
-// backend is tried, up to maxFailover times, as for requests (failover.go):
-// nothing of the client's has been sent yet.
-func (ps *portServer) dialTCP(route *config.StreamRoute) (net.Conn, error) {
+// dialTCP connects to a backend of route, picked by weight, for client.
+// An endpoint that refuses is left out for a while and the next one of
+// the same backend is tried, up to maxFailover times, as for requests
+// (failover.go): nothing of the client's has been sent yet.
+func (ps *portServer) dialTCP(route *config.StreamRoute, client net.Conn) (net.Conn, error) {
 	b := route.Next()
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
@@ -179,6 +179,10 @@ func (ps *portServer) dialTCP(route *config.StreamRoute) (net.Conn, error) {
 		}
 		conn, err := d.DialContext(context.Background(), "tcp", addr)
 		if err == nil {
+			if err := sendProxyHeader(conn, b.ProxyProtocol, client); err != nil {
+				conn.Close()
+				return nil, err
+			}
 			return conn, nil
 		}
 		if down.mark(addr, now) {

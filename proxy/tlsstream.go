@@ -136,7 +136,7 @@ func (ps *portServer) stream(c net.Conn, pc *replayConn, l *config.Listener, nam
 	if l.Stream == config.StreamTerminate {
 		cc = l.BackendClientCert
 	}
-	backend, err := ps.dialStream(route, cc, l.Stream == config.StreamTerminate)
+	backend, err := ps.dialStream(route, cc, l.Stream == config.StreamTerminate, c)
 	if err == nil && l.Stream == config.StreamPassthrough {
 		_, err = backend.Write(pc.take())
 	}
@@ -174,10 +174,11 @@ func (ps *portServer) pipe(client, backend net.Conn, l *config.Listener, name, r
 	ps.streamEnded(client, l, name, route, outcome, res, start)
 }
 
-// dialStream connects to a backend of route, picked by weight; with
-// reencrypt (terminated streams), a backend with a BackendTLSPolicy gets a
-// TLS session of Portico's own.
-func (ps *portServer) dialStream(route *config.StreamRoute, cc *config.BackendClientCert, reencrypt bool) (net.Conn, error) {
+// dialStream connects to a backend of route, picked by weight, for
+// client; with reencrypt (terminated streams), a backend with a
+// BackendTLSPolicy gets a TLS session of Portico's own, after the PROXY
+// header when the backend takes one.
+func (ps *portServer) dialStream(route *config.StreamRoute, cc *config.BackendClientCert, reencrypt bool, client net.Conn) (net.Conn, error) {
 	b := route.Next()
 	if b == nil || b.Invalid != "" {
 		return nil, errNoStreamBackend
@@ -190,6 +191,10 @@ func (ps *portServer) dialStream(route *config.StreamRoute, cc *config.BackendCl
 	d := sockio.Dialer{Dialer: net.Dialer{Timeout: ps.rt.opts.DialTimeout}}
 	conn, err := d.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
+		return nil, err
+	}
+	if err := sendProxyHeader(conn, b.ProxyProtocol, client); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	if b.TLS == nil || !reencrypt {

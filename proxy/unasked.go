@@ -93,6 +93,7 @@ func (f *forwarder) caughtUnasked(addr, how string) {
 	// on their way; which ones it cannot say, so all of its idle
 	// connections go (this happens once per endpoint and h1ShunFor).
 	f.h1.CloseIdleConnections()
+	f.closeIdleByIdle(true)
 	f.log.Warn("backend sent bytes no request asked for; each request to it gets a connection of its own for a while",
 		zap.String("endpoint", addr), zap.String("found", how), zap.Duration("for", h1ShunFor))
 }

@@ -991,6 +991,16 @@ func (cr *compiledRule) forListener(l *Listener, route *compiledRoute, traffic t
 			}
 		}
 	}
+	if tr.Active != nil && slices.ContainsFunc(r.Backends, func(b config.Backend) bool { return b.TLS != nil && b.Active == nil }) {
+		// A backend reached over TLS is probed over TLS: the rule's check
+		// goes to it as a copy of its own (ActiveHealthCheck.OverTLS).
+		r.Backends = slices.Clone(r.Backends)
+		for i := range r.Backends {
+			if b := &r.Backends[i]; b.TLS != nil && b.Active == nil {
+				b.Active = tr.Active.OverTLS(b.TLS)
+			}
+		}
+	}
 	r.Security = sec
 	r.RateLimit = tr.RateLimit
 	if tr.RequestTimeout > 0 && r.RequestTimeout == 0 {

@@ -377,6 +377,9 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 	r := c.backendRefs.Resolve(c.cr.kind, routeNS, ref)
 	b := config.Backend{Key: r.Key, AppProtocol: r.AppProtocol, TLS: r.TLS, LB: r.LB, Outlier: r.Outlier, Active: r.Active, Breaker: r.Breaker, Conn: r.Conn,
 		Session: r.Session, Budget: r.Budget}
+	if b.Active != nil && b.TLS != nil {
+		b.Active = b.Active.OverTLS(b.TLS)
+	}
 	if r.Reason != "" {
 		return b, &problem{r.Reason, r.Message}
 	}

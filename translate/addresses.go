@@ -71,19 +71,38 @@ type addressRequest struct {
 	// addresses it asked for and cannot have.
 	assigned []string
 	problems []string
+	// routabilities of the static values (by their normal form) and of
+	// the entries without a value, in spec order; unsupported lists the
+	// entries whose routability the pool cannot meet.
+	staticRoutability  map[string]gwv1.GatewayAddressRoutabilityType
+	dynamicRoutability []gwv1.GatewayAddressRoutabilityType
+	unsupported        []string
 }
 
 func newAddressRequest(key types.NamespacedName, gw *gwv1.Gateway) *addressRequest {
-	r := &addressRequest{key: key, gw: gw}
+	r := &addressRequest{key: key, gw: gw, staticRoutability: map[string]gwv1.GatewayAddressRoutabilityType{}}
 	for _, a := range gw.Spec.Addresses {
 		if addressType(a.Type) != gwv1.IPAddressType {
 			continue
 		}
+		if msg := routabilityUnsupported(a.Routability); msg != "" {
+			r.unsupported = append(r.unsupported, describeEntry(a)+": "+msg)
+			continue
+		}
+		if a.Routability == gwv1.GatewayAddressRoutabilityCluster {
+			r.unsupported = append(r.unsupported, describeEntry(a)+": routability Cluster cannot be met: "+
+				"with an address pool, Portico serves Gateways on addresses of the pool, which are not cluster IPs")
+			continue
+		}
 		if a.Value == "" {
 			r.dynamic++
+			r.dynamicRoutability = append(r.dynamicRoutability, a.Routability)
 			continue
 		}
 		r.static = append(r.static, a.Value)
+		if ip, err := netip.ParseAddr(a.Value); err == nil {
+			r.staticRoutability[ip.String()] = a.Routability
+		}
 	}
 	if len(gw.Spec.Addresses) == 0 {
 		r.dynamic = 1
@@ -256,9 +275,19 @@ func (r *addressRequest) report(st *status.Maps, poolSize int) {
 	}
 	addrType := gwv1.IPAddressType
 	gs.Addresses = nil
+	dynamic := r.dynamicRoutability
 	for _, a := range r.assigned {
-		gs.Addresses = append(gs.Addresses, gwv1.GatewayStatusAddress{Type: &addrType, Value: a})
+		ra, ok := r.staticRoutability[a]
+		if !ok && len(dynamic) > 0 {
+			ra, dynamic = dynamic[0], dynamic[1:]
+		}
+		gs.Addresses = append(gs.Addresses, gwv1.GatewayStatusAddress{Type: &addrType, Value: a, Routability: routability(ra)})
 	}
+	unmet := append(slices.Clone(r.problems), r.unsupported...)
+	if r.dynamic > 0 {
+		unmet = append(unmet, fmt.Sprintf("all %d addresses of the pool are in use", poolSize))
+	}
+	setAddressesAssigned(&gs, len(r.gw.Spec.Addresses), len(r.assigned), unmet)
 	st.Gateways[r.key] = gs
 }
 
@@ -272,15 +301,15 @@ func reportSharedAddresses(shared *SharedAddresses, res *snapshot.Resources, st 
 		key := nn(gw.Namespace, gw.Name)
 		gs, ours := st.Gateways[key]
 		if !ours || perGateway[key] || !meta.IsStatusConditionTrue(gs.Conditions, string(gwv1.GatewayConditionAccepted)) ||
-			(len(own) == 0 && len(gw.Spec.Addresses) == 0) {
+			(len(own.def) == 0 && len(gw.Spec.Addresses) == 0) {
 			continue
 		}
-		var reason gwv1.GatewayConditionReason
-		var problem string
-		gs.Addresses, reason, problem = sharedAddresses(gw, own)
-		if problem != "" {
-			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, reason, problem)
+		m := sharedAddresses(gw, own)
+		gs.Addresses = m.out
+		if m.problem != "" {
+			gs.Conditions = conditions.Set(gs.Conditions, gwv1.GatewayConditionProgrammed, metav1.ConditionFalse, m.reason, m.problem)
 		}
+		setAddressesAssigned(&gs, len(gw.Spec.Addresses), m.met, m.unmet)
 		st.Gateways[key] = gs
 	}
 }
@@ -296,24 +325,40 @@ type SharedAddresses struct {
 	Service types.NamespacedName
 }
 
+// ownAddresses are the addresses a Gateway is served on: def those
+// reported when spec.addresses asks for none (and met by entries without
+// routability), cluster the Service's cluster IPs (met by entries asking
+// for Cluster).
+type ownAddresses struct {
+	def, cluster []gwv1.GatewayStatusAddress
+}
+
 // own lists the addresses: the fixed ones, then those of the Service.
-func (sh *SharedAddresses) own(res *snapshot.Resources) []gwv1.GatewayStatusAddress {
-	out := slices.Clone(sh.Addresses)
+func (sh *SharedAddresses) own(res *snapshot.Resources) ownAddresses {
+	out := ownAddresses{def: slices.Clone(sh.Addresses)}
 	if sh.Service.Name != "" {
 		for _, svc := range res.Services {
 			if svc.Namespace == sh.Service.Namespace && svc.Name == sh.Service.Name {
-				out = append(out, serviceAddresses(svc)...)
+				out.def = append(out.def, serviceAddresses(svc)...)
+				out.cluster = clusterIPs(svc)
 				break
 			}
 		}
 	}
-	return slices.CompactFunc(out, func(a, b gwv1.GatewayStatusAddress) bool {
+	out.def = slices.CompactFunc(out.def, func(a, b gwv1.GatewayStatusAddress) bool {
 		return ptr.Deref(a.Type, "") == ptr.Deref(b.Type, "") && a.Value == b.Value
 	})
+	for i, a := range out.def {
+		if a.Routability == nil {
+			// A fixed address given without one is of the default.
+			out.def[i] = withRoutability(a, gwv1.GatewayAddressRoutabilityDefault)
+		}
+	}
+	return out
 }
 
 // serviceAddresses are the load balancer's ingress addresses when it has
-// any, else the cluster IPs.
+// any (routability ""), else the cluster IPs (Cluster).
 func serviceAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
 	var out []gwv1.GatewayStatusAddress
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
@@ -327,68 +372,157 @@ func serviceAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
 	if len(out) > 0 {
 		return out
 	}
+	return clusterIPs(svc)
+}
+
+// clusterIPs are a Service's cluster IPs: addresses of the cluster's
+// ServiceCIDR, reachable from within the cluster (routability Cluster).
+func clusterIPs(svc *corev1.Service) []gwv1.GatewayStatusAddress {
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 		ips = []string{svc.Spec.ClusterIP}
 	}
+	var out []gwv1.GatewayStatusAddress
 	for _, ip := range ips {
-		if ip != corev1.ClusterIPNone {
-			out = append(out, GatewayAddress(ip))
+		if _, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, withRoutability(GatewayAddress(ip), gwv1.GatewayAddressRoutabilityCluster))
 		}
 	}
 	return out
 }
 
-// sharedAddresses is what a Gateway reports without an address pool, when
-// it is served on Portico's own addresses: all of them, or the ones its
-// spec.addresses names (an entry without a value names every address of
-// its type). When an entry cannot be met it also returns the reason for
-// Programmed=False (AddressNotUsable for a value Portico does not have,
-// AddressNotAssigned for an entry without a value when Portico has no
-// address of its type) and a message.
-func sharedAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, gwv1.GatewayConditionReason, string) {
+// addressMatch is what a Gateway gets of the addresses it is served on.
+type addressMatch struct {
+	out []gwv1.GatewayStatusAddress
+	// reason and problem, when set, make Programmed False: an address
+	// value Portico does not have (AddressNotUsable) or no address of a
+	// type asked for (AddressNotAssigned).
+	reason  gwv1.GatewayConditionReason
+	problem string
+	// met counts the spec entries met; unmet says why the others are not.
+	met   int
+	unmet []string
+}
+
+// sharedAddresses is what a Gateway reports when it is served on
+// addresses it does not choose (Portico's own without an address pool, or
+// its data plane's Service): all of the default ones, or one for each
+// entry of its spec.addresses (the address an entry names; for an entry
+// without a value, the first of its type and routability no other entry
+// has). An entry that cannot be met is reported:
+// a value Portico does not have (AddressNotUsable), a type of which it has
+// no address (AddressNotAssigned) make the Gateway not Programmed; a
+// routability that cannot be met (a Cluster entry without a cluster IP
+// for it, a value Portico does not serve) leaves the entry unmet
+// (AddressesAssigned), the Gateway being served on the others (GEP-5093).
+func sharedAddresses(gw *gwv1.Gateway, own ownAddresses) addressMatch {
 	if len(gw.Spec.Addresses) == 0 {
-		return slices.Clone(own), "", ""
+		return addressMatch{out: slices.Clone(own.def)}
 	}
-	var out []gwv1.GatewayStatusAddress
-	var unusable, unassigned []string
-	for _, want := range gw.Spec.Addresses {
+	var m addressMatch
+	var unusable, unassigned, unsupported []string
+	// Each entry is met by an address of its own (GEP-5093): those naming
+	// a value first, then those asking for a routability, then the rest,
+	// so that the least constrained take what is left.
+	entries := slices.Clone(gw.Spec.Addresses)
+	rank := func(a gwv1.GatewaySpecAddress) int {
+		switch {
+		case a.Value != "":
+			return 0
+		case a.Routability != gwv1.GatewayAddressRoutabilityDefault:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(entries, func(a, b gwv1.GatewaySpecAddress) int { return rank(a) - rank(b) })
+	taken := map[string]bool{}
+	for _, want := range entries {
+		if msg := routabilityUnsupported(want.Routability); msg != "" {
+			unsupported = append(unsupported, describeEntry(want)+": "+msg)
+			continue
+		}
 		typ := addressType(want.Type)
-		found := false
-		for _, a := range own {
+		from := own.def
+		if want.Routability == gwv1.GatewayAddressRoutabilityCluster {
+			if typ != gwv1.IPAddressType {
+				unsupported = append(unsupported, describeEntry(want)+": routability Cluster is served for IPAddress addresses only")
+				continue
+			}
+			from = own.cluster
+		}
+		found, ofKind := false, false
+		for _, a := range from {
 			if addressType(a.Type) != typ || (want.Value != "" && !sameAddress(typ, a.Value, want.Value)) {
 				continue
 			}
-			found = true
-			if !slices.ContainsFunc(out, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value }) {
-				out = append(out, a)
+			ofKind = true
+			if taken[a.Value] {
+				continue
 			}
+			found, taken[a.Value] = true, true
+			if want.Routability == sentinelRoutability {
+				a = withRoutability(a, sentinelRoutability)
+			}
+			m.out = append(m.out, a)
+			break
 		}
 		switch {
 		case found:
+			m.met++
+		case ofKind && want.Value != "":
+			// Listed twice (two spellings of one address): met once.
+			m.met++
+		case ofKind:
+			unsupported = append(unsupported, describeEntry(want)+": every address of its kind meets another entry already")
+		case want.Routability == gwv1.GatewayAddressRoutabilityCluster && want.Value == "":
+			// Unmet routability: no other scope stands in for it, and only
+			// AddressesAssigned (and Programmed, when nothing is met) says so.
+			unsupported = append(unsupported, describeEntry(want)+" with routability Cluster: there is no cluster IP to give")
+		case want.Routability == gwv1.GatewayAddressRoutabilityCluster:
+			unsupported = append(unsupported, describeEntry(want)+" with routability Cluster: it is not a cluster IP of the Service "+
+				"the Gateway is served on (the cluster's ServiceCIDR)")
 		case want.Value == "":
 			unassigned = append(unassigned, fmt.Sprintf("Portico has no %s address to give", typ))
 		default:
 			unusable = append(unusable, fmt.Sprintf("%s %q is not one of Portico's addresses", typ, want.Value))
 		}
 	}
-	if len(unusable)+len(unassigned) == 0 {
-		return out, "", ""
+	// Status lists them in the order of the addresses offered, whatever
+	// the order they were given in.
+	order := func(a gwv1.GatewayStatusAddress) int {
+		if i := slices.IndexFunc(own.def, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value }); i >= 0 {
+			return i
+		}
+		return len(own.def) + slices.IndexFunc(own.cluster, func(b gwv1.GatewayStatusAddress) bool { return b.Value == a.Value })
 	}
-	values := make([]string, len(own))
-	for i, a := range own {
+	slices.SortStableFunc(m.out, func(a, b gwv1.GatewayStatusAddress) int { return order(a) - order(b) })
+	m.unmet = append(append(slices.Clone(unusable), unassigned...), unsupported...)
+	if len(unusable)+len(unassigned) == 0 {
+		return m
+	}
+	values := make([]string, len(own.def))
+	for i, a := range own.def {
 		values[i] = a.Value
 	}
-	reason := gwv1.GatewayReasonAddressNotUsable
+	m.reason = gwv1.GatewayReasonAddressNotUsable
 	if len(unusable) == 0 {
-		reason = gwv1.GatewayReasonAddressNotAssigned
+		m.reason = gwv1.GatewayReasonAddressNotAssigned
 	}
 	ownList := "none yet: see --gateway-address and --gateway-service"
 	if len(values) > 0 {
 		ownList = strings.Join(values, ", ")
 	}
-	return out, reason, fmt.Sprintf("Cannot use the addresses asked for: %s. Without an address pool every Gateway is served "+
+	m.problem = fmt.Sprintf("Cannot use the addresses asked for: %s. Without an address pool every Gateway is served "+
 		"on Portico's addresses (%s); ask for some of those, or for none", strings.Join(append(unusable, unassigned...), "; "), ownList)
+	return m
+}
+
+// describeEntry names a spec.addresses entry in a message.
+func describeEntry(a gwv1.GatewaySpecAddress) string {
+	if a.Value == "" {
+		return fmt.Sprintf("an %s address", addressType(a.Type))
+	}
+	return fmt.Sprintf("%s %q", addressType(a.Type), a.Value)
 }
 
 func sameAddress(typ gwv1.AddressType, a, b string) bool {
@@ -404,11 +538,11 @@ func sameAddress(typ gwv1.AddressType, a, b string) bool {
 }
 
 // GatewayAddress is a status address: of type IPAddress when value parses
-// as an IP, else Hostname.
+// as an IP, else Hostname; of the default routability ("").
 func GatewayAddress(value string) gwv1.GatewayStatusAddress {
 	t := gwv1.HostnameAddressType
 	if _, err := netip.ParseAddr(value); err == nil {
 		t = gwv1.IPAddressType
 	}
-	return gwv1.GatewayStatusAddress{Type: &t, Value: value}
+	return gwv1.GatewayStatusAddress{Type: &t, Value: value, Routability: routability(gwv1.GatewayAddressRoutabilityDefault)}
 }

@@ -44,7 +44,7 @@ func TestGatewayAddresses(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.99"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "portico-system", Name: "portico"}, Spec: corev1.ServiceSpec{ClusterIP: "198.19.0.10"}},
 	}}
-	if got := shared.own(res); len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
+	if got := shared.own(res).def; len(got) != 2 || got[0].Value != "192.0.2.1" || got[1].Value != "198.19.0.10" {
 		t.Errorf("flag and Service addresses: %+v", got)
 	}
 }

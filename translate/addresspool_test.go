@@ -331,7 +331,11 @@ func TestSharedAddresses(t *testing.T) {
 		{name: "none asked", want: []string{"10.0.0.1", "fd00::1", "lb.example.com"}},
 		{name: "one IP", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}, want: []string{"10.0.0.1"}},
 		{name: "IPv6 spelled out", spec: []gwv1.GatewaySpecAddress{{Value: "fd00:0::0001"}}, want: []string{"fd00::1"}},
-		{name: "every IP", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}}, want: []string{"10.0.0.1", "fd00::1"}},
+		{name: "one IP per entry", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}}, want: []string{"10.0.0.1"}},
+		{name: "two entries, two IPs", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}, {Type: ptr.To(gwv1.IPAddressType)}},
+			want: []string{"10.0.0.1", "fd00::1"}},
+		{name: "a named IP is not taken by an entry without value", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType)}, {Value: "10.0.0.1"}},
+			want: []string{"10.0.0.1", "fd00::1"}},
 		{name: "hostname", spec: []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "LB.example.com"}}, want: []string{"lb.example.com"}},
 		{name: "not ours", spec: []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}, {Value: "10.9.9.9"}}, want: []string{"10.0.0.1"},
 			reason: gwv1.GatewayReasonAddressNotUsable, problem: `IPAddress "10.9.9.9" is not one of Portico's addresses`},
@@ -346,9 +350,10 @@ func TestSharedAddresses(t *testing.T) {
 		if c.own != nil {
 			ownAddrs = c.own
 		}
-		got, reason, problem := sharedAddresses(gw, ownAddrs)
+		m := sharedAddresses(gw, ownAddresses{def: ownAddrs})
+		reason, problem := m.reason, m.problem
 		var values []string
-		for _, a := range got {
+		for _, a := range m.out {
 			values = append(values, a.Value)
 		}
 		if !slices.Equal(values, c.want) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +57,8 @@ type policyVerdict struct {
 	wants              []tlsTarget
 }
 
-// caBundle is one ConfigMap's ca.crt, parsed.
+// caBundle is one ConfigMap's ca.crt, or one ClusterTrustBundle's
+// trustBundle, parsed.
 type caBundle struct {
 	certs []*x509.Certificate
 	pool  *x509.CertPool // nil when it holds no certificate
@@ -64,25 +66,52 @@ type caBundle struct {
 	err   string
 }
 
-// caSource looks up CA bundles for one translation: BackendTLSPolicies and
-// Gateways' client certificate validation read ConfigMaps through it.
-// Parsed bundles carry over to the next translation, by object: an
-// informer replaces the object when its content changes.
-type caSource struct {
-	configMaps map[types.NamespacedName]*corev1.ConfigMap
-	prev, used map[*corev1.ConfigMap]caBundle
+// Kinds a CA certificate reference may name.
+const (
+	kindConfigMap          = "ConfigMap"
+	kindClusterTrustBundle = "ClusterTrustBundle"
+	groupCertificates      = "certificates.k8s.io"
+)
+
+// isTrustBundle reports whether a reference names a ClusterTrustBundle.
+func isTrustBundle(group gwv1.Group, kind gwv1.Kind) bool {
+	return group == groupCertificates && kind == kindClusterTrustBundle
 }
 
-func newCASource(res *snapshot.Resources, prev map[*corev1.ConfigMap]caBundle) *caSource {
-	c := &caSource{
+// caIndex finds the objects CA certificates come from: ConfigMaps by
+// namespace and name, ClusterTrustBundles (cluster-scoped) by name.
+type caIndex struct {
+	configMaps map[types.NamespacedName]*corev1.ConfigMap
+	bundles    map[string]*certv1.ClusterTrustBundle
+}
+
+func newCAIndex(res *snapshot.Resources) caIndex {
+	ix := caIndex{
 		configMaps: make(map[types.NamespacedName]*corev1.ConfigMap, len(res.ConfigMaps)),
-		prev:       prev,
-		used:       map[*corev1.ConfigMap]caBundle{},
+		bundles:    make(map[string]*certv1.ClusterTrustBundle, len(res.ClusterTrustBundles)),
 	}
 	for _, cm := range res.ConfigMaps {
-		c.configMaps[nn(cm.Namespace, cm.Name)] = cm
+		ix.configMaps[nn(cm.Namespace, cm.Name)] = cm
 	}
-	return c
+	for _, b := range res.ClusterTrustBundles {
+		ix.bundles[b.Name] = b
+	}
+	return ix
+}
+
+// caSource looks up CA bundles for one translation: BackendTLSPolicies and
+// Gateways' client certificate validation read ConfigMaps and
+// ClusterTrustBundles through it. Parsed bundles carry over to the next
+// translation, by object (a *corev1.ConfigMap or *certv1.ClusterTrustBundle):
+// an informer replaces the object when its content changes, which is how
+// a rotated bundle reaches the data plane.
+type caSource struct {
+	caIndex
+	prev, used map[any]caBundle
+}
+
+func newCASource(res *snapshot.Resources, prev map[any]caBundle) *caSource {
+	return &caSource{caIndex: newCAIndex(res), prev: prev, used: map[any]caBundle{}}
 }
 
 // get returns the bundle of a ConfigMap, and false when there is no such
@@ -92,15 +121,29 @@ func (c *caSource) get(namespace, name string) (caBundle, bool) {
 	if !ok {
 		return caBundle{}, false
 	}
-	if b, ok := c.used[cm]; ok {
-		return b, true
-	}
-	b, ok := c.prev[cm]
+	return c.parsed(cm, func() caBundle { return parseCABundle(cm) }), true
+}
+
+// getBundle returns the bundle of a ClusterTrustBundle, and false when
+// there is no such ClusterTrustBundle.
+func (c *caSource) getBundle(name string) (caBundle, bool) {
+	b, ok := c.bundles[name]
 	if !ok {
-		b = parseCABundle(cm)
+		return caBundle{}, false
 	}
-	c.used[cm] = b
-	return b, true
+	return c.parsed(b, func() caBundle { return parseTrustBundle(b) }), true
+}
+
+func (c *caSource) parsed(obj any, parse func() caBundle) caBundle {
+	if b, ok := c.used[obj]; ok {
+		return b
+	}
+	b, ok := c.prev[obj]
+	if !ok {
+		b = parse()
+	}
+	c.used[obj] = b
+	return b
 }
 
 // certificates is listeners.Input.CACertificates.
@@ -114,6 +157,23 @@ func (c *caSource) certificates(namespace, name string) ([]*x509.Certificate, er
 	}
 	return b.certs, nil
 }
+
+// trustBundle is listeners.Input.TrustBundles.
+func (c *caSource) trustBundle(name string) ([]*x509.Certificate, error) {
+	b, ok := c.getBundle(name)
+	switch {
+	case !ok:
+		return nil, errors.New(trustBundleMissing)
+	case b.pool == nil:
+		return nil, errors.New(b.err)
+	}
+	return b.certs, nil
+}
+
+// trustBundleMissing says why a ClusterTrustBundle is not found: either
+// it does not exist, or the cluster does not serve the kind and Portico
+// does not watch it.
+const trustBundleMissing = "not found (it does not exist, or the cluster does not serve certificates.k8s.io/v1 ClusterTrustBundles)"
 
 // forPort returns the settings for a Service port: those of a policy
 // naming the port, else those of one naming the whole Service, else nil.
@@ -278,19 +338,32 @@ func policyCAs(p *gwv1.BackendTLSPolicy, cas *caSource) ([]*x509.CertPool, []*x5
 	var certs []*x509.Certificate
 	var sums []string
 	for _, ref := range p.Spec.Validation.CACertificateRefs {
-		if ref.Group != "" || ref.Kind != "ConfigMap" {
-			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s)",
-				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), wellknown.CACertificateKey))
+		var b caBundle
+		var ok bool
+		switch {
+		case isTrustBundle(ref.Group, ref.Kind):
+			if b, ok = cas.getBundle(string(ref.Name)); !ok {
+				badRef = append(badRef, fmt.Sprintf("ClusterTrustBundle %q: %s", ref.Name, trustBundleMissing))
+				continue
+			}
+			if b.pool == nil {
+				badRef = append(badRef, fmt.Sprintf("ClusterTrustBundle %q: %s", ref.Name, b.err))
+				continue
+			}
+		case ref.Group != "" || ref.Kind != kindConfigMap:
+			badKind = append(badKind, fmt.Sprintf("%s %q: kind %s is not supported; CA certificates come from ConfigMaps (key %s) "+
+				"and ClusterTrustBundles (group %s)",
+				kindName(ref.Group, ref.Kind), ref.Name, kindName(ref.Group, ref.Kind), wellknown.CACertificateKey, groupCertificates))
 			continue
-		}
-		b, ok := cas.get(p.Namespace, string(ref.Name))
-		if !ok {
-			badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
-			continue
-		}
-		if b.pool == nil {
-			badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
-			continue
+		default:
+			if b, ok = cas.get(p.Namespace, string(ref.Name)); !ok {
+				badRef = append(badRef, fmt.Sprintf("ConfigMap %q does not exist in namespace %s", ref.Name, p.Namespace))
+				continue
+			}
+			if b.pool == nil {
+				badRef = append(badRef, fmt.Sprintf("ConfigMap %q: %s", ref.Name, b.err))
+				continue
+			}
 		}
 		pools = append(pools, b.pool)
 		certs = append(certs, b.certs...)
@@ -341,37 +414,85 @@ func referencedConfigMaps(res *snapshot.Resources) []*corev1.ConfigMap {
 	return out
 }
 
-// configMapNames are the ConfigMaps res's BackendTLSPolicies and Gateways
-// name for CA certificates.
-func configMapNames(res *snapshot.Resources) map[types.NamespacedName]bool {
-	named := map[types.NamespacedName]bool{}
-	for _, p := range res.BackendTLSPolicies {
-		for _, ref := range p.Spec.Validation.CACertificateRefs {
-			named[nn(p.Namespace, string(ref.Name))] = true
+// referencedTrustBundles lists, in snapshot order, the ClusterTrustBundles
+// some BackendTLSPolicy or Gateway names.
+func referencedTrustBundles(res *snapshot.Resources) []*certv1.ClusterTrustBundle {
+	if len(res.ClusterTrustBundles) == 0 {
+		return nil
+	}
+	named := trustBundleNames(res)
+	var out []*certv1.ClusterTrustBundle
+	for _, b := range res.ClusterTrustBundles {
+		if named[b.Name] {
+			out = append(out, b)
 		}
 	}
+	return out
+}
+
+// trustBundleNames are the ClusterTrustBundles res's BackendTLSPolicies
+// and Gateways name for CA certificates.
+func trustBundleNames(res *snapshot.Resources) map[string]bool {
+	named := map[string]bool{}
+	for _, p := range res.BackendTLSPolicies {
+		for _, ref := range p.Spec.Validation.CACertificateRefs {
+			if isTrustBundle(ref.Group, ref.Kind) {
+				named[string(ref.Name)] = true
+			}
+		}
+	}
+	forEachFrontendRef(res, func(_ *gwv1.Gateway, ref gwv1.ObjectReference) {
+		if isTrustBundle(ref.Group, ref.Kind) {
+			named[string(ref.Name)] = true
+		}
+	})
+	return named
+}
+
+// forEachFrontendRef calls f with every CA certificate reference of the
+// Gateways' client certificate validation.
+func forEachFrontendRef(res *snapshot.Resources, f func(*gwv1.Gateway, gwv1.ObjectReference)) {
 	for _, gw := range res.Gateways {
 		if gw.Spec.TLS == nil || gw.Spec.TLS.Frontend == nil {
 			continue
 		}
-		f := gw.Spec.TLS.Frontend
-		configs := []*gwv1.TLSConfig{&f.Default}
-		for i := range f.PerPort {
-			configs = append(configs, &f.PerPort[i].TLS)
+		fr := gw.Spec.TLS.Frontend
+		configs := []*gwv1.TLSConfig{&fr.Default}
+		for i := range fr.PerPort {
+			configs = append(configs, &fr.PerPort[i].TLS)
 		}
 		for _, c := range configs {
 			if c.Validation == nil {
 				continue
 			}
 			for _, ref := range c.Validation.CACertificateRefs {
-				ns := gw.Namespace
-				if ref.Namespace != nil && *ref.Namespace != "" {
-					ns = string(*ref.Namespace)
-				}
-				named[nn(ns, string(ref.Name))] = true
+				f(gw, ref)
 			}
 		}
 	}
+}
+
+// configMapNames are the ConfigMaps res's BackendTLSPolicies and Gateways
+// name for CA certificates.
+func configMapNames(res *snapshot.Resources) map[types.NamespacedName]bool {
+	named := map[types.NamespacedName]bool{}
+	for _, p := range res.BackendTLSPolicies {
+		for _, ref := range p.Spec.Validation.CACertificateRefs {
+			if !isTrustBundle(ref.Group, ref.Kind) {
+				named[nn(p.Namespace, string(ref.Name))] = true
+			}
+		}
+	}
+	forEachFrontendRef(res, func(gw *gwv1.Gateway, ref gwv1.ObjectReference) {
+		if isTrustBundle(ref.Group, ref.Kind) {
+			return
+		}
+		ns := gw.Namespace
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		named[nn(ns, string(ref.Name))] = true
+	})
 	return named
 }
 
@@ -390,6 +511,22 @@ func parseCABundle(cm *corev1.ConfigMap) caBundle {
 		pool.AddCert(c)
 	}
 	sum := sha256.Sum256([]byte(data))
+	return caBundle{certs: certs, pool: pool, sum: hex.EncodeToString(sum[:])}
+}
+
+// parseTrustBundle reads the certificates of a ClusterTrustBundle. The API
+// server admits only bundles of valid CA certificates; one that still
+// holds none (or a file source's, admitted by the same rules) is invalid.
+func parseTrustBundle(b *certv1.ClusterTrustBundle) caBundle {
+	certs := pemCertificates(b.Spec.TrustBundle)
+	if len(certs) == 0 {
+		return caBundle{err: "spec.trustBundle holds no PEM certificate that can be parsed"}
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	sum := sha256.Sum256([]byte(b.Spec.TrustBundle))
 	return caBundle{certs: certs, pool: pool, sum: hex.EncodeToString(sum[:])}
 }
 
@@ -579,7 +716,33 @@ func routeBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
 		}
 		out = append(out, rb)
 	}
+	out = append(out, streamRouteBackends(res, st)...)
 	return append(out, grpcRouteBackends(res, st)...)
+}
+
+// streamRouteBackends are the Services of TCPRoutes and UDPRoutes, with
+// their parents' statuses.
+func streamRouteBackends(res *snapshot.Resources, st *status.Maps) []routedBackends {
+	out := make([]routedBackends, 0, len(res.TCPRoutes)+len(res.UDPRoutes))
+	for _, r := range res.TCPRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.TCPRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.refs = append(rb.refs, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
+	for _, r := range res.UDPRoutes {
+		rb := routedBackends{namespace: r.Namespace, parents: st.UDPRoutes[nn(r.Namespace, r.Name)]}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				rb.refs = append(rb.refs, b.BackendObjectReference)
+			}
+		}
+		out = append(out, rb)
+	}
+	return out
 }
 
 func appendMirrors(refs []gwv1.BackendObjectReference, filters []gwv1.HTTPRouteFilter) []gwv1.BackendObjectReference {

@@ -96,6 +96,14 @@ func (cp *clientPolicies) listener(m *listeners.Listener) *config.ClientTraffic 
 			if h.MaxHeaderCount != nil {
 				out.MaxHeaderCount = int(*h.MaxHeaderCount)
 			}
+			if h1 := h.HTTP1; h1 != nil {
+				if h1.IdleTimeout != nil {
+					out.H1IdleTimeout, _ = time.ParseDuration(string(*h1.IdleTimeout))
+				}
+				if h1.HeaderTimeout != nil {
+					out.HeaderTimeout, _ = time.ParseDuration(string(*h1.HeaderTimeout))
+				}
+			}
 			if h2 := h.HTTP2; h2 != nil {
 				if h2.MaxConcurrentStreams != nil {
 					out.MaxConcurrentStreams = uint32(*h2.MaxConcurrentStreams)

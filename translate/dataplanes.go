@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,15 +85,22 @@ func (t *translation) dataPlaneStatuses() {
 		}
 		svc := findNamed(t.res.Services, key.Namespace, name)
 		dep := findNamed(t.res.Deployments, key.Namespace, name)
-		var own []gwv1.GatewayStatusAddress
+		var own ownAddresses
 		if svc != nil {
-			own = dataPlaneAddresses(svc)
+			own = ownAddresses{def: dataPlaneAddresses(svc), cluster: clusterIPs(svc)}
 		}
-		var reason gwv1.GatewayConditionReason
-		var problem string
-		gs.Addresses, reason, problem = perGatewayAddresses(dp.Gateway, own)
+		m := perGatewayAddresses(dp.Gateway, own)
+		gs.Addresses = m.out
+		reason, problem := m.reason, m.problem
+		if svc != nil && (len(own.def) > 0 || len(own.cluster) > 0) {
+			// The Service has its addresses: assignment is decided.
+			setAddressesAssigned(&gs, len(dp.Gateway.Spec.Addresses), m.met, m.unmet)
+		}
 		switch {
 		case problem != "":
+		case m.met == 0 && len(m.unmet) > 0:
+			// AddressesAssigned has made Programmed False
+			// (AddressNotAssigned) and said why.
 		case len(gs.Addresses) == 0 && svc != nil && len(dp.Gateway.Spec.Addresses) > 0:
 			reason, problem = gwv1.GatewayReasonAddressNotUsable, fmt.Sprintf("the load balancer has not given Service %s/%s "+
 				"the addresses spec.addresses asks for", key.Namespace, name)
@@ -121,16 +129,31 @@ func dataPlaneAddresses(svc *corev1.Service) []gwv1.GatewayStatusAddress {
 }
 
 // perGatewayAddresses maps spec.addresses onto what the Gateway's Service
-// got: an IPAddress value it did not get is AddressNotUsable.
-func perGatewayAddresses(gw *gwv1.Gateway, own []gwv1.GatewayStatusAddress) ([]gwv1.GatewayStatusAddress, gwv1.GatewayConditionReason, string) {
-	if len(own) == 0 {
-		return nil, "", "" // still waiting for the Service's address
+// got: an IPAddress value it did not get is AddressNotUsable. Its cluster
+// IPs meet requests for routability Cluster, its load balancer's
+// addresses (or, for a ClusterIP Service, its cluster IPs) the others.
+func perGatewayAddresses(gw *gwv1.Gateway, own ownAddresses) addressMatch {
+	if len(own.def) == 0 && !onlyClusterRequested(gw) {
+		return addressMatch{} // still waiting for the Service's address
 	}
-	out, reason, problem := sharedAddresses(gw, own)
-	if problem != "" {
-		problem = fmt.Sprintf("the Gateway's Service has %s; spec.addresses asks for others", addressList(own))
+	m := sharedAddresses(gw, own)
+	if m.problem != "" {
+		m.problem = fmt.Sprintf("the Gateway's Service has %s; spec.addresses asks for others",
+			addressList(append(slices.Clone(own.def), own.cluster...)))
 	}
-	return out, reason, problem
+	return m
+}
+
+// onlyClusterRequested reports whether every spec.addresses entry of gw
+// asks for routability Cluster (and there is one): its data plane's
+// cluster IP is then all it waits for.
+func onlyClusterRequested(gw *gwv1.Gateway) bool {
+	for _, a := range gw.Spec.Addresses {
+		if a.Routability != gwv1.GatewayAddressRoutabilityCluster {
+			return false
+		}
+	}
+	return len(gw.Spec.Addresses) > 0
 }
 
 func addressList(as []gwv1.GatewayStatusAddress) string {

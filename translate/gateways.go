@@ -97,6 +97,7 @@ func (t *translation) gatewaysAndListeners() {
 			ReferenceGrants:    res.ReferenceGrants,
 			Certificates:       t.ix.certificate,
 			CACertificates:     t.cas.certificates,
+			TrustBundles:       t.cas.trustBundle,
 			ServicePorts:       t.servicePortsOf,
 		}
 		r := listeners.Merge(in)

@@ -276,27 +276,28 @@ func TestGoldenDeterministic(t *testing.T) {
 func shuffledCopy(res *snapshot.Resources, seed uint64) *snapshot.Resources {
 	rnd := rand.New(rand.NewPCG(seed, 0x901de7))
 	out := &snapshot.Resources{
-		GatewayClasses:     shuffle(rnd, res.GatewayClasses),
-		Gateways:           shuffle(rnd, res.Gateways),
-		ListenerSets:       shuffle(rnd, res.ListenerSets),
-		HTTPRoutes:         shuffle(rnd, res.HTTPRoutes),
-		GRPCRoutes:         shuffle(rnd, res.GRPCRoutes),
-		TLSRoutes:          shuffle(rnd, res.TLSRoutes),
-		TCPRoutes:          shuffle(rnd, res.TCPRoutes),
-		UDPRoutes:          shuffle(rnd, res.UDPRoutes),
-		ReferenceGrants:    shuffle(rnd, res.ReferenceGrants),
-		BackendTLSPolicies: shuffle(rnd, res.BackendTLSPolicies),
-		ConfigMaps:         shuffle(rnd, res.ConfigMaps),
-		Namespaces:         shuffle(rnd, res.Namespaces),
-		Secrets:            shuffle(rnd, res.Secrets),
-		Services:           shuffle(rnd, res.Services),
-		EndpointSlices:     shuffle(rnd, res.EndpointSlices),
-		Parameters:         shuffle(rnd, res.Parameters),
-		Deployments:        shuffle(rnd, res.Deployments),
-		TrafficPolicies:    shuffle(rnd, res.TrafficPolicies),
-		SecurityPolicies:   shuffle(rnd, res.SecurityPolicies),
-		ClientPolicies:     shuffle(rnd, res.ClientPolicies),
-		XTrafficPolicies:   shuffle(rnd, res.XTrafficPolicies),
+		GatewayClasses:      shuffle(rnd, res.GatewayClasses),
+		Gateways:            shuffle(rnd, res.Gateways),
+		ListenerSets:        shuffle(rnd, res.ListenerSets),
+		HTTPRoutes:          shuffle(rnd, res.HTTPRoutes),
+		GRPCRoutes:          shuffle(rnd, res.GRPCRoutes),
+		TLSRoutes:           shuffle(rnd, res.TLSRoutes),
+		TCPRoutes:           shuffle(rnd, res.TCPRoutes),
+		UDPRoutes:           shuffle(rnd, res.UDPRoutes),
+		ReferenceGrants:     shuffle(rnd, res.ReferenceGrants),
+		BackendTLSPolicies:  shuffle(rnd, res.BackendTLSPolicies),
+		ConfigMaps:          shuffle(rnd, res.ConfigMaps),
+		ClusterTrustBundles: shuffle(rnd, res.ClusterTrustBundles),
+		Namespaces:          shuffle(rnd, res.Namespaces),
+		Secrets:             shuffle(rnd, res.Secrets),
+		Services:            shuffle(rnd, res.Services),
+		EndpointSlices:      shuffle(rnd, res.EndpointSlices),
+		Parameters:          shuffle(rnd, res.Parameters),
+		Deployments:         shuffle(rnd, res.Deployments),
+		TrafficPolicies:     shuffle(rnd, res.TrafficPolicies),
+		SecurityPolicies:    shuffle(rnd, res.SecurityPolicies),
+		ClientPolicies:      shuffle(rnd, res.ClientPolicies),
+		XTrafficPolicies:    shuffle(rnd, res.XTrafficPolicies),
 	}
 	if res.ACMEErrors != nil {
 		out.ACMEErrors = maps.Clone(res.ACMEErrors)
@@ -346,7 +347,7 @@ type goldenClass struct {
 }
 
 type goldenGateway struct {
-	Addresses            []string               `yaml:"addresses,omitempty"` // "type value"
+	Addresses            []string               `yaml:"addresses,omitempty"` // "type value routability=..."
 	Conditions           []goldenCondition      `yaml:"conditions"`
 	AttachedListenerSets *int32                 `yaml:"attachedListenerSets,omitempty"`
 	Listeners            []goldenListenerStatus `yaml:"listeners,omitempty"`
@@ -411,7 +412,11 @@ func dumpGolden(t *testing.T, res *snapshot.Resources, translated Output) []byte
 			if a.Type != nil {
 				typ = string(*a.Type)
 			}
-			g.Addresses = append(g.Addresses, typ+" "+a.Value)
+			line := typ + " " + a.Value
+			if a.Routability != nil {
+				line += " routability=" + strconv.Quote(string(*a.Routability))
+			}
+			g.Addresses = append(g.Addresses, line)
 		}
 		for _, l := range s.Listeners {
 			g.Listeners = append(g.Listeners, goldenListenerStatus{Name: string(l.Name), SupportedKinds: goldenKinds(l.SupportedKinds),

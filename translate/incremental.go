@@ -63,7 +63,7 @@ type incremental struct {
 	nsLabels    map[string]map[string]string
 	clientCerts map[types.NamespacedName]*config.BackendClientCert
 	tls         *backendTLS
-	cas         map[types.NamespacedName]*corev1.ConfigMap
+	cas         caIndex
 }
 
 // keptLists are a snapshot's lists of the kinds a delta re-derives, in
@@ -151,7 +151,7 @@ func (t *translation) incrementalState() *incremental {
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
 		gateways: make(map[types.NamespacedName]*gatewayMemo, len(t.mergeInputs)),
-		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.configMaps,
+		nsLabels: t.ix.nsLabels, clientCerts: t.clientCerts, tls: t.tls, cas: t.cas.caIndex,
 		lists: keptLists{ls: newKeptList(res.ListenerSets), routes: newKeptList(res.HTTPRoutes),
 			secrets: newKeptList(res.Secrets), services: newKeptList(res.Services)}}
 	var ok bool
@@ -240,6 +240,7 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.SecurityPolicies = slices.Clone(res.SecurityPolicies)
 	c.ClientPolicies = slices.Clone(res.ClientPolicies)
 	c.XTrafficPolicies = slices.Clone(res.XTrafficPolicies)
+	c.ClusterTrustBundles = slices.Clone(res.ClusterTrustBundles)
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
@@ -409,7 +410,8 @@ func unchangedKinds(a, b *snapshot.Resources) bool {
 		slices.Equal(a.ReferenceGrants, b.ReferenceGrants) && slices.Equal(a.BackendTLSPolicies, b.BackendTLSPolicies) &&
 		// Only the ConfigMaps Gateways and policies name, as for a full
 		// translation (routingInputs): a cluster has many others.
-		slices.Equal(referencedConfigMaps(a), referencedConfigMaps(b)) && slices.Equal(a.Namespaces, b.Namespaces) &&
+		slices.Equal(referencedConfigMaps(a), referencedConfigMaps(b)) &&
+		slices.Equal(referencedTrustBundles(a), referencedTrustBundles(b)) && slices.Equal(a.Namespaces, b.Namespaces) &&
 		slices.Equal(a.KIngresses, b.KIngresses) && slices.Equal(a.KCertificates, b.KCertificates) &&
 		slices.Equal(a.Parameters, b.Parameters) && slices.Equal(a.Deployments, b.Deployments) &&
 		slices.Equal(a.TrafficPolicies, b.TrafficPolicies) &&
@@ -788,7 +790,7 @@ func (d *delta) translate() (Output, Memory, bool) {
 		res:        d.res,
 		ix: &index{nsLabels: d.next.nsLabels, secrets: map[types.NamespacedName]*corev1.Secret{},
 			certs: certSource{prev: d.mem.certs, used: map[types.NamespacedName]parsedCert{}}},
-		cas:         &caSource{configMaps: d.next.cas, prev: d.mem.caBundles, used: map[*corev1.ConfigMap]caBundle{}},
+		cas:         &caSource{caIndex: d.next.cas, prev: d.mem.caBundles, used: map[any]caBundle{}},
 		parents:     map[routing.Parent]bool{},
 		clientCerts: d.next.clientCerts,
 		tls:         d.next.tls,
@@ -819,7 +821,7 @@ func (d *delta) translate() (Output, Memory, bool) {
 	for _, g := range gws {
 		in := g.in
 		in.ListenerSets = byGateway[g]
-		in.NamespaceLabels, in.Certificates, in.CACertificates = t.ix.nsLabels, t.ix.certificate, t.cas.certificates
+		in.NamespaceLabels, in.Certificates, in.CACertificates, in.TrustBundles = t.ix.nsLabels, t.ix.certificate, t.cas.certificates, t.cas.trustBundle
 		r := listeners.Merge(in)
 		key := nn(in.Gateway.Namespace, in.Gateway.Name)
 		// Only the ListenerSets' listeners: the Gateway's own are as

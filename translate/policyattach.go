@@ -259,6 +259,9 @@ type ancestorStatus struct {
 	resolved string
 	// invalid, when set, is the message of Accepted=False Invalid.
 	invalid string
+	// acceptedNote, when set, is added to the message of Accepted=True:
+	// what of an accepted policy does not apply somewhere.
+	acceptedNote string
 	// refReason and refMessage, when set, are ResolvedRefs=False where
 	// the targets are found: a reference other than a target is not.
 	refReason  gwv1.PolicyConditionReason
@@ -286,7 +289,11 @@ func ownAncestors(entries ancestorEntries, st ancestorStatus, controller gwv1.Ga
 	out := make([]gwv1.PolicyAncestorStatus, 0, len(keys))
 	for _, k := range keys {
 		e := entries[k]
-		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, "Policy is accepted", gen)
+		acceptedMsg := "Policy is accepted"
+		if st.acceptedNote != "" {
+			acceptedMsg += "; " + st.acceptedNote
+		}
+		accepted := policyCondition(gwv1.PolicyConditionAccepted, true, gwv1.PolicyReasonAccepted, acceptedMsg, gen)
 		resolved := policyCondition(tpResolvedRefs, true, tpReasonResolved, st.resolved, gen)
 		switch {
 		case len(e.notFound) > 0:

@@ -75,6 +75,8 @@ type portBuild struct {
 	streams   bool // a TLS listener is on the port
 	// proxyProtocol is that of the port's first listener with one.
 	proxyProtocol *config.ProxyProtocol
+	// cleartext are the strictest connection settings of its listeners.
+	cleartext *config.ClientTraffic
 }
 
 func newPortsBuilder(t *translation) *portsBuilder {
@@ -164,6 +166,9 @@ func (b *portsBuilder) add(i int) {
 		pb.listeners = append(pb.listeners, l)
 		if pb.proxyProtocol == nil && l.Client != nil {
 			pb.proxyProtocol = l.Client.ProxyProtocol
+		}
+		if l.Client != nil && protocol == config.HTTP {
+			pb.cleartext = config.Strictest(pb.cleartext, l.Client)
 		}
 		pb.streams = pb.streams || (protocol == config.HTTPS && l.Stream != config.StreamNone)
 		if protocol == config.HTTPS {
@@ -274,6 +279,7 @@ func (b *portsBuilder) config() *config.Config {
 			Streams:   pb.streams,
 		}
 		p.ProxyProtocol = pb.proxyProtocol
+		p.Cleartext = pb.cleartext
 		if pb.protocol == config.HTTPS {
 			p.SNI = sni.NewTable(pb.entries)
 		}

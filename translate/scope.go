@@ -284,6 +284,12 @@ func scopeBackends(res, out *snapshot.Resources, services map[types.NamespacedNa
 			out.ConfigMaps = append(out.ConfigMaps, cm)
 		}
 	}
+	// Only the ClusterTrustBundles the Gateway and its policies name: a
+	// data plane learns nothing of the others, and a rotation of one of
+	// them reaches no other data plane.
+	out.ClusterTrustBundles = referencedTrustBundles(&snapshot.Resources{
+		Gateways: out.Gateways, BackendTLSPolicies: out.BackendTLSPolicies, ClusterTrustBundles: res.ClusterTrustBundles,
+	})
 }
 
 // scopeTrafficPolicies adds the BackendTrafficPolicies that target the

@@ -20,6 +20,7 @@ func (t *translation) tcpRoutes(in routing.Input) tcprouting.Output {
 		NamespaceLabels: in.NamespaceLabels,
 		Services:        in.Services,
 		ReferenceGrants: in.ReferenceGrants,
+		ProxyProtocol:   t.traffic.proxyProtocol(),
 	})
 	t.st.TCPRoutes = out.RouteParents
 	t.st.UDPRoutes = out.UDPRouteParents

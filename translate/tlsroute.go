@@ -18,6 +18,7 @@ func (t *translation) tlsRoutes(in routing.Input) tlsrouting.Output {
 		NamespaceLabels: in.NamespaceLabels,
 		Services:        in.Services,
 		ReferenceGrants: in.ReferenceGrants,
+		ProxyProtocol:   t.traffic.proxyProtocol(),
 	})
 	t.st.TLSRoutes = out.RouteParents
 	return out

@@ -2,13 +2,16 @@ package translate
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/config"
+	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/trafficpolicy"
 	"portico.dev/portico/routing"
 )
@@ -144,6 +147,28 @@ func (tp *trafficPolicies) service(svc types.NamespacedName) config.RuleTraffic 
 	return out
 }
 
+// proxyProtocol is tcprouting's and tlsrouting's Input.ProxyProtocol: the
+// header of the policy that won each Service, one value per Service; nil
+// when no winner sets one.
+func (tp *trafficPolicies) proxyProtocol() func(svc config.NamespacedName) *config.BackendProxyProtocol {
+	if tp == nil {
+		return nil
+	}
+	var byService map[config.NamespacedName]*config.BackendProxyProtocol
+	for target, p := range tp.winners {
+		if target.kind == "Service" && p.Spec.ProxyProtocol != nil {
+			if byService == nil {
+				byService = map[config.NamespacedName]*config.BackendProxyProtocol{}
+			}
+			byService[config.NamespacedName{Namespace: target.namespace, Name: target.name}] = p.Spec.ProxyProtocol.Config(p.Namespace + "/" + p.Name)
+		}
+	}
+	if byService == nil {
+		return nil
+	}
+	return func(svc config.NamespacedName) *config.BackendProxyProtocol { return byService[svc] }
+}
+
 // tpEntry is one ancestor's status being made.
 type tpEntry struct {
 	ref       gwv1.ParentReference
@@ -208,8 +233,71 @@ func (t *translation) trafficPolicyStatuses() {
 			}
 			entries.gateways(gws, v.conflict(target, trafficpolicy.Kind, target.String()))
 		}
-		out[key] = ownAncestors(entries, validStatus(v), t.controller)
+		st := validStatus(v)
+		if v.p.Spec.ProxyProtocol != nil && v.invalid == "" {
+			st.acceptedNote = proxyProtocolNote(res, v.targets)
+		}
+		out[key] = ownAncestors(entries, st, t.controller)
 	}
+}
+
+// proxyProtocolNote says which routes of other kinds than TCPRoute and
+// TLSRoute send to the Services of targets (a policy's with
+// proxyProtocol), whose connections carry no PROXY header: "" when none
+// does. At most three are named.
+func proxyProtocolNote(res *snapshot.Resources, targets []tpTarget) string {
+	svcs := map[types.NamespacedName]bool{}
+	for _, target := range targets {
+		svcs[nn(target.namespace, target.name)] = true
+	}
+	var routes []string
+	add := func(kind, ns, name string, refs []gwv1.BackendObjectReference) {
+		for _, ref := range refs {
+			if ptr.Deref(ref.Group, "") == "" && ptr.Deref(ref.Kind, "Service") == "Service" &&
+				svcs[nn(string(ptr.Deref(ref.Namespace, gwv1.Namespace(ns))), string(ref.Name))] {
+				routes = append(routes, kind+" "+ns+"/"+name)
+				return
+			}
+		}
+	}
+	for _, r := range res.HTTPRoutes {
+		var refs []gwv1.BackendObjectReference
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+		add("HTTPRoute", r.Namespace, r.Name, refs)
+	}
+	for _, r := range res.GRPCRoutes {
+		var refs []gwv1.BackendObjectReference
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+		add("GRPCRoute", r.Namespace, r.Name, refs)
+	}
+	for _, r := range res.UDPRoutes {
+		var refs []gwv1.BackendObjectReference
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+		add("UDPRoute", r.Namespace, r.Name, refs)
+	}
+	if len(routes) == 0 {
+		return ""
+	}
+	slices.Sort(routes)
+	more := ""
+	if len(routes) > 3 {
+		more = fmt.Sprintf(" and %d more", len(routes)-3)
+		routes = routes[:3]
+	}
+	return "proxyProtocol: the traffic of " + strings.Join(routes, ", ") + more +
+		" to its Services carries no PROXY header (only TCPRoutes and TLSRoutes send one)"
 }
 
 // ResolvedRefs of a BackendTrafficPolicy's ancestor: whether its targets

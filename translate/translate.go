@@ -14,7 +14,6 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -104,7 +103,7 @@ type Memory struct {
 	expiries *expiries
 	// caBundles are the parsed CA certificates of the ConfigMaps the last
 	// translation read, by object.
-	caBundles map[*corev1.ConfigMap]caBundle
+	caBundles map[any]caBundle
 	// poolAssigned are the pool addresses the last translation gave each
 	// Gateway. Until its status reports them (written a second or more
 	// later), they are what keeps a Gateway on its address when another
@@ -358,6 +357,7 @@ func routingInputs(res *snapshot.Resources) []any {
 	// Only the ConfigMaps a policy names: the others, of which a cluster
 	// has many, change nothing here.
 	add("ConfigMap", anys(referencedConfigMaps(res))...)
+	add("ClusterTrustBundle", anys(referencedTrustBundles(res))...)
 	add("Namespace", anys(res.Namespaces)...)
 	add("Secret", anys(res.Secrets)...)
 	add("Service", anys(res.Services)...)

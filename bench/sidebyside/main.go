@@ -105,7 +105,7 @@ func run() int {
 	porticoArgs := flag.String("portico-args", "", "extra flags for portico serve, space-separated (e.g. --gc-percent=200)")
 	grpcRun := flag.Bool("grpc", false, "measure gRPC unary calls through the peers that route gRPC (portico, nginx) instead")
 	flag.BoolVar(&o.PerfStat, "perf-stat", false, "count the proxies' system calls and context switches per request in the kept-alive runs (perf stat; root)")
-	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing), passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy) external (TLS termination and HTTP routing driven by wrk and h2load; peers portico, nginx, haproxy) udp (UDP forwarding in sessions per client address; peers portico, nginx) or policies (a rate limit per client address and consistent hashing on a header, driven by wrk; peers portico, nginx, and haproxy for hashing only)")
+	mode := flag.String("mode", "http", "what to compare: http (TLS termination and HTTP routing), passthrough (TLS passthrough by SNI; peers portico, nginx, haproxy) external (TLS termination and HTTP routing driven by wrk and h2load; peers portico, nginx, haproxy) udp (UDP forwarding in sessions per client address; peers portico, nginx), tcp (TCP forwarding: short connections, throughput and CPU per GB; peers portico, nginx, haproxy) or policies (a rate limit per client address and consistent hashing on a header, driven by wrk; peers portico, nginx, and haproxy for hashing only)")
 	flag.Parse()
 	o.Peers = strings.Split(*peersFlag, ",")
 	o.PorticoArgs = strings.Fields(*porticoArgs)
@@ -115,7 +115,7 @@ func run() int {
 			return 1
 		}
 	}
-	if (*mode == "passthrough" || *mode == "external") && !flagSet("peers") {
+	if (*mode == "passthrough" || *mode == "external" || *mode == "tcp") && !flagSet("peers") {
 		o.Peers = []string{"portico", "nginx", "haproxy"}
 	}
 	if (*mode == "udp" || *mode == "policies") && !flagSet("peers") {
@@ -162,6 +162,20 @@ func run() int {
 			return 1
 		}
 		fmt.Print(policiesReport(o, results))
+		for _, r := range results {
+			if r.Peer == "portico" && r.Err != nil {
+				return 1
+			}
+		}
+		return 0
+	}
+	if *mode == "tcp" {
+		results, err := runTCP(ctx, o, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sidebyside:", err)
+			return 1
+		}
+		fmt.Print(tcpReport(o, results))
 		for _, r := range results {
 			if r.Peer == "portico" && r.Err != nil {
 				return 1

@@ -28,7 +28,13 @@ import (
 // and the client goes on.
 //
 // Portico: a Gateway with one UDP listener and a UDPRoute. nginx: the
-// stream module, a udp listener with reuseport and proxy_pass.
+// stream module, a udp listener with reuseport and proxy_pass. haproxy
+// is not a peer: its community edition (2.6 here) forwards no UDP, its
+// frontends and backends refusing udp@ addresses (only its log-forward
+// section takes datagrams).
+//
+// -rounds measures every peer that many times in turn, every other round
+// in the other order, with the machine's load average before each run.
 
 // udpSizes are the datagram sizes of the two runs.
 var udpSizes = []int{64, 16 << 10}
@@ -107,10 +113,37 @@ type udpRun struct {
 	Lost      int64
 	Elapsed   time.Duration
 	CPU       time.Duration
+	// Load1 is the machine's one-minute load average before the run.
+	Load1 float64
+}
+
+// rate is the datagrams through the proxy per second: each exchange is
+// two, one each way.
+func (run udpRun) rate() float64 {
+	return float64(2*run.Exchanges) / run.Elapsed.Seconds()
+}
+
+// cpuPerGB is the proxy's CPU seconds per GB carried (both ways); 0 when
+// unknown.
+func (run udpRun) cpuPerGB() float64 {
+	if run.Exchanges == 0 || run.CPU <= 0 {
+		return 0
+	}
+	return run.CPU.Seconds() * 1e9 / float64(2*run.Exchanges*int64(run.Size))
+}
+
+// cpuPerMillion is the proxy's CPU seconds per million datagrams; 0 when
+// unknown.
+func (run udpRun) cpuPerMillion() float64 {
+	if run.Exchanges == 0 || run.CPU <= 0 {
+		return 0
+	}
+	return run.CPU.Seconds() * 1e6 / float64(2*run.Exchanges)
 }
 
 type udpResult struct {
 	Peer, Version string
+	Round         int
 	Err           error
 	Runs          []udpRun
 }
@@ -123,29 +156,39 @@ func runUDP(ctx context.Context, o options, progress io.Writer) ([]udpResult, er
 	}
 	defer backend.Close()
 	var out []udpResult
-	for _, name := range o.Peers {
-		i := slices.IndexFunc(udpPeers(""), func(p udpPeer) bool { return p.Name == name })
-		if i < 0 {
-			return nil, fmt.Errorf("unknown peer %q (udp mode: portico, nginx)", name)
+	for round := range max(o.Rounds, 1) {
+		order := slices.Clone(o.Peers)
+		if round%2 == 1 {
+			slices.Reverse(order)
 		}
-		p := udpPeers(o.Portico)[i]
-		if p.Name == "portico" && p.Binary == "" {
-			bin, err := buildPortico(o.Dir)
-			if err != nil {
-				return nil, err
+		for _, name := range order {
+			if ctx.Err() != nil {
+				return out, ctx.Err()
 			}
-			p = udpPeers(bin)[i]
+			i := slices.IndexFunc(udpPeers(""), func(p udpPeer) bool { return p.Name == name })
+			if i < 0 {
+				return nil, fmt.Errorf("unknown peer %q (udp mode: portico, nginx; haproxy's community edition forwards no UDP)", name)
+			}
+			if udpPeers(o.Portico)[i].Name == "portico" && o.Portico == "" {
+				bin, err := buildPortico(o.Dir)
+				if err != nil {
+					return nil, err
+				}
+				o.Portico = bin
+			}
+			p := udpPeers(o.Portico)[i]
+			if p.Binary == "" {
+				logf("%s: not installed (hack/bench-peers.sh installs it); skipped", p.Name)
+				continue
+			}
+			logf("%s round %d: measuring", p.Name, round+1)
+			r := measureUDP(ctx, o, p, backend.LocalAddr().String())
+			r.Round = round + 1
+			if r.Err != nil {
+				logf("%s: %v", p.Name, r.Err)
+			}
+			out = append(out, r)
 		}
-		if p.Binary == "" {
-			logf("%s: not installed (hack/bench-peers.sh installs it); skipped", p.Name)
-			continue
-		}
-		logf("%s: measuring", p.Name)
-		r := measureUDP(ctx, o, p, backend.LocalAddr().String())
-		if r.Err != nil {
-			logf("%s: %v", p.Name, r.Err)
-		}
-		out = append(out, r)
 	}
 	return out, nil
 }
@@ -177,8 +220,10 @@ func measureUDP(ctx context.Context, o options, p udpPeer, backend string) udpRe
 		return r
 	}
 	for _, size := range udpSizes {
+		load := loadAverage()
 		before, cpuErr := cpuOf(pr.cmd.Process.Pid)
 		run, err := udpLoad(ctx, addr, o.Conns, size, o.Duration)
+		run.Load1 = load
 		if err != nil {
 			r.Err = err
 			return r
@@ -306,29 +351,51 @@ func startUDPEcho() (*net.UDPConn, error) {
 	return c, nil
 }
 
-// udpReport formats the udp results as a markdown table: per run,
-// datagrams through the proxy per second (each exchange is two: one each
-// way), lost exchanges, and the proxy's CPU per million datagrams and per
-// GB carried (both ways).
+// udpReport formats the udp results as markdown tables, each round and
+// the medians over them: per run, datagrams through the proxy per second
+// (each exchange is two: one each way), lost exchanges, and the proxy's
+// CPU per million datagrams and per GB carried (both ways).
 func udpReport(o options, results []udpResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "UDP forwarding, one backend; %d clients (sessions), each sending a datagram and waiting for its echo; runs of %v; %d cores\n\n", o.Conns, o.Duration, runtime.NumCPU())
-	b.WriteString("| peer | version | datagram size | datagrams/s through the proxy | lost | proxy CPU s / million datagrams | proxy CPU s / GB |\n")
-	b.WriteString("|---|---|---|---|---|---|---|\n")
+	b.WriteString("| peer | version | round | load avg (1 min) | datagram size | datagrams/s through the proxy | lost | proxy CPU s / million datagrams | proxy CPU s / GB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		if r.Err != nil && len(r.Runs) == 0 {
-			fmt.Fprintf(&b, "| %s | %s | failed: %v | | | | |\n", r.Peer, r.Version, r.Err)
+			fmt.Fprintf(&b, "| %s | %s | %d | | failed: %v | | | | |\n", r.Peer, r.Version, r.Round, r.Err)
 			continue
 		}
 		for _, run := range r.Runs {
-			datagrams := 2 * run.Exchanges
-			rate := float64(datagrams) / run.Elapsed.Seconds()
-			perMillion, perGB := "-", "-"
-			if datagrams > 0 && run.CPU > 0 {
-				perMillion = fmt.Sprintf("%.2f", run.CPU.Seconds()*1e6/float64(datagrams))
-				perGB = fmt.Sprintf("%.2f", run.CPU.Seconds()*1e9/float64(datagrams*int64(run.Size)))
+			fmt.Fprintf(&b, "| %s | %s | %d | %.1f | %d B | %.0f | %d | %s | %s |\n", r.Peer, r.Version, r.Round, run.Load1, run.Size,
+				run.rate(), run.Lost, figure(run.cpuPerMillion()), figure(run.cpuPerGB()))
+		}
+	}
+	b.WriteString("\nMedians over the rounds:\n\n")
+	b.WriteString("| peer | datagram size | datagrams/s through the proxy | lost | proxy CPU s / million datagrams | proxy CPU s / GB |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, name := range o.Peers {
+		for _, size := range udpSizes {
+			var runs []udpRun
+			for _, r := range results {
+				for _, run := range r.Runs {
+					if r.Peer == name && run.Size == size {
+						runs = append(runs, run)
+					}
+				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d B | %.0f | %d | %s | %s |\n", r.Peer, r.Version, run.Size, rate, run.Lost, perMillion, perGB)
+			if len(runs) == 0 {
+				continue
+			}
+			med := func(f func(udpRun) float64) float64 {
+				x := make([]float64, len(runs))
+				for i, run := range runs {
+					x[i] = f(run)
+				}
+				slices.Sort(x)
+				return x[len(x)/2]
+			}
+			fmt.Fprintf(&b, "| %s | %d B | %.0f | %.0f | %s | %s |\n", name, size, med(udpRun.rate),
+				med(func(run udpRun) float64 { return float64(run.Lost) }), figure(med(udpRun.cpuPerMillion)), figure(med(udpRun.cpuPerGB)))
 		}
 	}
 	return b.String()

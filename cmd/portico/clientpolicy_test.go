@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"portico.dev/portico/internal/testkit/freeport"
 )
@@ -86,4 +89,97 @@ spec:
 		}
 		return nil
 	})
+}
+
+// TestServeAppliesClientConnectionTimeouts: "portico serve --config" with
+// a ClientTrafficPolicy's http.http1 timeouts closes a kept-alive
+// connection idle past its idleTimeout and cuts a head trickled past its
+// headerTimeout (the flags' are 120s and 10s), and tells a cleartext
+// HTTP/2 connection the policy's maxConcurrentStreams.
+func TestServeAppliesClientConnectionTimeouts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	listen := freeport.Port(t)
+	dir := t.TempDir()
+	writeWebFiles(t, dir, listen, ln.Addr().(*net.TCPAddr).Port, []string{"127.0.0.1"}, `apiVersion: portico.dev/v1alpha1
+kind: ClientTrafficPolicy
+metadata: {name: tight}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}]
+  http: {http1: {idleTimeout: 1s, headerTimeout: 500ms}, http2: {maxConcurrentStreams: 7}}
+`)
+	serveInTest(t, "--config", dir, "--bind-address", "127.0.0.1")
+	addr := fmt.Sprintf("127.0.0.1:%d", listen)
+	c := &http.Client{Timeout: 5 * time.Second}
+	waitUntil(t, "served", func() error {
+		resp, err := c.Get("http://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%d", resp.StatusCode)
+		}
+		return nil
+	})
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	start := time.Now()
+	if _, err := br.ReadByte(); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("idle connection: %v after %v, want closed after about 1s", err, time.Since(start))
+	}
+
+	slow, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_ = slow.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(slow, "GET / HTTP/1.1\r\n")
+	start = time.Now()
+	if _, err := slow.Read(make([]byte, 1)); err == nil || time.Since(start) > 3*time.Second {
+		t.Errorf("withheld head: %v after %v, want cut after about 500ms", err, time.Since(start))
+	}
+
+	h2, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	_ = h2.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(h2, http2.ClientPreface)
+	fr := http2.NewFramer(h2, h2)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %T", f)
+	}
+	if v, _ := sf.Value(http2.SettingMaxConcurrentStreams); v != 7 {
+		t.Errorf("h2c SETTINGS_MAX_CONCURRENT_STREAMS %d, want the policy's 7", v)
+	}
 }

@@ -50,8 +50,11 @@ type clusterOptions struct {
 	burst          int
 	statusWorkers  int
 	sessionSecret  string
-	knative        *knativeOptions
-	dataPlanes     *dataPlaneOptions // provision.go
+	// sharedKey is the session key every replica shares (from
+	// sessionSecret or --session-key-file), nil when there is none.
+	sharedKey  []byte
+	knative    *knativeOptions
+	dataPlanes *dataPlaneOptions // provision.go
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterOptions {
@@ -237,6 +240,7 @@ func newCluster(o *clusterOptions, controller gwv1.GatewayController, m *admin.M
 		DataPlanes:         dataPlanes,
 		DataPlaneListen:    o.dataPlanes.listen,
 		DataPlaneTLSSecret: o.dataPlanes.tlsSecret,
+		SessionKey:         o.sharedKey,
 		ControllerName:     controller,
 		Log:                log.Named("cluster"),
 		LeaderElection:     le,

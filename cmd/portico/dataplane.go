@@ -87,6 +87,11 @@ func (f *serveFlags) newGatewayMode(popts pipeline.Options, rt *proxy.Runtime, m
 	}
 	src := &configstream.Source{Gateway: key, Controller: f.gateway.controller, TokenFile: f.gateway.token,
 		RootCAs: roots, Pod: os.Getenv("POD_NAME"), Log: log.Named("stream")}
+	if *f.sessionKey == "" {
+		// The key the Gateway's replicas share comes with the stream,
+		// before its first snapshot.
+		src.OnSessionKey = rt.SetSessionKey
+	}
 	challenges.set(src)
 	popts.Translate.Gateway = &key
 	popts.Translate.Shared = nil

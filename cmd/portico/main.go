@@ -408,6 +408,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			opts.SessionKey = key
 		}
 	}
+	if !f.gateway.enabled() {
+		// Per-Gateway data planes get keys derived from it, when it is
+		// shared (configstream.DeriveSessionKey).
+		f.cluster.sharedKey = opts.SessionKey
+	}
 	rt := proxy.New(opts, log.Named("proxy"))
 
 	m, err := f.newMode(popts, rt, metrics, challenges, log)

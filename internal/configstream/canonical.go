@@ -27,6 +27,7 @@ func canonical(res *snapshot.Resources) *snapshot.Resources {
 	out.ReferenceGrants = byName(res.ReferenceGrants)
 	out.BackendTLSPolicies = byName(res.BackendTLSPolicies)
 	out.ConfigMaps = byName(res.ConfigMaps)
+	out.ClusterTrustBundles = byName(res.ClusterTrustBundles)
 	out.Namespaces = byName(res.Namespaces)
 	out.Secrets = byName(res.Secrets)
 	out.Services = byName(res.Services)

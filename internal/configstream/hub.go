@@ -2,6 +2,7 @@ package configstream
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -63,6 +64,11 @@ type Hub struct {
 	// Challenges, when set, answers the ACME HTTP-01 challenges data
 	// planes ask about (ChallengePath).
 	Challenges ChallengeHandler
+	// SessionKey, when set (SessionKeyLen bytes, the key every controller
+	// replica shares), gives each data plane on its stream the key of its
+	// Gateway (DeriveSessionKey, SessionKeyHeader). Unset: data planes
+	// seal sessions with keys of their own.
+	SessionKey []byte
 
 	mu     sync.Mutex
 	planes map[types.NamespacedName]*plane
@@ -211,6 +217,7 @@ func objectsOf(r *snapshot.Resources) []any {
 	add("ReferenceGrant", len(r.ReferenceGrants), func(i int) any { return r.ReferenceGrants[i] })
 	add("BackendTLSPolicy", len(r.BackendTLSPolicies), func(i int) any { return r.BackendTLSPolicies[i] })
 	add("ConfigMap", len(r.ConfigMaps), func(i int) any { return r.ConfigMaps[i] })
+	add("ClusterTrustBundle", len(r.ClusterTrustBundles), func(i int) any { return r.ClusterTrustBundles[i] })
 	add("Namespace", len(r.Namespaces), func(i int) any { return r.Namespaces[i] })
 	add("Secret", len(r.Secrets), func(i int) any { return r.Secrets[i] })
 	add("Service", len(r.Services), func(i int) any { return r.Services[i] })
@@ -302,6 +309,10 @@ func (h *Hub) stream(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	if len(h.SessionKey) == SessionKeyLen {
+		// Only to the Gateway's own ServiceAccount (authorize).
+		w.Header().Set(SessionKeyHeader, hex.EncodeToString(DeriveSessionKey(h.SessionKey, key)))
+	}
 	w.WriteHeader(http.StatusOK)
 	end := time.NewTimer(h.StreamLifetime)
 	defer end.Stop()

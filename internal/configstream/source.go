@@ -45,6 +45,10 @@ type Source struct {
 	// Silence is how long a stream may stay silent (no update, no
 	// heartbeat) before it is given up and dialled again.
 	Silence time.Duration
+	// OnSessionKey, when set, is given the session key the controller
+	// sends with each stream (SessionKeyHeader), before any of the
+	// stream's snapshots.
+	OnSessionKey func(key []byte) error
 
 	mu      sync.Mutex
 	latest  *snapshot.Resources
@@ -119,6 +123,17 @@ func (s *Source) stream(ctx context.Context, onUpdate func()) (received bool, er
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return false, fmt.Errorf("controller answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	if s.OnSessionKey != nil {
+		key, err := sessionKeyOf(resp.Header)
+		if err == nil && key != nil {
+			err = s.OnSessionKey(key)
+		}
+		if err != nil {
+			// Sessions still work, sealed with the data plane's own key:
+			// they hold on this replica only.
+			s.Log.Warn("session key from the controller refused", zap.Error(err))
+		}
 	}
 	// A controller that vanished without closing the connection is
 	// noticed by its silence.

@@ -243,6 +243,9 @@ type ServerOptions struct {
 	// Challenges answer the ACME HTTP-01 challenges data planes are sent;
 	// nil answers none.
 	Challenges configstream.ChallengeHandler
+	// SessionKey is the session key the controller replicas share (nil:
+	// none; data planes then seal sessions with keys of their own).
+	SessionKey []byte
 }
 
 // Listen reads (or creates) the server's certificate and binds its
@@ -262,6 +265,7 @@ func Listen(ctx context.Context, kube kubernetes.Interface, o ServerOptions, log
 	hub := configstream.NewHub(TokenReviewer(kube), log)
 	hub.OnAck = newAckWriter(kube, hub.Superseded, log).record
 	hub.Challenges = o.Challenges
+	hub.SessionKey = o.SessionKey
 	log.Info("serving data planes", zap.Stringer("address", ln.Addr()))
 	return &Server{hub: hub, ln: ln, cert: cert, log: log, CA: caPEM}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"portico.dev/portico/internal/controlplane/snapshot"
 	"portico.dev/portico/internal/controlplane/wellknown"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,7 @@ type orders struct {
 	referenceGrants *arrivals[*gwapi.ReferenceGrant]
 	backendTLS      *arrivals[*gwapi.BackendTLSPolicy]
 	configMaps      *arrivals[*corev1.ConfigMap]
+	trustBundles    *arrivals[*certv1.ClusterTrustBundle] // empty unless AddClusterTrustBundles
 	namespaces      *arrivals[*corev1.Namespace]
 	secrets         *arrivals[*corev1.Secret]
 	services        *arrivals[*corev1.Service]
@@ -104,6 +106,7 @@ func newOrders() orders {
 		referenceGrants: newArrivals[*gwapi.ReferenceGrant](),
 		backendTLS:      newArrivals[*gwapi.BackendTLSPolicy](),
 		configMaps:      newArrivals[*corev1.ConfigMap](),
+		trustBundles:    newArrivals[*certv1.ClusterTrustBundle](),
 		namespaces:      newArrivals[*corev1.Namespace](),
 		secrets:         newArrivals[*corev1.Secret](),
 		services:        newArrivals[*corev1.Service](),
@@ -313,21 +316,22 @@ func (in *Informers) Shutdown() {
 func (in *Informers) Snapshot() (*snapshot.Resources, error) {
 	o := in.order
 	res := &snapshot.Resources{
-		GatewayClasses:     o.gatewayClasses.list(),
-		Gateways:           o.gateways.list(),
-		ListenerSets:       o.listenerSets.list(),
-		HTTPRoutes:         o.httpRoutes.list(),
-		GRPCRoutes:         o.grpcRoutes.list(),
-		TLSRoutes:          o.tlsRoutes.list(),
-		TCPRoutes:          o.tcpRoutes.list(),
-		UDPRoutes:          o.udpRoutes.list(),
-		ReferenceGrants:    o.referenceGrants.list(),
-		BackendTLSPolicies: o.backendTLS.list(),
-		ConfigMaps:         o.configMaps.list(),
-		Namespaces:         o.namespaces.list(),
-		Secrets:            o.secrets.list(),
-		Services:           o.services.list(),
-		EndpointSlices:     o.endpointSlices.list(),
+		GatewayClasses:      o.gatewayClasses.list(),
+		Gateways:            o.gateways.list(),
+		ListenerSets:        o.listenerSets.list(),
+		HTTPRoutes:          o.httpRoutes.list(),
+		GRPCRoutes:          o.grpcRoutes.list(),
+		TLSRoutes:           o.tlsRoutes.list(),
+		TCPRoutes:           o.tcpRoutes.list(),
+		UDPRoutes:           o.udpRoutes.list(),
+		ReferenceGrants:     o.referenceGrants.list(),
+		BackendTLSPolicies:  o.backendTLS.list(),
+		ConfigMaps:          o.configMaps.list(),
+		ClusterTrustBundles: o.trustBundles.list(),
+		Namespaces:          o.namespaces.list(),
+		Secrets:             o.secrets.list(),
+		Services:            o.services.list(),
+		EndpointSlices:      o.endpointSlices.list(),
 	}
 	if err := in.snapshotDataPlanes(res); err != nil {
 		return nil, err

@@ -91,9 +91,23 @@ type HTTPSettings struct {
 	MaxHeaderBytes *int32         `json:"maxHeaderBytes,omitempty"`
 	MaxHeaderCount *int32         `json:"maxHeaderCount,omitempty"`
 	RequestTimeout *gwv1.Duration `json:"requestTimeout,omitempty"`
+	// HTTP1 are the settings of HTTP/1 connections: those whose TLS
+	// handshake chose the listener, or whose last request it served.
+	HTTP1 *HTTP1Settings `json:"http1,omitempty"`
 	// HTTP2 are the settings of HTTP/2 connections whose TLS handshake
-	// chose the listener (cleartext ones take the port's).
+	// chose the listener. A cleartext connection (h2c) names no listener
+	// before its first request: it takes the strictest of its port's.
 	HTTP2 *HTTP2Settings `json:"http2,omitempty"`
+}
+
+// HTTP1Settings: how long a kept-alive connection may wait for its next
+// request (idleTimeout), and how long a client has to send a request's
+// head (headerTimeout, counted from the connection's start for its first
+// request). A cleartext connection names no listener before its first
+// request: that one takes the strictest of its port's listeners.
+type HTTP1Settings struct {
+	IdleTimeout   *gwv1.Duration `json:"idleTimeout,omitempty"`
+	HeaderTimeout *gwv1.Duration `json:"headerTimeout,omitempty"`
 }
 
 // HTTP2Settings: the streams a client may have open at once, and how long
@@ -114,6 +128,21 @@ func (h *HTTPSettings) errors() []string {
 	if v := h.RequestTimeout; v != nil {
 		if d, err := time.ParseDuration(string(*v)); err != nil || d < time.Millisecond || d > 24*time.Hour {
 			errs = append(errs, fmt.Sprintf("spec.http.requestTimeout: %q is not a duration between 1ms and 24h", *v))
+		}
+	}
+	if h1 := h.HTTP1; h1 != nil {
+		if h1.IdleTimeout == nil && h1.HeaderTimeout == nil {
+			errs = append(errs, "spec.http.http1: at least one of idleTimeout, headerTimeout is needed")
+		}
+		if v := h1.IdleTimeout; v != nil {
+			if d, err := time.ParseDuration(string(*v)); err != nil || d < time.Second || d > 24*time.Hour {
+				errs = append(errs, fmt.Sprintf("spec.http.http1.idleTimeout: %q is not a duration between 1s and 24h", *v))
+			}
+		}
+		if v := h1.HeaderTimeout; v != nil {
+			if d, err := time.ParseDuration(string(*v)); err != nil || d < 100*time.Millisecond || d > time.Hour {
+				errs = append(errs, fmt.Sprintf("spec.http.http1.headerTimeout: %q is not a duration between 100ms and 1h", *v))
+			}
 		}
 	}
 	if h2 := h.HTTP2; h2 != nil {

@@ -22,6 +22,20 @@ func Set[T, R ~string](conds []metav1.Condition, typ T, status metav1.ConditionS
 	return rewrite(conds, string(typ), false, status, string(reason), msg)
 }
 
+// Put is Set for a condition a status reports only once it is decided
+// (a Gateway's AddressesAssigned): one that is not there is added, with
+// the observedGeneration of the status's first condition.
+func Put[T, R ~string](conds []metav1.Condition, typ T, status metav1.ConditionStatus, reason R, msg string) []metav1.Condition {
+	if slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(typ) }) {
+		return Set(conds, typ, status, reason, msg)
+	}
+	c := metav1.Condition{Type: string(typ), Status: status, Reason: string(reason), Message: msg}
+	if len(conds) > 0 {
+		c.ObservedGeneration = conds[0].ObservedGeneration
+	}
+	return append(slices.Clip(conds), c)
+}
+
 // Demote is Set to False for a condition that is True; a False one is left
 // as it is, since it already says why.
 func Demote[T, R ~string](conds []metav1.Condition, typ T, reason R, msg string) []metav1.Condition {

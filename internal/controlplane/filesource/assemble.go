@@ -3,6 +3,7 @@ package filesource
 import (
 	"time"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,10 +53,13 @@ func (s *Source) assemble(loadTime time.Time, replaced, changed map[string]*deco
 		ReferenceGrants:    joined(s, touched, last.ReferenceGrants, func(r *snapshot.Resources) []*gwv1.ReferenceGrant { return r.ReferenceGrants }),
 		BackendTLSPolicies: joined(s, touched, last.BackendTLSPolicies, func(r *snapshot.Resources) []*gwv1.BackendTLSPolicy { return r.BackendTLSPolicies }),
 		ConfigMaps:         joined(s, touched, last.ConfigMaps, func(r *snapshot.Resources) []*corev1.ConfigMap { return r.ConfigMaps }),
-		Secrets:            joined(s, touched, last.Secrets, func(r *snapshot.Resources) []*corev1.Secret { return r.Secrets }),
-		Services:           joined(s, touched, last.Services, func(r *snapshot.Resources) []*corev1.Service { return r.Services }),
-		EndpointSlices:     joined(s, touched, last.EndpointSlices, func(r *snapshot.Resources) []*discoveryv1.EndpointSlice { return r.EndpointSlices }),
-		Parameters:         joined(s, touched, last.Parameters, func(r *snapshot.Resources) []*parameters.PorticoParameters { return r.Parameters }),
+		ClusterTrustBundles: joined(s, touched, last.ClusterTrustBundles, func(r *snapshot.Resources) []*certv1.ClusterTrustBundle {
+			return r.ClusterTrustBundles
+		}),
+		Secrets:        joined(s, touched, last.Secrets, func(r *snapshot.Resources) []*corev1.Secret { return r.Secrets }),
+		Services:       joined(s, touched, last.Services, func(r *snapshot.Resources) []*corev1.Service { return r.Services }),
+		EndpointSlices: joined(s, touched, last.EndpointSlices, func(r *snapshot.Resources) []*discoveryv1.EndpointSlice { return r.EndpointSlices }),
+		Parameters:     joined(s, touched, last.Parameters, func(r *snapshot.Resources) []*parameters.PorticoParameters { return r.Parameters }),
 		TrafficPolicies: joined(s, touched, last.TrafficPolicies, func(r *snapshot.Resources) []*trafficpolicy.BackendTrafficPolicy {
 			return r.TrafficPolicies
 		}),
@@ -205,6 +209,8 @@ func add(res *snapshot.Resources, obj metav1.Object) {
 		res.BackendTLSPolicies = append(res.BackendTLSPolicies, o)
 	case *corev1.ConfigMap:
 		res.ConfigMaps = append(res.ConfigMaps, o)
+	case *certv1.ClusterTrustBundle:
+		res.ClusterTrustBundles = append(res.ClusterTrustBundles, o)
 	case *corev1.Secret:
 		foldStringData(o) // done when decoded; documents of Assemble come here first
 		res.Secrets = append(res.Secrets, o)

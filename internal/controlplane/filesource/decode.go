@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,9 @@ func newObject(apiVersion, kind string) (metav1.Object, error) {
 		return &gwxv1a1.XBackendTrafficPolicy{}, nil
 	case "v1/ConfigMap":
 		return &corev1.ConfigMap{}, nil
+	case "certificates.k8s.io/v1/ClusterTrustBundle", "certificates.k8s.io/v1beta1/ClusterTrustBundle":
+		// v1beta1's fields are v1's.
+		return &certv1.ClusterTrustBundle{}, nil
 	case "v1/Namespace":
 		return &corev1.Namespace{}, nil
 	case "v1/Secret":

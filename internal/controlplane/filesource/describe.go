@@ -60,7 +60,7 @@ func objectName(doc *yaml.Node, kind string) string {
 		}
 	}
 	switch kind {
-	case "GatewayClass", "Namespace":
+	case "GatewayClass", "Namespace", "ClusterTrustBundle":
 		return name
 	}
 	if namespace == "" {

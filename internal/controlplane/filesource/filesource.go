@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -539,8 +540,8 @@ func prepare(docs []Document) ([]Document, []string) {
 	var namespaces []string
 	for _, d := range docs {
 		switch d.Object.(type) {
-		case *corev1.Namespace, *gwv1.GatewayClass:
-			continue
+		case *corev1.Namespace, *gwv1.GatewayClass, *certv1.ClusterTrustBundle:
+			continue // cluster-scoped
 		}
 		if d.Object.GetNamespace() == "" {
 			d.Object.SetNamespace(corev1.NamespaceDefault)
@@ -859,6 +860,8 @@ func kindOf(obj metav1.Object) string {
 		return "BackendTLSPolicy"
 	case *corev1.ConfigMap:
 		return "ConfigMap"
+	case *certv1.ClusterTrustBundle:
+		return "ClusterTrustBundle"
 	case *corev1.Namespace:
 		return "Namespace"
 	case *corev1.Secret:

@@ -196,9 +196,11 @@ func portName(p Port) string {
 }
 
 // serviceSpec: the listener ports, the parameters' type (LoadBalancer by
-// default), and the Gateway's first IPAddress spec.addresses value as the
-// address asked of the load balancer (or as the cluster IP of a ClusterIP
-// Service). The Gateway's status reports what the Service then got, and
+// default; ClusterIP when every spec.addresses entry asks for routability
+// Cluster), the Gateway's first IPAddress
+// value with routability Cluster as cluster IP, and its first other one as
+// the address asked of the load balancer (or as the cluster IP of a
+// ClusterIP Service). The Gateway's status reports what the Service then got, and
 // an address asked for but not given is AddressNotUsable there.
 func serviceSpec(in *Input) corev1.ServiceSpec {
 	spec := corev1.ServiceSpec{
@@ -221,9 +223,21 @@ func serviceSpec(in *Input) corev1.ServiceSpec {
 			Name: portName(port), Port: port.Port, TargetPort: intstr.FromInt32(port.Port), Protocol: transport(port),
 		})
 	}
-	if ip := RequestedIP(in.Gateway); ip != "" {
+	if onlyCluster(in.Gateway) {
+		// Every address asked for is to be a cluster IP (routability
+		// Cluster): no load balancer is needed, nor wanted, whatever
+		// type the parameters name for the class's other Gateways.
+		spec.Type = corev1.ServiceTypeClusterIP
+		spec.ExternalTrafficPolicy = ""
+	}
+	if ip := RequestedIP(in.Gateway, gwv1.GatewayAddressRoutabilityCluster); ip != "" {
+		spec.ClusterIP = ip
+	}
+	if ip := RequestedIP(in.Gateway, gwv1.GatewayAddressRoutabilityDefault); ip != "" {
 		if spec.Type == corev1.ServiceTypeClusterIP {
-			spec.ClusterIP = ip
+			if spec.ClusterIP == "" {
+				spec.ClusterIP = ip
+			}
 		} else {
 			spec.LoadBalancerIP = ip
 		}
@@ -231,11 +245,20 @@ func serviceSpec(in *Input) corev1.ServiceSpec {
 	return spec
 }
 
-// RequestedIP is the first IPAddress value of gw's spec.addresses, the one
-// its Service asks for; "" when it names none.
-func RequestedIP(gw *gwv1.Gateway) string {
+// RequestedIP is the first IPAddress value of gw's spec.addresses asking
+// for routability (testing.x-k8s.io/sentinel counting as the default ""),
+// the one its Service asks for as load balancer IP ("") or cluster IP
+// (Cluster); "" when it names none.
+func RequestedIP(gw *gwv1.Gateway, routability gwv1.GatewayAddressRoutabilityType) string {
 	for _, a := range gw.Spec.Addresses {
 		if a.Type != nil && *a.Type != gwv1.IPAddressType || a.Value == "" {
+			continue
+		}
+		r := a.Routability
+		if r != gwv1.GatewayAddressRoutabilityCluster {
+			r = gwv1.GatewayAddressRoutabilityDefault
+		}
+		if r != routability {
 			continue
 		}
 		if addr, err := netip.ParseAddr(strings.TrimSpace(a.Value)); err == nil {
@@ -243,4 +266,15 @@ func RequestedIP(gw *gwv1.Gateway) string {
 		}
 	}
 	return ""
+}
+
+// onlyCluster reports whether every spec.addresses entry of gw asks for
+// routability Cluster, and there is one.
+func onlyCluster(gw *gwv1.Gateway) bool {
+	for _, a := range gw.Spec.Addresses {
+		if a.Routability != gwv1.GatewayAddressRoutabilityCluster {
+			return false
+		}
+	}
+	return len(gw.Spec.Addresses) > 0
 }

@@ -191,7 +191,8 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 	if j := p.Spec.JWT; j != nil {
 		out.JWT = &config.JWTAuth{RequiredScopes: j.RequiredScopes, ForwardToken: j.ForwardToken}
 		for _, c := range j.RequiredClaims {
-			out.JWT.RequiredClaims = append(out.JWT.RequiredClaims, config.RequiredClaim{Name: c.Name, Values: c.Values})
+			path, _ := jose.ParseClaimPath(c.Name)
+			out.JWT.RequiredClaims = append(out.JWT.RequiredClaims, config.RequiredClaim{Name: c.Name, Path: path, Values: c.Values})
 		}
 		for _, pr := range j.Providers {
 			cp := &config.JWTProvider{Name: pr.Name, Issuer: pr.Issuer, Audiences: pr.Audiences, ClockSkew: DefaultClockSkew}
@@ -199,7 +200,11 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 				cp.ClockSkew, _ = time.ParseDuration(string(*pr.ClockSkew))
 			}
 			for _, c := range pr.ClaimToHeaders {
-				cp.ClaimToHeaders = append(cp.ClaimToHeaders, config.ClaimHeader{Claim: c.Claim, Header: textproto.CanonicalMIMEHeaderKey(c.Header)})
+				path, _ := jose.ParseClaimPath(c.Claim)
+				cp.ClaimToHeaders = append(cp.ClaimToHeaders, config.ClaimHeader{Claim: c.Claim, Header: textproto.CanonicalMIMEHeaderKey(c.Header), Path: path})
+			}
+			for _, src := range pr.ExtractFrom {
+				cp.ExtractFrom = append(cp.ExtractFrom, config.TokenSource{Header: canonicalOrEmpty(src.Header), ValuePrefix: src.ValuePrefix, Cookie: src.Cookie, Param: src.Param})
 			}
 			if r := pr.RemoteJWKS; r != nil {
 				cp.RemoteJWKS, cp.CacheDuration = r.URI, DefaultJWKSCacheDuration

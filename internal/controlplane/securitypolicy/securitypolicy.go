@@ -26,6 +26,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"portico.dev/portico/internal/controlplane/policytarget"
+	"portico.dev/portico/internal/shared/jose"
 	"portico.dev/portico/internal/shared/jsoncopy"
 )
 
@@ -153,20 +154,29 @@ const (
 	MaxExtAuthBody        = 1 << 20
 )
 
-// JWT asks for a JSON Web Token ("Authorization: Bearer") that one of its
-// providers signed (RS*, PS*, ES*, EdDSA), and for claims and scopes.
+// JWT asks for a JSON Web Token that one of its providers signed (RS*,
+// PS*, ES*, EdDSA), found where the providers look for one (by default
+// "Authorization: Bearer"), and for claims and scopes.
 type JWT struct {
 	Providers []JWTProvider `json:"providers"`
 	// RequiredClaims must each hold one of their values.
 	RequiredClaims []RequiredClaim `json:"requiredClaims,omitempty"`
 	// RequiredScopes must all be in the token's "scope" or "scp".
 	RequiredScopes []string `json:"requiredScopes,omitempty"`
-	// ForwardToken sends the Authorization header on to the backend; by
-	// default it is removed.
+	// ForwardToken sends the token on to the backend where it was found;
+	// by default it is removed from there (the header, the cookie, the
+	// query parameter).
 	ForwardToken bool `json:"forwardToken,omitempty"`
 }
 
-// RequiredClaim is a top-level claim that must hold one of Values.
+// RequiredClaim is a claim that must hold one of Values. Name is a path
+// into nested objects: "realm_access.roles" is the "roles" member of the
+// "realm_access" claim; a "." or "\" that is part of a name is escaped
+// with "\" (`https://example\.com/roles`). A string claim must equal a
+// value; a number claim must equal one read as a number ("5" and "5.0"
+// match 5); a boolean claim must be named by one ("true", "false"); an
+// array claim must hold an element that matches one of those ways; an
+// object claim matches nothing.
 type RequiredClaim struct {
 	Name   string   `json:"name"`
 	Values []string `json:"values"`
@@ -182,11 +192,35 @@ type JWTProvider struct {
 	RemoteJWKS *RemoteJWKS `json:"remoteJWKS,omitempty"`
 	// LocalJWKS is a JWKS inline or in a Secret (key "jwks").
 	LocalJWKS *LocalJWKS `json:"localJWKS,omitempty"`
+	// ExtractFrom are the places the provider's tokens are looked for,
+	// in order; by default "Authorization: Bearer". A request with two
+	// different tokens in the places a policy's providers look, or one
+	// place given twice (two Authorization headers, a cookie or
+	// parameter twice), is refused (400); a token found in a place its
+	// issuer's provider does not look in does not verify.
+	ExtractFrom []TokenSource `json:"extractFrom,omitempty"`
 	// ClaimToHeaders set request headers from claims.
 	ClaimToHeaders []ClaimToHeader `json:"claimToHeaders,omitempty"`
 	// ClockSkew tolerated on exp and nbf; default 30s.
 	ClockSkew *gwv1.Duration `json:"clockSkew,omitempty"`
 }
+
+// TokenSource is one place a token is looked for: exactly one of header,
+// cookie and param.
+type TokenSource struct {
+	// Header is a request header; with valuePrefix, only a value that
+	// starts with it (compared without regard to case) holds a token,
+	// the rest of it without surrounding spaces.
+	Header      string `json:"header,omitempty"`
+	ValuePrefix string `json:"valuePrefix,omitempty"`
+	// Cookie is a cookie's name.
+	Cookie string `json:"cookie,omitempty"`
+	// Param is a query parameter's name.
+	Param string `json:"param,omitempty"`
+}
+
+// MaxTokenSources bounds a provider's ExtractFrom.
+const MaxTokenSources = 8
 
 // RemoteJWKS is the issuer's JWKS URI (http or https).
 type RemoteJWKS struct {
@@ -203,7 +237,12 @@ type LocalJWKS struct {
 // JWKSKey is the key of a Secret that holds a local JWKS.
 const JWKSKey = "jwks"
 
-// ClaimToHeader sets a header from a claim.
+// ClaimToHeader sets a header from a claim, whose name is a path as
+// RequiredClaim's. A string claim is sent as it is; a number or boolean
+// in its JSON form; an array of those joined by ","; an object, an array
+// of objects or arrays, a value with a control character (CR, LF, NUL
+// among them) or longer than 4096 bytes is not sent (nor is any header
+// of that name the client sent).
 type ClaimToHeader struct {
 	Header string `json:"header"`
 	Claim  string `json:"claim"`
@@ -457,12 +496,22 @@ func (j *JWT) validate() []string {
 		for k, c := range p.ClaimToHeaders {
 			if c.Claim == "" || !isHeaderName(c.Header) {
 				add("%s.claimToHeaders[%d]: a claim and a header name are required", at, k)
+				continue
+			}
+			if _, err := jose.ParseClaimPath(c.Claim); err != nil {
+				add("%s.claimToHeaders[%d].claim: %v", at, k, err)
+			}
+			if reservedHeader(c.Header) {
+				add("%s.claimToHeaders[%d].header: %q is not a header a claim may set", at, k, c.Header)
 			}
 		}
+		errs = append(errs, tokenSourceProblems(at, p.ExtractFrom)...)
 	}
 	for i, c := range j.RequiredClaims {
 		if c.Name == "" || len(c.Values) == 0 {
 			add("spec.jwt.requiredClaims[%d]: a name and values are required", i)
+		} else if _, err := jose.ParseClaimPath(c.Name); err != nil {
+			add("spec.jwt.requiredClaims[%d].name: %v", i, err)
 		}
 	}
 	for i, s := range j.RequiredScopes {
@@ -471,6 +520,51 @@ func (j *JWT) validate() []string {
 		}
 	}
 	return errs
+}
+
+// tokenSourceProblems checks a provider's extractFrom.
+func tokenSourceProblems(at string, list []TokenSource) []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(list) > MaxTokenSources {
+		add("%s.extractFrom: at most %d places, not %d", at, MaxTokenSources, len(list))
+	}
+	for i, src := range list {
+		set := 0
+		for _, v := range []string{src.Header, src.Cookie, src.Param} {
+			if v != "" {
+				set++
+			}
+		}
+		switch {
+		case set != 1:
+			add("%s.extractFrom[%d]: exactly one of header, cookie and param is required", at, i)
+		case src.Header != "" && !isHeaderName(src.Header):
+			add("%s.extractFrom[%d].header: %q is not a header name", at, i, src.Header)
+		case src.Cookie != "" && !isCookieName(src.Cookie):
+			add("%s.extractFrom[%d].cookie: %q is not a cookie name", at, i, src.Cookie)
+		case src.Param != "" && (len(src.Param) > 256 || !printable(src.Param)):
+			add("%s.extractFrom[%d].param: at most 256 printable characters", at, i)
+		}
+		if src.ValuePrefix != "" && (src.Header == "" || len(src.ValuePrefix) > 64 || !printable(src.ValuePrefix)) {
+			add("%s.extractFrom[%d].valuePrefix: at most 64 printable characters, with header only", at, i)
+		}
+	}
+	return errs
+}
+
+// isCookieName: a token (RFC 6265 4.1.1), as a header name is.
+func isCookieName(s string) bool { return isHeaderName(s) }
+
+// reservedHeader tells the headers a claim may not set: those that frame
+// or route the request, or carry credentials.
+func reservedHeader(h string) bool {
+	switch strings.ToLower(h) {
+	case "host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+		"keep-alive", "proxy-connection", "expect", "authorization", "cookie", "proxy-authorization":
+		return true
+	}
+	return false
 }
 
 func (e *ExtAuth) validate() []string {

@@ -1,6 +1,7 @@
 package securitypolicy
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -111,5 +112,59 @@ func TestGranted(t *testing.T) {
 	}
 	if !Granted(nil, "vault", secret) {
 		t.Error("a Secret of the policy's own namespace needs no grant")
+	}
+}
+
+// TestValidateJWTExtraction: a provider's places and claim paths are
+// refused with the field named when they cannot be read: a place naming
+// two kinds or none, a prefix without a header, a claim path with an
+// empty name or a dangling escape, a claim set into a header that frames
+// the request; the forms the data plane reads are accepted.
+func TestValidateJWTExtraction(t *testing.T) {
+	spec := func(p JWTProvider, claims ...RequiredClaim) Spec {
+		p.Name, p.Issuer, p.RemoteJWKS = "idp", "https://idp.example", &RemoteJWKS{URI: "https://idp.example/jwks"}
+		return Spec{TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{route("web")}, JWT: &JWT{Providers: []JWTProvider{p}, RequiredClaims: claims}}
+	}
+	good := spec(JWTProvider{
+		ExtractFrom:    []TokenSource{{Header: "Authorization", ValuePrefix: "Bearer "}, {Cookie: "session"}, {Param: "access_token"}},
+		ClaimToHeaders: []ClaimToHeader{{Header: "X-Roles", Claim: "realm_access.roles"}, {Header: "X-Tenant", Claim: `https://example\.com/tenant`}},
+	}, RequiredClaim{Name: "realm_access.roles", Values: []string{"staff"}})
+	if err := good.Validate(); err != nil {
+		t.Fatalf("valid spec refused: %v", err)
+	}
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{spec(JWTProvider{ExtractFrom: []TokenSource{{Header: "X-Token", Cookie: "t"}}}), "spec.jwt.providers[0].extractFrom[0]: exactly one of header, cookie and param"},
+		{spec(JWTProvider{ExtractFrom: []TokenSource{{}}}), "spec.jwt.providers[0].extractFrom[0]: exactly one of header, cookie and param"},
+		{spec(JWTProvider{ExtractFrom: []TokenSource{{Cookie: "t", ValuePrefix: "Bearer "}}}), "extractFrom[0].valuePrefix"},
+		{spec(JWTProvider{ExtractFrom: []TokenSource{{Cookie: "a b"}}}), "extractFrom[0].cookie"},
+		{spec(JWTProvider{ExtractFrom: make([]TokenSource, MaxTokenSources+1)}), "at most 8 places"},
+		{spec(JWTProvider{ClaimToHeaders: []ClaimToHeader{{Header: "X-R", Claim: "a..b"}}}), "claimToHeaders[0].claim: claim path \"a..b\": an empty name"},
+		{spec(JWTProvider{ClaimToHeaders: []ClaimToHeader{{Header: "X-R", Claim: `a\b`}}}), "claimToHeaders[0].claim"},
+		{spec(JWTProvider{ClaimToHeaders: []ClaimToHeader{{Header: "Transfer-Encoding", Claim: "sub"}}}), "claimToHeaders[0].header: \"Transfer-Encoding\" is not a header a claim may set"},
+		{spec(JWTProvider{}, RequiredClaim{Name: "a.", Values: []string{"x"}}), "spec.jwt.requiredClaims[0].name"},
+		{spec(JWTProvider{}, RequiredClaim{Name: "a.b.c.d.e.f.g.h.i", Values: []string{"x"}}), "more than 8 names"},
+	} {
+		err := tc.spec.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.spec.JWT.Providers[0], err, tc.want)
+		}
+	}
+}
+
+// TestJWTFieldsSurviveCopies: the JWT fields this policy's JSON carries
+// (extractFrom, claim paths) survive DeepCopy, the JSON round trip the
+// informers' caches and the per-Gateway stream (configstream) make of it.
+func TestJWTFieldsSurviveCopies(t *testing.T) {
+	p := &SecurityPolicy{Spec: Spec{TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{route("web")}, JWT: &JWT{
+		Providers: []JWTProvider{{Name: "idp", Issuer: "i", RemoteJWKS: &RemoteJWKS{URI: "https://i/jwks"},
+			ExtractFrom:    []TokenSource{{Header: "X-Token", ValuePrefix: "Token "}, {Cookie: "session"}, {Param: "access_token"}},
+			ClaimToHeaders: []ClaimToHeader{{Header: "X-Tenant", Claim: `https://example\.com/tenant`}}}},
+		RequiredClaims: []RequiredClaim{{Name: "realm_access.roles", Values: []string{"staff"}}},
+	}}}
+	if got := p.DeepCopy(); !reflect.DeepEqual(got.Spec, p.Spec) {
+		t.Errorf("DeepCopy lost JWT fields:\n%+v\nwant\n%+v", got.Spec.JWT, p.Spec.JWT)
 	}
 }

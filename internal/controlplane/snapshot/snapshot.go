@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,10 +43,14 @@ type Resources struct {
 	// validation (from a cluster, only the key ca.crt).
 	BackendTLSPolicies []*gwv1.BackendTLSPolicy
 	ConfigMaps         []*corev1.ConfigMap
-	Namespaces         []*corev1.Namespace
-	Secrets            []*corev1.Secret
-	Services           []*corev1.Service
-	EndpointSlices     []*discoveryv1.EndpointSlice
+	// ClusterTrustBundles (certificates.k8s.io/v1) hold CA certificates
+	// the same two can name by name instead of a ConfigMap; empty when
+	// the cluster does not serve the kind.
+	ClusterTrustBundles []*certv1.ClusterTrustBundle
+	Namespaces          []*corev1.Namespace
+	Secrets             []*corev1.Secret
+	Services            []*corev1.Service
+	EndpointSlices      []*discoveryv1.EndpointSlice
 	// KIngresses are Knative Serving's Ingresses of every class; translate
 	// serves those of Portico's (Settings.Knative).
 	KIngresses []*knative.Ingress

@@ -204,7 +204,34 @@ func gatewayStatus(stored, computed gwv1.GatewayStatus, now metav1.Time) gwv1.Ga
 	out.Listeners = stampListeners(computed.Listeners, stored.Listeners, func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) {
 		return l.Name, &l.Conditions
 	}, now)
+	if prunedRoutability(stored.Addresses, computed.Addresses) {
+		// The Gateway CRD of the standard channel has no routability:
+		// the API server drops it, and writing it again for that alone
+		// would never end. A status that differs otherwise is written
+		// whole, so an experimental CRD gets the field then.
+		alt := out
+		alt.Addresses = slices.Clone(stored.Addresses)
+		if apiequality.Semantic.DeepEqual(alt, stored) {
+			return alt
+		}
+	}
 	return out
+}
+
+// prunedRoutability reports whether stored addresses are the computed
+// ones as a CRD without status.addresses[].routability keeps them: the
+// same types and values, none with a routability.
+func prunedRoutability(stored, computed []gwv1.GatewayStatusAddress) bool {
+	if len(stored) != len(computed) || len(stored) == 0 {
+		return false
+	}
+	for i := range stored {
+		s, c := stored[i], computed[i]
+		if s.Routability != nil || s.Value != c.Value || ptr.Deref(s.Type, gwv1.IPAddressType) != ptr.Deref(c.Type, gwv1.IPAddressType) {
+			return false
+		}
+	}
+	return true
 }
 
 func listenerSetStatus(stored, computed gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {

@@ -32,6 +32,10 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]routing.Service
 	ReferenceGrants []*gwv1.ReferenceGrant
+	// ProxyProtocol is the PROXY header a Service's connections start
+	// with (its BackendTrafficPolicy's proxyProtocol); nil, or nil for
+	// every Service, when none is sent. UDPRoutes send none.
+	ProxyProtocol func(svc config.NamespacedName) *config.BackendProxyProtocol
 }
 
 // Output is each listener's route and the route statuses. TCP and UDP
@@ -86,7 +90,7 @@ func Compile(in Input) Output {
 	out := Output{Routes: map[int]*config.StreamRoute{}, AttachedRoutes: map[int]int32{},
 		RouteParents:    make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.Routes)),
 		UDPRouteParents: make(map[types.NamespacedName][]gwv1.RouteParentStatus, len(in.UDPRoutes))}
-	c := compiler{byParent: map[routing.Parent][]*routing.Listener{},
+	c := compiler{in: &in, byParent: map[routing.Parent][]*routing.Listener{},
 		admission: routing.NewAdmission(in.NamespaceLabels), backendRefs: routing.NewBackendRefs(in.Services, in.ReferenceGrants)}
 	for i := range in.Listeners {
 		l := &in.Listeners[i]
@@ -135,6 +139,7 @@ func (c *compiler) compile(in Input, routes []route, out *Output, statuses map[t
 }
 
 type compiler struct {
+	in          *Input
 	byParent    map[routing.Parent][]*routing.Listener
 	admission   routing.Admission
 	backendRefs routing.BackendRefs
@@ -185,6 +190,9 @@ func (c *compiler) compileRoute(route *route) (*config.StreamRoute, []problem) {
 			// The port's BackendTLSPolicy is not used: the client's bytes
 			// go to the backend as they are.
 			b := config.StreamBackend{Key: res.Key, Weight: weight}
+			if route.kind == routing.KindTCPRoute && c.in.ProxyProtocol != nil && res.Reason == "" {
+				b.ProxyProtocol = c.in.ProxyProtocol(res.Key.Service)
+			}
 			if res.Reason != "" {
 				refs = append(refs, problem{Reason: res.Reason, Msg: res.Message})
 				b.Invalid = res.Message

@@ -26,6 +26,10 @@ type Input struct {
 	NamespaceLabels map[string]map[string]string
 	Services        map[types.NamespacedName]routing.Service
 	ReferenceGrants []*gwv1.ReferenceGrant
+	// ProxyProtocol is the PROXY header a Service's connections start
+	// with (its BackendTrafficPolicy's proxyProtocol); nil, or nil for
+	// every Service, when none is sent.
+	ProxyProtocol func(svc config.NamespacedName) *config.BackendProxyProtocol
 }
 
 // Output is the compiled tables and the route statuses.
@@ -233,6 +237,9 @@ func (c *compiler) resolveBackend(routeNS string, ref gwv1.BackendObjectReferenc
 	b := config.StreamBackend{Key: r.Key, TLS: r.TLS}
 	if r.Reason != "" {
 		return b, &problem{Reason: r.Reason, Msg: r.Message}
+	}
+	if c.in.ProxyProtocol != nil {
+		b.ProxyProtocol = c.in.ProxyProtocol(r.Key.Service)
 	}
 	return b, nil
 }

@@ -74,6 +74,51 @@ type Spec struct {
 	Timeout *Timeout `json:"timeout,omitempty"`
 	// TCPKeepalive sets TCP keepalive on the connections to the backends.
 	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
+	// ProxyProtocol sends a PROXY protocol header with the client's
+	// address ahead of each connection to the targeted Services from a
+	// TCPRoute or a TLSRoute (passthrough or terminated). Only a policy
+	// whose targets are all Services sets it: HTTP connections to a
+	// backend are pooled and shared by clients, so they carry none.
+	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty"`
+}
+
+// ProxyProtocolVersion is the version of the PROXY header sent.
+type ProxyProtocolVersion string
+
+const (
+	ProxyProtocolV1 ProxyProtocolVersion = "V1"
+	ProxyProtocolV2 ProxyProtocolVersion = "V2"
+)
+
+// ProxyProtocol is the PROXY protocol header toward the backends.
+type ProxyProtocol struct {
+	// Version is V1 (a text line) or V2 (binary, without TLVs).
+	Version ProxyProtocolVersion `json:"version"`
+}
+
+// validate refuses a version the format does not have, and targets that
+// are not Services.
+func (pp *ProxyProtocol) validate(refs []gwv1.LocalPolicyTargetReferenceWithSectionName, errs []string) []string {
+	if pp.Version != ProxyProtocolV1 && pp.Version != ProxyProtocolV2 {
+		errs = append(errs, fmt.Sprintf("spec.proxyProtocol.version: %q is not one of V1, V2", pp.Version))
+	}
+	for _, r := range refs {
+		if r.Kind != "Service" || r.Group != "" {
+			errs = append(errs, fmt.Sprintf("spec.proxyProtocol: set only when every target is a Service (the TCPRoute and TLSRoute connections to it carry the header; HTTP connections are pooled across clients and cannot), not %s %s", r.Kind, r.Name))
+			break
+		}
+	}
+	return errs
+}
+
+// Config is the header as the data plane's configuration says it, for
+// the policy named policy; pp must be valid.
+func (pp *ProxyProtocol) Config(policy string) *config.BackendProxyProtocol {
+	v := 2
+	if pp.Version == ProxyProtocolV1 {
+		v = 1
+	}
+	return &config.BackendProxyProtocol{Version: v, Policy: policy}
 }
 
 // Timeout are the timeouts toward the backends; unset ones are the data
@@ -290,6 +335,16 @@ type ActiveHealthCheck struct {
 	HTTP               *HTTPActiveHealthCheck `json:"http,omitempty"`
 	TCP                *TCPActiveHealthCheck  `json:"tcp,omitempty"`
 	GRPC               *GRPCActiveHealthCheck `json:"grpc,omitempty"`
+	// TLS probes over TLS a backend that has no BackendTLSPolicy. A
+	// backend with one is probed over TLS with its SNI and validation,
+	// as its traffic, whatever this says.
+	TLS *ActiveTLS `json:"tls,omitempty"`
+}
+
+// ActiveTLS: the probes' SNI, the name the endpoint's certificate must
+// be valid for, trusted by the system's roots.
+type ActiveTLS struct {
+	ServerName string `json:"serverName"`
 }
 
 // HTTPActiveHealthCheck sends a request and expects one of some statuses.
@@ -456,6 +511,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.TCPKeepalive != nil {
 		more = s.TCPKeepalive.validate(more)
+	}
+	if s.ProxyProtocol != nil {
+		more = s.ProxyProtocol.validate(s.TargetRefs, more)
 	}
 	for _, m := range more {
 		errs = append(errs, errors.New(m))
@@ -628,6 +686,9 @@ func (a *ActiveHealthCheck) validate(errs []string) []string {
 			}
 		}
 	}
+	if t := a.TLS; t != nil && (t.ServerName == "" || len(validation.IsDNS1123Subdomain(t.ServerName)) > 0) {
+		errs = append(errs, fmt.Sprintf("%s.tls.serverName: %q is not a DNS name", at, t.ServerName))
+	}
 	if g := a.GRPC; g != nil && g.Service != nil && len(*g.Service) > 256 {
 		errs = append(errs, fmt.Sprintf("%s.grpc.service: longer than 256 characters", at))
 	}
@@ -684,6 +745,10 @@ func (hc *HealthCheck) ActiveConfig(policy string) *config.ActiveHealthCheck {
 		out.Send, out.Expect = a.TCP.Send.bytes(), a.TCP.Expect.bytes()
 	case a.GRPC != nil && a.GRPC.Service != nil:
 		out.GRPCService = *a.GRPC.Service
+	}
+	if a.TLS != nil {
+		// RootCAs nil: the system's roots. Its ID names its settings.
+		out.TLS = &config.BackendTLS{ID: "healthCheck.tls/" + a.TLS.ServerName, Policy: policy, ServerName: a.TLS.ServerName}
 	}
 	out.MakeID()
 	return out

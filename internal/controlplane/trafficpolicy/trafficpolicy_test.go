@@ -39,6 +39,9 @@ func TestValidate(t *testing.T) {
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tcp: {send: {text: PING}, expect: {binary: UE9ORw==}}}, passive: {}}}`, ""},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: GRPC, grpc: {service: api.v1.Users}, interval: 5s, timeout: 2s, jitter: 1s, healthyThreshold: 2, unhealthyThreshold: 4}}}`, ""},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: GRPC, tls: {serverName: api.example.com}}}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tls: {serverName: "Not A Name"}}}}`, "spec.healthCheck.active.tls.serverName: \"Not A Name\" is not a DNS name"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: TCP, tls: {}}}}`, "spec.healthCheck.active.tls.serverName: \"\" is not a DNS name"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {active: {type: UDP}}}`, "spec.healthCheck.active.type"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {maxConnections: 10, maxPendingRequests: 0, maxParallelRequests: 100, maxParallelRetries: 0}}`, ""},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], circuitBreaker: {}}`, ""},
@@ -62,6 +65,12 @@ func TestValidate(t *testing.T) {
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {consecutive5XxErrors: -1}}}`, "consecutive5XxErrors"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {baseEjectionTime: 0s}}}`, "baseEjectionTime"},
 		{`{targetRefs: [{group: "", kind: Service, name: s}], healthCheck: {passive: {maxEjectionPercent: 101}}}`, "maxEjectionPercent"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}, {group: "", kind: Service, name: t}], proxyProtocol: {version: V1}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {version: V2}}`, ""},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {version: V3}}`, "spec.proxyProtocol.version"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}], proxyProtocol: {}}`, "spec.proxyProtocol.version"},
+		{`{targetRefs: [{group: "", kind: Service, name: s}, {group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}], proxyProtocol: {version: V2}}`, "spec.proxyProtocol: set only when every target is a Service"},
+		{`{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}], proxyProtocol: {version: V1}}`, "not Gateway g"},
 	} {
 		var s Spec
 		if err := yaml.UnmarshalStrict([]byte(tc.spec), &s); err != nil {
@@ -118,6 +127,10 @@ func TestConfig(t *testing.T) {
 	}
 	if ConnConfig(nil, nil) != nil {
 		t.Error("no section, yet timeouts")
+	}
+	tl := (&HealthCheck{Active: &ActiveHealthCheck{Type: ActiveHTTP, HTTP: &HTTPActiveHealthCheck{Path: "/healthz"}, TLS: &ActiveTLS{ServerName: "api.example.com"}}}).ActiveConfig("ns/p")
+	if tl.TLS == nil || tl.TLS.ServerName != "api.example.com" || tl.TLS.RootCAs != nil || tl.ID == a.ID {
+		t.Errorf("check with tls: %+v (ID %q, the same without tls %q): want probes over TLS to api.example.com, system roots, an ID of its own", tl.TLS, tl.ID, a.ID)
 	}
 	if a.ID != b.ID || a.ID == c.ID {
 		t.Errorf("IDs: the same check of two policies %q, %q; another path %q", a.ID, b.ID, c.ID)

@@ -1,10 +1,14 @@
 package validation
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -79,6 +83,8 @@ func validateCore(obj metav1.Object) field.ErrorList {
 		return append(errs, validateData(field.NewPath("data"), keys)...)
 	case *corev1.Namespace:
 		return validateMetadata(o, apivalidation.ValidateNamespaceName, false)
+	case *certv1.ClusterTrustBundle:
+		return validateTrustBundle(o)
 	}
 	return nil
 }
@@ -281,4 +287,79 @@ func ptrValue[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// maxTrustBundleSize is the API server's limit on a ClusterTrustBundle's
+// spec.trustBundle.
+const maxTrustBundleSize = 1 << 20
+
+// validateTrustBundle applies the API server's rules for a
+// ClusterTrustBundle: a name with no ':' without a signer, else the
+// signer's name (its '/' as ':') and a ':' as prefix; a signer name of
+// the form domain/path; a trust bundle of PEM CERTIFICATE blocks without
+// headers, each a CA certificate, none twice, at least one.
+func validateTrustBundle(b *certv1.ClusterTrustBundle) field.ErrorList {
+	errs := validateMetadata(b, func(name string, _ bool) []string {
+		signer := b.Spec.SignerName
+		if signer == "" {
+			if strings.Contains(name, ":") {
+				return []string{"a ClusterTrustBundle without signerName must not have ':' in its name"}
+			}
+			return apivalidation.NameIsDNSSubdomain(name, false)
+		}
+		prefix := strings.ReplaceAll(signer, "/", ":") + ":"
+		if !strings.HasPrefix(name, prefix) {
+			return []string{fmt.Sprintf("a ClusterTrustBundle of signerName %s must be named with the prefix %s", signer, prefix)}
+		}
+		return apivalidation.NameIsDNSSubdomain(strings.TrimPrefix(name, prefix), false)
+	}, false)
+	path := field.NewPath("spec")
+	if s := b.Spec.SignerName; s != "" {
+		domain, rest, ok := strings.Cut(s, "/")
+		switch {
+		case !ok || rest == "":
+			errs = append(errs, field.Invalid(path.Child("signerName"), s, "must be a domain and a path: <domain>/<path>"))
+		default:
+			errs = appendMsgs(errs, path.Child("signerName"), s, validation.IsDNS1123Subdomain(domain))
+		}
+	}
+	bundle := path.Child("trustBundle")
+	if len(b.Spec.TrustBundle) > maxTrustBundleSize {
+		return append(errs, field.TooLong(bundle, "", maxTrustBundleSize))
+	}
+	seen := map[string]bool{}
+	rest, n, bad := []byte(b.Spec.TrustBundle), 0, false
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		i := n
+		n++
+		var msg string
+		switch cert, err := x509.ParseCertificate(block.Bytes); {
+		case block.Type != "CERTIFICATE":
+			msg = fmt.Sprintf("entry %d has bad block type: %s", i, block.Type)
+		case len(block.Headers) != 0:
+			msg = fmt.Sprintf("entry %d has PEM block headers", i)
+		case err != nil:
+			msg = fmt.Sprintf("entry %d does not parse as X.509", i)
+		case !cert.IsCA:
+			msg = fmt.Sprintf("entry %d does not have the CA bit set", i)
+		case !cert.BasicConstraintsValid:
+			msg = fmt.Sprintf("entry %d has invalid basic constraints", i)
+		case seen[string(block.Bytes)]:
+			msg = fmt.Sprintf("entry %d is a duplicate", i)
+		}
+		if msg != "" {
+			errs = append(errs, field.Invalid(bundle, "<value omitted>", msg))
+			bad = true
+		}
+		seen[string(block.Bytes)] = true
+	}
+	if n == 0 && !bad {
+		errs = append(errs, field.Invalid(bundle, "<value omitted>", "at least one trust anchor must be provided"))
+	}
+	return errs
 }

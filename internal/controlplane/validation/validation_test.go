@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +60,8 @@ func check(t *testing.T, c *Checker, doc string) error {
 		obj = &corev1.ConfigMap{}
 	case "Namespace":
 		obj = &corev1.Namespace{}
+	case "ClusterTrustBundle":
+		obj = &certv1.ClusterTrustBundle{}
 	default:
 		t.Fatalf("test document: kind %q", kind)
 	}

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -57,7 +58,13 @@ type conn struct {
 	// (Unix ns); 0 while it waits for its first one. Read with state by
 	// the shedding of idle connections (Server.CloseIdleSince).
 	idleSince atomic.Int64
+	// headerTimeout is the connection's ReadHeaderTimeout, or what
+	// Server.Timeouts gave it for its next request (ns).
+	headerTimeout atomic.Int64
 }
+
+// headTimeout is the bound of reading the connection's next head.
+func (c *conn) headTimeout() time.Duration { return time.Duration(c.headerTimeout.Load()) }
 
 func (c *conn) reset() {
 	c.rwc, c.base, c.tls = nil, nil, nil
@@ -118,7 +125,7 @@ func (c *conn) serve() (hijacked bool) {
 			// No handler sets a deadline for this answer: a client that
 			// never reads it (and pipelines more) would hold the
 			// connection forever. Bounded like a head.
-			if d := s.ReadHeaderTimeout; d > 0 {
+			if d := c.headTimeout(); d > 0 {
 				_ = w.SetWriteDeadline(time.Now().Add(d))
 			}
 			w.Header().Set("Content-Length", "0")
@@ -169,14 +176,20 @@ func (cw connWriter) Write(p []byte) (int, error) {
 // when the wait began.
 func (c *conn) awaitRequest(first bool, now time.Time) bool {
 	s := c.srv
+	header, idle := s.ReadHeaderTimeout, s.IdleTimeout
+	if s.Timeouts != nil {
+		h, i := s.Timeouts(c.base)
+		header, idle = cmp.Or(h, header), cmp.Or(i, idle)
+	}
+	c.headerTimeout.Store(int64(header))
 	if c.br.Buffered() == 0 {
 		// Waiting: the deadline is the idle timeout, or for the first
 		// request the header timeout, counted from the connection's start.
 		var d time.Duration
 		if first {
-			d = s.ReadHeaderTimeout
+			d = header
 		} else {
-			d = s.IdleTimeout
+			d = idle
 		}
 		if d > 0 {
 			c.cr.armIdle(now.Add(d), d)
@@ -190,7 +203,7 @@ func (c *conn) awaitRequest(first bool, now time.Time) bool {
 	if !c.state.CompareAndSwap(stateIdle, stateActive) {
 		return false // Shutdown closed it while it waited
 	}
-	if !first && s.ReadHeaderTimeout > 0 {
+	if !first && header > 0 {
 		// The header deadline is armed only if the head needs another
 		// read (see connReader.Read): most heads arrive whole with their
 		// first byte and then need none.
@@ -435,7 +448,7 @@ const (
 func (r *connReader) prepareRead() {
 	switch r.rd {
 	case rdHead:
-		_ = r.c.rwc.SetReadDeadline(time.Now().Add(r.c.srv.ReadHeaderTimeout))
+		_ = r.c.rwc.SetReadDeadline(time.Now().Add(r.c.headTimeout()))
 		r.rd, r.idleAt = rdArmed, time.Time{}
 	case rdStale:
 		_ = r.c.rwc.SetReadDeadline(time.Time{})

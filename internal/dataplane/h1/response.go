@@ -386,7 +386,7 @@ func (w *response) finish() bool {
 		// The rest of the body stands between the connection and its
 		// next request: its drain is bounded like a head, or a client
 		// that stops sending it would hold the connection forever.
-		if d := w.c.srv.ReadHeaderTimeout; d > 0 && !w.closeAfter {
+		if d := w.c.headTimeout(); d > 0 && !w.closeAfter {
 			_ = w.c.cr.setReadDeadline(time.Now().Add(d), rdArmed)
 		}
 		if !w.body.finish(maxPostHandlerRead, w.closeAfter) {

@@ -27,6 +27,11 @@ type Server struct {
 	// of a kept-alive connection. Zero: no bound.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// Timeouts, when set, is asked before each request of a connection
+	// (ctx is the connection's, ConnContext's) for the header and idle
+	// timeouts of its wait and head, in place of ReadHeaderTimeout and
+	// IdleTimeout; a zero one leaves the server's.
+	Timeouts func(ctx context.Context) (header, idle time.Duration)
 	// MaxHeaderBytes bounds the bytes of a request's head (request line
 	// and fields) and, separately, of the trailer of a chunked body.
 	MaxHeaderBytes int

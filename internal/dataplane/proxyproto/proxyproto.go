@@ -3,7 +3,8 @@
 // the start of a connection to say whose connection it carries. It reads
 // no more than the header needs but for what one read returned past it,
 // which it hands back to be served; the caller bounds the time with the
-// connection's read deadline.
+// connection's read deadline. It also writes one (Header.Append), for
+// backends that want to know whose connection Portico carries to them.
 package proxyproto
 
 import (

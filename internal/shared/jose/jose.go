@@ -8,16 +8,17 @@
 package jose
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	_ "crypto/sha256" // the hashes of the algorithms
-	_ "crypto/sha512"
+	"crypto/sha256"
+	_ "crypto/sha512" // the hashes of the algorithms
+	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/json/jsontext"
+	"encoding/json/v2"
 	"errors"
 	"fmt"
 	"math/big"
@@ -40,6 +41,11 @@ type Key struct {
 // KeySet is a parsed JSON Web Key Set: its usable signing keys.
 type KeySet struct {
 	Keys []Key
+	// Fingerprint is a digest of the keys (their IDs, algorithms and
+	// public keys): two sets of the same keys have the same one, so a
+	// cache of tokens verified with a set can tell a set fetched again
+	// unchanged from a rotation.
+	Fingerprint [16]byte
 }
 
 type jwk struct {
@@ -67,6 +73,7 @@ func ParseKeySet(data []byte) (*KeySet, error) {
 		return nil, fmt.Errorf("JWKS: %w", err)
 	}
 	set := &KeySet{}
+	fp := sha256.New()
 	for i, k := range raw.Keys {
 		if k.D != "" {
 			return nil, fmt.Errorf("JWKS key %d holds a private key", i)
@@ -79,7 +86,13 @@ func ParseKeySet(data []byte) (*KeySet, error) {
 			continue
 		}
 		set.Keys = append(set.Keys, Key{ID: k.Kid, Alg: k.Alg, pub: pub})
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(fp, "%q %q %x\n", k.Kid, k.Alg, der)
 	}
+	copy(set.Fingerprint[:], fp.Sum(nil))
 	if len(set.Keys) == 0 {
 		return nil, errors.New("JWKS has no usable signing key (RSA of 2048 bits or more, EC P-256/384/521, Ed25519)")
 	}
@@ -182,18 +195,20 @@ func Parse(s string) (*Token, error) {
 		return nil, ErrMalformed
 	}
 	t := &Token{Payload: pb, signed: s[:len(h)+1+len(p)], sig: sb}
-	dec := json.NewDecoder(bytes.NewReader(hb))
-	if err := dec.Decode(&t.Header); err != nil {
-		return nil, ErrMalformed
+	// One pass over the header: crit alongside the fields read.
+	var hdr struct {
+		Header
+		Crit jsontext.Value `json:"crit"`
 	}
-	var crit struct {
-		Crit json.RawMessage `json:"crit"`
+	if err := json.Unmarshal(hb, &hdr); err != nil {
+		return nil, ErrMalformed
 	}
 	// A critical extension this package does not know must refuse the
 	// token (RFC 7515 4.1.11): it knows none.
-	if json.Unmarshal(hb, &crit) == nil && len(crit.Crit) > 0 {
+	if len(hdr.Crit) > 0 {
 		return nil, ErrMalformed
 	}
+	t.Header = hdr.Header
 	return t, nil
 }
 
@@ -273,8 +288,38 @@ func (a algorithm) verify(pub crypto.PublicKey, signed string, sig []byte) bool 
 		if len(sig) != 2*size {
 			return false
 		}
-		r, s := new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:])
-		return ecdsa.Verify(k, digest, r, s)
+		// The JWS form (r and s, fixed size) as the ASN.1 the standard
+		// library verifies, without the big.Int round trip of
+		// ecdsa.Verify.
+		return ecdsa.VerifyASN1(k, digest, ecdsaDER(sig[:size], sig[size:]))
 	}
 	return false
+}
+
+// ecdsaDER encodes an ECDSA signature's r and s (big-endian) as the DER
+// SEQUENCE of two INTEGERs.
+func ecdsaDER(r, s []byte) []byte {
+	integer := func(out, v []byte) []byte {
+		for len(v) > 1 && v[0] == 0 {
+			v = v[1:]
+		}
+		pad := len(v) > 0 && v[0]&0x80 != 0
+		n := len(v)
+		if pad {
+			n++
+		}
+		out = append(out, 0x02, byte(n))
+		if pad {
+			out = append(out, 0)
+		}
+		return append(out, v...)
+	}
+	body := integer(integer(make([]byte, 0, 2*(len(r)+3)+3), r), s)
+	// At most 2*(66+3) = 138 bytes for P-521: one length byte, or 0x81
+	// and one.
+	head := []byte{0x30, byte(len(body))}
+	if len(body) >= 0x80 {
+		head = []byte{0x30, 0x81, byte(len(body))}
+	}
+	return append(head, body...)
 }

@@ -9,9 +9,11 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -205,6 +207,143 @@ func BenchmarkVerifyES256(b *testing.B) {
 		c, err := ParseClaims(tok.Payload)
 		if err != nil || c.CheckClaims(e) != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestClaimPaths: a dotted path reads nested objects, an escaped dot is
+// part of a name, and the typed rules of Matches and Text hold.
+func TestClaimPaths(t *testing.T) {
+	c, err := ParseClaims([]byte(`{"realm_access": {"roles": ["staff", "user"]}, "https://example.com/tenant": "acme",
+		"a": {"b.c": 7}, "n": 1700000000, "f": 1.5, "ok": true, "obj": {"x": 1}, "mixed": [1, "two", false], "deep": [[1]]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	look := func(path string) any {
+		t.Helper()
+		p, err := ParseClaimPath(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		v, _ := c.Lookup(p)
+		return v
+	}
+	if v, _ := Text(look("realm_access.roles")); v != "staff,user" {
+		t.Errorf("realm_access.roles: %q", v)
+	}
+	if v := look(`https://example\.com/tenant`); v != "acme" {
+		t.Errorf("escaped dots: %v", v)
+	}
+	if v := look(`a.b\.c`); v != float64(7) {
+		t.Errorf(`a.b\.c: %v`, v)
+	}
+	if v := look("https://example.com/tenant"); v != nil {
+		t.Errorf("unescaped dots read %v", v)
+	}
+	if v := look("realm_access.roles.x"); v != nil {
+		t.Errorf("a path through an array read %v", v)
+	}
+	for _, bad := range []string{"", ".", "a.", ".a", "a..b", `a\`, `a\b`} {
+		if _, err := ParseClaimPath(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	for _, tc := range []struct {
+		path, want string
+		match      bool
+	}{
+		{"realm_access.roles", "user", true}, {"realm_access.roles", "admin", false},
+		{"n", "1700000000", true}, {"n", "1.7e9", true}, {"n", "1700000001", false}, {"n", "abc", false},
+		{"f", "1.5", true}, {"ok", "true", true}, {"ok", "false", false}, {"ok", "1", false},
+		{"obj", `{"x":1}`, false}, {"mixed", "1", true}, {"mixed", "two", true}, {"mixed", "false", true},
+		{"deep", "1", false}, {`https://example\.com/tenant`, "acme", true},
+	} {
+		if got := Matches(look(tc.path), tc.want); got != tc.match {
+			t.Errorf("Matches(%s, %q) = %v", tc.path, tc.want, got)
+		}
+	}
+	for path, want := range map[string]string{"n": "1700000000", "f": "1.5", "ok": "true", "mixed": "1,two,false"} {
+		if got, ok := Text(look(path)); !ok || got != want {
+			t.Errorf("Text(%s) = %q, %v; want %q", path, got, ok, want)
+		}
+	}
+	for _, path := range []string{"obj", "deep"} {
+		if got, ok := Text(look(path)); ok {
+			t.Errorf("Text(%s) = %q, want none", path, got)
+		}
+	}
+}
+
+// TestKeySetFingerprint: the same keys give the same fingerprint
+// whatever the JSON around them; a key removed or added changes it.
+func TestKeySetFingerprint(t *testing.T) {
+	k1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	k2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a := set(t, ecKey("1", "P-256", &k1.PublicKey), ecKey("2", "P-256", &k2.PublicKey))
+	withOct := set(t, ecKey("1", "P-256", &k1.PublicKey), map[string]any{"kty": "oct", "k": "c2VjcmV0"}, ecKey("2", "P-256", &k2.PublicKey))
+	one := set(t, ecKey("1", "P-256", &k1.PublicKey))
+	renamed := set(t, ecKey("1", "P-256", &k1.PublicKey), ecKey("3", "P-256", &k2.PublicKey))
+	if a.Fingerprint != withOct.Fingerprint {
+		t.Error("an unusable key changed the fingerprint")
+	}
+	if a.Fingerprint == one.Fingerprint || a.Fingerprint == renamed.Fingerprint {
+		t.Error("a removed or renamed key kept the fingerprint")
+	}
+}
+
+// TestParseClaimsStrict: a claim given twice, or a payload that is not a
+// UTF-8 JSON object, is malformed for both decoders; ParseRegistered
+// reads what ParseClaims reads of the registered claims.
+func TestParseClaimsStrict(t *testing.T) {
+	for _, bad := range []string{`{"sub": "a", "sub": "b"}`, `{"iss": "a", "iss": "b"}`, "{\"sub\": \"\xff\"}", `null`, `[]`, `{"exp": 1}x`} {
+		if _, err := ParseClaims([]byte(bad)); err == nil {
+			t.Errorf("ParseClaims(%q): no error", bad)
+		}
+		if _, err := ParseRegistered([]byte(bad)); err == nil && bad != `null` {
+			t.Errorf("ParseRegistered(%q): no error", bad)
+		}
+	}
+	payload := []byte(`{"iss": "i", "exp": 2000000000, "nbf": 1, "aud": ["a", "b"], "sub": "s", "x": {"y": [1, 2]}}`)
+	all, err1 := ParseClaims(payload)
+	reg, err2 := ParseRegistered(payload)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	for _, name := range []string{"iss", "exp", "nbf", "aud"} {
+		if fmt.Sprint(all[name]) != fmt.Sprint(reg[name]) {
+			t.Errorf("%s: %v and %v", name, all[name], reg[name])
+		}
+	}
+	if len(reg) != 4 {
+		t.Errorf("ParseRegistered read %v", reg)
+	}
+}
+
+// TestECDSADER: the DER of r and s reads back as the same integers, for
+// values with leading zeros, with the high bit set, and of P-521's size
+// (a long-form length).
+func TestECDSADER(t *testing.T) {
+	for _, size := range []int{32, 48, 66} {
+		for i := range 200 {
+			r, s := make([]byte, size), make([]byte, size)
+			rand.Read(r)
+			rand.Read(s)
+			switch i % 4 {
+			case 1:
+				r[0], r[1] = 0, 0
+			case 2:
+				r[0], s[0] = 0xff, 0x80
+			case 3:
+				clear(s[:size-1])
+			}
+			var got struct{ R, S *big.Int }
+			rest, err := asn1.Unmarshal(ecdsaDER(r, s), &got)
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("size %d: %v (rest %d)", size, err, len(rest))
+			}
+			if got.R.Cmp(new(big.Int).SetBytes(r)) != 0 || got.S.Cmp(new(big.Int).SetBytes(s)) != 0 {
+				t.Fatalf("size %d: read back %x %x, want %x %x", size, got.R, got.S, r, s)
+			}
 		}
 	}
 }
