@@ -151,6 +151,12 @@ type Listener struct {
 	// Tracing is what the XTelemetryPolicy of the listener's Gateway
 	// sets; nil: the process's tracing.
 	Tracing *Tracing
+	// RequestFilters are the listener's pre-routing filters
+	// (Listener.filters.requests), run on every request in this order
+	// before its route is matched, once; each may refuse it or set
+	// headers route matching sees, never its Host. Only ExternalAuth
+	// filters exist: a listener with any other is not served.
+	RequestFilters []*ExtAuth
 }
 
 // StreamMode says what a listener does with a connection: serve HTTP, or

@@ -137,6 +137,8 @@ type listenerDescription struct {
 	Client *yaml.Node `yaml:"client,omitempty"`
 	// Tracing is what an XTelemetryPolicy sets for the listener.
 	Tracing *yaml.Node `yaml:"tracing,omitempty"`
+	// RequestFilters are the listener's pre-routing checks, in order.
+	RequestFilters *yaml.Node `yaml:"requestFilters,omitempty"`
 }
 
 type certDescription struct {
@@ -295,6 +297,9 @@ func (d *describer) listener(p *Port, l *Listener) listenerDescription {
 	}
 	if l.Stream == StreamUDP {
 		out.UDP = describeStreamRoute(l.UDP)
+	}
+	if len(l.RequestFilters) > 0 {
+		out.RequestFilters = d.value(reflect.ValueOf(l.RequestFilters))
 	}
 	return out
 }

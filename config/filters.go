@@ -20,6 +20,7 @@ type Filter struct {
 	Rewrite         *Rewrite        // URLRewrite
 	Mirror          *Mirror         // RequestMirror
 	CORS            *CORS           // CORS
+	ExtAuth         *ExtAuth        // ExternalAuth
 }
 
 // Header is one header name (canonical form) and value.
@@ -383,6 +384,7 @@ const (
 	FilterURLRewrite             FilterType = "URLRewrite"
 	FilterRequestMirror          FilterType = "RequestMirror"
 	FilterCORS                   FilterType = "CORS"
+	FilterExternalAuth           FilterType = "ExternalAuth"
 )
 
 // PathModifierType says what a PathModifier replaces: the Gateway API's

@@ -2,7 +2,9 @@ package config
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"portico.dev/portico/internal/shared/jose"
@@ -36,10 +38,12 @@ type Security struct {
 
 // ExtAuth asks an HTTP authorization service whether a request may pass:
 // it is sent the request's method, Path followed by the request's path
-// and query, and HeadersToAuth, without a body. A 2xx answer lets the
-// request through with HeadersToBackend set from it; any other answer is
-// the client's. A service that cannot answer within Timeout refuses the
-// request (403) unless FailOpen.
+// and query, and HeadersToAuth, with up to ForwardBody bytes of the body.
+// A 2xx answer (200 only with OnlyOK) lets the request through with
+// HeadersToBackend set from it; any other answer is the client's. A
+// service that cannot answer within Timeout refuses the request (403)
+// unless FailOpen. SecurityPolicy's extAuth, HTTPRoute's ExternalAuth
+// filter and a listener's ExternalAuth request filter all compile to one.
 type ExtAuth struct {
 	// Backend is the service's Service port (its endpoints in the
 	// configuration's table), nil when Address, its host:port, is set.
@@ -54,6 +58,28 @@ type ExtAuth struct {
 	// request goes as a CheckRequest, Path and HeadersToBackend are not
 	// used (an allowing answer sets the headers it names).
 	GRPC bool
+	// AllHeadersToAuth sends every header of the request (a gRPC
+	// ExternalAuth filter whose allowedHeaders is empty), not only
+	// HeadersToAuth.
+	AllHeadersToAuth bool
+	// AllHeadersToBackend copies every header of an allowing HTTP answer
+	// to the request, but Host, the connection's own and the framing's
+	// (an ExternalAuth filter whose allowedResponseHeaders is empty).
+	AllHeadersToBackend bool
+	// OnlyOK takes only a 200 as an allowing answer (the ExternalAuth
+	// filter's rule), not any 2xx.
+	OnlyOK bool
+	// ForwardBody, when above 0, buffers up to that many bytes of the
+	// request's body and sends them to the service; a longer body is
+	// refused with 413 and nothing is asked. The body then reaches the
+	// backend unchanged.
+	ForwardBody int64
+	// TLS, when set, is the BackendTLSPolicy of the service's port: the
+	// data plane speaks TLS to it.
+	TLS *BackendTLS
+	// Name says where the check comes from ("listener filter 0",
+	// "SecurityPolicy ns/name"), for logs and dumps.
+	Name string
 }
 
 // JWTAuth asks for a JSON Web Token, found where its providers look for
@@ -260,4 +286,31 @@ func NewAPIKeyAuth(header, query string, secrets []string, keys map[string]strin
 func (a *APIKeyAuth) Client(key string) (name string, ok bool) {
 	name, ok = a.clients[sha256.Sum256([]byte(key))]
 	return name, ok
+}
+
+// ExtAuthPathPrefix is the prefix an HTTP ExternalAuth filter puts before the
+// request's path, sanitised as the spec asks: "" for none; one leading
+// slash and none trailing; no dot segment, query, fragment or
+// backslash, which could make the service see another path than the one
+// configured.
+func ExtAuthPathPrefix(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if strings.ContainsAny(p, "?#\\ \t") {
+		return "", fmt.Errorf("http.path %q may not hold '?', '#', '\\' or blanks", p)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." || strings.EqualFold(seg, "%2e") || strings.EqualFold(seg, "%2e%2e") {
+			return "", fmt.Errorf("http.path %q may not hold a dot segment", p)
+		}
+	}
+	if strings.Contains(strings.ToLower(p), "%2f") || strings.Contains(strings.ToLower(p), "%5c") {
+		return "", fmt.Errorf("http.path %q may not hold an encoded slash or backslash", p)
+	}
+	p = "/" + strings.Trim(p, "/")
+	if p == "/" {
+		return "", nil
+	}
+	return p, nil
 }

@@ -62,6 +62,10 @@ type Input struct {
 	// (certificates.k8s.io), or why there are none. Nil: every reference
 	// to one is invalid.
 	TrustBundles func(name string) ([]*x509.Certificate, error)
+	// ServicePorts returns the ports of the Service namespace/name, false
+	// when there is no such Service: the ExternalAuth filters of
+	// listeners name one. Nil: no Service exists.
+	ServicePorts func(namespace, name string) ([]int32, bool)
 }
 
 // ClientValidation is the client certificate check of an HTTPS listener,
@@ -99,6 +103,11 @@ type Listener struct {
 	// ClientValidation, when set, is the client certificate check of the
 	// listener's port (HTTPS only).
 	ClientValidation *ClientValidation
+	// RequestFilters are the listener's pre-routing filters
+	// (filters.requests), in order, when every one of them can run and
+	// names a Service that resolved; nil otherwise (the listener is then
+	// not served). Read-only: shared with the input object.
+	RequestFilters []gwv1.ListenerFilter
 	// AllowedRoutes with defaults applied (namespaces.from Same; kinds from the protocol).
 	// Kinds is always the effective set, identical to SupportedKinds: kinds
 	// the listener asked for but cannot have are dropped, so an empty list

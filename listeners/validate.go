@@ -105,6 +105,11 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 		}
 	}
 
+	fv := m.filters(src, spec)
+	if fv.unsupported != "" && v.accepted {
+		v.accepted, v.acceptedReason, v.acceptedMsg = false, gwv1.ListenerReasonUnsupportedValue, fv.unsupported
+	}
+
 	m.claim(c, src, spec, &v)
 
 	var kindsMsg string
@@ -119,7 +124,7 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	}
 	// Only broken Secret updates may keep a listener serving: any other
 	// unresolved reference still takes it off the data plane.
-	v.servesPrevious = previous && (front == nil || front.reason == "") && kindsMsg == ""
+	v.servesPrevious = previous && (front == nil || front.reason == "") && kindsMsg == "" && fv.refReason == ""
 	if front != nil && front.reason != "" {
 		if refReason == "" {
 			refReason, refMsg = front.reason, front.msg
@@ -129,6 +134,15 @@ func (m *merger) evaluate(c claim, src Source, spec *gwv1.Listener) (Listener, v
 	}
 	if front != nil {
 		l.ClientValidation = front.validation
+	}
+	if fv.refReason != "" {
+		if refReason == "" {
+			refReason, refMsg = fv.refReason, fv.refMsg
+		} else {
+			refMsg += "; " + fv.refMsg
+		}
+	} else if fv.unsupported == "" && spec.Filters != nil && len(spec.Filters.Requests) > 0 {
+		l.RequestFilters = spec.Filters.Requests
 	}
 	switch {
 	case refReason != "" && kindsMsg != "":

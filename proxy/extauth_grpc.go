@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -49,8 +52,10 @@ const (
 	httpHost                 = 5
 	httpScheme               = 6
 	httpQuery                = 7
+	httpBody                 = 11
 	httpSize                 = 9
 	httpProtocol             = 10
+	httpRawBody              = 12
 	checkResponseStatus      = 1 // google.rpc.Status
 	checkResponseDenied      = 2 // DeniedHttpResponse
 	checkResponseOK          = 3 // OkHttpResponse
@@ -93,10 +98,16 @@ type grpcConns struct {
 // from endpoints, which change): past it, every connection is closed.
 const maxGRPCConns = 256
 
-func (c *grpcConns) get(addr string) (*grpc.ClientConn, error) {
+func (c *grpcConns) get(addr string, tlsSettings *config.BackendTLS) (*grpc.ClientConn, error) {
+	key := addr
+	creds := insecure.NewCredentials()
+	if tlsSettings != nil {
+		key += "\x00" + tlsSettings.ID
+		creds = credentials.NewTLS(backendTLSConfig(tlsSettings, nil, "h2"))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc := c.conns[addr]; cc != nil {
+	if cc := c.conns[key]; cc != nil {
 		return cc, nil
 	}
 	if c.conns == nil || len(c.conns) >= maxGRPCConns {
@@ -105,12 +116,12 @@ func (c *grpcConns) get(addr string) (*grpc.ClientConn, error) {
 		}
 		c.conns = map[string]*grpc.ClientConn{}
 	}
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(extAuthGRPCMaxAnswerSize)))
 	if err != nil {
 		return nil, fmt.Errorf("authorization service %s: %w", addr, err)
 	}
-	c.conns[addr] = cc
+	c.conns[key] = cc
 	return cc, nil
 }
 
@@ -132,6 +143,12 @@ func (g *guard) closeExtAuth() {
 	}
 	g.extAuthTransport.CloseIdleConnections()
 	g.grpcConns.closeAll()
+	g.extAuthTLSMu.Lock()
+	defer g.extAuthTLSMu.Unlock()
+	for _, t := range g.extAuthTLS {
+		t.CloseIdleConnections()
+	}
+	g.extAuthTLS = nil
 }
 
 // checkAnswer is what a CheckResponse says.
@@ -144,12 +161,12 @@ type checkAnswer struct {
 }
 
 // askExtAuthGRPC sends r's CheckRequest and reads the answer.
-func (g *guard) askExtAuthGRPC(ctx context.Context, r *http.Request, e *config.ExtAuth, addr string) (*checkAnswer, error) {
-	cc, err := g.grpcConns.get(addr)
+func (g *guard) askExtAuthGRPC(ctx context.Context, r *http.Request, e *config.ExtAuth, addr string, body []byte) (*checkAnswer, error) {
+	cc, err := g.grpcConns.get(addr, e.TLS)
 	if err != nil {
 		return nil, err
 	}
-	req := checkRequest(r, e)
+	req := checkRequest(r, e, body)
 	var resp []byte
 	if err := cc.Invoke(ctx, checkMethod, &req, &resp, grpc.ForceCodecV2(rawCodec{})); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -165,9 +182,11 @@ func (g *guard) askExtAuthGRPC(ctx context.Context, r *http.Request, e *config.E
 }
 
 // checkRequest encodes r as a CheckRequest: the peer, the method, path
-// (with the query, as Envoy sends it), host, scheme, protocol and the
-// headers of e.HeadersToAuth under lower-case names, as Envoy gives them.
-func checkRequest(r *http.Request, e *config.ExtAuth) []byte {
+// (with the query, as Envoy sends it), host, scheme, protocol, the
+// headers of e.HeadersToAuth (every header with e.AllHeadersToAuth) under
+// lower-case names, as Envoy gives them, and body, the part of the body
+// e forwards.
+func checkRequest(r *http.Request, e *config.ExtAuth, body []byte) []byte {
 	var h []byte
 	str := func(b []byte, n protowire.Number, s string) []byte {
 		if s == "" {
@@ -179,9 +198,20 @@ func checkRequest(r *http.Request, e *config.ExtAuth) []byte {
 	h = str(h, httpID, r.Header.Get("X-Request-Id"))
 	h = str(h, httpMethod, r.Method)
 	headers := []string{":authority", r.Host, ":method", r.Method, ":path", r.URL.RequestURI()}
-	for _, name := range e.HeadersToAuth {
-		if v, ok := r.Header[name]; ok {
-			headers = append(headers, strings.ToLower(name), strings.Join(v, ","))
+	if e.AllHeadersToAuth {
+		names := make([]string, 0, len(r.Header))
+		for name := range r.Header {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			headers = append(headers, strings.ToLower(name), strings.Join(r.Header[name], ","))
+		}
+	} else {
+		for _, name := range e.HeadersToAuth {
+			if v, ok := r.Header[name]; ok {
+				headers = append(headers, strings.ToLower(name), strings.Join(v, ","))
+			}
 		}
 	}
 	for i := 0; i < len(headers); i += 2 {
@@ -202,6 +232,16 @@ func checkRequest(r *http.Request, e *config.ExtAuth) []byte {
 	if r.ContentLength > 0 {
 		h = protowire.AppendTag(h, httpSize, protowire.VarintType)
 		h = protowire.AppendVarint(h, uint64(r.ContentLength))
+	}
+	if len(body) > 0 {
+		// body for services that read text (OPA parses it), raw_body
+		// for the bytes as they are.
+		if utf8.Valid(body) {
+			h = protowire.AppendTag(h, httpBody, protowire.BytesType)
+			h = protowire.AppendBytes(h, body)
+		}
+		h = protowire.AppendTag(h, httpRawBody, protowire.BytesType)
+		h = protowire.AppendBytes(h, body)
 	}
 	h = str(h, httpProtocol, r.Proto)
 	request := protowire.AppendTag(nil, requestHTTP, protowire.BytesType)
@@ -366,7 +406,7 @@ func settableHeader(name string) bool {
 		return false
 	}
 	switch strings.ToLower(name) {
-	case "host", "connection", "content-length", "transfer-encoding", "te", "upgrade", "keep-alive", "proxy-connection", "trailer":
+	case "host", "authority", "connection", "content-length", "transfer-encoding", "te", "upgrade", "keep-alive", "proxy-connection", "trailer":
 		return false
 	}
 	return true

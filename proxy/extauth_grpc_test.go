@@ -59,6 +59,12 @@ allow := {
 // PORTICO_REQUIRE_REAL=1.
 func startOPAAuthz(t *testing.T) string {
 	t.Helper()
+	return startOPAAuthzPolicy(t, authzPolicy)
+}
+
+// startOPAAuthzPolicy is startOPAAuthz deciding by the Rego policy rego.
+func startOPAAuthzPolicy(t *testing.T, rego string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", filepath.Join("..", "hack", "opa-authz.sh")).Output()
@@ -72,7 +78,7 @@ func startOPAAuthz(t *testing.T) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	bin := filepath.Join(lines[len(lines)-1], "opa-authz")
 	policy := filepath.Join(t.TempDir(), "policy.rego")
-	if err := os.WriteFile(policy, []byte(authzPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(rego), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := downAddress(t)

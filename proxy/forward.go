@@ -554,6 +554,23 @@ func (f *forwarder) close() {
 	f.guard.closeExtAuth()
 }
 
+// preRoute runs l's request filters on r in their order, before its
+// route is matched (Listener.filters.requests): false when one answered
+// it, and then neither the next filters nor route matching run. A filter
+// may set headers that route matching sees; the Host the listener was
+// chosen by is kept whatever a filter's answer says.
+func (f *forwarder) preRoute(w http.ResponseWriter, r *http.Request, cfg *config.Config, l *config.Listener) bool {
+	host := r.Host
+	for _, e := range l.RequestFilters {
+		if !f.guard.extAuth(w, r, e, cfg.Endpoints) {
+			return false
+		}
+		r.Host = host
+		delete(r.Header, "Host")
+	}
+	return true
+}
+
 // serve routes a request, whose path admit normalised to path, among the
 // routes of l, which received it on port, applies the rule's filters and
 // forwards it.
@@ -592,7 +609,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, cfg *config.
 		return
 	}
 	x.body = watchBody(r)
-	fr := &filterRun{w: w, in: r, out: overrideHash(r, rule), m: m, x: x}
+	fr := &filterRun{w: w, in: r, out: overrideHash(r, rule), m: m, x: x, guard: f.guard, eps: cfg.Endpoints}
 	if fr.apply(rule.Filters) {
 		return
 	}
@@ -734,6 +751,10 @@ type filterRun struct {
 	m       *config.Match
 	x       *exchange
 	mirrors []*config.Mirror
+	// guard and eps ask the authorization services of ExternalAuth
+	// filters.
+	guard *guard
+	eps   config.EndpointTable
 }
 
 // apply runs one list of filters; it reports whether the request was
@@ -768,6 +789,18 @@ func (fr *filterRun) apply(filters []config.Filter) bool {
 			if fl.Mirror.Take(rand.Uint64()) && !isUpgrade(r) {
 				fr.mirrors = append(fr.mirrors, fl.Mirror)
 			}
+		case fl.ExtAuth != nil:
+			// The service is asked about the request as the filters
+			// before it left it, and its answer's headers go to the
+			// backend; the Host stays the one the route matched.
+			if fr.out == r {
+				fr.out = r.Clone(r.Context())
+			}
+			host := fr.out.Host
+			if !fr.guard.extAuth(w, fr.out, fl.ExtAuth, fr.eps) {
+				return true
+			}
+			fr.out.Host = host
 		case fl.CORS != nil:
 			x.cors = fl.CORS
 			if fl.CORS.Preflight(r) {

@@ -138,6 +138,9 @@ func (ps *portServer) route(w http.ResponseWriter, r *http.Request) *config.Rule
 	if l.Client != nil && !ps.clientTraffic(w, r, l.Client) {
 		return nil
 	}
+	if len(l.RequestFilters) > 0 && !ps.rt.fwd.preRoute(w, r, cfg, l) {
+		return nil
+	}
 	return ps.rt.fwd.serve(w, r, cfg, l, path, ps.portText)
 }
 

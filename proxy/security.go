@@ -101,6 +101,10 @@ type guard struct {
 	grpcConns        grpcConns
 	// oidcFlows holds the OIDC logins' state (oidc.go).
 	oidcFlows *oidcFlows
+	// extAuthTLS are the transports to authorization services behind a
+	// BackendTLSPolicy, by its settings' ID.
+	extAuthTLSMu sync.Mutex
+	extAuthTLS   map[string]*http.Transport
 }
 
 func newGuard(opts Options, log *zap.Logger) *guard {

@@ -72,6 +72,17 @@ func (c *compiler) compileFilters(cr *compiledRoute, routeNS string, specs []gwv
 			cors, p := compileCORS(f.CORS)
 			out.fail(p)
 			out.filters = append(out.filters, config.Filter{Type: config.FilterType(f.Type), CORS: cors})
+		case gwv1.HTTPRouteFilterExternalAuth:
+			e, p, unresolved := c.compileExternalAuth(cr, routeNS, f.ExternalAuth)
+			out.fail(p)
+			switch {
+			case e != nil:
+				out.filters = append(out.filters, config.Filter{Type: config.FilterExternalAuth, ExtAuth: e})
+			case unresolved != "" && out.extensionRef == "":
+				// Its service cannot be asked: the rule fails closed
+				// (500), as ResolvedRefs says.
+				out.extensionRef = unresolved
+			}
 		case gwv1.HTTPRouteFilterExtensionRef:
 			msg := extensionRefProblem(f.ExtensionRef)
 			cr.refs = append(cr.refs, problem{gwv1.RouteReasonInvalidKind, msg})
@@ -119,8 +130,32 @@ func configured(f *gwv1.HTTPRouteFilter) bool {
 		return f.RequestMirror != nil
 	case gwv1.HTTPRouteFilterCORS:
 		return f.CORS != nil
+	case gwv1.HTTPRouteFilterExternalAuth:
+		return f.ExternalAuth != nil
 	}
 	return true
+}
+
+// compileExternalAuth compiles an ExternalAuth filter. A backendRef that
+// does not resolve is reported in cr.refs (ResolvedRefs=False with the
+// backend's reason) and returned as unresolved, with neither a check nor
+// a problem; a spec that cannot be served gives a problem.
+func (c *compiler) compileExternalAuth(cr *compiledRoute, routeNS string, spec *gwv1.HTTPExternalAuthFilter) (e *config.ExtAuth, p *problem, unresolved string) {
+	r := c.backendRefs.Resolve(c.cr.kind, routeNS, spec.BackendRef)
+	if r.Reason != "" {
+		msg := "ExternalAuth filter: " + r.Message
+		cr.refs = append(cr.refs, problem{r.Reason, msg})
+		return nil, nil, msg
+	}
+	if r.TLS != nil && r.TLS.Invalid != "" {
+		msg := fmt.Sprintf("ExternalAuth filter: BackendTLSPolicy %s of its backend: %s", r.TLS.Policy, r.TLS.Invalid)
+		return nil, nil, msg
+	}
+	e, err := CompileExternalAuth(spec, r, "ExternalAuth filter")
+	if err != nil {
+		return nil, unsupportedf("ExternalAuth filter: %v", err), ""
+	}
+	return e, nil, ""
 }
 
 func compileRewrite(spec *gwv1.HTTPURLRewriteFilter, prefixOK bool) (*config.Rewrite, *problem) {

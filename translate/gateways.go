@@ -98,6 +98,7 @@ func (t *translation) gatewaysAndListeners() {
 			Certificates:       t.ix.certificate,
 			CACertificates:     t.cas.certificates,
 			TrustBundles:       t.cas.trustBundle,
+			ServicePorts:       t.servicePortsOf,
 		}
 		r := listeners.Merge(in)
 		in.ListenerSets = nil

@@ -139,14 +139,15 @@ const maxDelta = 512
 // incrementalState indexes a full translation for the next one; nil when
 // the snapshot has what a delta does not handle: a Gateway with a data
 // plane of its own, an address pool, Knative, ACME, GRPCRoutes,
-// TLSRoutes, TCPRoutes, UDPRoutes, BackendTLSPolicies, BackendTrafficPolicies or two
-// objects of one kind and key.
+// TLSRoutes, TCPRoutes, UDPRoutes, BackendTLSPolicies, BackendTrafficPolicies,
+// listener filters (whose Services a delta does not follow) or two objects
+// of one kind and key.
 func (t *translation) incrementalState() *incremental {
 	s, res := t.settings, t.res
 	if s.Knative != nil || s.Gateway != nil || len(s.AddressPool) > 0 || len(t.dataPlanes) > 0 || t.ix.acme != nil ||
 		len(res.GRPCRoutes) > 0 || len(res.TLSRoutes) > 0 || len(res.TCPRoutes) > 0 || len(res.UDPRoutes) > 0 || len(res.BackendTLSPolicies) > 0 || len(res.TrafficPolicies) > 0 ||
 		len(res.SecurityPolicies) > 0 || len(res.ClientPolicies) > 0 || len(res.XTrafficPolicies) > 0 ||
-		len(res.TelemetryPolicies) > 0 {
+		len(res.TelemetryPolicies) > 0 || anyListenerFilters(res) {
 		return nil
 	}
 	inc := &incremental{settings: s, res: snapshotCopy(res), gatewaySecrets: map[types.NamespacedName]bool{},
@@ -245,6 +246,22 @@ func snapshotCopy(res *snapshot.Resources) *snapshot.Resources {
 	c.ListenerSets, c.HTTPRoutes, c.Secrets, c.Services = nil, nil, nil, nil
 	c.EndpointSlices = nil // not compared
 	return &c
+}
+
+// anyListenerFilters reports whether a listener of a Gateway or
+// ListenerSet of res has pre-routing filters.
+func anyListenerFilters(res *snapshot.Resources) bool {
+	for _, g := range res.Gateways {
+		if hasListenerFilters(g.Spec.Listeners) {
+			return true
+		}
+	}
+	for _, ls := range res.ListenerSets {
+		if hasListenerFilters(listenerSetListeners(ls)) {
+			return true
+		}
+	}
+	return false
 }
 
 // byKey indexes objects by namespace/name; false when a key repeats.
@@ -372,6 +389,9 @@ func eachBackendRef(r *gwv1.HTTPRoute, fn func(gwv1.BackendObjectReference)) {
 		for _, f := range fs {
 			if f.RequestMirror != nil {
 				fn(f.RequestMirror.BackendRef)
+			}
+			if f.ExternalAuth != nil {
+				fn(f.ExternalAuth.BackendRef)
 			}
 		}
 	}
@@ -625,7 +645,9 @@ func (d *delta) listenerSetChanged(key types.NamespacedName) bool {
 	old, _ := inc.ls.Get(key)
 	cur, _ := next.ls.Get(key)
 	for _, ls := range []*gwv1.ListenerSet{old, cur} {
-		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[wellknown.ACMEAnnotation] != "") {
+		// Listener filters name Services, which a delta does not follow
+		// for listeners: a ListenerSet with some is translated in full.
+		if ls != nil && (inc.gatewayOf(ls) == nil || ls.Annotations[wellknown.ACMEAnnotation] != "" || hasListenerFilters(listenerSetListeners(ls))) {
 			return false
 		}
 	}

@@ -223,6 +223,7 @@ func (b *portsBuilder) listener(i int) *config.Listener {
 	}
 	l.Client = b.t.client.listener(m)
 	l.Tracing = b.t.telemetry.listener(m)
+	l.RequestFilters = b.t.requestFilters(m)
 	if m.Protocol == gwv1.UDPProtocolType {
 		l.Stream, l.UDP = config.StreamUDP, b.t.compiledTCP.Routes[i]
 	}

@@ -27,6 +27,7 @@ func (t *translation) routes() {
 		Traffic:         withClientRules(t.traffic.traffic(), t.client.rules()),
 		Security:        t.security.rules(),
 	}
+	t.routingServices = in.Services
 	for i := range t.merged {
 		in.Listeners[i] = routingListener(i, &t.merged[i])
 	}

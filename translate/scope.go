@@ -78,6 +78,13 @@ func Scope(res *snapshot.Resources, gw types.NamespacedName) *snapshot.Resources
 	}
 	scopeClass(res, out, g)
 	services := scopeRoutes(res, out, parents)
+	// The authorization Services of its listeners' filters are its
+	// backends too.
+	addFilterService := func(ns, name string) { services[nn(ns, name)] = true }
+	listenerFilterServices(g.Spec.Listeners, gwSource, res.ReferenceGrants, addFilterService)
+	for _, ls := range out.ListenerSets {
+		listenerFilterServices(listenerSetListeners(ls), listeners.Source{Kind: "ListenerSet", Namespace: ls.Namespace, Name: ls.Name}, res.ReferenceGrants, addFilterService)
+	}
 	for _, s := range res.Secrets {
 		if secrets[nn(s.Namespace, s.Name)] {
 			out.Secrets = append(out.Secrets, s)

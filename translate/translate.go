@@ -274,9 +274,12 @@ type translation struct {
 	xtraffic    *xTrafficPolicies
 	telemetry   *telemetryPolicies
 	compiled    routing.Output
-	compiledTLS tlsrouting.Output
-	compiledTCP tcprouting.Output
-	acme        []ACMECertificate
+	// routingServices are the Services as routes see them (ports, their
+	// BackendTLSPolicies), for the ExternalAuth filters of listeners too.
+	routingServices map[types.NamespacedName]routing.Service
+	compiledTLS     tlsrouting.Output
+	compiledTCP     tcprouting.Output
+	acme            []ACMECertificate
 	// addresses are the pool addresses of each Gateway, nil without a
 	// pool; poolAssigned is what the next translation remembers of them.
 	addresses    map[types.NamespacedName][]string

@@ -167,3 +167,63 @@ func TestCheckKindsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// Check names each listener whose pre-routing filters cannot run and
+// each HTTPRoute whose ExternalAuth filter names no Service, with the
+// condition and reason of each.
+func TestCheckReportsListenerAndRouteFilters(t *testing.T) {
+	dir := t.TempDir()
+	objects := `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: portico
+  listeners:
+  - name: ext
+    port: 8080
+    protocol: HTTP
+    hostname: ext.example.com
+    filters: {requests: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Projector, name: p}}]}
+  - name: missing
+    port: 8080
+    protocol: HTTP
+    hostname: missing.example.com
+    filters: {requests: [{type: ExternalAuth, externalAuth: {protocol: GRPC, backendRef: {name: nosuch, port: 9000}, grpc: {}}}]}
+  - {name: plain, port: 8080, protocol: HTTP, hostname: plain.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web}
+spec:
+  parentRefs: [{name: gw, sectionName: plain}]
+  rules:
+  - filters: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: authz, port: 9000}, http: {}}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+`
+	if err := os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(objects), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check", "--config", dir}, &out, &errOut); code != exitNotServing {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitNotServing, errOut.String())
+	}
+	for _, want := range [][]string{
+		{"Gateway", "listener ext", "Accepted", "UnsupportedValue", "ExtensionRef"},
+		{"Gateway", "listener missing", "ResolvedRefs", "InvalidListenerFilterRef", "nosuch"},
+		{"HTTPRoute", "default/web", "ResolvedRefs", "BackendNotFound", "ExternalAuth"},
+	} {
+		if !hasLineWith(errOut.String(), want...) {
+			t.Errorf("stderr has no line with %q:\n%s", want, errOut.String())
+		}
+	}
+}

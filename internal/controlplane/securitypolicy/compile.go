@@ -250,6 +250,10 @@ func Compile(p *SecurityPolicy, grants []*gwv1.ReferenceGrant, secrets Secrets) 
 		if e.Timeout != nil {
 			out.ExtAuth.Timeout, _ = time.ParseDuration(string(*e.Timeout))
 		}
+		if e.ForwardBody != nil && e.ForwardBody.MaxSize > 0 {
+			out.ExtAuth.ForwardBody = int64(e.ForwardBody.MaxSize)
+		}
+		out.ExtAuth.Name = "SecurityPolicy " + out.Policy
 		if ref != nil {
 			out.ExtAuth.Backend = &config.BackendKey{Service: config.NamespacedName(extAuthService(p)), Port: *ref.Port}
 		}

@@ -40,6 +40,8 @@ func TestValidateExtAuth(t *testing.T) {
 		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1", HeadersToBackend: []string{"a b"}}}, "headersToBackend[0]"},
 		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1"}, Timeout: ptr.To(gwv1.Duration("0s"))}, "spec.extAuth.timeout"},
 		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1"}, Timeout: ptr.To(gwv1.Duration("2h"))}, "spec.extAuth.timeout"},
+		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1"}, ForwardBody: &gwv1.ForwardBodyConfig{MaxSize: -1}}, "spec.extAuth.forwardBody.maxSize"},
+		{&ExtAuth{HTTP: &HTTPExtAuth{Address: "h:1"}, ForwardBody: &gwv1.ForwardBodyConfig{MaxSize: MaxExtAuthBody + 1}}, "spec.extAuth.forwardBody.maxSize"},
 	} {
 		err := (&Spec{TargetRefs: refs, ExtAuth: tc.e}).Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -52,7 +54,7 @@ func TestCompileExtAuth(t *testing.T) {
 	port := gwv1.PortNumber(9000)
 	p := &SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "p"}, Spec: Spec{
 		TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{route("web")},
-		ExtAuth: &ExtAuth{FailOpen: true, HTTP: &HTTPExtAuth{
+		ExtAuth: &ExtAuth{FailOpen: true, ForwardBody: &gwv1.ForwardBodyConfig{MaxSize: 2048}, HTTP: &HTTPExtAuth{
 			BackendRef: &gwv1.BackendObjectReference{Name: "authz", Namespace: ptr.To(gwv1.Namespace("vault")), Port: &port},
 			Path:       "/check/", HeadersToAuth: []string{"x-tenant"}, HeadersToBackend: []string{"x-user"},
 		}},
@@ -63,7 +65,7 @@ func TestCompileExtAuth(t *testing.T) {
 	}
 	e := sec.ExtAuth
 	if e == nil || e.Backend == nil || e.Backend.String() != "vault/authz:9000" || e.Path != "/check" || e.Timeout != DefaultExtAuthTimeout || !e.FailOpen ||
-		e.HeadersToAuth[0] != "X-Tenant" || e.HeadersToBackend[0] != "X-User" {
+		e.HeadersToAuth[0] != "X-Tenant" || e.HeadersToBackend[0] != "X-User" || e.ForwardBody != 2048 {
 		t.Fatalf("compiled %+v", e)
 	}
 	services := func(key types.NamespacedName) ([]int32, bool) {

@@ -94,6 +94,10 @@ type ExtAuth struct {
 	// (down, too slow, an answer that cannot be read); by default such a
 	// request is refused with 403.
 	FailOpen bool `json:"failOpen,omitempty"`
+	// ForwardBody sends the service the request's body, buffered up to
+	// maxSize bytes (the ExternalAuth filter's option); a longer body is
+	// refused with 413. Unset or 0: the body is never sent.
+	ForwardBody *gwv1.ForwardBodyConfig `json:"forwardBody,omitempty"`
 }
 
 // HTTPExtAuth is an HTTP authorization service: it receives the
@@ -147,6 +151,7 @@ const (
 	DefaultExtAuthTimeout = 2 * time.Second
 	MaxExtAuthTimeout     = time.Minute
 	MaxExtAuthHeaders     = 32
+	MaxExtAuthBody        = 1 << 20
 )
 
 // JWT asks for a JSON Web Token that one of its providers signed (RS*,
@@ -573,6 +578,9 @@ func (e *ExtAuth) validate() []string {
 		if v, err := time.ParseDuration(string(*d)); err != nil || v <= 0 || v > MaxExtAuthTimeout {
 			add("spec.extAuth.timeout: %q is not above 0s and at most %s", *d, MaxExtAuthTimeout)
 		}
+	}
+	if fb := e.ForwardBody; fb != nil && (fb.MaxSize < 0 || fb.MaxSize > MaxExtAuthBody) {
+		add("spec.extAuth.forwardBody.maxSize: %d is not between 0 and %d", fb.MaxSize, MaxExtAuthBody)
 	}
 	at := "spec.extAuth.http"
 	if e.GRPC != nil {

@@ -165,6 +165,15 @@ func TestRefusedAsTheAPIServerWould(t *testing.T) {
 		{"tls secret without key", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/tls\nstringData: {tls.crt: x}\n", "data[tls.key]"},
 		{"secret key", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {'a/b': x}\n", "data[a/b]"},
 		{"namespace name", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n", "metadata.name"},
+		{"listener filters on TCP", gateway("  - name: a\n    port: 7000\n    protocol: TCP\n    filters: {requests: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: s, port: 80}, http: {}}}]}\n"),
+			"filters may only be set when protocol is HTTP or HTTPS"},
+		{"listener filter type", gateway("  - name: a\n    port: 80\n    protocol: HTTP\n    filters: {requests: [{type: RequestHeaderModifier}]}\n"), "RequestHeaderModifier"},
+		{"listener filter without payload", gateway("  - name: a\n    port: 80\n    protocol: HTTP\n    filters: {requests: [{type: ExternalAuth}]}\n"),
+			"filter.externalAuth must be specified for ExternalAuth filter.type"},
+		{"listener filter protocol mismatch", gateway("  - name: a\n    port: 80\n    protocol: HTTP\n    filters: {requests: [{type: ExternalAuth, externalAuth: {protocol: GRPC, backendRef: {name: s, port: 80}, http: {}}}]}\n"),
+			"grpc must be specified when protocol is set to 'GRPC'"},
+		{"route externalAuth body size", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  rules: [{filters: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: s, port: 80}, http: {}, forwardBody: {maxSize: -1}}}]}]\n",
+			"maxSize"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
