@@ -314,3 +314,26 @@ func ownAncestors(entries ancestorEntries, st ancestorStatus, controller gwv1.Ga
 	}
 	return out
 }
+
+// serviceAncestry is what a kind whose policies may target Services needs
+// for their ancestor entries: the Services that exist, and for each
+// targeted Service the Gateways whose routes send to it (routedGateways,
+// which takes each Service as the "policy" wanting it).
+func serviceAncestry[P attachable](t *translation, verdicts []*ownVerdict[P]) (map[types.NamespacedName]bool, map[types.NamespacedName]map[types.NamespacedName]bool) {
+	services := make(map[types.NamespacedName]bool, len(t.res.Services))
+	for _, s := range t.res.Services {
+		services[nn(s.Namespace, s.Name)] = true
+	}
+	wanted := map[tlsTarget][]types.NamespacedName{}
+	for _, v := range verdicts {
+		for _, target := range v.targets {
+			if svc := nn(target.namespace, target.name); target.kind == "Service" {
+				wanted[tlsTarget{svc, ""}] = []types.NamespacedName{svc}
+			}
+		}
+	}
+	if len(wanted) == 0 {
+		return services, nil
+	}
+	return services, routedGateways(t.res, t.st, t.controller, wanted, nil)
+}

@@ -187,24 +187,7 @@ func (t *translation) trafficPolicyStatuses() {
 	}
 	res := t.res
 	pa := t.policyAncestry()
-	services := make(map[types.NamespacedName]bool, len(res.Services))
-	for _, s := range res.Services {
-		services[nn(s.Namespace, s.Name)] = true
-	}
-	// The Gateways routing to each targeted Service, by Service (which
-	// routedGateways takes for the "policy" wanting it).
-	wanted := map[tlsTarget][]types.NamespacedName{}
-	for _, v := range tp.verdicts {
-		for _, target := range v.targets {
-			if svc := nn(target.namespace, target.name); target.kind == "Service" {
-				wanted[tlsTarget{svc, ""}] = []types.NamespacedName{svc}
-			}
-		}
-	}
-	var routedTo map[types.NamespacedName]map[types.NamespacedName]bool
-	if len(wanted) > 0 {
-		routedTo = routedGateways(res, t.st, t.controller, wanted, nil)
-	}
+	services, routedTo := serviceAncestry(t, tp.verdicts)
 	for _, v := range tp.verdicts {
 		key := nn(v.p.Namespace, v.p.Name)
 		entries := ancestorEntries{}

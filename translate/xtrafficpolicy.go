@@ -135,23 +135,7 @@ func (t *translation) xTrafficPolicyStatuses() {
 	if len(xp.verdicts) == 0 {
 		return
 	}
-	res := t.res
-	services := make(map[types.NamespacedName]bool, len(res.Services))
-	for _, s := range res.Services {
-		services[nn(s.Namespace, s.Name)] = true
-	}
-	wanted := map[tlsTarget][]types.NamespacedName{}
-	for _, v := range xp.verdicts {
-		for _, target := range v.targets {
-			if svc := nn(target.namespace, target.name); target.kind == "Service" {
-				wanted[tlsTarget{svc, ""}] = []types.NamespacedName{svc}
-			}
-		}
-	}
-	var routedTo map[types.NamespacedName]map[types.NamespacedName]bool
-	if len(wanted) > 0 {
-		routedTo = routedGateways(res, t.st, t.controller, wanted, nil)
-	}
+	services, routedTo := serviceAncestry(t, xp.verdicts)
 	for _, v := range xp.verdicts {
 		entries := ancestorEntries{}
 		for _, target := range v.targets {
