@@ -162,3 +162,50 @@ func TestBackendTCPKeepalive(t *testing.T) {
 		t.Errorf("socket options %v, want keepalive 1, idle 42, interval 7, probes 4", got)
 	}
 }
+
+// TestBackendConnectTimeoutBoundsTLSHandshake: connecting to a TLS
+// backend is the TCP connect and the handshake; an endpoint that accepts
+// but never answers the ClientHello fails within the policy's connect
+// timeout (300ms), not the flag's 5s, over HTTP/1.1 and HTTP/2.
+func TestBackendConnectTimeoutBoundsTLSHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() }) // held open, silent
+		}
+	}()
+	ca := newTestCA(t)
+	conn := &config.BackendConn{ConnectTimeout: 300 * time.Millisecond}
+	svcs := []testService{
+		{name: "tlsh1", tls: &config.BackendTLS{ID: "h1", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}, addr: ln.Addr().String(), conn: conn},
+		{name: "tlsh2", appProtocol: appProtocolH2C, tls: &config.BackendTLS{ID: "h2", Policy: "app/policy", ServerName: "backend.app.svc", RootCAs: ca.pool}, addr: ln.Addr().String(), conn: conn},
+	}
+	rt := newRuntime(t)
+	p := freePort(t)
+	if err := rt.Apply(servicesConfig(t, p, svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	for _, s := range svcs {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/%s", p, s.name), nil)
+		req.Host = "app.example.com"
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode < 500 || took > 2*time.Second {
+			t.Errorf("%s: answered %d after %s, want a 5xx well within the flag's 5s", s.name, resp.StatusCode, took)
+		}
+	}
+}

@@ -40,6 +40,10 @@ type poolKey struct {
 	// idle is the backend's BackendTrafficPolicy idle timeout (0: the
 	// default): a pool closes its connections idle longer than it.
 	idle time.Duration
+	// connect is the policy's connect timeout (0: the forwarder's dial
+	// timeout), which bounds the TLS handshake as it bounds the TCP
+	// connect: connecting to a TLS backend is both.
+	connect time.Duration
 }
 
 // backendTLSTransport is the connection pool of one BackendTLS ID: one
@@ -50,10 +54,14 @@ type backendTLSTransport struct {
 	h2 *http2.Transport
 }
 
-// get returns the pool for b.ID and cc, making it on first use. b and cc
-// are only read then: the same IDs mean the same settings.
-func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClientCert, idle time.Duration) *backendTLSTransport {
-	key := poolKey{tls: b.ID, idle: idle}
+// get returns the pool for b.ID and cc under conn's timeouts (nil: the
+// defaults), making it on first use. b and cc are only read then: the
+// same IDs mean the same settings.
+func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClientCert, conn *config.BackendConn) *backendTLSTransport {
+	key := poolKey{tls: b.ID}
+	if conn != nil {
+		key.idle, key.connect = conn.IdleTimeout, conn.ConnectTimeout
+	}
 	if cc != nil {
 		key.cert = cc.ID
 	}
@@ -62,16 +70,18 @@ func (ts *backendTLSTransports) get(b *config.BackendTLS, cc *config.BackendClie
 	}
 	// Two first requests may both get here; making a transport opens no
 	// connection, so the one that loses costs nothing.
-	t, _ := ts.byID.LoadOrStore(key, ts.newTransport(b, cc, cmp.Or(idle, backendIdleTimeout)))
+	t, _ := ts.byID.LoadOrStore(key, ts.newTransport(b, cc, cmp.Or(key.idle, backendIdleTimeout), cmp.Or(key.connect, ts.timeout)))
 	return t.(*backendTLSTransport)
 }
 
-func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.BackendClientCert, idle time.Duration) *backendTLSTransport {
+// newTransport makes the pools of b and cc whose connections close after
+// idle and whose TLS handshakes may take handshake (0: no bound).
+func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.BackendClientCert, idle, handshake time.Duration) *backendTLSTransport {
 	return &backendTLSTransport{
 		h1: &http.Transport{
 			DialContext:         ts.dialer.DialContext,
 			TLSClientConfig:     backendTLSConfig(b, cc, "http/1.1"),
-			TLSHandshakeTimeout: ts.timeout,
+			TLSHandshakeTimeout: handshake,
 			MaxIdleConns:        4096,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     idle,
@@ -83,7 +93,9 @@ func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.Ba
 		h2: &http2.Transport{
 			TLSClientConfig:    backendTLSConfig(b, cc, http2.NextProtoTLS),
 			DisableCompression: true,
-			DialTLSContext:     ts.dialH2,
+			DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+				return ts.dialH2(ctx, network, addr, cfg, handshake)
+			},
 			ReadIdleTimeout:    30 * time.Second,
 			PingTimeout:        15 * time.Second,
 			// Closes the connections of a pool that Apply dropped while
@@ -93,13 +105,13 @@ func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.Ba
 	}
 }
 
-// dialH2 connects with the forwarder's dial timeout covering the handshake
-// too, which http2.Transport's own dialer would leave to the request's
-// context.
-func (ts *backendTLSTransports) dialH2(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
-	if ts.timeout > 0 {
+// dialH2 connects with timeout (the policy's connect timeout, else the
+// forwarder's dial timeout) covering the handshake too, which
+// http2.Transport's own dialer would leave to the request's context.
+func (ts *backendTLSTransports) dialH2(ctx context.Context, network, addr string, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ts.timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	raw, err := ts.dialer.DialContext(ctx, network, addr)

@@ -392,10 +392,19 @@ func (f *forwarder) closeIdleByIdle(onlyH1 bool) {
 // idleTimeout is the idle timeout of x's backend's connections, 0 for
 // the default.
 func (x *exchange) idleTimeout() time.Duration {
-	if x.backend != nil && x.backend.Conn != nil {
-		return x.backend.Conn.IdleTimeout
+	if c := x.conn(); c != nil {
+		return c.IdleTimeout
 	}
 	return 0
+}
+
+// conn is the timeouts and keepalive of x's backend's connections (a
+// BackendTrafficPolicy's), nil for the defaults.
+func (x *exchange) conn() *config.BackendConn {
+	if x.backend != nil {
+		return x.backend.Conn
+	}
+	return nil
 }
 
 // RoundTrip picks the transport the backend speaks.
@@ -408,7 +417,7 @@ func (f *forwarder) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case x == nil: // not sent by forward; plain HTTP/1.1
 	case x.tls != nil:
-		return f.tls.get(x.tls, x.clientCert, x.idleTimeout()).roundTripper(x.h2c, r).RoundTrip(r)
+		return f.tls.get(x.tls, x.clientCert, x.conn()).roundTripper(x.h2c, r).RoundTrip(r)
 	case x.h2c:
 		if idle := x.idleTimeout(); idle > 0 {
 			return f.transports(idle).h2c.RoundTrip(r)
@@ -1060,7 +1069,7 @@ func (f *forwarder) mirror(r *http.Request, body []byte, m *config.Mirror, cfg *
 	switch {
 	case m.TLS != nil:
 		req.URL.Scheme = "https"
-		transport = f.tls.get(m.TLS, x.clientCert, 0).roundTripper(h2, req)
+		transport = f.tls.get(m.TLS, x.clientCert, nil).roundTripper(h2, req)
 	case h2:
 		transport = f.h2c
 	}

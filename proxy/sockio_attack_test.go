@@ -72,7 +72,7 @@ func TestAttackDialH2HandshakeStalls(t *testing.T) {
 	start := time.Now()
 	res := make(chan error, 1)
 	go func() {
-		c, err := ts.dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca))
+		c, err := ts.dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca), ts.timeout)
 		if c != nil {
 			c.Close()
 		}
@@ -103,7 +103,7 @@ func TestAttackDialH2UntrustedClosesSocket(t *testing.T) {
 	addr, closed := sockAtkBackend(t, func(c net.Conn) {
 		tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}).Handshake()
 	})
-	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca))
+	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca), 5*time.Second)
 	if c != nil {
 		c.Close()
 	}
@@ -124,7 +124,7 @@ func TestAttackDialH2WrongALPNClosed(t *testing.T) {
 	addr, closed := sockAtkBackend(t, func(c net.Conn) {
 		tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}}).Handshake()
 	})
-	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca))
+	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca), 5*time.Second)
 	if c != nil {
 		c.Close()
 	}
@@ -141,7 +141,7 @@ func TestAttackDialH2WrongALPNClosed(t *testing.T) {
 func TestAttackDialH2Wrapped(t *testing.T) {
 	ca := newTestCA(t)
 	addr := tlsBackend(t, ca.issue(t, []string{"backend.app.svc"}))
-	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca))
+	c, err := sockAtkTransports(5*time.Second).dialH2(context.Background(), "tcp", addr, sockAtkClientConfig(ca), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,8 @@ type Timeout struct {
 	HTTP *HTTPTimeout `json:"http,omitempty"`
 }
 
-// TCPTimeout bounds connecting to an endpoint.
+// TCPTimeout bounds connecting to an endpoint: the TCP connect, and to a
+// TLS backend (BackendTLSPolicy) the handshake too, each by ConnectTimeout.
 type TCPTimeout struct {
 	ConnectTimeout *gwv1.Duration `json:"connectTimeout,omitempty"`
 }
