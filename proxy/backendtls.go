@@ -96,8 +96,8 @@ func (ts *backendTLSTransports) newTransport(b *config.BackendTLS, cc *config.Ba
 			DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
 				return ts.dialH2(ctx, network, addr, cfg, handshake)
 			},
-			ReadIdleTimeout:    30 * time.Second,
-			PingTimeout:        15 * time.Second,
+			ReadIdleTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
 			// Closes the connections of a pool that Apply dropped while
 			// they were busy, once they go idle.
 			IdleConnTimeout: idle,
